@@ -1,0 +1,187 @@
+package delivery
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	firstStart = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	// lastEnd of a late attempt: well after firstStart, so tests can tell which one a wait counts from.
+	lastEnd = firstStart.Add(7*time.Minute + 3*time.Second)
+)
+
+func TestScheduleValid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		s     Schedule
+		valid bool
+	}{
+		{Quadratic, true},
+		{Stepped, true},
+		{Exponential, true},
+		{"QUADRATIC", true},
+		{"quadratic", false},
+		{"", false},
+		{"LINEAR", false},
+		{" STEPPED", false},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.valid, tt.s.Valid(), "%q", tt.s)
+	}
+	require.Equal(t, Quadratic, DefaultSchedule)
+}
+
+func TestScheduleMaxAttempts(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 10, Quadratic.MaxAttempts())
+	require.Equal(t, 10, Stepped.MaxAttempts())
+	require.Equal(t, 11, Exponential.MaxAttempts())
+	require.Equal(t, 10, Schedule("BOGUS").MaxAttempts())
+}
+
+func TestQuadraticEveryStep(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		next int
+		wait time.Duration
+	}{
+		{2, 4 * time.Minute},
+		{3, 9 * time.Minute},
+		{4, 16 * time.Minute},
+		{5, 25 * time.Minute},
+		{6, 36 * time.Minute},
+		{7, 49 * time.Minute},
+		{8, 64 * time.Minute},
+		{9, 81 * time.Minute},
+		{10, 100 * time.Minute},
+	}
+	var total time.Duration
+	for _, tt := range tests {
+		got := Quadratic.NextDue(tt.next, firstStart, lastEnd, time.Minute)
+		require.Equal(t, lastEnd.Add(tt.wait), got, "attempt %d counts from the end of the previous one", tt.next)
+		total += got.Sub(lastEnd)
+	}
+	require.Equal(t, 6*time.Hour+24*time.Minute, total)
+}
+
+func TestSteppedEveryStep(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		next int
+		wait time.Duration
+	}{
+		{2, 1 * time.Minute}, // after the 1st failure
+		{3, 1 * time.Minute},
+		{4, 2 * time.Minute},
+		{5, 5 * time.Minute},
+		{6, 10 * time.Minute},
+		{7, 20 * time.Minute},
+		{8, 20 * time.Minute},
+		{9, 60 * time.Minute},
+		{10, 60 * time.Minute}, // after the 9th failure
+	}
+	var total time.Duration
+	for _, tt := range tests {
+		got := Stepped.NextDue(tt.next, firstStart, lastEnd, time.Minute)
+		require.Equal(t, lastEnd.Add(tt.wait), got, "attempt %d", tt.next)
+		total += got.Sub(lastEnd)
+	}
+	require.Equal(t, 2*time.Hour+59*time.Minute, total)
+}
+
+func TestExponentialEveryStep(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	tests := []struct {
+		next  int
+		after time.Duration // after firstStart
+	}{
+		{2, 84800 * ms},      // (2^1−1)·84.8 s ≈ 1.4 min
+		{3, 254400 * ms},     // 3·84.8 s ≈ 4.2 min
+		{4, 593600 * ms},     // 7·84.8 s
+		{5, 1272000 * ms},    // 15·84.8 s
+		{6, 2628800 * ms},    // 31·84.8 s
+		{7, 5342400 * ms},    // 63·84.8 s
+		{8, 10769600 * ms},   // 127·84.8 s
+		{9, 21624000 * ms},   // 255·84.8 s
+		{10, 43332800 * ms},  // 511·84.8 s
+		{11, 86750400 * ms},  // 1023·84.8 s = 24h5m50.4s
+		{12, 86750400 * ms},  // beyond MaxAttempts: the last wait repeats
+		{40, 86750400 * ms},  // and never overflows
+		{100, 86750400 * ms}, // ditto
+	}
+	for _, tt := range tests {
+		// The previous attempt ended right after the first started: the formula decides.
+		prevEnd := firstStart.Add(time.Second)
+		got := Exponential.NextDue(tt.next, firstStart, prevEnd, time.Minute)
+		require.Equal(t, firstStart.Add(tt.after), got, "attempt %d", tt.next)
+	}
+	require.Equal(t, 24*time.Hour+5*time.Minute+50400*ms,
+		Exponential.NextDue(11, firstStart, firstStart, time.Minute).Sub(firstStart))
+}
+
+func TestExponentialNeverBeforeLastEnd(t *testing.T) {
+	t.Parallel()
+	// Attempt 2 would be due 84.8 s after firstStart, but attempt 1 ran until 7m03s: it may start no earlier.
+	require.Equal(t, lastEnd, Exponential.NextDue(2, firstStart, lastEnd, time.Minute))
+	// Attempt 4 is due 593.6 s after firstStart, later than lastEnd: the formula wins.
+	require.Equal(t, firstStart.Add(593600*time.Millisecond), Exponential.NextDue(4, firstStart, lastEnd, time.Minute))
+}
+
+func TestCompressedUnit(t *testing.T) {
+	t.Parallel()
+	unit := 10 * time.Millisecond
+	for next := 2; next <= 10; next++ {
+		got := Quadratic.NextDue(next, firstStart, lastEnd, unit)
+		require.Equal(t, lastEnd.Add(time.Duration(next*next)*unit), got, "quadratic %d", next)
+	}
+	stepped := []time.Duration{10, 10, 20, 50, 100, 200, 200, 600, 600}
+	for i, want := range stepped {
+		got := Stepped.NextDue(i+2, firstStart, lastEnd, unit)
+		require.Equal(t, lastEnd.Add(want*time.Millisecond), got, "stepped %d", i+2)
+	}
+	for next := 2; next <= 11; next++ {
+		k := int64(next - 1)
+		// ((2^k)−1)·84.8 s·unit/1 min, computed in milliseconds·unit to stay exact.
+		want := time.Duration(((int64(1)<<k)-1) * 84800 * int64(unit) / 60000)
+		got := Exponential.NextDue(next, firstStart, firstStart, unit)
+		require.Equal(t, firstStart.Add(want), got, "exponential %d", next)
+	}
+	// Spot checks by hand: 84.8 s·(10 ms/60 s) = 14.1333… ms, 1023 times that = 14.4584 s.
+	require.Equal(t, 14133333*time.Nanosecond, Exponential.NextDue(2, firstStart, firstStart, unit).Sub(firstStart))
+	require.Equal(t, 14458400*time.Microsecond, Exponential.NextDue(11, firstStart, firstStart, unit).Sub(firstStart))
+	// The whole QUADRATIC schedule takes 384 units: 3.84 s at 10 ms.
+	var total time.Duration
+	for next := 2; next <= 10; next++ {
+		total += Quadratic.NextDue(next, firstStart, lastEnd, unit).Sub(lastEnd)
+	}
+	require.Equal(t, 3840*time.Millisecond, total)
+}
+
+func TestNextDueEdges(t *testing.T) {
+	t.Parallel()
+	for _, s := range []Schedule{Quadratic, Stepped, Exponential, "BOGUS"} {
+		t.Run(fmt.Sprint(s), func(t *testing.T) {
+			// No previous attempt to wait for.
+			require.Equal(t, lastEnd, s.NextDue(1, firstStart, lastEnd, time.Minute))
+			require.Equal(t, lastEnd, s.NextDue(0, firstStart, lastEnd, time.Minute))
+			// A zero or negative unit means the default minute.
+			require.Equal(t, s.NextDue(3, firstStart, lastEnd, time.Minute), s.NextDue(3, firstStart, lastEnd, 0))
+			require.Equal(t, s.NextDue(3, firstStart, lastEnd, time.Minute), s.NextDue(3, firstStart, lastEnd, -time.Second))
+			// Never earlier than the end of the previous attempt, whatever the number.
+			for next := 2; next <= 50; next++ {
+				require.False(t, s.NextDue(next, firstStart, lastEnd, time.Minute).Before(lastEnd), "attempt %d", next)
+			}
+		})
+	}
+	// Beyond the maximum the last wait repeats.
+	require.Equal(t, lastEnd.Add(100*time.Minute), Quadratic.NextDue(11, firstStart, lastEnd, time.Minute))
+	require.Equal(t, lastEnd.Add(100*time.Minute), Quadratic.NextDue(1000, firstStart, lastEnd, time.Minute))
+	require.Equal(t, lastEnd.Add(60*time.Minute), Stepped.NextDue(11, firstStart, lastEnd, time.Minute))
+	// An unknown schedule behaves like the default one.
+	require.Equal(t, Quadratic.NextDue(5, firstStart, lastEnd, time.Minute), Schedule("BOGUS").NextDue(5, firstStart, lastEnd, time.Minute))
+}

@@ -1,0 +1,484 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/adal-relay/adal/egress"
+)
+
+// ErrorKind classifies a failed attempt. The values are the GraphQL enum values (Attempt.errorKind), so a
+// user can filter on them and the panel can explain them without parsing messages.
+type ErrorKind string
+
+// The error kinds of DESIGN §6. An attempt without error has the empty kind.
+const (
+	// ErrHTTPStatus: the recipient answered, but not with a 2xx (including 1xx and 3xx: redirects are not
+	// followed).
+	ErrHTTPStatus ErrorKind = "HTTP_STATUS"
+	// ErrTimeout: no complete response (headers and body) within the attempt's timeout.
+	ErrTimeout ErrorKind = "TIMEOUT"
+	// ErrDNS: the recipient's host name could not be resolved.
+	ErrDNS ErrorKind = "DNS"
+	// ErrTLS: the TLS handshake failed (untrusted or invalid certificate, protocol mismatch, alert).
+	ErrTLS ErrorKind = "TLS"
+	// ErrConnection: no usable connection: refused, reset, closed early, or refused by the egress guard.
+	ErrConnection ErrorKind = "CONNECTION"
+	// ErrCLILocal: a CLI recipient's local service could not be reached by the adal CLI.
+	ErrCLILocal ErrorKind = "CLI_LOCAL"
+	// ErrInterrupted: the attempt was cut short on our side (shutdown, or a lease the rescuer found
+	// expired), so its result is unknown.
+	ErrInterrupted ErrorKind = "INTERRUPTED"
+)
+
+// Valid reports whether k is one of the known kinds (the empty kind, "no error", is not one).
+func (k ErrorKind) Valid() bool {
+	switch k {
+	case ErrHTTPStatus, ErrTimeout, ErrDNS, ErrTLS, ErrConnection, ErrCLILocal, ErrInterrupted:
+		return true
+	}
+	return false
+}
+
+// DefaultTimeout bounds a whole attempt, reading the response body included, when the recipient sets none.
+const DefaultTimeout = 30 * time.Second
+
+// MaxStoredResponse caps the response body kept for Outgoing.KeepResponse, so a recipient answering with
+// gigabytes cannot make the relay hold them; the rest is still read, and discarded.
+const MaxStoredResponse = 64 << 10
+
+// UserAgent is sent when the relayed request had no User-Agent of its own, so that recipients (and their
+// firewalls, which often drop requests without one) can tell who is calling instead of seeing Go's default.
+const UserAgent = "Adal-Webhook-Relay"
+
+// The headers Adal sets on every delivered request (DESIGN §6).
+const (
+	// HeaderRequestID carries the id of the accepted request, identical across attempts and recipients.
+	HeaderRequestID = "X-Adal-Request-Id"
+	// HeaderAttempt carries the attempt number, starting at 1.
+	HeaderAttempt = "X-Adal-Attempt"
+	// HeaderIdempotency carries the request key when the recipient asked for it.
+	HeaderIdempotency = "X-Adal-Idempotency"
+	// headerPrefix marks headers that only Adal may set; inbound copies are dropped so senders cannot spoof them.
+	headerPrefix = "X-Adal-"
+)
+
+// Outgoing is one attempt to deliver a request over HTTP.
+type Outgoing struct {
+	// URL is the full target URL; JoinTarget builds it from the recipient URL and the inbound path and query.
+	URL string
+	// Method is forwarded as is; empty means GET, as in net/http.
+	Method string
+	// Header holds the inbound headers; hop-by-hop, Host, Content-Length and X-Adal-* are dropped on the way.
+	Header http.Header
+	// Body is forwarded byte for byte.
+	Body []byte
+	// RequestID is sent as X-Adal-Request-Id.
+	RequestID string
+	// Attempt is the attempt number, sent as X-Adal-Attempt.
+	Attempt int
+	// IdempotencyKey is sent as X-Adal-Idempotency when non-empty.
+	IdempotencyKey string
+	// Timeout bounds the whole attempt including reading the response body; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// KeepResponse asks for the response body (up to MaxStoredResponse) in Outcome.ResponseBody; only
+	// outbound jobs that opted in want it, deliveries never store it.
+	KeepResponse bool
+}
+
+// Outcome is what an attempt records: timing, status and, on failure, a kind and a human-readable message.
+type Outcome struct {
+	// StartedAt and FinishedAt bracket the attempt, response body included.
+	StartedAt, FinishedAt time.Time
+	// HTTPStatus is the response status, 0 when no response arrived.
+	HTTPStatus int
+	// ErrorKind is empty on success.
+	ErrorKind ErrorKind
+	// ErrorMessage explains the failure to a human; it never contains the request or response body.
+	ErrorMessage string
+	// ResponseBody is only set with Outgoing.KeepResponse, at most MaxStoredResponse bytes.
+	ResponseBody []byte
+	// ResponseTruncated tells that ResponseBody was cut at MaxStoredResponse.
+	ResponseTruncated bool
+}
+
+// Succeeded reports whether the attempt counts as delivered: a 2xx answer read completely.
+func (o Outcome) Succeeded() bool {
+	return o.ErrorKind == "" && o.HTTPStatus >= 200 && o.HTTPStatus <= 299
+}
+
+// Duration is how long the attempt took, as shown on the attempt (durationMs).
+func (o Outcome) Duration() time.Duration { return o.FinishedAt.Sub(o.StartedAt) }
+
+// HTTPSender makes direct HTTP attempts. It is safe for concurrent use and meant to be shared: it keeps
+// connections to recipients alive between attempts.
+type HTTPSender struct {
+	client *http.Client
+	now    func() time.Time
+}
+
+// NewHTTPSender returns a sender whose connections go through the egress guard (allowPrivate is
+// ADAL_ALLOW_PRIVATE_TARGETS). now stamps StartedAt/FinishedAt so callers can use the same clock as the
+// scheduler; nil means time.Now.
+func NewHTTPSender(allowPrivate bool, now func() time.Time) *HTTPSender {
+	return newHTTPSender(egress.NewTransport(allowPrivate), now)
+}
+
+func newHTTPSender(rt http.RoundTripper, now func() time.Time) *HTTPSender {
+	if now == nil {
+		now = time.Now
+	}
+	return &HTTPSender{
+		now: now,
+		client: &http.Client{
+			Transport: rt,
+			// A redirect is an answer, not a delivery: following it would deliver somewhere the tenant never
+			// configured (and past the check of the original target).
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+}
+
+// CloseIdleConnections releases pooled connections, for shutdown and tests.
+func (s *HTTPSender) CloseIdleConnections() { s.client.CloseIdleConnections() }
+
+// errAttemptTimeout is the cause of the attempt's own deadline, to tell it from the caller's.
+var errAttemptTimeout = errors.New("attempt timeout")
+
+// Send makes one attempt and reports its outcome; it never returns an error because every failure is an
+// outcome to record. Cancelling ctx interrupts the attempt (ErrInterrupted).
+func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
+	timeout := out.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	o := Outcome{StartedAt: s.now()}
+
+	actx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
+	defer cancel()
+
+	req, err := http.NewRequestWithContext(actx, out.Method, out.URL, bytes.NewReader(out.Body))
+	if err != nil {
+		o.ErrorKind, o.ErrorMessage = ErrConnection, "invalid request: "+invalidRequestReason(err)
+		o.FinishedAt = s.now()
+		return o
+	}
+	req.Header = forwardHeader(out.Header)
+	req.Header.Set(HeaderRequestID, out.RequestID)
+	req.Header.Set(HeaderAttempt, strconv.Itoa(out.Attempt))
+	if out.IdempotencyKey != "" {
+		req.Header.Set(HeaderIdempotency, out.IdempotencyKey)
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", UserAgent)
+	}
+
+	resp, err := s.client.Do(req)
+	if err != nil {
+		o.ErrorKind, o.ErrorMessage = classify(ctx, actx, err, req.URL.Host, timeout, 0)
+		o.FinishedAt = s.now()
+		return o
+	}
+	o.HTTPStatus = resp.StatusCode
+	body, truncated, err := readBody(resp.Body, out.KeepResponse)
+	_ = resp.Body.Close()
+	if out.KeepResponse {
+		o.ResponseBody, o.ResponseTruncated = body, truncated
+	}
+	switch {
+	case err != nil:
+		o.ErrorKind, o.ErrorMessage = classify(ctx, actx, err, req.URL.Host, timeout, resp.StatusCode)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		o.ErrorKind, o.ErrorMessage = ErrHTTPStatus, statusMessage(resp)
+	}
+	o.FinishedAt = s.now()
+	return o
+}
+
+// readBody reads the whole body: an attempt is only complete once the recipient has sent all of it, and
+// reading it lets the connection be reused. Only with keep is (the start of) it retained.
+func readBody(body io.Reader, keep bool) (kept []byte, truncated bool, err error) {
+	if keep {
+		var buf bytes.Buffer
+		if _, err = io.Copy(&buf, io.LimitReader(body, MaxStoredResponse)); err != nil {
+			return buf.Bytes(), false, err
+		}
+		kept = buf.Bytes()
+	}
+	n, err := io.Copy(io.Discard, body)
+	return kept, keep && n > 0, err
+}
+
+// hopByHop lists the headers that describe one connection, not the message (RFC 9110 §7.6.1), plus the
+// ones the transport must compute itself. Expect is dropped because the relay already holds the whole body
+// and waiting for a 100 Continue would only add latency.
+var hopByHop = map[string]bool{
+	"Connection":          true,
+	"Keep-Alive":          true,
+	"Proxy-Authenticate":  true,
+	"Proxy-Authorization": true,
+	"Proxy-Connection":    true,
+	"Te":                  true,
+	"Trailer":             true,
+	"Trailers":            true,
+	"Transfer-Encoding":   true,
+	"Upgrade":             true,
+	"Host":                true,
+	"Content-Length":      true,
+	"Expect":              true,
+}
+
+// forwardHeader copies the inbound headers that are meant for the recipient.
+func forwardHeader(in http.Header) http.Header {
+	drop := map[string]bool{}
+	for _, v := range in.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				drop[http.CanonicalHeaderKey(name)] = true
+			}
+		}
+	}
+	out := make(http.Header, len(in)+3)
+	for name, values := range in {
+		canon := http.CanonicalHeaderKey(name)
+		if hopByHop[canon] || drop[canon] || strings.HasPrefix(canon, headerPrefix) {
+			continue
+		}
+		out[canon] = append(out[canon], values...)
+	}
+	return out
+}
+
+// classify turns a transport or body-read error into a kind and a message. host is the URL's host[:port];
+// messages name it rather than the URL, whose query may carry secrets. status is non-zero when the error
+// happened while reading the body.
+func classify(parent, attempt context.Context, err error, host string, timeout time.Duration, status int) (ErrorKind, string) {
+	if errors.Is(parent.Err(), context.Canceled) {
+		return ErrInterrupted, "attempt interrupted before it completed: " + context.Cause(parent).Error()
+	}
+	var forbidden *egress.ForbiddenTargetError
+	if errors.As(err, &forbidden) {
+		return ErrConnection, fmt.Sprintf("refused to connect to %s: %s", host, forbidden.Error())
+	}
+	if attempt.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return ErrTimeout, timeoutMessage(err, timeout, status)
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		name := dnsErr.Name
+		if name == "" {
+			name = hostname(host)
+		}
+		switch {
+		case dnsErr.IsNotFound:
+			return ErrDNS, fmt.Sprintf("could not resolve host %q: no such host", name)
+		case dnsErr.IsTimeout:
+			return ErrDNS, fmt.Sprintf("could not resolve host %q: DNS lookup timed out", name)
+		default:
+			return ErrDNS, fmt.Sprintf("could not resolve host %q: %s", name, dnsErr.Err)
+		}
+	}
+	if isTLS(err) {
+		return ErrTLS, fmt.Sprintf("TLS handshake with %s failed: %s", host, innermost(err))
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return ErrTimeout, timeoutMessage(err, timeout, status)
+	}
+	during := ""
+	if status != 0 {
+		during = fmt.Sprintf(" while sending the response body (status %d)", status)
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ErrConnection, fmt.Sprintf("connection to %s refused", host)
+	case errors.Is(err, syscall.ECONNRESET):
+		return ErrConnection, fmt.Sprintf("connection to %s was reset by the recipient%s", host, during)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return ErrConnection, fmt.Sprintf("recipient %s closed the connection before a complete response%s", host, during)
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return ErrConnection, fmt.Sprintf("recipient %s is unreachable: %s", host, innermost(err))
+	}
+	return ErrConnection, fmt.Sprintf("connection to %s failed%s: %s", host, during, innermost(err))
+}
+
+func timeoutMessage(err error, timeout time.Duration, status int) string {
+	if status != 0 {
+		return fmt.Sprintf("no complete response within %s: the response body (status %d) was still arriving", timeout, status)
+	}
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &dnsErr):
+		return fmt.Sprintf("no response within %s: still resolving the host name", timeout)
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return fmt.Sprintf("no response within %s: still connecting", timeout)
+	case strings.Contains(err.Error(), "TLS handshake timeout"):
+		return fmt.Sprintf("no response within %s: the TLS handshake timed out", timeout)
+	}
+	return fmt.Sprintf("no response within %s: the recipient accepted the request but did not answer in time", timeout)
+}
+
+func isTLS(err error) bool {
+	var (
+		certVerify *tls.CertificateVerificationError
+		recordHdr  tls.RecordHeaderError
+		alert      tls.AlertError
+		echReject  *tls.ECHRejectionError
+		unknownCA  x509.UnknownAuthorityError
+		invalid    x509.CertificateInvalidError
+		hostname   x509.HostnameError
+		opErr      *net.OpError
+	)
+	switch {
+	case errors.As(err, &certVerify), errors.As(err, &recordHdr), errors.As(err, &alert), errors.As(err, &echReject),
+		errors.As(err, &unknownCA), errors.As(err, &invalid), errors.As(err, &hostname):
+		return true
+	case errors.As(err, &opErr) && opErr.Op == "remote error": // an alert sent by the peer
+		return true
+	}
+	// crypto/tls reports many handshake failures as plain errors, all prefixed "tls: ".
+	msg := innermost(err)
+	return strings.HasPrefix(msg, "tls: ") || strings.HasPrefix(msg, "x509: ")
+}
+
+// innermost strips the url.Error wrapper (method and full URL, which may carry secrets in its query) and
+// keeps the transport's own wording.
+func innermost(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
+
+func hostname(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return host
+}
+
+// invalidRequestReason explains a request that could not even be built (bad method or URL) without echoing
+// the URL, which may carry secrets.
+func invalidRequestReason(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return "malformed target URL: " + ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// maxLocation caps how much of a redirect target is quoted in a message.
+const maxLocation = 256
+
+func statusMessage(resp *http.Response) string {
+	msg := "recipient answered " + strconv.Itoa(resp.StatusCode)
+	if text := http.StatusText(resp.StatusCode); text != "" {
+		msg += " " + text
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		msg += " (redirects are not followed"
+		if loc := resp.Header.Get("Location"); loc != "" {
+			if len(loc) > maxLocation {
+				loc = loc[:maxLocation] + "…"
+			}
+			msg += fmt.Sprintf("; Location: %q", loc)
+		}
+		msg += ")"
+	}
+	return msg
+}
+
+// JoinTarget builds the URL an inbound request is delivered to: the recipient's base URL, followed by the
+// path suffix received after /in/{key} and the query string. pathSuffix is in escaped form (as in
+// url.URL.EscapedPath) so that encoded characters reach the recipient exactly as they arrived; rawQuery is
+// appended after the base URL's own query, if any.
+//
+// Dot segments ("." and "..", also percent-encoded) in the suffix are resolved within the suffix and can
+// never climb above the base path: whoever knows an inbound URL must not be able to reach other paths of the
+// recipient's host than the one the tenant configured.
+func JoinTarget(base, pathSuffix, rawQuery string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", fmt.Errorf("recipient URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("recipient URL: scheme must be http or https, got %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return "", errors.New("recipient URL: missing host")
+	}
+	suffix, err := cleanSuffix(pathSuffix)
+	if err != nil {
+		return "", err
+	}
+	joined := u.EscapedPath()
+	if suffix != "" {
+		joined = strings.TrimSuffix(joined, "/") + "/" + suffix
+	}
+	if joined != "" {
+		if u.Path, err = url.PathUnescape(joined); err != nil {
+			return "", fmt.Errorf("path: %w", err)
+		}
+		u.RawPath = joined
+	}
+	switch {
+	case rawQuery == "":
+	case u.RawQuery == "":
+		u.RawQuery = rawQuery
+	default:
+		u.RawQuery += "&" + rawQuery
+	}
+	u.ForceQuery = false
+	u.Fragment, u.RawFragment = "", "" // never sent over the wire anyway
+	return u.String(), nil
+}
+
+// cleanSuffix resolves dot segments of an escaped path suffix and returns it without its leading slash.
+// A trailing slash is kept: /hook and /hook/ may be different resources.
+func cleanSuffix(suffix string) (string, error) {
+	suffix = strings.TrimLeft(suffix, "/")
+	if suffix == "" {
+		return "", nil
+	}
+	segments := strings.Split(suffix, "/")
+	kept := make([]string, 0, len(segments))
+	trailing := false
+	for i, seg := range segments {
+		decoded, err := url.PathUnescape(seg)
+		if err != nil {
+			return "", fmt.Errorf("path suffix: %w", err)
+		}
+		last := i == len(segments)-1
+		switch decoded {
+		case ".":
+			trailing = last
+		case "..":
+			if len(kept) > 0 {
+				kept = kept[:len(kept)-1]
+			}
+			trailing = last
+		default:
+			kept = append(kept, seg)
+			trailing = false
+		}
+	}
+	out := strings.Join(kept, "/")
+	if trailing && out != "" {
+		out += "/"
+	}
+	return out, nil
+}

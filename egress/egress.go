@@ -1,0 +1,226 @@
+// Package egress guards every outgoing connection Adal makes on behalf of a tenant.
+//
+// A webhook relay lets strangers choose where the server connects to, which makes it a ready-made SSRF
+// tool: without a guard a tenant could point a recipient at the cloud metadata service, the database on
+// localhost or anything else on the private network. The guard therefore refuses every address that is not
+// plainly on the public internet.
+//
+// The check runs at dial time, on the IP address the connection is actually about to use (net.Dialer's
+// ControlContext hook). Checking the URL or a DNS answer beforehand would not be enough: a hostile DNS
+// server can answer a public address to the check and a private one to the dial (DNS rebinding). At dial
+// time there is nothing left to re-resolve.
+package egress
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// AllowPrivateEnv names the setting an operator flips to let recipients reach private addresses; refusal
+// messages quote it so whoever reads an attempt's error knows how to lift the restriction.
+const AllowPrivateEnv = "ADAL_ALLOW_PRIVATE_TARGETS"
+
+// ErrForbiddenTarget is matched (errors.Is) by every refusal of the guard, through any wrapping by net and
+// net/http, so callers can tell "we refused to connect" apart from "the connection failed".
+var ErrForbiddenTarget = errors.New("egress: target address is not allowed")
+
+// ForbiddenTargetError is the refusal for one address. It carries the address and the reason so that the
+// message shown on an attempt says exactly what was refused and why.
+type ForbiddenTargetError struct {
+	// Addr is the refused address as the dialer saw it (an IPv4-mapped or NAT64 form stays as it was).
+	Addr netip.Addr
+	// Reason names the refused range, e.g. "loopback" or "private network (RFC 1918)".
+	Reason string
+}
+
+// Error tells a human what was refused and how an operator can allow it.
+func (e *ForbiddenTargetError) Error() string {
+	return fmt.Sprintf("target address %s is not allowed (%s); set %s=true to allow", e.Addr, e.Reason, AllowPrivateEnv)
+}
+
+// Is makes errors.Is(err, ErrForbiddenTarget) true for every refusal.
+func (e *ForbiddenTargetError) Is(target error) bool { return target == ErrForbiddenTarget }
+
+type rule struct {
+	prefix netip.Prefix
+	reason string
+}
+
+func rules(pairs ...string) []rule {
+	out := make([]rule, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, rule{prefix: netip.MustParsePrefix(pairs[i]), reason: pairs[i+1]})
+	}
+	return out
+}
+
+// ipv4Rules is a deny list: IPv4 has no clean "public" prefix, so every special-purpose block that is not
+// reachable on the public internet (IANA IPv4 Special-Purpose Address Registry) is listed. First match wins,
+// so narrower entries come before the blocks that contain them.
+var ipv4Rules = rules(
+	"0.0.0.0/32", "unspecified",
+	"0.0.0.0/8", `"this network" (0.0.0.0/8)`,
+	"10.0.0.0/8", "private network (RFC 1918)",
+	"100.64.0.0/10", "shared address space (carrier-grade NAT, RFC 6598)",
+	"127.0.0.0/8", "loopback",
+	"169.254.169.254/32", "link-local (cloud metadata service)",
+	"169.254.0.0/16", "link-local",
+	"172.16.0.0/12", "private network (RFC 1918)",
+	"192.0.0.0/24", "reserved (IETF protocol assignments)",
+	"192.0.2.0/24", "documentation (TEST-NET-1)",
+	"192.88.99.0/24", "reserved (deprecated 6to4 relay anycast)",
+	"192.168.0.0/16", "private network (RFC 1918)",
+	"198.18.0.0/15", "benchmarking (RFC 2544)",
+	"198.51.100.0/24", "documentation (TEST-NET-2)",
+	"203.0.113.0/24", "documentation (TEST-NET-3)",
+	"224.0.0.0/4", "multicast",
+	"255.255.255.255/32", "broadcast",
+	"240.0.0.0/4", "reserved (240.0.0.0/4)",
+)
+
+// ipv6GlobalUnicast is the only IPv6 block handed out for public hosts; everything outside it (apart from
+// the translation prefixes handled on their own) is refused, which is safer than listing what to refuse.
+var ipv6GlobalUnicast = netip.MustParsePrefix("2000::/3")
+
+// ipv6OutsideRules only gives a precise reason for well-known blocks outside 2000::/3; they are refused
+// either way.
+var ipv6OutsideRules = rules(
+	"fc00::/7", "private network (unique local, fc00::/7)",
+	"fe80::/10", "link-local",
+	"fec0::/10", "reserved (deprecated site-local)",
+	"ff00::/8", "multicast",
+	"100::/64", "reserved (discard-only)",
+	"64:ff9b:1::/48", "local-use NAT64 (64:ff9b:1::/48)",
+	"::/96", "reserved (deprecated IPv4-compatible IPv6)",
+)
+
+// ipv6InsideRules are the special blocks inside 2000::/3 that are not public hosts.
+var ipv6InsideRules = rules(
+	"2001::/32", "reserved (Teredo tunnelling)",
+	"2001:2::/48", "benchmarking (2001:2::/48)",
+	"2001:db8::/32", "documentation (2001:db8::/32)",
+	"2001::/23", "reserved (IETF protocol assignments)",
+	"3fff::/20", "documentation (3fff::/20)",
+)
+
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+)
+
+// Check returns nil when addr may be connected to, and a *ForbiddenTargetError otherwise. It only
+// classifies; it never touches the network. Addresses that embed an IPv4 address and are routed to it
+// (IPv4-mapped ::ffff:a.b.c.d, NAT64 64:ff9b::a.b.c.d, 6to4 2002:aabb:ccdd::) are judged by the embedded
+// address, because that is where the packets end up.
+func Check(addr netip.Addr) error {
+	if reason := classify(addr); reason != "" {
+		return &ForbiddenTargetError{Addr: addr, Reason: reason}
+	}
+	return nil
+}
+
+func classify(addr netip.Addr) string {
+	if !addr.IsValid() {
+		return "invalid address"
+	}
+	a := addr.WithZone("")
+	if a.Is4() {
+		return classify4(a)
+	}
+	if a.Is4In6() {
+		return embedded(classify4(a.Unmap()), "IPv4-mapped")
+	}
+	switch {
+	case a.IsUnspecified():
+		return "unspecified"
+	case a.IsLoopback():
+		return "loopback"
+	case nat64WellKnown.Contains(a):
+		b := a.As16()
+		return embedded(classify4(netip.AddrFrom4([4]byte(b[12:16]))), "via NAT64")
+	case sixToFour.Contains(a):
+		b := a.As16()
+		return embedded(classify4(netip.AddrFrom4([4]byte(b[2:6]))), "via 6to4")
+	}
+	if !ipv6GlobalUnicast.Contains(a) {
+		if reason := match(ipv6OutsideRules, a); reason != "" {
+			return reason
+		}
+		return "reserved (not IPv6 global unicast)"
+	}
+	return match(ipv6InsideRules, a)
+}
+
+func classify4(a netip.Addr) string { return match(ipv4Rules, a) }
+
+func embedded(reason, how string) string {
+	if reason == "" {
+		return ""
+	}
+	return reason + ", " + how
+}
+
+func match(rs []rule, a netip.Addr) string {
+	for _, r := range rs {
+		if r.prefix.Contains(a) {
+			return r.reason
+		}
+	}
+	return ""
+}
+
+// Control is the dial-time hook (net.Dialer.ControlContext) that applies Check to the address a socket is
+// about to connect to. It fails closed: an address it cannot parse is refused.
+func Control(_ context.Context, _, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return &ForbiddenTargetError{Reason: fmt.Sprintf("unparsable dial address %q", address)}
+	}
+	return Check(ap.Addr())
+}
+
+// Dial-phase limits: generous enough for slow but healthy recipients, short enough that a black-holed
+// address gives up well before the attempt's own deadline would.
+const (
+	dialTimeout         = 10 * time.Second
+	keepAlive           = 30 * time.Second
+	tlsHandshakeTimeout = 10 * time.Second
+)
+
+// NewDialer returns a dialer that refuses forbidden addresses at connect time unless allowPrivate is set.
+// allowPrivate (ADAL_ALLOW_PRIVATE_TARGETS) switches the guard off entirely: it exists for development and
+// for deployments whose recipients live on the same private network.
+func NewDialer(allowPrivate bool) *net.Dialer {
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
+	if !allowPrivate {
+		d.ControlContext = Control
+	}
+	return d
+}
+
+// NewTransport returns the http.Transport every outgoing delivery uses: guarded dialer, no proxy taken from
+// the environment (a proxy would connect on our behalf and bypass the guard), HTTP/1.1 and HTTP/2, no
+// transparent decompression (bodies are discarded anyway), and connection pools sized for a relay that
+// talks to the same recipients over and over.
+func NewTransport(allowPrivate bool) *http.Transport {
+	return &http.Transport{
+		Proxy:                  nil,
+		DialContext:            NewDialer(allowPrivate).DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    tlsHandshakeTimeout,
+		ExpectContinueTimeout:  time.Second,
+		IdleConnTimeout:        90 * time.Second,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    64,
+		MaxResponseHeaderBytes: 1 << 20,
+		DisableCompression:     true,
+	}
+}

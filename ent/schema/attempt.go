@@ -1,0 +1,49 @@
+package schema
+
+import (
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+)
+
+// Attempt is one try at a delivery. Response headers and bodies are never stored, only the outcome.
+type Attempt struct {
+	ent.Schema
+}
+
+// Mixin of the Attempt.
+func (Attempt) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{}} }
+
+// Fields of the Attempt.
+func (Attempt) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int("delivery_id").Immutable(),
+		field.Int("number").Immutable(),
+		field.Time("started_at").Immutable(),
+		field.Time("finished_at").Immutable(),
+		field.Enum("status").Values("SUCCEEDED", "FAILED").Immutable().Annotations(entgql.Type("AttemptStatus")),
+		field.Int("http_status").Optional().Nillable().Immutable(),
+		field.Int64("duration_ms").Immutable(),
+		field.Enum("error_kind").
+			Values("HTTP_STATUS", "TIMEOUT", "DNS", "TLS", "CONNECTION", "CLI_LOCAL", "INTERRUPTED").
+			Optional().Nillable().Immutable().Annotations(entgql.Type("AttemptErrorKind")),
+		field.String("error_message").Default("").Immutable(),
+	}
+}
+
+// Edges of the Attempt.
+func (Attempt) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("delivery", Delivery.Type).Ref("attempts").Field("delivery_id").Unique().Required().Immutable(),
+	}
+}
+
+// Indexes of the Attempt.
+func (Attempt) Indexes() []ent.Index {
+	return []ent.Index{
+		// One row per attempt number: a double-recorded attempt fails instead of inflating the history.
+		index.Fields("delivery_id", "number").Unique(),
+	}
+}

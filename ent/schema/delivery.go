@@ -1,0 +1,74 @@
+package schema
+
+import (
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+)
+
+// Delivery is one request on its way to one recipient: its own attempts, schedule and outcome.
+type Delivery struct {
+	ent.Schema
+}
+
+// Mixin of the Delivery.
+func (Delivery) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{}, CreatedMixin{}} }
+
+// Fields of the Delivery.
+func (Delivery) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int("request_id").Immutable(),
+		field.Int("recipient_id").Immutable(),
+		field.Enum("status").Values("PENDING", "IN_PROGRESS", "SUCCEEDED", "FAILED", "CANCELED").Default("PENDING").
+			Annotations(entgql.Type("DeliveryStatus")),
+		field.Enum("trigger").Values("AUTOMATIC", "MANUAL_RETRY").Default("AUTOMATIC").Immutable().
+			Annotations(entgql.Type("DeliveryTrigger")),
+		field.Int("attempt_count").Default(0),
+		// max_attempts and retry_schedule are copied from the recipient when the delivery is created, so a
+		// later change of the recipient never rewrites a delivery already on its way.
+		field.Int("max_attempts").Immutable(),
+		field.Enum("retry_schedule").Values("QUADRATIC", "STEPPED", "EXPONENTIAL").Immutable().
+			Annotations(entgql.Skip()),
+		// next_attempt_at is the earliest start of the next attempt while PENDING.
+		field.Time("next_attempt_at").Optional().Nillable(),
+		field.Time("first_attempt_at").Optional().Nillable(),
+		// The lease of the process running the attempt; the rescuer records an INTERRUPTED attempt once it lapses.
+		field.Time("lease_expires_at").Optional().Nillable().Annotations(entgql.Skip()),
+		field.String("lease_owner").Default("").Annotations(entgql.Skip()),
+		// backlog marks a CLI delivery created while no CLI was attached and never attempted since.
+		field.Bool("backlog").Default(false),
+		// superseded is set when a manual retry takes over; request status counts only the newest delivery
+		// per recipient.
+		field.Bool("superseded").Default(false),
+		field.Time("finished_at").Optional().Nillable(),
+	}
+}
+
+// Edges of the Delivery.
+func (Delivery) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("request", Request.Type).Ref("deliveries").Field("request_id").Unique().Required().Immutable(),
+		edge.From("recipient", Recipient.Type).Ref("deliveries").Field("recipient_id").Unique().Required().Immutable(),
+		edge.To("attempts", Attempt.Type),
+	}
+}
+
+// Indexes of the Delivery.
+func (Delivery) Indexes() []ent.Index {
+	return []ent.Index{
+		// The scheduler's claim: due pending deliveries in due order.
+		index.Fields("status", "next_attempt_at"),
+		// The rescuer: in-progress deliveries whose lease lapsed.
+		index.Fields("status", "lease_expires_at"),
+		index.Fields("request_id"),
+		index.Fields("recipient_id", "status"),
+	}
+}
+
+// Annotations of the Delivery.
+func (Delivery) Annotations() []schema.Annotation {
+	return []schema.Annotation{entgql.RelayConnection()}
+}

@@ -1,0 +1,45 @@
+package schema
+
+import (
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+
+	"github.com/adal-relay/adal/tenancy"
+)
+
+// Plan is what an operator sells: monthly credits, how long requests are kept, and size limits.
+type Plan struct {
+	ent.Schema
+}
+
+// Mixin of the Plan.
+func (Plan) Mixin() []ent.Mixin { return []ent.Mixin{CreatedMixin{}} }
+
+// Fields of the Plan.
+func (Plan) Fields() []ent.Field {
+	return []ent.Field{
+		field.String("name").NotEmpty().Unique().Annotations(entgql.OrderField("NAME")),
+		field.Int64("monthly_credits").NonNegative(),
+		field.Int("retention_days").Positive(),
+		field.Int("max_servers").Positive(),
+		field.Int("max_recipients_per_server").Positive(),
+	}
+}
+
+// Edges of the Plan.
+func (Plan) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("tenants", Tenant.Type).Ref("plan").Annotations(entgql.Skip()),
+	}
+}
+
+// Policy of the Plan.
+func (Plan) Policy() ent.Policy { return tenancy.CatalogPolicy() }
+
+// Annotations of the Plan.
+func (Plan) Annotations() []schema.Annotation {
+	return []schema.Annotation{entgql.QueryField()}
+}

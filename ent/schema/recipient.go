@@ -1,0 +1,59 @@
+package schema
+
+import (
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+)
+
+// Recipient is one destination of a server's requests, with its own delivery method, retry schedule and health.
+type Recipient struct {
+	ent.Schema
+}
+
+// Mixin of the Recipient.
+func (Recipient) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{}, CreatedMixin{}} }
+
+// Fields of the Recipient.
+func (Recipient) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int("server_id").Immutable(),
+		field.String("name").NotEmpty(),
+		field.Enum("method").Values("DIRECT_HTTP", "CLI").Annotations(entgql.Type("DeliveryMethod")),
+		// url is where DIRECT_HTTP deliveries go; empty for CLI recipients.
+		field.String("url").Default(""),
+		field.Int("max_attempts").Default(10),
+		field.Enum("retry_schedule").Values("QUADRATIC", "STEPPED", "EXPONENTIAL").Default("QUADRATIC").
+			Annotations(entgql.Type("RetrySchedule")),
+		field.Bool("send_idempotency_key").Default(false),
+		field.Int("timeout_seconds").Default(30),
+		field.Enum("state").Values("ACTIVE", "PAUSED", "DISABLED", "FROZEN").Default("ACTIVE").
+			Annotations(entgql.Type("RecipientState")),
+		field.String("state_reason").Default(""),
+		field.Time("state_changed_at").Optional().Nillable(),
+		// Health counters (S3 rules), updated in the attempt's transaction so they are exact under concurrency.
+		field.Int64("consecutive_failures").Default(0).Annotations(entgql.Skip()),
+		field.Int64("window_attempts").Default(0).Annotations(entgql.Skip()),
+		field.Int64("window_failures").Default(0).Annotations(entgql.Skip()),
+		field.Time("last_success_at").Optional().Nillable(),
+		// cli_seen_until is the heartbeat lease of an attached CLI; any process can read it, so
+		// cliConnected is true across processes and falls back to false soon after a dropped connection.
+		field.Time("cli_seen_until").Optional().Nillable().Annotations(entgql.Skip()),
+		field.Time("deleted_at").Optional().Nillable(),
+	}
+}
+
+// Edges of the Recipient.
+func (Recipient) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("server", Server.Type).Ref("recipients").Field("server_id").Unique().Required().Immutable(),
+		edge.To("deliveries", Delivery.Type).Annotations(entgql.Skip()),
+	}
+}
+
+// Indexes of the Recipient.
+func (Recipient) Indexes() []ent.Index {
+	return []ent.Index{index.Fields("server_id")}
+}

@@ -1,0 +1,67 @@
+package schema
+
+import (
+	"net/http"
+	"time"
+
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+)
+
+// Request is one accepted inbound HTTP request, stored whole so it can be delivered, retried and replayed.
+type Request struct {
+	ent.Schema
+}
+
+// Mixin of the Request.
+func (Request) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{}} }
+
+// Fields of the Request.
+func (Request) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int("server_id").Immutable(),
+		// key is the request's own random identity, sent as X-Adal-Idempotency; a replay gets a new one.
+		field.String("key").Unique().Immutable(),
+		field.String("method").Immutable(),
+		// path is what followed /in/{key} ("" or "/..."); query is the raw query string.
+		field.String("path").Default("").Immutable(),
+		field.String("query").Default("").Immutable(),
+		field.JSON("headers", http.Header{}).Immutable().Annotations(entgql.Skip()),
+		field.Bytes("body").Immutable().Annotations(entgql.Skip()),
+		field.String("source_addr").Default("").Immutable(),
+		field.Time("received_at").Default(time.Now).Immutable().Annotations(entgql.OrderField("RECEIVED_AT")),
+		// expires_at is fixed at acceptance (plan and server retention, the shorter); nothing extends it.
+		field.Time("expires_at").Immutable(),
+		// status is derived from the deliveries and kept current in the transaction that changes one of them,
+		// so lists can be filtered and paginated by it.
+		field.Enum("status").Values("PENDING", "DELIVERED", "FAILED", "PARTIAL").Default("PENDING").
+			Annotations(entgql.Type("RequestStatus")),
+		field.Int("replay_of_id").Optional().Nillable().Immutable().Annotations(entgql.Skip()),
+	}
+}
+
+// Edges of the Request.
+func (Request) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("server", Server.Type).Ref("requests").Field("server_id").Unique().Required().Immutable(),
+		edge.To("replays", Request.Type).From("replay_of").Field("replay_of_id").Unique().Immutable(),
+		edge.To("deliveries", Delivery.Type),
+	}
+}
+
+// Indexes of the Request.
+func (Request) Indexes() []ent.Index {
+	return []ent.Index{
+		index.Fields("server_id", "received_at"),
+		index.Fields("expires_at"),
+	}
+}
+
+// Annotations of the Request.
+func (Request) Annotations() []schema.Annotation {
+	return []schema.Annotation{entgql.RelayConnection()}
+}

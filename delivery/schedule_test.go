@@ -147,7 +147,7 @@ func TestCompressedUnit(t *testing.T) {
 	for next := 2; next <= 11; next++ {
 		k := int64(next - 1)
 		// ((2^k)−1)·84.8 s·unit/1 min, computed in milliseconds·unit to stay exact.
-		want := time.Duration(((int64(1)<<k)-1) * 84800 * int64(unit) / 60000)
+		want := time.Duration(((int64(1) << k) - 1) * 84800 * int64(unit) / 60000)
 		got := Exponential.NextDue(next, firstStart, firstStart, unit)
 		require.Equal(t, firstStart.Add(want), got, "exponential %d", next)
 	}

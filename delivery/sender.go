@@ -328,7 +328,7 @@ func timeoutMessage(err error, timeout time.Duration, status int) string {
 	case strings.Contains(err.Error(), "TLS handshake timeout"):
 		return fmt.Sprintf("no response within %s: the TLS handshake timed out", timeout)
 	}
-	return fmt.Sprintf("no response within %s: the recipient accepted the request but did not answer in time", timeout)
+	return fmt.Sprintf("no response within %s: the recipient did not send response headers in time", timeout)
 }
 
 func isTLS(err error) bool {
@@ -349,9 +349,11 @@ func isTLS(err error) bool {
 	case errors.As(err, &opErr) && opErr.Op == "remote error": // an alert sent by the peer
 		return true
 	}
-	// crypto/tls reports many handshake failures as plain errors, all prefixed "tls: ".
+	// crypto/tls reports many handshake failures as plain errors, all prefixed "tls: ", and net/http turns
+	// the RecordHeaderError of a plain-HTTP answer into a plain error of its own.
 	msg := innermost(err)
-	return strings.HasPrefix(msg, "tls: ") || strings.HasPrefix(msg, "x509: ")
+	return strings.HasPrefix(msg, "tls: ") || strings.HasPrefix(msg, "x509: ") ||
+		strings.Contains(msg, "server gave HTTP response to HTTPS client")
 }
 
 // innermost strips the url.Error wrapper (method and full URL, which may carry secrets in its query) and

@@ -7,137 +7,304 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
+	"encoding/base64"
+	"sort"
+	"strings"
+	"time"
 
 	"entgo.io/contrib/entgql"
+	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/request"
+	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/graph/generated"
 	"github.com/adal-relay/adal/graph/model"
+	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
 )
 
 // CreatePlan is the resolver for the createPlan field.
 func (r *mutationResolver) CreatePlan(ctx context.Context, input model.CreatePlanInput) (*ent.Plan, error) {
-	panic(fmt.Errorf("not implemented: CreatePlan - createPlan"))
+	if _, err := require(ctx, "createPlan", viewer.Admin); err != nil {
+		return nil, err
+	}
+	credits := int64(input.MonthlyCredits)
+	return r.Billing.CreatePlan(ctx, r.client(ctx), billing.PlanInput{
+		Name: &input.Name, MonthlyCredits: &credits, RetentionDays: &input.RetentionDays,
+		MaxServers: &input.MaxServers, MaxRecipientsPerServer: &input.MaxRecipientsPerServer,
+	})
 }
 
 // UpdatePlan is the resolver for the updatePlan field.
 func (r *mutationResolver) UpdatePlan(ctx context.Context, id int, input model.UpdatePlanInput) (*ent.Plan, error) {
-	panic(fmt.Errorf("not implemented: UpdatePlan - updatePlan"))
+	if _, err := require(ctx, "updatePlan", viewer.Admin); err != nil {
+		return nil, err
+	}
+	return r.Billing.UpdatePlan(ctx, r.client(ctx), id, billing.PlanInput{
+		Name: input.Name, MonthlyCredits: int64p(input.MonthlyCredits), RetentionDays: input.RetentionDays,
+		MaxServers: input.MaxServers, MaxRecipientsPerServer: input.MaxRecipientsPerServer,
+	})
 }
 
 // CreateTenant is the resolver for the createTenant field.
 func (r *mutationResolver) CreateTenant(ctx context.Context, input model.CreateTenantInput) (*ent.Tenant, error) {
-	panic(fmt.Errorf("not implemented: CreateTenant - createTenant"))
+	if _, err := require(ctx, "createTenant", viewer.Admin); err != nil {
+		return nil, err
+	}
+	return r.Billing.CreateTenant(ctx, r.client(ctx), input.Name, input.PlanID)
 }
 
 // ChangeTenantPlan is the resolver for the changeTenantPlan field.
 func (r *mutationResolver) ChangeTenantPlan(ctx context.Context, tenantID int, planID int) (*ent.Tenant, error) {
-	panic(fmt.Errorf("not implemented: ChangeTenantPlan - changeTenantPlan"))
+	if _, err := require(ctx, "changeTenantPlan", viewer.Admin, viewer.Owner); err != nil {
+		return nil, err
+	}
+	return r.Billing.ChangePlan(ctx, r.client(ctx), tenantID, planID)
 }
 
 // GrantCredits is the resolver for the grantCredits field.
 func (r *mutationResolver) GrantCredits(ctx context.Context, tenantID int, amount int, reference *string) (*ent.LedgerEntry, error) {
-	panic(fmt.Errorf("not implemented: GrantCredits - grantCredits"))
+	if _, err := require(ctx, "grantCredits", viewer.Admin); err != nil {
+		return nil, err
+	}
+	return r.Billing.GrantCredits(ctx, r.client(ctx), tenantID, int64(amount), deref(reference, "operator grant"))
 }
 
 // IssueToken is the resolver for the issueToken field.
 func (r *mutationResolver) IssueToken(ctx context.Context, input model.IssueTokenInput) (*model.IssuedToken, error) {
-	panic(fmt.Errorf("not implemented: IssueToken - issueToken"))
+	const op = "issueToken"
+	v, err := require(ctx, op, viewer.Admin, viewer.Owner)
+	if err != nil {
+		return nil, err
+	}
+	want := viewer.Viewer{Role: input.Role, TenantID: deref(input.TenantID, 0), Subject: deref(input.Subject, "")}
+	if v.Role == viewer.Owner {
+		// An owner hands out tokens for its own tenant only, never an operator's.
+		if want.Role == viewer.Admin {
+			return nil, fault.E(op, fault.Forbidden, "owners cannot issue operator tokens")
+		}
+		if want.TenantID == 0 {
+			want.TenantID = v.TenantID
+		}
+		if want.TenantID != v.TenantID {
+			return nil, fault.E(op, fault.NotFound, "tenant not found")
+		}
+	}
+	if want.Role != viewer.Admin {
+		if want.TenantID == 0 {
+			return nil, fault.E(op, fault.InvalidInput, "tenantId is required for OWNER and MEMBER tokens")
+		}
+		if _, err := r.client(ctx).Tenant.Get(ctx, want.TenantID); err != nil {
+			return nil, storage.Err(op, "tenant", err)
+		}
+	} else if input.TenantID != nil {
+		return nil, fault.E(op, fault.InvalidInput, "ADMIN tokens belong to no tenant")
+	}
+	if want.Subject == "" {
+		want.Subject = strings.ToLower(string(want.Role)) + "-token"
+	}
+	ttl := 30 * 24 * time.Hour
+	if input.TTLSeconds != nil {
+		if *input.TTLSeconds < 60 || *input.TTLSeconds > 366*24*3600 {
+			return nil, fault.E(op, fault.InvalidInput, "ttlSeconds must be between 60 and one year")
+		}
+		ttl = time.Duration(*input.TTLSeconds) * time.Second
+	}
+	token, err := r.Auth.Issue(want, ttl)
+	if err != nil {
+		return nil, fault.E(op, fault.InvalidInput, "%v", err)
+	}
+	return &model.IssuedToken{Token: token, ExpiresAt: r.Now().Add(ttl).UTC().Truncate(time.Second)}, nil
 }
 
 // CreateServer is the resolver for the createServer field.
 func (r *mutationResolver) CreateServer(ctx context.Context, input model.CreateServerInput) (*ent.Server, error) {
-	panic(fmt.Errorf("not implemented: CreateServer - createServer"))
+	if _, err := require(ctx, "createServer"); err != nil {
+		return nil, err
+	}
+	return r.Routing.CreateServer(ctx, r.client(ctx), routing.ServerInput{
+		TenantID: input.TenantID, Name: &input.Name, DeliverPendingOnConnect: input.DeliverPendingOnConnect,
+		RetentionDays: input.RetentionDays,
+	})
 }
 
 // UpdateServer is the resolver for the updateServer field.
 func (r *mutationResolver) UpdateServer(ctx context.Context, id int, input model.UpdateServerInput) (*ent.Server, error) {
-	panic(fmt.Errorf("not implemented: UpdateServer - updateServer"))
+	if _, err := require(ctx, "updateServer"); err != nil {
+		return nil, err
+	}
+	return r.Routing.UpdateServer(ctx, r.client(ctx), id, routing.ServerInput{
+		Name: input.Name, DeliverPendingOnConnect: input.DeliverPendingOnConnect,
+		RetentionDays: input.RetentionDays, ClearRetentionDays: deref(input.ClearRetentionDays, false),
+	})
 }
 
 // DeleteServer is the resolver for the deleteServer field.
 func (r *mutationResolver) DeleteServer(ctx context.Context, id int) (*ent.Server, error) {
-	panic(fmt.Errorf("not implemented: DeleteServer - deleteServer"))
+	if _, err := require(ctx, "deleteServer"); err != nil {
+		return nil, err
+	}
+	return r.Routing.DeleteServer(ctx, r.client(ctx), id)
 }
 
 // CreateRecipient is the resolver for the createRecipient field.
 func (r *mutationResolver) CreateRecipient(ctx context.Context, input model.CreateRecipientInput) (*ent.Recipient, error) {
-	panic(fmt.Errorf("not implemented: CreateRecipient - createRecipient"))
+	if _, err := require(ctx, "createRecipient"); err != nil {
+		return nil, err
+	}
+	return r.Routing.CreateRecipient(ctx, r.client(ctx), routing.RecipientInput{
+		ServerID: input.ServerID, Name: &input.Name, Method: &input.Method, URL: input.URL,
+		MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
+		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
+	})
 }
 
 // UpdateRecipient is the resolver for the updateRecipient field.
 func (r *mutationResolver) UpdateRecipient(ctx context.Context, id int, input model.UpdateRecipientInput) (*ent.Recipient, error) {
-	panic(fmt.Errorf("not implemented: UpdateRecipient - updateRecipient"))
+	if _, err := require(ctx, "updateRecipient"); err != nil {
+		return nil, err
+	}
+	return r.Routing.UpdateRecipient(ctx, r.client(ctx), id, routing.RecipientInput{
+		Name: input.Name, URL: input.URL, MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
+		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
+	})
 }
 
 // DeleteRecipient is the resolver for the deleteRecipient field.
 func (r *mutationResolver) DeleteRecipient(ctx context.Context, id int) (*ent.Recipient, error) {
-	panic(fmt.Errorf("not implemented: DeleteRecipient - deleteRecipient"))
+	if _, err := require(ctx, "deleteRecipient"); err != nil {
+		return nil, err
+	}
+	return r.Routing.DeleteRecipient(ctx, r.client(ctx), id)
 }
 
 // Viewer is the resolver for the viewer field.
 func (r *queryResolver) Viewer(ctx context.Context) (*model.Viewer, error) {
-	panic(fmt.Errorf("not implemented: Viewer - viewer"))
+	v, err := require(ctx, "viewer")
+	if err != nil {
+		return nil, err
+	}
+	out := &model.Viewer{Role: v.Role, Subject: v.Subject}
+	if v.TenantID != 0 {
+		t, err := r.client(ctx).Tenant.Get(ctx, v.TenantID)
+		if err != nil {
+			return nil, storage.Err("viewer", "tenant", err)
+		}
+		out.Tenant = t
+	}
+	return out, nil
 }
 
 // Servers is the resolver for the servers field.
 func (r *queryResolver) Servers(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) (*ent.ServerConnection, error) {
-	panic(fmt.Errorf("not implemented: Servers - servers"))
+	if _, err := require(ctx, "servers"); err != nil {
+		return nil, err
+	}
+	return r.client(ctx).Server.Query().Where(server.DeletedAtIsNil()).
+		Paginate(ctx, after, first, before, last, ent.WithServerOrder(orderBy), ent.WithServerFilter(where.Filter))
 }
 
 // Server is the resolver for the server field.
 func (r *queryResolver) Server(ctx context.Context, id int) (*ent.Server, error) {
-	panic(fmt.Errorf("not implemented: Server - server"))
+	if _, err := require(ctx, "server"); err != nil {
+		return nil, err
+	}
+	s, err := r.client(ctx).Server.Get(ctx, id)
+	return s, storage.Err("server", "server", err)
 }
 
 // Requests is the resolver for the requests field.
 func (r *queryResolver) Requests(ctx context.Context, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) (*ent.RequestConnection, error) {
-	panic(fmt.Errorf("not implemented: Requests - requests"))
+	if _, err := require(ctx, "requests"); err != nil {
+		return nil, err
+	}
+	client := r.client(ctx)
+	// Ask for the server first so another tenant's server id answers NOT_FOUND rather than an empty page.
+	if _, err := client.Server.Get(ctx, serverID); err != nil {
+		return nil, storage.Err("requests", "server", err)
+	}
+	if orderBy == nil {
+		orderBy = &ent.RequestOrder{Direction: entgql.OrderDirectionDesc, Field: ent.RequestOrderFieldReceivedAt}
+	}
+	return client.Request.Query().Where(request.ServerID(serverID)).
+		Paginate(ctx, after, first, before, last, ent.WithRequestOrder(orderBy), ent.WithRequestFilter(where.Filter))
 }
 
 // Request is the resolver for the request field.
 func (r *queryResolver) Request(ctx context.Context, id int) (*ent.Request, error) {
-	panic(fmt.Errorf("not implemented: Request - request"))
+	if _, err := require(ctx, "request"); err != nil {
+		return nil, err
+	}
+	req, err := r.client(ctx).Request.Get(ctx, id)
+	return req, storage.Err("request", "request", err)
 }
 
 // Ledger is the resolver for the ledger field.
 func (r *queryResolver) Ledger(ctx context.Context, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.LedgerEntryConnection, error) {
-	panic(fmt.Errorf("not implemented: Ledger - ledger"))
+	v, err := require(ctx, "ledger")
+	if err != nil {
+		return nil, err
+	}
+	q := r.client(ctx).LedgerEntry.Query()
+	if tenantID != nil {
+		if !v.Global() && *tenantID != v.TenantID {
+			return nil, fault.E("ledger", fault.NotFound, "tenant not found")
+		}
+		q.Where(ledgerentry.TenantID(*tenantID))
+	}
+	order := &ent.LedgerEntryOrder{Direction: entgql.OrderDirectionDesc, Field: ent.LedgerEntryOrderFieldCreatedAt}
+	return q.Paginate(ctx, after, first, before, last, ent.WithLedgerEntryOrder(order))
 }
 
 // CliConnected is the resolver for the cliConnected field.
 func (r *recipientResolver) CliConnected(ctx context.Context, obj *ent.Recipient) (bool, error) {
-	panic(fmt.Errorf("not implemented: CliConnected - cliConnected"))
+	return obj.Method == recipient.MethodCLI && obj.CliSeenUntil != nil && obj.CliSeenUntil.After(r.Now()), nil
 }
 
 // Headers is the resolver for the headers field.
 func (r *requestResolver) Headers(ctx context.Context, obj *ent.Request) ([]*model.Header, error) {
-	panic(fmt.Errorf("not implemented: Headers - headers"))
+	names := make([]string, 0, len(obj.Headers))
+	for name := range obj.Headers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []*model.Header
+	for _, name := range names {
+		for _, value := range obj.Headers[name] {
+			out = append(out, &model.Header{Name: name, Value: value})
+		}
+	}
+	return out, nil
 }
 
 // Body is the resolver for the body field.
 func (r *requestResolver) Body(ctx context.Context, obj *ent.Request) (string, error) {
-	panic(fmt.Errorf("not implemented: Body - body"))
+	return strings.ToValidUTF8(string(obj.Body), "\uFFFD"), nil
 }
 
 // BodyBase64 is the resolver for the bodyBase64 field.
 func (r *requestResolver) BodyBase64(ctx context.Context, obj *ent.Request) (string, error) {
-	panic(fmt.Errorf("not implemented: BodyBase64 - bodyBase64"))
+	return base64.StdEncoding.EncodeToString(obj.Body), nil
 }
 
 // BodySize is the resolver for the bodySize field.
 func (r *requestResolver) BodySize(ctx context.Context, obj *ent.Request) (int, error) {
-	panic(fmt.Errorf("not implemented: BodySize - bodySize"))
+	return len(obj.Body), nil
 }
 
 // InboundURL is the resolver for the inboundUrl field.
 func (r *serverResolver) InboundURL(ctx context.Context, obj *ent.Server) (string, error) {
-	panic(fmt.Errorf("not implemented: InboundURL - inboundUrl"))
+	return r.Routing.InboundURL(obj), nil
 }
 
 // Recipients is the resolver for the recipients field.
 func (r *serverResolver) Recipients(ctx context.Context, obj *ent.Server) ([]*ent.Recipient, error) {
-	panic(fmt.Errorf("not implemented: Recipients - recipients"))
+	rs, err := obj.QueryRecipients().Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID)).All(ctx)
+	return rs, storage.Err("server.recipients", "recipient", err)
 }
 
 // Mutation returns generated.MutationResolver implementation.

@@ -7,31 +7,46 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
 
 	"entgo.io/contrib/entgql"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/graph/generated"
+	"github.com/adal-relay/adal/storage"
 )
 
 // Node is the resolver for the node field.
 func (r *queryResolver) Node(ctx context.Context, id int) (ent.Noder, error) {
-	panic(fmt.Errorf("not implemented: Node - node"))
+	if _, err := require(ctx, "node"); err != nil {
+		return nil, err
+	}
+	n, err := r.client(ctx).Noder(ctx, id)
+	return n, storage.Err("node", "node", err)
 }
 
 // Nodes is the resolver for the nodes field.
 func (r *queryResolver) Nodes(ctx context.Context, ids []int) ([]ent.Noder, error) {
-	panic(fmt.Errorf("not implemented: Nodes - nodes"))
+	if _, err := require(ctx, "nodes"); err != nil {
+		return nil, err
+	}
+	return r.client(ctx).Noders(ctx, ids)
 }
 
 // Plans is the resolver for the plans field.
 func (r *queryResolver) Plans(ctx context.Context) ([]*ent.Plan, error) {
-	panic(fmt.Errorf("not implemented: Plans - plans"))
+	if _, err := require(ctx, "plans"); err != nil {
+		return nil, err
+	}
+	return r.client(ctx).Plan.Query().Order(ent.Asc(plan.FieldID)).All(ctx)
 }
 
 // Tenants is the resolver for the tenants field.
 func (r *queryResolver) Tenants(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) (*ent.TenantConnection, error) {
-	panic(fmt.Errorf("not implemented: Tenants - tenants"))
+	if _, err := require(ctx, "tenants"); err != nil {
+		return nil, err
+	}
+	return r.client(ctx).Tenant.Query().
+		Paginate(ctx, after, first, before, last, ent.WithTenantOrder(orderBy), ent.WithTenantFilter(where.Filter))
 }
 
 // Query returns generated.QueryResolver implementation.

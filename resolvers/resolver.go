@@ -1,8 +1,65 @@
+// Package resolvers answers Adal's GraphQL API. Resolvers stay thin: check who is asking, call the domain
+// package that owns the behaviour, return what it returns.
 package resolvers
 
-// This file will not be regenerated automatically.
-//
-// It serves as dependency injection for your app, add any dependencies you require
-// here.
+import (
+	"context"
+	"time"
 
-type Resolver struct{}
+	"github.com/adal-relay/adal/auth"
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// Resolver holds the services the API calls into.
+type Resolver struct {
+	Client  *ent.Client
+	Billing *billing.Service
+	Routing *routing.Service
+	Auth    *auth.Authenticator
+	Now     func() time.Time
+}
+
+// client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain
+// client otherwise.
+func (r *Resolver) client(ctx context.Context) *ent.Client {
+	if c := ent.FromContext(ctx); c != nil {
+		return c
+	}
+	return r.Client
+}
+
+// require returns the viewer if it has one of roles (any role when none is given).
+func require(ctx context.Context, op string, roles ...viewer.Role) (viewer.Viewer, error) {
+	v, ok := viewer.FromContext(ctx)
+	if !ok {
+		return v, fault.E(op, fault.Unauthenticated, "a valid token is required")
+	}
+	if len(roles) == 0 {
+		return v, nil
+	}
+	for _, role := range roles {
+		if v.Role == role {
+			return v, nil
+		}
+	}
+	return v, fault.E(op, fault.Forbidden, "this operation needs role %v", roles)
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func int64p(p *int) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := int64(*p)
+	return &v
+}

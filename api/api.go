@@ -1,0 +1,206 @@
+// Package api assembles Adal's HTTP surface: GraphQL (HTTP and websocket), webhook intake, health and metrics.
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"entgo.io/contrib/entgql"
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/playground"
+	coderws "github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/adal-relay/adal/auth"
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/privacy"
+	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/graph/generated"
+	"github.com/adal-relay/adal/resolvers"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// DefaultComplexityLimit bounds what one GraphQL operation may ask for (each field costs 1, lists multiply by
+// their page size), so a single query cannot walk the whole database.
+const DefaultComplexityLimit = 2000
+
+// maxGraphQLBody caps a GraphQL request body.
+const maxGraphQLBody = 1 << 20
+
+// Config is what the HTTP surface is built from.
+type Config struct {
+	Resolver *resolvers.Resolver
+	Client   *ent.Client
+	Auth     *auth.Authenticator
+	Inbound  http.Handler
+	// Ready reports whether the process can serve (the database answers).
+	Ready func(ctx context.Context) error
+	// CORSOrigins are the extra origins allowed to call /graphql and open its websocket.
+	CORSOrigins []string
+	// Dev enables introspection and the GraphQL playground at /playground.
+	Dev             bool
+	ComplexityLimit int
+	Registry        *prometheus.Registry
+	Logger          *slog.Logger
+	// Panel serves the web panel at /; nil serves nothing there.
+	Panel http.Handler
+}
+
+// New returns the root handler.
+func New(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ComplexityLimit <= 0 {
+		cfg.ComplexityLimit = DefaultComplexityLimit
+	}
+	mux := http.NewServeMux()
+	gql := newGraphQL(cfg)
+	mux.Handle("/graphql", cors(cfg.CORSOrigins, http.MaxBytesHandler(cfg.Auth.Middleware(gql), maxGraphQLBody)))
+	mux.Handle("/in/", cfg.Inbound)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if cfg.Ready != nil {
+			if err := cfg.Ready(ctx); err != nil {
+				http.Error(w, "not ready: database unavailable", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	if cfg.Registry != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	}
+	if cfg.Dev {
+		mux.Handle("GET /playground", playground.Handler("Adal", "/graphql"))
+	}
+	if cfg.Panel != nil {
+		mux.Handle("/", cfg.Panel)
+	}
+	return mux
+}
+
+func newGraphQL(cfg Config) http.Handler {
+	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: cfg.Resolver}))
+	// Websocket first: it must see the upgrade before the plain HTTP transports do.
+	srv.AddTransport(transport.Websocket{
+		KeepAlivePingInterval: 10 * time.Second,
+		InitTimeout:           10 * time.Second,
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{
+			OriginPatterns: originHosts(cfg.CORSOrigins),
+		}},
+		InitFunc: func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+			v, err := cfg.Auth.ViewerFromInitPayload(p)
+			if errors.Is(err, auth.ErrMissingToken) {
+				return ctx, &p, nil // resolvers answer UNAUTHENTICATED per operation
+			}
+			if err != nil {
+				return ctx, nil, err
+			}
+			return viewer.NewContext(ctx, v), &p, nil
+		},
+	})
+	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	if cfg.Dev {
+		srv.Use(extension.Introspection{})
+	}
+	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
+	// Every mutation runs in one transaction: a failure anywhere leaves nothing half-written.
+	srv.Use(entgql.Transactioner{TxOpener: cfg.Client})
+	srv.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {
+		return present(ctx, err, cfg.Logger)
+	})
+	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
+		cfg.Logger.Error("graphql panic", "panic", p)
+		return fault.E("graphql", fault.Internal, "internal error")
+	})
+	return srv
+}
+
+// present gives every error an extensions.code a client can act on, and hides internal detail.
+func present(ctx context.Context, err error, logger *slog.Logger) *gqlerror.Error {
+	gerr := graphql.DefaultErrorPresenter(ctx, err)
+	var fe *fault.Error
+	var kind fault.Kind
+	switch {
+	case errors.As(err, &fe):
+		kind = fault.KindOf(err)
+		gerr.Message = fault.Message(err)
+	case ent.IsNotFound(err):
+		kind, gerr.Message = fault.NotFound, "not found"
+	case errors.Is(err, privacy.Deny):
+		kind, gerr.Message = fault.Forbidden, "not allowed"
+	case ent.IsValidationError(err):
+		kind = fault.InvalidInput
+	default:
+		var existing *gqlerror.Error
+		if errors.As(err, &existing) && existing.Extensions["code"] != nil {
+			return gerr // parse, validation and complexity errors already carry gqlgen's code
+		}
+		kind, gerr.Message = fault.Internal, "internal error"
+	}
+	if kind == fault.Internal {
+		logger.Error("graphql internal error", "err", err, "path", gerr.Path.String())
+	}
+	if gerr.Extensions == nil {
+		gerr.Extensions = map[string]any{}
+	}
+	gerr.Extensions["code"] = string(kind)
+	return gerr
+}
+
+// originHosts turns "https://panel.example.com" origins into the host patterns the websocket checks.
+func originHosts(origins []string) []string {
+	var hosts []string
+	for _, o := range origins {
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			hosts = append(hosts, u.Host)
+		}
+	}
+	return hosts
+}
+
+// cors lets the listed origins call /graphql from a browser; same-origin needs nothing.
+func cors(origins []string, next http.Handler) http.Handler {
+	allowed := map[string]bool{}
+	for _, o := range origins {
+		allowed[strings.TrimRight(o, "/")] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin != "" && allowed[origin] {
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			h.Set("Access-Control-Max-Age", "600")
+			if r.Method == http.MethodOptions {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}

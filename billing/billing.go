@@ -1,0 +1,267 @@
+// Package billing owns credits: plans, tenants' balances and the ledger. It is the only code that changes a
+// balance, and every change is a conditional update plus a ledger entry in the caller's transaction, so a
+// balance never goes below zero and always equals the sum of its ledger.
+package billing
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	entsql "entgo.io/ent/dialect/sql"
+
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/privacy"
+	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// Ledger reasons, named for what the credits paid for or came from.
+const (
+	ReasonPlanGrant       = ledgerentry.ReasonPLAN_GRANT
+	ReasonCreditGrant     = ledgerentry.ReasonCREDIT_GRANT
+	ReasonRequestAccepted = ledgerentry.ReasonREQUEST_ACCEPTED
+	ReasonManualRetry     = ledgerentry.ReasonMANUAL_RETRY
+	ReasonReplay          = ledgerentry.ReasonREPLAY
+	ReasonPlanChange      = ledgerentry.ReasonPLAN_CHANGE
+)
+
+// Service performs balance changes; it knows the SQL dialect for the one statement ent cannot express (a
+// conditional update that returns the new balance).
+type Service struct {
+	dialect string
+	now     func() time.Time
+}
+
+// New returns a billing service for a database of the given dialect.
+func New(dialect string, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{dialect: dialect, now: now}
+}
+
+// Period names the billing period t falls in: calendar months, UTC.
+func Period(t time.Time) string { return t.UTC().Format("2006-01") }
+
+// Debit takes amount credits from the tenant, or fails with INSUFFICIENT_CREDITS and changes nothing. client
+// must be bound to the caller's transaction: the debit commits or rolls back with what it pays for.
+func (s *Service) Debit(ctx context.Context, client *ent.Client, tenantID int, amount int64, reason ledgerentry.Reason, reference string) (*ent.LedgerEntry, error) {
+	const op = "billing.Debit"
+	if amount <= 0 {
+		return nil, fault.E(op, fault.InvalidInput, "debit amount must be positive")
+	}
+	balance, ok, err := s.add(ctx, client, tenantID, -amount)
+	if err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	if !ok {
+		return nil, fault.E(op, fault.InsufficientCredits, "not enough credits: %d needed", amount)
+	}
+	return s.record(ctx, client, tenantID, -amount, balance, reason, reference, nil)
+}
+
+// Credit adds amount credits to the tenant with a ledger entry; period is set for plan grants only.
+func (s *Service) Credit(ctx context.Context, client *ent.Client, tenantID int, amount int64, reason ledgerentry.Reason, reference string, period *string) (*ent.LedgerEntry, error) {
+	const op = "billing.Credit"
+	if amount < 0 {
+		return nil, fault.E(op, fault.InvalidInput, "credit amount must not be negative")
+	}
+	balance, ok, err := s.add(ctx, client, tenantID, amount)
+	if err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	if !ok {
+		return nil, fault.E(op, fault.NotFound, "tenant %d not found", tenantID)
+	}
+	return s.record(ctx, client, tenantID, amount, balance, reason, reference, period)
+}
+
+// add changes the balance by delta unless that would take it below zero, and returns the new balance. One
+// statement, so concurrent debits serialise on the row and never overdraw it.
+func (s *Service) add(ctx context.Context, client *ent.Client, tenantID int, delta int64) (int64, bool, error) {
+	b := entsql.Dialect(s.dialect).Update(tenant.Table).
+		Add(tenant.FieldCreditBalance, delta).
+		Where(entsql.EQ(tenant.FieldID, tenantID))
+	if delta < 0 {
+		b.Where(entsql.GTE(tenant.FieldCreditBalance, -delta))
+	}
+	query, args := b.Returning(tenant.FieldCreditBalance).Query()
+	rows, err := client.QueryContext(ctx, query, args...)
+	if err != nil {
+		return 0, false, fmt.Errorf("update balance: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return 0, false, rows.Err()
+	}
+	var balance int64
+	if err := rows.Scan(&balance); err != nil {
+		return 0, false, fmt.Errorf("scan balance: %w", err)
+	}
+	return balance, true, rows.Close()
+}
+
+func (s *Service) record(ctx context.Context, client *ent.Client, tenantID int, amount, balance int64, reason ledgerentry.Reason, reference string, period *string) (*ent.LedgerEntry, error) {
+	e, err := client.LedgerEntry.Create().
+		SetTenantID(tenantID).
+		SetReason(reason).
+		SetAmount(amount).
+		SetBalanceAfter(balance).
+		SetReference(reference).
+		SetNillablePeriod(period).
+		SetCreatedAt(s.now()).
+		Save(ctx)
+	if err != nil {
+		return nil, fault.Wrap("billing.record", fault.Internal, err)
+	}
+	return e, nil
+}
+
+// PlanInput is what defines a plan; nil fields of an update keep their value.
+type PlanInput struct {
+	Name                   *string
+	MonthlyCredits         *int64
+	RetentionDays          *int
+	MaxServers             *int
+	MaxRecipientsPerServer *int
+}
+
+func (in PlanInput) validate(op string, create bool) error {
+	if create && (in.Name == nil || in.MonthlyCredits == nil || in.RetentionDays == nil || in.MaxServers == nil || in.MaxRecipientsPerServer == nil) {
+		return fault.E(op, fault.InvalidInput, "name, monthlyCredits, retentionDays, maxServers and maxRecipientsPerServer are required")
+	}
+	switch {
+	case in.Name != nil && strings.TrimSpace(*in.Name) == "":
+		return fault.E(op, fault.InvalidInput, "name must not be empty")
+	case in.MonthlyCredits != nil && *in.MonthlyCredits < 0:
+		return fault.E(op, fault.InvalidInput, "monthlyCredits must be 0 or more")
+	case in.RetentionDays != nil && (*in.RetentionDays < 1 || *in.RetentionDays > 3650):
+		return fault.E(op, fault.InvalidInput, "retentionDays must be between 1 and 3650")
+	case in.MaxServers != nil && *in.MaxServers < 1:
+		return fault.E(op, fault.InvalidInput, "maxServers must be 1 or more")
+	case in.MaxRecipientsPerServer != nil && *in.MaxRecipientsPerServer < 1:
+		return fault.E(op, fault.InvalidInput, "maxRecipientsPerServer must be 1 or more")
+	}
+	return nil
+}
+
+// CreatePlan defines a new plan.
+func (s *Service) CreatePlan(ctx context.Context, client *ent.Client, in PlanInput) (*ent.Plan, error) {
+	const op = "billing.CreatePlan"
+	if err := in.validate(op, true); err != nil {
+		return nil, err
+	}
+	p, err := client.Plan.Create().
+		SetName(strings.TrimSpace(*in.Name)).
+		SetMonthlyCredits(*in.MonthlyCredits).
+		SetRetentionDays(*in.RetentionDays).
+		SetMaxServers(*in.MaxServers).
+		SetMaxRecipientsPerServer(*in.MaxRecipientsPerServer).
+		Save(ctx)
+	return p, storage.Err(op, "plan", err)
+}
+
+// UpdatePlan changes a plan. Limits apply to every tenant on it at once; a new monthly amount from the next
+// period's grant.
+func (s *Service) UpdatePlan(ctx context.Context, client *ent.Client, id int, in PlanInput) (*ent.Plan, error) {
+	const op = "billing.UpdatePlan"
+	if err := in.validate(op, false); err != nil {
+		return nil, err
+	}
+	u := client.Plan.UpdateOneID(id)
+	if in.Name != nil {
+		u.SetName(strings.TrimSpace(*in.Name))
+	}
+	if in.MonthlyCredits != nil {
+		u.SetMonthlyCredits(*in.MonthlyCredits)
+	}
+	if in.RetentionDays != nil {
+		u.SetRetentionDays(*in.RetentionDays)
+	}
+	if in.MaxServers != nil {
+		u.SetMaxServers(*in.MaxServers)
+	}
+	if in.MaxRecipientsPerServer != nil {
+		u.SetMaxRecipientsPerServer(*in.MaxRecipientsPerServer)
+	}
+	p, err := u.Save(ctx)
+	return p, storage.Err(op, "plan", err)
+}
+
+// CreateTenant creates a tenant on a plan and grants the plan's credits for the current period, so a new
+// tenant can accept requests at once.
+func (s *Service) CreateTenant(ctx context.Context, client *ent.Client, name string, planID int) (*ent.Tenant, error) {
+	const op = "billing.CreateTenant"
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return nil, fault.E(op, fault.InvalidInput, "name must not be empty")
+	}
+	p, err := client.Plan.Get(ctx, planID)
+	if err != nil {
+		return nil, storage.Err(op, "plan", err)
+	}
+	t, err := client.Tenant.Create().SetName(name).SetPlanID(p.ID).Save(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "tenant", err)
+	}
+	period := Period(s.now())
+	if _, err := s.Credit(ctx, client, t.ID, p.MonthlyCredits, ReasonPlanGrant, fmt.Sprintf("plan:%d", p.ID), &period); err != nil {
+		return nil, err
+	}
+	return client.Tenant.Get(ctx, t.ID)
+}
+
+// GrantCredits adds credits by an operator's decision.
+func (s *Service) GrantCredits(ctx context.Context, client *ent.Client, tenantID int, amount int64, reference string) (*ent.LedgerEntry, error) {
+	const op = "billing.GrantCredits"
+	if amount <= 0 {
+		return nil, fault.E(op, fault.InvalidInput, "amount must be positive")
+	}
+	if _, err := client.Tenant.Get(ctx, tenantID); err != nil {
+		return nil, storage.Err(op, "tenant", err)
+	}
+	return s.Credit(ctx, client, tenantID, amount, ReasonCreditGrant, reference, nil)
+}
+
+// ChangePlan moves a tenant to another plan. The rule: the new plan's limits and retention apply from now
+// (to requests accepted from now on); credits already granted stay, and the new plan's monthly credits come
+// with the next period's grant. A zero-amount PLAN_CHANGE ledger entry records the switch.
+func (s *Service) ChangePlan(ctx context.Context, client *ent.Client, tenantID, planID int) (*ent.Tenant, error) {
+	const op = "billing.ChangePlan"
+	v, _ := viewer.FromContext(ctx)
+	if !v.Global() && !(v.Role == viewer.Owner && v.TenantID == tenantID) {
+		return nil, fault.E(op, fault.Forbidden, "only an operator or the tenant's owner can change its plan")
+	}
+	t, err := client.Tenant.Get(ctx, tenantID)
+	if err != nil {
+		return nil, storage.Err(op, "tenant", err)
+	}
+	p, err := client.Plan.Get(ctx, planID)
+	if err != nil {
+		return nil, storage.Err(op, "plan", err)
+	}
+	if t.PlanID == p.ID {
+		return t, nil
+	}
+	// Tenants cannot write their own tenant row (the privacy policy); the check above is the authorisation,
+	// and the decision context is limited to this one update.
+	allow := privacy.DecisionContext(ctx, privacy.Allow)
+	if err := client.Tenant.UpdateOneID(t.ID).Where(tenant.PlanID(t.PlanID)).SetPlanID(p.ID).Exec(allow); err != nil {
+		return nil, storage.Err(op, "tenant", err)
+	}
+	if _, err := s.record(ctx, client, t.ID, 0, t.CreditBalance, ReasonPlanChange, fmt.Sprintf("plan:%d->%d", t.PlanID, p.ID), nil); err != nil {
+		return nil, err
+	}
+	return client.Tenant.Get(ctx, t.ID)
+}
+
+// PlanOf returns the tenant's current plan.
+func PlanOf(ctx context.Context, client *ent.Client, tenantID int) (*ent.Plan, error) {
+	p, err := client.Tenant.Query().Where(tenant.ID(tenantID)).QueryPlan().Only(ctx)
+	return p, storage.Err("billing.PlanOf", "plan", err)
+}

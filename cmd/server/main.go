@@ -1,0 +1,176 @@
+// Command server runs Adal: `server` (or `server serve`) serves the API, intake and panel; `server token`
+// prints a JWT signed with this installation's secret.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/viewer"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "adal server:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(args)
+	case "token":
+		return token(args)
+	case "help":
+		usage()
+		return nil
+	}
+	usage()
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  server [serve]                                   run Adal (configured by ADAL_* variables, see README)
+  server token --admin [--ttl 720h]                print an operator JWT
+  server token --tenant ID --role OWNER|MEMBER     print a tenant JWT
+`)
+}
+
+// configFromEnv reads ADAL_* variables; bad values are errors, not silent defaults.
+func configFromEnv() (relay.Config, error) {
+	cfg := relay.Config{
+		Addr:        os.Getenv("ADAL_ADDR"),
+		DataDir:     os.Getenv("ADAL_DATA_DIR"),
+		DatabaseURL: os.Getenv("ADAL_DATABASE_URL"),
+		JWTSecret:   os.Getenv("ADAL_JWT_SECRET"),
+		PublicURL:   os.Getenv("ADAL_PUBLIC_URL"),
+	}
+	var err error
+	if cfg.AllowPrivateTargets, err = envBool("ADAL_ALLOW_PRIVATE_TARGETS"); err != nil {
+		return cfg, err
+	}
+	if cfg.Dev, err = envBool("ADAL_DEV"); err != nil {
+		return cfg, err
+	}
+	if v := os.Getenv("ADAL_CORS_ORIGINS"); v != "" {
+		for _, o := range strings.Split(v, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				cfg.CORSOrigins = append(cfg.CORSOrigins, o)
+			}
+		}
+	}
+	if v := os.Getenv("ADAL_MAX_BODY_BYTES"); v != "" {
+		if cfg.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); err != nil || cfg.MaxBodyBytes <= 0 {
+			return cfg, fmt.Errorf("ADAL_MAX_BODY_BYTES must be a positive number of bytes, got %q", v)
+		}
+	}
+	if v := os.Getenv("ADAL_RETRY_UNIT"); v != "" {
+		if cfg.RetryUnit, err = time.ParseDuration(v); err != nil || cfg.RetryUnit <= 0 {
+			return cfg, fmt.Errorf("ADAL_RETRY_UNIT must be a positive duration such as 1m or 100ms, got %q", v)
+		}
+	}
+	level := slog.LevelInfo
+	if v := os.Getenv("ADAL_LOG_LEVEL"); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			return cfg, fmt.Errorf("ADAL_LOG_LEVEL must be debug, info, warn or error, got %q", v)
+		}
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return cfg, nil
+}
+
+func envBool(name string) (bool, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s must be true or false, got %q", name, v)
+	}
+	return b, nil
+}
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := relay.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	addr := cfg.Addr
+	if addr == "" {
+		addr = ":8080"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return r.Serve(ctx, ln)
+}
+
+func token(args []string) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	admin := fs.Bool("admin", false, "issue an operator (ADMIN) token")
+	tenant := fs.Int("tenant", 0, "tenant ID for an OWNER or MEMBER token")
+	role := fs.String("role", "OWNER", "OWNER or MEMBER (with --tenant)")
+	subject := fs.String("subject", "", "who the token is for (free text)")
+	ttl := fs.Duration("ttl", 30*24*time.Hour, "lifetime")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	v := viewer.Viewer{Role: viewer.Role(strings.ToUpper(*role)), TenantID: *tenant, Subject: *subject}
+	switch {
+	case *admin && *tenant != 0:
+		return errors.New("--admin and --tenant exclude each other")
+	case *admin:
+		v = viewer.Viewer{Role: viewer.Admin, Subject: *subject}
+	case *tenant == 0:
+		return errors.New("give --admin, or --tenant ID with --role OWNER|MEMBER")
+	}
+	if v.Subject == "" {
+		v.Subject = "cli-" + strings.ToLower(string(v.Role))
+	}
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, err := relay.Open(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	tok, err := r.Auth.Issue(v, *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Println(tok)
+	return nil
+}

@@ -1,0 +1,661 @@
+package delivery
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/egress"
+)
+
+// received is what a test server saw of one request, captured in the handler and checked in the test
+// goroutine (require must not run in a handler).
+type received struct {
+	method, host, path, rawQuery string
+	header                       http.Header
+	body                         []byte
+	contentLength                int64
+	transferEncoding             []string
+	proto                        string
+}
+
+// capture answers status to every request and hands each request it saw to the returned channel.
+func capture(status int) (http.Handler, <-chan received) {
+	ch := make(chan received, 16)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ch <- received{
+			method: r.Method, host: r.Host, path: r.URL.EscapedPath(), rawQuery: r.URL.RawQuery,
+			header: r.Header.Clone(), body: body, contentLength: r.ContentLength,
+			transferEncoding: r.TransferEncoding, proto: r.Proto,
+		}
+		w.WriteHeader(status)
+	}), ch
+}
+
+func newServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused TLS handshakes would only add noise
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// releaseOnCleanup closes release when the test ends. Call it after newServer: cleanups run last-in
+// first-out, so handlers blocked on release are let go before the server waits for them.
+func releaseOnCleanup(t *testing.T, release chan struct{}) {
+	t.Cleanup(func() { close(release) })
+}
+
+func newSender(t *testing.T, allowPrivate bool) *HTTPSender {
+	t.Helper()
+	s := NewHTTPSender(allowPrivate, nil)
+	t.Cleanup(s.CloseIdleConnections)
+	return s
+}
+
+func send(t *testing.T, s *HTTPSender, out Outgoing) Outcome {
+	t.Helper()
+	if out.RequestID == "" {
+		out.RequestID = "req-1"
+	}
+	if out.Attempt == 0 {
+		out.Attempt = 1
+	}
+	if out.Method == "" {
+		out.Method = http.MethodPost
+	}
+	o := s.Send(t.Context(), out)
+	t.Logf("outcome: status=%d kind=%q message=%q", o.HTTPStatus, o.ErrorKind, o.ErrorMessage)
+	require.False(t, o.FinishedAt.Before(o.StartedAt))
+	if o.Succeeded() {
+		require.Empty(t, o.ErrorKind)
+		require.Empty(t, o.ErrorMessage)
+	} else {
+		require.True(t, o.ErrorKind.Valid(), "kind %q", o.ErrorKind)
+		require.NotEmpty(t, o.ErrorMessage)
+	}
+	return o
+}
+
+func TestSendForwardsHeadersAndStripsHopByHop(t *testing.T) {
+	t.Parallel()
+	h, got := capture(http.StatusOK)
+	srv := newServer(t, h)
+
+	header := http.Header{
+		"Content-Type":        {"application/json"},
+		"Authorization":       {"Bearer end-to-end"},
+		"User-Agent":          {"Stripe/1.0"},
+		"X-Custom":            {"a", "b"},
+		"Connection":          {"keep-alive, X-Drop-Me", "x-also-drop"},
+		"X-Drop-Me":           {"1"},
+		"X-Also-Drop":         {"1"},
+		"Keep-Alive":          {"timeout=5"},
+		"Proxy-Authorization": {"Basic c2VjcmV0"},
+		"Proxy-Authenticate":  {"Basic"},
+		"Proxy-Connection":    {"keep-alive"},
+		"Te":                  {"trailers"},
+		"Trailer":             {"X-T"},
+		"Trailers":            {"X-T"},
+		"Transfer-Encoding":   {"chunked"},
+		"Upgrade":             {"websocket"},
+		"Expect":              {"100-continue"},
+		"Host":                {"evil.example"},
+		"Content-Length":      {"999"},
+		"X-Adal-Request-Id":   {"spoofed"},
+		"x-adal-attempt":      {"99"}, // not canonical: must be caught all the same
+		"X-Adal-Idempotency":  {"spoofed"},
+		"X-Adal-Other":        {"spoofed"},
+	}
+	o := send(t, newSender(t, true), Outgoing{
+		URL: srv.URL + "/hook", Header: header, Body: []byte(`{"a":1}`), RequestID: "req-42", Attempt: 3,
+	})
+	require.True(t, o.Succeeded())
+	r := <-got
+
+	require.Equal(t, "application/json", r.header.Get("Content-Type"))
+	require.Equal(t, "Bearer end-to-end", r.header.Get("Authorization"))
+	require.Equal(t, "Stripe/1.0", r.header.Get("User-Agent"))
+	require.Equal(t, []string{"a", "b"}, r.header.Values("X-Custom"))
+	for _, name := range []string{
+		"X-Drop-Me", "X-Also-Drop", "Keep-Alive", "Proxy-Authorization", "Proxy-Authenticate", "Proxy-Connection",
+		"Te", "Trailer", "Trailers", "Upgrade", "Expect", "X-Adal-Other",
+	} {
+		require.Empty(t, r.header.Values(name), name)
+	}
+	require.Empty(t, r.transferEncoding)
+	require.Equal(t, srv.Listener.Addr().String(), r.host, "Host comes from the target URL")
+	require.Equal(t, int64(len(`{"a":1}`)), r.contentLength, "Content-Length is recomputed")
+	require.Equal(t, []string{"req-42"}, r.header.Values(HeaderRequestID))
+	require.Equal(t, []string{"3"}, r.header.Values(HeaderAttempt))
+	require.Empty(t, r.header.Values(HeaderIdempotency), "no key, no header, and never the spoofed one")
+	require.Equal(t, header.Get("Host"), "evil.example", "the caller's header is not modified")
+}
+
+func TestSendDefaultUserAgent(t *testing.T) {
+	t.Parallel()
+	h, got := capture(http.StatusOK)
+	srv := newServer(t, h)
+	send(t, newSender(t, true), Outgoing{URL: srv.URL})
+	require.Equal(t, UserAgent, (<-got).header.Get("User-Agent"))
+}
+
+func TestSendIdempotencyHeader(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"", "key-7f3a"} {
+		t.Run("key="+key, func(t *testing.T) {
+			t.Parallel()
+			h, got := capture(http.StatusOK)
+			srv := newServer(t, h)
+			send(t, newSender(t, true), Outgoing{URL: srv.URL, IdempotencyKey: key})
+			r := <-got
+			if key == "" {
+				require.NotContains(t, r.header, HeaderIdempotency)
+			} else {
+				require.Equal(t, []string{key}, r.header.Values(HeaderIdempotency))
+			}
+		})
+	}
+}
+
+func TestSendPreservesMethodBodyPathQuery(t *testing.T) {
+	t.Parallel()
+	binary := []byte{0, 1, 2, 0xff, '\r', '\n', 0}
+	large := []byte(strings.Repeat("x", 1<<20))
+	tests := []struct {
+		name, method, suffix, query string
+		body                        []byte
+		wantPath                    string
+	}{
+		{"post json", http.MethodPost, "/events", "a=1&b=2", []byte(`{"ok":true}`), "/base/events"},
+		{"put binary", http.MethodPut, "", "", binary, "/base"},
+		{"patch encoded path", http.MethodPatch, "/a%2Fb/c%20d", "q=%20x&q=y", []byte("x"), "/base/a%2Fb/c%20d"},
+		{"delete no body", http.MethodDelete, "/x/", "", nil, "/base/x/"},
+		{"get no body", http.MethodGet, "", "only=query", nil, "/base"},
+		{"custom method", "PURGE", "/p", "", []byte("z"), "/base/p"},
+		{"large body", http.MethodPost, "", "", large, "/base"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, got := capture(http.StatusNoContent)
+			srv := newServer(t, h)
+			target, err := JoinTarget(srv.URL+"/base", tt.suffix, tt.query)
+			require.NoError(t, err)
+			o := send(t, newSender(t, true), Outgoing{URL: target, Method: tt.method, Body: tt.body})
+			require.True(t, o.Succeeded())
+			r := <-got
+			require.Equal(t, tt.method, r.method)
+			require.Equal(t, tt.wantPath, r.path)
+			require.Equal(t, tt.query, r.rawQuery)
+			require.Equal(t, len(tt.body), len(r.body))
+			require.Equal(t, string(tt.body), string(r.body))
+			require.Equal(t, int64(len(tt.body)), max(r.contentLength, 0))
+		})
+	}
+}
+
+func TestSendSuccessStatuses(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{200, 201, 202, 204, 299} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
+			h, _ := capture(status)
+			srv := newServer(t, h)
+			o := send(t, newSender(t, true), Outgoing{URL: srv.URL})
+			require.True(t, o.Succeeded())
+			require.Equal(t, status, o.HTTPStatus)
+			require.Empty(t, o.ErrorKind)
+			require.Nil(t, o.ResponseBody)
+		})
+	}
+}
+
+func TestSendFailureStatuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		status int
+		want   string
+	}{
+		{301, "recipient answered 301 Moved Permanently (redirects are not followed; Location: "},
+		{302, "recipient answered 302 Found (redirects are not followed; Location: "},
+		{307, "recipient answered 307 Temporary Redirect (redirects are not followed; Location: "},
+		{400, "recipient answered 400 Bad Request"},
+		{404, "recipient answered 404 Not Found"},
+		{429, "recipient answered 429 Too Many Requests"},
+		{500, "recipient answered 500 Internal Server Error"},
+		{503, "recipient answered 503 Service Unavailable"},
+		{599, "recipient answered 599"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Parallel()
+			var redirected atomic.Int32
+			mux := http.NewServeMux()
+			mux.HandleFunc("/elsewhere", func(http.ResponseWriter, *http.Request) { redirected.Add(1) })
+			mux.HandleFunc("/hook", func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Location", "/elsewhere")
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, "SECRET-RESPONSE-BODY")
+			})
+			srv := newServer(t, mux)
+			o := send(t, newSender(t, true), Outgoing{URL: srv.URL + "/hook", Body: []byte("SECRET-REQUEST-BODY")})
+			require.False(t, o.Succeeded())
+			require.Equal(t, ErrHTTPStatus, o.ErrorKind)
+			require.Equal(t, tt.status, o.HTTPStatus)
+			require.True(t, strings.HasPrefix(o.ErrorMessage, tt.want), o.ErrorMessage)
+			require.NotContains(t, o.ErrorMessage, "SECRET")
+			require.Nil(t, o.ResponseBody)
+			require.Zero(t, redirected.Load(), "redirects are not followed")
+		})
+	}
+}
+
+func TestSendTimeoutWaitingForResponse(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := newServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	releaseOnCleanup(t, release)
+	o := send(t, newSender(t, true), Outgoing{URL: srv.URL, Timeout: 100 * time.Millisecond})
+	require.Equal(t, ErrTimeout, o.ErrorKind)
+	require.Zero(t, o.HTTPStatus)
+	require.Contains(t, o.ErrorMessage, "no response within 100ms")
+}
+
+func TestSendTimeoutDuringSlowBody(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "SECRET-PARTIAL-BODY")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	releaseOnCleanup(t, release)
+	for _, keep := range []bool{false, true} {
+		o := send(t, newSender(t, true), Outgoing{URL: srv.URL, Timeout: 100 * time.Millisecond, KeepResponse: keep})
+		require.False(t, o.Succeeded(), "a 2xx whose body never completes is not a delivery")
+		require.Equal(t, ErrTimeout, o.ErrorKind)
+		require.Equal(t, http.StatusOK, o.HTTPStatus)
+		require.Contains(t, o.ErrorMessage, "no complete response within 100ms")
+		require.Contains(t, o.ErrorMessage, "body")
+		require.NotContains(t, o.ErrorMessage, "SECRET")
+	}
+}
+
+func TestSendConnectionRefused(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there any more
+
+	o := send(t, newSender(t, true), Outgoing{URL: "http://" + addr + "/hook?token=SECRET-TOKEN"})
+	require.Equal(t, ErrConnection, o.ErrorKind)
+	require.Zero(t, o.HTTPStatus)
+	require.Equal(t, "connection to "+addr+" refused", o.ErrorMessage)
+	require.NotContains(t, o.ErrorMessage, "SECRET", "the URL's query may hold secrets")
+}
+
+// hijack lets a handler misbehave at the TCP level.
+func hijack(t *testing.T, write string) *httptest.Server {
+	return newServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = buf.WriteString(write)
+		_ = buf.Flush()
+		_ = conn.Close()
+	}))
+}
+
+func TestSendConnectionClosedEarly(t *testing.T) {
+	t.Parallel()
+	t.Run("before headers", func(t *testing.T) {
+		t.Parallel()
+		srv := hijack(t, "")
+		o := send(t, newSender(t, true), Outgoing{URL: srv.URL})
+		require.Equal(t, ErrConnection, o.ErrorKind)
+		require.Zero(t, o.HTTPStatus)
+		require.Contains(t, o.ErrorMessage, "closed the connection before a complete response")
+	})
+	t.Run("during body", func(t *testing.T) {
+		t.Parallel()
+		srv := hijack(t, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nSECRET")
+		o := send(t, newSender(t, true), Outgoing{URL: srv.URL})
+		require.False(t, o.Succeeded())
+		require.Equal(t, ErrConnection, o.ErrorKind)
+		require.Equal(t, http.StatusOK, o.HTTPStatus)
+		require.Contains(t, o.ErrorMessage, "closed the connection before a complete response while sending the response body (status 200)")
+		require.NotContains(t, o.ErrorMessage, "SECRET")
+	})
+}
+
+func TestSendTLSErrors(t *testing.T) {
+	t.Parallel()
+	t.Run("untrusted certificate", func(t *testing.T) {
+		t.Parallel()
+		h, got := capture(http.StatusOK)
+		srv := httptest.NewUnstartedServer(h)
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		o := send(t, newSender(t, true), Outgoing{URL: srv.URL})
+		require.Equal(t, ErrTLS, o.ErrorKind)
+		require.Zero(t, o.HTTPStatus)
+		require.Contains(t, o.ErrorMessage, "TLS handshake with "+srv.Listener.Addr().String()+" failed")
+		require.Contains(t, o.ErrorMessage, "certificate")
+		require.Empty(t, got)
+	})
+	t.Run("plain HTTP behind https URL", func(t *testing.T) {
+		t.Parallel()
+		h, _ := capture(http.StatusOK)
+		srv := newServer(t, h)
+		o := send(t, newSender(t, true), Outgoing{URL: strings.Replace(srv.URL, "http://", "https://", 1)})
+		require.Equal(t, ErrTLS, o.ErrorKind, o.ErrorMessage)
+	})
+	t.Run("wrong host name", func(t *testing.T) {
+		t.Parallel()
+		h, _ := capture(http.StatusOK)
+		srv := httptest.NewUnstartedServer(h)
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		// Trusted CA, but the certificate is for 127.0.0.1/example.com, not for the name we ask for.
+		tr := egress.NewTransport(true)
+		tr.TLSClientConfig.RootCAs = x509.NewCertPool()
+		tr.TLSClientConfig.RootCAs.AddCert(srv.Certificate())
+		tr.TLSClientConfig.ServerName = "not-in-the-cert.test"
+		s := newHTTPSender(tr, nil)
+		t.Cleanup(s.CloseIdleConnections)
+		o := send(t, s, Outgoing{URL: srv.URL})
+		require.Equal(t, ErrTLS, o.ErrorKind)
+		require.Contains(t, o.ErrorMessage, "not-in-the-cert.test")
+	})
+}
+
+// TestSendHTTP2 runs the forwarding rules over HTTP/2, where a leftover Connection header would be a
+// protocol error.
+func TestSendHTTP2(t *testing.T) {
+	t.Parallel()
+	h, got := capture(http.StatusAccepted)
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	tr := egress.NewTransport(true)
+	tr.TLSClientConfig.RootCAs = x509.NewCertPool()
+	tr.TLSClientConfig.RootCAs.AddCert(srv.Certificate())
+	s := newHTTPSender(tr, nil)
+	t.Cleanup(s.CloseIdleConnections)
+
+	o := send(t, s, Outgoing{
+		URL: srv.URL + "/h2", Body: []byte("hello"),
+		Header: http.Header{"Connection": {"keep-alive"}, "Keep-Alive": {"1"}, "Te": {"gzip"}, "X-Ok": {"1"}},
+	})
+	require.True(t, o.Succeeded(), o.ErrorMessage)
+	require.Equal(t, http.StatusAccepted, o.HTTPStatus)
+	r := <-got
+	require.Equal(t, "HTTP/2.0", r.proto)
+	require.Equal(t, "1", r.header.Get("X-Ok"))
+	require.Equal(t, "hello", string(r.body))
+}
+
+// fakeNXDOMAINResolver answers every DNS query with "no such name", in memory: the test sends no DNS
+// traffic anywhere, not even for a .invalid name.
+func fakeNXDOMAINResolver(queries *atomic.Int32) *net.Resolver {
+	return &net.Resolver{
+		PreferGo: true,
+		Dial: func(context.Context, string, string) (net.Conn, error) {
+			client, server := net.Pipe()
+			go func() {
+				defer server.Close()
+				r := bufio.NewReader(server)
+				for {
+					// Not a PacketConn, so the resolver uses TCP framing: 2-byte length, then the message.
+					var n uint16
+					if binary.Read(r, binary.BigEndian, &n) != nil {
+						return
+					}
+					msg := make([]byte, n)
+					if _, err := io.ReadFull(r, msg); err != nil || len(msg) < 12 {
+						return
+					}
+					queries.Add(1)
+					// Keep header and question; drop the rest (EDNS0 OPT).
+					end := 12
+					for end < len(msg) && msg[end] != 0 {
+						end += int(msg[end]) + 1
+					}
+					end += 1 + 4 // root label, QTYPE, QCLASS
+					if end > len(msg) {
+						return
+					}
+					resp := append([]byte(nil), msg[:end]...)
+					resp[2] = 0x80 | msg[2]&0x79 // QR, opcode and RD echoed
+					resp[3] = 0x80 | 3           // RA, RCODE 3 = NXDOMAIN
+					binary.BigEndian.PutUint16(resp[6:], 0)
+					binary.BigEndian.PutUint16(resp[8:], 0)
+					binary.BigEndian.PutUint16(resp[10:], 0)
+					frame := binary.BigEndian.AppendUint16(nil, uint16(len(resp)))
+					if _, err := server.Write(append(frame, resp...)); err != nil {
+						return
+					}
+				}
+			}()
+			return client, nil
+		},
+	}
+}
+
+func TestSendDNSError(t *testing.T) {
+	t.Parallel()
+	var queries atomic.Int32
+	d := egress.NewDialer(false)
+	d.Resolver = fakeNXDOMAINResolver(&queries)
+	tr := egress.NewTransport(false)
+	tr.DialContext = d.DialContext
+	s := newHTTPSender(tr, nil)
+	t.Cleanup(s.CloseIdleConnections)
+
+	o := send(t, s, Outgoing{URL: "http://adal-test-nonexistent.invalid/hook"})
+	require.Equal(t, ErrDNS, o.ErrorKind)
+	require.Zero(t, o.HTTPStatus)
+	require.Equal(t, `could not resolve host "adal-test-nonexistent.invalid": no such host`, o.ErrorMessage)
+	require.Positive(t, queries.Load(), "the in-memory resolver answered")
+}
+
+func TestSendEgressRefusal(t *testing.T) {
+	t.Parallel()
+	h, got := capture(http.StatusOK)
+	srv := newServer(t, h)
+	o := send(t, newSender(t, false), Outgoing{URL: srv.URL + "/hook"})
+	require.False(t, o.Succeeded())
+	require.Equal(t, ErrConnection, o.ErrorKind)
+	require.Zero(t, o.HTTPStatus)
+	require.Equal(t, "refused to connect to "+srv.Listener.Addr().String()+
+		": target address 127.0.0.1 is not allowed (loopback); set ADAL_ALLOW_PRIVATE_TARGETS=true to allow", o.ErrorMessage)
+	require.Empty(t, got, "nothing reached the server")
+}
+
+func TestSendInterrupted(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	arrived := make(chan struct{})
+	var once sync.Once
+	srv := newServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(arrived) })
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	releaseOnCleanup(t, release)
+	ctx, cancel := context.WithCancelCause(t.Context())
+	go func() {
+		<-arrived
+		cancel(errors.New("relay shutting down"))
+	}()
+	o := newSender(t, true).Send(ctx, Outgoing{URL: srv.URL, Method: http.MethodPost, Attempt: 1})
+	require.Equal(t, ErrInterrupted, o.ErrorKind)
+	require.Equal(t, "attempt interrupted before it completed: relay shutting down", o.ErrorMessage)
+}
+
+func TestSendInvalidRequest(t *testing.T) {
+	t.Parallel()
+	s := newSender(t, true)
+	o := s.Send(t.Context(), Outgoing{URL: "http://127.0.0.1/", Method: "BAD METHOD"})
+	require.Equal(t, ErrConnection, o.ErrorKind)
+	require.Contains(t, o.ErrorMessage, "invalid request")
+	o = s.Send(t.Context(), Outgoing{URL: "http://127.0.0.1:bad/?token=SECRET", Method: http.MethodGet})
+	require.Equal(t, ErrConnection, o.ErrorKind)
+	require.Contains(t, o.ErrorMessage, "malformed target URL")
+	require.NotContains(t, o.ErrorMessage, "SECRET")
+}
+
+func TestSendKeepResponse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		size      int
+		keep      bool
+		wantLen   int
+		truncated bool
+	}{
+		{"not kept", 1000, false, 0, false},
+		{"kept small", 1000, true, 1000, false},
+		{"kept exactly the cap", MaxStoredResponse, true, MaxStoredResponse, false},
+		{"kept and capped", MaxStoredResponse + 1, true, MaxStoredResponse, true},
+		{"large not kept", 4 << 20, false, 0, false},
+		{"large capped", 4 << 20, true, MaxStoredResponse, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			payload := strings.Repeat("r", tt.size)
+			srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, payload)
+			}))
+			o := send(t, newSender(t, true), Outgoing{URL: srv.URL, KeepResponse: tt.keep})
+			require.True(t, o.Succeeded())
+			require.Len(t, o.ResponseBody, tt.wantLen)
+			if !tt.keep {
+				require.Nil(t, o.ResponseBody)
+			}
+			require.Equal(t, payload[:tt.wantLen], string(o.ResponseBody))
+			require.Equal(t, tt.truncated, o.ResponseTruncated)
+		})
+	}
+}
+
+func TestSendUsesClock(t *testing.T) {
+	t.Parallel()
+	h, _ := capture(http.StatusOK)
+	srv := newServer(t, h)
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ticks atomic.Int64
+	clock := func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Second) }
+	s := NewHTTPSender(true, clock)
+	t.Cleanup(s.CloseIdleConnections)
+	o := send(t, s, Outgoing{URL: srv.URL})
+	require.Equal(t, t0.Add(time.Second), o.StartedAt)
+	require.Equal(t, t0.Add(2*time.Second), o.FinishedAt)
+	require.Equal(t, time.Second, o.Duration())
+}
+
+func TestErrorKindValid(t *testing.T) {
+	t.Parallel()
+	for _, k := range []ErrorKind{ErrHTTPStatus, ErrTimeout, ErrDNS, ErrTLS, ErrConnection, ErrCLILocal, ErrInterrupted} {
+		require.True(t, k.Valid(), k)
+	}
+	require.False(t, ErrorKind("").Valid())
+	require.False(t, ErrorKind("timeout").Valid())
+}
+
+func TestOutcomeSucceeded(t *testing.T) {
+	t.Parallel()
+	require.True(t, Outcome{HTTPStatus: 200}.Succeeded())
+	require.True(t, Outcome{HTTPStatus: 299}.Succeeded())
+	require.False(t, Outcome{HTTPStatus: 199}.Succeeded())
+	require.False(t, Outcome{HTTPStatus: 300}.Succeeded())
+	require.False(t, Outcome{}.Succeeded())
+	require.False(t, Outcome{HTTPStatus: 200, ErrorKind: ErrTimeout}.Succeeded())
+}
+
+func TestJoinTarget(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		base, suffix, query string
+		want                string
+		wantErr             string
+	}{
+		{"https://r.test/hook", "", "", "https://r.test/hook", ""},
+		{"https://r.test/hook", "/a/b", "", "https://r.test/hook/a/b", ""},
+		{"https://r.test/hook/", "/a", "", "https://r.test/hook/a", ""},
+		{"https://r.test/hook/", "", "", "https://r.test/hook/", ""},
+		{"https://r.test", "", "", "https://r.test", ""},
+		{"https://r.test", "/x", "", "https://r.test/x", ""},
+		{"https://r.test/", "x/", "", "https://r.test/x/", ""},
+		{"https://r.test:8443/hook", "/a", "x=1&y=2", "https://r.test:8443/hook/a?x=1&y=2", ""},
+		{"https://r.test/hook?token=t", "/a", "x=1", "https://r.test/hook/a?token=t&x=1", ""},
+		{"https://r.test/hook?token=t", "", "", "https://r.test/hook?token=t", ""},
+		{"https://r.test/hook#frag", "/a", "", "https://r.test/hook/a", ""},
+		{"http://r.test/h%20ook", "/a%2Fb/c%3Fd", "q=%2F", "http://r.test/h%20ook/a%2Fb/c%3Fd?q=%2F", ""},
+		{"http://user:pw@r.test/h", "/a", "", "http://user:pw@r.test/h/a", ""},
+		{"http://[::1]:8080/h", "/a", "", "http://[::1]:8080/h/a", ""},
+		// Dot segments never climb above the base path.
+		{"https://r.test/hook", "/../admin", "", "https://r.test/hook/admin", ""},
+		{"https://r.test/hook", "/a/../../../admin", "", "https://r.test/hook/admin", ""},
+		{"https://r.test/hook", "/%2e%2e/admin", "", "https://r.test/hook/admin", ""},
+		{"https://r.test/hook", "/%2E%2e/%2e/admin", "", "https://r.test/hook/admin", ""},
+		{"https://r.test/hook", "/a/./b/", "", "https://r.test/hook/a/b/", ""},
+		{"https://r.test/hook", "/a/..", "", "https://r.test/hook", ""},
+		{"https://r.test/hook", "/a/b/..", "", "https://r.test/hook/a/", ""},
+		{"https://r.test/hook", "/..", "", "https://r.test/hook", ""},
+		{"https://r.test/hook", "/...", "", "https://r.test/hook/...", ""},
+		// Errors.
+		{"ftp://r.test/hook", "", "", "", "scheme must be http or https"},
+		{"r.test/hook", "", "", "", "scheme must be http or https"},
+		{"http:///hook", "", "", "", "missing host"},
+		{"http://r.test/%zz", "", "", "", "recipient URL"},
+		{"https://r.test/hook", "/%zz", "", "", "path suffix"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.base+" "+tt.suffix+" "+tt.query, func(t *testing.T) {
+			t.Parallel()
+			got, err := JoinTarget(tt.base, tt.suffix, tt.query)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -1,0 +1,172 @@
+// Package relay assembles one Adal process from its configuration: database, services, background loops and
+// the HTTP surface. cmd/server runs it; tests start it in-process.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/adal-relay/adal/api"
+	"github.com/adal-relay/adal/auth"
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/inbound"
+	"github.com/adal-relay/adal/resolvers"
+	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/storage"
+)
+
+// Config is everything a process needs; cmd/server fills it from ADAL_* variables.
+type Config struct {
+	Addr        string // listen address, default ":8080"
+	DataDir     string // SQLite file and local state, default "./data"
+	DatabaseURL string // postgres:// URL; empty means SQLite in DataDir
+	JWTSecret   string // signing secret; empty means generated once and stored with the data
+	// PublicURL is the base of inbound URLs shown to users; default http://localhost:<port>.
+	PublicURL           string
+	AllowPrivateTargets bool
+	CORSOrigins         []string
+	MaxBodyBytes        int64
+	RetryUnit           time.Duration
+	Dev                 bool
+	Logger              *slog.Logger
+	// Now is the clock, for tests; default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.Addr == "" {
+		c.Addr = ":8080"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "./data"
+	}
+	if c.PublicURL == "" {
+		port := "8080"
+		if _, p, err := net.SplitHostPort(c.Addr); err == nil && p != "" && p != "0" {
+			port = p
+		}
+		c.PublicURL = "http://localhost:" + port
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = inbound.DefaultMaxBody
+	}
+	if c.RetryUnit <= 0 {
+		c.RetryUnit = time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Relay is one running Adal process.
+type Relay struct {
+	cfg     Config
+	DB      *storage.DB
+	Auth    *auth.Authenticator
+	Billing *billing.Service
+	Routing *routing.Service
+	Inbound *inbound.Handler
+	handler http.Handler
+}
+
+// Open connects to the database, migrates it and builds the services. It starts nothing.
+func Open(ctx context.Context, cfg Config) (*Relay, error) {
+	cfg.defaults()
+	db, err := storage.Open(ctx, cfg.DatabaseURL, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	secret := []byte(cfg.JWTSecret)
+	if len(secret) == 0 {
+		if secret, err = db.Secret(ctx, "jwt"); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	authn, err := auth.New(secret, cfg.Now)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ADAL_JWT_SECRET: %w", err)
+	}
+	r := &Relay{
+		cfg:     cfg,
+		DB:      db,
+		Auth:    authn,
+		Billing: billing.New(db.Dialect, cfg.Now),
+		Routing: routing.New(cfg.PublicURL, cfg.Now),
+	}
+	r.Inbound = inbound.New(inbound.Config{
+		Client:  db.Client,
+		Billing: r.Billing,
+		MaxBody: cfg.MaxBodyBytes,
+		Now:     cfg.Now,
+		Logger:  cfg.Logger,
+	})
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.handler = api.New(api.Config{
+		Resolver: &resolvers.Resolver{
+			Client:  db.Client,
+			Billing: r.Billing,
+			Routing: r.Routing,
+			Auth:    authn,
+			Now:     cfg.Now,
+		},
+		Client:      db.Client,
+		Auth:        authn,
+		Inbound:     r.Inbound,
+		Ready:       func(ctx context.Context) error { return db.SQL.PingContext(ctx) },
+		CORSOrigins: cfg.CORSOrigins,
+		Dev:         cfg.Dev,
+		Registry:    registry,
+		Logger:      cfg.Logger,
+	})
+	return r, nil
+}
+
+// Handler is the process's HTTP surface.
+func (r *Relay) Handler() http.Handler { return r.handler }
+
+// Close releases the database.
+func (r *Relay) Close() error { return r.DB.Close() }
+
+// Serve listens on the configured address and serves until ctx is cancelled, then shuts down gracefully:
+// in-flight requests finish (up to 25 s), nothing new is accepted.
+func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           r.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	r.cfg.Logger.Info("adal serving", "addr", ln.Addr().String(), "public_url", r.cfg.PublicURL,
+		"database", r.DB.Dialect)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if serveErr := <-errc; serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return err
+}

@@ -1,0 +1,389 @@
+// Package routing manages where requests go: a tenant's servers (inbound endpoints) and their recipients,
+// with the validation and plan limits that keep them sane.
+package routing
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// MaxTimeoutSeconds is the longest a direct attempt may take, including reading the response.
+const MaxTimeoutSeconds = 30
+
+// Service creates, changes and deletes servers and recipients.
+type Service struct {
+	publicURL string
+	now       func() time.Time
+}
+
+// New returns a routing service; publicURL is the base of inbound URLs (e.g. "https://hooks.example.com").
+func New(publicURL string, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{publicURL: strings.TrimRight(publicURL, "/"), now: now}
+}
+
+// InboundURL is where senders post to reach srv.
+func (s *Service) InboundURL(srv *ent.Server) string {
+	return s.publicURL + "/in/" + srv.InboundKey
+}
+
+// NewKey returns an unguessable URL-safe key (256 random bits).
+func NewKey() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // the OS entropy source never fails on supported systems
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ServerInput describes a server; nil fields of an update keep their value.
+type ServerInput struct {
+	TenantID                *int // operators only: the tenant to create in
+	Name                    *string
+	DeliverPendingOnConnect *bool
+	RetentionDays           *int
+	ClearRetentionDays      bool
+}
+
+func requireManager(op string, v viewer.Viewer) error {
+	if !v.CanManage() {
+		return fault.E(op, fault.Forbidden, "only an operator or the tenant's owner can change servers and recipients")
+	}
+	return nil
+}
+
+func (in ServerInput) validate(op string) error {
+	switch {
+	case in.Name != nil && strings.TrimSpace(*in.Name) == "":
+		return fault.E(op, fault.InvalidInput, "name must not be empty")
+	case in.Name != nil && len(*in.Name) > 200:
+		return fault.E(op, fault.InvalidInput, "name must be at most 200 characters")
+	case in.RetentionDays != nil && (*in.RetentionDays < 1 || *in.RetentionDays > 3650):
+		return fault.E(op, fault.InvalidInput, "retentionDays must be between 1 and 3650")
+	}
+	return nil
+}
+
+// CreateServer creates a server in the viewer's tenant (operators name one), within the plan's server limit.
+func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in ServerInput) (*ent.Server, error) {
+	const op = "routing.CreateServer"
+	v, _ := viewer.FromContext(ctx)
+	if err := requireManager(op, v); err != nil {
+		return nil, err
+	}
+	tenantID := v.TenantID
+	if v.Global() {
+		if in.TenantID == nil {
+			return nil, fault.E(op, fault.InvalidInput, "tenantId is required for operators")
+		}
+		tenantID = *in.TenantID
+	} else if in.TenantID != nil && *in.TenantID != v.TenantID {
+		return nil, fault.E(op, fault.NotFound, "tenant not found")
+	}
+	if in.Name == nil {
+		return nil, fault.E(op, fault.InvalidInput, "name is required")
+	}
+	if err := in.validate(op); err != nil {
+		return nil, err
+	}
+	plan, err := billing.PlanOf(ctx, client, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	n, err := client.Server.Query().Where(server.TenantID(tenantID), server.DeletedAtIsNil()).Count(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "server", err)
+	}
+	if n >= plan.MaxServers {
+		return nil, fault.E(op, fault.InvalidInput, "plan %q allows %d servers; delete one or change plan", plan.Name, plan.MaxServers)
+	}
+	c := client.Server.Create().
+		SetTenantID(tenantID).
+		SetName(strings.TrimSpace(*in.Name)).
+		SetInboundKey(NewKey()).
+		SetNillableRetentionDays(in.RetentionDays).
+		SetCreatedAt(s.now())
+	if in.DeliverPendingOnConnect != nil {
+		c.SetDeliverPendingOnConnect(*in.DeliverPendingOnConnect)
+	}
+	srv, err := c.Save(ctx)
+	return srv, storage.Err(op, "server", err)
+}
+
+// liveServer loads a server that has not been deleted.
+func liveServer(ctx context.Context, client *ent.Client, op string, id int) (*ent.Server, error) {
+	srv, err := client.Server.Query().Where(server.ID(id), server.DeletedAtIsNil()).Only(ctx)
+	return srv, storage.Err(op, "server", err)
+}
+
+// UpdateServer changes a server's name and settings.
+func (s *Service) UpdateServer(ctx context.Context, client *ent.Client, id int, in ServerInput) (*ent.Server, error) {
+	const op = "routing.UpdateServer"
+	v, _ := viewer.FromContext(ctx)
+	if err := requireManager(op, v); err != nil {
+		return nil, err
+	}
+	if err := in.validate(op); err != nil {
+		return nil, err
+	}
+	srv, err := liveServer(ctx, client, op, id)
+	if err != nil {
+		return nil, err
+	}
+	u := srv.Update()
+	if in.Name != nil {
+		u.SetName(strings.TrimSpace(*in.Name))
+	}
+	if in.DeliverPendingOnConnect != nil {
+		u.SetDeliverPendingOnConnect(*in.DeliverPendingOnConnect)
+	}
+	if in.ClearRetentionDays {
+		u.ClearRetentionDays()
+	} else if in.RetentionDays != nil {
+		u.SetRetentionDays(*in.RetentionDays)
+	}
+	srv, err = u.Save(ctx)
+	return srv, storage.Err(op, "server", err)
+}
+
+// DeleteServer stops intake at once (the key no longer resolves), deletes the server's recipients and cancels
+// their pending deliveries. Stored requests stay readable until their retention ends.
+func (s *Service) DeleteServer(ctx context.Context, client *ent.Client, id int) (*ent.Server, error) {
+	const op = "routing.DeleteServer"
+	v, _ := viewer.FromContext(ctx)
+	if err := requireManager(op, v); err != nil {
+		return nil, err
+	}
+	srv, err := liveServer(ctx, client, op, id)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	ids, err := client.Recipient.Query().Where(recipient.ServerID(srv.ID), recipient.DeletedAtIsNil()).IDs(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "recipient", err)
+	}
+	if err := s.deleteRecipients(ctx, client, now, ids...); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	srv, err = srv.Update().SetDeletedAt(now).Save(ctx)
+	return srv, storage.Err(op, "server", err)
+}
+
+func (s *Service) deleteRecipients(ctx context.Context, client *ent.Client, now time.Time, ids ...int) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := client.Recipient.Update().Where(recipient.IDIn(ids...)).SetDeletedAt(now).Exec(ctx); err != nil {
+		return err
+	}
+	return delivery.CancelPendingOfRecipients(ctx, client, now, ids...)
+}
+
+// RecipientInput describes a recipient; nil fields keep their value on update and take defaults on create.
+type RecipientInput struct {
+	ServerID           int
+	Name               *string
+	Method             *recipient.Method
+	URL                *string
+	MaxAttempts        *int
+	RetrySchedule      *recipient.RetrySchedule
+	SendIdempotencyKey *bool
+	TimeoutSeconds     *int
+}
+
+// recipientSettings is a recipient's configuration after defaults and updates, validated as a whole.
+type recipientSettings struct {
+	name          string
+	method        recipient.Method
+	url           string
+	maxAttempts   int
+	schedule      recipient.RetrySchedule
+	idempotency   bool
+	timeoutSecond int
+}
+
+func (rs *recipientSettings) apply(in RecipientInput) {
+	if in.Name != nil {
+		rs.name = strings.TrimSpace(*in.Name)
+	}
+	if in.Method != nil {
+		rs.method = *in.Method
+	}
+	if in.URL != nil {
+		rs.url = strings.TrimSpace(*in.URL)
+	}
+	if in.MaxAttempts != nil {
+		rs.maxAttempts = *in.MaxAttempts
+	}
+	if in.RetrySchedule != nil {
+		rs.schedule = *in.RetrySchedule
+	}
+	if in.SendIdempotencyKey != nil {
+		rs.idempotency = *in.SendIdempotencyKey
+	}
+	if in.TimeoutSeconds != nil {
+		rs.timeoutSecond = *in.TimeoutSeconds
+	}
+}
+
+func (rs *recipientSettings) validate(op string) error {
+	if rs.name == "" {
+		return fault.E(op, fault.InvalidInput, "name must not be empty")
+	}
+	if len(rs.name) > 200 {
+		return fault.E(op, fault.InvalidInput, "name must be at most 200 characters")
+	}
+	if err := recipient.MethodValidator(rs.method); err != nil {
+		return fault.E(op, fault.InvalidInput, "method must be DIRECT_HTTP or CLI")
+	}
+	sched := delivery.Schedule(rs.schedule)
+	if !sched.Valid() {
+		return fault.E(op, fault.InvalidInput, "retrySchedule must be QUADRATIC, STEPPED or EXPONENTIAL")
+	}
+	if max := sched.MaxAttempts(); rs.maxAttempts < delivery.MinAttempts || rs.maxAttempts > max {
+		return fault.E(op, fault.InvalidInput, "maxAttempts must be between %d and %d for %s", delivery.MinAttempts, max, sched)
+	}
+	if rs.timeoutSecond < 1 || rs.timeoutSecond > MaxTimeoutSeconds {
+		return fault.E(op, fault.InvalidInput, "timeoutSeconds must be between 1 and %d", MaxTimeoutSeconds)
+	}
+	switch rs.method {
+	case recipient.MethodDIRECT_HTTP:
+		if rs.url == "" {
+			return fault.E(op, fault.InvalidInput, "url is required for DIRECT_HTTP recipients")
+		}
+		u, err := url.Parse(rs.url)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+			return fault.E(op, fault.InvalidInput, "url must be an absolute http(s) URL without credentials or fragment")
+		}
+		if len(rs.url) > 2048 {
+			return fault.E(op, fault.InvalidInput, "url must be at most 2048 characters")
+		}
+	case recipient.MethodCLI:
+		if rs.url != "" {
+			return fault.E(op, fault.InvalidInput, "url is only for DIRECT_HTTP recipients; a CLI recipient forwards where `adal listen --forward` says")
+		}
+	}
+	return nil
+}
+
+// CreateRecipient adds a recipient to a live server, within the plan's recipient limit.
+func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in RecipientInput) (*ent.Recipient, error) {
+	const op = "routing.CreateRecipient"
+	v, _ := viewer.FromContext(ctx)
+	if err := requireManager(op, v); err != nil {
+		return nil, err
+	}
+	rs := recipientSettings{
+		maxAttempts:   10,
+		schedule:      recipient.RetryScheduleQUADRATIC,
+		timeoutSecond: MaxTimeoutSeconds,
+	}
+	if in.Method == nil {
+		return nil, fault.E(op, fault.InvalidInput, "method is required")
+	}
+	rs.apply(in)
+	if err := rs.validate(op); err != nil {
+		return nil, err
+	}
+	srv, err := liveServer(ctx, client, op, in.ServerID)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := billing.PlanOf(ctx, client, srv.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	n, err := client.Recipient.Query().Where(recipient.ServerID(srv.ID), recipient.DeletedAtIsNil()).Count(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "recipient", err)
+	}
+	if n >= plan.MaxRecipientsPerServer {
+		return nil, fault.E(op, fault.InvalidInput, "plan %q allows %d recipients per server", plan.Name, plan.MaxRecipientsPerServer)
+	}
+	r, err := client.Recipient.Create().
+		SetTenantID(srv.TenantID).
+		SetServerID(srv.ID).
+		SetName(rs.name).
+		SetMethod(rs.method).
+		SetURL(rs.url).
+		SetMaxAttempts(rs.maxAttempts).
+		SetRetrySchedule(rs.schedule).
+		SetSendIdempotencyKey(rs.idempotency).
+		SetTimeoutSeconds(rs.timeoutSecond).
+		SetCreatedAt(s.now()).
+		Save(ctx)
+	return r, storage.Err(op, "recipient", err)
+}
+
+func liveRecipient(ctx context.Context, client *ent.Client, op string, id int) (*ent.Recipient, error) {
+	r, err := client.Recipient.Query().Where(recipient.ID(id), recipient.DeletedAtIsNil()).Only(ctx)
+	return r, storage.Err(op, "recipient", err)
+}
+
+// UpdateRecipient changes a recipient's settings. Deliveries already created keep the attempts and schedule
+// they were created with; new ones use the new settings.
+func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id int, in RecipientInput) (*ent.Recipient, error) {
+	const op = "routing.UpdateRecipient"
+	v, _ := viewer.FromContext(ctx)
+	if err := requireManager(op, v); err != nil {
+		return nil, err
+	}
+	r, err := liveRecipient(ctx, client, op, id)
+	if err != nil {
+		return nil, err
+	}
+	if in.Method != nil && *in.Method != r.Method {
+		return nil, fault.E(op, fault.InvalidInput, "method cannot change; create a new recipient")
+	}
+	rs := recipientSettings{
+		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
+		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds,
+	}
+	rs.apply(in)
+	if err := rs.validate(op); err != nil {
+		return nil, err
+	}
+	r, err = r.Update().
+		SetName(rs.name).
+		SetURL(rs.url).
+		SetMaxAttempts(rs.maxAttempts).
+		SetRetrySchedule(rs.schedule).
+		SetSendIdempotencyKey(rs.idempotency).
+		SetTimeoutSeconds(rs.timeoutSecond).
+		Save(ctx)
+	return r, storage.Err(op, "recipient", err)
+}
+
+// DeleteRecipient removes a recipient and cancels its pending deliveries; its history stays with the requests.
+func (s *Service) DeleteRecipient(ctx context.Context, client *ent.Client, id int) (*ent.Recipient, error) {
+	const op = "routing.DeleteRecipient"
+	v, _ := viewer.FromContext(ctx)
+	if err := requireManager(op, v); err != nil {
+		return nil, err
+	}
+	r, err := liveRecipient(ctx, client, op, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.deleteRecipients(ctx, client, s.now(), r.ID); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	r, err = client.Recipient.Get(ctx, r.ID)
+	return r, storage.Err(op, "recipient", err)
+}

@@ -1,0 +1,109 @@
+// Package storage opens Adal's database — embedded SQLite by default, PostgreSQL when a URL is given — and
+// brings its schema up to date.
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	_ "github.com/lib/pq"  // PostgreSQL driver, registered as "postgres".
+	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite": go run needs no C toolchain.
+
+	"github.com/adal-relay/adal/ent"
+	_ "github.com/adal-relay/adal/ent/runtime" // privacy policies and hooks of the schema.
+)
+
+// DB is an open database: the ent client, the raw handle for the few statements ent cannot express, and which
+// dialect it speaks.
+type DB struct {
+	Client  *ent.Client
+	SQL     *sql.DB
+	Dialect string // dialect.SQLite or dialect.Postgres
+}
+
+// Postgres reports whether the database is PostgreSQL (the scale-out configuration).
+func (db *DB) Postgres() bool { return db.Dialect == dialect.Postgres }
+
+// Close closes the client and the handle.
+func (db *DB) Close() error { return db.Client.Close() }
+
+// Open connects to databaseURL when it is a postgres:// URL, otherwise to SQLite in dataDir/adal.db, and
+// migrates the schema. Migration is ent's automatic, additive migration: new tables, columns and indexes are
+// created at start; nothing is dropped.
+func Open(ctx context.Context, databaseURL, dataDir string) (*DB, error) {
+	var db *DB
+	var err error
+	if databaseURL != "" {
+		db, err = openPostgres(databaseURL)
+	} else {
+		db, err = openSQLite(dataDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, db.Client); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Migrate creates or upgrades the schema.
+func Migrate(ctx context.Context, client *ent.Client) error {
+	if err := client.Schema.Create(ctx); err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	return nil
+}
+
+func openPostgres(databaseURL string) (*DB, error) {
+	u, err := url.Parse(databaseURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, fmt.Errorf("ADAL_DATABASE_URL must be a postgres:// URL")
+	}
+	sqlDB, err := sql.Open("postgres", databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(32)
+	sqlDB.SetMaxIdleConns(32)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	drv := entsql.OpenDB(dialect.Postgres, sqlDB)
+	return &DB{Client: ent.NewClient(ent.Driver(drv)), SQL: sqlDB, Dialect: dialect.Postgres}, nil
+}
+
+func openSQLite(dataDir string) (*DB, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	return OpenSQLiteFile(filepath.Join(dataDir, "adal.db"))
+}
+
+// OpenSQLiteFile opens (without migrating) the SQLite database at path.
+func OpenSQLiteFile(path string) (*DB, error) {
+	dsn := "file:" + strings.ReplaceAll(path, "?", "%3F") +
+		"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	sqlDB, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	// SQLite has one writer; a small pool keeps writers queueing on busy_timeout instead of failing, while WAL
+	// lets readers proceed.
+	sqlDB.SetMaxOpenConns(4)
+	drv := entsql.OpenDB(dialect.SQLite, sqlDB)
+	return &DB{Client: ent.NewClient(ent.Driver(drv)), SQL: sqlDB, Dialect: dialect.SQLite}, nil
+}

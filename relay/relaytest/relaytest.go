@@ -1,0 +1,302 @@
+// Package relaytest starts a whole Adal process in a test — real database (SQLite, or Postgres when
+// ADAL_TEST_DATABASE_URL is set), real HTTP server — and talks to it the way clients do: GraphQL over HTTP and
+// webhooks to /in/{key}.
+package relaytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/storage/dbtest"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// Clock is a settable clock for tests that must control time (retention, billing periods).
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock stopped at t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Env is a running Adal process under test.
+type Env struct {
+	T      testing.TB
+	DB     *dbtest.DB
+	Relay  *relay.Relay
+	Server *httptest.Server
+	// Ctx is cancelled when the test ends; background services run under it.
+	Ctx context.Context
+}
+
+// Start opens a fresh database, builds a process from cfg (Addr, DataDir and DatabaseURL are filled in) and
+// serves it on a loopback httptest server. Everything stops when the test ends.
+func Start(t testing.TB, configure ...func(*relay.Config)) *Env {
+	t.Helper()
+	db := dbtest.Open(t)
+	cfg := relay.Config{
+		DatabaseURL:         db.URL,
+		DataDir:             db.Dir,
+		JWTSecret:           "test-secret-test-secret-test-secret-0123",
+		AllowPrivateTargets: true, // test recipients are httptest servers on loopback
+		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	// The process opens its own connections to the test database; e.DB stays open for direct assertions.
+	srv := httptest.NewUnstartedServer(nil)
+	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
+	for _, f := range configure {
+		f(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := relay.Open(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("open relay: %v", err)
+	}
+	srv.Config.Handler = r.Handler()
+	srv.Start()
+	if err := r.Start(ctx); err != nil {
+		t.Fatalf("start relay: %v", err)
+	}
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		r.Stop()
+		r.Close()
+	})
+	return &Env{T: t, DB: db, Relay: r, Server: srv, Ctx: ctx}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// Token returns a JWT for v signed by the process.
+func (e *Env) Token(v viewer.Viewer) string {
+	e.T.Helper()
+	if v.Subject == "" {
+		v.Subject = "test"
+	}
+	tok, err := e.Relay.Auth.Issue(v, time.Hour)
+	if err != nil {
+		e.T.Fatalf("issue token: %v", err)
+	}
+	return tok
+}
+
+// AdminToken returns an operator token.
+func (e *Env) AdminToken() string { return e.Token(viewer.Viewer{Role: viewer.Admin}) }
+
+// GQLError is one GraphQL error as a client sees it.
+type GQLError struct {
+	Message    string         `json:"message"`
+	Path       []any          `json:"path"`
+	Extensions map[string]any `json:"extensions"`
+}
+
+// Code is the error's extensions.code.
+func (e GQLError) Code() string {
+	s, _ := e.Extensions["code"].(string)
+	return s
+}
+
+// Response is a GraphQL response.
+type Response struct {
+	Data   json.RawMessage `json:"data"`
+	Errors []GQLError      `json:"errors"`
+	Status int             `json:"-"`
+}
+
+// Code is the first error's code, or "".
+func (r Response) Code() string {
+	if len(r.Errors) == 0 {
+		return ""
+	}
+	return r.Errors[0].Code()
+}
+
+// GraphQL posts one operation with token ("" for none) and returns the decoded response.
+func (e *Env) GraphQL(token, query string, vars map[string]any) Response {
+	e.T.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, e.Server.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := e.Server.Client().Do(req)
+	if err != nil {
+		e.T.Fatalf("graphql: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out Response
+	if err := json.Unmarshal(raw, &out); err != nil {
+		e.T.Fatalf("graphql: status %d, undecodable body %q", resp.StatusCode, raw)
+	}
+	out.Status = resp.StatusCode
+	return out
+}
+
+// MustGraphQL runs an operation that must succeed and decodes its data into out (if not nil).
+func (e *Env) MustGraphQL(token, query string, vars map[string]any, out any) {
+	e.T.Helper()
+	resp := e.GraphQL(token, query, vars)
+	if len(resp.Errors) > 0 {
+		e.T.Fatalf("graphql errors: %+v\nquery: %s", resp.Errors, query)
+	}
+	if out != nil {
+		if err := json.Unmarshal(resp.Data, out); err != nil {
+			e.T.Fatalf("decode data %s: %v", resp.Data, err)
+		}
+	}
+}
+
+// Post sends a webhook to the inbound URL with the given key, path suffix and body.
+func (e *Env) Post(key, suffix string, body []byte) *http.Response {
+	e.T.Helper()
+	resp, err := e.Server.Client().Post(e.Server.URL+"/in/"+key+suffix, "application/json", bytes.NewReader(body))
+	if err != nil {
+		e.T.Fatalf("post webhook: %v", err)
+	}
+	return resp
+}
+
+// Tenant is a tenant set up for a test, with tokens for its roles.
+type Tenant struct {
+	ID     string
+	PlanID string
+	Owner  string // OWNER token
+	Member string // MEMBER token
+}
+
+// PlanLimits are the plan settings a fixture tenant gets.
+type PlanLimits struct {
+	Credits                int
+	RetentionDays          int
+	MaxServers             int
+	MaxRecipientsPerServer int
+}
+
+// NewTenant creates a plan with the given limits (zero fields take generous defaults) and a tenant on it,
+// whose balance is then the plan's monthly credits.
+func (e *Env) NewTenant(name string, limits PlanLimits) Tenant {
+	e.T.Helper()
+	if limits.RetentionDays == 0 {
+		limits.RetentionDays = 7
+	}
+	if limits.MaxServers == 0 {
+		limits.MaxServers = 10
+	}
+	if limits.MaxRecipientsPerServer == 0 {
+		limits.MaxRecipientsPerServer = 10
+	}
+	admin := e.AdminToken()
+	var p struct{ CreatePlan struct{ ID string } }
+	e.MustGraphQL(admin, `mutation($in: CreatePlanInput!){ createPlan(input: $in){ id } }`, map[string]any{"in": map[string]any{
+		"name": name + "-plan-" + strconv.FormatInt(time.Now().UnixNano(), 36), "monthlyCredits": limits.Credits,
+		"retentionDays": limits.RetentionDays, "maxServers": limits.MaxServers,
+		"maxRecipientsPerServer": limits.MaxRecipientsPerServer,
+	}}, &p)
+	var tn struct{ CreateTenant struct{ ID string } }
+	e.MustGraphQL(admin, `mutation($in: CreateTenantInput!){ createTenant(input: $in){ id } }`, map[string]any{"in": map[string]any{
+		"name": name, "planId": p.CreatePlan.ID,
+	}}, &tn)
+	id, err := strconv.Atoi(tn.CreateTenant.ID)
+	if err != nil {
+		e.T.Fatalf("tenant id %q: %v", tn.CreateTenant.ID, err)
+	}
+	return Tenant{
+		ID:     tn.CreateTenant.ID,
+		PlanID: p.CreatePlan.ID,
+		Owner:  e.Token(viewer.Viewer{Role: viewer.Owner, TenantID: id, Subject: name + "-owner"}),
+		Member: e.Token(viewer.Viewer{Role: viewer.Member, TenantID: id, Subject: name + "-member"}),
+	}
+}
+
+// Server is a server created for a test.
+type Server struct {
+	ID         string
+	InboundURL string
+	Key        string
+}
+
+// NewServer creates a server as the tenant's owner.
+func (e *Env) NewServer(t Tenant, name string, extra map[string]any) Server {
+	e.T.Helper()
+	in := map[string]any{"name": name}
+	for k, v := range extra {
+		in[k] = v
+	}
+	var out struct{ CreateServer Server }
+	e.MustGraphQL(t.Owner, `mutation($in: CreateServerInput!){ createServer(input: $in){ id inboundUrl } }`,
+		map[string]any{"in": in}, &out)
+	s := out.CreateServer
+	prefix := e.Server.URL + "/in/"
+	if len(s.InboundURL) <= len(prefix) || s.InboundURL[:len(prefix)] != prefix {
+		e.T.Fatalf("inbound URL %q does not start with %q", s.InboundURL, prefix)
+	}
+	s.Key = s.InboundURL[len(prefix):]
+	return s
+}
+
+// NewRecipient creates a recipient as the tenant's owner; in must hold at least method (and url for
+// DIRECT_HTTP). It returns the recipient's ID.
+func (e *Env) NewRecipient(t Tenant, serverID string, in map[string]any) string {
+	e.T.Helper()
+	in["serverId"] = serverID
+	if _, ok := in["name"]; !ok {
+		in["name"] = fmt.Sprintf("recipient-%d", time.Now().UnixNano())
+	}
+	var out struct{ CreateRecipient struct{ ID string } }
+	e.MustGraphQL(t.Owner, `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id } }`,
+		map[string]any{"in": in}, &out)
+	return out.CreateRecipient.ID
+}
+
+// Eventually polls cond until it returns true or the deadline passes; it never sleeps to wait for a state
+// it could ask about.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}

@@ -46,6 +46,8 @@ type Delivery struct {
 	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
 	// LeaseOwner holds the value of the "lease_owner" field.
 	LeaseOwner string `json:"lease_owner,omitempty"`
+	// AttemptStartedAt holds the value of the "attempt_started_at" field.
+	AttemptStartedAt *time.Time `json:"attempt_started_at,omitempty"`
 	// Backlog holds the value of the "backlog" field.
 	Backlog bool `json:"backlog,omitempty"`
 	// Superseded holds the value of the "superseded" field.
@@ -130,7 +132,7 @@ func (*Delivery) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case delivery.FieldStatus, delivery.FieldTrigger, delivery.FieldRetrySchedule, delivery.FieldLeaseOwner:
 			values[i] = new(sql.NullString)
-		case delivery.FieldCreatedAt, delivery.FieldNextAttemptAt, delivery.FieldFirstAttemptAt, delivery.FieldLeaseExpiresAt, delivery.FieldFinishedAt:
+		case delivery.FieldCreatedAt, delivery.FieldNextAttemptAt, delivery.FieldFirstAttemptAt, delivery.FieldLeaseExpiresAt, delivery.FieldAttemptStartedAt, delivery.FieldFinishedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -233,6 +235,13 @@ func (_m *Delivery) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field lease_owner", values[i])
 			} else if value.Valid {
 				_m.LeaseOwner = value.String
+			}
+		case delivery.FieldAttemptStartedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field attempt_started_at", values[i])
+			} else if value.Valid {
+				_m.AttemptStartedAt = new(time.Time)
+				*_m.AttemptStartedAt = value.Time
 			}
 		case delivery.FieldBacklog:
 			if value, ok := values[i].(*sql.NullBool); !ok {
@@ -353,6 +362,11 @@ func (_m *Delivery) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("lease_owner=")
 	builder.WriteString(_m.LeaseOwner)
+	builder.WriteString(", ")
+	if v := _m.AttemptStartedAt; v != nil {
+		builder.WriteString("attempt_started_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteString(", ")
 	builder.WriteString("backlog=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Backlog))

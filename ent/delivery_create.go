@@ -168,6 +168,20 @@ func (_c *DeliveryCreate) SetNillableLeaseOwner(v *string) *DeliveryCreate {
 	return _c
 }
 
+// SetAttemptStartedAt sets the "attempt_started_at" field.
+func (_c *DeliveryCreate) SetAttemptStartedAt(v time.Time) *DeliveryCreate {
+	_c.mutation.SetAttemptStartedAt(v)
+	return _c
+}
+
+// SetNillableAttemptStartedAt sets the "attempt_started_at" field if the given value is not nil.
+func (_c *DeliveryCreate) SetNillableAttemptStartedAt(v *time.Time) *DeliveryCreate {
+	if v != nil {
+		_c.SetAttemptStartedAt(*v)
+	}
+	return _c
+}
+
 // SetBacklog sets the "backlog" field.
 func (_c *DeliveryCreate) SetBacklog(v bool) *DeliveryCreate {
 	_c.mutation.SetBacklog(v)
@@ -440,6 +454,10 @@ func (_c *DeliveryCreate) createSpec() (*Delivery, *sqlgraph.CreateSpec) {
 		_spec.SetField(delivery.FieldLeaseOwner, field.TypeString, value)
 		_node.LeaseOwner = value
 	}
+	if value, ok := _c.mutation.AttemptStartedAt(); ok {
+		_spec.SetField(delivery.FieldAttemptStartedAt, field.TypeTime, value)
+		_node.AttemptStartedAt = &value
+	}
 	if value, ok := _c.mutation.Backlog(); ok {
 		_spec.SetField(delivery.FieldBacklog, field.TypeBool, value)
 		_node.Backlog = value
@@ -667,6 +685,24 @@ func (u *DeliveryUpsert) UpdateLeaseOwner() *DeliveryUpsert {
 	return u
 }
 
+// SetAttemptStartedAt sets the "attempt_started_at" field.
+func (u *DeliveryUpsert) SetAttemptStartedAt(v time.Time) *DeliveryUpsert {
+	u.Set(delivery.FieldAttemptStartedAt, v)
+	return u
+}
+
+// UpdateAttemptStartedAt sets the "attempt_started_at" field to the value that was provided on create.
+func (u *DeliveryUpsert) UpdateAttemptStartedAt() *DeliveryUpsert {
+	u.SetExcluded(delivery.FieldAttemptStartedAt)
+	return u
+}
+
+// ClearAttemptStartedAt clears the value of the "attempt_started_at" field.
+func (u *DeliveryUpsert) ClearAttemptStartedAt() *DeliveryUpsert {
+	u.SetNull(delivery.FieldAttemptStartedAt)
+	return u
+}
+
 // SetBacklog sets the "backlog" field.
 func (u *DeliveryUpsert) SetBacklog(v bool) *DeliveryUpsert {
 	u.Set(delivery.FieldBacklog, v)
@@ -881,6 +917,27 @@ func (u *DeliveryUpsertOne) SetLeaseOwner(v string) *DeliveryUpsertOne {
 func (u *DeliveryUpsertOne) UpdateLeaseOwner() *DeliveryUpsertOne {
 	return u.Update(func(s *DeliveryUpsert) {
 		s.UpdateLeaseOwner()
+	})
+}
+
+// SetAttemptStartedAt sets the "attempt_started_at" field.
+func (u *DeliveryUpsertOne) SetAttemptStartedAt(v time.Time) *DeliveryUpsertOne {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.SetAttemptStartedAt(v)
+	})
+}
+
+// UpdateAttemptStartedAt sets the "attempt_started_at" field to the value that was provided on create.
+func (u *DeliveryUpsertOne) UpdateAttemptStartedAt() *DeliveryUpsertOne {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.UpdateAttemptStartedAt()
+	})
+}
+
+// ClearAttemptStartedAt clears the value of the "attempt_started_at" field.
+func (u *DeliveryUpsertOne) ClearAttemptStartedAt() *DeliveryUpsertOne {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.ClearAttemptStartedAt()
 	})
 }
 
@@ -1271,6 +1328,27 @@ func (u *DeliveryUpsertBulk) SetLeaseOwner(v string) *DeliveryUpsertBulk {
 func (u *DeliveryUpsertBulk) UpdateLeaseOwner() *DeliveryUpsertBulk {
 	return u.Update(func(s *DeliveryUpsert) {
 		s.UpdateLeaseOwner()
+	})
+}
+
+// SetAttemptStartedAt sets the "attempt_started_at" field.
+func (u *DeliveryUpsertBulk) SetAttemptStartedAt(v time.Time) *DeliveryUpsertBulk {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.SetAttemptStartedAt(v)
+	})
+}
+
+// UpdateAttemptStartedAt sets the "attempt_started_at" field to the value that was provided on create.
+func (u *DeliveryUpsertBulk) UpdateAttemptStartedAt() *DeliveryUpsertBulk {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.UpdateAttemptStartedAt()
+	})
+}
+
+// ClearAttemptStartedAt clears the value of the "attempt_started_at" field.
+func (u *DeliveryUpsertBulk) ClearAttemptStartedAt() *DeliveryUpsertBulk {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.ClearAttemptStartedAt()
 	})
 }
 

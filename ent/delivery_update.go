@@ -139,6 +139,26 @@ func (_u *DeliveryUpdate) SetNillableLeaseOwner(v *string) *DeliveryUpdate {
 	return _u
 }
 
+// SetAttemptStartedAt sets the "attempt_started_at" field.
+func (_u *DeliveryUpdate) SetAttemptStartedAt(v time.Time) *DeliveryUpdate {
+	_u.mutation.SetAttemptStartedAt(v)
+	return _u
+}
+
+// SetNillableAttemptStartedAt sets the "attempt_started_at" field if the given value is not nil.
+func (_u *DeliveryUpdate) SetNillableAttemptStartedAt(v *time.Time) *DeliveryUpdate {
+	if v != nil {
+		_u.SetAttemptStartedAt(*v)
+	}
+	return _u
+}
+
+// ClearAttemptStartedAt clears the value of the "attempt_started_at" field.
+func (_u *DeliveryUpdate) ClearAttemptStartedAt() *DeliveryUpdate {
+	_u.mutation.ClearAttemptStartedAt()
+	return _u
+}
+
 // SetBacklog sets the "backlog" field.
 func (_u *DeliveryUpdate) SetBacklog(v bool) *DeliveryUpdate {
 	_u.mutation.SetBacklog(v)
@@ -321,6 +341,12 @@ func (_u *DeliveryUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.LeaseOwner(); ok {
 		_spec.SetField(delivery.FieldLeaseOwner, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.AttemptStartedAt(); ok {
+		_spec.SetField(delivery.FieldAttemptStartedAt, field.TypeTime, value)
+	}
+	if _u.mutation.AttemptStartedAtCleared() {
+		_spec.ClearField(delivery.FieldAttemptStartedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Backlog(); ok {
 		_spec.SetField(delivery.FieldBacklog, field.TypeBool, value)
@@ -507,6 +533,26 @@ func (_u *DeliveryUpdateOne) SetNillableLeaseOwner(v *string) *DeliveryUpdateOne
 	if v != nil {
 		_u.SetLeaseOwner(*v)
 	}
+	return _u
+}
+
+// SetAttemptStartedAt sets the "attempt_started_at" field.
+func (_u *DeliveryUpdateOne) SetAttemptStartedAt(v time.Time) *DeliveryUpdateOne {
+	_u.mutation.SetAttemptStartedAt(v)
+	return _u
+}
+
+// SetNillableAttemptStartedAt sets the "attempt_started_at" field if the given value is not nil.
+func (_u *DeliveryUpdateOne) SetNillableAttemptStartedAt(v *time.Time) *DeliveryUpdateOne {
+	if v != nil {
+		_u.SetAttemptStartedAt(*v)
+	}
+	return _u
+}
+
+// ClearAttemptStartedAt clears the value of the "attempt_started_at" field.
+func (_u *DeliveryUpdateOne) ClearAttemptStartedAt() *DeliveryUpdateOne {
+	_u.mutation.ClearAttemptStartedAt()
 	return _u
 }
 
@@ -722,6 +768,12 @@ func (_u *DeliveryUpdateOne) sqlSave(ctx context.Context) (_node *Delivery, err 
 	}
 	if value, ok := _u.mutation.LeaseOwner(); ok {
 		_spec.SetField(delivery.FieldLeaseOwner, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.AttemptStartedAt(); ok {
+		_spec.SetField(delivery.FieldAttemptStartedAt, field.TypeTime, value)
+	}
+	if _u.mutation.AttemptStartedAtCleared() {
+		_spec.ClearField(delivery.FieldAttemptStartedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Backlog(); ok {
 		_spec.SetField(delivery.FieldBacklog, field.TypeBool, value)

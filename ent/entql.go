@@ -56,22 +56,23 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		Type: "Delivery",
 		Fields: map[string]*sqlgraph.FieldSpec{
-			delivery.FieldTenantID:       {Type: field.TypeInt, Column: delivery.FieldTenantID},
-			delivery.FieldCreatedAt:      {Type: field.TypeTime, Column: delivery.FieldCreatedAt},
-			delivery.FieldRequestID:      {Type: field.TypeInt, Column: delivery.FieldRequestID},
-			delivery.FieldRecipientID:    {Type: field.TypeInt, Column: delivery.FieldRecipientID},
-			delivery.FieldStatus:         {Type: field.TypeEnum, Column: delivery.FieldStatus},
-			delivery.FieldTrigger:        {Type: field.TypeEnum, Column: delivery.FieldTrigger},
-			delivery.FieldAttemptCount:   {Type: field.TypeInt, Column: delivery.FieldAttemptCount},
-			delivery.FieldMaxAttempts:    {Type: field.TypeInt, Column: delivery.FieldMaxAttempts},
-			delivery.FieldRetrySchedule:  {Type: field.TypeEnum, Column: delivery.FieldRetrySchedule},
-			delivery.FieldNextAttemptAt:  {Type: field.TypeTime, Column: delivery.FieldNextAttemptAt},
-			delivery.FieldFirstAttemptAt: {Type: field.TypeTime, Column: delivery.FieldFirstAttemptAt},
-			delivery.FieldLeaseExpiresAt: {Type: field.TypeTime, Column: delivery.FieldLeaseExpiresAt},
-			delivery.FieldLeaseOwner:     {Type: field.TypeString, Column: delivery.FieldLeaseOwner},
-			delivery.FieldBacklog:        {Type: field.TypeBool, Column: delivery.FieldBacklog},
-			delivery.FieldSuperseded:     {Type: field.TypeBool, Column: delivery.FieldSuperseded},
-			delivery.FieldFinishedAt:     {Type: field.TypeTime, Column: delivery.FieldFinishedAt},
+			delivery.FieldTenantID:         {Type: field.TypeInt, Column: delivery.FieldTenantID},
+			delivery.FieldCreatedAt:        {Type: field.TypeTime, Column: delivery.FieldCreatedAt},
+			delivery.FieldRequestID:        {Type: field.TypeInt, Column: delivery.FieldRequestID},
+			delivery.FieldRecipientID:      {Type: field.TypeInt, Column: delivery.FieldRecipientID},
+			delivery.FieldStatus:           {Type: field.TypeEnum, Column: delivery.FieldStatus},
+			delivery.FieldTrigger:          {Type: field.TypeEnum, Column: delivery.FieldTrigger},
+			delivery.FieldAttemptCount:     {Type: field.TypeInt, Column: delivery.FieldAttemptCount},
+			delivery.FieldMaxAttempts:      {Type: field.TypeInt, Column: delivery.FieldMaxAttempts},
+			delivery.FieldRetrySchedule:    {Type: field.TypeEnum, Column: delivery.FieldRetrySchedule},
+			delivery.FieldNextAttemptAt:    {Type: field.TypeTime, Column: delivery.FieldNextAttemptAt},
+			delivery.FieldFirstAttemptAt:   {Type: field.TypeTime, Column: delivery.FieldFirstAttemptAt},
+			delivery.FieldLeaseExpiresAt:   {Type: field.TypeTime, Column: delivery.FieldLeaseExpiresAt},
+			delivery.FieldLeaseOwner:       {Type: field.TypeString, Column: delivery.FieldLeaseOwner},
+			delivery.FieldAttemptStartedAt: {Type: field.TypeTime, Column: delivery.FieldAttemptStartedAt},
+			delivery.FieldBacklog:          {Type: field.TypeBool, Column: delivery.FieldBacklog},
+			delivery.FieldSuperseded:       {Type: field.TypeBool, Column: delivery.FieldSuperseded},
+			delivery.FieldFinishedAt:       {Type: field.TypeTime, Column: delivery.FieldFinishedAt},
 		},
 	}
 	graph.Nodes[2] = &sqlgraph.Node{
@@ -678,6 +679,11 @@ func (f *DeliveryFilter) WhereLeaseExpiresAt(p entql.TimeP) {
 // WhereLeaseOwner applies the entql string predicate on the lease_owner field.
 func (f *DeliveryFilter) WhereLeaseOwner(p entql.StringP) {
 	f.Where(p.Field(delivery.FieldLeaseOwner))
+}
+
+// WhereAttemptStartedAt applies the entql time.Time predicate on the attempt_started_at field.
+func (f *DeliveryFilter) WhereAttemptStartedAt(p entql.TimeP) {
+	f.Where(p.Field(delivery.FieldAttemptStartedAt))
 }
 
 // WhereBacklog applies the entql bool predicate on the backlog field.

@@ -1101,37 +1101,38 @@ func (m *AttemptMutation) ResetEdge(name string) error {
 // DeliveryMutation represents an operation that mutates the Delivery nodes in the graph.
 type DeliveryMutation struct {
 	config
-	op               Op
-	typ              string
-	id               *int
-	created_at       *time.Time
-	status           *delivery.Status
-	trigger          *delivery.Trigger
-	attempt_count    *int
-	addattempt_count *int
-	max_attempts     *int
-	addmax_attempts  *int
-	retry_schedule   *delivery.RetrySchedule
-	next_attempt_at  *time.Time
-	first_attempt_at *time.Time
-	lease_expires_at *time.Time
-	lease_owner      *string
-	backlog          *bool
-	superseded       *bool
-	finished_at      *time.Time
-	clearedFields    map[string]struct{}
-	tenant           *int
-	clearedtenant    bool
-	request          *int
-	clearedrequest   bool
-	recipient        *int
-	clearedrecipient bool
-	attempts         map[int]struct{}
-	removedattempts  map[int]struct{}
-	clearedattempts  bool
-	done             bool
-	oldValue         func(context.Context) (*Delivery, error)
-	predicates       []predicate.Delivery
+	op                 Op
+	typ                string
+	id                 *int
+	created_at         *time.Time
+	status             *delivery.Status
+	trigger            *delivery.Trigger
+	attempt_count      *int
+	addattempt_count   *int
+	max_attempts       *int
+	addmax_attempts    *int
+	retry_schedule     *delivery.RetrySchedule
+	next_attempt_at    *time.Time
+	first_attempt_at   *time.Time
+	lease_expires_at   *time.Time
+	lease_owner        *string
+	attempt_started_at *time.Time
+	backlog            *bool
+	superseded         *bool
+	finished_at        *time.Time
+	clearedFields      map[string]struct{}
+	tenant             *int
+	clearedtenant      bool
+	request            *int
+	clearedrequest     bool
+	recipient          *int
+	clearedrecipient   bool
+	attempts           map[int]struct{}
+	removedattempts    map[int]struct{}
+	clearedattempts    bool
+	done               bool
+	oldValue           func(context.Context) (*Delivery, error)
+	predicates         []predicate.Delivery
 }
 
 var _ ent.Mutation = (*DeliveryMutation)(nil)
@@ -1779,6 +1780,55 @@ func (m *DeliveryMutation) ResetLeaseOwner() {
 	m.lease_owner = nil
 }
 
+// SetAttemptStartedAt sets the "attempt_started_at" field.
+func (m *DeliveryMutation) SetAttemptStartedAt(t time.Time) {
+	m.attempt_started_at = &t
+}
+
+// AttemptStartedAt returns the value of the "attempt_started_at" field in the mutation.
+func (m *DeliveryMutation) AttemptStartedAt() (r time.Time, exists bool) {
+	v := m.attempt_started_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttemptStartedAt returns the old "attempt_started_at" field's value of the Delivery entity.
+// If the Delivery object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeliveryMutation) OldAttemptStartedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttemptStartedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttemptStartedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttemptStartedAt: %w", err)
+	}
+	return oldValue.AttemptStartedAt, nil
+}
+
+// ClearAttemptStartedAt clears the value of the "attempt_started_at" field.
+func (m *DeliveryMutation) ClearAttemptStartedAt() {
+	m.attempt_started_at = nil
+	m.clearedFields[delivery.FieldAttemptStartedAt] = struct{}{}
+}
+
+// AttemptStartedAtCleared returns if the "attempt_started_at" field was cleared in this mutation.
+func (m *DeliveryMutation) AttemptStartedAtCleared() bool {
+	_, ok := m.clearedFields[delivery.FieldAttemptStartedAt]
+	return ok
+}
+
+// ResetAttemptStartedAt resets all changes to the "attempt_started_at" field.
+func (m *DeliveryMutation) ResetAttemptStartedAt() {
+	m.attempt_started_at = nil
+	delete(m.clearedFields, delivery.FieldAttemptStartedAt)
+}
+
 // SetBacklog sets the "backlog" field.
 func (m *DeliveryMutation) SetBacklog(b bool) {
 	m.backlog = &b
@@ -2069,7 +2119,7 @@ func (m *DeliveryMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *DeliveryMutation) Fields() []string {
-	fields := make([]string, 0, 16)
+	fields := make([]string, 0, 17)
 	if m.tenant != nil {
 		fields = append(fields, delivery.FieldTenantID)
 	}
@@ -2108,6 +2158,9 @@ func (m *DeliveryMutation) Fields() []string {
 	}
 	if m.lease_owner != nil {
 		fields = append(fields, delivery.FieldLeaseOwner)
+	}
+	if m.attempt_started_at != nil {
+		fields = append(fields, delivery.FieldAttemptStartedAt)
 	}
 	if m.backlog != nil {
 		fields = append(fields, delivery.FieldBacklog)
@@ -2152,6 +2205,8 @@ func (m *DeliveryMutation) Field(name string) (ent.Value, bool) {
 		return m.LeaseExpiresAt()
 	case delivery.FieldLeaseOwner:
 		return m.LeaseOwner()
+	case delivery.FieldAttemptStartedAt:
+		return m.AttemptStartedAt()
 	case delivery.FieldBacklog:
 		return m.Backlog()
 	case delivery.FieldSuperseded:
@@ -2193,6 +2248,8 @@ func (m *DeliveryMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldLeaseExpiresAt(ctx)
 	case delivery.FieldLeaseOwner:
 		return m.OldLeaseOwner(ctx)
+	case delivery.FieldAttemptStartedAt:
+		return m.OldAttemptStartedAt(ctx)
 	case delivery.FieldBacklog:
 		return m.OldBacklog(ctx)
 	case delivery.FieldSuperseded:
@@ -2299,6 +2356,13 @@ func (m *DeliveryMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetLeaseOwner(v)
 		return nil
+	case delivery.FieldAttemptStartedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttemptStartedAt(v)
+		return nil
 	case delivery.FieldBacklog:
 		v, ok := value.(bool)
 		if !ok {
@@ -2386,6 +2450,9 @@ func (m *DeliveryMutation) ClearedFields() []string {
 	if m.FieldCleared(delivery.FieldLeaseExpiresAt) {
 		fields = append(fields, delivery.FieldLeaseExpiresAt)
 	}
+	if m.FieldCleared(delivery.FieldAttemptStartedAt) {
+		fields = append(fields, delivery.FieldAttemptStartedAt)
+	}
 	if m.FieldCleared(delivery.FieldFinishedAt) {
 		fields = append(fields, delivery.FieldFinishedAt)
 	}
@@ -2411,6 +2478,9 @@ func (m *DeliveryMutation) ClearField(name string) error {
 		return nil
 	case delivery.FieldLeaseExpiresAt:
 		m.ClearLeaseExpiresAt()
+		return nil
+	case delivery.FieldAttemptStartedAt:
+		m.ClearAttemptStartedAt()
 		return nil
 	case delivery.FieldFinishedAt:
 		m.ClearFinishedAt()
@@ -2461,6 +2531,9 @@ func (m *DeliveryMutation) ResetField(name string) error {
 		return nil
 	case delivery.FieldLeaseOwner:
 		m.ResetLeaseOwner()
+		return nil
+	case delivery.FieldAttemptStartedAt:
+		m.ResetAttemptStartedAt()
 		return nil
 	case delivery.FieldBacklog:
 		m.ResetBacklog()

@@ -8,6 +8,7 @@ package resolvers
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -182,6 +183,36 @@ func (r *mutationResolver) DeleteRecipient(ctx context.Context, id int) (*ent.Re
 	return r.Routing.DeleteRecipient(ctx, r.client(ctx), id)
 }
 
+// RetryDelivery is the resolver for the retryDelivery field.
+func (r *mutationResolver) RetryDelivery(ctx context.Context, id int) (*ent.Delivery, error) {
+	panic(fmt.Errorf("not implemented: RetryDelivery - retryDelivery"))
+}
+
+// CancelDelivery is the resolver for the cancelDelivery field.
+func (r *mutationResolver) CancelDelivery(ctx context.Context, id int) (*ent.Delivery, error) {
+	panic(fmt.Errorf("not implemented: CancelDelivery - cancelDelivery"))
+}
+
+// ReplayRequest is the resolver for the replayRequest field.
+func (r *mutationResolver) ReplayRequest(ctx context.Context, id int) (*ent.Request, error) {
+	panic(fmt.Errorf("not implemented: ReplayRequest - replayRequest"))
+}
+
+// PauseRecipient is the resolver for the pauseRecipient field.
+func (r *mutationResolver) PauseRecipient(ctx context.Context, id int) (*ent.Recipient, error) {
+	panic(fmt.Errorf("not implemented: PauseRecipient - pauseRecipient"))
+}
+
+// ResumeRecipient is the resolver for the resumeRecipient field.
+func (r *mutationResolver) ResumeRecipient(ctx context.Context, id int) (*ent.Recipient, error) {
+	panic(fmt.Errorf("not implemented: ResumeRecipient - resumeRecipient"))
+}
+
+// EnableRecipient is the resolver for the enableRecipient field.
+func (r *mutationResolver) EnableRecipient(ctx context.Context, id int) (*ent.Recipient, error) {
+	panic(fmt.Errorf("not implemented: EnableRecipient - enableRecipient"))
+}
+
 // Viewer is the resolver for the viewer field.
 func (r *queryResolver) Viewer(ctx context.Context) (*model.Viewer, error) {
 	v, err := require(ctx, "viewer")
@@ -307,7 +338,18 @@ func (r *serverResolver) Recipients(ctx context.Context, obj *ent.Server) ([]*en
 	return rs, storage.Err("server.recipients", "recipient", err)
 }
 
+// DeliveryUpdated is the resolver for the deliveryUpdated field.
+func (r *subscriptionResolver) DeliveryUpdated(ctx context.Context, serverID *int, requestID *int) (<-chan *ent.Delivery, error) {
+	panic(fmt.Errorf("not implemented: DeliveryUpdated - deliveryUpdated"))
+}
+
 // Mutation returns generated.MutationResolver implementation.
 func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }
 
-type mutationResolver struct{ *Resolver }
+// Subscription returns generated.SubscriptionResolver implementation.
+func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
+
+type (
+	mutationResolver     struct{ *Resolver }
+	subscriptionResolver struct{ *Resolver }
+)

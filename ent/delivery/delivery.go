@@ -44,6 +44,8 @@ const (
 	FieldLeaseExpiresAt = "lease_expires_at"
 	// FieldLeaseOwner holds the string denoting the lease_owner field in the database.
 	FieldLeaseOwner = "lease_owner"
+	// FieldAttemptStartedAt holds the string denoting the attempt_started_at field in the database.
+	FieldAttemptStartedAt = "attempt_started_at"
 	// FieldBacklog holds the string denoting the backlog field in the database.
 	FieldBacklog = "backlog"
 	// FieldSuperseded holds the string denoting the superseded field in the database.
@@ -106,6 +108,7 @@ var Columns = []string{
 	FieldFirstAttemptAt,
 	FieldLeaseExpiresAt,
 	FieldLeaseOwner,
+	FieldAttemptStartedAt,
 	FieldBacklog,
 	FieldSuperseded,
 	FieldFinishedAt,
@@ -291,6 +294,11 @@ func ByLeaseExpiresAt(opts ...sql.OrderTermOption) OrderOption {
 // ByLeaseOwner orders the results by the lease_owner field.
 func ByLeaseOwner(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldLeaseOwner, opts...).ToFunc()
+}
+
+// ByAttemptStartedAt orders the results by the attempt_started_at field.
+func ByAttemptStartedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldAttemptStartedAt, opts...).ToFunc()
 }
 
 // ByBacklog orders the results by the backlog field.

@@ -105,6 +105,11 @@ func LeaseOwner(v string) predicate.Delivery {
 	return predicate.Delivery(sql.FieldEQ(FieldLeaseOwner, v))
 }
 
+// AttemptStartedAt applies equality check predicate on the "attempt_started_at" field. It's identical to AttemptStartedAtEQ.
+func AttemptStartedAt(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldEQ(FieldAttemptStartedAt, v))
+}
+
 // Backlog applies equality check predicate on the "backlog" field. It's identical to BacklogEQ.
 func Backlog(v bool) predicate.Delivery {
 	return predicate.Delivery(sql.FieldEQ(FieldBacklog, v))
@@ -573,6 +578,56 @@ func LeaseOwnerEqualFold(v string) predicate.Delivery {
 // LeaseOwnerContainsFold applies the ContainsFold predicate on the "lease_owner" field.
 func LeaseOwnerContainsFold(v string) predicate.Delivery {
 	return predicate.Delivery(sql.FieldContainsFold(FieldLeaseOwner, v))
+}
+
+// AttemptStartedAtEQ applies the EQ predicate on the "attempt_started_at" field.
+func AttemptStartedAtEQ(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldEQ(FieldAttemptStartedAt, v))
+}
+
+// AttemptStartedAtNEQ applies the NEQ predicate on the "attempt_started_at" field.
+func AttemptStartedAtNEQ(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldNEQ(FieldAttemptStartedAt, v))
+}
+
+// AttemptStartedAtIn applies the In predicate on the "attempt_started_at" field.
+func AttemptStartedAtIn(vs ...time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldIn(FieldAttemptStartedAt, vs...))
+}
+
+// AttemptStartedAtNotIn applies the NotIn predicate on the "attempt_started_at" field.
+func AttemptStartedAtNotIn(vs ...time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldNotIn(FieldAttemptStartedAt, vs...))
+}
+
+// AttemptStartedAtGT applies the GT predicate on the "attempt_started_at" field.
+func AttemptStartedAtGT(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldGT(FieldAttemptStartedAt, v))
+}
+
+// AttemptStartedAtGTE applies the GTE predicate on the "attempt_started_at" field.
+func AttemptStartedAtGTE(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldGTE(FieldAttemptStartedAt, v))
+}
+
+// AttemptStartedAtLT applies the LT predicate on the "attempt_started_at" field.
+func AttemptStartedAtLT(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldLT(FieldAttemptStartedAt, v))
+}
+
+// AttemptStartedAtLTE applies the LTE predicate on the "attempt_started_at" field.
+func AttemptStartedAtLTE(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldLTE(FieldAttemptStartedAt, v))
+}
+
+// AttemptStartedAtIsNil applies the IsNil predicate on the "attempt_started_at" field.
+func AttemptStartedAtIsNil() predicate.Delivery {
+	return predicate.Delivery(sql.FieldIsNull(FieldAttemptStartedAt))
+}
+
+// AttemptStartedAtNotNil applies the NotNil predicate on the "attempt_started_at" field.
+func AttemptStartedAtNotNil() predicate.Delivery {
+	return predicate.Delivery(sql.FieldNotNull(FieldAttemptStartedAt))
 }
 
 // BacklogEQ applies the EQ predicate on the "backlog" field.

@@ -68,6 +68,7 @@ var (
 		{Name: "first_attempt_at", Type: field.TypeTime, Nullable: true},
 		{Name: "lease_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "lease_owner", Type: field.TypeString, Default: ""},
+		{Name: "attempt_started_at", Type: field.TypeTime, Nullable: true},
 		{Name: "backlog", Type: field.TypeBool, Default: false},
 		{Name: "superseded", Type: field.TypeBool, Default: false},
 		{Name: "finished_at", Type: field.TypeTime, Nullable: true},
@@ -83,19 +84,19 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "deliveries_tenants_tenant",
-				Columns:    []*schema.Column{DeliveriesColumns[14]},
+				Columns:    []*schema.Column{DeliveriesColumns[15]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "deliveries_recipients_deliveries",
-				Columns:    []*schema.Column{DeliveriesColumns[15]},
+				Columns:    []*schema.Column{DeliveriesColumns[16]},
 				RefColumns: []*schema.Column{RecipientsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "deliveries_requests_deliveries",
-				Columns:    []*schema.Column{DeliveriesColumns[16]},
+				Columns:    []*schema.Column{DeliveriesColumns[17]},
 				RefColumns: []*schema.Column{RequestsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -104,7 +105,7 @@ var (
 			{
 				Name:    "delivery_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[14]},
+				Columns: []*schema.Column{DeliveriesColumns[15]},
 			},
 			{
 				Name:    "delivery_status_next_attempt_at",
@@ -119,12 +120,12 @@ var (
 			{
 				Name:    "delivery_request_id",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[16]},
+				Columns: []*schema.Column{DeliveriesColumns[17]},
 			},
 			{
 				Name:    "delivery_recipient_id_status",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[15], DeliveriesColumns[2]},
+				Columns: []*schema.Column{DeliveriesColumns[16], DeliveriesColumns[2]},
 			},
 		},
 	}

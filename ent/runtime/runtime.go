@@ -67,11 +67,11 @@ func init() {
 	// delivery.DefaultLeaseOwner holds the default value on creation for the lease_owner field.
 	delivery.DefaultLeaseOwner = deliveryDescLeaseOwner.Default.(string)
 	// deliveryDescBacklog is the schema descriptor for backlog field.
-	deliveryDescBacklog := deliveryFields[11].Descriptor()
+	deliveryDescBacklog := deliveryFields[12].Descriptor()
 	// delivery.DefaultBacklog holds the default value on creation for the backlog field.
 	delivery.DefaultBacklog = deliveryDescBacklog.Default.(bool)
 	// deliveryDescSuperseded is the schema descriptor for superseded field.
-	deliveryDescSuperseded := deliveryFields[12].Descriptor()
+	deliveryDescSuperseded := deliveryFields[13].Descriptor()
 	// delivery.DefaultSuperseded holds the default value on creation for the superseded field.
 	delivery.DefaultSuperseded = deliveryDescSuperseded.Default.(bool)
 	ledgerentryMixin := schema.LedgerEntry{}.Mixin()

@@ -38,6 +38,8 @@ func (Delivery) Fields() []ent.Field {
 		// The lease of the process running the attempt; the rescuer records an INTERRUPTED attempt once it lapses.
 		field.Time("lease_expires_at").Optional().Nillable().Annotations(entgql.Skip()),
 		field.String("lease_owner").Default("").Annotations(entgql.Skip()),
+		// attempt_started_at is when the attempt in flight began, so a rescued attempt has a true start time.
+		field.Time("attempt_started_at").Optional().Nillable().Annotations(entgql.Skip()),
 		// backlog marks a CLI delivery created while no CLI was attached and never attempted since.
 		field.Bool("backlog").Default(false),
 		// superseded is set when a manual retry takes over; request status counts only the newest delivery

@@ -62,6 +62,9 @@ type IssuedToken struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
+type Subscription struct {
+}
+
 type UpdatePlanInput struct {
 	Name                   *string `json:"name,omitempty"`
 	MonthlyCredits         *int    `json:"monthlyCredits,omitempty"`

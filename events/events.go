@@ -1,0 +1,162 @@
+// Package events is the live-event bus behind the deliveryUpdated GraphQL subscription: whoever creates or
+// changes a delivery publishes a small Event (IDs and the new status), and every subscriber whose Filter
+// matches gets it on a channel.
+//
+// Two implementations share the Bus interface so the relay does not care which database it runs on (DESIGN §5):
+// Local fans out inside one process (the SQLite deployment), Postgres crosses processes with LISTEN/NOTIFY
+// (N stateless processes on one database). Both follow the Start/Stop service pattern.
+//
+// # Events are hints, not the record
+//
+// An Event carries no more than identifiers and a status: the subscriber reads everything else (attempts, HTTP
+// codes, nextAttemptAt) from the database, under its own viewer and so under its own tenant's privacy rules.
+// Keeping payloads small keeps NOTIFY under its 8000-byte limit and keeps the bus from becoming a second,
+// possibly stale, copy of the data. It also means losing an event is recoverable, which is why the bus never
+// blocks: a subscriber that falls behind or misses events during a reconnect gets a marker event
+// (KindOverflow, KindResync) telling it to re-read the state instead of being waited for.
+//
+// # Publish after commit
+//
+// Callers publish AFTER the transaction that made the change commits, never inside it:
+//
+//	if err := tx.Commit(); err != nil {
+//		return err
+//	}
+//	// WithoutCancel: the change is committed, so the event must go out even if the HTTP client that caused it
+//	// has already hung up; the timeout keeps a stuck database from holding the caller.
+//	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+//	defer cancel()
+//	if err := bus.Publish(pctx, evs...); err != nil {
+//		logger.Warn("publish delivery events", "err", err) // the change stands; subscribers resync later
+//	}
+//
+// Publishing before the commit would let a subscriber read the database before the change is visible (it
+// would show the old state and then never be told again), and would announce changes that a rollback then
+// undoes. A failed publish is logged, not returned as a failure of the operation: the data is already
+// committed and the event is only a hint. Postgres could make NOTIFY part of the transaction itself, but
+// SQLite cannot, and one rule for both keeps callers from depending on the database they happen to run on.
+package events
+
+import (
+	"context"
+	"errors"
+)
+
+// Kinds of Event. The first three describe a change to a delivery; KindOverflow and KindResync are synthetic,
+// made by the bus itself, and mean "you may have missed events: re-read what you show".
+const (
+	// KindCreated: a delivery was created (a request was accepted, or a retry/replay made a new one).
+	KindCreated = "created"
+	// KindUpdated: a delivery changed state or schedule (status, nextAttemptAt, superseded).
+	KindUpdated = "updated"
+	// KindAttempt: an attempt on the delivery was recorded (its outcome is in the database).
+	KindAttempt = "attempt"
+	// KindOverflow is sent by the bus to a subscriber whose buffer filled up: the events after it were dropped
+	// until the subscriber caught up. Its IDs are the subscriber's Filter, so it says which scope to re-read.
+	KindOverflow = "overflow"
+	// KindResync is sent by the Postgres bus to every subscriber after its listener reconnected to the
+	// database: notifications sent while the connection was down are lost for good. Its IDs are the
+	// subscriber's Filter, like KindOverflow.
+	KindResync = "resync"
+)
+
+// DefaultBuffer is how many events a subscriber may have waiting before the bus starts dropping them. It is
+// sized for a burst such as a request fanned out to a few hundred recipients, while a subscriber that is
+// really stuck costs only a few kilobytes.
+const DefaultBuffer = 256
+
+// DefaultChannel is the PostgreSQL NOTIFY channel the Postgres bus uses unless WithChannel says otherwise.
+const DefaultChannel = "adal_events"
+
+// ErrNotRunning is returned by Subscribe on a bus that was never started or has been stopped: a subscription
+// there would never receive anything, and its channel would never be closed by Stop.
+var ErrNotRunning = errors.New("events: bus is not running")
+
+// ErrEventTooLarge is returned by the Postgres bus's Publish for an event that does not fit in one NOTIFY
+// payload on its own. Events are IDs plus two short strings, so this means a caller put something in Status or
+// Kind that belongs in the database.
+var ErrEventTooLarge = errors.New("events: event too large for one notification")
+
+// Event says that a delivery was created or changed; payloads stay small (IDs + state) and subscribers read
+// the rest. The short JSON names keep more events in each 8000-byte NOTIFY payload.
+type Event struct {
+	TenantID   int    `json:"t"`
+	ServerID   int    `json:"s"`
+	RequestID  int    `json:"r"`
+	DeliveryID int    `json:"d"`
+	Status     string `json:"st"` // delivery status after the change
+	Kind       string `json:"k"`  // e.g. "created", "updated", "attempt"
+}
+
+// Bus carries Events from the code that changes deliveries to the subscriptions that show them.
+type Bus interface {
+	// Publish sends events to every matching subscriber, in order. It never blocks on slow subscribers: a
+	// subscriber whose buffer is full loses events and is told so with a KindOverflow event. Call it after
+	// the change is committed (see the package documentation).
+	Publish(ctx context.Context, evs ...Event) error
+	// Subscribe returns a channel of the events matching f. The channel is closed when ctx is done or the
+	// bus stops, so ranging over it ends by itself; the subscriber must not close it.
+	Subscribe(ctx context.Context, f Filter) (<-chan Event, error)
+}
+
+// Service is a Bus with its lifecycle, so the relay can hold whichever implementation its database calls for.
+type Service interface {
+	Bus
+	// Start makes the bus ready for subscribers; it runs until ctx is done or Stop is called.
+	Start(ctx context.Context) error
+	// Stop closes every subscriber's channel and waits for the bus's goroutines to exit.
+	Stop()
+}
+
+// Filter selects the events a subscriber receives; a zero field matches any value. The bus does not know who
+// is asking, so the caller (the subscription resolver) must set TenantID from the viewer: TenantID 0 sees
+// every tenant's events and is only for operators.
+type Filter struct {
+	TenantID  int
+	ServerID  int
+	RequestID int
+}
+
+// Match reports whether e is within f.
+func (f Filter) Match(e Event) bool {
+	return (f.TenantID == 0 || f.TenantID == e.TenantID) &&
+		(f.ServerID == 0 || f.ServerID == e.ServerID) &&
+		(f.RequestID == 0 || f.RequestID == e.RequestID)
+}
+
+// Option tunes a bus at construction.
+type Option func(*config)
+
+type config struct {
+	buffer  int
+	channel string
+}
+
+func newConfig(opts []Option) config {
+	c := config{buffer: DefaultBuffer, channel: DefaultChannel}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// WithBuffer sets how many events each subscriber may have waiting (DefaultBuffer if n < 1). Larger absorbs
+// longer bursts; smaller bounds memory per stuck subscriber.
+func WithBuffer(n int) Option {
+	return func(c *config) {
+		if n >= 1 {
+			c.buffer = n
+		}
+	}
+}
+
+// WithChannel sets the NOTIFY channel of the Postgres bus (Local ignores it). NOTIFY channels are per database,
+// not per schema, so two Adal deployments sharing one database in different schemas must use different
+// channels, or each would deliver the other's events to subscribers with colliding tenant IDs.
+func WithChannel(name string) Option {
+	return func(c *config) {
+		if name != "" {
+			c.channel = name
+		}
+	}
+}

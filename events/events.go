@@ -79,13 +79,21 @@ var ErrEventTooLarge = errors.New("events: event too large for one notification"
 
 // Event says that a delivery was created or changed; payloads stay small (IDs + state) and subscribers read
 // the rest. The short JSON names keep more events in each 8000-byte NOTIFY payload.
+// Decoding ignores fields it does not know, so processes of different versions can share the channel during a
+// rolling deploy as long as fields are only added.
 type Event struct {
-	TenantID   int    `json:"t"`
-	ServerID   int    `json:"s"`
-	RequestID  int    `json:"r"`
-	DeliveryID int    `json:"d"`
-	Status     string `json:"st"` // delivery status after the change
-	Kind       string `json:"k"`  // e.g. "created", "updated", "attempt"
+	// TenantID owns the delivery; it is what keeps one tenant's events away from another's subscribers.
+	TenantID int `json:"t"`
+	// ServerID is the Adal server (inbound endpoint) the request came in on.
+	ServerID int `json:"s"`
+	// RequestID is the accepted webhook request the delivery belongs to.
+	RequestID int `json:"r"`
+	// DeliveryID is the delivery that was created or changed; zero on the synthetic overflow/resync events.
+	DeliveryID int `json:"d"`
+	// Status is the delivery status after the change, so a list can recolour a row without a read.
+	Status string `json:"st"`
+	// Kind is what happened: KindCreated, KindUpdated, KindAttempt, or the synthetic KindOverflow/KindResync.
+	Kind string `json:"k"`
 }
 
 // Bus carries Events from the code that changes deliveries to the subscriptions that show them.
@@ -112,8 +120,11 @@ type Service interface {
 // is asking, so the caller (the subscription resolver) must set TenantID from the viewer: TenantID 0 sees
 // every tenant's events and is only for operators.
 type Filter struct {
-	TenantID  int
-	ServerID  int
+	// TenantID keeps to one tenant's events; 0 (all tenants) is for operators only.
+	TenantID int
+	// ServerID keeps to one server's events; 0 for any.
+	ServerID int
+	// RequestID keeps to one request's events (the request page); 0 for any.
 	RequestID int
 }
 

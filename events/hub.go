@@ -129,10 +129,3 @@ func (h *hub) resync() {
 func (s *subscriber) marker(kind string) Event {
 	return Event{TenantID: s.f.TenantID, ServerID: s.f.ServerID, RequestID: s.f.RequestID, Kind: kind}
 }
-
-// count is the number of live subscribers; tests use it to prove cancelled subscriptions are gone.
-func (h *hub) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}

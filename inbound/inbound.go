@@ -12,13 +12,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
-	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/recipient"
-	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/routing"
@@ -34,17 +32,11 @@ const Prefix = "/in/"
 
 // Config configures intake.
 type Config struct {
-	Client  *ent.Client
-	Billing *billing.Service
+	Client   *ent.Client
+	Delivery *delivery.Service
 	// MaxBody caps request bodies; larger ones get 413. Default DefaultMaxBody.
 	MaxBody int64
-	// Now is the clock; default time.Now.
-	Now func() time.Time
-	// Accepted, if set, is told of every committed request (to wake the scheduler and publish events).
-	Accepted func(req *ent.Request, deliveries []*ent.Delivery)
-	// CLIConnected tells whether a CLI is attached for a recipient, to mark backlog deliveries; nil: never.
-	CLIConnected func(r *ent.Recipient, now time.Time) bool
-	Logger       *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Handler serves inbound requests.
@@ -57,14 +49,8 @@ func New(cfg Config) *Handler {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.CLIConnected == nil {
-		cfg.CLIConnected = func(*ent.Recipient, time.Time) bool { return false }
 	}
 	return &Handler{cfg: cfg}
 }
@@ -145,78 +131,18 @@ func (h *Handler) Accept(ctx context.Context, key string, in Incoming) (*ent.Req
 	if err != nil {
 		return nil, storage.Err(op, "server", err)
 	}
-	now := h.cfg.Now()
 	var req *ent.Request
-	var deliveries []*ent.Delivery
 	err = storage.InTx(ctx, client, func(ctx context.Context, tx *ent.Client) error {
-		plan, err := billing.PlanOf(ctx, tx, srv.TenantID)
-		if err != nil {
-			return err
-		}
-		days := plan.RetentionDays
-		if srv.RetentionDays != nil && *srv.RetentionDays < days {
-			days = *srv.RetentionDays
-		}
-		status := request.StatusPENDING
-		if len(srv.Edges.Recipients) == 0 {
-			status = request.StatusFAILED // nobody to deliver to: nothing will ever succeed
-		}
-		req, err = tx.Request.Create().
-			SetTenantID(srv.TenantID).
-			SetServerID(srv.ID).
-			SetKey(routing.NewKey()).
-			SetMethod(in.Method).
-			SetPath(in.Path).
-			SetQuery(in.Query).
-			SetHeaders(in.Header).
-			SetBody(in.Body).
-			SetSourceAddr(in.SourceAddr).
-			SetReceivedAt(now).
-			SetExpiresAt(now.Add(time.Duration(days) * 24 * time.Hour)).
-			SetStatus(status).
-			Save(ctx)
-		if err != nil {
-			return storage.Err(op, "request", err)
-		}
-		if _, err := h.cfg.Billing.Debit(ctx, tx, srv.TenantID, 1, billing.ReasonRequestAccepted, fmt.Sprintf("request:%d", req.ID)); err != nil {
-			return err
-		}
-		deliveries, err = CreateDeliveries(ctx, tx, req, srv.Edges.Recipients, delivery.TriggerAUTOMATIC, now, h.cfg.CLIConnected)
+		req, _, err = h.cfg.Delivery.StoreRequest(ctx, tx, srv, srv.Edges.Recipients, delivery.NewRequest{
+			Method: in.Method, Path: in.Path, Query: in.Query, Header: in.Header, Body: in.Body,
+			SourceAddr: in.SourceAddr,
+		}, billing.ReasonRequestAccepted, routing.NewKey())
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if h.cfg.Accepted != nil {
-		h.cfg.Accepted(req, deliveries)
-	}
 	return req, nil
-}
-
-// CreateDeliveries creates one pending delivery of req per recipient, due now, with the recipient's attempts
-// and schedule copied in. A CLI delivery created while no CLI is attached is marked as backlog.
-func CreateDeliveries(ctx context.Context, client *ent.Client, req *ent.Request, recipients []*ent.Recipient, trigger delivery.Trigger, now time.Time, cliConnected func(*ent.Recipient, time.Time) bool) ([]*ent.Delivery, error) {
-	if len(recipients) == 0 {
-		return nil, nil
-	}
-	builders := make([]*ent.DeliveryCreate, len(recipients))
-	for i, r := range recipients {
-		builders[i] = client.Delivery.Create().
-			SetTenantID(req.TenantID).
-			SetRequestID(req.ID).
-			SetRecipientID(r.ID).
-			SetTrigger(trigger).
-			SetMaxAttempts(r.MaxAttempts).
-			SetRetrySchedule(delivery.RetrySchedule(r.RetrySchedule)).
-			SetNextAttemptAt(now).
-			SetBacklog(r.Method == recipient.MethodCLI && !cliConnected(r, now)).
-			SetCreatedAt(now)
-	}
-	ds, err := client.Delivery.CreateBulk(builders...).Save(ctx)
-	if err != nil {
-		return nil, storage.Err("inbound.CreateDeliveries", "delivery", err)
-	}
-	return ds, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -47,9 +47,9 @@ type asset struct {
 	etag        string
 }
 
-// Handler serves the panel. Every path it is given gets an answer: an existing file is served as itself, a
-// missing file under /assets/ is a 404 (so a stale script reference fails loudly instead of receiving HTML),
-// and any other path is the app's index.html, whose hash router takes it from there. The caller mounts it at
+// Handler serves the panel. Every path it is given gets an answer: the files are served under /assets/, a
+// missing file there is a 404 (so a stale script reference fails loudly instead of receiving HTML), and any
+// other path is the app's index.html, whose hash router takes it from there. The caller mounts it at
 // "/" beside /graphql, /in/, /healthz and /metrics, which the mux routes elsewhere before it gets here.
 func Handler() http.Handler {
 	files := map[string]asset{}
@@ -67,13 +67,13 @@ func Handler() http.Handler {
 			ct = http.DetectContentType(body)
 		}
 		sum := sha256.Sum256(body)
-		files["/"+p] = asset{body: body, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		files["/assets/"+p] = asset{body: body, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
 		return nil
 	})
 	if err != nil {
 		panic(err)
 	}
-	index, ok := files["/index.html"]
+	index, ok := files["/assets/index.html"]
 	if !ok {
 		panic("panel: index.html is not embedded")
 	}
@@ -86,8 +86,8 @@ func Handler() http.Handler {
 		p := path.Clean("/" + r.URL.Path)
 		a, found := files[p]
 		switch {
-		case found && p != "/index.html":
-		case strings.HasPrefix(p, "/assets/") || p == "/favicon.ico":
+		case found:
+		case strings.HasPrefix(p, "/assets/"):
 			http.NotFound(w, r)
 			return
 		default:

@@ -18,9 +18,11 @@ import (
 	"github.com/adal-relay/adal/api"
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/inbound"
 	"github.com/adal-relay/adal/resolvers"
 	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/scheduler"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -36,8 +38,12 @@ type Config struct {
 	CORSOrigins         []string
 	MaxBodyBytes        int64
 	RetryUnit           time.Duration
-	Dev                 bool
-	Logger              *slog.Logger
+	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
+	Workers int
+	// RescueInterval is how often expired leases are looked for; default 10s.
+	RescueInterval time.Duration
+	Dev            bool
+	Logger         *slog.Logger
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 }
@@ -67,19 +73,23 @@ func (c *Config) defaults() {
 		c.Logger = slog.Default()
 	}
 	if c.Now == nil {
-		c.Now = time.Now
+		// UTC throughout: SQLite compares stored times as text, which is only correct within one zone.
+		c.Now = func() time.Time { return time.Now().UTC() }
 	}
 }
 
 // Relay is one running Adal process.
 type Relay struct {
-	cfg     Config
-	DB      *storage.DB
-	Auth    *auth.Authenticator
-	Billing *billing.Service
-	Routing *routing.Service
-	Inbound *inbound.Handler
-	handler http.Handler
+	cfg       Config
+	DB        *storage.DB
+	Auth      *auth.Authenticator
+	Billing   *billing.Service
+	Routing   *routing.Service
+	Delivery  *delivery.Service
+	Inbound   *inbound.Handler
+	Scheduler *scheduler.Scheduler
+	Rescuer   *scheduler.Rescuer
+	handler   http.Handler
 }
 
 // Open connects to the database, migrates it and builds the services. It starts nothing.
@@ -108,22 +118,50 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Billing: billing.New(db.Dialect, cfg.Now),
 		Routing: routing.New(cfg.PublicURL, cfg.Now),
 	}
-	r.Inbound = inbound.New(inbound.Config{
-		Client:  db.Client,
+	r.Delivery = delivery.New(delivery.Config{
 		Billing: r.Billing,
-		MaxBody: cfg.MaxBodyBytes,
+		Unit:    cfg.RetryUnit,
 		Now:     cfg.Now,
-		Logger:  cfg.Logger,
+		Notify:  r.changed,
 	})
+	r.Inbound = inbound.New(inbound.Config{
+		Client:   db.Client,
+		Delivery: r.Delivery,
+		MaxBody:  cfg.MaxBodyBytes,
+		Logger:   cfg.Logger,
+	})
+	if r.Scheduler, err = scheduler.New(scheduler.Config{
+		DB:       db,
+		Delivery: r.Delivery,
+		Sender:   delivery.NewHTTPSender(cfg.AllowPrivateTargets, cfg.Now),
+		Workers:  cfg.Workers,
+		Logger:   cfg.Logger,
+		Now:      cfg.Now,
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
+		DB:       db,
+		Delivery: r.Delivery,
+		Interval: cfg.RescueInterval,
+		Logger:   cfg.Logger,
+		Now:      cfg.Now,
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	r.Routing.OnRecipientResumed(r.Scheduler.Wake)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.handler = api.New(api.Config{
 		Resolver: &resolvers.Resolver{
-			Client:  db.Client,
-			Billing: r.Billing,
-			Routing: r.Routing,
-			Auth:    authn,
-			Now:     cfg.Now,
+			Client:   db.Client,
+			Billing:  r.Billing,
+			Delivery: r.Delivery,
+			Routing:  r.Routing,
+			Auth:     authn,
+			Now:      cfg.Now,
 		},
 		Client:      db.Client,
 		Auth:        authn,
@@ -172,7 +210,25 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // Start starts the background services (scheduler, rescuer, cron jobs) under ctx.
-func (r *Relay) Start(ctx context.Context) error { return nil }
+func (r *Relay) Start(ctx context.Context) error {
+	if err := r.Scheduler.Start(ctx); err != nil {
+		return err
+	}
+	return r.Rescuer.Start(ctx)
+}
 
-// Stop stops the background services and waits for them.
-func (r *Relay) Stop() {}
+// Stop stops the background services and waits for them: attempts in flight finish and are recorded.
+func (r *Relay) Stop() {
+	r.Rescuer.Stop()
+	r.Scheduler.Stop()
+}
+
+// changed hears of every committed delivery change: it wakes the scheduler for new or rescheduled work.
+func (r *Relay) changed(changes []delivery.Change) {
+	for _, c := range changes {
+		if c.Status == "PENDING" {
+			r.Scheduler.Wake()
+			return
+		}
+	}
+}

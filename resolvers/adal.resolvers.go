@@ -185,32 +185,50 @@ func (r *mutationResolver) DeleteRecipient(ctx context.Context, id int) (*ent.Re
 
 // RetryDelivery is the resolver for the retryDelivery field.
 func (r *mutationResolver) RetryDelivery(ctx context.Context, id int) (*ent.Delivery, error) {
-	panic(fmt.Errorf("not implemented: RetryDelivery - retryDelivery"))
+	if _, err := require(ctx, "retryDelivery"); err != nil {
+		return nil, err
+	}
+	return r.Delivery.Retry(ctx, r.client(ctx), id)
 }
 
 // CancelDelivery is the resolver for the cancelDelivery field.
 func (r *mutationResolver) CancelDelivery(ctx context.Context, id int) (*ent.Delivery, error) {
-	panic(fmt.Errorf("not implemented: CancelDelivery - cancelDelivery"))
+	if _, err := require(ctx, "cancelDelivery"); err != nil {
+		return nil, err
+	}
+	return r.Delivery.Cancel(ctx, r.client(ctx), id)
 }
 
 // ReplayRequest is the resolver for the replayRequest field.
 func (r *mutationResolver) ReplayRequest(ctx context.Context, id int) (*ent.Request, error) {
-	panic(fmt.Errorf("not implemented: ReplayRequest - replayRequest"))
+	if _, err := require(ctx, "replayRequest"); err != nil {
+		return nil, err
+	}
+	return r.Delivery.Replay(ctx, r.client(ctx), id, routing.NewKey())
 }
 
 // PauseRecipient is the resolver for the pauseRecipient field.
 func (r *mutationResolver) PauseRecipient(ctx context.Context, id int) (*ent.Recipient, error) {
-	panic(fmt.Errorf("not implemented: PauseRecipient - pauseRecipient"))
+	if _, err := require(ctx, "pauseRecipient"); err != nil {
+		return nil, err
+	}
+	return r.Routing.ChangeRecipientState(ctx, r.client(ctx), id, routing.Pause)
 }
 
 // ResumeRecipient is the resolver for the resumeRecipient field.
 func (r *mutationResolver) ResumeRecipient(ctx context.Context, id int) (*ent.Recipient, error) {
-	panic(fmt.Errorf("not implemented: ResumeRecipient - resumeRecipient"))
+	if _, err := require(ctx, "resumeRecipient"); err != nil {
+		return nil, err
+	}
+	return r.Routing.ChangeRecipientState(ctx, r.client(ctx), id, routing.Resume)
 }
 
 // EnableRecipient is the resolver for the enableRecipient field.
 func (r *mutationResolver) EnableRecipient(ctx context.Context, id int) (*ent.Recipient, error) {
-	panic(fmt.Errorf("not implemented: EnableRecipient - enableRecipient"))
+	if _, err := require(ctx, "enableRecipient"); err != nil {
+		return nil, err
+	}
+	return r.Routing.ChangeRecipientState(ctx, r.client(ctx), id, routing.Enable)
 }
 
 // Viewer is the resolver for the viewer field.

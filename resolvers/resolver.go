@@ -8,6 +8,7 @@ import (
 
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/routing"
@@ -16,11 +17,12 @@ import (
 
 // Resolver holds the services the API calls into.
 type Resolver struct {
-	Client  *ent.Client
-	Billing *billing.Service
-	Routing *routing.Service
-	Auth    *auth.Authenticator
-	Now     func() time.Time
+	Client   *ent.Client
+	Billing  *billing.Service
+	Delivery *delivery.Service
+	Routing  *routing.Service
+	Auth     *auth.Authenticator
+	Now      func() time.Time
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

@@ -27,7 +27,11 @@ const MaxTimeoutSeconds = 30
 type Service struct {
 	publicURL string
 	now       func() time.Time
+	wake      func()
 }
+
+// OnRecipientResumed sets what to call (after commit) when a recipient's deliveries may flow again.
+func (s *Service) OnRecipientResumed(wake func()) { s.wake = wake }
 
 // New returns a routing service; publicURL is the base of inbound URLs (e.g. "https://hooks.example.com").
 func New(publicURL string, now func() time.Time) *Service {
@@ -385,5 +389,61 @@ func (s *Service) DeleteRecipient(ctx context.Context, client *ent.Client, id in
 		return nil, fault.Wrap(op, fault.Internal, err)
 	}
 	r, err = client.Recipient.Get(ctx, r.ID)
+	return r, storage.Err(op, "recipient", err)
+}
+
+// SetRecipientState is the effect of pauseRecipient, resumeRecipient and enableRecipient.
+type SetRecipientState int
+
+// The state changes an owner can make.
+const (
+	// Pause holds the recipient's deliveries; they wait without spending attempts.
+	Pause SetRecipientState = iota
+	// Resume lets a paused recipient's deliveries flow again.
+	Resume
+	// Enable brings a DISABLED or FROZEN recipient back to ACTIVE and clears its failure streak.
+	Enable
+)
+
+// ChangeRecipientState pauses, resumes or re-enables a recipient.
+func (s *Service) ChangeRecipientState(ctx context.Context, client *ent.Client, id int, change SetRecipientState) (*ent.Recipient, error) {
+	const op = "routing.ChangeRecipientState"
+	v, _ := viewer.FromContext(ctx)
+	if err := requireManager(op, v); err != nil {
+		return nil, err
+	}
+	r, err := liveRecipient(ctx, client, op, id)
+	if err != nil {
+		return nil, err
+	}
+	u := r.Update().SetStateChangedAt(s.now())
+	switch change {
+	case Pause:
+		if r.State == recipient.StatePAUSED {
+			return r, nil
+		}
+		if r.State != recipient.StateACTIVE {
+			return nil, fault.E(op, fault.Conflict, "recipient is %s; only an ACTIVE recipient can be paused", r.State)
+		}
+		u.SetState(recipient.StatePAUSED).SetStateReason("paused by " + v.Subject)
+	case Resume:
+		if r.State == recipient.StateACTIVE {
+			return r, nil
+		}
+		if r.State != recipient.StatePAUSED {
+			return nil, fault.E(op, fault.Conflict, "recipient is %s; use enableRecipient", r.State)
+		}
+		u.SetState(recipient.StateACTIVE).SetStateReason("")
+	case Enable:
+		if r.State != recipient.StateDISABLED && r.State != recipient.StateFROZEN {
+			return nil, fault.E(op, fault.Conflict, "recipient is %s; only DISABLED or FROZEN recipients are enabled", r.State)
+		}
+		u.SetState(recipient.StateACTIVE).SetStateReason("enabled by " + v.Subject).
+			SetConsecutiveFailures(0).SetWindowAttempts(0).SetWindowFailures(0)
+	}
+	r, err = u.Save(ctx)
+	if err == nil && change != Pause && s.wake != nil {
+		storage.AfterCommit(ctx, s.wake)
+	}
 	return r, storage.Err(op, "recipient", err)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -56,8 +57,14 @@ func Open(ctx context.Context, databaseURL, dataDir string) (*DB, error) {
 	return db, nil
 }
 
+// migrateMu serialises migrations within a process: ent's migrator annotates the package-level table
+// descriptions as it runs, so two concurrent migrations (tests opening several databases) would race.
+var migrateMu sync.Mutex
+
 // Migrate creates or upgrades the schema.
 func Migrate(ctx context.Context, client *ent.Client) error {
+	migrateMu.Lock()
+	defer migrateMu.Unlock()
 	if err := client.Schema.Create(ctx); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}

@@ -54,3 +54,23 @@ func Err(op, what string, err error) error {
 	}
 	return fault.Wrap(op, fault.Internal, err)
 }
+
+// AfterCommit runs fn once the transaction in ctx commits (and never if it rolls back); without a
+// transaction in ctx it runs fn at once. Wake-ups and live events use it so nobody is told of a change that
+// did not happen, or before it is visible.
+func AfterCommit(ctx context.Context, fn func()) {
+	tx := ent.TxFromContext(ctx)
+	if tx == nil {
+		fn()
+		return
+	}
+	tx.OnCommit(func(next ent.Committer) ent.Committer {
+		return ent.CommitFunc(func(ctx context.Context, tx *ent.Tx) error {
+			if err := next.Commit(ctx, tx); err != nil {
+				return err
+			}
+			fn()
+			return nil
+		})
+	})
+}

@@ -38,16 +38,16 @@ query Servers($first: Int!, $after: Cursor) {
 }`;
 
 export const SERVER_REQUESTS = /* GraphQL */ `
-query ServerRequests($serverId: ID!, $first: Int!, $after: Cursor, $where: RequestWhereInput) {
+query ServerRequests($serverId: ID!, $first: Int, $after: Cursor, $last: Int, $before: Cursor, $where: RequestWhereInput) {
   server(id: $serverId) {
     id
     name
     inboundUrl
     recipients { id name method state cliConnected }
   }
-  requests(serverId: $serverId, first: $first, after: $after, where: $where) {
+  requests(serverId: $serverId, first: $first, after: $after, last: $last, before: $before, where: $where) {
     totalCount
-    pageInfo { hasNextPage endCursor }
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
     edges {
       node {
         id

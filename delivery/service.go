@@ -1,0 +1,278 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/ent"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/request"
+	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/storage"
+)
+
+// Change tells that a delivery was created or changed. It is handed out only after the change committed.
+type Change struct {
+	TenantID   int
+	ServerID   int
+	RequestID  int
+	DeliveryID int
+	Status     entdelivery.Status
+	// Kind is "created", "attempt" (an attempt finished) or "updated" (claimed, cancelled, superseded…).
+	Kind string
+	// Due is when the delivery may be attempted next, if it is pending.
+	Due *time.Time
+}
+
+// Change kinds.
+const (
+	KindCreated = "created"
+	KindAttempt = "attempt"
+	KindUpdated = "updated"
+)
+
+// Config configures the delivery service.
+type Config struct {
+	Billing *billing.Service
+	// Unit is one schedule "minute" (ADAL_RETRY_UNIT).
+	Unit time.Duration
+	Now  func() time.Time
+	// Notify hears of committed changes (to wake the scheduler and publish live events); may be nil.
+	Notify func(changes []Change)
+	// CLIConnected reports whether a CLI is attached for a recipient now; nil means never.
+	CLIConnected func(r *ent.Recipient, now time.Time) bool
+}
+
+// Service runs the delivery state machine: it stores accepted requests with their deliveries, records
+// attempt outcomes, and performs the manual actions (retry, cancel, replay).
+type Service struct {
+	cfg Config
+}
+
+// New returns a delivery service.
+func New(cfg Config) *Service {
+	if cfg.Unit <= 0 {
+		cfg.Unit = DefaultUnit
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.CLIConnected == nil {
+		cfg.CLIConnected = func(*ent.Recipient, time.Time) bool { return false }
+	}
+	return &Service{cfg: cfg}
+}
+
+// Unit is the schedule unit in force.
+func (s *Service) Unit() time.Duration { return s.cfg.Unit }
+
+// Now is the service's clock.
+func (s *Service) Now() time.Time { return s.cfg.Now() }
+
+// notify hands changes to the listener once ctx's transaction commits.
+func (s *Service) notify(ctx context.Context, changes ...Change) {
+	if s.cfg.Notify == nil || len(changes) == 0 {
+		return
+	}
+	storage.AfterCommit(ctx, func() { s.cfg.Notify(changes) })
+}
+
+// NewRequest is a request to store: as received, or copied by a replay.
+type NewRequest struct {
+	Method     string
+	Path       string
+	Query      string
+	Header     http.Header
+	Body       []byte
+	SourceAddr string
+	ReplayOf   *int
+}
+
+// StoreRequest stores a request for srv, debits one credit for it (reason says why) and creates one pending
+// delivery per recipient. client must be bound to a transaction: all of it commits, or none.
+func (s *Service) StoreRequest(ctx context.Context, client *ent.Client, srv *ent.Server, recipients []*ent.Recipient, in NewRequest, reason ledgerentry.Reason, key string) (*ent.Request, []*ent.Delivery, error) {
+	const op = "delivery.StoreRequest"
+	plan, err := billing.PlanOf(ctx, client, srv.TenantID)
+	if err != nil {
+		return nil, nil, err
+	}
+	days := plan.RetentionDays
+	if srv.RetentionDays != nil && *srv.RetentionDays < days {
+		days = *srv.RetentionDays
+	}
+	now := s.cfg.Now()
+	status := request.StatusPENDING
+	if len(recipients) == 0 {
+		status = request.StatusFAILED // nobody to deliver to: nothing will ever succeed
+	}
+	req, err := client.Request.Create().
+		SetTenantID(srv.TenantID).
+		SetServerID(srv.ID).
+		SetKey(key).
+		SetMethod(in.Method).
+		SetPath(in.Path).
+		SetQuery(in.Query).
+		SetHeaders(in.Header).
+		SetBody(in.Body).
+		SetSourceAddr(in.SourceAddr).
+		SetReceivedAt(now).
+		SetExpiresAt(now.Add(time.Duration(days) * 24 * time.Hour)).
+		SetStatus(status).
+		SetNillableReplayOfID(in.ReplayOf).
+		Save(ctx)
+	if err != nil {
+		return nil, nil, storage.Err(op, "request", err)
+	}
+	if _, err := s.cfg.Billing.Debit(ctx, client, srv.TenantID, 1, reason, fmt.Sprintf("request:%d", req.ID)); err != nil {
+		return nil, nil, err
+	}
+	ds, err := s.createDeliveries(ctx, client, req, recipients, entdelivery.TriggerAUTOMATIC)
+	if err != nil {
+		return nil, nil, err
+	}
+	return req, ds, nil
+}
+
+// createDeliveries creates one pending delivery of req per recipient, due now, with the recipient's attempts
+// and schedule copied in. A CLI delivery created while no CLI is attached is backlog.
+func (s *Service) createDeliveries(ctx context.Context, client *ent.Client, req *ent.Request, recipients []*ent.Recipient, trigger entdelivery.Trigger) ([]*ent.Delivery, error) {
+	if len(recipients) == 0 {
+		return nil, nil
+	}
+	now := s.cfg.Now()
+	builders := make([]*ent.DeliveryCreate, len(recipients))
+	for i, r := range recipients {
+		builders[i] = client.Delivery.Create().
+			SetTenantID(req.TenantID).
+			SetRequestID(req.ID).
+			SetRecipientID(r.ID).
+			SetTrigger(trigger).
+			SetMaxAttempts(r.MaxAttempts).
+			SetRetrySchedule(entdelivery.RetrySchedule(r.RetrySchedule)).
+			SetNextAttemptAt(now).
+			SetBacklog(r.Method == recipient.MethodCLI && !s.cfg.CLIConnected(r, now)).
+			SetCreatedAt(now)
+	}
+	ds, err := client.Delivery.CreateBulk(builders...).Save(ctx)
+	if err != nil {
+		return nil, storage.Err("delivery.create", "delivery", err)
+	}
+	changes := make([]Change, len(ds))
+	for i, d := range ds {
+		changes[i] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
+			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt}
+	}
+	s.notify(ctx, changes...)
+	return ds, nil
+}
+
+// Retry creates a new delivery of the same request to the same recipient (trigger MANUAL_RETRY) with the
+// recipient's current settings, for 1 credit. Allowed from FAILED, CANCELED or SUCCEEDED, on the newest
+// delivery of that request to that recipient; other recipients are untouched.
+func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int) (*ent.Delivery, error) {
+	const op = "delivery.Retry"
+	d, err := client.Delivery.Query().Where(entdelivery.ID(deliveryID)).WithRequest().WithRecipient().Only(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "delivery", err)
+	}
+	switch {
+	case d.Status == entdelivery.StatusPENDING || d.Status == entdelivery.StatusIN_PROGRESS:
+		return nil, fault.E(op, fault.Conflict, "delivery is %s; only FAILED, CANCELED or SUCCEEDED deliveries can be retried", d.Status)
+	case d.Superseded:
+		return nil, fault.E(op, fault.Conflict, "a newer delivery of this request to this recipient exists; retry that one")
+	case d.Edges.Recipient.DeletedAt != nil:
+		return nil, fault.E(op, fault.Conflict, "the recipient was deleted")
+	}
+	req := d.Edges.Request
+	if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, fmt.Sprintf("delivery:%d", d.ID)); err != nil {
+		return nil, err
+	}
+	// Superseding is conditional on the delivery still being final and current, so two concurrent retries
+	// cannot both succeed.
+	n, err := client.Delivery.Update().
+		Where(entdelivery.ID(d.ID), entdelivery.Superseded(false),
+			entdelivery.StatusIn(entdelivery.StatusFAILED, entdelivery.StatusCANCELED, entdelivery.StatusSUCCEEDED)).
+		SetSuperseded(true).
+		Save(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "delivery", err)
+	}
+	if n == 0 {
+		return nil, fault.E(op, fault.Conflict, "the delivery changed meanwhile; reload and retry")
+	}
+	ds, err := s.createDeliveries(ctx, client, req, []*ent.Recipient{d.Edges.Recipient}, entdelivery.TriggerMANUAL_RETRY)
+	if err != nil {
+		return nil, err
+	}
+	if err := RefreshRequestStatus(ctx, client, req.ID); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	return ds[0], nil
+}
+
+// Cancel stops a PENDING delivery; an attempt already in flight is not recalled, so IN_PROGRESS is a conflict.
+func (s *Service) Cancel(ctx context.Context, client *ent.Client, deliveryID int) (*ent.Delivery, error) {
+	const op = "delivery.Cancel"
+	d, err := client.Delivery.Query().Where(entdelivery.ID(deliveryID)).WithRequest().Only(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "delivery", err)
+	}
+	now := s.cfg.Now()
+	n, err := client.Delivery.Update().
+		Where(entdelivery.ID(d.ID), entdelivery.StatusEQ(entdelivery.StatusPENDING)).
+		SetStatus(entdelivery.StatusCANCELED).
+		SetFinishedAt(now).
+		ClearNextAttemptAt().
+		Save(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "delivery", err)
+	}
+	if n == 0 {
+		current, err := client.Delivery.Get(ctx, d.ID)
+		if err != nil {
+			return nil, storage.Err(op, "delivery", err)
+		}
+		if current.Status == entdelivery.StatusIN_PROGRESS {
+			return nil, fault.E(op, fault.Conflict, "an attempt is in flight and cannot be recalled; cancel applies to PENDING deliveries")
+		}
+		return nil, fault.E(op, fault.Conflict, "delivery is already %s", current.Status)
+	}
+	if err := RefreshRequestStatus(ctx, client, d.RequestID); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	s.notify(ctx, Change{TenantID: d.TenantID, ServerID: d.Edges.Request.ServerID, RequestID: d.RequestID,
+		DeliveryID: d.ID, Status: entdelivery.StatusCANCELED, Kind: KindUpdated})
+	return client.Delivery.Get(ctx, d.ID)
+}
+
+// Replay stores a new request copied from a stored one (replayOf points back, new key), delivered to the
+// server's recipients as configured now, for 1 credit. The original is unchanged.
+func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int, key string) (*ent.Request, error) {
+	const op = "delivery.Replay"
+	orig, err := client.Request.Get(ctx, requestID)
+	if err != nil {
+		return nil, storage.Err(op, "request", err)
+	}
+	srv, err := client.Server.Query().Where(server.ID(orig.ServerID)).
+		WithRecipients(func(q *ent.RecipientQuery) {
+			q.Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID))
+		}).
+		Only(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "server", err)
+	}
+	if srv.DeletedAt != nil {
+		return nil, fault.E(op, fault.Conflict, "the server was deleted; its requests can no longer be replayed")
+	}
+	req, _, err := s.StoreRequest(ctx, client, srv, srv.Edges.Recipients, NewRequest{
+		Method: orig.Method, Path: orig.Path, Query: orig.Query, Header: orig.Headers, Body: orig.Body,
+		SourceAddr: orig.SourceAddr, ReplayOf: &orig.ID,
+	}, billing.ReasonReplay, key)
+	return req, err
+}

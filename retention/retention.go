@@ -1,0 +1,335 @@
+// Package retention purges expired requests together with their deliveries and attempts. It deletes in bounded
+// batches, one short transaction each, so intake and the scheduler never queue behind a long purge, and it never
+// waits on a row another transaction holds: such rows are left for the next run.
+package retention
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/leader"
+	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// Defaults of Config.
+const (
+	// DefaultSpec runs the purge every five minutes: a request outlives its expiry by at most that much.
+	DefaultSpec = "@every 5m"
+	// DefaultBatchSize bounds one transaction to 1,000 requests and their history, a few thousand rows: short
+	// enough that the locks it takes never stall intake noticeably, large enough to amortise the round trips.
+	DefaultBatchSize = 1000
+)
+
+// Config configures a Purger.
+type Config struct {
+	// DB is the database to purge. Required.
+	DB *storage.DB
+	// Leader gates the scheduled runs: only the leader purges. Required (leader.Always{} for a lone process).
+	Leader leader.Status
+	// Spec is the robfig/cron schedule; default DefaultSpec.
+	Spec string
+	// BatchSize is the number of requests deleted per transaction; default DefaultBatchSize.
+	BatchSize int
+	// Now is the clock that decides what has expired; default time.Now.
+	Now func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.DB == nil:
+		return errors.New("retention: Config.DB is required")
+	case c.Leader == nil:
+		return errors.New("retention: Config.Leader is required")
+	case c.BatchSize < 1:
+		return errors.New("retention: BatchSize must be positive")
+	}
+	return nil
+}
+
+// Stats describes one purge run.
+type Stats struct {
+	Requests   int64 // requests deleted
+	Deliveries int64 // their deliveries
+	Attempts   int64 // the deliveries' attempts
+	// Busy counts expired requests left for a later run because a delivery of theirs was locked by another
+	// transaction (an attempt being recorded) at the time.
+	Busy int64
+	// Batches is the number of transactions that deleted something.
+	Batches int
+	// Elapsed is the run's wall time; LongestBatch the longest single transaction, begin to commit.
+	Elapsed      time.Duration
+	LongestBatch time.Duration
+}
+
+// Rows is the number of rows deleted, all tables together.
+func (s Stats) Rows() int64 { return s.Requests + s.Deliveries + s.Attempts }
+
+// RequestsPerSecond is the purge rate of the run.
+func (s Stats) RequestsPerSecond() float64 { return perSecond(s.Requests, s.Elapsed) }
+
+// RowsPerSecond is the purge rate of the run counted in rows.
+func (s Stats) RowsPerSecond() float64 { return perSecond(s.Rows(), s.Elapsed) }
+
+func perSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Purger deletes expired requests with their history, on a cron schedule on the leader, or on demand.
+type Purger struct {
+	cfg Config
+	q   queries
+	job *leader.Cron
+}
+
+// New validates cfg and returns a stopped Purger.
+func New(cfg Config) (*Purger, error) {
+	cfg.Spec = cmp.Or(cfg.Spec, DefaultSpec)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Purger{cfg: cfg, q: queriesFor(cfg.DB.Postgres())}
+	job, err := leader.NewCron(leader.CronConfig{
+		Name:   "retention",
+		Spec:   cfg.Spec,
+		Leader: cfg.Leader,
+		Run:    p.run,
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.job = job
+	return p, nil
+}
+
+// Start schedules the purge until ctx ends or Stop is called.
+func (p *Purger) Start(ctx context.Context) error { return p.job.Start(ctx) }
+
+// Stop unschedules the purge and waits for a run in progress, which stops after its current batch.
+func (p *Purger) Stop() { p.job.Stop() }
+
+func (p *Purger) run(ctx context.Context) error {
+	st, err := p.PurgeOnce(ctx)
+	level := slog.LevelDebug
+	if st.Requests > 0 || err != nil {
+		level = slog.LevelInfo
+	}
+	p.cfg.Logger.Log(ctx, level, "retention purge",
+		"requests", st.Requests, "deliveries", st.Deliveries, "attempts", st.Attempts, "busy", st.Busy,
+		"batches", st.Batches, "elapsed", st.Elapsed,
+		"requests_per_s", int64(st.RequestsPerSecond()), "rows_per_s", int64(st.RowsPerSecond()),
+		"longest_batch", st.LongestBatch)
+	return err
+}
+
+// PurgeOnce deletes everything that has expired by now, batch after batch, until a batch comes back short. It
+// returns what it deleted even when a later batch fails.
+func (p *Purger) PurgeOnce(ctx context.Context) (st Stats, err error) {
+	ctx = viewer.SystemContext(ctx)
+	now := p.cfg.Now()
+	start := time.Now() // wall time for the figures, whatever the injected clock says
+	defer func() { st.Elapsed = time.Since(start) }()
+	for {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		b, err := p.purgeBatch(ctx, now)
+		if err != nil {
+			return st, fmt.Errorf("retention: purge batch: %w", err)
+		}
+		st.Busy += b.busy
+		if b.requests > 0 {
+			st.Requests += b.requests
+			st.Deliveries += b.deliveries
+			st.Attempts += b.attempts
+			st.Batches++
+			st.LongestBatch = max(st.LongestBatch, b.took)
+		}
+		// A short batch means nothing else has expired. A full batch that deleted nothing is all busy rows: the
+		// next run will find them free.
+		if b.selected < p.cfg.BatchSize || b.requests == 0 {
+			return st, nil
+		}
+	}
+}
+
+type batch struct {
+	selected                       int
+	busy                           int64
+	requests, deliveries, attempts int64
+	took                           time.Duration
+}
+
+// purgeBatch deletes up to BatchSize expired requests, oldest expiry first, in one transaction. On PostgreSQL
+// it locks the requests and then their deliveries with SKIP LOCKED: a request whose delivery is being worked on
+// (an attempt being recorded) is left alone rather than waited for, so the purge neither blocks nor deadlocks
+// with the scheduler; and once locked, no new delivery or attempt can be attached to what it deletes. Replays
+// of a purged request keep existing: the replay_of_id foreign key is ON DELETE SET NULL.
+func (p *Purger) purgeBatch(ctx context.Context, now time.Time) (batch, error) {
+	var b batch
+	start := time.Now()
+	err := storage.InTx(ctx, p.cfg.DB.Client, func(ctx context.Context, tx *ent.Client) error {
+		b = batch{}
+		reqIDs, err := queryIDs(ctx, tx, p.q.selectExpired, now, p.cfg.BatchSize)
+		if err != nil {
+			return fmt.Errorf("select expired requests: %w", err)
+		}
+		b.selected = len(reqIDs)
+		if len(reqIDs) == 0 {
+			return nil
+		}
+		deliveries, err := queryPairs(ctx, tx, p.q.lockDeliveries, p.q.list(reqIDs))
+		if err != nil {
+			return fmt.Errorf("lock deliveries: %w", err)
+		}
+		locked := make([]int64, 0, len(deliveries))
+		for _, d := range deliveries {
+			locked = append(locked, d[0])
+		}
+		busyIDs, err := queryIDs(ctx, tx, p.q.busyRequests, p.q.list(reqIDs), p.q.list(locked))
+		if err != nil {
+			return fmt.Errorf("find busy requests: %w", err)
+		}
+		busy := make(map[int64]bool, len(busyIDs))
+		for _, id := range busyIDs {
+			busy[id] = true
+		}
+		b.busy = int64(len(busy))
+		purge, purgeDeliveries := reqIDs, locked
+		if len(busy) > 0 {
+			purge = purge[:0:0]
+			for _, id := range reqIDs {
+				if !busy[id] {
+					purge = append(purge, id)
+				}
+			}
+			purgeDeliveries = purgeDeliveries[:0:0]
+			for _, d := range deliveries {
+				if !busy[d[1]] {
+					purgeDeliveries = append(purgeDeliveries, d[0])
+				}
+			}
+		}
+		if len(purge) == 0 {
+			return nil
+		}
+		if len(purgeDeliveries) > 0 {
+			if b.attempts, err = exec(ctx, tx, p.q.deleteAttempts, p.q.list(purgeDeliveries)); err != nil {
+				return fmt.Errorf("delete attempts: %w", err)
+			}
+			if b.deliveries, err = exec(ctx, tx, p.q.deleteDeliveries, p.q.list(purgeDeliveries)); err != nil {
+				return fmt.Errorf("delete deliveries: %w", err)
+			}
+		}
+		if b.requests, err = exec(ctx, tx, p.q.deleteRequests, p.q.list(purge)); err != nil {
+			return fmt.Errorf("delete requests: %w", err)
+		}
+		return nil
+	})
+	b.took = time.Since(start)
+	return b, err
+}
+
+// queries are the statements of a batch in one dialect. Raw SQL because ent cannot say FOR UPDATE SKIP LOCKED
+// portably, and because an id list travels as one array (or JSON) parameter instead of thousands of
+// placeholders.
+type queries struct {
+	selectExpired    string // $1 now, $2 limit → request ids
+	lockDeliveries   string // $1 request ids → (delivery id, request id)
+	busyRequests     string // $1 request ids, $2 locked delivery ids → request ids with an unlocked delivery
+	deleteAttempts   string // $1 delivery ids
+	deleteDeliveries string // $1 delivery ids
+	deleteRequests   string // $1 request ids
+	list             func([]int64) any
+}
+
+func queriesFor(postgres bool) queries {
+	if postgres {
+		return queries{
+			selectExpired: `SELECT id FROM requests WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
+			lockDeliveries: `SELECT id, request_id FROM deliveries WHERE request_id = ANY($1) ORDER BY id
+				FOR UPDATE SKIP LOCKED`,
+			busyRequests:     `SELECT DISTINCT request_id FROM deliveries WHERE request_id = ANY($1) AND NOT (id = ANY($2))`,
+			deleteAttempts:   `DELETE FROM attempts WHERE delivery_id = ANY($1)`,
+			deleteDeliveries: `DELETE FROM deliveries WHERE id = ANY($1)`,
+			deleteRequests:   `DELETE FROM requests WHERE id = ANY($1)`,
+			list:             func(ids []int64) any { return pq.Array(ids) },
+		}
+	}
+	// SQLite: the transaction holds the database's single write lock from BEGIN (_txlock=immediate), so there is
+	// nothing to lock row by row and nothing is ever busy.
+	const in = `IN (SELECT value FROM json_each(?))`
+	return queries{
+		selectExpired:    `SELECT id FROM requests WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`,
+		lockDeliveries:   `SELECT id, request_id FROM deliveries WHERE request_id ` + in,
+		busyRequests:     `SELECT DISTINCT request_id FROM deliveries WHERE request_id ` + in + ` AND id NOT ` + in,
+		deleteAttempts:   `DELETE FROM attempts WHERE delivery_id ` + in,
+		deleteDeliveries: `DELETE FROM deliveries WHERE id ` + in,
+		deleteRequests:   `DELETE FROM requests WHERE id ` + in,
+		list: func(ids []int64) any {
+			b, _ := json.Marshal(ids) // []int64 always marshals
+			return string(b)
+		},
+	}
+}
+
+func queryIDs(ctx context.Context, tx *ent.Client, query string, args ...any) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+func queryPairs(ctx context.Context, tx *ent.Client, query string, args ...any) ([][2]int64, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var pairs [][2]int64
+	for rows.Next() {
+		var p [2]int64
+		if err := rows.Scan(&p[0], &p[1]); err != nil {
+			return nil, err
+		}
+		pairs = append(pairs, p)
+	}
+	return pairs, rows.Err()
+}
+
+func exec(ctx context.Context, tx *ent.Client, query string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

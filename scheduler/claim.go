@@ -1,0 +1,142 @@
+package scheduler
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/storage"
+)
+
+// The claim takes due, pending deliveries of recipients that may be attempted now, marks them IN_PROGRESS
+// under this process's lease and counts the attempt, in one statement. On Postgres, SKIP LOCKED lets several
+// processes claim side by side without ever taking the same row; SQLite has one writer, so a plain
+// UPDATE … WHERE id IN (…) is already exclusive.
+const claimPostgres = `
+WITH due AS (
+	SELECT d.id FROM deliveries d
+	JOIN recipients r ON r.id = d.recipient_id
+	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
+	  AND r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
+	ORDER BY d.next_attempt_at
+	LIMIT $2
+	FOR UPDATE OF d SKIP LOCKED
+)
+UPDATE deliveries AS d SET
+	status = 'IN_PROGRESS',
+	attempt_count = d.attempt_count + 1,
+	first_attempt_at = COALESCE(d.first_attempt_at, $1),
+	attempt_started_at = $1,
+	lease_expires_at = $3,
+	lease_owner = $4,
+	backlog = false
+FROM due WHERE d.id = due.id
+RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule, d.first_attempt_at`
+
+const claimSQLite = `
+UPDATE deliveries SET
+	status = 'IN_PROGRESS',
+	attempt_count = attempt_count + 1,
+	first_attempt_at = COALESCE(first_attempt_at, ?1),
+	attempt_started_at = ?1,
+	lease_expires_at = ?3,
+	lease_owner = ?4,
+	backlog = false
+WHERE id IN (
+	SELECT d.id FROM deliveries d
+	JOIN recipients r ON r.id = d.recipient_id
+	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
+	  AND r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
+	ORDER BY d.next_attempt_at
+	LIMIT ?2
+)
+RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at`
+
+// claim takes up to limit due deliveries for owner.
+func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string) ([]delivery.Claim, error) {
+	query := claimSQLite
+	if db.Postgres() {
+		query = claimPostgres
+	}
+	rows, err := db.SQL.QueryContext(ctx, query, now, limit, now.Add(lease), owner)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer rows.Close()
+	var claims []delivery.Claim
+	for rows.Next() {
+		c := delivery.Claim{StartedAt: now, Owner: owner}
+		var schedule string
+		var first timeValue
+		if err := rows.Scan(&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first); err != nil {
+			return nil, fmt.Errorf("scan claim: %w", err)
+		}
+		c.Schedule = delivery.Schedule(schedule)
+		c.FirstAttemptAt = now
+		if first.Valid {
+			c.FirstAttemptAt = first.Time
+		}
+		claims = append(claims, c)
+	}
+	return claims, rows.Err()
+}
+
+// nextDue returns the earliest future due time of a pending delivery, so the loop can sleep exactly until
+// then instead of waiting for the next poll.
+func nextDue(ctx context.Context, db *storage.DB, now time.Time) (time.Time, bool, error) {
+	query := `SELECT MIN(next_attempt_at) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > ?`
+	if db.Postgres() {
+		query = `SELECT MIN(next_attempt_at) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > $1`
+	}
+	var t timeValue
+	if err := db.SQL.QueryRowContext(ctx, query, now).Scan(&t); err != nil {
+		return time.Time{}, false, fmt.Errorf("next due: %w", err)
+	}
+	return t.Time, t.Valid, nil
+}
+
+// timeValue scans a nullable time that SQLite may hand back as text (for expressions such as MIN() or
+// RETURNING, the driver does not know the column is a time).
+type timeValue struct {
+	Time  time.Time
+	Valid bool
+}
+
+// sqliteTimeFormats are the layouts the SQLite driver writes times in.
+var sqliteTimeFormats = []string{
+	"2006-01-02 15:04:05.999999999-07:00",
+	"2006-01-02T15:04:05.999999999-07:00",
+	"2006-01-02 15:04:05.999999999",
+	time.RFC3339Nano,
+}
+
+// Scan implements sql.Scanner.
+func (v *timeValue) Scan(src any) error {
+	switch x := src.(type) {
+	case nil:
+		*v = timeValue{}
+		return nil
+	case time.Time:
+		*v = timeValue{Time: x, Valid: true}
+		return nil
+	case string:
+		return v.parse(x)
+	case []byte:
+		return v.parse(string(x))
+	}
+	return fmt.Errorf("cannot scan %T into a time", src)
+}
+
+func (v *timeValue) parse(s string) error {
+	for _, layout := range sqliteTimeFormats {
+		if t, err := time.Parse(layout, s); err == nil {
+			*v = timeValue{Time: t, Valid: true}
+			return nil
+		}
+	}
+	return fmt.Errorf("cannot parse time %q", s)
+}
+
+var _ sql.Scanner = (*timeValue)(nil)

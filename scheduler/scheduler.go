@@ -1,0 +1,289 @@
+// Package scheduler dispatches due deliveries: a polling loop claims them in batches (never more than free
+// worker slots), runs each attempt through a sender and records the outcome; a rescuer turns attempts whose
+// process died into recorded INTERRUPTED attempts.
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/request"
+	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// Sender makes one direct HTTP attempt.
+type Sender interface {
+	Send(ctx context.Context, out delivery.Outgoing) delivery.Outcome
+}
+
+// Observer hears what the scheduler does, for metrics; every method must be cheap and safe for concurrent use.
+type Observer interface {
+	Claimed(n int)
+	Attempted(o delivery.Outcome)
+}
+
+// Config configures a Scheduler.
+type Config struct {
+	DB       *storage.DB
+	Delivery *delivery.Service
+	Sender   Sender
+	// Workers bounds attempts in flight in this process. Default 64.
+	Workers int
+	// PollInterval is the longest the loop waits without being woken. Default 1s.
+	PollInterval time.Duration
+	// Lease is how long a claim is this process's before the rescuer may take it; it must exceed the
+	// longest attempt (30 s) with room for recording. Default 60s.
+	Lease time.Duration
+	// Owner names this process in leases; default a random ID.
+	Owner    string
+	Observer Observer
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+func (c *Config) validate() error {
+	c.Workers = cmp.Or(c.Workers, 64)
+	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
+	c.Lease = cmp.Or(c.Lease, 60*time.Second)
+	if c.Owner == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		c.Owner = hex.EncodeToString(b[:])
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = func() time.Time { return time.Now().UTC() }
+	}
+	switch {
+	case c.DB == nil || c.Delivery == nil || c.Sender == nil:
+		return errors.New("scheduler: DB, Delivery and Sender are required")
+	case c.Workers < 1:
+		return errors.New("scheduler: Workers must be at least 1")
+	case c.Lease <= delivery.DefaultTimeout:
+		return fmt.Errorf("scheduler: Lease must exceed the attempt timeout %v", delivery.DefaultTimeout)
+	}
+	return nil
+}
+
+// Scheduler is the dispatch loop of one process.
+type Scheduler struct {
+	cfg   Config
+	wake  chan struct{}
+	slots chan struct{} // one token per attempt in flight
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	loop    sync.WaitGroup // the claim loop
+	flights sync.WaitGroup // attempts in flight
+}
+
+// New returns a scheduler; it does nothing until Start.
+func New(cfg Config) (*Scheduler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Scheduler{
+		cfg:   cfg,
+		wake:  make(chan struct{}, 1),
+		slots: make(chan struct{}, cfg.Workers),
+	}, nil
+}
+
+// Owner is the lease owner name of this scheduler.
+func (s *Scheduler) Owner() string { return s.cfg.Owner }
+
+// Wake makes the loop look for due work now (a request was accepted, a delivery became due). It never blocks.
+func (s *Scheduler) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the claim loop until Stop or ctx ends.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		return errors.New("scheduler: already started")
+	}
+	ctx, s.cancel = context.WithCancel(viewer.SystemContext(ctx))
+	s.loop.Add(1)
+	go func() {
+		defer s.loop.Done()
+		s.run(ctx)
+	}()
+	return nil
+}
+
+// Stop ends the claim loop and waits for attempts in flight to finish and be recorded (each is bounded by
+// its timeout), so a graceful shutdown leaves nothing for the rescuer.
+func (s *Scheduler) Stop() {
+	s.mu.Lock()
+	cancel := s.cancel
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	s.loop.Wait()
+	s.flights.Wait()
+}
+
+func (s *Scheduler) run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		free := s.cfg.Workers - len(s.slots)
+		full := false
+		if free > 0 {
+			n, err := s.dispatch(ctx, free)
+			if err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Warn("claim due deliveries", "err", err)
+			}
+			full = n == free
+		}
+		wait := s.cfg.PollInterval
+		if full {
+			wait = 0 // more may be due right now; go again as soon as a slot frees
+		} else if due, ok, err := nextDue(ctx, s.cfg.DB, s.cfg.Now()); err == nil && ok {
+			if d := due.Sub(s.cfg.Now()); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		if wait > 0 || len(s.slots) == s.cfg.Workers {
+			timer.Reset(max(wait, time.Millisecond))
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+			case <-timer.C:
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// dispatch claims up to free deliveries and starts an attempt for each.
+func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
+	claims, err := claim(ctx, s.cfg.DB, s.cfg.Now(), free, s.cfg.Lease, s.cfg.Owner)
+	if err != nil {
+		return 0, err
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Claimed(len(claims))
+	}
+	if len(claims) == 0 {
+		return 0, nil
+	}
+	jobs, err := s.load(ctx, claims)
+	if err != nil {
+		// The claims stay leased; the rescuer records them as interrupted and they are retried.
+		return len(claims), err
+	}
+	for _, j := range jobs {
+		s.slots <- struct{}{}
+		s.flights.Add(1)
+		go func() {
+			defer func() { <-s.slots; s.flights.Done(); s.Wake() }()
+			s.attempt(j)
+		}()
+	}
+	return len(claims), nil
+}
+
+type job struct {
+	claim     delivery.Claim
+	request   *ent.Request
+	recipient *ent.Recipient
+}
+
+// load reads the requests and recipients of a batch of claims: two queries per batch, not per attempt.
+func (s *Scheduler) load(ctx context.Context, claims []delivery.Claim) ([]job, error) {
+	reqIDs := make([]int, 0, len(claims))
+	recIDs := make([]int, 0, len(claims))
+	for _, c := range claims {
+		reqIDs = append(reqIDs, c.RequestID)
+		recIDs = append(recIDs, c.RecipientID)
+	}
+	client := s.cfg.DB.Client
+	reqs, err := client.Request.Query().Where(request.IDIn(reqIDs...)).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load requests: %w", err)
+	}
+	recs, err := client.Recipient.Query().Where(recipient.IDIn(recIDs...)).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load recipients: %w", err)
+	}
+	reqByID := make(map[int]*ent.Request, len(reqs))
+	for _, r := range reqs {
+		reqByID[r.ID] = r
+	}
+	recByID := make(map[int]*ent.Recipient, len(recs))
+	for _, r := range recs {
+		recByID[r.ID] = r
+	}
+	jobs := make([]job, 0, len(claims))
+	for _, c := range claims {
+		req, rec := reqByID[c.RequestID], recByID[c.RecipientID]
+		if req == nil || rec == nil {
+			continue // purged meanwhile; the lease lapses and the rescuer settles it
+		}
+		c.ServerID = req.ServerID
+		jobs = append(jobs, job{claim: c, request: req, recipient: rec})
+	}
+	return jobs, nil
+}
+
+// attempt sends one attempt and records its outcome. It runs on a context of its own: a shutdown lets the
+// attempt finish (it is bounded by its timeout) rather than cutting it off unrecorded.
+func (s *Scheduler) attempt(j job) {
+	ctx := viewer.SystemContext(context.Background())
+	out := delivery.Outgoing{
+		Method:    j.request.Method,
+		Header:    j.request.Headers,
+		Body:      j.request.Body,
+		RequestID: fmt.Sprint(j.request.ID),
+		Attempt:   j.claim.Attempt,
+		Timeout:   time.Duration(j.recipient.TimeoutSeconds) * time.Second,
+	}
+	if j.recipient.SendIdempotencyKey {
+		out.IdempotencyKey = j.request.Key
+	}
+	var o delivery.Outcome
+	target, err := delivery.JoinTarget(j.recipient.URL, j.request.Path, j.request.Query)
+	if err != nil {
+		now := s.cfg.Now()
+		o = delivery.Outcome{StartedAt: now, FinishedAt: now, ErrorKind: delivery.ErrConnection,
+			ErrorMessage: "invalid target URL: " + err.Error()}
+	} else {
+		out.URL = target
+		o = s.cfg.Sender.Send(ctx, out)
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Attempted(o)
+	}
+	if _, err := s.cfg.Delivery.Record(ctx, s.cfg.DB.Client, j.claim, o); err != nil {
+		s.cfg.Logger.Error("record attempt", "delivery", j.claim.DeliveryID, "attempt", j.claim.Attempt, "err", err)
+	}
+}

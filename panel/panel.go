@@ -87,7 +87,7 @@ func Handler() http.Handler {
 		a, found := files[p]
 		switch {
 		case found:
-		case strings.HasPrefix(p, "/assets/"):
+		case p == "/assets" || strings.HasPrefix(p, "/assets/"):
 			http.NotFound(w, r)
 			return
 		default:

@@ -19,6 +19,7 @@ import (
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/inbound"
 	"github.com/adal-relay/adal/resolvers"
 	"github.com/adal-relay/adal/routing"
@@ -89,6 +90,8 @@ type Relay struct {
 	Inbound   *inbound.Handler
 	Scheduler *scheduler.Scheduler
 	Rescuer   *scheduler.Rescuer
+	Events    events.Service
+	publisher *publisher
 	handler   http.Handler
 }
 
@@ -118,6 +121,17 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Billing: billing.New(db.Dialect, cfg.Now),
 		Routing: routing.New(cfg.PublicURL, cfg.Now),
 	}
+	if db.Postgres() {
+		bus, err := events.NewPostgres(cfg.DatabaseURL, db.SQL, cfg.Logger, events.WithChannel(eventChannel(cfg.DatabaseURL)))
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		r.Events = bus
+	} else {
+		r.Events = events.NewLocal()
+	}
+	r.publisher = newPublisher(r.Events, cfg.Logger)
 	r.Delivery = delivery.New(delivery.Config{
 		Billing: r.Billing,
 		Unit:    cfg.RetryUnit,
@@ -160,6 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Billing:  r.Billing,
 			Delivery: r.Delivery,
 			Routing:  r.Routing,
+			Events:   r.Events,
 			Auth:     authn,
 			Now:      cfg.Now,
 		},
@@ -211,6 +226,10 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 
 // Start starts the background services (scheduler, rescuer, cron jobs) under ctx.
 func (r *Relay) Start(ctx context.Context) error {
+	if err := r.Events.Start(ctx); err != nil {
+		return err
+	}
+	r.publisher.start()
 	if err := r.Scheduler.Start(ctx); err != nil {
 		return err
 	}
@@ -221,14 +240,18 @@ func (r *Relay) Start(ctx context.Context) error {
 func (r *Relay) Stop() {
 	r.Rescuer.Stop()
 	r.Scheduler.Stop()
+	r.publisher.stop()
+	r.Events.Stop()
 }
 
-// changed hears of every committed delivery change: it wakes the scheduler for new or rescheduled work.
+// changed hears of every committed delivery change: it wakes the scheduler for new or rescheduled work and
+// publishes the change to live subscribers.
 func (r *Relay) changed(changes []delivery.Change) {
 	for _, c := range changes {
 		if c.Status == "PENDING" {
 			r.Scheduler.Wake()
-			return
+			break
 		}
 	}
+	r.publisher.add(changes)
 }

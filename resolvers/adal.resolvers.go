@@ -8,7 +8,6 @@ package resolvers
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -358,7 +357,11 @@ func (r *serverResolver) Recipients(ctx context.Context, obj *ent.Server) ([]*en
 
 // DeliveryUpdated is the resolver for the deliveryUpdated field.
 func (r *subscriptionResolver) DeliveryUpdated(ctx context.Context, serverID *int, requestID *int) (<-chan *ent.Delivery, error) {
-	panic(fmt.Errorf("not implemented: DeliveryUpdated - deliveryUpdated"))
+	v, err := require(ctx, "deliveryUpdated")
+	if err != nil {
+		return nil, err
+	}
+	return r.watchDeliveries(ctx, v, serverID, requestID)
 }
 
 // Mutation returns generated.MutationResolver implementation.

@@ -10,6 +10,7 @@ import (
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/viewer"
@@ -20,6 +21,7 @@ type Resolver struct {
 	Client   *ent.Client
 	Billing  *billing.Service
 	Delivery *delivery.Service
+	Events   events.Bus
 	Routing  *routing.Service
 	Auth     *auth.Authenticator
 	Now      func() time.Time

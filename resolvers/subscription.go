@@ -1,0 +1,85 @@
+package resolvers
+
+import (
+	"context"
+
+	"github.com/adal-relay/adal/ent"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/events"
+	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// watchDeliveries streams the deliveries that change under a server or a request. The bus carries only IDs;
+// each delivery is read afresh under the subscriber's own viewer, so privacy rules apply to every event and
+// a tenant never sees another tenant's data even if an ID leaked into its stream.
+func (r *Resolver) watchDeliveries(ctx context.Context, v viewer.Viewer, serverID, requestID *int) (<-chan *ent.Delivery, error) {
+	const op = "deliveryUpdated"
+	if serverID == nil && requestID == nil {
+		return nil, fault.E(op, fault.InvalidInput, "give serverId, requestId or both")
+	}
+	filter := events.Filter{TenantID: v.TenantID}
+	if serverID != nil {
+		if _, err := r.Client.Server.Get(ctx, *serverID); err != nil {
+			return nil, storage.Err(op, "server", err)
+		}
+		filter.ServerID = *serverID
+	}
+	if requestID != nil {
+		req, err := r.Client.Request.Get(ctx, *requestID)
+		if err != nil {
+			return nil, storage.Err(op, "request", err)
+		}
+		if serverID != nil && req.ServerID != *serverID {
+			return nil, fault.E(op, fault.NotFound, "request not found on that server")
+		}
+		filter.RequestID = *requestID
+	}
+	in, err := r.Events.Subscribe(ctx, filter)
+	if err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	out := make(chan *ent.Delivery, 16)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-in:
+				if !ok {
+					return
+				}
+				for _, d := range r.deliveriesFor(ctx, e, filter) {
+					select {
+					case out <- d:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// deliveriesFor reads what an event points at. After a resync or an overflow the subscriber may have missed
+// events, so a request's subscriber gets all of that request's deliveries again.
+func (r *Resolver) deliveriesFor(ctx context.Context, e events.Event, f events.Filter) []*ent.Delivery {
+	if e.Kind == events.KindResync || e.Kind == events.KindOverflow {
+		if f.RequestID == 0 {
+			return nil
+		}
+		ds, err := r.Client.Delivery.Query().Where(entdelivery.RequestID(f.RequestID)).All(ctx)
+		if err != nil {
+			return nil
+		}
+		return ds
+	}
+	d, err := r.Client.Delivery.Get(ctx, e.DeliveryID)
+	if err != nil {
+		return nil // purged, or not this viewer's
+	}
+	return []*ent.Delivery{d}
+}

@@ -37,6 +37,8 @@ type Config struct {
 	// MaxBody caps request bodies; larger ones get 413. Default DefaultMaxBody.
 	MaxBody int64
 	Logger  *slog.Logger
+	// Observe, if set, hears the HTTP status of every answer (metrics).
+	Observe func(status int)
 }
 
 // Handler serves inbound requests.
@@ -74,19 +76,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		suffix = "/" + suffix
 	}
 	if key == "" {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
+		h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
+			h.answer(w, http.StatusRequestEntityTooLarge, map[string]string{
 				"error": fmt.Sprintf("body larger than %d bytes", h.cfg.MaxBody),
 			})
 			return
 		}
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "could not read body"})
+		h.answer(w, http.StatusBadRequest, map[string]string{"error": "could not read body"})
 		return
 	}
 	host, _, splitErr := net.SplitHostPort(r.RemoteAddr)
@@ -104,17 +106,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch fault.KindOf(err) {
 		case fault.NotFound:
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
+			h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
 		case fault.InsufficientCredits:
-			writeJSON(w, http.StatusPaymentRequired, map[string]string{"error": "no credits left"})
+			h.answer(w, http.StatusPaymentRequired, map[string]string{"error": "no credits left"})
 		default:
 			h.cfg.Logger.Error("accept request", "err", err)
 			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the request; retry"})
+			h.answer(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the request; retry"})
 		}
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"requestId": fmt.Sprint(req.ID)})
+	h.answer(w, http.StatusAccepted, map[string]any{"requestId": fmt.Sprint(req.ID)})
 }
 
 // Accept stores the request for the server with the given inbound key, debits one credit and creates one
@@ -143,6 +145,13 @@ func (h *Handler) Accept(ctx context.Context, key string, in Incoming) (*ent.Req
 		return nil, err
 	}
 	return req, nil
+}
+
+func (h *Handler) answer(w http.ResponseWriter, status int, v any) {
+	if h.cfg.Observe != nil {
+		h.cfg.Observe(status)
+	}
+	writeJSON(w, status, v)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -21,6 +21,7 @@ import (
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/inbound"
+	"github.com/adal-relay/adal/metrics"
 	"github.com/adal-relay/adal/resolvers"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/scheduler"
@@ -132,6 +133,11 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		r.Events = events.NewLocal()
 	}
 	r.publisher = newPublisher(r.Events, cfg.Logger)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	meters := metrics.New(registry, func(ctx context.Context) (int, error) {
+		return scheduler.DueCount(ctx, db, cfg.Now())
+	})
 	r.Delivery = delivery.New(delivery.Config{
 		Billing: r.Billing,
 		Unit:    cfg.RetryUnit,
@@ -143,12 +149,14 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Delivery: r.Delivery,
 		MaxBody:  cfg.MaxBodyBytes,
 		Logger:   cfg.Logger,
+		Observe:  meters.Intake,
 	})
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:       db,
 		Delivery: r.Delivery,
 		Sender:   delivery.NewHTTPSender(cfg.AllowPrivateTargets, cfg.Now),
 		Workers:  cfg.Workers,
+		Observer: meters,
 		Logger:   cfg.Logger,
 		Now:      cfg.Now,
 	}); err != nil {
@@ -166,8 +174,6 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r.Routing.OnRecipientResumed(r.Scheduler.Wake)
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.handler = api.New(api.Config{
 		Resolver: &resolvers.Resolver{
 			Client:   db.Client,

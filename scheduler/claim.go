@@ -140,3 +140,14 @@ func (v *timeValue) parse(s string) error {
 }
 
 var _ sql.Scanner = (*timeValue)(nil)
+
+// DueCount counts pending deliveries whose due time has passed, for the backlog gauge.
+func DueCount(ctx context.Context, db *storage.DB, now time.Time) (int, error) {
+	query := `SELECT COUNT(*) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at <= ?`
+	if db.Postgres() {
+		query = `SELECT COUNT(*) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at <= $1`
+	}
+	var n int
+	err := db.SQL.QueryRowContext(ctx, query, now).Scan(&n)
+	return n, err
+}

@@ -86,6 +86,11 @@ func configFromEnv() (relay.Config, error) {
 			return cfg, fmt.Errorf("ADAL_RETRY_UNIT must be a positive duration such as 1m or 100ms, got %q", v)
 		}
 	}
+	if v := os.Getenv("ADAL_WORKERS"); v != "" {
+		if cfg.Workers, err = strconv.Atoi(v); err != nil || cfg.Workers < 1 {
+			return cfg, fmt.Errorf("ADAL_WORKERS must be a positive number, got %q", v)
+		}
+	}
 	level := slog.LevelInfo
 	if v := os.Getenv("ADAL_LOG_LEVEL"); v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {

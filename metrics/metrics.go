@@ -1,0 +1,77 @@
+// Package metrics exposes Adal's Prometheus metrics: intake, attempts and the dispatch backlog.
+package metrics
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/adal-relay/adal/delivery"
+)
+
+// Metrics holds the collectors and implements the scheduler's Observer.
+type Metrics struct {
+	intake          *prometheus.CounterVec
+	attempts        *prometheus.CounterVec
+	attemptDuration prometheus.Histogram
+	claimBatch      prometheus.Histogram
+}
+
+// New registers Adal's collectors on reg. dueBacklog counts deliveries that are due and not yet claimed; it
+// is called at scrape time.
+func New(reg prometheus.Registerer, dueBacklog func(ctx context.Context) (int, error)) *Metrics {
+	m := &Metrics{
+		intake: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "adal_inbound_requests_total",
+			Help: "Inbound webhook requests by HTTP answer (202 accepted, 402 no credit, 404 unknown server, 413 too large, 503 storage unavailable).",
+		}, []string{"code"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "adal_attempts_total",
+			Help: "Delivery attempts by outcome: succeeded, or the error kind of a failed attempt.",
+		}, []string{"outcome"}),
+		attemptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "adal_attempt_duration_seconds",
+			Help:    "Duration of delivery attempts, from connect to the end of the response.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		claimBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "adal_claim_batch_size",
+			Help:    "Deliveries taken per scheduler claim.",
+			Buckets: []float64{0, 1, 2, 5, 10, 25, 50, 100, 250, 500},
+		}),
+	}
+	reg.MustRegister(m.intake, m.attempts, m.attemptDuration, m.claimBatch)
+	if dueBacklog != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "adal_due_deliveries",
+			Help: "Pending deliveries whose due time has passed (the dispatch backlog), at scrape time.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			n, err := dueBacklog(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(n)
+		}))
+	}
+	return m
+}
+
+// Intake counts one inbound answer.
+func (m *Metrics) Intake(status int) { m.intake.WithLabelValues(strconv.Itoa(status)).Inc() }
+
+// Claimed records the size of one claim.
+func (m *Metrics) Claimed(n int) { m.claimBatch.Observe(float64(n)) }
+
+// Attempted records one attempt's outcome and duration.
+func (m *Metrics) Attempted(o delivery.Outcome) {
+	outcome := "succeeded"
+	if !o.Succeeded() {
+		outcome = string(o.ErrorKind)
+	}
+	m.attempts.WithLabelValues(outcome).Inc()
+	m.attemptDuration.Observe(o.FinishedAt.Sub(o.StartedAt).Seconds())
+}

@@ -142,6 +142,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipient.FieldWindowAttempts:      {Type: field.TypeInt64, Column: recipient.FieldWindowAttempts},
 			recipient.FieldWindowFailures:      {Type: field.TypeInt64, Column: recipient.FieldWindowFailures},
 			recipient.FieldLastSuccessAt:       {Type: field.TypeTime, Column: recipient.FieldLastSuccessAt},
+			recipient.FieldNextProbeAt:         {Type: field.TypeTime, Column: recipient.FieldNextProbeAt},
 			recipient.FieldCliSeenUntil:        {Type: field.TypeTime, Column: recipient.FieldCliSeenUntil},
 			recipient.FieldDeletedAt:           {Type: field.TypeTime, Column: recipient.FieldDeletedAt},
 		},
@@ -1053,6 +1054,11 @@ func (f *RecipientFilter) WhereWindowFailures(p entql.Int64P) {
 // WhereLastSuccessAt applies the entql time.Time predicate on the last_success_at field.
 func (f *RecipientFilter) WhereLastSuccessAt(p entql.TimeP) {
 	f.Where(p.Field(recipient.FieldLastSuccessAt))
+}
+
+// WhereNextProbeAt applies the entql time.Time predicate on the next_probe_at field.
+func (f *RecipientFilter) WhereNextProbeAt(p entql.TimeP) {
+	f.Where(p.Field(recipient.FieldNextProbeAt))
 }
 
 // WhereCliSeenUntil applies the entql time.Time predicate on the cli_seen_until field.

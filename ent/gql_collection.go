@@ -655,6 +655,11 @@ func (_q *RecipientQuery) collectField(ctx context.Context, oneNode bool, opCtx 
 				selectedFields = append(selectedFields, recipient.FieldLastSuccessAt)
 				fieldSeen[recipient.FieldLastSuccessAt] = struct{}{}
 			}
+		case "nextProbeAt":
+			if _, ok := fieldSeen[recipient.FieldNextProbeAt]; !ok {
+				selectedFields = append(selectedFields, recipient.FieldNextProbeAt)
+				fieldSeen[recipient.FieldNextProbeAt] = struct{}{}
+			}
 		case "deletedAt":
 			if _, ok := fieldSeen[recipient.FieldDeletedAt]; !ok {
 				selectedFields = append(selectedFields, recipient.FieldDeletedAt)

@@ -1820,6 +1820,18 @@ type RecipientWhereInput struct {
 	LastSuccessAtIsNil  bool        `json:"lastSuccessAtIsNil,omitempty"`
 	LastSuccessAtNotNil bool        `json:"lastSuccessAtNotNil,omitempty"`
 
+	// "next_probe_at" field predicates.
+	NextProbeAt       *time.Time  `json:"nextProbeAt,omitempty"`
+	NextProbeAtNEQ    *time.Time  `json:"nextProbeAtNEQ,omitempty"`
+	NextProbeAtIn     []time.Time `json:"nextProbeAtIn,omitempty"`
+	NextProbeAtNotIn  []time.Time `json:"nextProbeAtNotIn,omitempty"`
+	NextProbeAtGT     *time.Time  `json:"nextProbeAtGT,omitempty"`
+	NextProbeAtGTE    *time.Time  `json:"nextProbeAtGTE,omitempty"`
+	NextProbeAtLT     *time.Time  `json:"nextProbeAtLT,omitempty"`
+	NextProbeAtLTE    *time.Time  `json:"nextProbeAtLTE,omitempty"`
+	NextProbeAtIsNil  bool        `json:"nextProbeAtIsNil,omitempty"`
+	NextProbeAtNotNil bool        `json:"nextProbeAtNotNil,omitempty"`
+
 	// "deleted_at" field predicates.
 	DeletedAt       *time.Time  `json:"deletedAt,omitempty"`
 	DeletedAtNEQ    *time.Time  `json:"deletedAtNEQ,omitempty"`
@@ -2234,6 +2246,36 @@ func (i *RecipientWhereInput) P() (predicate.Recipient, error) {
 	}
 	if i.LastSuccessAtNotNil {
 		predicates = append(predicates, recipient.LastSuccessAtNotNil())
+	}
+	if i.NextProbeAt != nil {
+		predicates = append(predicates, recipient.NextProbeAtEQ(*i.NextProbeAt))
+	}
+	if i.NextProbeAtNEQ != nil {
+		predicates = append(predicates, recipient.NextProbeAtNEQ(*i.NextProbeAtNEQ))
+	}
+	if len(i.NextProbeAtIn) > 0 {
+		predicates = append(predicates, recipient.NextProbeAtIn(i.NextProbeAtIn...))
+	}
+	if len(i.NextProbeAtNotIn) > 0 {
+		predicates = append(predicates, recipient.NextProbeAtNotIn(i.NextProbeAtNotIn...))
+	}
+	if i.NextProbeAtGT != nil {
+		predicates = append(predicates, recipient.NextProbeAtGT(*i.NextProbeAtGT))
+	}
+	if i.NextProbeAtGTE != nil {
+		predicates = append(predicates, recipient.NextProbeAtGTE(*i.NextProbeAtGTE))
+	}
+	if i.NextProbeAtLT != nil {
+		predicates = append(predicates, recipient.NextProbeAtLT(*i.NextProbeAtLT))
+	}
+	if i.NextProbeAtLTE != nil {
+		predicates = append(predicates, recipient.NextProbeAtLTE(*i.NextProbeAtLTE))
+	}
+	if i.NextProbeAtIsNil {
+		predicates = append(predicates, recipient.NextProbeAtIsNil())
+	}
+	if i.NextProbeAtNotNil {
+		predicates = append(predicates, recipient.NextProbeAtNotNil())
 	}
 	if i.DeletedAt != nil {
 		predicates = append(predicates, recipient.DeletedAtEQ(*i.DeletedAt))

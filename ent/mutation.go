@@ -4331,6 +4331,7 @@ type RecipientMutation struct {
 	window_failures         *int64
 	addwindow_failures      *int64
 	last_success_at         *time.Time
+	next_probe_at           *time.Time
 	cli_seen_until          *time.Time
 	deleted_at              *time.Time
 	clearedFields           map[string]struct{}
@@ -5182,6 +5183,55 @@ func (m *RecipientMutation) ResetLastSuccessAt() {
 	delete(m.clearedFields, recipient.FieldLastSuccessAt)
 }
 
+// SetNextProbeAt sets the "next_probe_at" field.
+func (m *RecipientMutation) SetNextProbeAt(t time.Time) {
+	m.next_probe_at = &t
+}
+
+// NextProbeAt returns the value of the "next_probe_at" field in the mutation.
+func (m *RecipientMutation) NextProbeAt() (r time.Time, exists bool) {
+	v := m.next_probe_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNextProbeAt returns the old "next_probe_at" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldNextProbeAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNextProbeAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNextProbeAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNextProbeAt: %w", err)
+	}
+	return oldValue.NextProbeAt, nil
+}
+
+// ClearNextProbeAt clears the value of the "next_probe_at" field.
+func (m *RecipientMutation) ClearNextProbeAt() {
+	m.next_probe_at = nil
+	m.clearedFields[recipient.FieldNextProbeAt] = struct{}{}
+}
+
+// NextProbeAtCleared returns if the "next_probe_at" field was cleared in this mutation.
+func (m *RecipientMutation) NextProbeAtCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldNextProbeAt]
+	return ok
+}
+
+// ResetNextProbeAt resets all changes to the "next_probe_at" field.
+func (m *RecipientMutation) ResetNextProbeAt() {
+	m.next_probe_at = nil
+	delete(m.clearedFields, recipient.FieldNextProbeAt)
+}
+
 // SetCliSeenUntil sets the "cli_seen_until" field.
 func (m *RecipientMutation) SetCliSeenUntil(t time.Time) {
 	m.cli_seen_until = &t
@@ -5422,7 +5472,7 @@ func (m *RecipientMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RecipientMutation) Fields() []string {
-	fields := make([]string, 0, 19)
+	fields := make([]string, 0, 20)
 	if m.tenant != nil {
 		fields = append(fields, recipient.FieldTenantID)
 	}
@@ -5474,6 +5524,9 @@ func (m *RecipientMutation) Fields() []string {
 	if m.last_success_at != nil {
 		fields = append(fields, recipient.FieldLastSuccessAt)
 	}
+	if m.next_probe_at != nil {
+		fields = append(fields, recipient.FieldNextProbeAt)
+	}
 	if m.cli_seen_until != nil {
 		fields = append(fields, recipient.FieldCliSeenUntil)
 	}
@@ -5522,6 +5575,8 @@ func (m *RecipientMutation) Field(name string) (ent.Value, bool) {
 		return m.WindowFailures()
 	case recipient.FieldLastSuccessAt:
 		return m.LastSuccessAt()
+	case recipient.FieldNextProbeAt:
+		return m.NextProbeAt()
 	case recipient.FieldCliSeenUntil:
 		return m.CliSeenUntil()
 	case recipient.FieldDeletedAt:
@@ -5569,6 +5624,8 @@ func (m *RecipientMutation) OldField(ctx context.Context, name string) (ent.Valu
 		return m.OldWindowFailures(ctx)
 	case recipient.FieldLastSuccessAt:
 		return m.OldLastSuccessAt(ctx)
+	case recipient.FieldNextProbeAt:
+		return m.OldNextProbeAt(ctx)
 	case recipient.FieldCliSeenUntil:
 		return m.OldCliSeenUntil(ctx)
 	case recipient.FieldDeletedAt:
@@ -5701,6 +5758,13 @@ func (m *RecipientMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetLastSuccessAt(v)
 		return nil
+	case recipient.FieldNextProbeAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNextProbeAt(v)
+		return nil
 	case recipient.FieldCliSeenUntil:
 		v, ok := value.(time.Time)
 		if !ok {
@@ -5814,6 +5878,9 @@ func (m *RecipientMutation) ClearedFields() []string {
 	if m.FieldCleared(recipient.FieldLastSuccessAt) {
 		fields = append(fields, recipient.FieldLastSuccessAt)
 	}
+	if m.FieldCleared(recipient.FieldNextProbeAt) {
+		fields = append(fields, recipient.FieldNextProbeAt)
+	}
 	if m.FieldCleared(recipient.FieldCliSeenUntil) {
 		fields = append(fields, recipient.FieldCliSeenUntil)
 	}
@@ -5839,6 +5906,9 @@ func (m *RecipientMutation) ClearField(name string) error {
 		return nil
 	case recipient.FieldLastSuccessAt:
 		m.ClearLastSuccessAt()
+		return nil
+	case recipient.FieldNextProbeAt:
+		m.ClearNextProbeAt()
 		return nil
 	case recipient.FieldCliSeenUntil:
 		m.ClearCliSeenUntil()
@@ -5904,6 +5974,9 @@ func (m *RecipientMutation) ResetField(name string) error {
 		return nil
 	case recipient.FieldLastSuccessAt:
 		m.ResetLastSuccessAt()
+		return nil
+	case recipient.FieldNextProbeAt:
+		m.ResetNextProbeAt()
 		return nil
 	case recipient.FieldCliSeenUntil:
 		m.ResetCliSeenUntil()

@@ -53,6 +53,8 @@ type Recipient struct {
 	WindowFailures int64 `json:"window_failures,omitempty"`
 	// LastSuccessAt holds the value of the "last_success_at" field.
 	LastSuccessAt *time.Time `json:"last_success_at,omitempty"`
+	// NextProbeAt holds the value of the "next_probe_at" field.
+	NextProbeAt *time.Time `json:"next_probe_at,omitempty"`
 	// CliSeenUntil holds the value of the "cli_seen_until" field.
 	CliSeenUntil *time.Time `json:"cli_seen_until,omitempty"`
 	// DeletedAt holds the value of the "deleted_at" field.
@@ -122,7 +124,7 @@ func (*Recipient) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason:
 			values[i] = new(sql.NullString)
-		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt:
+		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -249,6 +251,13 @@ func (_m *Recipient) assignValues(columns []string, values []any) error {
 				_m.LastSuccessAt = new(time.Time)
 				*_m.LastSuccessAt = value.Time
 			}
+		case recipient.FieldNextProbeAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field next_probe_at", values[i])
+			} else if value.Valid {
+				_m.NextProbeAt = new(time.Time)
+				*_m.NextProbeAt = value.Time
+			}
 		case recipient.FieldCliSeenUntil:
 			if value, ok := values[i].(*sql.NullTime); !ok {
 				return fmt.Errorf("unexpected type %T for field cli_seen_until", values[i])
@@ -366,6 +375,11 @@ func (_m *Recipient) String() string {
 	builder.WriteString(", ")
 	if v := _m.LastSuccessAt; v != nil {
 		builder.WriteString("last_success_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.NextProbeAt; v != nil {
+		builder.WriteString("next_probe_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteString(", ")

@@ -231,6 +231,20 @@ func (_c *RecipientCreate) SetNillableLastSuccessAt(v *time.Time) *RecipientCrea
 	return _c
 }
 
+// SetNextProbeAt sets the "next_probe_at" field.
+func (_c *RecipientCreate) SetNextProbeAt(v time.Time) *RecipientCreate {
+	_c.mutation.SetNextProbeAt(v)
+	return _c
+}
+
+// SetNillableNextProbeAt sets the "next_probe_at" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableNextProbeAt(v *time.Time) *RecipientCreate {
+	if v != nil {
+		_c.SetNextProbeAt(*v)
+	}
+	return _c
+}
+
 // SetCliSeenUntil sets the "cli_seen_until" field.
 func (_c *RecipientCreate) SetCliSeenUntil(v time.Time) *RecipientCreate {
 	_c.mutation.SetCliSeenUntil(v)
@@ -530,6 +544,10 @@ func (_c *RecipientCreate) createSpec() (*Recipient, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.LastSuccessAt(); ok {
 		_spec.SetField(recipient.FieldLastSuccessAt, field.TypeTime, value)
 		_node.LastSuccessAt = &value
+	}
+	if value, ok := _c.mutation.NextProbeAt(); ok {
+		_spec.SetField(recipient.FieldNextProbeAt, field.TypeTime, value)
+		_node.NextProbeAt = &value
 	}
 	if value, ok := _c.mutation.CliSeenUntil(); ok {
 		_spec.SetField(recipient.FieldCliSeenUntil, field.TypeTime, value)
@@ -848,6 +866,24 @@ func (u *RecipientUpsert) UpdateLastSuccessAt() *RecipientUpsert {
 // ClearLastSuccessAt clears the value of the "last_success_at" field.
 func (u *RecipientUpsert) ClearLastSuccessAt() *RecipientUpsert {
 	u.SetNull(recipient.FieldLastSuccessAt)
+	return u
+}
+
+// SetNextProbeAt sets the "next_probe_at" field.
+func (u *RecipientUpsert) SetNextProbeAt(v time.Time) *RecipientUpsert {
+	u.Set(recipient.FieldNextProbeAt, v)
+	return u
+}
+
+// UpdateNextProbeAt sets the "next_probe_at" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateNextProbeAt() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldNextProbeAt)
+	return u
+}
+
+// ClearNextProbeAt clears the value of the "next_probe_at" field.
+func (u *RecipientUpsert) ClearNextProbeAt() *RecipientUpsert {
+	u.SetNull(recipient.FieldNextProbeAt)
 	return u
 }
 
@@ -1180,6 +1216,27 @@ func (u *RecipientUpsertOne) UpdateLastSuccessAt() *RecipientUpsertOne {
 func (u *RecipientUpsertOne) ClearLastSuccessAt() *RecipientUpsertOne {
 	return u.Update(func(s *RecipientUpsert) {
 		s.ClearLastSuccessAt()
+	})
+}
+
+// SetNextProbeAt sets the "next_probe_at" field.
+func (u *RecipientUpsertOne) SetNextProbeAt(v time.Time) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetNextProbeAt(v)
+	})
+}
+
+// UpdateNextProbeAt sets the "next_probe_at" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateNextProbeAt() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateNextProbeAt()
+	})
+}
+
+// ClearNextProbeAt clears the value of the "next_probe_at" field.
+func (u *RecipientUpsertOne) ClearNextProbeAt() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearNextProbeAt()
 	})
 }
 
@@ -1684,6 +1741,27 @@ func (u *RecipientUpsertBulk) UpdateLastSuccessAt() *RecipientUpsertBulk {
 func (u *RecipientUpsertBulk) ClearLastSuccessAt() *RecipientUpsertBulk {
 	return u.Update(func(s *RecipientUpsert) {
 		s.ClearLastSuccessAt()
+	})
+}
+
+// SetNextProbeAt sets the "next_probe_at" field.
+func (u *RecipientUpsertBulk) SetNextProbeAt(v time.Time) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetNextProbeAt(v)
+	})
+}
+
+// UpdateNextProbeAt sets the "next_probe_at" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateNextProbeAt() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateNextProbeAt()
+	})
+}
+
+// ClearNextProbeAt clears the value of the "next_probe_at" field.
+func (u *RecipientUpsertBulk) ClearNextProbeAt() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearNextProbeAt()
 	})
 }
 

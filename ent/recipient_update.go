@@ -273,6 +273,26 @@ func (_u *RecipientUpdate) ClearLastSuccessAt() *RecipientUpdate {
 	return _u
 }
 
+// SetNextProbeAt sets the "next_probe_at" field.
+func (_u *RecipientUpdate) SetNextProbeAt(v time.Time) *RecipientUpdate {
+	_u.mutation.SetNextProbeAt(v)
+	return _u
+}
+
+// SetNillableNextProbeAt sets the "next_probe_at" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableNextProbeAt(v *time.Time) *RecipientUpdate {
+	if v != nil {
+		_u.SetNextProbeAt(*v)
+	}
+	return _u
+}
+
+// ClearNextProbeAt clears the value of the "next_probe_at" field.
+func (_u *RecipientUpdate) ClearNextProbeAt() *RecipientUpdate {
+	_u.mutation.ClearNextProbeAt()
+	return _u
+}
+
 // SetCliSeenUntil sets the "cli_seen_until" field.
 func (_u *RecipientUpdate) SetCliSeenUntil(v time.Time) *RecipientUpdate {
 	_u.mutation.SetCliSeenUntil(v)
@@ -492,6 +512,12 @@ func (_u *RecipientUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.LastSuccessAtCleared() {
 		_spec.ClearField(recipient.FieldLastSuccessAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.NextProbeAt(); ok {
+		_spec.SetField(recipient.FieldNextProbeAt, field.TypeTime, value)
+	}
+	if _u.mutation.NextProbeAtCleared() {
+		_spec.ClearField(recipient.FieldNextProbeAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.CliSeenUntil(); ok {
 		_spec.SetField(recipient.FieldCliSeenUntil, field.TypeTime, value)
@@ -815,6 +841,26 @@ func (_u *RecipientUpdateOne) ClearLastSuccessAt() *RecipientUpdateOne {
 	return _u
 }
 
+// SetNextProbeAt sets the "next_probe_at" field.
+func (_u *RecipientUpdateOne) SetNextProbeAt(v time.Time) *RecipientUpdateOne {
+	_u.mutation.SetNextProbeAt(v)
+	return _u
+}
+
+// SetNillableNextProbeAt sets the "next_probe_at" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableNextProbeAt(v *time.Time) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetNextProbeAt(*v)
+	}
+	return _u
+}
+
+// ClearNextProbeAt clears the value of the "next_probe_at" field.
+func (_u *RecipientUpdateOne) ClearNextProbeAt() *RecipientUpdateOne {
+	_u.mutation.ClearNextProbeAt()
+	return _u
+}
+
 // SetCliSeenUntil sets the "cli_seen_until" field.
 func (_u *RecipientUpdateOne) SetCliSeenUntil(v time.Time) *RecipientUpdateOne {
 	_u.mutation.SetCliSeenUntil(v)
@@ -1064,6 +1110,12 @@ func (_u *RecipientUpdateOne) sqlSave(ctx context.Context) (_node *Recipient, er
 	}
 	if _u.mutation.LastSuccessAtCleared() {
 		_spec.ClearField(recipient.FieldLastSuccessAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.NextProbeAt(); ok {
+		_spec.SetField(recipient.FieldNextProbeAt, field.TypeTime, value)
+	}
+	if _u.mutation.NextProbeAtCleared() {
+		_spec.ClearField(recipient.FieldNextProbeAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.CliSeenUntil(); ok {
 		_spec.SetField(recipient.FieldCliSeenUntil, field.TypeTime, value)

@@ -205,6 +205,7 @@ var (
 		{Name: "window_attempts", Type: field.TypeInt64, Default: 0},
 		{Name: "window_failures", Type: field.TypeInt64, Default: 0},
 		{Name: "last_success_at", Type: field.TypeTime, Nullable: true},
+		{Name: "next_probe_at", Type: field.TypeTime, Nullable: true},
 		{Name: "cli_seen_until", Type: field.TypeTime, Nullable: true},
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
@@ -218,13 +219,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "recipients_tenants_tenant",
-				Columns:    []*schema.Column{RecipientsColumns[18]},
+				Columns:    []*schema.Column{RecipientsColumns[19]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "recipients_servers_recipients",
-				Columns:    []*schema.Column{RecipientsColumns[19]},
+				Columns:    []*schema.Column{RecipientsColumns[20]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -233,12 +234,12 @@ var (
 			{
 				Name:    "recipient_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[18]},
+				Columns: []*schema.Column{RecipientsColumns[19]},
 			},
 			{
 				Name:    "recipient_server_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[19]},
+				Columns: []*schema.Column{RecipientsColumns[20]},
 			},
 		},
 	}

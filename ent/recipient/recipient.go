@@ -52,6 +52,8 @@ const (
 	FieldWindowFailures = "window_failures"
 	// FieldLastSuccessAt holds the string denoting the last_success_at field in the database.
 	FieldLastSuccessAt = "last_success_at"
+	// FieldNextProbeAt holds the string denoting the next_probe_at field in the database.
+	FieldNextProbeAt = "next_probe_at"
 	// FieldCliSeenUntil holds the string denoting the cli_seen_until field in the database.
 	FieldCliSeenUntil = "cli_seen_until"
 	// FieldDeletedAt holds the string denoting the deleted_at field in the database.
@@ -107,6 +109,7 @@ var Columns = []string{
 	FieldWindowAttempts,
 	FieldWindowFailures,
 	FieldLastSuccessAt,
+	FieldNextProbeAt,
 	FieldCliSeenUntil,
 	FieldDeletedAt,
 }
@@ -320,6 +323,11 @@ func ByWindowFailures(opts ...sql.OrderTermOption) OrderOption {
 // ByLastSuccessAt orders the results by the last_success_at field.
 func ByLastSuccessAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldLastSuccessAt, opts...).ToFunc()
+}
+
+// ByNextProbeAt orders the results by the next_probe_at field.
+func ByNextProbeAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldNextProbeAt, opts...).ToFunc()
 }
 
 // ByCliSeenUntil orders the results by the cli_seen_until field.

@@ -125,6 +125,11 @@ func LastSuccessAt(v time.Time) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldLastSuccessAt, v))
 }
 
+// NextProbeAt applies equality check predicate on the "next_probe_at" field. It's identical to NextProbeAtEQ.
+func NextProbeAt(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldNextProbeAt, v))
+}
+
 // CliSeenUntil applies equality check predicate on the "cli_seen_until" field. It's identical to CliSeenUntilEQ.
 func CliSeenUntil(v time.Time) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldCliSeenUntil, v))
@@ -778,6 +783,56 @@ func LastSuccessAtIsNil() predicate.Recipient {
 // LastSuccessAtNotNil applies the NotNil predicate on the "last_success_at" field.
 func LastSuccessAtNotNil() predicate.Recipient {
 	return predicate.Recipient(sql.FieldNotNull(FieldLastSuccessAt))
+}
+
+// NextProbeAtEQ applies the EQ predicate on the "next_probe_at" field.
+func NextProbeAtEQ(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldNextProbeAt, v))
+}
+
+// NextProbeAtNEQ applies the NEQ predicate on the "next_probe_at" field.
+func NextProbeAtNEQ(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldNextProbeAt, v))
+}
+
+// NextProbeAtIn applies the In predicate on the "next_probe_at" field.
+func NextProbeAtIn(vs ...time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldNextProbeAt, vs...))
+}
+
+// NextProbeAtNotIn applies the NotIn predicate on the "next_probe_at" field.
+func NextProbeAtNotIn(vs ...time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldNextProbeAt, vs...))
+}
+
+// NextProbeAtGT applies the GT predicate on the "next_probe_at" field.
+func NextProbeAtGT(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldNextProbeAt, v))
+}
+
+// NextProbeAtGTE applies the GTE predicate on the "next_probe_at" field.
+func NextProbeAtGTE(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldNextProbeAt, v))
+}
+
+// NextProbeAtLT applies the LT predicate on the "next_probe_at" field.
+func NextProbeAtLT(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldNextProbeAt, v))
+}
+
+// NextProbeAtLTE applies the LTE predicate on the "next_probe_at" field.
+func NextProbeAtLTE(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldNextProbeAt, v))
+}
+
+// NextProbeAtIsNil applies the IsNil predicate on the "next_probe_at" field.
+func NextProbeAtIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldNextProbeAt))
+}
+
+// NextProbeAtNotNil applies the NotNil predicate on the "next_probe_at" field.
+func NextProbeAtNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldNextProbeAt))
 }
 
 // CliSeenUntilEQ applies the EQ predicate on the "cli_seen_until" field.

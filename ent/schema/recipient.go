@@ -38,6 +38,8 @@ func (Recipient) Fields() []ent.Field {
 		field.Int64("window_attempts").Default(0).Annotations(entgql.Skip()),
 		field.Int64("window_failures").Default(0).Annotations(entgql.Skip()),
 		field.Time("last_success_at").Optional().Nillable(),
+		// next_probe_at is when a DISABLED recipient may get its next probe attempt.
+		field.Time("next_probe_at").Optional().Nillable(),
 		// cli_seen_until is the heartbeat lease of an attached CLI; any process can read it, so
 		// cliConnected is true across processes and falls back to false soon after a dropped connection.
 		field.Time("cli_seen_until").Optional().Nillable().Annotations(entgql.Skip()),

@@ -81,6 +81,9 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 	if err := create.Exec(ctx); err != nil {
 		return false, fmt.Errorf("insert attempt %d of delivery %d: %w", c.Attempt, c.DeliveryID, err)
 	}
+	if err := s.updateHealth(ctx, tx, c.RecipientID, o); err != nil {
+		return false, err
+	}
 	if due == nil {
 		if err := RefreshRequestStatus(ctx, tx, c.RequestID); err != nil {
 			return false, err

@@ -47,6 +47,8 @@ type Config struct {
 	Notify func(changes []Change)
 	// CLIConnected reports whether a CLI is attached for a recipient now; nil means never.
 	CLIConnected func(r *ent.Recipient, now time.Time) bool
+	// Health are the disable/freeze rules; zero means DefaultHealthRules.
+	Health HealthRules
 }
 
 // Service runs the delivery state machine: it stores accepted requests with their deliveries, records
@@ -62,6 +64,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Health == (HealthRules{}) {
+		cfg.Health = DefaultHealthRules
 	}
 	if cfg.CLIConnected == nil {
 		cfg.CLIConnected = func(*ent.Recipient, time.Time) bool { return false }

@@ -215,13 +215,14 @@ func (b *browser) dumpConsole() {
 	}
 }
 
-// noExceptions fails the test if the page threw anything it did not catch.
+// noExceptions fails the test if the page threw anything it did not catch or called console.error. Entries
+// of the browser's own log (a 401 answer to a bad token, say) have a Source and are expected.
 func (b *browser) noExceptions() {
 	b.t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, m := range b.msgs {
-		if m.IsException() || m.Type == chromedp.ConsoleError {
+		if m.IsException() || (m.Type == chromedp.ConsoleError && m.Source == "") {
 			b.t.Errorf("browser console %s (%s:%d)", m, m.URL, m.Line)
 		}
 	}
@@ -245,7 +246,7 @@ func TestPanelInBrowser(t *testing.T) {
 	env.NewRecipient(tenant, srv.ID, map[string]any{
 		"name": "billing-api", "method": "DIRECT_HTTP", "url": target.URL + "/hooks/stripe", "maxAttempts": 5,
 	})
-	env.NewRecipient(tenant, srv.ID, map[string]any{
+	cliRecipient := env.NewRecipient(tenant, srv.ID, map[string]any{
 		"name": "local-dev", "method": "CLI", "retrySchedule": "STEPPED", "maxAttempts": 10,
 	})
 	env.NewServer(tenant, "github-events", map[string]any{"retentionDays": 3})
@@ -345,6 +346,15 @@ func TestPanelInBrowser(t *testing.T) {
 	}
 	b.shot("4-request")
 
+	// The CLI recipient's delivery waits for a CLI: cancel it.
+	cliGroup := `.recipient-group[data-recipient-id="` + cliRecipient + `"]`
+	b.do("cancel the pending delivery", 20*time.Second,
+		chromedp.Click(css(cliGroup+` .delivery[data-status="PENDING"] [data-role="cancel"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(cliGroup+` .delivery[data-status="CANCELED"] [data-role="retry"]`)))
+
 	b.do("open credits", 15*time.Second,
 		chromedp.Click(css(`a.nav-link[href="#/credits"]`)),
 		chromedp.WaitVisible(css(`[data-role="credits-balance"]`)),
@@ -364,19 +374,24 @@ func TestPanelInBrowser(t *testing.T) {
 	t.Logf("screenshots in %s", b.dir)
 }
 
+// balanceOf asks the server for the tenant's credit balance.
+func balanceOf(env *relaytest.Env, token string) int {
+	var v struct {
+		Viewer struct{ Tenant struct{ CreditBalance int } }
+	}
+	env.MustGraphQL(token, `{ viewer { tenant { creditBalance } } }`, nil, &v)
+	return v.Viewer.Tenant.CreditBalance
+}
+
 // TestPanelRetryFlowInBrowser is issue 5's browser scenario: sign in, post a webhook to a failing recipient,
-// watch its attempt appear live, press Retry, see the new delivery succeed and the balance drop by one. It
-// needs the delivery engine (scheduler, retryDelivery, deliveryUpdated); until those resolvers exist it skips.
+// watch its attempt appear live, press Retry, see the new delivery succeed and the balance drop by one; then
+// replay the request, and see a retry refused for lack of credits.
 func TestPanelRetryFlowInBrowser(t *testing.T) {
 	b := startBrowser(t)
 	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 10 * time.Millisecond })
 	base := panelURL(t, env)
-	tenant := env.NewTenant("globex", relaytest.PlanLimits{Credits: 50})
-
-	probe := env.GraphQL(tenant.Owner, `mutation { retryDelivery(id: "999999999") { id } }`, nil)
-	if code := probe.Code(); code == "INTERNAL" {
-		t.Skipf("retryDelivery is not implemented yet (probe answered %s: %v); this scenario runs once the delivery engine lands", code, probe.Errors)
-	}
+	// Three credits: the webhook, the retry and the replay; the last retry then finds none.
+	tenant := env.NewTenant("globex", relaytest.PlanLimits{Credits: 3})
 
 	var healthy atomic.Bool
 	release := make(chan struct{})
@@ -403,7 +418,7 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 		chromedp.Click(css("form.signin-card button[type=submit]")),
 		chromedp.WaitVisible(css(".state-empty")))
 
-	resp := env.Post(srv.Key, "/orders/created", []byte(`{"order":"ord_42"}`))
+	resp := env.Post(srv.Key, "/orders/created", []byte(`{"order":"ord_42","total":{"amount":4200,"currency":"EUR"}}`))
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
@@ -423,7 +438,6 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	if n := eval[int](b, `document.querySelectorAll('tr[data-attempt]').length`); n != 0 {
 		t.Fatalf("attempts shown before the attempt finished: %d", n)
 	}
-	balance := b.text(`[data-role="balance"]`)
 	eval[bool](b, `window.__noReload = true`)
 
 	releaseOnce.Do(func() { close(release) })
@@ -438,24 +452,59 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	b.shot("6-attempt-failed")
 
 	healthy.Store(true)
+	before := balanceOf(env, tenant.Owner)
 	b.do("press retry", 15*time.Second,
 		chromedp.Click(css(`[data-delivery-id="`+first+`"] [data-role="retry"]`)),
 		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)))
-	if got := b.text(`dialog[open] .cost`); !strings.Contains(got, "1 credit") {
-		t.Errorf("retry dialog does not state the cost: %q", got)
+	if got := b.text(`dialog[open] .cost`); !strings.Contains(got, "1 credit") || !strings.Contains(got, fmt.Sprintf("%d → %d", before, before-1)) {
+		t.Errorf("retry dialog does not state the cost and the balance after: %q", got)
 	}
 	b.shot("7-retry-confirm")
 	b.do("confirm retry", 30*time.Second,
 		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
 		chromedp.WaitNotPresent(css(`dialog[open]`)),
 		chromedp.WaitVisible(css(`[data-delivery-id]:not([data-delivery-id="`+first+`"])[data-status="SUCCEEDED"] tr[data-attempt="1"][data-status="SUCCEEDED"]`)))
-	var before int
-	fmt.Sscan(strings.ReplaceAll(balance, ",", ""), &before)
+	if got := balanceOf(env, tenant.Owner); got != before-1 {
+		t.Fatalf("server balance after retry = %d, want %d", got, before-1)
+	}
 	b.waitJS("the header shows the new balance",
-		fmt.Sprintf(`document.querySelector('[data-role="balance"]').textContent.replace(/\D/g, '') === '%d'`, before-1), 10*time.Second)
-	if got := b.text(".toast"); !strings.Contains(got, "New balance") {
+		fmt.Sprintf(`document.querySelector('[data-role="balance"]').textContent === '%d'`, before-1), 10*time.Second)
+	if got := b.text(".toast"); !strings.Contains(got, fmt.Sprintf("New balance: %d credit", before-1)) {
 		t.Errorf("toast after retry = %q", got)
 	}
+	if !eval[bool](b, `window.__noReload === true`) {
+		t.Error("the page reloaded after the retry")
+	}
 	b.shot("8-retry-succeeded")
+
+	// Replay: a new request, then the panel shows it, pointing back at the original.
+	b.do("replay", 30*time.Second,
+		chromedp.Click(css(`[data-role="replay"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitVisible(css(`.meta-grid a[href="#/requests/`+reqID+`"]`)),
+		chromedp.WaitVisible(css(`[data-delivery-id][data-status="SUCCEEDED"]`)))
+	if got := balanceOf(env, tenant.Owner); got != before-2 {
+		t.Fatalf("server balance after replay = %d, want %d", got, before-2)
+	}
+	b.waitJS("the header shows the balance after the replay",
+		fmt.Sprintf(`document.querySelector('[data-role="balance"]').textContent === '%d'`, before-2), 10*time.Second)
+
+	// Out of credits: the dialog shows the server's refusal and keeps the page as it was.
+	b.do("retry without credits", 30*time.Second,
+		chromedp.Click(css(`[data-delivery-id][data-status="SUCCEEDED"] [data-role="retry"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitVisible(css(`dialog[open] .dialog-error .alert-danger`)))
+	if got := b.text(`dialog[open] .alert-title`); got != "Out of credits" {
+		t.Errorf("error title = %q, want Out of credits", got)
+	}
+	if got := b.text(`dialog[open] .alert-code`); got != "INSUFFICIENT_CREDITS" {
+		t.Errorf("error code = %q, want INSUFFICIENT_CREDITS", got)
+	}
+	b.shot("9-out-of-credits")
+	b.do("close the dialog", 10*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="dismiss"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)))
 	b.noExceptions()
 }

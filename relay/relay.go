@@ -42,10 +42,15 @@ type Config struct {
 	RetryUnit           time.Duration
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
-	// RescueInterval is how often expired leases are looked for; default 10s.
+	// Health are the recipient disable/freeze rules; zero means the product's (delivery.DefaultHealthRules).
+	Health delivery.HealthRules
+	// RescueInterval is how often expired leases are looked for (ADAL_RESCUE_INTERVAL); default 10s.
 	RescueInterval time.Duration
-	Dev            bool
-	Logger         *slog.Logger
+	// Lease is how long a claimed delivery belongs to this process before the rescuer may record it as
+	// interrupted (ADAL_LEASE); default 60s. A lease under 40s cuts attempts to three quarters of it.
+	Lease  time.Duration
+	Dev    bool
+	Logger *slog.Logger
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 }
@@ -143,6 +148,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Unit:    cfg.RetryUnit,
 		Now:     cfg.Now,
 		Notify:  r.changed,
+		Health:  cfg.Health,
 	})
 	r.Inbound = inbound.New(inbound.Config{
 		Client:   db.Client,
@@ -156,6 +162,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Delivery: r.Delivery,
 		Sender:   delivery.NewHTTPSender(cfg.AllowPrivateTargets, cfg.Now),
 		Workers:  cfg.Workers,
+		Lease:    cfg.Lease,
 		Observer: meters,
 		Logger:   cfg.Logger,
 		Now:      cfg.Now,

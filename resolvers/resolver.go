@@ -8,6 +8,7 @@ import (
 
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/events"
@@ -25,6 +26,8 @@ type Resolver struct {
 	Routing  *routing.Service
 	Auth     *auth.Authenticator
 	Now      func() time.Time
+	// CLIHub serves cliListen and reportCliAttempt (the adal CLI).
+	CLIHub *clihub.Hub
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

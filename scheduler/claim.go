@@ -19,7 +19,8 @@ WITH due AS (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
-	  AND r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
+	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
+	  AND (($5 = 0 AND r.state = 'ACTIVE') OR d.recipient_id = $5)
 	ORDER BY d.next_attempt_at
 	LIMIT $2
 	FOR UPDATE OF d SKIP LOCKED
@@ -48,19 +49,21 @@ WHERE id IN (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
-	  AND r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
+	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
+	  AND ((?5 = 0 AND r.state = 'ACTIVE') OR d.recipient_id = ?5)
 	ORDER BY d.next_attempt_at
 	LIMIT ?2
 )
 RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at`
 
-// claim takes up to limit due deliveries for owner.
-func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string) ([]delivery.Claim, error) {
+// claim takes up to limit due deliveries of ACTIVE recipients for owner; probe, when not zero, also admits
+// the deliveries of that (DISABLED) recipient.
+func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, probe int) ([]delivery.Claim, error) {
 	query := claimSQLite
 	if db.Postgres() {
 		query = claimPostgres
 	}
-	rows, err := db.SQL.QueryContext(ctx, query, now, limit, now.Add(lease), owner)
+	rows, err := db.SQL.QueryContext(ctx, query, now, limit, now.Add(lease), owner, probe)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -150,4 +153,38 @@ func DueCount(ctx context.Context, db *storage.DB, now time.Time) (int, error) {
 	var n int
 	err := db.SQL.QueryRowContext(ctx, query, now).Scan(&n)
 	return n, err
+}
+
+// probeTurn hands out the probe turns of DISABLED recipients that have a due delivery: each such recipient
+// whose probe time has come gets its next probe time set and is returned, once, to exactly one caller (the
+// update takes the row), so a disabled recipient gets one probe per interval across all processes.
+func probeTurn(ctx context.Context, db *storage.DB, now time.Time, every time.Duration) ([]int, error) {
+	query := `UPDATE recipients SET next_probe_at = ? WHERE state = 'DISABLED' AND method = 'DIRECT_HTTP'
+		AND deleted_at IS NULL AND next_probe_at <= ?
+		AND EXISTS (SELECT 1 FROM deliveries d WHERE d.recipient_id = recipients.id AND d.status = 'PENDING' AND d.next_attempt_at <= ?)
+		RETURNING id`
+	if db.Postgres() {
+		query = `UPDATE recipients SET next_probe_at = $1 WHERE state = 'DISABLED' AND method = 'DIRECT_HTTP'
+		AND deleted_at IS NULL AND next_probe_at <= $2
+		AND EXISTS (SELECT 1 FROM deliveries d WHERE d.recipient_id = recipients.id AND d.status = 'PENDING' AND d.next_attempt_at <= $2)
+		RETURNING id`
+	}
+	args := []any{now.Add(every), now}
+	if !db.Postgres() {
+		args = append(args, now)
+	}
+	rows, err := db.SQL.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("probe turns: %w", err)
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }

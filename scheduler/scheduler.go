@@ -42,8 +42,11 @@ type Config struct {
 	Workers int
 	// PollInterval is the longest the loop waits without being woken. Default 1s.
 	PollInterval time.Duration
-	// Lease is how long a claim is this process's before the rescuer may take it; it must exceed the
-	// longest attempt (30 s) with room for recording. Default 60s.
+	// Lease is how long a claim is this process's before the rescuer may take it. An attempt must end, and
+	// be recorded, before its lease lapses, so attempts are cut at AttemptBudget(Lease) — three quarters of
+	// the lease — whatever the recipient's timeout: with the default 60s the 30 s limit always fits; a
+	// shorter lease (ADAL_LEASE, for tests and demos of the rescuer) shortens long attempts. At least 1s.
+	// Default 60s.
 	Lease time.Duration
 	// Owner names this process in leases; default a random ID.
 	Owner    string
@@ -72,11 +75,20 @@ func (c *Config) validate() error {
 		return errors.New("scheduler: DB, Delivery and Sender are required")
 	case c.Workers < 1:
 		return errors.New("scheduler: Workers must be at least 1")
-	case c.Lease <= delivery.DefaultTimeout:
-		return fmt.Errorf("scheduler: Lease must exceed the attempt timeout %v", delivery.DefaultTimeout)
+	case c.Lease < time.Second:
+		return fmt.Errorf("scheduler: Lease must be at least 1s, got %v", c.Lease)
+	}
+	if budget := AttemptBudget(c.Lease); budget < delivery.DefaultTimeout {
+		c.Logger.Warn("lease shorter than the longest attempt: attempts are cut to fit in the lease",
+			"lease", c.Lease, "attempt_limit", budget, "default_timeout", delivery.DefaultTimeout)
 	}
 	return nil
 }
+
+// AttemptBudget is the longest an attempt may run under a lease of the given length: three quarters of it,
+// leaving the rest for recording the outcome, so a live process never has an attempt in flight whose lease
+// the rescuer could take (which would record it as INTERRUPTED while it still runs, and send it again).
+func AttemptBudget(lease time.Duration) time.Duration { return lease - lease/4 }
 
 // Scheduler is the dispatch loop of one process.
 type Scheduler struct {
@@ -184,11 +196,31 @@ func (s *Scheduler) run(ctx context.Context) {
 	}
 }
 
-// dispatch claims up to free deliveries and starts an attempt for each.
+// dispatch claims up to free deliveries and starts an attempt for each. Disabled recipients whose probe turn
+// came get one delivery each first.
 func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
-	claims, err := claim(ctx, s.cfg.DB, s.cfg.Now(), free, s.cfg.Lease, s.cfg.Owner)
+	now := s.cfg.Now()
+	var claims []delivery.Claim
+	probes, err := probeTurn(ctx, s.cfg.DB, now, s.cfg.Delivery.ProbeEvery())
 	if err != nil {
 		return 0, err
+	}
+	for _, rid := range probes {
+		if len(claims) == free {
+			break
+		}
+		c, err := claim(ctx, s.cfg.DB, now, 1, s.cfg.Lease, s.cfg.Owner, rid)
+		if err != nil {
+			return 0, err
+		}
+		claims = append(claims, c...)
+	}
+	if rest := free - len(claims); rest > 0 {
+		more, err := claim(ctx, s.cfg.DB, now, rest, s.cfg.Lease, s.cfg.Owner, 0)
+		if err != nil {
+			return len(claims), err
+		}
+		claims = append(claims, more...)
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Claimed(len(claims))
@@ -196,10 +228,15 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	if len(claims) == 0 {
 		return 0, nil
 	}
+	return len(claims), s.start(ctx, claims)
+}
+
+// start loads what the claimed attempts need and runs each on a worker slot.
+func (s *Scheduler) start(ctx context.Context, claims []delivery.Claim) error {
 	jobs, err := s.load(ctx, claims)
 	if err != nil {
 		// The claims stay leased; the rescuer records them as interrupted and they are retried.
-		return len(claims), err
+		return err
 	}
 	for _, j := range jobs {
 		s.slots <- struct{}{}
@@ -209,7 +246,7 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 			s.attempt(j)
 		}()
 	}
-	return len(claims), nil
+	return nil
 }
 
 type job struct {
@@ -267,6 +304,10 @@ func (s *Scheduler) attempt(j job) {
 		Attempt:   j.claim.Attempt,
 		Timeout:   time.Duration(j.recipient.TimeoutSeconds) * time.Second,
 	}
+	if out.Timeout <= 0 {
+		out.Timeout = delivery.DefaultTimeout
+	}
+	out.Timeout = min(out.Timeout, AttemptBudget(s.cfg.Lease))
 	if j.recipient.SendIdempotencyKey {
 		out.IdempotencyKey = j.request.Key
 	}

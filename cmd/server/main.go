@@ -91,6 +91,16 @@ func configFromEnv() (relay.Config, error) {
 			return cfg, fmt.Errorf("ADAL_WORKERS must be a positive number, got %q", v)
 		}
 	}
+	if v := os.Getenv("ADAL_RESCUE_INTERVAL"); v != "" {
+		if cfg.RescueInterval, err = time.ParseDuration(v); err != nil || cfg.RescueInterval <= 0 {
+			return cfg, fmt.Errorf("ADAL_RESCUE_INTERVAL must be a positive duration such as 10s, got %q", v)
+		}
+	}
+	if v := os.Getenv("ADAL_LEASE"); v != "" {
+		if cfg.Lease, err = time.ParseDuration(v); err != nil || cfg.Lease < time.Second {
+			return cfg, fmt.Errorf("ADAL_LEASE must be a duration of at least 1s such as 60s, got %q", v)
+		}
+	}
 	level := slog.LevelInfo
 	if v := os.Getenv("ADAL_LOG_LEVEL"); v != "" {
 		if err := level.UnmarshalText([]byte(v)); err != nil {
@@ -129,6 +139,12 @@ func serve(args []string) error {
 		return err
 	}
 	defer r.Close()
+	// The scheduler, rescuer and cron jobs: without them nothing accepted would ever be delivered. Stop runs
+	// after Serve returns, so attempts in flight finish and are recorded before the database closes.
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	defer r.Stop()
 	addr := cfg.Addr
 	if addr == "" {
 		addr = ":8080"

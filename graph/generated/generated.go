@@ -63,6 +63,22 @@ type ComplexityRoot struct {
 		Status       func(childComplexity int) int
 	}
 
+	CliJob struct {
+		Attempt        func(childComplexity int) int
+		BodyBase64     func(childComplexity int) int
+		DeliveryID     func(childComplexity int) int
+		Headers        func(childComplexity int) int
+		IdempotencyKey func(childComplexity int) int
+		Kind           func(childComplexity int) int
+		LeaseToken     func(childComplexity int) int
+		Message        func(childComplexity int) int
+		Method         func(childComplexity int) int
+		Path           func(childComplexity int) int
+		Query          func(childComplexity int) int
+		RequestID      func(childComplexity int) int
+		TimeoutSeconds func(childComplexity int) int
+	}
+
 	Delivery struct {
 		AttemptCount   func(childComplexity int) int
 		Attempts       func(childComplexity int) int
@@ -138,6 +154,7 @@ type ComplexityRoot struct {
 		IssueToken       func(childComplexity int, input model.IssueTokenInput) int
 		PauseRecipient   func(childComplexity int, id int) int
 		ReplayRequest    func(childComplexity int, id int) int
+		ReportCliAttempt func(childComplexity int, input model.ReportCliAttemptInput) int
 		ResumeRecipient  func(childComplexity int, id int) int
 		RetryDelivery    func(childComplexity int, id int) int
 		UpdatePlan       func(childComplexity int, id int, input model.UpdatePlanInput) int
@@ -184,6 +201,7 @@ type ComplexityRoot struct {
 		MaxAttempts        func(childComplexity int) int
 		Method             func(childComplexity int) int
 		Name               func(childComplexity int) int
+		NextProbeAt        func(childComplexity int) int
 		RetrySchedule      func(childComplexity int) int
 		SendIdempotencyKey func(childComplexity int) int
 		Server             func(childComplexity int) int
@@ -250,6 +268,7 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
+		CliListen       func(childComplexity int, recipientID int) int
 		DeliveryUpdated func(childComplexity int, serverID *int, requestID *int) int
 	}
 
@@ -303,6 +322,7 @@ type MutationResolver interface {
 	PauseRecipient(ctx context.Context, id int) (*ent.Recipient, error)
 	ResumeRecipient(ctx context.Context, id int) (*ent.Recipient, error)
 	EnableRecipient(ctx context.Context, id int) (*ent.Recipient, error)
+	ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error)
 }
 type QueryResolver interface {
 	Node(ctx context.Context, id int) (ent.Noder, error)
@@ -331,6 +351,7 @@ type ServerResolver interface {
 }
 type SubscriptionResolver interface {
 	DeliveryUpdated(ctx context.Context, serverID *int, requestID *int) (<-chan *ent.Delivery, error)
+	CliListen(ctx context.Context, recipientID int) (<-chan *model.CliJob, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -417,6 +438,85 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Status(childComplexity), true
+
+	case "CliJob.attempt":
+		if e.ComplexityRoot.CliJob.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.Attempt(childComplexity), true
+	case "CliJob.bodyBase64":
+		if e.ComplexityRoot.CliJob.BodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.BodyBase64(childComplexity), true
+	case "CliJob.deliveryId":
+		if e.ComplexityRoot.CliJob.DeliveryID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.DeliveryID(childComplexity), true
+	case "CliJob.headers":
+		if e.ComplexityRoot.CliJob.Headers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.Headers(childComplexity), true
+	case "CliJob.idempotencyKey":
+		if e.ComplexityRoot.CliJob.IdempotencyKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.IdempotencyKey(childComplexity), true
+	case "CliJob.kind":
+		if e.ComplexityRoot.CliJob.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.Kind(childComplexity), true
+	case "CliJob.leaseToken":
+		if e.ComplexityRoot.CliJob.LeaseToken == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.LeaseToken(childComplexity), true
+	case "CliJob.message":
+		if e.ComplexityRoot.CliJob.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.Message(childComplexity), true
+	case "CliJob.method":
+		if e.ComplexityRoot.CliJob.Method == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.Method(childComplexity), true
+	case "CliJob.path":
+		if e.ComplexityRoot.CliJob.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.Path(childComplexity), true
+	case "CliJob.query":
+		if e.ComplexityRoot.CliJob.Query == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.Query(childComplexity), true
+	case "CliJob.requestId":
+		if e.ComplexityRoot.CliJob.RequestID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.RequestID(childComplexity), true
+	case "CliJob.timeoutSeconds":
+		if e.ComplexityRoot.CliJob.TimeoutSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.TimeoutSeconds(childComplexity), true
 
 	case "Delivery.attemptCount":
 		if e.ComplexityRoot.Delivery.AttemptCount == nil {
@@ -791,6 +891,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ReplayRequest(childComplexity, args["id"].(int)), true
+	case "Mutation.reportCliAttempt":
+		if e.ComplexityRoot.Mutation.ReportCliAttempt == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_reportCliAttempt_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ReportCliAttempt(childComplexity, args["input"].(model.ReportCliAttemptInput)), true
 	case "Mutation.resumeRecipient":
 		if e.ComplexityRoot.Mutation.ResumeRecipient == nil {
 			break
@@ -1064,6 +1175,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.Name(childComplexity), true
+	case "Recipient.nextProbeAt":
+		if e.ComplexityRoot.Recipient.NextProbeAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.NextProbeAt(childComplexity), true
 	case "Recipient.retrySchedule":
 		if e.ComplexityRoot.Recipient.RetrySchedule == nil {
 			break
@@ -1341,6 +1458,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ServerEdge.Node(childComplexity), true
 
+	case "Subscription.cliListen":
+		if e.ComplexityRoot.Subscription.CliListen == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_cliListen_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.CliListen(childComplexity, args["recipientId"].(int)), true
 	case "Subscription.deliveryUpdated":
 		if e.ComplexityRoot.Subscription.DeliveryUpdated == nil {
 			break
@@ -1464,6 +1592,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("PlanWhereInput", ec.unmarshalInputPlanWhereInput),
 			graphql.NewInputUnmarshaler("RecipientOrder", ec.unmarshalInputRecipientOrder),
 			graphql.NewInputUnmarshaler("RecipientWhereInput", ec.unmarshalInputRecipientWhereInput),
+			graphql.NewInputUnmarshaler("ReportCliAttemptInput", ec.unmarshalInputReportCliAttemptInput),
 			graphql.NewInputUnmarshaler("RequestOrder", ec.unmarshalInputRequestOrder),
 			graphql.NewInputUnmarshaler("RequestWhereInput", ec.unmarshalInputRequestWhereInput),
 			graphql.NewInputUnmarshaler("ServerOrder", ec.unmarshalInputServerOrder),
@@ -1728,6 +1857,79 @@ extend type Mutation {
 type Subscription {
   "Fires every time a delivery is created or changes (status, attempt, next attempt time). Give a serverId, a requestId, or both."
   deliveryUpdated(serverId: ID, requestId: ID): Delivery!
+}
+`, BuiltIn: false},
+	{Name: "../cli.graphqls", Input: `# The adal CLI's part of the API: a CLI attaches to one CLI recipient with the cliListen subscription (over the
+# graphql-transport-ws websocket on /graphql), receives the recipient's due deliveries as jobs, runs each
+# against the developer's local service and reports the outcome with reportCliAttempt.
+
+"What a cliListen message carries."
+enum CliMessageKind {
+  "The CLI is attached: cliConnected is true and due deliveries will follow. Only kind and message are set."
+  CONNECTED
+  "A delivery attempt to run against the local service; every field is set."
+  JOB
+}
+
+"""
+One message of cliListen. The first message is CONNECTED; then one JOB per attempt. A JOB is already a started,
+counted attempt held under a lease (the attempt timeout plus a margin): report its outcome with reportCliAttempt
+before the lease runs out, or the attempt is recorded as INTERRUPTED.
+"""
+type CliJob {
+  kind: CliMessageKind!
+  "Human-readable status for CONNECTED (recipient, server, backlog handling); empty for JOB."
+  message: String!
+  deliveryId: ID!
+  "The attempt number, from 1; sent to the local service as X-Adal-Attempt."
+  attempt: Int!
+  "Proves the report comes from the holder of this attempt; pass it back to reportCliAttempt unchanged."
+  leaseToken: String!
+  method: String!
+  "The path received after /in/{key}, escaped; appended to the CLI's --forward URL."
+  path: String!
+  "The raw query string received, without '?'."
+  query: String!
+  "The headers received. The CLI drops hop-by-hop headers, Host and X-Adal-* before forwarding."
+  headers: [Header!]!
+  bodyBase64: String!
+  "Sent to the local service as X-Adal-Request-Id."
+  requestId: ID!
+  "Sent as X-Adal-Idempotency when the recipient has sendIdempotencyKey on; null otherwise."
+  idempotencyKey: String
+  "The recipient's attempt timeout (at most 30), including reading the response."
+  timeoutSeconds: Int!
+}
+
+input ReportCliAttemptInput {
+  deliveryId: ID!
+  attempt: Int!
+  leaseToken: String!
+  "When the CLI started and finished the local call, by its clock; only their difference (the duration) is kept."
+  startedAt: Time!
+  finishedAt: Time!
+  "The local service's response status; null when it gave none."
+  httpStatus: Int
+  "Null for a 2xx answer read completely; else CLI_LOCAL (local service unreachable), TIMEOUT or HTTP_STATUS."
+  errorKind: AttemptErrorKind
+  errorMessage: String
+}
+
+extend type Subscription {
+  """
+  Attaches the calling CLI to a CLI recipient of the viewer's tenant and streams its due deliveries. While
+  attached, Recipient.cliConnected is true. Deliveries created while no CLI was attached (the backlog) are sent
+  only when the server's deliverPendingOnConnect is on; retries are sent once due.
+  """
+  cliListen(recipientId: ID!): CliJob!
+}
+
+extend type Mutation {
+  """
+  Records the outcome of a CLI job. True when recorded; false when the lease no longer holds (the attempt was
+  already settled, e.g. recorded as INTERRUPTED after the lease expired), in which case nothing changes.
+  """
+  reportCliAttempt(input: ReportCliAttemptInput!): Boolean!
 }
 `, BuiltIn: false},
 	{Name: "../ent.graphql", Input: `directive @goField(forceResolver: Boolean, name: String, omittable: Boolean) on FIELD_DEFINITION | INPUT_FIELD_DEFINITION
@@ -2522,6 +2724,7 @@ type Recipient implements Node {
   stateReason: String!
   stateChangedAt: Time
   lastSuccessAt: Time
+  nextProbeAt: Time
   deletedAt: Time
   server: Server!
 }
@@ -2712,6 +2915,19 @@ input RecipientWhereInput {
   lastSuccessAtLTE: Time
   lastSuccessAtIsNil: Boolean
   lastSuccessAtNotNil: Boolean
+  """
+  next_probe_at field predicates
+  """
+  nextProbeAt: Time
+  nextProbeAtNEQ: Time
+  nextProbeAtIn: [Time!]
+  nextProbeAtNotIn: [Time!]
+  nextProbeAtGT: Time
+  nextProbeAtGTE: Time
+  nextProbeAtLT: Time
+  nextProbeAtLTE: Time
+  nextProbeAtIsNil: Boolean
+  nextProbeAtNotNil: Boolean
   """
   deleted_at field predicates
   """
@@ -3270,6 +3486,38 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
 }
 
+func (ec *executionContext) childFields_CliJob(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_CliJob_kind(ctx, field)
+	case "message":
+		return ec.fieldContext_CliJob_message(ctx, field)
+	case "deliveryId":
+		return ec.fieldContext_CliJob_deliveryId(ctx, field)
+	case "attempt":
+		return ec.fieldContext_CliJob_attempt(ctx, field)
+	case "leaseToken":
+		return ec.fieldContext_CliJob_leaseToken(ctx, field)
+	case "method":
+		return ec.fieldContext_CliJob_method(ctx, field)
+	case "path":
+		return ec.fieldContext_CliJob_path(ctx, field)
+	case "query":
+		return ec.fieldContext_CliJob_query(ctx, field)
+	case "headers":
+		return ec.fieldContext_CliJob_headers(ctx, field)
+	case "bodyBase64":
+		return ec.fieldContext_CliJob_bodyBase64(ctx, field)
+	case "requestId":
+		return ec.fieldContext_CliJob_requestId(ctx, field)
+	case "idempotencyKey":
+		return ec.fieldContext_CliJob_idempotencyKey(ctx, field)
+	case "timeoutSeconds":
+		return ec.fieldContext_CliJob_timeoutSeconds(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CliJob", field.Name)
+}
+
 func (ec *executionContext) childFields_Delivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -3444,6 +3692,8 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_stateChangedAt(ctx, field)
 	case "lastSuccessAt":
 		return ec.fieldContext_Recipient_lastSuccessAt(ctx, field)
+	case "nextProbeAt":
+		return ec.fieldContext_Recipient_nextProbeAt(ctx, field)
 	case "deletedAt":
 		return ec.fieldContext_Recipient_deletedAt(ctx, field)
 	case "server":
@@ -3936,6 +4186,20 @@ func (ec *executionContext) field_Mutation_replayRequest_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_reportCliAttempt_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ReportCliAttemptInput, error) {
+			return ec.unmarshalNReportCliAttemptInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐReportCliAttemptInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resumeRecipient_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4316,6 +4580,20 @@ func (ec *executionContext) field_Query_tenants_args(ctx context.Context, rawArg
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_cliListen_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "recipientId",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["recipientId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_deliveryUpdated_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4672,6 +4950,314 @@ func (ec *executionContext) fieldContext_Attempt_delivery(_ context.Context, fie
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _CliJob_kind(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.CliMessageKind) graphql.Marshaler {
+			return ec.marshalNCliMessageKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCliMessageKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "CliMessageKind")
+}
+
+func (ec *executionContext) _CliJob_message(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _CliJob_deliveryId(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_deliveryId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeliveryID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_deliveryId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "ID")
+}
+
+func (ec *executionContext) _CliJob_attempt(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CliJob_leaseToken(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_leaseToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeaseToken, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_leaseToken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _CliJob_method(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_method(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Method, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_method(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _CliJob_path(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _CliJob_query(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_query(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Query, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_query(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _CliJob_headers(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_headers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Headers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_headers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "CliJob",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _CliJob_bodyBase64(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_bodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BodyBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_bodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _CliJob_requestId(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_requestId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_requestId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "ID")
+}
+
+func (ec *executionContext) _CliJob_idempotencyKey(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_idempotencyKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdempotencyKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_idempotencyKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _CliJob_timeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_timeoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeoutSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_timeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Delivery_id(ctx context.Context, field graphql.CollectedField, obj *ent.Delivery) (ret graphql.Marshaler) {
@@ -6398,6 +6984,50 @@ func (ec *executionContext) fieldContext_Mutation_enableRecipient(ctx context.Co
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_reportCliAttempt(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_reportCliAttempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ReportCliAttempt(ctx, fc.Args["input"].(model.ReportCliAttemptInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_reportCliAttempt(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_reportCliAttempt_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *entgql.PageInfo[int]) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7465,6 +8095,29 @@ func (ec *executionContext) fieldContext_Recipient_lastSuccessAt(_ context.Conte
 	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Recipient_nextProbeAt(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_nextProbeAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextProbeAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_nextProbeAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Recipient_deletedAt(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8517,6 +9170,50 @@ func (ec *executionContext) fieldContext_Subscription_deliveryUpdated(ctx contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_deliveryUpdated_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_cliListen(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_cliListen(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().CliListen(ctx, fc.Args["recipientId"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.CliJob) graphql.Marshaler {
+			return ec.marshalNCliJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCliJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_cliListen(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CliJob(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_cliListen_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -12790,7 +13487,7 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "hasServer", "hasServerWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "nextProbeAt", "nextProbeAtNEQ", "nextProbeAtIn", "nextProbeAtNotIn", "nextProbeAtGT", "nextProbeAtGTE", "nextProbeAtLT", "nextProbeAtLTE", "nextProbeAtIsNil", "nextProbeAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "hasServer", "hasServerWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -13581,6 +14278,76 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 				return it, err
 			}
 			it.LastSuccessAtNotNil = data
+		case "nextProbeAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAt = data
+		case "nextProbeAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAtNEQ = data
+		case "nextProbeAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAtIn = data
+		case "nextProbeAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAtNotIn = data
+		case "nextProbeAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAtGT = data
+		case "nextProbeAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAtGTE = data
+		case "nextProbeAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAtLT = data
+		case "nextProbeAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAtLTE = data
+		case "nextProbeAtIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAtIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAtIsNil = data
+		case "nextProbeAtNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextProbeAtNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextProbeAtNotNil = data
 		case "deletedAt":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("deletedAt"))
 			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
@@ -13679,6 +14446,97 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 func UnmarshalRecipientWhereInput(ctx context.Context, raw any) (ent.RecipientWhereInput, error) {
 	var out ent.RecipientWhereInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "RecipientWhereInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputReportCliAttemptInput(ctx context.Context, obj any) (model.ReportCliAttemptInput, error) {
+	var it model.ReportCliAttemptInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"deliveryId", "attempt", "leaseToken", "startedAt", "finishedAt", "httpStatus", "errorKind", "errorMessage"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "deliveryId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("deliveryId"))
+			data, err := ec.unmarshalNID2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DeliveryID = data
+		case "attempt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attempt"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Attempt = data
+		case "leaseToken":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("leaseToken"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.LeaseToken = data
+		case "startedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAt"))
+			data, err := ec.unmarshalNTime2timeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAt = data
+		case "finishedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAt"))
+			data, err := ec.unmarshalNTime2timeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAt = data
+		case "httpStatus":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatus"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatus = data
+		case "errorKind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorKind"))
+			data, err := ec.unmarshalOAttemptErrorKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋattemptᚐErrorKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorKind = data
+		case "errorMessage":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessage"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessage = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalReportCliAttemptInput unmarshals raw into the ReportCliAttemptInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalReportCliAttemptInput(ctx context.Context, raw any) (model.ReportCliAttemptInput, error) {
+	var out model.ReportCliAttemptInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ReportCliAttemptInput", raw, &out)
 	return out, err
 }
 
@@ -15757,6 +16615,99 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var cliJobImplementors = []string{"CliJob"}
+
+func (ec *executionContext) _CliJob(ctx context.Context, sel ast.SelectionSet, obj *model.CliJob) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, cliJobImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CliJob")
+		case "kind":
+			out.Values[i] = ec._CliJob_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._CliJob_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deliveryId":
+			out.Values[i] = ec._CliJob_deliveryId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._CliJob_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leaseToken":
+			out.Values[i] = ec._CliJob_leaseToken(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "method":
+			out.Values[i] = ec._CliJob_method(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "path":
+			out.Values[i] = ec._CliJob_path(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "query":
+			out.Values[i] = ec._CliJob_query(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headers":
+			out.Values[i] = ec._CliJob_headers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "bodyBase64":
+			out.Values[i] = ec._CliJob_bodyBase64(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestId":
+			out.Values[i] = ec._CliJob_requestId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "idempotencyKey":
+			out.Values[i] = ec._CliJob_idempotencyKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "timeoutSeconds":
+			out.Values[i] = ec._CliJob_timeoutSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var deliveryImplementors = []string{"Delivery", "Node"}
 
 func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet, obj *ent.Delivery) graphql.Marshaler {
@@ -16314,6 +17265,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "reportCliAttempt":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_reportCliAttempt(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16630,6 +17588,11 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 			}
 		case "lastSuccessAt":
 			out.Values[i] = ec._Recipient_lastSuccessAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "nextProbeAt":
+			out.Values[i] = ec._Recipient_nextProbeAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -17040,6 +18003,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	switch fields[0].Name {
 	case "deliveryUpdated":
 		return ec._Subscription_deliveryUpdated(ctx, fields[0])
+	case "cliListen":
+		return ec._Subscription_cliListen(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -17637,6 +18602,24 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNCliJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCliJob(ctx context.Context, sel ast.SelectionSet, v *model.CliJob) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "CliJob!")
+		return graphql.Null
+	}
+	return ec._CliJob(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNCliMessageKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCliMessageKind(ctx context.Context, v any) (model.CliMessageKind, error) {
+	var res model.CliMessageKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCliMessageKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCliMessageKind(ctx context.Context, sel ast.SelectionSet, v model.CliMessageKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNCreatePlanInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCreatePlanInput(ctx context.Context, v any) (model.CreatePlanInput, error) {
 	res, err := ec.unmarshalInputCreatePlanInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -17995,6 +18978,11 @@ func (ec *executionContext) marshalNRecipientState2githubᚗcomᚋadalᚑrelay�
 func (ec *executionContext) unmarshalNRecipientWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRecipientWhereInput(ctx context.Context, v any) (*ent.RecipientWhereInput, error) {
 	res, err := ec.unmarshalInputRecipientWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNReportCliAttemptInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐReportCliAttemptInput(ctx context.Context, v any) (model.ReportCliAttemptInput, error) {
+	res, err := ec.unmarshalInputReportCliAttemptInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNRequest2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRequest(ctx context.Context, sel ast.SelectionSet, v *ent.Request) graphql.Marshaler {

@@ -3,12 +3,45 @@
 package model
 
 import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/viewer"
 )
+
+// One message of cliListen. The first message is CONNECTED; then one JOB per attempt. A JOB is already a started,
+// counted attempt held under a lease (the attempt timeout plus a margin): report its outcome with reportCliAttempt
+// before the lease runs out, or the attempt is recorded as INTERRUPTED.
+type CliJob struct {
+	Kind CliMessageKind `json:"kind"`
+	// Human-readable status for CONNECTED (recipient, server, backlog handling); empty for JOB.
+	Message    string `json:"message"`
+	DeliveryID int    `json:"deliveryId"`
+	// The attempt number, from 1; sent to the local service as X-Adal-Attempt.
+	Attempt int `json:"attempt"`
+	// Proves the report comes from the holder of this attempt; pass it back to reportCliAttempt unchanged.
+	LeaseToken string `json:"leaseToken"`
+	Method     string `json:"method"`
+	// The path received after /in/{key}, escaped; appended to the CLI's --forward URL.
+	Path string `json:"path"`
+	// The raw query string received, without '?'.
+	Query string `json:"query"`
+	// The headers received. The CLI drops hop-by-hop headers, Host and X-Adal-* before forwarding.
+	Headers    []*Header `json:"headers"`
+	BodyBase64 string    `json:"bodyBase64"`
+	// Sent to the local service as X-Adal-Request-Id.
+	RequestID int `json:"requestId"`
+	// Sent as X-Adal-Idempotency when the recipient has sendIdempotencyKey on; null otherwise.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+	// The recipient's attempt timeout (at most 30), including reading the response.
+	TimeoutSeconds int `json:"timeoutSeconds"`
+}
 
 type CreatePlanInput struct {
 	Name                   string `json:"name"`
@@ -62,6 +95,20 @@ type IssuedToken struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
+type ReportCliAttemptInput struct {
+	DeliveryID int    `json:"deliveryId"`
+	Attempt    int    `json:"attempt"`
+	LeaseToken string `json:"leaseToken"`
+	// When the CLI started and finished the local call, by its clock; only their difference (the duration) is kept.
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+	// The local service's response status; null when it gave none.
+	HTTPStatus *int `json:"httpStatus,omitempty"`
+	// Null for a 2xx answer read completely; else CLI_LOCAL (local service unreachable), TIMEOUT or HTTP_STATUS.
+	ErrorKind    *attempt.ErrorKind `json:"errorKind,omitempty"`
+	ErrorMessage *string            `json:"errorMessage,omitempty"`
+}
+
 type Subscription struct {
 }
 
@@ -95,4 +142,62 @@ type Viewer struct {
 	Subject string      `json:"subject"`
 	// The viewer's tenant; null for operators.
 	Tenant *ent.Tenant `json:"tenant,omitempty"`
+}
+
+// What a cliListen message carries.
+type CliMessageKind string
+
+const (
+	// The CLI is attached: cliConnected is true and due deliveries will follow. Only kind and message are set.
+	CliMessageKindConnected CliMessageKind = "CONNECTED"
+	// A delivery attempt to run against the local service; every field is set.
+	CliMessageKindJob CliMessageKind = "JOB"
+)
+
+var AllCliMessageKind = []CliMessageKind{
+	CliMessageKindConnected,
+	CliMessageKindJob,
+}
+
+func (e CliMessageKind) IsValid() bool {
+	switch e {
+	case CliMessageKindConnected, CliMessageKindJob:
+		return true
+	}
+	return false
+}
+
+func (e CliMessageKind) String() string {
+	return string(e)
+}
+
+func (e *CliMessageKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = CliMessageKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid CliMessageKind", str)
+	}
+	return nil
+}
+
+func (e CliMessageKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *CliMessageKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e CliMessageKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }

@@ -96,6 +96,9 @@ async function render() {
       return;
     }
     if (!ctx.alive) return;
+  } else {
+    // The balance moves with every accepted webhook: refresh it on each navigation, without waiting.
+    refreshViewer().catch(() => {});
   }
   renderHeader(segments[0]);
   switch (segments[0]) {
@@ -522,7 +525,7 @@ function requestsTable(conn, server, status, serverId) {
     h('tbody', rows.map((r) => {
       const to = href('/requests/' + r.id);
       const tr = h('tr', { dataset: { requestId: r.id, status: r.status } },
-        h('td.nowrap', h('a.row-link', { href: to }, timeEl(r.receivedAt, 'relative')), h('div.cell-sub', `#${r.id}`)),
+        h('td.nowrap', h('a.row-link', { href: to }, timeEl(r.receivedAt, 'relative')), h('div.cell-sub', timeEl(r.receivedAt))),
         h('td', h('span.http-method', r.method)),
         h('td.path-cell', h('span.mono', r.path || '/', r.query ? h('span.muted', '?' + r.query) : null),
           r.replayOf ? h('span.tag', `replay of #${r.replayOf.id}`) : null),
@@ -668,11 +671,12 @@ function deliveriesByRecipient(r, ui, reload) {
     if (!groups.has(d.recipient.id)) groups.set(d.recipient.id, { recipient: d.recipient, deliveries: [] });
     groups.get(d.recipient.id).deliveries.push(d);
   }
+  // Highlight what changed since the last render (a live update), never on the first one.
   const changed = new Set();
+  const firstRender = ui.statuses.size === 0;
   for (const d of deliveries) {
     const key = `${d.status}/${d.attemptCount}`;
-    if (ui.statuses.has(d.id) && ui.statuses.get(d.id) !== key) changed.add(d.id);
-    if (!ui.statuses.has(d.id) && ui.statuses.size) changed.add(d.id);
+    if (!firstRender && ui.statuses.get(d.id) !== key) changed.add(d.id);
     ui.statuses.set(d.id, key);
   }
   return h('div.stack', [...groups.values()].map((g) => h('article.card.recipient-group', { dataset: { recipientId: g.recipient.id } },

@@ -83,7 +83,8 @@ export async function gql(query, variables = {}, { signal, token = auth.token } 
   }
   if (body && Array.isArray(body.errors) && body.errors.length) {
     const err = errorFromPayload(body.errors, resp.status);
-    if (err.code === 'UNAUTHENTICATED' && token) unauthenticated(err);
+    // Only the stored token ends the session; a candidate being tried on the sign-in page just fails.
+    if (err.code === 'UNAUTHENTICATED' && token && token === auth.token) unauthenticated(err);
     throw err;
   }
   if (!body || !body.data) {

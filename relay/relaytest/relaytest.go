@@ -59,7 +59,20 @@ type Env struct {
 // serves it on a loopback httptest server. Everything stops when the test ends.
 func Start(t testing.TB, configure ...func(*relay.Config)) *Env {
 	t.Helper()
-	db := dbtest.Open(t)
+	return start(t, dbtest.Open(t), configure)
+}
+
+// Peer starts another process on e's database, as a second replica of a scale-out deployment would run:
+// its own services, scheduler and HTTP server, sharing nothing with e but the database. Only PostgreSQL is
+// shared between processes; on SQLite the test is skipped.
+func (e *Env) Peer(t testing.TB, configure ...func(*relay.Config)) *Env {
+	t.Helper()
+	dbtest.SkipUnlessPostgres(t)
+	return start(t, e.DB, configure)
+}
+
+func start(t testing.TB, db *dbtest.DB, configure []func(*relay.Config)) *Env {
+	t.Helper()
 	cfg := relay.Config{
 		DatabaseURL:         db.URL,
 		DataDir:             db.Dir,

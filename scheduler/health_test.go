@@ -1,0 +1,158 @@
+package scheduler_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/delivery"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/relay/relaytest"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// switchable answers 500 until told to answer 200.
+type switchable struct {
+	*httptest.Server
+	ok    atomic.Bool
+	calls atomic.Int64
+	times chan time.Time
+}
+
+func newSwitchable(t *testing.T) *switchable {
+	s := &switchable{times: make(chan time.Time, 1000)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.calls.Add(1)
+		s.times <- time.Now()
+		if s.ok.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func smallHealth(unit time.Duration, rules delivery.HealthRules) func(*relay.Config) {
+	return func(c *relay.Config) {
+		c.RetryUnit = unit
+		c.Health = rules
+	}
+}
+
+func recipientState(t *testing.T, env *relaytest.Env, id string) recipient.State {
+	t.Helper()
+	rid, _ := strconv.Atoi(id)
+	r, err := env.DB.Client.Recipient.Get(viewer.SystemContext(t.Context()), rid)
+	require.NoError(t, err)
+	return r.State
+}
+
+func TestConsecutiveFailuresDisableThenProbeReenables(t *testing.T) {
+	t.Parallel()
+	const unit = 10 * time.Millisecond
+	rules := delivery.DefaultHealthRules
+	rules.DisableConsecutive = 3
+	rules.ProbeUnits = 10 // one probe per 100ms
+	env := relaytest.Start(t, smallHealth(unit, rules))
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 20})
+	srv := env.NewServer(tn, "s", nil)
+	rcv := newSwitchable(t)
+	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 10, "retrySchedule": "STEPPED"})
+
+	first := post(t, env, srv.Key, "", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "recipient disabled", func() bool {
+		return recipientState(t, env, rid) == recipient.StateDISABLED
+	})
+	var out struct {
+		Node struct {
+			State       string
+			StateReason string
+		}
+	}
+	env.MustGraphQL(tn.Owner, `query($id: ID!){ node(id: $id) { ... on Recipient { state stateReason } } }`, map[string]any{"id": rid}, &out)
+	require.Equal(t, "DISABLED", out.Node.State)
+	require.Contains(t, out.Node.StateReason, "3 consecutive failures")
+
+	// While disabled, attempts come only as probes: consecutive probe attempts are at least the probe
+	// interval apart.
+	second := post(t, env, srv.Key, "", `{}`)
+	for len(rcv.times) > 0 {
+		<-rcv.times
+	}
+	var probes []time.Time
+	relaytest.Eventually(t, 20*time.Second, "two probes", func() bool {
+		select {
+		case at := <-rcv.times:
+			probes = append(probes, at)
+		default:
+		}
+		return len(probes) >= 2
+	})
+	require.GreaterOrEqual(t, probes[1].Sub(probes[0]), 10*unit-5*time.Millisecond, "probes closer than the probe interval")
+
+	// A successful probe re-enables, and waiting deliveries flow.
+	rcv.ok.Store(true)
+	relaytest.Eventually(t, 20*time.Second, "both requests delivered", func() bool {
+		a, b := deliveriesOf(t, env, first), deliveriesOf(t, env, second)
+		return a[0].Status == entdelivery.StatusSUCCEEDED && b[0].Status == entdelivery.StatusSUCCEEDED
+	})
+	require.Equal(t, recipient.StateACTIVE, recipientState(t, env, rid))
+}
+
+func TestFailureRatioDisables(t *testing.T) {
+	t.Parallel()
+	rules := delivery.DefaultHealthRules
+	rules.DisableMinAttempts = 4
+	rules.DisableRatio = 0.7
+	rules.DisableConsecutive = 1000
+	env := relaytest.Start(t, smallHealth(time.Millisecond, rules))
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 20})
+	srv := env.NewServer(tn, "s", nil)
+	rcv := newSwitchable(t)
+	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 10, "retrySchedule": "STEPPED"})
+	post(t, env, srv.Key, "", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "recipient disabled by ratio", func() bool {
+		return recipientState(t, env, rid) == recipient.StateDISABLED
+	})
+	// More than 4 attempts in the window, more than 70% failed: the fifth failure disables.
+	require.EqualValues(t, 5, rcv.calls.Load())
+}
+
+func TestHardFreezeStopsAttemptsUntilEnabled(t *testing.T) {
+	t.Parallel()
+	rules := delivery.DefaultHealthRules
+	rules.DisableConsecutive = 100
+	rules.FreezeHard = 3
+	env := relaytest.Start(t, smallHealth(time.Millisecond, rules))
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 20})
+	srv := env.NewServer(tn, "s", nil)
+	rcv := newSwitchable(t)
+	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 10, "retrySchedule": "STEPPED"})
+	reqID := post(t, env, srv.Key, "", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "recipient frozen", func() bool {
+		return recipientState(t, env, rid) == recipient.StateFROZEN
+	})
+	require.EqualValues(t, 3, rcv.calls.Load())
+	d := deliveriesOf(t, env, reqID)[0]
+	require.Equal(t, entdelivery.StatusPENDING, d.Status)
+	require.Equal(t, 3, d.AttemptCount)
+
+	// A member cannot enable; the owner can, and the delivery goes on.
+	resp := env.GraphQL(tn.Member, `mutation($id: ID!){ enableRecipient(id: $id){ state } }`, map[string]any{"id": rid})
+	require.Equal(t, "FORBIDDEN", resp.Code())
+	rcv.ok.Store(true)
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ enableRecipient(id: $id){ state } }`, map[string]any{"id": rid}, nil)
+	relaytest.Eventually(t, 20*time.Second, "delivered after enable", func() bool {
+		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusSUCCEEDED
+	})
+	require.EqualValues(t, 4, rcv.calls.Load())
+}

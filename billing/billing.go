@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/adal-relay/adal/ent"
@@ -264,4 +265,81 @@ func (s *Service) ChangePlan(ctx context.Context, client *ent.Client, tenantID, 
 func PlanOf(ctx context.Context, client *ent.Client, tenantID int) (*ent.Plan, error) {
 	p, err := client.Tenant.Query().Where(tenant.ID(tenantID)).QueryPlan().Only(ctx)
 	return p, storage.Err("billing.PlanOf", "plan", err)
+}
+
+// Reservation is credits taken from one tenant for a batch of items, before the items have IDs to name in
+// the ledger. Record writes its ledger entries in the same transaction.
+type Reservation struct {
+	TenantID int
+	// Granted is how many of the requested credits the balance allowed (a prefix of the batch).
+	Granted int
+	// Before is the balance before the reservation.
+	Before int64
+}
+
+// Reserve takes up to n credits from the tenant — as many as its balance allows — and reports how many. The
+// tenant row stays locked until the transaction ends, so concurrent batches of one tenant serialise and never
+// overdraw. client must be bound to a transaction, and Record must follow in it.
+func (s *Service) Reserve(ctx context.Context, client *ent.Client, tenantID, n int) (Reservation, error) {
+	const op = "billing.Reserve"
+	sel := entsql.Dialect(s.dialect).Select(tenant.FieldCreditBalance).From(entsql.Table(tenant.Table)).
+		Where(entsql.EQ(tenant.FieldID, tenantID))
+	if s.dialect == dialect.Postgres {
+		sel.ForUpdate() // SQLite transactions here take the write lock at BEGIN, which serialises them already
+	}
+	query, args := sel.Query()
+	rows, err := client.QueryContext(ctx, query, args...)
+	if err != nil {
+		return Reservation{}, fault.Wrap(op, fault.Internal, err)
+	}
+	var before int64
+	found := rows.Next()
+	if found {
+		err = rows.Scan(&before)
+	}
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Reservation{}, fault.Wrap(op, fault.Internal, err)
+	}
+	if !found {
+		return Reservation{}, fault.E(op, fault.NotFound, "tenant %d not found", tenantID)
+	}
+	r := Reservation{TenantID: tenantID, Granted: int(min(int64(n), before)), Before: before}
+	if r.Granted == 0 {
+		return r, nil
+	}
+	if _, ok, err := s.add(ctx, client, tenantID, -int64(r.Granted)); err != nil || !ok {
+		return Reservation{}, fault.E(op, fault.Internal, "balance changed under a lock: %v", err)
+	}
+	return r, nil
+}
+
+// Record writes one ledger entry of one credit per reference for the reservations (refs[i] for reservation
+// i, len(refs[i]) == Granted), as one insert.
+func (s *Service) Record(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string) error {
+	now := s.now()
+	var builders []*ent.LedgerEntryCreate
+	for i, r := range rs {
+		if len(refs[i]) != r.Granted {
+			return fault.E("billing.Record", fault.Internal, "%d references for %d credits", len(refs[i]), r.Granted)
+		}
+		for j, ref := range refs[i] {
+			builders = append(builders, client.LedgerEntry.Create().
+				SetTenantID(r.TenantID).
+				SetReason(reason).
+				SetAmount(-1).
+				SetBalanceAfter(r.Before-int64(j+1)).
+				SetReference(ref).
+				SetCreatedAt(now))
+		}
+	}
+	if len(builders) == 0 {
+		return nil
+	}
+	if err := client.LedgerEntry.CreateBulk(builders...).Exec(ctx); err != nil {
+		return fault.Wrap("billing.Record", fault.Internal, err)
+	}
+	return nil
 }

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -94,15 +93,13 @@ func (c *Config) validate() error {
 type Job struct {
 	Claim delivery.Claim
 	// LeaseToken is the claim's lease owner; the CLI passes it back with its report.
-	LeaseToken     string
-	Method         string
-	Path           string
-	Query          string
-	Header         http.Header
-	Body           []byte
-	RequestID      int
-	IdempotencyKey string // empty unless the recipient sends it
-	Timeout        time.Duration
+	LeaseToken string
+	// Request is the stored request to forward.
+	Request *ent.Request
+	// IdempotencyKey is the request key when the recipient sends it, else empty.
+	IdempotencyKey string
+	// Timeout bounds the local call, reading the response included.
+	Timeout time.Duration
 }
 
 // Hub tracks the CLIs attached to this process and feeds them jobs.
@@ -424,12 +421,7 @@ func (h *Hub) load(ctx context.Context, claims []delivery.Claim) ([]Job, error) 
 		j := Job{
 			Claim:      c,
 			LeaseToken: c.Owner,
-			Method:     req.Method,
-			Path:       req.Path,
-			Query:      req.Query,
-			Header:     req.Headers,
-			Body:       req.Body,
-			RequestID:  req.ID,
+			Request:    req,
 			Timeout:    min(time.Duration(rec.TimeoutSeconds)*time.Second, delivery.DefaultTimeout),
 		}
 		if j.Timeout <= 0 {

@@ -2,6 +2,7 @@ package clihub
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -154,4 +155,21 @@ func Backlog(ctx context.Context, client *ent.Client, recipientID int) (int, err
 			entdelivery.Backlog(true), entdelivery.AttemptCount(0)).
 		Count(ctx)
 	return n, storage.Err("clihub.Backlog", "delivery", err)
+}
+
+// Greeting is the status line a CLI shows when it attached: which recipient, and what happens to the
+// backlog of deliveries received while no CLI was attached.
+func Greeting(rec *ent.Recipient, srv *ent.Server, backlog int) string {
+	msg := fmt.Sprintf("recipient %q of server %q", rec.Name, srv.Name)
+	switch {
+	case backlog == 0:
+	case srv.DeliverPendingOnConnect:
+		msg += fmt.Sprintf("; %d pending delivery(ies) received while disconnected will be sent now (deliverPendingOnConnect is on)", backlog)
+	default:
+		msg += fmt.Sprintf("; %d pending delivery(ies) received while disconnected are kept back (deliverPendingOnConnect is off)", backlog)
+	}
+	if rec.State != recipient.StateACTIVE {
+		msg += fmt.Sprintf("; the recipient is %s: nothing is sent until it is active again", rec.State)
+	}
+	return msg
 }

@@ -11,7 +11,6 @@ import (
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/recipient"
-	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/storage"
@@ -99,70 +98,22 @@ type NewRequest struct {
 	ReplayOf   *int
 }
 
-// StoreRequest stores a request for srv, debits one credit for it (reason says why) and creates one pending
-// delivery per recipient. client must be bound to a transaction: all of it commits, or none.
+// StoreRequest stores one request for srv, debits one credit for it (reason says why) and creates one
+// pending delivery per recipient. client must be bound to a transaction: all of it commits, or none.
 func (s *Service) StoreRequest(ctx context.Context, client *ent.Client, srv *ent.Server, recipients []*ent.Recipient, in NewRequest, reason ledgerentry.Reason, key string) (*ent.Request, []*ent.Delivery, error) {
-	const op = "delivery.StoreRequest"
-	plan, err := billing.PlanOf(ctx, client, srv.TenantID)
+	stored, err := s.StoreBatch(ctx, client, []Incoming{{Server: srv, Recipients: recipients, Request: in, Key: key}}, reason)
 	if err != nil {
 		return nil, nil, err
 	}
-	days := plan.RetentionDays
-	if srv.RetentionDays != nil && *srv.RetentionDays < days {
-		days = *srv.RetentionDays
-	}
-	now := s.cfg.Now()
-	status := request.StatusPENDING
-	if len(recipients) == 0 {
-		status = request.StatusFAILED // nobody to deliver to: nothing will ever succeed
-	}
-	req, err := client.Request.Create().
-		SetTenantID(srv.TenantID).
-		SetServerID(srv.ID).
-		SetKey(key).
-		SetMethod(in.Method).
-		SetPath(in.Path).
-		SetQuery(in.Query).
-		SetHeaders(in.Header).
-		SetBody(in.Body).
-		SetSourceAddr(in.SourceAddr).
-		SetReceivedAt(now).
-		SetExpiresAt(now.Add(time.Duration(days) * 24 * time.Hour)).
-		SetStatus(status).
-		SetNillableReplayOfID(in.ReplayOf).
-		Save(ctx)
-	if err != nil {
-		return nil, nil, storage.Err(op, "request", err)
-	}
-	if _, err := s.cfg.Billing.Debit(ctx, client, srv.TenantID, 1, reason, fmt.Sprintf("request:%d", req.ID)); err != nil {
-		return nil, nil, err
-	}
-	ds, err := s.createDeliveries(ctx, client, req, recipients, entdelivery.TriggerAUTOMATIC)
-	if err != nil {
-		return nil, nil, err
-	}
-	return req, ds, nil
+	return stored[0].Request, stored[0].Deliveries, stored[0].Err
 }
 
-// createDeliveries creates one pending delivery of req per recipient, due now, with the recipient's attempts
-// and schedule copied in. A CLI delivery created while no CLI is attached is backlog.
+// createDeliveries creates one pending delivery of req per recipient (manual retries).
 func (s *Service) createDeliveries(ctx context.Context, client *ent.Client, req *ent.Request, recipients []*ent.Recipient, trigger entdelivery.Trigger) ([]*ent.Delivery, error) {
-	if len(recipients) == 0 {
-		return nil, nil
-	}
 	now := s.cfg.Now()
 	builders := make([]*ent.DeliveryCreate, len(recipients))
 	for i, r := range recipients {
-		builders[i] = client.Delivery.Create().
-			SetTenantID(req.TenantID).
-			SetRequestID(req.ID).
-			SetRecipientID(r.ID).
-			SetTrigger(trigger).
-			SetMaxAttempts(r.MaxAttempts).
-			SetRetrySchedule(entdelivery.RetrySchedule(r.RetrySchedule)).
-			SetNextAttemptAt(now).
-			SetBacklog(r.Method == recipient.MethodCLI && !s.cfg.CLIConnected(r, now)).
-			SetCreatedAt(now)
+		builders[i] = s.deliveryCreate(client, req, r, trigger, now)
 	}
 	ds, err := client.Delivery.CreateBulk(builders...).Save(ctx)
 	if err != nil {

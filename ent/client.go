@@ -18,6 +18,8 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -38,6 +40,10 @@ type Client struct {
 	Delivery *DeliveryClient
 	// LedgerEntry is the client for interacting with the LedgerEntry builders.
 	LedgerEntry *LedgerEntryClient
+	// OutboundAttempt is the client for interacting with the OutboundAttempt builders.
+	OutboundAttempt *OutboundAttemptClient
+	// OutboundJob is the client for interacting with the OutboundJob builders.
+	OutboundJob *OutboundJobClient
 	// Plan is the client for interacting with the Plan builders.
 	Plan *PlanClient
 	// Recipient is the client for interacting with the Recipient builders.
@@ -62,6 +68,8 @@ func (c *Client) init() {
 	c.Attempt = NewAttemptClient(c.config)
 	c.Delivery = NewDeliveryClient(c.config)
 	c.LedgerEntry = NewLedgerEntryClient(c.config)
+	c.OutboundAttempt = NewOutboundAttemptClient(c.config)
+	c.OutboundJob = NewOutboundJobClient(c.config)
 	c.Plan = NewPlanClient(c.config)
 	c.Recipient = NewRecipientClient(c.config)
 	c.Request = NewRequestClient(c.config)
@@ -157,16 +165,18 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:         ctx,
-		config:      cfg,
-		Attempt:     NewAttemptClient(cfg),
-		Delivery:    NewDeliveryClient(cfg),
-		LedgerEntry: NewLedgerEntryClient(cfg),
-		Plan:        NewPlanClient(cfg),
-		Recipient:   NewRecipientClient(cfg),
-		Request:     NewRequestClient(cfg),
-		Server:      NewServerClient(cfg),
-		Tenant:      NewTenantClient(cfg),
+		ctx:             ctx,
+		config:          cfg,
+		Attempt:         NewAttemptClient(cfg),
+		Delivery:        NewDeliveryClient(cfg),
+		LedgerEntry:     NewLedgerEntryClient(cfg),
+		OutboundAttempt: NewOutboundAttemptClient(cfg),
+		OutboundJob:     NewOutboundJobClient(cfg),
+		Plan:            NewPlanClient(cfg),
+		Recipient:       NewRecipientClient(cfg),
+		Request:         NewRequestClient(cfg),
+		Server:          NewServerClient(cfg),
+		Tenant:          NewTenantClient(cfg),
 	}, nil
 }
 
@@ -184,16 +194,18 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:         ctx,
-		config:      cfg,
-		Attempt:     NewAttemptClient(cfg),
-		Delivery:    NewDeliveryClient(cfg),
-		LedgerEntry: NewLedgerEntryClient(cfg),
-		Plan:        NewPlanClient(cfg),
-		Recipient:   NewRecipientClient(cfg),
-		Request:     NewRequestClient(cfg),
-		Server:      NewServerClient(cfg),
-		Tenant:      NewTenantClient(cfg),
+		ctx:             ctx,
+		config:          cfg,
+		Attempt:         NewAttemptClient(cfg),
+		Delivery:        NewDeliveryClient(cfg),
+		LedgerEntry:     NewLedgerEntryClient(cfg),
+		OutboundAttempt: NewOutboundAttemptClient(cfg),
+		OutboundJob:     NewOutboundJobClient(cfg),
+		Plan:            NewPlanClient(cfg),
+		Recipient:       NewRecipientClient(cfg),
+		Request:         NewRequestClient(cfg),
+		Server:          NewServerClient(cfg),
+		Tenant:          NewTenantClient(cfg),
 	}, nil
 }
 
@@ -223,8 +235,8 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Attempt, c.Delivery, c.LedgerEntry, c.Plan, c.Recipient, c.Request, c.Server,
-		c.Tenant,
+		c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.Plan,
+		c.Recipient, c.Request, c.Server, c.Tenant,
 	} {
 		n.Use(hooks...)
 	}
@@ -234,8 +246,8 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Attempt, c.Delivery, c.LedgerEntry, c.Plan, c.Recipient, c.Request, c.Server,
-		c.Tenant,
+		c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.Plan,
+		c.Recipient, c.Request, c.Server, c.Tenant,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -250,6 +262,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Delivery.mutate(ctx, m)
 	case *LedgerEntryMutation:
 		return c.LedgerEntry.mutate(ctx, m)
+	case *OutboundAttemptMutation:
+		return c.OutboundAttempt.mutate(ctx, m)
+	case *OutboundJobMutation:
+		return c.OutboundJob.mutate(ctx, m)
 	case *PlanMutation:
 		return c.Plan.mutate(ctx, m)
 	case *RecipientMutation:
@@ -776,6 +792,370 @@ func (c *LedgerEntryClient) mutate(ctx context.Context, m *LedgerEntryMutation) 
 		return (&LedgerEntryDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown LedgerEntry mutation op: %q", m.Op())
+	}
+}
+
+// OutboundAttemptClient is a client for the OutboundAttempt schema.
+type OutboundAttemptClient struct {
+	config
+}
+
+// NewOutboundAttemptClient returns a client for the OutboundAttempt from the given config.
+func NewOutboundAttemptClient(c config) *OutboundAttemptClient {
+	return &OutboundAttemptClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `outboundattempt.Hooks(f(g(h())))`.
+func (c *OutboundAttemptClient) Use(hooks ...Hook) {
+	c.hooks.OutboundAttempt = append(c.hooks.OutboundAttempt, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `outboundattempt.Intercept(f(g(h())))`.
+func (c *OutboundAttemptClient) Intercept(interceptors ...Interceptor) {
+	c.inters.OutboundAttempt = append(c.inters.OutboundAttempt, interceptors...)
+}
+
+// Create returns a builder for creating a OutboundAttempt entity.
+func (c *OutboundAttemptClient) Create() *OutboundAttemptCreate {
+	mutation := newOutboundAttemptMutation(c.config, OpCreate)
+	return &OutboundAttemptCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of OutboundAttempt entities.
+func (c *OutboundAttemptClient) CreateBulk(builders ...*OutboundAttemptCreate) *OutboundAttemptCreateBulk {
+	return &OutboundAttemptCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *OutboundAttemptClient) MapCreateBulk(slice any, setFunc func(*OutboundAttemptCreate, int)) *OutboundAttemptCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &OutboundAttemptCreateBulk{err: fmt.Errorf("calling to OutboundAttemptClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*OutboundAttemptCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &OutboundAttemptCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for OutboundAttempt.
+func (c *OutboundAttemptClient) Update() *OutboundAttemptUpdate {
+	mutation := newOutboundAttemptMutation(c.config, OpUpdate)
+	return &OutboundAttemptUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *OutboundAttemptClient) UpdateOne(_m *OutboundAttempt) *OutboundAttemptUpdateOne {
+	mutation := newOutboundAttemptMutation(c.config, OpUpdateOne, withOutboundAttempt(_m))
+	return &OutboundAttemptUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *OutboundAttemptClient) UpdateOneID(id int) *OutboundAttemptUpdateOne {
+	mutation := newOutboundAttemptMutation(c.config, OpUpdateOne, withOutboundAttemptID(id))
+	return &OutboundAttemptUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for OutboundAttempt.
+func (c *OutboundAttemptClient) Delete() *OutboundAttemptDelete {
+	mutation := newOutboundAttemptMutation(c.config, OpDelete)
+	return &OutboundAttemptDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *OutboundAttemptClient) DeleteOne(_m *OutboundAttempt) *OutboundAttemptDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *OutboundAttemptClient) DeleteOneID(id int) *OutboundAttemptDeleteOne {
+	builder := c.Delete().Where(outboundattempt.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &OutboundAttemptDeleteOne{builder}
+}
+
+// Query returns a query builder for OutboundAttempt.
+func (c *OutboundAttemptClient) Query() *OutboundAttemptQuery {
+	return &OutboundAttemptQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeOutboundAttempt},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a OutboundAttempt entity by its id.
+func (c *OutboundAttemptClient) Get(ctx context.Context, id int) (*OutboundAttempt, error) {
+	return c.Query().Where(outboundattempt.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *OutboundAttemptClient) GetX(ctx context.Context, id int) *OutboundAttempt {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a OutboundAttempt.
+func (c *OutboundAttemptClient) QueryTenant(_m *OutboundAttempt) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(outboundattempt.Table, outboundattempt.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, outboundattempt.TenantTable, outboundattempt.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryJob queries the job edge of a OutboundAttempt.
+func (c *OutboundAttemptClient) QueryJob(_m *OutboundAttempt) *OutboundJobQuery {
+	query := (&OutboundJobClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(outboundattempt.Table, outboundattempt.FieldID, id),
+			sqlgraph.To(outboundjob.Table, outboundjob.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, outboundattempt.JobTable, outboundattempt.JobColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *OutboundAttemptClient) Hooks() []Hook {
+	hooks := c.hooks.OutboundAttempt
+	return append(hooks[:len(hooks):len(hooks)], outboundattempt.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *OutboundAttemptClient) Interceptors() []Interceptor {
+	return c.inters.OutboundAttempt
+}
+
+func (c *OutboundAttemptClient) mutate(ctx context.Context, m *OutboundAttemptMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&OutboundAttemptCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&OutboundAttemptUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&OutboundAttemptUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&OutboundAttemptDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown OutboundAttempt mutation op: %q", m.Op())
+	}
+}
+
+// OutboundJobClient is a client for the OutboundJob schema.
+type OutboundJobClient struct {
+	config
+}
+
+// NewOutboundJobClient returns a client for the OutboundJob from the given config.
+func NewOutboundJobClient(c config) *OutboundJobClient {
+	return &OutboundJobClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `outboundjob.Hooks(f(g(h())))`.
+func (c *OutboundJobClient) Use(hooks ...Hook) {
+	c.hooks.OutboundJob = append(c.hooks.OutboundJob, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `outboundjob.Intercept(f(g(h())))`.
+func (c *OutboundJobClient) Intercept(interceptors ...Interceptor) {
+	c.inters.OutboundJob = append(c.inters.OutboundJob, interceptors...)
+}
+
+// Create returns a builder for creating a OutboundJob entity.
+func (c *OutboundJobClient) Create() *OutboundJobCreate {
+	mutation := newOutboundJobMutation(c.config, OpCreate)
+	return &OutboundJobCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of OutboundJob entities.
+func (c *OutboundJobClient) CreateBulk(builders ...*OutboundJobCreate) *OutboundJobCreateBulk {
+	return &OutboundJobCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *OutboundJobClient) MapCreateBulk(slice any, setFunc func(*OutboundJobCreate, int)) *OutboundJobCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &OutboundJobCreateBulk{err: fmt.Errorf("calling to OutboundJobClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*OutboundJobCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &OutboundJobCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for OutboundJob.
+func (c *OutboundJobClient) Update() *OutboundJobUpdate {
+	mutation := newOutboundJobMutation(c.config, OpUpdate)
+	return &OutboundJobUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *OutboundJobClient) UpdateOne(_m *OutboundJob) *OutboundJobUpdateOne {
+	mutation := newOutboundJobMutation(c.config, OpUpdateOne, withOutboundJob(_m))
+	return &OutboundJobUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *OutboundJobClient) UpdateOneID(id int) *OutboundJobUpdateOne {
+	mutation := newOutboundJobMutation(c.config, OpUpdateOne, withOutboundJobID(id))
+	return &OutboundJobUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for OutboundJob.
+func (c *OutboundJobClient) Delete() *OutboundJobDelete {
+	mutation := newOutboundJobMutation(c.config, OpDelete)
+	return &OutboundJobDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *OutboundJobClient) DeleteOne(_m *OutboundJob) *OutboundJobDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *OutboundJobClient) DeleteOneID(id int) *OutboundJobDeleteOne {
+	builder := c.Delete().Where(outboundjob.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &OutboundJobDeleteOne{builder}
+}
+
+// Query returns a query builder for OutboundJob.
+func (c *OutboundJobClient) Query() *OutboundJobQuery {
+	return &OutboundJobQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeOutboundJob},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a OutboundJob entity by its id.
+func (c *OutboundJobClient) Get(ctx context.Context, id int) (*OutboundJob, error) {
+	return c.Query().Where(outboundjob.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *OutboundJobClient) GetX(ctx context.Context, id int) *OutboundJob {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a OutboundJob.
+func (c *OutboundJobClient) QueryTenant(_m *OutboundJob) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(outboundjob.Table, outboundjob.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, outboundjob.TenantTable, outboundjob.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryAttempts queries the attempts edge of a OutboundJob.
+func (c *OutboundJobClient) QueryAttempts(_m *OutboundJob) *OutboundAttemptQuery {
+	query := (&OutboundAttemptClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(outboundjob.Table, outboundjob.FieldID, id),
+			sqlgraph.To(outboundattempt.Table, outboundattempt.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, outboundjob.AttemptsTable, outboundjob.AttemptsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryDuplicateOf queries the duplicate_of edge of a OutboundJob.
+func (c *OutboundJobClient) QueryDuplicateOf(_m *OutboundJob) *OutboundJobQuery {
+	query := (&OutboundJobClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(outboundjob.Table, outboundjob.FieldID, id),
+			sqlgraph.To(outboundjob.Table, outboundjob.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, outboundjob.DuplicateOfTable, outboundjob.DuplicateOfColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryDuplicates queries the duplicates edge of a OutboundJob.
+func (c *OutboundJobClient) QueryDuplicates(_m *OutboundJob) *OutboundJobQuery {
+	query := (&OutboundJobClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(outboundjob.Table, outboundjob.FieldID, id),
+			sqlgraph.To(outboundjob.Table, outboundjob.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, outboundjob.DuplicatesTable, outboundjob.DuplicatesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *OutboundJobClient) Hooks() []Hook {
+	hooks := c.hooks.OutboundJob
+	return append(hooks[:len(hooks):len(hooks)], outboundjob.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *OutboundJobClient) Interceptors() []Interceptor {
+	return c.inters.OutboundJob
+}
+
+func (c *OutboundJobClient) mutate(ctx context.Context, m *OutboundJobMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&OutboundJobCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&OutboundJobUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&OutboundJobUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&OutboundJobDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown OutboundJob mutation op: %q", m.Op())
 	}
 }
 
@@ -1660,12 +2040,12 @@ func (c *TenantClient) mutate(ctx context.Context, m *TenantMutation) (Value, er
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Attempt, Delivery, LedgerEntry, Plan, Recipient, Request, Server,
-		Tenant []ent.Hook
+		Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob, Plan, Recipient,
+		Request, Server, Tenant []ent.Hook
 	}
 	inters struct {
-		Attempt, Delivery, LedgerEntry, Plan, Recipient, Request, Server,
-		Tenant []ent.Interceptor
+		Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob, Plan, Recipient,
+		Request, Server, Tenant []ent.Interceptor
 	}
 )
 

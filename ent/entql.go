@@ -6,6 +6,8 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -21,7 +23,7 @@ import (
 
 // schemaGraph holds a representation of ent/schema at runtime.
 var schemaGraph = func() *sqlgraph.Schema {
-	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 8)}
+	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 10)}
 	graph.Nodes[0] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   attempt.Table,
@@ -97,6 +99,64 @@ var schemaGraph = func() *sqlgraph.Schema {
 	}
 	graph.Nodes[3] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
+			Table:   outboundattempt.Table,
+			Columns: outboundattempt.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: outboundattempt.FieldID,
+			},
+		},
+		Type: "OutboundAttempt",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			outboundattempt.FieldTenantID:          {Type: field.TypeInt, Column: outboundattempt.FieldTenantID},
+			outboundattempt.FieldJobID:             {Type: field.TypeInt, Column: outboundattempt.FieldJobID},
+			outboundattempt.FieldNumber:            {Type: field.TypeInt, Column: outboundattempt.FieldNumber},
+			outboundattempt.FieldStartedAt:         {Type: field.TypeTime, Column: outboundattempt.FieldStartedAt},
+			outboundattempt.FieldFinishedAt:        {Type: field.TypeTime, Column: outboundattempt.FieldFinishedAt},
+			outboundattempt.FieldStatus:            {Type: field.TypeEnum, Column: outboundattempt.FieldStatus},
+			outboundattempt.FieldHTTPStatus:        {Type: field.TypeInt, Column: outboundattempt.FieldHTTPStatus},
+			outboundattempt.FieldDurationMs:        {Type: field.TypeInt64, Column: outboundattempt.FieldDurationMs},
+			outboundattempt.FieldErrorKind:         {Type: field.TypeEnum, Column: outboundattempt.FieldErrorKind},
+			outboundattempt.FieldErrorMessage:      {Type: field.TypeString, Column: outboundattempt.FieldErrorMessage},
+			outboundattempt.FieldResponseBody:      {Type: field.TypeBytes, Column: outboundattempt.FieldResponseBody},
+			outboundattempt.FieldResponseTruncated: {Type: field.TypeBool, Column: outboundattempt.FieldResponseTruncated},
+		},
+	}
+	graph.Nodes[4] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   outboundjob.Table,
+			Columns: outboundjob.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: outboundjob.FieldID,
+			},
+		},
+		Type: "OutboundJob",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			outboundjob.FieldTenantID:          {Type: field.TypeInt, Column: outboundjob.FieldTenantID},
+			outboundjob.FieldCreatedAt:         {Type: field.TypeTime, Column: outboundjob.FieldCreatedAt},
+			outboundjob.FieldURL:               {Type: field.TypeString, Column: outboundjob.FieldURL},
+			outboundjob.FieldMethod:            {Type: field.TypeString, Column: outboundjob.FieldMethod},
+			outboundjob.FieldHeaders:           {Type: field.TypeJSON, Column: outboundjob.FieldHeaders},
+			outboundjob.FieldBody:              {Type: field.TypeBytes, Column: outboundjob.FieldBody},
+			outboundjob.FieldIdempotencyKey:    {Type: field.TypeString, Column: outboundjob.FieldIdempotencyKey},
+			outboundjob.FieldIdempotencyClaim:  {Type: field.TypeString, Column: outboundjob.FieldIdempotencyClaim},
+			outboundjob.FieldDuplicateOfID:     {Type: field.TypeInt, Column: outboundjob.FieldDuplicateOfID},
+			outboundjob.FieldStoreResponseBody: {Type: field.TypeBool, Column: outboundjob.FieldStoreResponseBody},
+			outboundjob.FieldStatus:            {Type: field.TypeEnum, Column: outboundjob.FieldStatus},
+			outboundjob.FieldAttemptCount:      {Type: field.TypeInt, Column: outboundjob.FieldAttemptCount},
+			outboundjob.FieldMaxAttempts:       {Type: field.TypeInt, Column: outboundjob.FieldMaxAttempts},
+			outboundjob.FieldNextAttemptAt:     {Type: field.TypeTime, Column: outboundjob.FieldNextAttemptAt},
+			outboundjob.FieldFirstAttemptAt:    {Type: field.TypeTime, Column: outboundjob.FieldFirstAttemptAt},
+			outboundjob.FieldLeaseExpiresAt:    {Type: field.TypeTime, Column: outboundjob.FieldLeaseExpiresAt},
+			outboundjob.FieldLeaseOwner:        {Type: field.TypeString, Column: outboundjob.FieldLeaseOwner},
+			outboundjob.FieldAttemptStartedAt:  {Type: field.TypeTime, Column: outboundjob.FieldAttemptStartedAt},
+			outboundjob.FieldExpiresAt:         {Type: field.TypeTime, Column: outboundjob.FieldExpiresAt},
+			outboundjob.FieldFinishedAt:        {Type: field.TypeTime, Column: outboundjob.FieldFinishedAt},
+		},
+	}
+	graph.Nodes[5] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
 			Table:   plan.Table,
 			Columns: plan.Columns,
 			ID: &sqlgraph.FieldSpec{
@@ -114,7 +174,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			plan.FieldMaxRecipientsPerServer: {Type: field.TypeInt, Column: plan.FieldMaxRecipientsPerServer},
 		},
 	}
-	graph.Nodes[4] = &sqlgraph.Node{
+	graph.Nodes[6] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   recipient.Table,
 			Columns: recipient.Columns,
@@ -147,7 +207,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipient.FieldDeletedAt:           {Type: field.TypeTime, Column: recipient.FieldDeletedAt},
 		},
 	}
-	graph.Nodes[5] = &sqlgraph.Node{
+	graph.Nodes[7] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   request.Table,
 			Columns: request.Columns,
@@ -173,7 +233,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			request.FieldReplayOfID: {Type: field.TypeInt, Column: request.FieldReplayOfID},
 		},
 	}
-	graph.Nodes[6] = &sqlgraph.Node{
+	graph.Nodes[8] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   server.Table,
 			Columns: server.Columns,
@@ -193,7 +253,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			server.FieldDeletedAt:               {Type: field.TypeTime, Column: server.FieldDeletedAt},
 		},
 	}
-	graph.Nodes[7] = &sqlgraph.Node{
+	graph.Nodes[9] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   tenant.Table,
 			Columns: tenant.Columns,
@@ -293,6 +353,78 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		"LedgerEntry",
 		"Tenant",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   outboundattempt.TenantTable,
+			Columns: []string{outboundattempt.TenantColumn},
+			Bidi:    false,
+		},
+		"OutboundAttempt",
+		"Tenant",
+	)
+	graph.MustAddE(
+		"job",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   outboundattempt.JobTable,
+			Columns: []string{outboundattempt.JobColumn},
+			Bidi:    false,
+		},
+		"OutboundAttempt",
+		"OutboundJob",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   outboundjob.TenantTable,
+			Columns: []string{outboundjob.TenantColumn},
+			Bidi:    false,
+		},
+		"OutboundJob",
+		"Tenant",
+	)
+	graph.MustAddE(
+		"attempts",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   outboundjob.AttemptsTable,
+			Columns: []string{outboundjob.AttemptsColumn},
+			Bidi:    false,
+		},
+		"OutboundJob",
+		"OutboundAttempt",
+	)
+	graph.MustAddE(
+		"duplicate_of",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   outboundjob.DuplicateOfTable,
+			Columns: []string{outboundjob.DuplicateOfColumn},
+			Bidi:    false,
+		},
+		"OutboundJob",
+		"OutboundJob",
+	)
+	graph.MustAddE(
+		"duplicates",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   outboundjob.DuplicatesTable,
+			Columns: []string{outboundjob.DuplicatesColumn},
+			Bidi:    false,
+		},
+		"OutboundJob",
+		"OutboundJob",
 	)
 	graph.MustAddE(
 		"tenants",
@@ -848,6 +980,330 @@ func (f *LedgerEntryFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *OutboundAttemptQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the OutboundAttemptQuery builder.
+func (_q *OutboundAttemptQuery) Filter() *OutboundAttemptFilter {
+	return &OutboundAttemptFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *OutboundAttemptMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the OutboundAttemptMutation builder.
+func (m *OutboundAttemptMutation) Filter() *OutboundAttemptFilter {
+	return &OutboundAttemptFilter{config: m.config, predicateAdder: m}
+}
+
+// OutboundAttemptFilter provides a generic filtering capability at runtime for OutboundAttemptQuery.
+type OutboundAttemptFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *OutboundAttemptFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[3].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *OutboundAttemptFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(outboundattempt.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *OutboundAttemptFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(outboundattempt.FieldTenantID))
+}
+
+// WhereJobID applies the entql int predicate on the job_id field.
+func (f *OutboundAttemptFilter) WhereJobID(p entql.IntP) {
+	f.Where(p.Field(outboundattempt.FieldJobID))
+}
+
+// WhereNumber applies the entql int predicate on the number field.
+func (f *OutboundAttemptFilter) WhereNumber(p entql.IntP) {
+	f.Where(p.Field(outboundattempt.FieldNumber))
+}
+
+// WhereStartedAt applies the entql time.Time predicate on the started_at field.
+func (f *OutboundAttemptFilter) WhereStartedAt(p entql.TimeP) {
+	f.Where(p.Field(outboundattempt.FieldStartedAt))
+}
+
+// WhereFinishedAt applies the entql time.Time predicate on the finished_at field.
+func (f *OutboundAttemptFilter) WhereFinishedAt(p entql.TimeP) {
+	f.Where(p.Field(outboundattempt.FieldFinishedAt))
+}
+
+// WhereStatus applies the entql string predicate on the status field.
+func (f *OutboundAttemptFilter) WhereStatus(p entql.StringP) {
+	f.Where(p.Field(outboundattempt.FieldStatus))
+}
+
+// WhereHTTPStatus applies the entql int predicate on the http_status field.
+func (f *OutboundAttemptFilter) WhereHTTPStatus(p entql.IntP) {
+	f.Where(p.Field(outboundattempt.FieldHTTPStatus))
+}
+
+// WhereDurationMs applies the entql int64 predicate on the duration_ms field.
+func (f *OutboundAttemptFilter) WhereDurationMs(p entql.Int64P) {
+	f.Where(p.Field(outboundattempt.FieldDurationMs))
+}
+
+// WhereErrorKind applies the entql string predicate on the error_kind field.
+func (f *OutboundAttemptFilter) WhereErrorKind(p entql.StringP) {
+	f.Where(p.Field(outboundattempt.FieldErrorKind))
+}
+
+// WhereErrorMessage applies the entql string predicate on the error_message field.
+func (f *OutboundAttemptFilter) WhereErrorMessage(p entql.StringP) {
+	f.Where(p.Field(outboundattempt.FieldErrorMessage))
+}
+
+// WhereResponseBody applies the entql []byte predicate on the response_body field.
+func (f *OutboundAttemptFilter) WhereResponseBody(p entql.BytesP) {
+	f.Where(p.Field(outboundattempt.FieldResponseBody))
+}
+
+// WhereResponseTruncated applies the entql bool predicate on the response_truncated field.
+func (f *OutboundAttemptFilter) WhereResponseTruncated(p entql.BoolP) {
+	f.Where(p.Field(outboundattempt.FieldResponseTruncated))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *OutboundAttemptFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *OutboundAttemptFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// WhereHasJob applies a predicate to check if query has an edge job.
+func (f *OutboundAttemptFilter) WhereHasJob() {
+	f.Where(entql.HasEdge("job"))
+}
+
+// WhereHasJobWith applies a predicate to check if query has an edge job with a given conditions (other predicates).
+func (f *OutboundAttemptFilter) WhereHasJobWith(preds ...predicate.OutboundJob) {
+	f.Where(entql.HasEdgeWith("job", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
+func (_q *OutboundJobQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the OutboundJobQuery builder.
+func (_q *OutboundJobQuery) Filter() *OutboundJobFilter {
+	return &OutboundJobFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *OutboundJobMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the OutboundJobMutation builder.
+func (m *OutboundJobMutation) Filter() *OutboundJobFilter {
+	return &OutboundJobFilter{config: m.config, predicateAdder: m}
+}
+
+// OutboundJobFilter provides a generic filtering capability at runtime for OutboundJobQuery.
+type OutboundJobFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *OutboundJobFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[4].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *OutboundJobFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(outboundjob.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *OutboundJobFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(outboundjob.FieldTenantID))
+}
+
+// WhereCreatedAt applies the entql time.Time predicate on the created_at field.
+func (f *OutboundJobFilter) WhereCreatedAt(p entql.TimeP) {
+	f.Where(p.Field(outboundjob.FieldCreatedAt))
+}
+
+// WhereURL applies the entql string predicate on the url field.
+func (f *OutboundJobFilter) WhereURL(p entql.StringP) {
+	f.Where(p.Field(outboundjob.FieldURL))
+}
+
+// WhereMethod applies the entql string predicate on the method field.
+func (f *OutboundJobFilter) WhereMethod(p entql.StringP) {
+	f.Where(p.Field(outboundjob.FieldMethod))
+}
+
+// WhereHeaders applies the entql json.RawMessage predicate on the headers field.
+func (f *OutboundJobFilter) WhereHeaders(p entql.BytesP) {
+	f.Where(p.Field(outboundjob.FieldHeaders))
+}
+
+// WhereBody applies the entql []byte predicate on the body field.
+func (f *OutboundJobFilter) WhereBody(p entql.BytesP) {
+	f.Where(p.Field(outboundjob.FieldBody))
+}
+
+// WhereIdempotencyKey applies the entql string predicate on the idempotency_key field.
+func (f *OutboundJobFilter) WhereIdempotencyKey(p entql.StringP) {
+	f.Where(p.Field(outboundjob.FieldIdempotencyKey))
+}
+
+// WhereIdempotencyClaim applies the entql string predicate on the idempotency_claim field.
+func (f *OutboundJobFilter) WhereIdempotencyClaim(p entql.StringP) {
+	f.Where(p.Field(outboundjob.FieldIdempotencyClaim))
+}
+
+// WhereDuplicateOfID applies the entql int predicate on the duplicate_of_id field.
+func (f *OutboundJobFilter) WhereDuplicateOfID(p entql.IntP) {
+	f.Where(p.Field(outboundjob.FieldDuplicateOfID))
+}
+
+// WhereStoreResponseBody applies the entql bool predicate on the store_response_body field.
+func (f *OutboundJobFilter) WhereStoreResponseBody(p entql.BoolP) {
+	f.Where(p.Field(outboundjob.FieldStoreResponseBody))
+}
+
+// WhereStatus applies the entql string predicate on the status field.
+func (f *OutboundJobFilter) WhereStatus(p entql.StringP) {
+	f.Where(p.Field(outboundjob.FieldStatus))
+}
+
+// WhereAttemptCount applies the entql int predicate on the attempt_count field.
+func (f *OutboundJobFilter) WhereAttemptCount(p entql.IntP) {
+	f.Where(p.Field(outboundjob.FieldAttemptCount))
+}
+
+// WhereMaxAttempts applies the entql int predicate on the max_attempts field.
+func (f *OutboundJobFilter) WhereMaxAttempts(p entql.IntP) {
+	f.Where(p.Field(outboundjob.FieldMaxAttempts))
+}
+
+// WhereNextAttemptAt applies the entql time.Time predicate on the next_attempt_at field.
+func (f *OutboundJobFilter) WhereNextAttemptAt(p entql.TimeP) {
+	f.Where(p.Field(outboundjob.FieldNextAttemptAt))
+}
+
+// WhereFirstAttemptAt applies the entql time.Time predicate on the first_attempt_at field.
+func (f *OutboundJobFilter) WhereFirstAttemptAt(p entql.TimeP) {
+	f.Where(p.Field(outboundjob.FieldFirstAttemptAt))
+}
+
+// WhereLeaseExpiresAt applies the entql time.Time predicate on the lease_expires_at field.
+func (f *OutboundJobFilter) WhereLeaseExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(outboundjob.FieldLeaseExpiresAt))
+}
+
+// WhereLeaseOwner applies the entql string predicate on the lease_owner field.
+func (f *OutboundJobFilter) WhereLeaseOwner(p entql.StringP) {
+	f.Where(p.Field(outboundjob.FieldLeaseOwner))
+}
+
+// WhereAttemptStartedAt applies the entql time.Time predicate on the attempt_started_at field.
+func (f *OutboundJobFilter) WhereAttemptStartedAt(p entql.TimeP) {
+	f.Where(p.Field(outboundjob.FieldAttemptStartedAt))
+}
+
+// WhereExpiresAt applies the entql time.Time predicate on the expires_at field.
+func (f *OutboundJobFilter) WhereExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(outboundjob.FieldExpiresAt))
+}
+
+// WhereFinishedAt applies the entql time.Time predicate on the finished_at field.
+func (f *OutboundJobFilter) WhereFinishedAt(p entql.TimeP) {
+	f.Where(p.Field(outboundjob.FieldFinishedAt))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *OutboundJobFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *OutboundJobFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// WhereHasAttempts applies a predicate to check if query has an edge attempts.
+func (f *OutboundJobFilter) WhereHasAttempts() {
+	f.Where(entql.HasEdge("attempts"))
+}
+
+// WhereHasAttemptsWith applies a predicate to check if query has an edge attempts with a given conditions (other predicates).
+func (f *OutboundJobFilter) WhereHasAttemptsWith(preds ...predicate.OutboundAttempt) {
+	f.Where(entql.HasEdgeWith("attempts", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// WhereHasDuplicateOf applies a predicate to check if query has an edge duplicate_of.
+func (f *OutboundJobFilter) WhereHasDuplicateOf() {
+	f.Where(entql.HasEdge("duplicate_of"))
+}
+
+// WhereHasDuplicateOfWith applies a predicate to check if query has an edge duplicate_of with a given conditions (other predicates).
+func (f *OutboundJobFilter) WhereHasDuplicateOfWith(preds ...predicate.OutboundJob) {
+	f.Where(entql.HasEdgeWith("duplicate_of", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// WhereHasDuplicates applies a predicate to check if query has an edge duplicates.
+func (f *OutboundJobFilter) WhereHasDuplicates() {
+	f.Where(entql.HasEdge("duplicates"))
+}
+
+// WhereHasDuplicatesWith applies a predicate to check if query has an edge duplicates with a given conditions (other predicates).
+func (f *OutboundJobFilter) WhereHasDuplicatesWith(preds ...predicate.OutboundJob) {
+	f.Where(entql.HasEdgeWith("duplicates", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *PlanQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -876,7 +1332,7 @@ type PlanFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *PlanFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[3].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -960,7 +1416,7 @@ type RecipientFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RecipientFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[4].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1142,7 +1598,7 @@ type RequestFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RequestFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[7].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1317,7 +1773,7 @@ type ServerFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *ServerFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[8].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1434,7 +1890,7 @@ type TenantFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TenantFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[7].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})

@@ -10,6 +10,8 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -436,6 +438,287 @@ func newLedgerEntryPaginateArgs(rv map[string]any) *ledgerentryPaginateArgs {
 	}
 	if v, ok := rv[whereField].(*LedgerEntryWhereInput); ok {
 		args.opts = append(args.opts, WithLedgerEntryFilter(v.Filter))
+	}
+	return args
+}
+
+// CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
+func (_q *OutboundAttemptQuery) CollectFields(ctx context.Context, satisfies ...string) (*OutboundAttemptQuery, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return _q, nil
+	}
+	if err := _q.collectField(ctx, false, graphql.GetOperationContext(ctx), fc.Field, nil, satisfies...); err != nil {
+		return nil, err
+	}
+	return _q, nil
+}
+
+func (_q *OutboundAttemptQuery) collectField(ctx context.Context, oneNode bool, opCtx *graphql.OperationContext, collected graphql.CollectedField, path []string, satisfies ...string) error {
+	path = append([]string(nil), path...)
+	var (
+		unknownSeen    bool
+		fieldSeen      = make(map[string]struct{}, len(outboundattempt.Columns))
+		selectedFields = []string{outboundattempt.FieldID}
+	)
+	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
+		switch field.Name {
+
+		case "job":
+			var (
+				alias = field.Alias
+				path  = append(path, alias)
+				query = (&OutboundJobClient{config: _q.config}).Query()
+			)
+			if err := query.collectField(ctx, oneNode, opCtx, field, path, mayAddCondition(satisfies, outboundjobImplementors)...); err != nil {
+				return err
+			}
+			_q.withJob = query
+			if _, ok := fieldSeen[outboundattempt.FieldJobID]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldJobID)
+				fieldSeen[outboundattempt.FieldJobID] = struct{}{}
+			}
+		case "number":
+			if _, ok := fieldSeen[outboundattempt.FieldNumber]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldNumber)
+				fieldSeen[outboundattempt.FieldNumber] = struct{}{}
+			}
+		case "startedAt":
+			if _, ok := fieldSeen[outboundattempt.FieldStartedAt]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldStartedAt)
+				fieldSeen[outboundattempt.FieldStartedAt] = struct{}{}
+			}
+		case "finishedAt":
+			if _, ok := fieldSeen[outboundattempt.FieldFinishedAt]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldFinishedAt)
+				fieldSeen[outboundattempt.FieldFinishedAt] = struct{}{}
+			}
+		case "status":
+			if _, ok := fieldSeen[outboundattempt.FieldStatus]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldStatus)
+				fieldSeen[outboundattempt.FieldStatus] = struct{}{}
+			}
+		case "httpStatus":
+			if _, ok := fieldSeen[outboundattempt.FieldHTTPStatus]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldHTTPStatus)
+				fieldSeen[outboundattempt.FieldHTTPStatus] = struct{}{}
+			}
+		case "durationMs":
+			if _, ok := fieldSeen[outboundattempt.FieldDurationMs]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldDurationMs)
+				fieldSeen[outboundattempt.FieldDurationMs] = struct{}{}
+			}
+		case "errorKind":
+			if _, ok := fieldSeen[outboundattempt.FieldErrorKind]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldErrorKind)
+				fieldSeen[outboundattempt.FieldErrorKind] = struct{}{}
+			}
+		case "errorMessage":
+			if _, ok := fieldSeen[outboundattempt.FieldErrorMessage]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldErrorMessage)
+				fieldSeen[outboundattempt.FieldErrorMessage] = struct{}{}
+			}
+		case "responseTruncated":
+			if _, ok := fieldSeen[outboundattempt.FieldResponseTruncated]; !ok {
+				selectedFields = append(selectedFields, outboundattempt.FieldResponseTruncated)
+				fieldSeen[outboundattempt.FieldResponseTruncated] = struct{}{}
+			}
+		case "id":
+		case "__typename":
+		default:
+			unknownSeen = true
+		}
+	}
+	if !unknownSeen {
+		_q.Select(selectedFields...)
+	}
+	return nil
+}
+
+type outboundattemptPaginateArgs struct {
+	first, last   *int
+	after, before *Cursor
+	opts          []OutboundAttemptPaginateOption
+}
+
+func newOutboundAttemptPaginateArgs(rv map[string]any) *outboundattemptPaginateArgs {
+	args := &outboundattemptPaginateArgs{}
+	if rv == nil {
+		return args
+	}
+	if v := rv[firstField]; v != nil {
+		args.first = v.(*int)
+	}
+	if v := rv[lastField]; v != nil {
+		args.last = v.(*int)
+	}
+	if v := rv[afterField]; v != nil {
+		args.after = v.(*Cursor)
+	}
+	if v := rv[beforeField]; v != nil {
+		args.before = v.(*Cursor)
+	}
+	if v, ok := rv[whereField].(*OutboundAttemptWhereInput); ok {
+		args.opts = append(args.opts, WithOutboundAttemptFilter(v.Filter))
+	}
+	return args
+}
+
+// CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
+func (_q *OutboundJobQuery) CollectFields(ctx context.Context, satisfies ...string) (*OutboundJobQuery, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return _q, nil
+	}
+	if err := _q.collectField(ctx, false, graphql.GetOperationContext(ctx), fc.Field, nil, satisfies...); err != nil {
+		return nil, err
+	}
+	return _q, nil
+}
+
+func (_q *OutboundJobQuery) collectField(ctx context.Context, oneNode bool, opCtx *graphql.OperationContext, collected graphql.CollectedField, path []string, satisfies ...string) error {
+	path = append([]string(nil), path...)
+	var (
+		unknownSeen    bool
+		fieldSeen      = make(map[string]struct{}, len(outboundjob.Columns))
+		selectedFields = []string{outboundjob.FieldID}
+	)
+	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
+		switch field.Name {
+
+		case "duplicateOf":
+			var (
+				alias = field.Alias
+				path  = append(path, alias)
+				query = (&OutboundJobClient{config: _q.config}).Query()
+			)
+			if err := query.collectField(ctx, oneNode, opCtx, field, path, mayAddCondition(satisfies, outboundjobImplementors)...); err != nil {
+				return err
+			}
+			_q.withDuplicateOf = query
+			if _, ok := fieldSeen[outboundjob.FieldDuplicateOfID]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldDuplicateOfID)
+				fieldSeen[outboundjob.FieldDuplicateOfID] = struct{}{}
+			}
+		case "createdAt":
+			if _, ok := fieldSeen[outboundjob.FieldCreatedAt]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldCreatedAt)
+				fieldSeen[outboundjob.FieldCreatedAt] = struct{}{}
+			}
+		case "url":
+			if _, ok := fieldSeen[outboundjob.FieldURL]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldURL)
+				fieldSeen[outboundjob.FieldURL] = struct{}{}
+			}
+		case "method":
+			if _, ok := fieldSeen[outboundjob.FieldMethod]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldMethod)
+				fieldSeen[outboundjob.FieldMethod] = struct{}{}
+			}
+		case "idempotencyKey":
+			if _, ok := fieldSeen[outboundjob.FieldIdempotencyKey]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldIdempotencyKey)
+				fieldSeen[outboundjob.FieldIdempotencyKey] = struct{}{}
+			}
+		case "storeResponseBody":
+			if _, ok := fieldSeen[outboundjob.FieldStoreResponseBody]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldStoreResponseBody)
+				fieldSeen[outboundjob.FieldStoreResponseBody] = struct{}{}
+			}
+		case "status":
+			if _, ok := fieldSeen[outboundjob.FieldStatus]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldStatus)
+				fieldSeen[outboundjob.FieldStatus] = struct{}{}
+			}
+		case "attemptCount":
+			if _, ok := fieldSeen[outboundjob.FieldAttemptCount]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldAttemptCount)
+				fieldSeen[outboundjob.FieldAttemptCount] = struct{}{}
+			}
+		case "maxAttempts":
+			if _, ok := fieldSeen[outboundjob.FieldMaxAttempts]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldMaxAttempts)
+				fieldSeen[outboundjob.FieldMaxAttempts] = struct{}{}
+			}
+		case "nextAttemptAt":
+			if _, ok := fieldSeen[outboundjob.FieldNextAttemptAt]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldNextAttemptAt)
+				fieldSeen[outboundjob.FieldNextAttemptAt] = struct{}{}
+			}
+		case "firstAttemptAt":
+			if _, ok := fieldSeen[outboundjob.FieldFirstAttemptAt]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldFirstAttemptAt)
+				fieldSeen[outboundjob.FieldFirstAttemptAt] = struct{}{}
+			}
+		case "expiresAt":
+			if _, ok := fieldSeen[outboundjob.FieldExpiresAt]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldExpiresAt)
+				fieldSeen[outboundjob.FieldExpiresAt] = struct{}{}
+			}
+		case "finishedAt":
+			if _, ok := fieldSeen[outboundjob.FieldFinishedAt]; !ok {
+				selectedFields = append(selectedFields, outboundjob.FieldFinishedAt)
+				fieldSeen[outboundjob.FieldFinishedAt] = struct{}{}
+			}
+		case "id":
+		case "__typename":
+		default:
+			unknownSeen = true
+		}
+	}
+	if !unknownSeen {
+		_q.Select(selectedFields...)
+	}
+	return nil
+}
+
+type outboundjobPaginateArgs struct {
+	first, last   *int
+	after, before *Cursor
+	opts          []OutboundJobPaginateOption
+}
+
+func newOutboundJobPaginateArgs(rv map[string]any) *outboundjobPaginateArgs {
+	args := &outboundjobPaginateArgs{}
+	if rv == nil {
+		return args
+	}
+	if v := rv[firstField]; v != nil {
+		args.first = v.(*int)
+	}
+	if v := rv[lastField]; v != nil {
+		args.last = v.(*int)
+	}
+	if v := rv[afterField]; v != nil {
+		args.after = v.(*Cursor)
+	}
+	if v := rv[beforeField]; v != nil {
+		args.before = v.(*Cursor)
+	}
+	if v, ok := rv[orderByField]; ok {
+		switch v := v.(type) {
+		case map[string]any:
+			var (
+				err1, err2 error
+				order      = &OutboundJobOrder{Field: &OutboundJobOrderField{}, Direction: entgql.OrderDirectionAsc}
+			)
+			if d, ok := v[directionField]; ok {
+				err1 = order.Direction.UnmarshalGQL(d)
+			}
+			if f, ok := v[fieldField]; ok {
+				err2 = order.Field.UnmarshalGQL(f)
+			}
+			if err1 == nil && err2 == nil {
+				args.opts = append(args.opts, WithOutboundJobOrder(order))
+			}
+		case *OutboundJobOrder:
+			if v != nil {
+				args.opts = append(args.opts, WithOutboundJobOrder(v))
+			}
+		}
+	}
+	if v, ok := rv[whereField].(*OutboundJobWhereInput); ok {
+		args.opts = append(args.opts, WithOutboundJobFilter(v.Filter))
 	}
 	return args
 }

@@ -44,6 +44,22 @@ func (_m *Delivery) Attempts(ctx context.Context) (result []*Attempt, err error)
 	return result, err
 }
 
+func (_m *OutboundAttempt) Job(ctx context.Context) (*OutboundJob, error) {
+	result, err := _m.Edges.JobOrErr()
+	if IsNotLoaded(err) {
+		result, err = _m.QueryJob().Only(ctx)
+	}
+	return result, err
+}
+
+func (_m *OutboundJob) DuplicateOf(ctx context.Context) (*OutboundJob, error) {
+	result, err := _m.Edges.DuplicateOfOrErr()
+	if IsNotLoaded(err) {
+		result, err = _m.QueryDuplicateOf().Only(ctx)
+	}
+	return result, MaskNotFound(err)
+}
+
 func (_m *Recipient) Server(ctx context.Context) (*Server, error) {
 	result, err := _m.Edges.ServerOrErr()
 	if IsNotLoaded(err) {

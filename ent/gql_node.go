@@ -13,6 +13,8 @@ import (
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/internal"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -40,6 +42,16 @@ var ledgerentryImplementors = []string{"LedgerEntry", "Node"}
 
 // IsNode implements the Node interface check for GQLGen.
 func (*LedgerEntry) IsNode() {}
+
+var outboundattemptImplementors = []string{"OutboundAttempt", "Node"}
+
+// IsNode implements the Node interface check for GQLGen.
+func (*OutboundAttempt) IsNode() {}
+
+var outboundjobImplementors = []string{"OutboundJob", "Node"}
+
+// IsNode implements the Node interface check for GQLGen.
+func (*OutboundJob) IsNode() {}
 
 var planImplementors = []string{"Plan", "Node"}
 
@@ -166,6 +178,24 @@ func (c *Client) noder(ctx context.Context, table string, id int) (Noder, error)
 			Where(ledgerentry.ID(id))
 		if fc := graphql.GetFieldContext(ctx); fc != nil {
 			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, ledgerentryImplementors...); err != nil {
+				return nil, err
+			}
+		}
+		return query.Only(ctx)
+	case outboundattempt.Table:
+		query := c.OutboundAttempt.Query().
+			Where(outboundattempt.ID(id))
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, outboundattemptImplementors...); err != nil {
+				return nil, err
+			}
+		}
+		return query.Only(ctx)
+	case outboundjob.Table:
+		query := c.OutboundJob.Query().
+			Where(outboundjob.ID(id))
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, outboundjobImplementors...); err != nil {
 				return nil, err
 			}
 		}
@@ -324,6 +354,38 @@ func (c *Client) noders(ctx context.Context, table string, ids []int) ([]Noder, 
 		query := c.LedgerEntry.Query().
 			Where(ledgerentry.IDIn(ids...))
 		query, err := query.CollectFields(ctx, ledgerentryImplementors...)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := query.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, node := range nodes {
+			for _, noder := range idmap[node.ID] {
+				*noder = node
+			}
+		}
+	case outboundattempt.Table:
+		query := c.OutboundAttempt.Query().
+			Where(outboundattempt.IDIn(ids...))
+		query, err := query.CollectFields(ctx, outboundattemptImplementors...)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := query.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, node := range nodes {
+			for _, noder := range idmap[node.ID] {
+				*noder = node
+			}
+		}
+	case outboundjob.Table:
+		query := c.OutboundJob.Query().
+			Where(outboundjob.IDIn(ids...))
+		query, err := query.CollectFields(ctx, outboundjobImplementors...)
 		if err != nil {
 			return nil, err
 		}

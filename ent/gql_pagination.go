@@ -17,6 +17,8 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -941,6 +943,551 @@ func (_m *LedgerEntry) ToEdge(order *LedgerEntryOrder) *LedgerEntryEdge {
 		order = DefaultLedgerEntryOrder
 	}
 	return &LedgerEntryEdge{
+		Node:   _m,
+		Cursor: order.Field.toCursor(_m),
+	}
+}
+
+// OutboundAttemptEdge is the edge representation of OutboundAttempt.
+type OutboundAttemptEdge struct {
+	Node   *OutboundAttempt `json:"node"`
+	Cursor Cursor           `json:"cursor"`
+}
+
+// OutboundAttemptConnection is the connection containing edges to OutboundAttempt.
+type OutboundAttemptConnection struct {
+	Edges      []*OutboundAttemptEdge `json:"edges"`
+	PageInfo   PageInfo               `json:"pageInfo"`
+	TotalCount int                    `json:"totalCount"`
+}
+
+func (c *OutboundAttemptConnection) build(nodes []*OutboundAttempt, pager *outboundattemptPager, after *Cursor, first *int, before *Cursor, last *int) {
+	c.PageInfo.HasNextPage = before != nil
+	c.PageInfo.HasPreviousPage = after != nil
+	if first != nil && *first+1 == len(nodes) {
+		c.PageInfo.HasNextPage = true
+		nodes = nodes[:len(nodes)-1]
+	} else if last != nil && *last+1 == len(nodes) {
+		c.PageInfo.HasPreviousPage = true
+		nodes = nodes[:len(nodes)-1]
+	}
+	var nodeAt func(int) *OutboundAttempt
+	if last != nil {
+		n := len(nodes) - 1
+		nodeAt = func(i int) *OutboundAttempt {
+			return nodes[n-i]
+		}
+	} else {
+		nodeAt = func(i int) *OutboundAttempt {
+			return nodes[i]
+		}
+	}
+	c.Edges = make([]*OutboundAttemptEdge, len(nodes))
+	for i := range nodes {
+		node := nodeAt(i)
+		c.Edges[i] = &OutboundAttemptEdge{
+			Node:   node,
+			Cursor: pager.toCursor(node),
+		}
+	}
+	if l := len(c.Edges); l > 0 {
+		c.PageInfo.StartCursor = &c.Edges[0].Cursor
+		c.PageInfo.EndCursor = &c.Edges[l-1].Cursor
+	}
+	if c.TotalCount == 0 {
+		c.TotalCount = len(nodes)
+	}
+}
+
+// OutboundAttemptPaginateOption enables pagination customization.
+type OutboundAttemptPaginateOption func(*outboundattemptPager) error
+
+// WithOutboundAttemptOrder configures pagination ordering.
+func WithOutboundAttemptOrder(order *OutboundAttemptOrder) OutboundAttemptPaginateOption {
+	if order == nil {
+		order = DefaultOutboundAttemptOrder
+	}
+	o := *order
+	return func(pager *outboundattemptPager) error {
+		if err := o.Direction.Validate(); err != nil {
+			return err
+		}
+		if o.Field == nil {
+			o.Field = DefaultOutboundAttemptOrder.Field
+		}
+		pager.order = &o
+		return nil
+	}
+}
+
+// WithOutboundAttemptFilter configures pagination filter.
+func WithOutboundAttemptFilter(filter func(*OutboundAttemptQuery) (*OutboundAttemptQuery, error)) OutboundAttemptPaginateOption {
+	return func(pager *outboundattemptPager) error {
+		if filter == nil {
+			return errors.New("OutboundAttemptQuery filter cannot be nil")
+		}
+		pager.filter = filter
+		return nil
+	}
+}
+
+type outboundattemptPager struct {
+	reverse bool
+	order   *OutboundAttemptOrder
+	filter  func(*OutboundAttemptQuery) (*OutboundAttemptQuery, error)
+}
+
+func newOutboundAttemptPager(opts []OutboundAttemptPaginateOption, reverse bool) (*outboundattemptPager, error) {
+	pager := &outboundattemptPager{reverse: reverse}
+	for _, opt := range opts {
+		if err := opt(pager); err != nil {
+			return nil, err
+		}
+	}
+	if pager.order == nil {
+		pager.order = DefaultOutboundAttemptOrder
+	}
+	return pager, nil
+}
+
+func (p *outboundattemptPager) applyFilter(query *OutboundAttemptQuery) (*OutboundAttemptQuery, error) {
+	if p.filter != nil {
+		return p.filter(query)
+	}
+	return query, nil
+}
+
+func (p *outboundattemptPager) toCursor(_m *OutboundAttempt) Cursor {
+	return p.order.Field.toCursor(_m)
+}
+
+func (p *outboundattemptPager) applyCursors(query *OutboundAttemptQuery, after, before *Cursor) (*OutboundAttemptQuery, error) {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	for _, predicate := range entgql.CursorsPredicate(after, before, DefaultOutboundAttemptOrder.Field.column, p.order.Field.column, direction) {
+		query = query.Where(predicate)
+	}
+	return query, nil
+}
+
+func (p *outboundattemptPager) applyOrder(query *OutboundAttemptQuery) *OutboundAttemptQuery {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	query = query.Order(p.order.Field.toTerm(direction.OrderTermOption()))
+	if p.order.Field != DefaultOutboundAttemptOrder.Field {
+		query = query.Order(DefaultOutboundAttemptOrder.Field.toTerm(direction.OrderTermOption()))
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return query
+}
+
+func (p *outboundattemptPager) orderExpr(query *OutboundAttemptQuery) sql.Querier {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return sql.ExprFunc(func(b *sql.Builder) {
+		b.Ident(p.order.Field.column).Pad().WriteString(string(direction))
+		if p.order.Field != DefaultOutboundAttemptOrder.Field {
+			b.Comma().Ident(DefaultOutboundAttemptOrder.Field.column).Pad().WriteString(string(direction))
+		}
+	})
+}
+
+// Paginate executes the query and returns a relay based cursor connection to OutboundAttempt.
+func (_m *OutboundAttemptQuery) Paginate(
+	ctx context.Context, after *Cursor, first *int,
+	before *Cursor, last *int, opts ...OutboundAttemptPaginateOption,
+) (*OutboundAttemptConnection, error) {
+	if err := validateFirstLast(first, last); err != nil {
+		return nil, err
+	}
+	pager, err := newOutboundAttemptPager(opts, last != nil)
+	if err != nil {
+		return nil, err
+	}
+	if _m, err = pager.applyFilter(_m); err != nil {
+		return nil, err
+	}
+	conn := &OutboundAttemptConnection{Edges: []*OutboundAttemptEdge{}}
+	ignoredEdges := !hasCollectedField(ctx, edgesField)
+	if hasCollectedField(ctx, totalCountField) || hasCollectedField(ctx, pageInfoField) {
+		hasPagination := after != nil || first != nil || before != nil || last != nil
+		if hasPagination || ignoredEdges {
+			c := _m.Clone()
+			c.ctx.Fields = nil
+			if conn.TotalCount, err = c.Count(ctx); err != nil {
+				return nil, err
+			}
+			conn.PageInfo.HasNextPage = first != nil && conn.TotalCount > 0
+			conn.PageInfo.HasPreviousPage = last != nil && conn.TotalCount > 0
+		}
+	}
+	if ignoredEdges || (first != nil && *first == 0) || (last != nil && *last == 0) {
+		return conn, nil
+	}
+	if _m, err = pager.applyCursors(_m, after, before); err != nil {
+		return nil, err
+	}
+	limit := paginateLimit(first, last)
+	if limit != 0 {
+		_m.Limit(limit)
+	}
+	if field := collectedField(ctx, edgesField, nodeField); field != nil {
+		if err := _m.collectField(ctx, limit == 1, graphql.GetOperationContext(ctx), *field, []string{edgesField, nodeField}); err != nil {
+			return nil, err
+		}
+	}
+	_m = pager.applyOrder(_m)
+	nodes, err := _m.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn.build(nodes, pager, after, first, before, last)
+	return conn, nil
+}
+
+// OutboundAttemptOrderField defines the ordering field of OutboundAttempt.
+type OutboundAttemptOrderField struct {
+	// Value extracts the ordering value from the given OutboundAttempt.
+	Value    func(*OutboundAttempt) (ent.Value, error)
+	column   string // field or computed.
+	toTerm   func(...sql.OrderTermOption) outboundattempt.OrderOption
+	toCursor func(*OutboundAttempt) Cursor
+}
+
+// OutboundAttemptOrder defines the ordering of OutboundAttempt.
+type OutboundAttemptOrder struct {
+	Direction OrderDirection             `json:"direction"`
+	Field     *OutboundAttemptOrderField `json:"field"`
+}
+
+// DefaultOutboundAttemptOrder is the default ordering of OutboundAttempt.
+var DefaultOutboundAttemptOrder = &OutboundAttemptOrder{
+	Direction: entgql.OrderDirectionAsc,
+	Field: &OutboundAttemptOrderField{
+		Value: func(_m *OutboundAttempt) (ent.Value, error) {
+			return _m.ID, nil
+		},
+		column: outboundattempt.FieldID,
+		toTerm: outboundattempt.ByID,
+		toCursor: func(_m *OutboundAttempt) Cursor {
+			return Cursor{ID: _m.ID}
+		},
+	},
+}
+
+// ToEdge converts OutboundAttempt into OutboundAttemptEdge.
+func (_m *OutboundAttempt) ToEdge(order *OutboundAttemptOrder) *OutboundAttemptEdge {
+	if order == nil {
+		order = DefaultOutboundAttemptOrder
+	}
+	return &OutboundAttemptEdge{
+		Node:   _m,
+		Cursor: order.Field.toCursor(_m),
+	}
+}
+
+// OutboundJobEdge is the edge representation of OutboundJob.
+type OutboundJobEdge struct {
+	Node   *OutboundJob `json:"node"`
+	Cursor Cursor       `json:"cursor"`
+}
+
+// OutboundJobConnection is the connection containing edges to OutboundJob.
+type OutboundJobConnection struct {
+	Edges      []*OutboundJobEdge `json:"edges"`
+	PageInfo   PageInfo           `json:"pageInfo"`
+	TotalCount int                `json:"totalCount"`
+}
+
+func (c *OutboundJobConnection) build(nodes []*OutboundJob, pager *outboundjobPager, after *Cursor, first *int, before *Cursor, last *int) {
+	c.PageInfo.HasNextPage = before != nil
+	c.PageInfo.HasPreviousPage = after != nil
+	if first != nil && *first+1 == len(nodes) {
+		c.PageInfo.HasNextPage = true
+		nodes = nodes[:len(nodes)-1]
+	} else if last != nil && *last+1 == len(nodes) {
+		c.PageInfo.HasPreviousPage = true
+		nodes = nodes[:len(nodes)-1]
+	}
+	var nodeAt func(int) *OutboundJob
+	if last != nil {
+		n := len(nodes) - 1
+		nodeAt = func(i int) *OutboundJob {
+			return nodes[n-i]
+		}
+	} else {
+		nodeAt = func(i int) *OutboundJob {
+			return nodes[i]
+		}
+	}
+	c.Edges = make([]*OutboundJobEdge, len(nodes))
+	for i := range nodes {
+		node := nodeAt(i)
+		c.Edges[i] = &OutboundJobEdge{
+			Node:   node,
+			Cursor: pager.toCursor(node),
+		}
+	}
+	if l := len(c.Edges); l > 0 {
+		c.PageInfo.StartCursor = &c.Edges[0].Cursor
+		c.PageInfo.EndCursor = &c.Edges[l-1].Cursor
+	}
+	if c.TotalCount == 0 {
+		c.TotalCount = len(nodes)
+	}
+}
+
+// OutboundJobPaginateOption enables pagination customization.
+type OutboundJobPaginateOption func(*outboundjobPager) error
+
+// WithOutboundJobOrder configures pagination ordering.
+func WithOutboundJobOrder(order *OutboundJobOrder) OutboundJobPaginateOption {
+	if order == nil {
+		order = DefaultOutboundJobOrder
+	}
+	o := *order
+	return func(pager *outboundjobPager) error {
+		if err := o.Direction.Validate(); err != nil {
+			return err
+		}
+		if o.Field == nil {
+			o.Field = DefaultOutboundJobOrder.Field
+		}
+		pager.order = &o
+		return nil
+	}
+}
+
+// WithOutboundJobFilter configures pagination filter.
+func WithOutboundJobFilter(filter func(*OutboundJobQuery) (*OutboundJobQuery, error)) OutboundJobPaginateOption {
+	return func(pager *outboundjobPager) error {
+		if filter == nil {
+			return errors.New("OutboundJobQuery filter cannot be nil")
+		}
+		pager.filter = filter
+		return nil
+	}
+}
+
+type outboundjobPager struct {
+	reverse bool
+	order   *OutboundJobOrder
+	filter  func(*OutboundJobQuery) (*OutboundJobQuery, error)
+}
+
+func newOutboundJobPager(opts []OutboundJobPaginateOption, reverse bool) (*outboundjobPager, error) {
+	pager := &outboundjobPager{reverse: reverse}
+	for _, opt := range opts {
+		if err := opt(pager); err != nil {
+			return nil, err
+		}
+	}
+	if pager.order == nil {
+		pager.order = DefaultOutboundJobOrder
+	}
+	return pager, nil
+}
+
+func (p *outboundjobPager) applyFilter(query *OutboundJobQuery) (*OutboundJobQuery, error) {
+	if p.filter != nil {
+		return p.filter(query)
+	}
+	return query, nil
+}
+
+func (p *outboundjobPager) toCursor(_m *OutboundJob) Cursor {
+	return p.order.Field.toCursor(_m)
+}
+
+func (p *outboundjobPager) applyCursors(query *OutboundJobQuery, after, before *Cursor) (*OutboundJobQuery, error) {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	for _, predicate := range entgql.CursorsPredicate(after, before, DefaultOutboundJobOrder.Field.column, p.order.Field.column, direction) {
+		query = query.Where(predicate)
+	}
+	return query, nil
+}
+
+func (p *outboundjobPager) applyOrder(query *OutboundJobQuery) *OutboundJobQuery {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	query = query.Order(p.order.Field.toTerm(direction.OrderTermOption()))
+	if p.order.Field != DefaultOutboundJobOrder.Field {
+		query = query.Order(DefaultOutboundJobOrder.Field.toTerm(direction.OrderTermOption()))
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return query
+}
+
+func (p *outboundjobPager) orderExpr(query *OutboundJobQuery) sql.Querier {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return sql.ExprFunc(func(b *sql.Builder) {
+		b.Ident(p.order.Field.column).Pad().WriteString(string(direction))
+		if p.order.Field != DefaultOutboundJobOrder.Field {
+			b.Comma().Ident(DefaultOutboundJobOrder.Field.column).Pad().WriteString(string(direction))
+		}
+	})
+}
+
+// Paginate executes the query and returns a relay based cursor connection to OutboundJob.
+func (_m *OutboundJobQuery) Paginate(
+	ctx context.Context, after *Cursor, first *int,
+	before *Cursor, last *int, opts ...OutboundJobPaginateOption,
+) (*OutboundJobConnection, error) {
+	if err := validateFirstLast(first, last); err != nil {
+		return nil, err
+	}
+	pager, err := newOutboundJobPager(opts, last != nil)
+	if err != nil {
+		return nil, err
+	}
+	if _m, err = pager.applyFilter(_m); err != nil {
+		return nil, err
+	}
+	conn := &OutboundJobConnection{Edges: []*OutboundJobEdge{}}
+	ignoredEdges := !hasCollectedField(ctx, edgesField)
+	if hasCollectedField(ctx, totalCountField) || hasCollectedField(ctx, pageInfoField) {
+		hasPagination := after != nil || first != nil || before != nil || last != nil
+		if hasPagination || ignoredEdges {
+			c := _m.Clone()
+			c.ctx.Fields = nil
+			if conn.TotalCount, err = c.Count(ctx); err != nil {
+				return nil, err
+			}
+			conn.PageInfo.HasNextPage = first != nil && conn.TotalCount > 0
+			conn.PageInfo.HasPreviousPage = last != nil && conn.TotalCount > 0
+		}
+	}
+	if ignoredEdges || (first != nil && *first == 0) || (last != nil && *last == 0) {
+		return conn, nil
+	}
+	if _m, err = pager.applyCursors(_m, after, before); err != nil {
+		return nil, err
+	}
+	limit := paginateLimit(first, last)
+	if limit != 0 {
+		_m.Limit(limit)
+	}
+	if field := collectedField(ctx, edgesField, nodeField); field != nil {
+		if err := _m.collectField(ctx, limit == 1, graphql.GetOperationContext(ctx), *field, []string{edgesField, nodeField}); err != nil {
+			return nil, err
+		}
+	}
+	_m = pager.applyOrder(_m)
+	nodes, err := _m.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn.build(nodes, pager, after, first, before, last)
+	return conn, nil
+}
+
+var (
+	// OutboundJobOrderFieldCreatedAt orders OutboundJob by created_at.
+	OutboundJobOrderFieldCreatedAt = &OutboundJobOrderField{
+		Value: func(_m *OutboundJob) (ent.Value, error) {
+			return _m.CreatedAt, nil
+		},
+		column: outboundjob.FieldCreatedAt,
+		toTerm: outboundjob.ByCreatedAt,
+		toCursor: func(_m *OutboundJob) Cursor {
+			return Cursor{
+				ID:    _m.ID,
+				Value: _m.CreatedAt,
+			}
+		},
+	}
+)
+
+// String implement fmt.Stringer interface.
+func (f OutboundJobOrderField) String() string {
+	var str string
+	switch f.column {
+	case OutboundJobOrderFieldCreatedAt.column:
+		str = "CREATED_AT"
+	}
+	return str
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (f OutboundJobOrderField) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(f.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (f *OutboundJobOrderField) UnmarshalGQL(v interface{}) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("OutboundJobOrderField %T must be a string", v)
+	}
+	switch str {
+	case "CREATED_AT":
+		*f = *OutboundJobOrderFieldCreatedAt
+	default:
+		return fmt.Errorf("%s is not a valid OutboundJobOrderField", str)
+	}
+	return nil
+}
+
+// OutboundJobOrderField defines the ordering field of OutboundJob.
+type OutboundJobOrderField struct {
+	// Value extracts the ordering value from the given OutboundJob.
+	Value    func(*OutboundJob) (ent.Value, error)
+	column   string // field or computed.
+	toTerm   func(...sql.OrderTermOption) outboundjob.OrderOption
+	toCursor func(*OutboundJob) Cursor
+}
+
+// OutboundJobOrder defines the ordering of OutboundJob.
+type OutboundJobOrder struct {
+	Direction OrderDirection         `json:"direction"`
+	Field     *OutboundJobOrderField `json:"field"`
+}
+
+// DefaultOutboundJobOrder is the default ordering of OutboundJob.
+var DefaultOutboundJobOrder = &OutboundJobOrder{
+	Direction: entgql.OrderDirectionAsc,
+	Field: &OutboundJobOrderField{
+		Value: func(_m *OutboundJob) (ent.Value, error) {
+			return _m.ID, nil
+		},
+		column: outboundjob.FieldID,
+		toTerm: outboundjob.ByID,
+		toCursor: func(_m *OutboundJob) Cursor {
+			return Cursor{ID: _m.ID}
+		},
+	},
+}
+
+// ToEdge converts OutboundJob into OutboundJobEdge.
+func (_m *OutboundJob) ToEdge(order *OutboundJobOrder) *OutboundJobEdge {
+	if order == nil {
+		order = DefaultOutboundJobOrder
+	}
+	return &OutboundJobEdge{
 		Node:   _m,
 		Cursor: order.Field.toCursor(_m),
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -1325,6 +1327,1044 @@ func (i *LedgerEntryWhereInput) P() (predicate.LedgerEntry, error) {
 		return predicates[0], nil
 	default:
 		return ledgerentry.And(predicates...), nil
+	}
+}
+
+// OutboundAttemptWhereInput represents a where input for filtering OutboundAttempt queries.
+type OutboundAttemptWhereInput struct {
+	Predicates []predicate.OutboundAttempt  `json:"-"`
+	Not        *OutboundAttemptWhereInput   `json:"not,omitempty"`
+	Or         []*OutboundAttemptWhereInput `json:"or,omitempty"`
+	And        []*OutboundAttemptWhereInput `json:"and,omitempty"`
+
+	// "id" field predicates.
+	ID      *int  `json:"id,omitempty"`
+	IDNEQ   *int  `json:"idNEQ,omitempty"`
+	IDIn    []int `json:"idIn,omitempty"`
+	IDNotIn []int `json:"idNotIn,omitempty"`
+	IDGT    *int  `json:"idGT,omitempty"`
+	IDGTE   *int  `json:"idGTE,omitempty"`
+	IDLT    *int  `json:"idLT,omitempty"`
+	IDLTE   *int  `json:"idLTE,omitempty"`
+
+	// "number" field predicates.
+	Number      *int  `json:"number,omitempty"`
+	NumberNEQ   *int  `json:"numberNEQ,omitempty"`
+	NumberIn    []int `json:"numberIn,omitempty"`
+	NumberNotIn []int `json:"numberNotIn,omitempty"`
+	NumberGT    *int  `json:"numberGT,omitempty"`
+	NumberGTE   *int  `json:"numberGTE,omitempty"`
+	NumberLT    *int  `json:"numberLT,omitempty"`
+	NumberLTE   *int  `json:"numberLTE,omitempty"`
+
+	// "started_at" field predicates.
+	StartedAt      *time.Time  `json:"startedAt,omitempty"`
+	StartedAtNEQ   *time.Time  `json:"startedAtNEQ,omitempty"`
+	StartedAtIn    []time.Time `json:"startedAtIn,omitempty"`
+	StartedAtNotIn []time.Time `json:"startedAtNotIn,omitempty"`
+	StartedAtGT    *time.Time  `json:"startedAtGT,omitempty"`
+	StartedAtGTE   *time.Time  `json:"startedAtGTE,omitempty"`
+	StartedAtLT    *time.Time  `json:"startedAtLT,omitempty"`
+	StartedAtLTE   *time.Time  `json:"startedAtLTE,omitempty"`
+
+	// "finished_at" field predicates.
+	FinishedAt      *time.Time  `json:"finishedAt,omitempty"`
+	FinishedAtNEQ   *time.Time  `json:"finishedAtNEQ,omitempty"`
+	FinishedAtIn    []time.Time `json:"finishedAtIn,omitempty"`
+	FinishedAtNotIn []time.Time `json:"finishedAtNotIn,omitempty"`
+	FinishedAtGT    *time.Time  `json:"finishedAtGT,omitempty"`
+	FinishedAtGTE   *time.Time  `json:"finishedAtGTE,omitempty"`
+	FinishedAtLT    *time.Time  `json:"finishedAtLT,omitempty"`
+	FinishedAtLTE   *time.Time  `json:"finishedAtLTE,omitempty"`
+
+	// "status" field predicates.
+	Status      *outboundattempt.Status  `json:"status,omitempty"`
+	StatusNEQ   *outboundattempt.Status  `json:"statusNEQ,omitempty"`
+	StatusIn    []outboundattempt.Status `json:"statusIn,omitempty"`
+	StatusNotIn []outboundattempt.Status `json:"statusNotIn,omitempty"`
+
+	// "http_status" field predicates.
+	HTTPStatus       *int  `json:"httpStatus,omitempty"`
+	HTTPStatusNEQ    *int  `json:"httpStatusNEQ,omitempty"`
+	HTTPStatusIn     []int `json:"httpStatusIn,omitempty"`
+	HTTPStatusNotIn  []int `json:"httpStatusNotIn,omitempty"`
+	HTTPStatusGT     *int  `json:"httpStatusGT,omitempty"`
+	HTTPStatusGTE    *int  `json:"httpStatusGTE,omitempty"`
+	HTTPStatusLT     *int  `json:"httpStatusLT,omitempty"`
+	HTTPStatusLTE    *int  `json:"httpStatusLTE,omitempty"`
+	HTTPStatusIsNil  bool  `json:"httpStatusIsNil,omitempty"`
+	HTTPStatusNotNil bool  `json:"httpStatusNotNil,omitempty"`
+
+	// "duration_ms" field predicates.
+	DurationMs      *int64  `json:"durationMs,omitempty"`
+	DurationMsNEQ   *int64  `json:"durationMsNEQ,omitempty"`
+	DurationMsIn    []int64 `json:"durationMsIn,omitempty"`
+	DurationMsNotIn []int64 `json:"durationMsNotIn,omitempty"`
+	DurationMsGT    *int64  `json:"durationMsGT,omitempty"`
+	DurationMsGTE   *int64  `json:"durationMsGTE,omitempty"`
+	DurationMsLT    *int64  `json:"durationMsLT,omitempty"`
+	DurationMsLTE   *int64  `json:"durationMsLTE,omitempty"`
+
+	// "error_kind" field predicates.
+	ErrorKind       *outboundattempt.ErrorKind  `json:"errorKind,omitempty"`
+	ErrorKindNEQ    *outboundattempt.ErrorKind  `json:"errorKindNEQ,omitempty"`
+	ErrorKindIn     []outboundattempt.ErrorKind `json:"errorKindIn,omitempty"`
+	ErrorKindNotIn  []outboundattempt.ErrorKind `json:"errorKindNotIn,omitempty"`
+	ErrorKindIsNil  bool                        `json:"errorKindIsNil,omitempty"`
+	ErrorKindNotNil bool                        `json:"errorKindNotNil,omitempty"`
+
+	// "error_message" field predicates.
+	ErrorMessage             *string  `json:"errorMessage,omitempty"`
+	ErrorMessageNEQ          *string  `json:"errorMessageNEQ,omitempty"`
+	ErrorMessageIn           []string `json:"errorMessageIn,omitempty"`
+	ErrorMessageNotIn        []string `json:"errorMessageNotIn,omitempty"`
+	ErrorMessageGT           *string  `json:"errorMessageGT,omitempty"`
+	ErrorMessageGTE          *string  `json:"errorMessageGTE,omitempty"`
+	ErrorMessageLT           *string  `json:"errorMessageLT,omitempty"`
+	ErrorMessageLTE          *string  `json:"errorMessageLTE,omitempty"`
+	ErrorMessageContains     *string  `json:"errorMessageContains,omitempty"`
+	ErrorMessageHasPrefix    *string  `json:"errorMessageHasPrefix,omitempty"`
+	ErrorMessageHasSuffix    *string  `json:"errorMessageHasSuffix,omitempty"`
+	ErrorMessageEqualFold    *string  `json:"errorMessageEqualFold,omitempty"`
+	ErrorMessageContainsFold *string  `json:"errorMessageContainsFold,omitempty"`
+
+	// "response_truncated" field predicates.
+	ResponseTruncated    *bool `json:"responseTruncated,omitempty"`
+	ResponseTruncatedNEQ *bool `json:"responseTruncatedNEQ,omitempty"`
+
+	// "job" edge predicates.
+	HasJob     *bool                    `json:"hasJob,omitempty"`
+	HasJobWith []*OutboundJobWhereInput `json:"hasJobWith,omitempty"`
+}
+
+// AddPredicates adds custom predicates to the where input to be used during the filtering phase.
+func (i *OutboundAttemptWhereInput) AddPredicates(predicates ...predicate.OutboundAttempt) {
+	i.Predicates = append(i.Predicates, predicates...)
+}
+
+// Filter applies the OutboundAttemptWhereInput filter on the OutboundAttemptQuery builder.
+func (i *OutboundAttemptWhereInput) Filter(q *OutboundAttemptQuery) (*OutboundAttemptQuery, error) {
+	if i == nil {
+		return q, nil
+	}
+	p, err := i.P()
+	if err != nil {
+		if err == ErrEmptyOutboundAttemptWhereInput {
+			return q, nil
+		}
+		return nil, err
+	}
+	return q.Where(p), nil
+}
+
+// ErrEmptyOutboundAttemptWhereInput is returned in case the OutboundAttemptWhereInput is empty.
+var ErrEmptyOutboundAttemptWhereInput = errors.New("ent: empty predicate OutboundAttemptWhereInput")
+
+// P returns a predicate for filtering outboundattempts.
+// An error is returned if the input is empty or invalid.
+func (i *OutboundAttemptWhereInput) P() (predicate.OutboundAttempt, error) {
+	var predicates []predicate.OutboundAttempt
+	if i.Not != nil {
+		p, err := i.Not.P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'not'", err)
+		}
+		predicates = append(predicates, outboundattempt.Not(p))
+	}
+	switch n := len(i.Or); {
+	case n == 1:
+		p, err := i.Or[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'or'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		or := make([]predicate.OutboundAttempt, 0, n)
+		for _, w := range i.Or {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'or'", err)
+			}
+			or = append(or, p)
+		}
+		predicates = append(predicates, outboundattempt.Or(or...))
+	}
+	switch n := len(i.And); {
+	case n == 1:
+		p, err := i.And[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'and'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		and := make([]predicate.OutboundAttempt, 0, n)
+		for _, w := range i.And {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'and'", err)
+			}
+			and = append(and, p)
+		}
+		predicates = append(predicates, outboundattempt.And(and...))
+	}
+	predicates = append(predicates, i.Predicates...)
+	if i.ID != nil {
+		predicates = append(predicates, outboundattempt.IDEQ(*i.ID))
+	}
+	if i.IDNEQ != nil {
+		predicates = append(predicates, outboundattempt.IDNEQ(*i.IDNEQ))
+	}
+	if len(i.IDIn) > 0 {
+		predicates = append(predicates, outboundattempt.IDIn(i.IDIn...))
+	}
+	if len(i.IDNotIn) > 0 {
+		predicates = append(predicates, outboundattempt.IDNotIn(i.IDNotIn...))
+	}
+	if i.IDGT != nil {
+		predicates = append(predicates, outboundattempt.IDGT(*i.IDGT))
+	}
+	if i.IDGTE != nil {
+		predicates = append(predicates, outboundattempt.IDGTE(*i.IDGTE))
+	}
+	if i.IDLT != nil {
+		predicates = append(predicates, outboundattempt.IDLT(*i.IDLT))
+	}
+	if i.IDLTE != nil {
+		predicates = append(predicates, outboundattempt.IDLTE(*i.IDLTE))
+	}
+	if i.Number != nil {
+		predicates = append(predicates, outboundattempt.NumberEQ(*i.Number))
+	}
+	if i.NumberNEQ != nil {
+		predicates = append(predicates, outboundattempt.NumberNEQ(*i.NumberNEQ))
+	}
+	if len(i.NumberIn) > 0 {
+		predicates = append(predicates, outboundattempt.NumberIn(i.NumberIn...))
+	}
+	if len(i.NumberNotIn) > 0 {
+		predicates = append(predicates, outboundattempt.NumberNotIn(i.NumberNotIn...))
+	}
+	if i.NumberGT != nil {
+		predicates = append(predicates, outboundattempt.NumberGT(*i.NumberGT))
+	}
+	if i.NumberGTE != nil {
+		predicates = append(predicates, outboundattempt.NumberGTE(*i.NumberGTE))
+	}
+	if i.NumberLT != nil {
+		predicates = append(predicates, outboundattempt.NumberLT(*i.NumberLT))
+	}
+	if i.NumberLTE != nil {
+		predicates = append(predicates, outboundattempt.NumberLTE(*i.NumberLTE))
+	}
+	if i.StartedAt != nil {
+		predicates = append(predicates, outboundattempt.StartedAtEQ(*i.StartedAt))
+	}
+	if i.StartedAtNEQ != nil {
+		predicates = append(predicates, outboundattempt.StartedAtNEQ(*i.StartedAtNEQ))
+	}
+	if len(i.StartedAtIn) > 0 {
+		predicates = append(predicates, outboundattempt.StartedAtIn(i.StartedAtIn...))
+	}
+	if len(i.StartedAtNotIn) > 0 {
+		predicates = append(predicates, outboundattempt.StartedAtNotIn(i.StartedAtNotIn...))
+	}
+	if i.StartedAtGT != nil {
+		predicates = append(predicates, outboundattempt.StartedAtGT(*i.StartedAtGT))
+	}
+	if i.StartedAtGTE != nil {
+		predicates = append(predicates, outboundattempt.StartedAtGTE(*i.StartedAtGTE))
+	}
+	if i.StartedAtLT != nil {
+		predicates = append(predicates, outboundattempt.StartedAtLT(*i.StartedAtLT))
+	}
+	if i.StartedAtLTE != nil {
+		predicates = append(predicates, outboundattempt.StartedAtLTE(*i.StartedAtLTE))
+	}
+	if i.FinishedAt != nil {
+		predicates = append(predicates, outboundattempt.FinishedAtEQ(*i.FinishedAt))
+	}
+	if i.FinishedAtNEQ != nil {
+		predicates = append(predicates, outboundattempt.FinishedAtNEQ(*i.FinishedAtNEQ))
+	}
+	if len(i.FinishedAtIn) > 0 {
+		predicates = append(predicates, outboundattempt.FinishedAtIn(i.FinishedAtIn...))
+	}
+	if len(i.FinishedAtNotIn) > 0 {
+		predicates = append(predicates, outboundattempt.FinishedAtNotIn(i.FinishedAtNotIn...))
+	}
+	if i.FinishedAtGT != nil {
+		predicates = append(predicates, outboundattempt.FinishedAtGT(*i.FinishedAtGT))
+	}
+	if i.FinishedAtGTE != nil {
+		predicates = append(predicates, outboundattempt.FinishedAtGTE(*i.FinishedAtGTE))
+	}
+	if i.FinishedAtLT != nil {
+		predicates = append(predicates, outboundattempt.FinishedAtLT(*i.FinishedAtLT))
+	}
+	if i.FinishedAtLTE != nil {
+		predicates = append(predicates, outboundattempt.FinishedAtLTE(*i.FinishedAtLTE))
+	}
+	if i.Status != nil {
+		predicates = append(predicates, outboundattempt.StatusEQ(*i.Status))
+	}
+	if i.StatusNEQ != nil {
+		predicates = append(predicates, outboundattempt.StatusNEQ(*i.StatusNEQ))
+	}
+	if len(i.StatusIn) > 0 {
+		predicates = append(predicates, outboundattempt.StatusIn(i.StatusIn...))
+	}
+	if len(i.StatusNotIn) > 0 {
+		predicates = append(predicates, outboundattempt.StatusNotIn(i.StatusNotIn...))
+	}
+	if i.HTTPStatus != nil {
+		predicates = append(predicates, outboundattempt.HTTPStatusEQ(*i.HTTPStatus))
+	}
+	if i.HTTPStatusNEQ != nil {
+		predicates = append(predicates, outboundattempt.HTTPStatusNEQ(*i.HTTPStatusNEQ))
+	}
+	if len(i.HTTPStatusIn) > 0 {
+		predicates = append(predicates, outboundattempt.HTTPStatusIn(i.HTTPStatusIn...))
+	}
+	if len(i.HTTPStatusNotIn) > 0 {
+		predicates = append(predicates, outboundattempt.HTTPStatusNotIn(i.HTTPStatusNotIn...))
+	}
+	if i.HTTPStatusGT != nil {
+		predicates = append(predicates, outboundattempt.HTTPStatusGT(*i.HTTPStatusGT))
+	}
+	if i.HTTPStatusGTE != nil {
+		predicates = append(predicates, outboundattempt.HTTPStatusGTE(*i.HTTPStatusGTE))
+	}
+	if i.HTTPStatusLT != nil {
+		predicates = append(predicates, outboundattempt.HTTPStatusLT(*i.HTTPStatusLT))
+	}
+	if i.HTTPStatusLTE != nil {
+		predicates = append(predicates, outboundattempt.HTTPStatusLTE(*i.HTTPStatusLTE))
+	}
+	if i.HTTPStatusIsNil {
+		predicates = append(predicates, outboundattempt.HTTPStatusIsNil())
+	}
+	if i.HTTPStatusNotNil {
+		predicates = append(predicates, outboundattempt.HTTPStatusNotNil())
+	}
+	if i.DurationMs != nil {
+		predicates = append(predicates, outboundattempt.DurationMsEQ(*i.DurationMs))
+	}
+	if i.DurationMsNEQ != nil {
+		predicates = append(predicates, outboundattempt.DurationMsNEQ(*i.DurationMsNEQ))
+	}
+	if len(i.DurationMsIn) > 0 {
+		predicates = append(predicates, outboundattempt.DurationMsIn(i.DurationMsIn...))
+	}
+	if len(i.DurationMsNotIn) > 0 {
+		predicates = append(predicates, outboundattempt.DurationMsNotIn(i.DurationMsNotIn...))
+	}
+	if i.DurationMsGT != nil {
+		predicates = append(predicates, outboundattempt.DurationMsGT(*i.DurationMsGT))
+	}
+	if i.DurationMsGTE != nil {
+		predicates = append(predicates, outboundattempt.DurationMsGTE(*i.DurationMsGTE))
+	}
+	if i.DurationMsLT != nil {
+		predicates = append(predicates, outboundattempt.DurationMsLT(*i.DurationMsLT))
+	}
+	if i.DurationMsLTE != nil {
+		predicates = append(predicates, outboundattempt.DurationMsLTE(*i.DurationMsLTE))
+	}
+	if i.ErrorKind != nil {
+		predicates = append(predicates, outboundattempt.ErrorKindEQ(*i.ErrorKind))
+	}
+	if i.ErrorKindNEQ != nil {
+		predicates = append(predicates, outboundattempt.ErrorKindNEQ(*i.ErrorKindNEQ))
+	}
+	if len(i.ErrorKindIn) > 0 {
+		predicates = append(predicates, outboundattempt.ErrorKindIn(i.ErrorKindIn...))
+	}
+	if len(i.ErrorKindNotIn) > 0 {
+		predicates = append(predicates, outboundattempt.ErrorKindNotIn(i.ErrorKindNotIn...))
+	}
+	if i.ErrorKindIsNil {
+		predicates = append(predicates, outboundattempt.ErrorKindIsNil())
+	}
+	if i.ErrorKindNotNil {
+		predicates = append(predicates, outboundattempt.ErrorKindNotNil())
+	}
+	if i.ErrorMessage != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageEQ(*i.ErrorMessage))
+	}
+	if i.ErrorMessageNEQ != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageNEQ(*i.ErrorMessageNEQ))
+	}
+	if len(i.ErrorMessageIn) > 0 {
+		predicates = append(predicates, outboundattempt.ErrorMessageIn(i.ErrorMessageIn...))
+	}
+	if len(i.ErrorMessageNotIn) > 0 {
+		predicates = append(predicates, outboundattempt.ErrorMessageNotIn(i.ErrorMessageNotIn...))
+	}
+	if i.ErrorMessageGT != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageGT(*i.ErrorMessageGT))
+	}
+	if i.ErrorMessageGTE != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageGTE(*i.ErrorMessageGTE))
+	}
+	if i.ErrorMessageLT != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageLT(*i.ErrorMessageLT))
+	}
+	if i.ErrorMessageLTE != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageLTE(*i.ErrorMessageLTE))
+	}
+	if i.ErrorMessageContains != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageContains(*i.ErrorMessageContains))
+	}
+	if i.ErrorMessageHasPrefix != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageHasPrefix(*i.ErrorMessageHasPrefix))
+	}
+	if i.ErrorMessageHasSuffix != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageHasSuffix(*i.ErrorMessageHasSuffix))
+	}
+	if i.ErrorMessageEqualFold != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageEqualFold(*i.ErrorMessageEqualFold))
+	}
+	if i.ErrorMessageContainsFold != nil {
+		predicates = append(predicates, outboundattempt.ErrorMessageContainsFold(*i.ErrorMessageContainsFold))
+	}
+	if i.ResponseTruncated != nil {
+		predicates = append(predicates, outboundattempt.ResponseTruncatedEQ(*i.ResponseTruncated))
+	}
+	if i.ResponseTruncatedNEQ != nil {
+		predicates = append(predicates, outboundattempt.ResponseTruncatedNEQ(*i.ResponseTruncatedNEQ))
+	}
+
+	if i.HasJob != nil {
+		p := outboundattempt.HasJob()
+		if !*i.HasJob {
+			p = outboundattempt.Not(p)
+		}
+		predicates = append(predicates, p)
+	}
+	if len(i.HasJobWith) > 0 {
+		with := make([]predicate.OutboundJob, 0, len(i.HasJobWith))
+		for _, w := range i.HasJobWith {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'HasJobWith'", err)
+			}
+			with = append(with, p)
+		}
+		predicates = append(predicates, outboundattempt.HasJobWith(with...))
+	}
+	switch len(predicates) {
+	case 0:
+		return nil, ErrEmptyOutboundAttemptWhereInput
+	case 1:
+		return predicates[0], nil
+	default:
+		return outboundattempt.And(predicates...), nil
+	}
+}
+
+// OutboundJobWhereInput represents a where input for filtering OutboundJob queries.
+type OutboundJobWhereInput struct {
+	Predicates []predicate.OutboundJob  `json:"-"`
+	Not        *OutboundJobWhereInput   `json:"not,omitempty"`
+	Or         []*OutboundJobWhereInput `json:"or,omitempty"`
+	And        []*OutboundJobWhereInput `json:"and,omitempty"`
+
+	// "id" field predicates.
+	ID      *int  `json:"id,omitempty"`
+	IDNEQ   *int  `json:"idNEQ,omitempty"`
+	IDIn    []int `json:"idIn,omitempty"`
+	IDNotIn []int `json:"idNotIn,omitempty"`
+	IDGT    *int  `json:"idGT,omitempty"`
+	IDGTE   *int  `json:"idGTE,omitempty"`
+	IDLT    *int  `json:"idLT,omitempty"`
+	IDLTE   *int  `json:"idLTE,omitempty"`
+
+	// "created_at" field predicates.
+	CreatedAt      *time.Time  `json:"createdAt,omitempty"`
+	CreatedAtNEQ   *time.Time  `json:"createdAtNEQ,omitempty"`
+	CreatedAtIn    []time.Time `json:"createdAtIn,omitempty"`
+	CreatedAtNotIn []time.Time `json:"createdAtNotIn,omitempty"`
+	CreatedAtGT    *time.Time  `json:"createdAtGT,omitempty"`
+	CreatedAtGTE   *time.Time  `json:"createdAtGTE,omitempty"`
+	CreatedAtLT    *time.Time  `json:"createdAtLT,omitempty"`
+	CreatedAtLTE   *time.Time  `json:"createdAtLTE,omitempty"`
+
+	// "url" field predicates.
+	URL             *string  `json:"url,omitempty"`
+	URLNEQ          *string  `json:"urlNEQ,omitempty"`
+	URLIn           []string `json:"urlIn,omitempty"`
+	URLNotIn        []string `json:"urlNotIn,omitempty"`
+	URLGT           *string  `json:"urlGT,omitempty"`
+	URLGTE          *string  `json:"urlGTE,omitempty"`
+	URLLT           *string  `json:"urlLT,omitempty"`
+	URLLTE          *string  `json:"urlLTE,omitempty"`
+	URLContains     *string  `json:"urlContains,omitempty"`
+	URLHasPrefix    *string  `json:"urlHasPrefix,omitempty"`
+	URLHasSuffix    *string  `json:"urlHasSuffix,omitempty"`
+	URLEqualFold    *string  `json:"urlEqualFold,omitempty"`
+	URLContainsFold *string  `json:"urlContainsFold,omitempty"`
+
+	// "method" field predicates.
+	Method             *string  `json:"method,omitempty"`
+	MethodNEQ          *string  `json:"methodNEQ,omitempty"`
+	MethodIn           []string `json:"methodIn,omitempty"`
+	MethodNotIn        []string `json:"methodNotIn,omitempty"`
+	MethodGT           *string  `json:"methodGT,omitempty"`
+	MethodGTE          *string  `json:"methodGTE,omitempty"`
+	MethodLT           *string  `json:"methodLT,omitempty"`
+	MethodLTE          *string  `json:"methodLTE,omitempty"`
+	MethodContains     *string  `json:"methodContains,omitempty"`
+	MethodHasPrefix    *string  `json:"methodHasPrefix,omitempty"`
+	MethodHasSuffix    *string  `json:"methodHasSuffix,omitempty"`
+	MethodEqualFold    *string  `json:"methodEqualFold,omitempty"`
+	MethodContainsFold *string  `json:"methodContainsFold,omitempty"`
+
+	// "idempotency_key" field predicates.
+	IdempotencyKey             *string  `json:"idempotencyKey,omitempty"`
+	IdempotencyKeyNEQ          *string  `json:"idempotencyKeyNEQ,omitempty"`
+	IdempotencyKeyIn           []string `json:"idempotencyKeyIn,omitempty"`
+	IdempotencyKeyNotIn        []string `json:"idempotencyKeyNotIn,omitempty"`
+	IdempotencyKeyGT           *string  `json:"idempotencyKeyGT,omitempty"`
+	IdempotencyKeyGTE          *string  `json:"idempotencyKeyGTE,omitempty"`
+	IdempotencyKeyLT           *string  `json:"idempotencyKeyLT,omitempty"`
+	IdempotencyKeyLTE          *string  `json:"idempotencyKeyLTE,omitempty"`
+	IdempotencyKeyContains     *string  `json:"idempotencyKeyContains,omitempty"`
+	IdempotencyKeyHasPrefix    *string  `json:"idempotencyKeyHasPrefix,omitempty"`
+	IdempotencyKeyHasSuffix    *string  `json:"idempotencyKeyHasSuffix,omitempty"`
+	IdempotencyKeyIsNil        bool     `json:"idempotencyKeyIsNil,omitempty"`
+	IdempotencyKeyNotNil       bool     `json:"idempotencyKeyNotNil,omitempty"`
+	IdempotencyKeyEqualFold    *string  `json:"idempotencyKeyEqualFold,omitempty"`
+	IdempotencyKeyContainsFold *string  `json:"idempotencyKeyContainsFold,omitempty"`
+
+	// "store_response_body" field predicates.
+	StoreResponseBody    *bool `json:"storeResponseBody,omitempty"`
+	StoreResponseBodyNEQ *bool `json:"storeResponseBodyNEQ,omitempty"`
+
+	// "status" field predicates.
+	Status      *outboundjob.Status  `json:"status,omitempty"`
+	StatusNEQ   *outboundjob.Status  `json:"statusNEQ,omitempty"`
+	StatusIn    []outboundjob.Status `json:"statusIn,omitempty"`
+	StatusNotIn []outboundjob.Status `json:"statusNotIn,omitempty"`
+
+	// "attempt_count" field predicates.
+	AttemptCount      *int  `json:"attemptCount,omitempty"`
+	AttemptCountNEQ   *int  `json:"attemptCountNEQ,omitempty"`
+	AttemptCountIn    []int `json:"attemptCountIn,omitempty"`
+	AttemptCountNotIn []int `json:"attemptCountNotIn,omitempty"`
+	AttemptCountGT    *int  `json:"attemptCountGT,omitempty"`
+	AttemptCountGTE   *int  `json:"attemptCountGTE,omitempty"`
+	AttemptCountLT    *int  `json:"attemptCountLT,omitempty"`
+	AttemptCountLTE   *int  `json:"attemptCountLTE,omitempty"`
+
+	// "max_attempts" field predicates.
+	MaxAttempts      *int  `json:"maxAttempts,omitempty"`
+	MaxAttemptsNEQ   *int  `json:"maxAttemptsNEQ,omitempty"`
+	MaxAttemptsIn    []int `json:"maxAttemptsIn,omitempty"`
+	MaxAttemptsNotIn []int `json:"maxAttemptsNotIn,omitempty"`
+	MaxAttemptsGT    *int  `json:"maxAttemptsGT,omitempty"`
+	MaxAttemptsGTE   *int  `json:"maxAttemptsGTE,omitempty"`
+	MaxAttemptsLT    *int  `json:"maxAttemptsLT,omitempty"`
+	MaxAttemptsLTE   *int  `json:"maxAttemptsLTE,omitempty"`
+
+	// "next_attempt_at" field predicates.
+	NextAttemptAt       *time.Time  `json:"nextAttemptAt,omitempty"`
+	NextAttemptAtNEQ    *time.Time  `json:"nextAttemptAtNEQ,omitempty"`
+	NextAttemptAtIn     []time.Time `json:"nextAttemptAtIn,omitempty"`
+	NextAttemptAtNotIn  []time.Time `json:"nextAttemptAtNotIn,omitempty"`
+	NextAttemptAtGT     *time.Time  `json:"nextAttemptAtGT,omitempty"`
+	NextAttemptAtGTE    *time.Time  `json:"nextAttemptAtGTE,omitempty"`
+	NextAttemptAtLT     *time.Time  `json:"nextAttemptAtLT,omitempty"`
+	NextAttemptAtLTE    *time.Time  `json:"nextAttemptAtLTE,omitempty"`
+	NextAttemptAtIsNil  bool        `json:"nextAttemptAtIsNil,omitempty"`
+	NextAttemptAtNotNil bool        `json:"nextAttemptAtNotNil,omitempty"`
+
+	// "first_attempt_at" field predicates.
+	FirstAttemptAt       *time.Time  `json:"firstAttemptAt,omitempty"`
+	FirstAttemptAtNEQ    *time.Time  `json:"firstAttemptAtNEQ,omitempty"`
+	FirstAttemptAtIn     []time.Time `json:"firstAttemptAtIn,omitempty"`
+	FirstAttemptAtNotIn  []time.Time `json:"firstAttemptAtNotIn,omitempty"`
+	FirstAttemptAtGT     *time.Time  `json:"firstAttemptAtGT,omitempty"`
+	FirstAttemptAtGTE    *time.Time  `json:"firstAttemptAtGTE,omitempty"`
+	FirstAttemptAtLT     *time.Time  `json:"firstAttemptAtLT,omitempty"`
+	FirstAttemptAtLTE    *time.Time  `json:"firstAttemptAtLTE,omitempty"`
+	FirstAttemptAtIsNil  bool        `json:"firstAttemptAtIsNil,omitempty"`
+	FirstAttemptAtNotNil bool        `json:"firstAttemptAtNotNil,omitempty"`
+
+	// "expires_at" field predicates.
+	ExpiresAt      *time.Time  `json:"expiresAt,omitempty"`
+	ExpiresAtNEQ   *time.Time  `json:"expiresAtNEQ,omitempty"`
+	ExpiresAtIn    []time.Time `json:"expiresAtIn,omitempty"`
+	ExpiresAtNotIn []time.Time `json:"expiresAtNotIn,omitempty"`
+	ExpiresAtGT    *time.Time  `json:"expiresAtGT,omitempty"`
+	ExpiresAtGTE   *time.Time  `json:"expiresAtGTE,omitempty"`
+	ExpiresAtLT    *time.Time  `json:"expiresAtLT,omitempty"`
+	ExpiresAtLTE   *time.Time  `json:"expiresAtLTE,omitempty"`
+
+	// "finished_at" field predicates.
+	FinishedAt       *time.Time  `json:"finishedAt,omitempty"`
+	FinishedAtNEQ    *time.Time  `json:"finishedAtNEQ,omitempty"`
+	FinishedAtIn     []time.Time `json:"finishedAtIn,omitempty"`
+	FinishedAtNotIn  []time.Time `json:"finishedAtNotIn,omitempty"`
+	FinishedAtGT     *time.Time  `json:"finishedAtGT,omitempty"`
+	FinishedAtGTE    *time.Time  `json:"finishedAtGTE,omitempty"`
+	FinishedAtLT     *time.Time  `json:"finishedAtLT,omitempty"`
+	FinishedAtLTE    *time.Time  `json:"finishedAtLTE,omitempty"`
+	FinishedAtIsNil  bool        `json:"finishedAtIsNil,omitempty"`
+	FinishedAtNotNil bool        `json:"finishedAtNotNil,omitempty"`
+
+	// "duplicate_of" edge predicates.
+	HasDuplicateOf     *bool                    `json:"hasDuplicateOf,omitempty"`
+	HasDuplicateOfWith []*OutboundJobWhereInput `json:"hasDuplicateOfWith,omitempty"`
+}
+
+// AddPredicates adds custom predicates to the where input to be used during the filtering phase.
+func (i *OutboundJobWhereInput) AddPredicates(predicates ...predicate.OutboundJob) {
+	i.Predicates = append(i.Predicates, predicates...)
+}
+
+// Filter applies the OutboundJobWhereInput filter on the OutboundJobQuery builder.
+func (i *OutboundJobWhereInput) Filter(q *OutboundJobQuery) (*OutboundJobQuery, error) {
+	if i == nil {
+		return q, nil
+	}
+	p, err := i.P()
+	if err != nil {
+		if err == ErrEmptyOutboundJobWhereInput {
+			return q, nil
+		}
+		return nil, err
+	}
+	return q.Where(p), nil
+}
+
+// ErrEmptyOutboundJobWhereInput is returned in case the OutboundJobWhereInput is empty.
+var ErrEmptyOutboundJobWhereInput = errors.New("ent: empty predicate OutboundJobWhereInput")
+
+// P returns a predicate for filtering outboundjobs.
+// An error is returned if the input is empty or invalid.
+func (i *OutboundJobWhereInput) P() (predicate.OutboundJob, error) {
+	var predicates []predicate.OutboundJob
+	if i.Not != nil {
+		p, err := i.Not.P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'not'", err)
+		}
+		predicates = append(predicates, outboundjob.Not(p))
+	}
+	switch n := len(i.Or); {
+	case n == 1:
+		p, err := i.Or[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'or'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		or := make([]predicate.OutboundJob, 0, n)
+		for _, w := range i.Or {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'or'", err)
+			}
+			or = append(or, p)
+		}
+		predicates = append(predicates, outboundjob.Or(or...))
+	}
+	switch n := len(i.And); {
+	case n == 1:
+		p, err := i.And[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'and'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		and := make([]predicate.OutboundJob, 0, n)
+		for _, w := range i.And {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'and'", err)
+			}
+			and = append(and, p)
+		}
+		predicates = append(predicates, outboundjob.And(and...))
+	}
+	predicates = append(predicates, i.Predicates...)
+	if i.ID != nil {
+		predicates = append(predicates, outboundjob.IDEQ(*i.ID))
+	}
+	if i.IDNEQ != nil {
+		predicates = append(predicates, outboundjob.IDNEQ(*i.IDNEQ))
+	}
+	if len(i.IDIn) > 0 {
+		predicates = append(predicates, outboundjob.IDIn(i.IDIn...))
+	}
+	if len(i.IDNotIn) > 0 {
+		predicates = append(predicates, outboundjob.IDNotIn(i.IDNotIn...))
+	}
+	if i.IDGT != nil {
+		predicates = append(predicates, outboundjob.IDGT(*i.IDGT))
+	}
+	if i.IDGTE != nil {
+		predicates = append(predicates, outboundjob.IDGTE(*i.IDGTE))
+	}
+	if i.IDLT != nil {
+		predicates = append(predicates, outboundjob.IDLT(*i.IDLT))
+	}
+	if i.IDLTE != nil {
+		predicates = append(predicates, outboundjob.IDLTE(*i.IDLTE))
+	}
+	if i.CreatedAt != nil {
+		predicates = append(predicates, outboundjob.CreatedAtEQ(*i.CreatedAt))
+	}
+	if i.CreatedAtNEQ != nil {
+		predicates = append(predicates, outboundjob.CreatedAtNEQ(*i.CreatedAtNEQ))
+	}
+	if len(i.CreatedAtIn) > 0 {
+		predicates = append(predicates, outboundjob.CreatedAtIn(i.CreatedAtIn...))
+	}
+	if len(i.CreatedAtNotIn) > 0 {
+		predicates = append(predicates, outboundjob.CreatedAtNotIn(i.CreatedAtNotIn...))
+	}
+	if i.CreatedAtGT != nil {
+		predicates = append(predicates, outboundjob.CreatedAtGT(*i.CreatedAtGT))
+	}
+	if i.CreatedAtGTE != nil {
+		predicates = append(predicates, outboundjob.CreatedAtGTE(*i.CreatedAtGTE))
+	}
+	if i.CreatedAtLT != nil {
+		predicates = append(predicates, outboundjob.CreatedAtLT(*i.CreatedAtLT))
+	}
+	if i.CreatedAtLTE != nil {
+		predicates = append(predicates, outboundjob.CreatedAtLTE(*i.CreatedAtLTE))
+	}
+	if i.URL != nil {
+		predicates = append(predicates, outboundjob.URLEQ(*i.URL))
+	}
+	if i.URLNEQ != nil {
+		predicates = append(predicates, outboundjob.URLNEQ(*i.URLNEQ))
+	}
+	if len(i.URLIn) > 0 {
+		predicates = append(predicates, outboundjob.URLIn(i.URLIn...))
+	}
+	if len(i.URLNotIn) > 0 {
+		predicates = append(predicates, outboundjob.URLNotIn(i.URLNotIn...))
+	}
+	if i.URLGT != nil {
+		predicates = append(predicates, outboundjob.URLGT(*i.URLGT))
+	}
+	if i.URLGTE != nil {
+		predicates = append(predicates, outboundjob.URLGTE(*i.URLGTE))
+	}
+	if i.URLLT != nil {
+		predicates = append(predicates, outboundjob.URLLT(*i.URLLT))
+	}
+	if i.URLLTE != nil {
+		predicates = append(predicates, outboundjob.URLLTE(*i.URLLTE))
+	}
+	if i.URLContains != nil {
+		predicates = append(predicates, outboundjob.URLContains(*i.URLContains))
+	}
+	if i.URLHasPrefix != nil {
+		predicates = append(predicates, outboundjob.URLHasPrefix(*i.URLHasPrefix))
+	}
+	if i.URLHasSuffix != nil {
+		predicates = append(predicates, outboundjob.URLHasSuffix(*i.URLHasSuffix))
+	}
+	if i.URLEqualFold != nil {
+		predicates = append(predicates, outboundjob.URLEqualFold(*i.URLEqualFold))
+	}
+	if i.URLContainsFold != nil {
+		predicates = append(predicates, outboundjob.URLContainsFold(*i.URLContainsFold))
+	}
+	if i.Method != nil {
+		predicates = append(predicates, outboundjob.MethodEQ(*i.Method))
+	}
+	if i.MethodNEQ != nil {
+		predicates = append(predicates, outboundjob.MethodNEQ(*i.MethodNEQ))
+	}
+	if len(i.MethodIn) > 0 {
+		predicates = append(predicates, outboundjob.MethodIn(i.MethodIn...))
+	}
+	if len(i.MethodNotIn) > 0 {
+		predicates = append(predicates, outboundjob.MethodNotIn(i.MethodNotIn...))
+	}
+	if i.MethodGT != nil {
+		predicates = append(predicates, outboundjob.MethodGT(*i.MethodGT))
+	}
+	if i.MethodGTE != nil {
+		predicates = append(predicates, outboundjob.MethodGTE(*i.MethodGTE))
+	}
+	if i.MethodLT != nil {
+		predicates = append(predicates, outboundjob.MethodLT(*i.MethodLT))
+	}
+	if i.MethodLTE != nil {
+		predicates = append(predicates, outboundjob.MethodLTE(*i.MethodLTE))
+	}
+	if i.MethodContains != nil {
+		predicates = append(predicates, outboundjob.MethodContains(*i.MethodContains))
+	}
+	if i.MethodHasPrefix != nil {
+		predicates = append(predicates, outboundjob.MethodHasPrefix(*i.MethodHasPrefix))
+	}
+	if i.MethodHasSuffix != nil {
+		predicates = append(predicates, outboundjob.MethodHasSuffix(*i.MethodHasSuffix))
+	}
+	if i.MethodEqualFold != nil {
+		predicates = append(predicates, outboundjob.MethodEqualFold(*i.MethodEqualFold))
+	}
+	if i.MethodContainsFold != nil {
+		predicates = append(predicates, outboundjob.MethodContainsFold(*i.MethodContainsFold))
+	}
+	if i.IdempotencyKey != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyEQ(*i.IdempotencyKey))
+	}
+	if i.IdempotencyKeyNEQ != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyNEQ(*i.IdempotencyKeyNEQ))
+	}
+	if len(i.IdempotencyKeyIn) > 0 {
+		predicates = append(predicates, outboundjob.IdempotencyKeyIn(i.IdempotencyKeyIn...))
+	}
+	if len(i.IdempotencyKeyNotIn) > 0 {
+		predicates = append(predicates, outboundjob.IdempotencyKeyNotIn(i.IdempotencyKeyNotIn...))
+	}
+	if i.IdempotencyKeyGT != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyGT(*i.IdempotencyKeyGT))
+	}
+	if i.IdempotencyKeyGTE != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyGTE(*i.IdempotencyKeyGTE))
+	}
+	if i.IdempotencyKeyLT != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyLT(*i.IdempotencyKeyLT))
+	}
+	if i.IdempotencyKeyLTE != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyLTE(*i.IdempotencyKeyLTE))
+	}
+	if i.IdempotencyKeyContains != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyContains(*i.IdempotencyKeyContains))
+	}
+	if i.IdempotencyKeyHasPrefix != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyHasPrefix(*i.IdempotencyKeyHasPrefix))
+	}
+	if i.IdempotencyKeyHasSuffix != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyHasSuffix(*i.IdempotencyKeyHasSuffix))
+	}
+	if i.IdempotencyKeyIsNil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyIsNil())
+	}
+	if i.IdempotencyKeyNotNil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyNotNil())
+	}
+	if i.IdempotencyKeyEqualFold != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyEqualFold(*i.IdempotencyKeyEqualFold))
+	}
+	if i.IdempotencyKeyContainsFold != nil {
+		predicates = append(predicates, outboundjob.IdempotencyKeyContainsFold(*i.IdempotencyKeyContainsFold))
+	}
+	if i.StoreResponseBody != nil {
+		predicates = append(predicates, outboundjob.StoreResponseBodyEQ(*i.StoreResponseBody))
+	}
+	if i.StoreResponseBodyNEQ != nil {
+		predicates = append(predicates, outboundjob.StoreResponseBodyNEQ(*i.StoreResponseBodyNEQ))
+	}
+	if i.Status != nil {
+		predicates = append(predicates, outboundjob.StatusEQ(*i.Status))
+	}
+	if i.StatusNEQ != nil {
+		predicates = append(predicates, outboundjob.StatusNEQ(*i.StatusNEQ))
+	}
+	if len(i.StatusIn) > 0 {
+		predicates = append(predicates, outboundjob.StatusIn(i.StatusIn...))
+	}
+	if len(i.StatusNotIn) > 0 {
+		predicates = append(predicates, outboundjob.StatusNotIn(i.StatusNotIn...))
+	}
+	if i.AttemptCount != nil {
+		predicates = append(predicates, outboundjob.AttemptCountEQ(*i.AttemptCount))
+	}
+	if i.AttemptCountNEQ != nil {
+		predicates = append(predicates, outboundjob.AttemptCountNEQ(*i.AttemptCountNEQ))
+	}
+	if len(i.AttemptCountIn) > 0 {
+		predicates = append(predicates, outboundjob.AttemptCountIn(i.AttemptCountIn...))
+	}
+	if len(i.AttemptCountNotIn) > 0 {
+		predicates = append(predicates, outboundjob.AttemptCountNotIn(i.AttemptCountNotIn...))
+	}
+	if i.AttemptCountGT != nil {
+		predicates = append(predicates, outboundjob.AttemptCountGT(*i.AttemptCountGT))
+	}
+	if i.AttemptCountGTE != nil {
+		predicates = append(predicates, outboundjob.AttemptCountGTE(*i.AttemptCountGTE))
+	}
+	if i.AttemptCountLT != nil {
+		predicates = append(predicates, outboundjob.AttemptCountLT(*i.AttemptCountLT))
+	}
+	if i.AttemptCountLTE != nil {
+		predicates = append(predicates, outboundjob.AttemptCountLTE(*i.AttemptCountLTE))
+	}
+	if i.MaxAttempts != nil {
+		predicates = append(predicates, outboundjob.MaxAttemptsEQ(*i.MaxAttempts))
+	}
+	if i.MaxAttemptsNEQ != nil {
+		predicates = append(predicates, outboundjob.MaxAttemptsNEQ(*i.MaxAttemptsNEQ))
+	}
+	if len(i.MaxAttemptsIn) > 0 {
+		predicates = append(predicates, outboundjob.MaxAttemptsIn(i.MaxAttemptsIn...))
+	}
+	if len(i.MaxAttemptsNotIn) > 0 {
+		predicates = append(predicates, outboundjob.MaxAttemptsNotIn(i.MaxAttemptsNotIn...))
+	}
+	if i.MaxAttemptsGT != nil {
+		predicates = append(predicates, outboundjob.MaxAttemptsGT(*i.MaxAttemptsGT))
+	}
+	if i.MaxAttemptsGTE != nil {
+		predicates = append(predicates, outboundjob.MaxAttemptsGTE(*i.MaxAttemptsGTE))
+	}
+	if i.MaxAttemptsLT != nil {
+		predicates = append(predicates, outboundjob.MaxAttemptsLT(*i.MaxAttemptsLT))
+	}
+	if i.MaxAttemptsLTE != nil {
+		predicates = append(predicates, outboundjob.MaxAttemptsLTE(*i.MaxAttemptsLTE))
+	}
+	if i.NextAttemptAt != nil {
+		predicates = append(predicates, outboundjob.NextAttemptAtEQ(*i.NextAttemptAt))
+	}
+	if i.NextAttemptAtNEQ != nil {
+		predicates = append(predicates, outboundjob.NextAttemptAtNEQ(*i.NextAttemptAtNEQ))
+	}
+	if len(i.NextAttemptAtIn) > 0 {
+		predicates = append(predicates, outboundjob.NextAttemptAtIn(i.NextAttemptAtIn...))
+	}
+	if len(i.NextAttemptAtNotIn) > 0 {
+		predicates = append(predicates, outboundjob.NextAttemptAtNotIn(i.NextAttemptAtNotIn...))
+	}
+	if i.NextAttemptAtGT != nil {
+		predicates = append(predicates, outboundjob.NextAttemptAtGT(*i.NextAttemptAtGT))
+	}
+	if i.NextAttemptAtGTE != nil {
+		predicates = append(predicates, outboundjob.NextAttemptAtGTE(*i.NextAttemptAtGTE))
+	}
+	if i.NextAttemptAtLT != nil {
+		predicates = append(predicates, outboundjob.NextAttemptAtLT(*i.NextAttemptAtLT))
+	}
+	if i.NextAttemptAtLTE != nil {
+		predicates = append(predicates, outboundjob.NextAttemptAtLTE(*i.NextAttemptAtLTE))
+	}
+	if i.NextAttemptAtIsNil {
+		predicates = append(predicates, outboundjob.NextAttemptAtIsNil())
+	}
+	if i.NextAttemptAtNotNil {
+		predicates = append(predicates, outboundjob.NextAttemptAtNotNil())
+	}
+	if i.FirstAttemptAt != nil {
+		predicates = append(predicates, outboundjob.FirstAttemptAtEQ(*i.FirstAttemptAt))
+	}
+	if i.FirstAttemptAtNEQ != nil {
+		predicates = append(predicates, outboundjob.FirstAttemptAtNEQ(*i.FirstAttemptAtNEQ))
+	}
+	if len(i.FirstAttemptAtIn) > 0 {
+		predicates = append(predicates, outboundjob.FirstAttemptAtIn(i.FirstAttemptAtIn...))
+	}
+	if len(i.FirstAttemptAtNotIn) > 0 {
+		predicates = append(predicates, outboundjob.FirstAttemptAtNotIn(i.FirstAttemptAtNotIn...))
+	}
+	if i.FirstAttemptAtGT != nil {
+		predicates = append(predicates, outboundjob.FirstAttemptAtGT(*i.FirstAttemptAtGT))
+	}
+	if i.FirstAttemptAtGTE != nil {
+		predicates = append(predicates, outboundjob.FirstAttemptAtGTE(*i.FirstAttemptAtGTE))
+	}
+	if i.FirstAttemptAtLT != nil {
+		predicates = append(predicates, outboundjob.FirstAttemptAtLT(*i.FirstAttemptAtLT))
+	}
+	if i.FirstAttemptAtLTE != nil {
+		predicates = append(predicates, outboundjob.FirstAttemptAtLTE(*i.FirstAttemptAtLTE))
+	}
+	if i.FirstAttemptAtIsNil {
+		predicates = append(predicates, outboundjob.FirstAttemptAtIsNil())
+	}
+	if i.FirstAttemptAtNotNil {
+		predicates = append(predicates, outboundjob.FirstAttemptAtNotNil())
+	}
+	if i.ExpiresAt != nil {
+		predicates = append(predicates, outboundjob.ExpiresAtEQ(*i.ExpiresAt))
+	}
+	if i.ExpiresAtNEQ != nil {
+		predicates = append(predicates, outboundjob.ExpiresAtNEQ(*i.ExpiresAtNEQ))
+	}
+	if len(i.ExpiresAtIn) > 0 {
+		predicates = append(predicates, outboundjob.ExpiresAtIn(i.ExpiresAtIn...))
+	}
+	if len(i.ExpiresAtNotIn) > 0 {
+		predicates = append(predicates, outboundjob.ExpiresAtNotIn(i.ExpiresAtNotIn...))
+	}
+	if i.ExpiresAtGT != nil {
+		predicates = append(predicates, outboundjob.ExpiresAtGT(*i.ExpiresAtGT))
+	}
+	if i.ExpiresAtGTE != nil {
+		predicates = append(predicates, outboundjob.ExpiresAtGTE(*i.ExpiresAtGTE))
+	}
+	if i.ExpiresAtLT != nil {
+		predicates = append(predicates, outboundjob.ExpiresAtLT(*i.ExpiresAtLT))
+	}
+	if i.ExpiresAtLTE != nil {
+		predicates = append(predicates, outboundjob.ExpiresAtLTE(*i.ExpiresAtLTE))
+	}
+	if i.FinishedAt != nil {
+		predicates = append(predicates, outboundjob.FinishedAtEQ(*i.FinishedAt))
+	}
+	if i.FinishedAtNEQ != nil {
+		predicates = append(predicates, outboundjob.FinishedAtNEQ(*i.FinishedAtNEQ))
+	}
+	if len(i.FinishedAtIn) > 0 {
+		predicates = append(predicates, outboundjob.FinishedAtIn(i.FinishedAtIn...))
+	}
+	if len(i.FinishedAtNotIn) > 0 {
+		predicates = append(predicates, outboundjob.FinishedAtNotIn(i.FinishedAtNotIn...))
+	}
+	if i.FinishedAtGT != nil {
+		predicates = append(predicates, outboundjob.FinishedAtGT(*i.FinishedAtGT))
+	}
+	if i.FinishedAtGTE != nil {
+		predicates = append(predicates, outboundjob.FinishedAtGTE(*i.FinishedAtGTE))
+	}
+	if i.FinishedAtLT != nil {
+		predicates = append(predicates, outboundjob.FinishedAtLT(*i.FinishedAtLT))
+	}
+	if i.FinishedAtLTE != nil {
+		predicates = append(predicates, outboundjob.FinishedAtLTE(*i.FinishedAtLTE))
+	}
+	if i.FinishedAtIsNil {
+		predicates = append(predicates, outboundjob.FinishedAtIsNil())
+	}
+	if i.FinishedAtNotNil {
+		predicates = append(predicates, outboundjob.FinishedAtNotNil())
+	}
+
+	if i.HasDuplicateOf != nil {
+		p := outboundjob.HasDuplicateOf()
+		if !*i.HasDuplicateOf {
+			p = outboundjob.Not(p)
+		}
+		predicates = append(predicates, p)
+	}
+	if len(i.HasDuplicateOfWith) > 0 {
+		with := make([]predicate.OutboundJob, 0, len(i.HasDuplicateOfWith))
+		for _, w := range i.HasDuplicateOfWith {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'HasDuplicateOfWith'", err)
+			}
+			with = append(with, p)
+		}
+		predicates = append(predicates, outboundjob.HasDuplicateOfWith(with...))
+	}
+	switch len(predicates) {
+	case 0:
+		return nil, ErrEmptyOutboundJobWhereInput
+	case 1:
+		return predicates[0], nil
+	default:
+		return outboundjob.And(predicates...), nil
 	}
 }
 

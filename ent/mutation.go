@@ -15,6 +15,8 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -32,14 +34,16 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeAttempt     = "Attempt"
-	TypeDelivery    = "Delivery"
-	TypeLedgerEntry = "LedgerEntry"
-	TypePlan        = "Plan"
-	TypeRecipient   = "Recipient"
-	TypeRequest     = "Request"
-	TypeServer      = "Server"
-	TypeTenant      = "Tenant"
+	TypeAttempt         = "Attempt"
+	TypeDelivery        = "Delivery"
+	TypeLedgerEntry     = "LedgerEntry"
+	TypeOutboundAttempt = "OutboundAttempt"
+	TypeOutboundJob     = "OutboundJob"
+	TypePlan            = "Plan"
+	TypeRecipient       = "Recipient"
+	TypeRequest         = "Request"
+	TypeServer          = "Server"
+	TypeTenant          = "Tenant"
 )
 
 // AttemptMutation represents an operation that mutates the Attempt nodes in the graph.
@@ -3479,6 +3483,3033 @@ func (m *LedgerEntryMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown LedgerEntry edge %s", name)
+}
+
+// OutboundAttemptMutation represents an operation that mutates the OutboundAttempt nodes in the graph.
+type OutboundAttemptMutation struct {
+	config
+	op                 Op
+	typ                string
+	id                 *int
+	number             *int
+	addnumber          *int
+	started_at         *time.Time
+	finished_at        *time.Time
+	status             *outboundattempt.Status
+	http_status        *int
+	addhttp_status     *int
+	duration_ms        *int64
+	addduration_ms     *int64
+	error_kind         *outboundattempt.ErrorKind
+	error_message      *string
+	response_body      *[]byte
+	response_truncated *bool
+	clearedFields      map[string]struct{}
+	tenant             *int
+	clearedtenant      bool
+	job                *int
+	clearedjob         bool
+	done               bool
+	oldValue           func(context.Context) (*OutboundAttempt, error)
+	predicates         []predicate.OutboundAttempt
+}
+
+var _ ent.Mutation = (*OutboundAttemptMutation)(nil)
+
+// outboundattemptOption allows management of the mutation configuration using functional options.
+type outboundattemptOption func(*OutboundAttemptMutation)
+
+// newOutboundAttemptMutation creates new mutation for the OutboundAttempt entity.
+func newOutboundAttemptMutation(c config, op Op, opts ...outboundattemptOption) *OutboundAttemptMutation {
+	m := &OutboundAttemptMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeOutboundAttempt,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withOutboundAttemptID sets the ID field of the mutation.
+func withOutboundAttemptID(id int) outboundattemptOption {
+	return func(m *OutboundAttemptMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *OutboundAttempt
+		)
+		m.oldValue = func(ctx context.Context) (*OutboundAttempt, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().OutboundAttempt.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withOutboundAttempt sets the old OutboundAttempt of the mutation.
+func withOutboundAttempt(node *OutboundAttempt) outboundattemptOption {
+	return func(m *OutboundAttemptMutation) {
+		m.oldValue = func(context.Context) (*OutboundAttempt, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m OutboundAttemptMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m OutboundAttemptMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *OutboundAttemptMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *OutboundAttemptMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().OutboundAttempt.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *OutboundAttemptMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *OutboundAttemptMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *OutboundAttemptMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetJobID sets the "job_id" field.
+func (m *OutboundAttemptMutation) SetJobID(i int) {
+	m.job = &i
+}
+
+// JobID returns the value of the "job_id" field in the mutation.
+func (m *OutboundAttemptMutation) JobID() (r int, exists bool) {
+	v := m.job
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldJobID returns the old "job_id" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldJobID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldJobID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldJobID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldJobID: %w", err)
+	}
+	return oldValue.JobID, nil
+}
+
+// ResetJobID resets all changes to the "job_id" field.
+func (m *OutboundAttemptMutation) ResetJobID() {
+	m.job = nil
+}
+
+// SetNumber sets the "number" field.
+func (m *OutboundAttemptMutation) SetNumber(i int) {
+	m.number = &i
+	m.addnumber = nil
+}
+
+// Number returns the value of the "number" field in the mutation.
+func (m *OutboundAttemptMutation) Number() (r int, exists bool) {
+	v := m.number
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNumber returns the old "number" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldNumber(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNumber is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNumber requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNumber: %w", err)
+	}
+	return oldValue.Number, nil
+}
+
+// AddNumber adds i to the "number" field.
+func (m *OutboundAttemptMutation) AddNumber(i int) {
+	if m.addnumber != nil {
+		*m.addnumber += i
+	} else {
+		m.addnumber = &i
+	}
+}
+
+// AddedNumber returns the value that was added to the "number" field in this mutation.
+func (m *OutboundAttemptMutation) AddedNumber() (r int, exists bool) {
+	v := m.addnumber
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetNumber resets all changes to the "number" field.
+func (m *OutboundAttemptMutation) ResetNumber() {
+	m.number = nil
+	m.addnumber = nil
+}
+
+// SetStartedAt sets the "started_at" field.
+func (m *OutboundAttemptMutation) SetStartedAt(t time.Time) {
+	m.started_at = &t
+}
+
+// StartedAt returns the value of the "started_at" field in the mutation.
+func (m *OutboundAttemptMutation) StartedAt() (r time.Time, exists bool) {
+	v := m.started_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStartedAt returns the old "started_at" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldStartedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStartedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStartedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStartedAt: %w", err)
+	}
+	return oldValue.StartedAt, nil
+}
+
+// ResetStartedAt resets all changes to the "started_at" field.
+func (m *OutboundAttemptMutation) ResetStartedAt() {
+	m.started_at = nil
+}
+
+// SetFinishedAt sets the "finished_at" field.
+func (m *OutboundAttemptMutation) SetFinishedAt(t time.Time) {
+	m.finished_at = &t
+}
+
+// FinishedAt returns the value of the "finished_at" field in the mutation.
+func (m *OutboundAttemptMutation) FinishedAt() (r time.Time, exists bool) {
+	v := m.finished_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFinishedAt returns the old "finished_at" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldFinishedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFinishedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFinishedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFinishedAt: %w", err)
+	}
+	return oldValue.FinishedAt, nil
+}
+
+// ResetFinishedAt resets all changes to the "finished_at" field.
+func (m *OutboundAttemptMutation) ResetFinishedAt() {
+	m.finished_at = nil
+}
+
+// SetStatus sets the "status" field.
+func (m *OutboundAttemptMutation) SetStatus(o outboundattempt.Status) {
+	m.status = &o
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *OutboundAttemptMutation) Status() (r outboundattempt.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldStatus(ctx context.Context) (v outboundattempt.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *OutboundAttemptMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetHTTPStatus sets the "http_status" field.
+func (m *OutboundAttemptMutation) SetHTTPStatus(i int) {
+	m.http_status = &i
+	m.addhttp_status = nil
+}
+
+// HTTPStatus returns the value of the "http_status" field in the mutation.
+func (m *OutboundAttemptMutation) HTTPStatus() (r int, exists bool) {
+	v := m.http_status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHTTPStatus returns the old "http_status" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldHTTPStatus(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHTTPStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHTTPStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHTTPStatus: %w", err)
+	}
+	return oldValue.HTTPStatus, nil
+}
+
+// AddHTTPStatus adds i to the "http_status" field.
+func (m *OutboundAttemptMutation) AddHTTPStatus(i int) {
+	if m.addhttp_status != nil {
+		*m.addhttp_status += i
+	} else {
+		m.addhttp_status = &i
+	}
+}
+
+// AddedHTTPStatus returns the value that was added to the "http_status" field in this mutation.
+func (m *OutboundAttemptMutation) AddedHTTPStatus() (r int, exists bool) {
+	v := m.addhttp_status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearHTTPStatus clears the value of the "http_status" field.
+func (m *OutboundAttemptMutation) ClearHTTPStatus() {
+	m.http_status = nil
+	m.addhttp_status = nil
+	m.clearedFields[outboundattempt.FieldHTTPStatus] = struct{}{}
+}
+
+// HTTPStatusCleared returns if the "http_status" field was cleared in this mutation.
+func (m *OutboundAttemptMutation) HTTPStatusCleared() bool {
+	_, ok := m.clearedFields[outboundattempt.FieldHTTPStatus]
+	return ok
+}
+
+// ResetHTTPStatus resets all changes to the "http_status" field.
+func (m *OutboundAttemptMutation) ResetHTTPStatus() {
+	m.http_status = nil
+	m.addhttp_status = nil
+	delete(m.clearedFields, outboundattempt.FieldHTTPStatus)
+}
+
+// SetDurationMs sets the "duration_ms" field.
+func (m *OutboundAttemptMutation) SetDurationMs(i int64) {
+	m.duration_ms = &i
+	m.addduration_ms = nil
+}
+
+// DurationMs returns the value of the "duration_ms" field in the mutation.
+func (m *OutboundAttemptMutation) DurationMs() (r int64, exists bool) {
+	v := m.duration_ms
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDurationMs returns the old "duration_ms" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldDurationMs(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDurationMs is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDurationMs requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDurationMs: %w", err)
+	}
+	return oldValue.DurationMs, nil
+}
+
+// AddDurationMs adds i to the "duration_ms" field.
+func (m *OutboundAttemptMutation) AddDurationMs(i int64) {
+	if m.addduration_ms != nil {
+		*m.addduration_ms += i
+	} else {
+		m.addduration_ms = &i
+	}
+}
+
+// AddedDurationMs returns the value that was added to the "duration_ms" field in this mutation.
+func (m *OutboundAttemptMutation) AddedDurationMs() (r int64, exists bool) {
+	v := m.addduration_ms
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetDurationMs resets all changes to the "duration_ms" field.
+func (m *OutboundAttemptMutation) ResetDurationMs() {
+	m.duration_ms = nil
+	m.addduration_ms = nil
+}
+
+// SetErrorKind sets the "error_kind" field.
+func (m *OutboundAttemptMutation) SetErrorKind(ok outboundattempt.ErrorKind) {
+	m.error_kind = &ok
+}
+
+// ErrorKind returns the value of the "error_kind" field in the mutation.
+func (m *OutboundAttemptMutation) ErrorKind() (r outboundattempt.ErrorKind, exists bool) {
+	v := m.error_kind
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldErrorKind returns the old "error_kind" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldErrorKind(ctx context.Context) (v *outboundattempt.ErrorKind, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldErrorKind is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldErrorKind requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldErrorKind: %w", err)
+	}
+	return oldValue.ErrorKind, nil
+}
+
+// ClearErrorKind clears the value of the "error_kind" field.
+func (m *OutboundAttemptMutation) ClearErrorKind() {
+	m.error_kind = nil
+	m.clearedFields[outboundattempt.FieldErrorKind] = struct{}{}
+}
+
+// ErrorKindCleared returns if the "error_kind" field was cleared in this mutation.
+func (m *OutboundAttemptMutation) ErrorKindCleared() bool {
+	_, ok := m.clearedFields[outboundattempt.FieldErrorKind]
+	return ok
+}
+
+// ResetErrorKind resets all changes to the "error_kind" field.
+func (m *OutboundAttemptMutation) ResetErrorKind() {
+	m.error_kind = nil
+	delete(m.clearedFields, outboundattempt.FieldErrorKind)
+}
+
+// SetErrorMessage sets the "error_message" field.
+func (m *OutboundAttemptMutation) SetErrorMessage(s string) {
+	m.error_message = &s
+}
+
+// ErrorMessage returns the value of the "error_message" field in the mutation.
+func (m *OutboundAttemptMutation) ErrorMessage() (r string, exists bool) {
+	v := m.error_message
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldErrorMessage returns the old "error_message" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldErrorMessage(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldErrorMessage is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldErrorMessage requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldErrorMessage: %w", err)
+	}
+	return oldValue.ErrorMessage, nil
+}
+
+// ResetErrorMessage resets all changes to the "error_message" field.
+func (m *OutboundAttemptMutation) ResetErrorMessage() {
+	m.error_message = nil
+}
+
+// SetResponseBody sets the "response_body" field.
+func (m *OutboundAttemptMutation) SetResponseBody(b []byte) {
+	m.response_body = &b
+}
+
+// ResponseBody returns the value of the "response_body" field in the mutation.
+func (m *OutboundAttemptMutation) ResponseBody() (r []byte, exists bool) {
+	v := m.response_body
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldResponseBody returns the old "response_body" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldResponseBody(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldResponseBody is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldResponseBody requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldResponseBody: %w", err)
+	}
+	return oldValue.ResponseBody, nil
+}
+
+// ClearResponseBody clears the value of the "response_body" field.
+func (m *OutboundAttemptMutation) ClearResponseBody() {
+	m.response_body = nil
+	m.clearedFields[outboundattempt.FieldResponseBody] = struct{}{}
+}
+
+// ResponseBodyCleared returns if the "response_body" field was cleared in this mutation.
+func (m *OutboundAttemptMutation) ResponseBodyCleared() bool {
+	_, ok := m.clearedFields[outboundattempt.FieldResponseBody]
+	return ok
+}
+
+// ResetResponseBody resets all changes to the "response_body" field.
+func (m *OutboundAttemptMutation) ResetResponseBody() {
+	m.response_body = nil
+	delete(m.clearedFields, outboundattempt.FieldResponseBody)
+}
+
+// SetResponseTruncated sets the "response_truncated" field.
+func (m *OutboundAttemptMutation) SetResponseTruncated(b bool) {
+	m.response_truncated = &b
+}
+
+// ResponseTruncated returns the value of the "response_truncated" field in the mutation.
+func (m *OutboundAttemptMutation) ResponseTruncated() (r bool, exists bool) {
+	v := m.response_truncated
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldResponseTruncated returns the old "response_truncated" field's value of the OutboundAttempt entity.
+// If the OutboundAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundAttemptMutation) OldResponseTruncated(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldResponseTruncated is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldResponseTruncated requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldResponseTruncated: %w", err)
+	}
+	return oldValue.ResponseTruncated, nil
+}
+
+// ResetResponseTruncated resets all changes to the "response_truncated" field.
+func (m *OutboundAttemptMutation) ResetResponseTruncated() {
+	m.response_truncated = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *OutboundAttemptMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[outboundattempt.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *OutboundAttemptMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *OutboundAttemptMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *OutboundAttemptMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// ClearJob clears the "job" edge to the OutboundJob entity.
+func (m *OutboundAttemptMutation) ClearJob() {
+	m.clearedjob = true
+	m.clearedFields[outboundattempt.FieldJobID] = struct{}{}
+}
+
+// JobCleared reports if the "job" edge to the OutboundJob entity was cleared.
+func (m *OutboundAttemptMutation) JobCleared() bool {
+	return m.clearedjob
+}
+
+// JobIDs returns the "job" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// JobID instead. It exists only for internal usage by the builders.
+func (m *OutboundAttemptMutation) JobIDs() (ids []int) {
+	if id := m.job; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetJob resets all changes to the "job" edge.
+func (m *OutboundAttemptMutation) ResetJob() {
+	m.job = nil
+	m.clearedjob = false
+}
+
+// Where appends a list predicates to the OutboundAttemptMutation builder.
+func (m *OutboundAttemptMutation) Where(ps ...predicate.OutboundAttempt) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the OutboundAttemptMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *OutboundAttemptMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.OutboundAttempt, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *OutboundAttemptMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *OutboundAttemptMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (OutboundAttempt).
+func (m *OutboundAttemptMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *OutboundAttemptMutation) Fields() []string {
+	fields := make([]string, 0, 12)
+	if m.tenant != nil {
+		fields = append(fields, outboundattempt.FieldTenantID)
+	}
+	if m.job != nil {
+		fields = append(fields, outboundattempt.FieldJobID)
+	}
+	if m.number != nil {
+		fields = append(fields, outboundattempt.FieldNumber)
+	}
+	if m.started_at != nil {
+		fields = append(fields, outboundattempt.FieldStartedAt)
+	}
+	if m.finished_at != nil {
+		fields = append(fields, outboundattempt.FieldFinishedAt)
+	}
+	if m.status != nil {
+		fields = append(fields, outboundattempt.FieldStatus)
+	}
+	if m.http_status != nil {
+		fields = append(fields, outboundattempt.FieldHTTPStatus)
+	}
+	if m.duration_ms != nil {
+		fields = append(fields, outboundattempt.FieldDurationMs)
+	}
+	if m.error_kind != nil {
+		fields = append(fields, outboundattempt.FieldErrorKind)
+	}
+	if m.error_message != nil {
+		fields = append(fields, outboundattempt.FieldErrorMessage)
+	}
+	if m.response_body != nil {
+		fields = append(fields, outboundattempt.FieldResponseBody)
+	}
+	if m.response_truncated != nil {
+		fields = append(fields, outboundattempt.FieldResponseTruncated)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *OutboundAttemptMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case outboundattempt.FieldTenantID:
+		return m.TenantID()
+	case outboundattempt.FieldJobID:
+		return m.JobID()
+	case outboundattempt.FieldNumber:
+		return m.Number()
+	case outboundattempt.FieldStartedAt:
+		return m.StartedAt()
+	case outboundattempt.FieldFinishedAt:
+		return m.FinishedAt()
+	case outboundattempt.FieldStatus:
+		return m.Status()
+	case outboundattempt.FieldHTTPStatus:
+		return m.HTTPStatus()
+	case outboundattempt.FieldDurationMs:
+		return m.DurationMs()
+	case outboundattempt.FieldErrorKind:
+		return m.ErrorKind()
+	case outboundattempt.FieldErrorMessage:
+		return m.ErrorMessage()
+	case outboundattempt.FieldResponseBody:
+		return m.ResponseBody()
+	case outboundattempt.FieldResponseTruncated:
+		return m.ResponseTruncated()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *OutboundAttemptMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case outboundattempt.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case outboundattempt.FieldJobID:
+		return m.OldJobID(ctx)
+	case outboundattempt.FieldNumber:
+		return m.OldNumber(ctx)
+	case outboundattempt.FieldStartedAt:
+		return m.OldStartedAt(ctx)
+	case outboundattempt.FieldFinishedAt:
+		return m.OldFinishedAt(ctx)
+	case outboundattempt.FieldStatus:
+		return m.OldStatus(ctx)
+	case outboundattempt.FieldHTTPStatus:
+		return m.OldHTTPStatus(ctx)
+	case outboundattempt.FieldDurationMs:
+		return m.OldDurationMs(ctx)
+	case outboundattempt.FieldErrorKind:
+		return m.OldErrorKind(ctx)
+	case outboundattempt.FieldErrorMessage:
+		return m.OldErrorMessage(ctx)
+	case outboundattempt.FieldResponseBody:
+		return m.OldResponseBody(ctx)
+	case outboundattempt.FieldResponseTruncated:
+		return m.OldResponseTruncated(ctx)
+	}
+	return nil, fmt.Errorf("unknown OutboundAttempt field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *OutboundAttemptMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case outboundattempt.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case outboundattempt.FieldJobID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetJobID(v)
+		return nil
+	case outboundattempt.FieldNumber:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNumber(v)
+		return nil
+	case outboundattempt.FieldStartedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStartedAt(v)
+		return nil
+	case outboundattempt.FieldFinishedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFinishedAt(v)
+		return nil
+	case outboundattempt.FieldStatus:
+		v, ok := value.(outboundattempt.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case outboundattempt.FieldHTTPStatus:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHTTPStatus(v)
+		return nil
+	case outboundattempt.FieldDurationMs:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDurationMs(v)
+		return nil
+	case outboundattempt.FieldErrorKind:
+		v, ok := value.(outboundattempt.ErrorKind)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetErrorKind(v)
+		return nil
+	case outboundattempt.FieldErrorMessage:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetErrorMessage(v)
+		return nil
+	case outboundattempt.FieldResponseBody:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetResponseBody(v)
+		return nil
+	case outboundattempt.FieldResponseTruncated:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetResponseTruncated(v)
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundAttempt field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *OutboundAttemptMutation) AddedFields() []string {
+	var fields []string
+	if m.addnumber != nil {
+		fields = append(fields, outboundattempt.FieldNumber)
+	}
+	if m.addhttp_status != nil {
+		fields = append(fields, outboundattempt.FieldHTTPStatus)
+	}
+	if m.addduration_ms != nil {
+		fields = append(fields, outboundattempt.FieldDurationMs)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *OutboundAttemptMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case outboundattempt.FieldNumber:
+		return m.AddedNumber()
+	case outboundattempt.FieldHTTPStatus:
+		return m.AddedHTTPStatus()
+	case outboundattempt.FieldDurationMs:
+		return m.AddedDurationMs()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *OutboundAttemptMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case outboundattempt.FieldNumber:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddNumber(v)
+		return nil
+	case outboundattempt.FieldHTTPStatus:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddHTTPStatus(v)
+		return nil
+	case outboundattempt.FieldDurationMs:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDurationMs(v)
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundAttempt numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *OutboundAttemptMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(outboundattempt.FieldHTTPStatus) {
+		fields = append(fields, outboundattempt.FieldHTTPStatus)
+	}
+	if m.FieldCleared(outboundattempt.FieldErrorKind) {
+		fields = append(fields, outboundattempt.FieldErrorKind)
+	}
+	if m.FieldCleared(outboundattempt.FieldResponseBody) {
+		fields = append(fields, outboundattempt.FieldResponseBody)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *OutboundAttemptMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *OutboundAttemptMutation) ClearField(name string) error {
+	switch name {
+	case outboundattempt.FieldHTTPStatus:
+		m.ClearHTTPStatus()
+		return nil
+	case outboundattempt.FieldErrorKind:
+		m.ClearErrorKind()
+		return nil
+	case outboundattempt.FieldResponseBody:
+		m.ClearResponseBody()
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundAttempt nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *OutboundAttemptMutation) ResetField(name string) error {
+	switch name {
+	case outboundattempt.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case outboundattempt.FieldJobID:
+		m.ResetJobID()
+		return nil
+	case outboundattempt.FieldNumber:
+		m.ResetNumber()
+		return nil
+	case outboundattempt.FieldStartedAt:
+		m.ResetStartedAt()
+		return nil
+	case outboundattempt.FieldFinishedAt:
+		m.ResetFinishedAt()
+		return nil
+	case outboundattempt.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case outboundattempt.FieldHTTPStatus:
+		m.ResetHTTPStatus()
+		return nil
+	case outboundattempt.FieldDurationMs:
+		m.ResetDurationMs()
+		return nil
+	case outboundattempt.FieldErrorKind:
+		m.ResetErrorKind()
+		return nil
+	case outboundattempt.FieldErrorMessage:
+		m.ResetErrorMessage()
+		return nil
+	case outboundattempt.FieldResponseBody:
+		m.ResetResponseBody()
+		return nil
+	case outboundattempt.FieldResponseTruncated:
+		m.ResetResponseTruncated()
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundAttempt field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *OutboundAttemptMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.tenant != nil {
+		edges = append(edges, outboundattempt.EdgeTenant)
+	}
+	if m.job != nil {
+		edges = append(edges, outboundattempt.EdgeJob)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *OutboundAttemptMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case outboundattempt.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	case outboundattempt.EdgeJob:
+		if id := m.job; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *OutboundAttemptMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *OutboundAttemptMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *OutboundAttemptMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedtenant {
+		edges = append(edges, outboundattempt.EdgeTenant)
+	}
+	if m.clearedjob {
+		edges = append(edges, outboundattempt.EdgeJob)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *OutboundAttemptMutation) EdgeCleared(name string) bool {
+	switch name {
+	case outboundattempt.EdgeTenant:
+		return m.clearedtenant
+	case outboundattempt.EdgeJob:
+		return m.clearedjob
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *OutboundAttemptMutation) ClearEdge(name string) error {
+	switch name {
+	case outboundattempt.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	case outboundattempt.EdgeJob:
+		m.ClearJob()
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundAttempt unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *OutboundAttemptMutation) ResetEdge(name string) error {
+	switch name {
+	case outboundattempt.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	case outboundattempt.EdgeJob:
+		m.ResetJob()
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundAttempt edge %s", name)
+}
+
+// OutboundJobMutation represents an operation that mutates the OutboundJob nodes in the graph.
+type OutboundJobMutation struct {
+	config
+	op                  Op
+	typ                 string
+	id                  *int
+	created_at          *time.Time
+	url                 *string
+	method              *string
+	headers             *http.Header
+	body                *[]byte
+	idempotency_key     *string
+	idempotency_claim   *string
+	store_response_body *bool
+	status              *outboundjob.Status
+	attempt_count       *int
+	addattempt_count    *int
+	max_attempts        *int
+	addmax_attempts     *int
+	next_attempt_at     *time.Time
+	first_attempt_at    *time.Time
+	lease_expires_at    *time.Time
+	lease_owner         *string
+	attempt_started_at  *time.Time
+	expires_at          *time.Time
+	finished_at         *time.Time
+	clearedFields       map[string]struct{}
+	tenant              *int
+	clearedtenant       bool
+	attempts            map[int]struct{}
+	removedattempts     map[int]struct{}
+	clearedattempts     bool
+	duplicate_of        *int
+	clearedduplicate_of bool
+	duplicates          map[int]struct{}
+	removedduplicates   map[int]struct{}
+	clearedduplicates   bool
+	done                bool
+	oldValue            func(context.Context) (*OutboundJob, error)
+	predicates          []predicate.OutboundJob
+}
+
+var _ ent.Mutation = (*OutboundJobMutation)(nil)
+
+// outboundjobOption allows management of the mutation configuration using functional options.
+type outboundjobOption func(*OutboundJobMutation)
+
+// newOutboundJobMutation creates new mutation for the OutboundJob entity.
+func newOutboundJobMutation(c config, op Op, opts ...outboundjobOption) *OutboundJobMutation {
+	m := &OutboundJobMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeOutboundJob,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withOutboundJobID sets the ID field of the mutation.
+func withOutboundJobID(id int) outboundjobOption {
+	return func(m *OutboundJobMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *OutboundJob
+		)
+		m.oldValue = func(ctx context.Context) (*OutboundJob, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().OutboundJob.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withOutboundJob sets the old OutboundJob of the mutation.
+func withOutboundJob(node *OutboundJob) outboundjobOption {
+	return func(m *OutboundJobMutation) {
+		m.oldValue = func(context.Context) (*OutboundJob, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m OutboundJobMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m OutboundJobMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *OutboundJobMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *OutboundJobMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().OutboundJob.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *OutboundJobMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *OutboundJobMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *OutboundJobMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *OutboundJobMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *OutboundJobMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *OutboundJobMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetURL sets the "url" field.
+func (m *OutboundJobMutation) SetURL(s string) {
+	m.url = &s
+}
+
+// URL returns the value of the "url" field in the mutation.
+func (m *OutboundJobMutation) URL() (r string, exists bool) {
+	v := m.url
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldURL returns the old "url" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldURL(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldURL is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldURL requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldURL: %w", err)
+	}
+	return oldValue.URL, nil
+}
+
+// ResetURL resets all changes to the "url" field.
+func (m *OutboundJobMutation) ResetURL() {
+	m.url = nil
+}
+
+// SetMethod sets the "method" field.
+func (m *OutboundJobMutation) SetMethod(s string) {
+	m.method = &s
+}
+
+// Method returns the value of the "method" field in the mutation.
+func (m *OutboundJobMutation) Method() (r string, exists bool) {
+	v := m.method
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMethod returns the old "method" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldMethod(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMethod is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMethod requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMethod: %w", err)
+	}
+	return oldValue.Method, nil
+}
+
+// ResetMethod resets all changes to the "method" field.
+func (m *OutboundJobMutation) ResetMethod() {
+	m.method = nil
+}
+
+// SetHeaders sets the "headers" field.
+func (m *OutboundJobMutation) SetHeaders(h http.Header) {
+	m.headers = &h
+}
+
+// Headers returns the value of the "headers" field in the mutation.
+func (m *OutboundJobMutation) Headers() (r http.Header, exists bool) {
+	v := m.headers
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHeaders returns the old "headers" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldHeaders(ctx context.Context) (v http.Header, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHeaders is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHeaders requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHeaders: %w", err)
+	}
+	return oldValue.Headers, nil
+}
+
+// ResetHeaders resets all changes to the "headers" field.
+func (m *OutboundJobMutation) ResetHeaders() {
+	m.headers = nil
+}
+
+// SetBody sets the "body" field.
+func (m *OutboundJobMutation) SetBody(b []byte) {
+	m.body = &b
+}
+
+// Body returns the value of the "body" field in the mutation.
+func (m *OutboundJobMutation) Body() (r []byte, exists bool) {
+	v := m.body
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBody returns the old "body" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldBody(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBody is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBody requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBody: %w", err)
+	}
+	return oldValue.Body, nil
+}
+
+// ResetBody resets all changes to the "body" field.
+func (m *OutboundJobMutation) ResetBody() {
+	m.body = nil
+}
+
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (m *OutboundJobMutation) SetIdempotencyKey(s string) {
+	m.idempotency_key = &s
+}
+
+// IdempotencyKey returns the value of the "idempotency_key" field in the mutation.
+func (m *OutboundJobMutation) IdempotencyKey() (r string, exists bool) {
+	v := m.idempotency_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyKey returns the old "idempotency_key" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldIdempotencyKey(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyKey: %w", err)
+	}
+	return oldValue.IdempotencyKey, nil
+}
+
+// ClearIdempotencyKey clears the value of the "idempotency_key" field.
+func (m *OutboundJobMutation) ClearIdempotencyKey() {
+	m.idempotency_key = nil
+	m.clearedFields[outboundjob.FieldIdempotencyKey] = struct{}{}
+}
+
+// IdempotencyKeyCleared returns if the "idempotency_key" field was cleared in this mutation.
+func (m *OutboundJobMutation) IdempotencyKeyCleared() bool {
+	_, ok := m.clearedFields[outboundjob.FieldIdempotencyKey]
+	return ok
+}
+
+// ResetIdempotencyKey resets all changes to the "idempotency_key" field.
+func (m *OutboundJobMutation) ResetIdempotencyKey() {
+	m.idempotency_key = nil
+	delete(m.clearedFields, outboundjob.FieldIdempotencyKey)
+}
+
+// SetIdempotencyClaim sets the "idempotency_claim" field.
+func (m *OutboundJobMutation) SetIdempotencyClaim(s string) {
+	m.idempotency_claim = &s
+}
+
+// IdempotencyClaim returns the value of the "idempotency_claim" field in the mutation.
+func (m *OutboundJobMutation) IdempotencyClaim() (r string, exists bool) {
+	v := m.idempotency_claim
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyClaim returns the old "idempotency_claim" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldIdempotencyClaim(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyClaim is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyClaim requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyClaim: %w", err)
+	}
+	return oldValue.IdempotencyClaim, nil
+}
+
+// ClearIdempotencyClaim clears the value of the "idempotency_claim" field.
+func (m *OutboundJobMutation) ClearIdempotencyClaim() {
+	m.idempotency_claim = nil
+	m.clearedFields[outboundjob.FieldIdempotencyClaim] = struct{}{}
+}
+
+// IdempotencyClaimCleared returns if the "idempotency_claim" field was cleared in this mutation.
+func (m *OutboundJobMutation) IdempotencyClaimCleared() bool {
+	_, ok := m.clearedFields[outboundjob.FieldIdempotencyClaim]
+	return ok
+}
+
+// ResetIdempotencyClaim resets all changes to the "idempotency_claim" field.
+func (m *OutboundJobMutation) ResetIdempotencyClaim() {
+	m.idempotency_claim = nil
+	delete(m.clearedFields, outboundjob.FieldIdempotencyClaim)
+}
+
+// SetDuplicateOfID sets the "duplicate_of_id" field.
+func (m *OutboundJobMutation) SetDuplicateOfID(i int) {
+	m.duplicate_of = &i
+}
+
+// DuplicateOfID returns the value of the "duplicate_of_id" field in the mutation.
+func (m *OutboundJobMutation) DuplicateOfID() (r int, exists bool) {
+	v := m.duplicate_of
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDuplicateOfID returns the old "duplicate_of_id" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldDuplicateOfID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDuplicateOfID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDuplicateOfID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDuplicateOfID: %w", err)
+	}
+	return oldValue.DuplicateOfID, nil
+}
+
+// ClearDuplicateOfID clears the value of the "duplicate_of_id" field.
+func (m *OutboundJobMutation) ClearDuplicateOfID() {
+	m.duplicate_of = nil
+	m.clearedFields[outboundjob.FieldDuplicateOfID] = struct{}{}
+}
+
+// DuplicateOfIDCleared returns if the "duplicate_of_id" field was cleared in this mutation.
+func (m *OutboundJobMutation) DuplicateOfIDCleared() bool {
+	_, ok := m.clearedFields[outboundjob.FieldDuplicateOfID]
+	return ok
+}
+
+// ResetDuplicateOfID resets all changes to the "duplicate_of_id" field.
+func (m *OutboundJobMutation) ResetDuplicateOfID() {
+	m.duplicate_of = nil
+	delete(m.clearedFields, outboundjob.FieldDuplicateOfID)
+}
+
+// SetStoreResponseBody sets the "store_response_body" field.
+func (m *OutboundJobMutation) SetStoreResponseBody(b bool) {
+	m.store_response_body = &b
+}
+
+// StoreResponseBody returns the value of the "store_response_body" field in the mutation.
+func (m *OutboundJobMutation) StoreResponseBody() (r bool, exists bool) {
+	v := m.store_response_body
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStoreResponseBody returns the old "store_response_body" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldStoreResponseBody(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStoreResponseBody is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStoreResponseBody requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStoreResponseBody: %w", err)
+	}
+	return oldValue.StoreResponseBody, nil
+}
+
+// ResetStoreResponseBody resets all changes to the "store_response_body" field.
+func (m *OutboundJobMutation) ResetStoreResponseBody() {
+	m.store_response_body = nil
+}
+
+// SetStatus sets the "status" field.
+func (m *OutboundJobMutation) SetStatus(o outboundjob.Status) {
+	m.status = &o
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *OutboundJobMutation) Status() (r outboundjob.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldStatus(ctx context.Context) (v outboundjob.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *OutboundJobMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetAttemptCount sets the "attempt_count" field.
+func (m *OutboundJobMutation) SetAttemptCount(i int) {
+	m.attempt_count = &i
+	m.addattempt_count = nil
+}
+
+// AttemptCount returns the value of the "attempt_count" field in the mutation.
+func (m *OutboundJobMutation) AttemptCount() (r int, exists bool) {
+	v := m.attempt_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttemptCount returns the old "attempt_count" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldAttemptCount(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttemptCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttemptCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttemptCount: %w", err)
+	}
+	return oldValue.AttemptCount, nil
+}
+
+// AddAttemptCount adds i to the "attempt_count" field.
+func (m *OutboundJobMutation) AddAttemptCount(i int) {
+	if m.addattempt_count != nil {
+		*m.addattempt_count += i
+	} else {
+		m.addattempt_count = &i
+	}
+}
+
+// AddedAttemptCount returns the value that was added to the "attempt_count" field in this mutation.
+func (m *OutboundJobMutation) AddedAttemptCount() (r int, exists bool) {
+	v := m.addattempt_count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAttemptCount resets all changes to the "attempt_count" field.
+func (m *OutboundJobMutation) ResetAttemptCount() {
+	m.attempt_count = nil
+	m.addattempt_count = nil
+}
+
+// SetMaxAttempts sets the "max_attempts" field.
+func (m *OutboundJobMutation) SetMaxAttempts(i int) {
+	m.max_attempts = &i
+	m.addmax_attempts = nil
+}
+
+// MaxAttempts returns the value of the "max_attempts" field in the mutation.
+func (m *OutboundJobMutation) MaxAttempts() (r int, exists bool) {
+	v := m.max_attempts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMaxAttempts returns the old "max_attempts" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldMaxAttempts(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMaxAttempts is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMaxAttempts requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMaxAttempts: %w", err)
+	}
+	return oldValue.MaxAttempts, nil
+}
+
+// AddMaxAttempts adds i to the "max_attempts" field.
+func (m *OutboundJobMutation) AddMaxAttempts(i int) {
+	if m.addmax_attempts != nil {
+		*m.addmax_attempts += i
+	} else {
+		m.addmax_attempts = &i
+	}
+}
+
+// AddedMaxAttempts returns the value that was added to the "max_attempts" field in this mutation.
+func (m *OutboundJobMutation) AddedMaxAttempts() (r int, exists bool) {
+	v := m.addmax_attempts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetMaxAttempts resets all changes to the "max_attempts" field.
+func (m *OutboundJobMutation) ResetMaxAttempts() {
+	m.max_attempts = nil
+	m.addmax_attempts = nil
+}
+
+// SetNextAttemptAt sets the "next_attempt_at" field.
+func (m *OutboundJobMutation) SetNextAttemptAt(t time.Time) {
+	m.next_attempt_at = &t
+}
+
+// NextAttemptAt returns the value of the "next_attempt_at" field in the mutation.
+func (m *OutboundJobMutation) NextAttemptAt() (r time.Time, exists bool) {
+	v := m.next_attempt_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNextAttemptAt returns the old "next_attempt_at" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldNextAttemptAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNextAttemptAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNextAttemptAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNextAttemptAt: %w", err)
+	}
+	return oldValue.NextAttemptAt, nil
+}
+
+// ClearNextAttemptAt clears the value of the "next_attempt_at" field.
+func (m *OutboundJobMutation) ClearNextAttemptAt() {
+	m.next_attempt_at = nil
+	m.clearedFields[outboundjob.FieldNextAttemptAt] = struct{}{}
+}
+
+// NextAttemptAtCleared returns if the "next_attempt_at" field was cleared in this mutation.
+func (m *OutboundJobMutation) NextAttemptAtCleared() bool {
+	_, ok := m.clearedFields[outboundjob.FieldNextAttemptAt]
+	return ok
+}
+
+// ResetNextAttemptAt resets all changes to the "next_attempt_at" field.
+func (m *OutboundJobMutation) ResetNextAttemptAt() {
+	m.next_attempt_at = nil
+	delete(m.clearedFields, outboundjob.FieldNextAttemptAt)
+}
+
+// SetFirstAttemptAt sets the "first_attempt_at" field.
+func (m *OutboundJobMutation) SetFirstAttemptAt(t time.Time) {
+	m.first_attempt_at = &t
+}
+
+// FirstAttemptAt returns the value of the "first_attempt_at" field in the mutation.
+func (m *OutboundJobMutation) FirstAttemptAt() (r time.Time, exists bool) {
+	v := m.first_attempt_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFirstAttemptAt returns the old "first_attempt_at" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldFirstAttemptAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFirstAttemptAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFirstAttemptAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFirstAttemptAt: %w", err)
+	}
+	return oldValue.FirstAttemptAt, nil
+}
+
+// ClearFirstAttemptAt clears the value of the "first_attempt_at" field.
+func (m *OutboundJobMutation) ClearFirstAttemptAt() {
+	m.first_attempt_at = nil
+	m.clearedFields[outboundjob.FieldFirstAttemptAt] = struct{}{}
+}
+
+// FirstAttemptAtCleared returns if the "first_attempt_at" field was cleared in this mutation.
+func (m *OutboundJobMutation) FirstAttemptAtCleared() bool {
+	_, ok := m.clearedFields[outboundjob.FieldFirstAttemptAt]
+	return ok
+}
+
+// ResetFirstAttemptAt resets all changes to the "first_attempt_at" field.
+func (m *OutboundJobMutation) ResetFirstAttemptAt() {
+	m.first_attempt_at = nil
+	delete(m.clearedFields, outboundjob.FieldFirstAttemptAt)
+}
+
+// SetLeaseExpiresAt sets the "lease_expires_at" field.
+func (m *OutboundJobMutation) SetLeaseExpiresAt(t time.Time) {
+	m.lease_expires_at = &t
+}
+
+// LeaseExpiresAt returns the value of the "lease_expires_at" field in the mutation.
+func (m *OutboundJobMutation) LeaseExpiresAt() (r time.Time, exists bool) {
+	v := m.lease_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLeaseExpiresAt returns the old "lease_expires_at" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldLeaseExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLeaseExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLeaseExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLeaseExpiresAt: %w", err)
+	}
+	return oldValue.LeaseExpiresAt, nil
+}
+
+// ClearLeaseExpiresAt clears the value of the "lease_expires_at" field.
+func (m *OutboundJobMutation) ClearLeaseExpiresAt() {
+	m.lease_expires_at = nil
+	m.clearedFields[outboundjob.FieldLeaseExpiresAt] = struct{}{}
+}
+
+// LeaseExpiresAtCleared returns if the "lease_expires_at" field was cleared in this mutation.
+func (m *OutboundJobMutation) LeaseExpiresAtCleared() bool {
+	_, ok := m.clearedFields[outboundjob.FieldLeaseExpiresAt]
+	return ok
+}
+
+// ResetLeaseExpiresAt resets all changes to the "lease_expires_at" field.
+func (m *OutboundJobMutation) ResetLeaseExpiresAt() {
+	m.lease_expires_at = nil
+	delete(m.clearedFields, outboundjob.FieldLeaseExpiresAt)
+}
+
+// SetLeaseOwner sets the "lease_owner" field.
+func (m *OutboundJobMutation) SetLeaseOwner(s string) {
+	m.lease_owner = &s
+}
+
+// LeaseOwner returns the value of the "lease_owner" field in the mutation.
+func (m *OutboundJobMutation) LeaseOwner() (r string, exists bool) {
+	v := m.lease_owner
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLeaseOwner returns the old "lease_owner" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldLeaseOwner(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLeaseOwner is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLeaseOwner requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLeaseOwner: %w", err)
+	}
+	return oldValue.LeaseOwner, nil
+}
+
+// ResetLeaseOwner resets all changes to the "lease_owner" field.
+func (m *OutboundJobMutation) ResetLeaseOwner() {
+	m.lease_owner = nil
+}
+
+// SetAttemptStartedAt sets the "attempt_started_at" field.
+func (m *OutboundJobMutation) SetAttemptStartedAt(t time.Time) {
+	m.attempt_started_at = &t
+}
+
+// AttemptStartedAt returns the value of the "attempt_started_at" field in the mutation.
+func (m *OutboundJobMutation) AttemptStartedAt() (r time.Time, exists bool) {
+	v := m.attempt_started_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttemptStartedAt returns the old "attempt_started_at" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldAttemptStartedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttemptStartedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttemptStartedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttemptStartedAt: %w", err)
+	}
+	return oldValue.AttemptStartedAt, nil
+}
+
+// ClearAttemptStartedAt clears the value of the "attempt_started_at" field.
+func (m *OutboundJobMutation) ClearAttemptStartedAt() {
+	m.attempt_started_at = nil
+	m.clearedFields[outboundjob.FieldAttemptStartedAt] = struct{}{}
+}
+
+// AttemptStartedAtCleared returns if the "attempt_started_at" field was cleared in this mutation.
+func (m *OutboundJobMutation) AttemptStartedAtCleared() bool {
+	_, ok := m.clearedFields[outboundjob.FieldAttemptStartedAt]
+	return ok
+}
+
+// ResetAttemptStartedAt resets all changes to the "attempt_started_at" field.
+func (m *OutboundJobMutation) ResetAttemptStartedAt() {
+	m.attempt_started_at = nil
+	delete(m.clearedFields, outboundjob.FieldAttemptStartedAt)
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *OutboundJobMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *OutboundJobMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *OutboundJobMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// SetFinishedAt sets the "finished_at" field.
+func (m *OutboundJobMutation) SetFinishedAt(t time.Time) {
+	m.finished_at = &t
+}
+
+// FinishedAt returns the value of the "finished_at" field in the mutation.
+func (m *OutboundJobMutation) FinishedAt() (r time.Time, exists bool) {
+	v := m.finished_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFinishedAt returns the old "finished_at" field's value of the OutboundJob entity.
+// If the OutboundJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OutboundJobMutation) OldFinishedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFinishedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFinishedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFinishedAt: %w", err)
+	}
+	return oldValue.FinishedAt, nil
+}
+
+// ClearFinishedAt clears the value of the "finished_at" field.
+func (m *OutboundJobMutation) ClearFinishedAt() {
+	m.finished_at = nil
+	m.clearedFields[outboundjob.FieldFinishedAt] = struct{}{}
+}
+
+// FinishedAtCleared returns if the "finished_at" field was cleared in this mutation.
+func (m *OutboundJobMutation) FinishedAtCleared() bool {
+	_, ok := m.clearedFields[outboundjob.FieldFinishedAt]
+	return ok
+}
+
+// ResetFinishedAt resets all changes to the "finished_at" field.
+func (m *OutboundJobMutation) ResetFinishedAt() {
+	m.finished_at = nil
+	delete(m.clearedFields, outboundjob.FieldFinishedAt)
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *OutboundJobMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[outboundjob.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *OutboundJobMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *OutboundJobMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *OutboundJobMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// AddAttemptIDs adds the "attempts" edge to the OutboundAttempt entity by ids.
+func (m *OutboundJobMutation) AddAttemptIDs(ids ...int) {
+	if m.attempts == nil {
+		m.attempts = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.attempts[ids[i]] = struct{}{}
+	}
+}
+
+// ClearAttempts clears the "attempts" edge to the OutboundAttempt entity.
+func (m *OutboundJobMutation) ClearAttempts() {
+	m.clearedattempts = true
+}
+
+// AttemptsCleared reports if the "attempts" edge to the OutboundAttempt entity was cleared.
+func (m *OutboundJobMutation) AttemptsCleared() bool {
+	return m.clearedattempts
+}
+
+// RemoveAttemptIDs removes the "attempts" edge to the OutboundAttempt entity by IDs.
+func (m *OutboundJobMutation) RemoveAttemptIDs(ids ...int) {
+	if m.removedattempts == nil {
+		m.removedattempts = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.attempts, ids[i])
+		m.removedattempts[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedAttempts returns the removed IDs of the "attempts" edge to the OutboundAttempt entity.
+func (m *OutboundJobMutation) RemovedAttemptsIDs() (ids []int) {
+	for id := range m.removedattempts {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// AttemptsIDs returns the "attempts" edge IDs in the mutation.
+func (m *OutboundJobMutation) AttemptsIDs() (ids []int) {
+	for id := range m.attempts {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetAttempts resets all changes to the "attempts" edge.
+func (m *OutboundJobMutation) ResetAttempts() {
+	m.attempts = nil
+	m.clearedattempts = false
+	m.removedattempts = nil
+}
+
+// ClearDuplicateOf clears the "duplicate_of" edge to the OutboundJob entity.
+func (m *OutboundJobMutation) ClearDuplicateOf() {
+	m.clearedduplicate_of = true
+	m.clearedFields[outboundjob.FieldDuplicateOfID] = struct{}{}
+}
+
+// DuplicateOfCleared reports if the "duplicate_of" edge to the OutboundJob entity was cleared.
+func (m *OutboundJobMutation) DuplicateOfCleared() bool {
+	return m.DuplicateOfIDCleared() || m.clearedduplicate_of
+}
+
+// DuplicateOfIDs returns the "duplicate_of" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DuplicateOfID instead. It exists only for internal usage by the builders.
+func (m *OutboundJobMutation) DuplicateOfIDs() (ids []int) {
+	if id := m.duplicate_of; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDuplicateOf resets all changes to the "duplicate_of" edge.
+func (m *OutboundJobMutation) ResetDuplicateOf() {
+	m.duplicate_of = nil
+	m.clearedduplicate_of = false
+}
+
+// AddDuplicateIDs adds the "duplicates" edge to the OutboundJob entity by ids.
+func (m *OutboundJobMutation) AddDuplicateIDs(ids ...int) {
+	if m.duplicates == nil {
+		m.duplicates = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.duplicates[ids[i]] = struct{}{}
+	}
+}
+
+// ClearDuplicates clears the "duplicates" edge to the OutboundJob entity.
+func (m *OutboundJobMutation) ClearDuplicates() {
+	m.clearedduplicates = true
+}
+
+// DuplicatesCleared reports if the "duplicates" edge to the OutboundJob entity was cleared.
+func (m *OutboundJobMutation) DuplicatesCleared() bool {
+	return m.clearedduplicates
+}
+
+// RemoveDuplicateIDs removes the "duplicates" edge to the OutboundJob entity by IDs.
+func (m *OutboundJobMutation) RemoveDuplicateIDs(ids ...int) {
+	if m.removedduplicates == nil {
+		m.removedduplicates = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.duplicates, ids[i])
+		m.removedduplicates[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedDuplicates returns the removed IDs of the "duplicates" edge to the OutboundJob entity.
+func (m *OutboundJobMutation) RemovedDuplicatesIDs() (ids []int) {
+	for id := range m.removedduplicates {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// DuplicatesIDs returns the "duplicates" edge IDs in the mutation.
+func (m *OutboundJobMutation) DuplicatesIDs() (ids []int) {
+	for id := range m.duplicates {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetDuplicates resets all changes to the "duplicates" edge.
+func (m *OutboundJobMutation) ResetDuplicates() {
+	m.duplicates = nil
+	m.clearedduplicates = false
+	m.removedduplicates = nil
+}
+
+// Where appends a list predicates to the OutboundJobMutation builder.
+func (m *OutboundJobMutation) Where(ps ...predicate.OutboundJob) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the OutboundJobMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *OutboundJobMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.OutboundJob, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *OutboundJobMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *OutboundJobMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (OutboundJob).
+func (m *OutboundJobMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *OutboundJobMutation) Fields() []string {
+	fields := make([]string, 0, 20)
+	if m.tenant != nil {
+		fields = append(fields, outboundjob.FieldTenantID)
+	}
+	if m.created_at != nil {
+		fields = append(fields, outboundjob.FieldCreatedAt)
+	}
+	if m.url != nil {
+		fields = append(fields, outboundjob.FieldURL)
+	}
+	if m.method != nil {
+		fields = append(fields, outboundjob.FieldMethod)
+	}
+	if m.headers != nil {
+		fields = append(fields, outboundjob.FieldHeaders)
+	}
+	if m.body != nil {
+		fields = append(fields, outboundjob.FieldBody)
+	}
+	if m.idempotency_key != nil {
+		fields = append(fields, outboundjob.FieldIdempotencyKey)
+	}
+	if m.idempotency_claim != nil {
+		fields = append(fields, outboundjob.FieldIdempotencyClaim)
+	}
+	if m.duplicate_of != nil {
+		fields = append(fields, outboundjob.FieldDuplicateOfID)
+	}
+	if m.store_response_body != nil {
+		fields = append(fields, outboundjob.FieldStoreResponseBody)
+	}
+	if m.status != nil {
+		fields = append(fields, outboundjob.FieldStatus)
+	}
+	if m.attempt_count != nil {
+		fields = append(fields, outboundjob.FieldAttemptCount)
+	}
+	if m.max_attempts != nil {
+		fields = append(fields, outboundjob.FieldMaxAttempts)
+	}
+	if m.next_attempt_at != nil {
+		fields = append(fields, outboundjob.FieldNextAttemptAt)
+	}
+	if m.first_attempt_at != nil {
+		fields = append(fields, outboundjob.FieldFirstAttemptAt)
+	}
+	if m.lease_expires_at != nil {
+		fields = append(fields, outboundjob.FieldLeaseExpiresAt)
+	}
+	if m.lease_owner != nil {
+		fields = append(fields, outboundjob.FieldLeaseOwner)
+	}
+	if m.attempt_started_at != nil {
+		fields = append(fields, outboundjob.FieldAttemptStartedAt)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, outboundjob.FieldExpiresAt)
+	}
+	if m.finished_at != nil {
+		fields = append(fields, outboundjob.FieldFinishedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *OutboundJobMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case outboundjob.FieldTenantID:
+		return m.TenantID()
+	case outboundjob.FieldCreatedAt:
+		return m.CreatedAt()
+	case outboundjob.FieldURL:
+		return m.URL()
+	case outboundjob.FieldMethod:
+		return m.Method()
+	case outboundjob.FieldHeaders:
+		return m.Headers()
+	case outboundjob.FieldBody:
+		return m.Body()
+	case outboundjob.FieldIdempotencyKey:
+		return m.IdempotencyKey()
+	case outboundjob.FieldIdempotencyClaim:
+		return m.IdempotencyClaim()
+	case outboundjob.FieldDuplicateOfID:
+		return m.DuplicateOfID()
+	case outboundjob.FieldStoreResponseBody:
+		return m.StoreResponseBody()
+	case outboundjob.FieldStatus:
+		return m.Status()
+	case outboundjob.FieldAttemptCount:
+		return m.AttemptCount()
+	case outboundjob.FieldMaxAttempts:
+		return m.MaxAttempts()
+	case outboundjob.FieldNextAttemptAt:
+		return m.NextAttemptAt()
+	case outboundjob.FieldFirstAttemptAt:
+		return m.FirstAttemptAt()
+	case outboundjob.FieldLeaseExpiresAt:
+		return m.LeaseExpiresAt()
+	case outboundjob.FieldLeaseOwner:
+		return m.LeaseOwner()
+	case outboundjob.FieldAttemptStartedAt:
+		return m.AttemptStartedAt()
+	case outboundjob.FieldExpiresAt:
+		return m.ExpiresAt()
+	case outboundjob.FieldFinishedAt:
+		return m.FinishedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *OutboundJobMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case outboundjob.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case outboundjob.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case outboundjob.FieldURL:
+		return m.OldURL(ctx)
+	case outboundjob.FieldMethod:
+		return m.OldMethod(ctx)
+	case outboundjob.FieldHeaders:
+		return m.OldHeaders(ctx)
+	case outboundjob.FieldBody:
+		return m.OldBody(ctx)
+	case outboundjob.FieldIdempotencyKey:
+		return m.OldIdempotencyKey(ctx)
+	case outboundjob.FieldIdempotencyClaim:
+		return m.OldIdempotencyClaim(ctx)
+	case outboundjob.FieldDuplicateOfID:
+		return m.OldDuplicateOfID(ctx)
+	case outboundjob.FieldStoreResponseBody:
+		return m.OldStoreResponseBody(ctx)
+	case outboundjob.FieldStatus:
+		return m.OldStatus(ctx)
+	case outboundjob.FieldAttemptCount:
+		return m.OldAttemptCount(ctx)
+	case outboundjob.FieldMaxAttempts:
+		return m.OldMaxAttempts(ctx)
+	case outboundjob.FieldNextAttemptAt:
+		return m.OldNextAttemptAt(ctx)
+	case outboundjob.FieldFirstAttemptAt:
+		return m.OldFirstAttemptAt(ctx)
+	case outboundjob.FieldLeaseExpiresAt:
+		return m.OldLeaseExpiresAt(ctx)
+	case outboundjob.FieldLeaseOwner:
+		return m.OldLeaseOwner(ctx)
+	case outboundjob.FieldAttemptStartedAt:
+		return m.OldAttemptStartedAt(ctx)
+	case outboundjob.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case outboundjob.FieldFinishedAt:
+		return m.OldFinishedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown OutboundJob field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *OutboundJobMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case outboundjob.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case outboundjob.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case outboundjob.FieldURL:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetURL(v)
+		return nil
+	case outboundjob.FieldMethod:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMethod(v)
+		return nil
+	case outboundjob.FieldHeaders:
+		v, ok := value.(http.Header)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHeaders(v)
+		return nil
+	case outboundjob.FieldBody:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBody(v)
+		return nil
+	case outboundjob.FieldIdempotencyKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyKey(v)
+		return nil
+	case outboundjob.FieldIdempotencyClaim:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyClaim(v)
+		return nil
+	case outboundjob.FieldDuplicateOfID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDuplicateOfID(v)
+		return nil
+	case outboundjob.FieldStoreResponseBody:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStoreResponseBody(v)
+		return nil
+	case outboundjob.FieldStatus:
+		v, ok := value.(outboundjob.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case outboundjob.FieldAttemptCount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttemptCount(v)
+		return nil
+	case outboundjob.FieldMaxAttempts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMaxAttempts(v)
+		return nil
+	case outboundjob.FieldNextAttemptAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNextAttemptAt(v)
+		return nil
+	case outboundjob.FieldFirstAttemptAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFirstAttemptAt(v)
+		return nil
+	case outboundjob.FieldLeaseExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLeaseExpiresAt(v)
+		return nil
+	case outboundjob.FieldLeaseOwner:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLeaseOwner(v)
+		return nil
+	case outboundjob.FieldAttemptStartedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttemptStartedAt(v)
+		return nil
+	case outboundjob.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case outboundjob.FieldFinishedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFinishedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundJob field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *OutboundJobMutation) AddedFields() []string {
+	var fields []string
+	if m.addattempt_count != nil {
+		fields = append(fields, outboundjob.FieldAttemptCount)
+	}
+	if m.addmax_attempts != nil {
+		fields = append(fields, outboundjob.FieldMaxAttempts)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *OutboundJobMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case outboundjob.FieldAttemptCount:
+		return m.AddedAttemptCount()
+	case outboundjob.FieldMaxAttempts:
+		return m.AddedMaxAttempts()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *OutboundJobMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case outboundjob.FieldAttemptCount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAttemptCount(v)
+		return nil
+	case outboundjob.FieldMaxAttempts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddMaxAttempts(v)
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundJob numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *OutboundJobMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(outboundjob.FieldIdempotencyKey) {
+		fields = append(fields, outboundjob.FieldIdempotencyKey)
+	}
+	if m.FieldCleared(outboundjob.FieldIdempotencyClaim) {
+		fields = append(fields, outboundjob.FieldIdempotencyClaim)
+	}
+	if m.FieldCleared(outboundjob.FieldDuplicateOfID) {
+		fields = append(fields, outboundjob.FieldDuplicateOfID)
+	}
+	if m.FieldCleared(outboundjob.FieldNextAttemptAt) {
+		fields = append(fields, outboundjob.FieldNextAttemptAt)
+	}
+	if m.FieldCleared(outboundjob.FieldFirstAttemptAt) {
+		fields = append(fields, outboundjob.FieldFirstAttemptAt)
+	}
+	if m.FieldCleared(outboundjob.FieldLeaseExpiresAt) {
+		fields = append(fields, outboundjob.FieldLeaseExpiresAt)
+	}
+	if m.FieldCleared(outboundjob.FieldAttemptStartedAt) {
+		fields = append(fields, outboundjob.FieldAttemptStartedAt)
+	}
+	if m.FieldCleared(outboundjob.FieldFinishedAt) {
+		fields = append(fields, outboundjob.FieldFinishedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *OutboundJobMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *OutboundJobMutation) ClearField(name string) error {
+	switch name {
+	case outboundjob.FieldIdempotencyKey:
+		m.ClearIdempotencyKey()
+		return nil
+	case outboundjob.FieldIdempotencyClaim:
+		m.ClearIdempotencyClaim()
+		return nil
+	case outboundjob.FieldDuplicateOfID:
+		m.ClearDuplicateOfID()
+		return nil
+	case outboundjob.FieldNextAttemptAt:
+		m.ClearNextAttemptAt()
+		return nil
+	case outboundjob.FieldFirstAttemptAt:
+		m.ClearFirstAttemptAt()
+		return nil
+	case outboundjob.FieldLeaseExpiresAt:
+		m.ClearLeaseExpiresAt()
+		return nil
+	case outboundjob.FieldAttemptStartedAt:
+		m.ClearAttemptStartedAt()
+		return nil
+	case outboundjob.FieldFinishedAt:
+		m.ClearFinishedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundJob nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *OutboundJobMutation) ResetField(name string) error {
+	switch name {
+	case outboundjob.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case outboundjob.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case outboundjob.FieldURL:
+		m.ResetURL()
+		return nil
+	case outboundjob.FieldMethod:
+		m.ResetMethod()
+		return nil
+	case outboundjob.FieldHeaders:
+		m.ResetHeaders()
+		return nil
+	case outboundjob.FieldBody:
+		m.ResetBody()
+		return nil
+	case outboundjob.FieldIdempotencyKey:
+		m.ResetIdempotencyKey()
+		return nil
+	case outboundjob.FieldIdempotencyClaim:
+		m.ResetIdempotencyClaim()
+		return nil
+	case outboundjob.FieldDuplicateOfID:
+		m.ResetDuplicateOfID()
+		return nil
+	case outboundjob.FieldStoreResponseBody:
+		m.ResetStoreResponseBody()
+		return nil
+	case outboundjob.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case outboundjob.FieldAttemptCount:
+		m.ResetAttemptCount()
+		return nil
+	case outboundjob.FieldMaxAttempts:
+		m.ResetMaxAttempts()
+		return nil
+	case outboundjob.FieldNextAttemptAt:
+		m.ResetNextAttemptAt()
+		return nil
+	case outboundjob.FieldFirstAttemptAt:
+		m.ResetFirstAttemptAt()
+		return nil
+	case outboundjob.FieldLeaseExpiresAt:
+		m.ResetLeaseExpiresAt()
+		return nil
+	case outboundjob.FieldLeaseOwner:
+		m.ResetLeaseOwner()
+		return nil
+	case outboundjob.FieldAttemptStartedAt:
+		m.ResetAttemptStartedAt()
+		return nil
+	case outboundjob.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case outboundjob.FieldFinishedAt:
+		m.ResetFinishedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundJob field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *OutboundJobMutation) AddedEdges() []string {
+	edges := make([]string, 0, 4)
+	if m.tenant != nil {
+		edges = append(edges, outboundjob.EdgeTenant)
+	}
+	if m.attempts != nil {
+		edges = append(edges, outboundjob.EdgeAttempts)
+	}
+	if m.duplicate_of != nil {
+		edges = append(edges, outboundjob.EdgeDuplicateOf)
+	}
+	if m.duplicates != nil {
+		edges = append(edges, outboundjob.EdgeDuplicates)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *OutboundJobMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case outboundjob.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	case outboundjob.EdgeAttempts:
+		ids := make([]ent.Value, 0, len(m.attempts))
+		for id := range m.attempts {
+			ids = append(ids, id)
+		}
+		return ids
+	case outboundjob.EdgeDuplicateOf:
+		if id := m.duplicate_of; id != nil {
+			return []ent.Value{*id}
+		}
+	case outboundjob.EdgeDuplicates:
+		ids := make([]ent.Value, 0, len(m.duplicates))
+		for id := range m.duplicates {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *OutboundJobMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 4)
+	if m.removedattempts != nil {
+		edges = append(edges, outboundjob.EdgeAttempts)
+	}
+	if m.removedduplicates != nil {
+		edges = append(edges, outboundjob.EdgeDuplicates)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *OutboundJobMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case outboundjob.EdgeAttempts:
+		ids := make([]ent.Value, 0, len(m.removedattempts))
+		for id := range m.removedattempts {
+			ids = append(ids, id)
+		}
+		return ids
+	case outboundjob.EdgeDuplicates:
+		ids := make([]ent.Value, 0, len(m.removedduplicates))
+		for id := range m.removedduplicates {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *OutboundJobMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 4)
+	if m.clearedtenant {
+		edges = append(edges, outboundjob.EdgeTenant)
+	}
+	if m.clearedattempts {
+		edges = append(edges, outboundjob.EdgeAttempts)
+	}
+	if m.clearedduplicate_of {
+		edges = append(edges, outboundjob.EdgeDuplicateOf)
+	}
+	if m.clearedduplicates {
+		edges = append(edges, outboundjob.EdgeDuplicates)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *OutboundJobMutation) EdgeCleared(name string) bool {
+	switch name {
+	case outboundjob.EdgeTenant:
+		return m.clearedtenant
+	case outboundjob.EdgeAttempts:
+		return m.clearedattempts
+	case outboundjob.EdgeDuplicateOf:
+		return m.clearedduplicate_of
+	case outboundjob.EdgeDuplicates:
+		return m.clearedduplicates
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *OutboundJobMutation) ClearEdge(name string) error {
+	switch name {
+	case outboundjob.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	case outboundjob.EdgeDuplicateOf:
+		m.ClearDuplicateOf()
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundJob unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *OutboundJobMutation) ResetEdge(name string) error {
+	switch name {
+	case outboundjob.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	case outboundjob.EdgeAttempts:
+		m.ResetAttempts()
+		return nil
+	case outboundjob.EdgeDuplicateOf:
+		m.ResetDuplicateOf()
+		return nil
+	case outboundjob.EdgeDuplicates:
+		m.ResetDuplicates()
+		return nil
+	}
+	return fmt.Errorf("unknown OutboundJob edge %s", name)
 }
 
 // PlanMutation represents an operation that mutates the Plan nodes in the graph.

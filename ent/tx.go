@@ -20,6 +20,10 @@ type Tx struct {
 	Delivery *DeliveryClient
 	// LedgerEntry is the client for interacting with the LedgerEntry builders.
 	LedgerEntry *LedgerEntryClient
+	// OutboundAttempt is the client for interacting with the OutboundAttempt builders.
+	OutboundAttempt *OutboundAttemptClient
+	// OutboundJob is the client for interacting with the OutboundJob builders.
+	OutboundJob *OutboundJobClient
 	// Plan is the client for interacting with the Plan builders.
 	Plan *PlanClient
 	// Recipient is the client for interacting with the Recipient builders.
@@ -164,6 +168,8 @@ func (tx *Tx) init() {
 	tx.Attempt = NewAttemptClient(tx.config)
 	tx.Delivery = NewDeliveryClient(tx.config)
 	tx.LedgerEntry = NewLedgerEntryClient(tx.config)
+	tx.OutboundAttempt = NewOutboundAttemptClient(tx.config)
+	tx.OutboundJob = NewOutboundJobClient(tx.config)
 	tx.Plan = NewPlanClient(tx.config)
 	tx.Recipient = NewRecipientClient(tx.config)
 	tx.Request = NewRequestClient(tx.config)

@@ -3,6 +3,7 @@
 package inbound
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -39,11 +39,16 @@ type Config struct {
 	Logger  *slog.Logger
 	// Observe, if set, hears the HTTP status of every answer (metrics).
 	Observe func(status int)
+	// Committers is how many batches may commit at once (default 4; SQLite has one writer, use 1).
+	Committers int
+	// MaxBatch bounds the requests stored in one transaction. Default 256.
+	MaxBatch int
 }
 
 // Handler serves inbound requests.
 type Handler struct {
-	cfg Config
+	cfg   Config
+	batch *batcher
 }
 
 // New returns an inbound handler.
@@ -54,8 +59,13 @@ func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Handler{cfg: cfg}
+	cfg.Committers = cmp.Or(cfg.Committers, 4)
+	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, 256)
+	return &Handler{cfg: cfg, batch: newBatcher(cfg.Client, cfg.Delivery, cfg.Logger, cfg.Committers, cfg.MaxBatch)}
 }
+
+// Close stops intake's committers; requests still queued are answered 503.
+func (h *Handler) Close() { h.batch.close() }
 
 // Incoming is a request as received, before it is stored.
 type Incoming struct {
@@ -133,18 +143,15 @@ func (h *Handler) Accept(ctx context.Context, key string, in Incoming) (*ent.Req
 	if err != nil {
 		return nil, storage.Err(op, "server", err)
 	}
-	var req *ent.Request
-	err = storage.InTx(ctx, client, func(ctx context.Context, tx *ent.Client) error {
-		req, _, err = h.cfg.Delivery.StoreRequest(ctx, tx, srv, srv.Edges.Recipients, delivery.NewRequest{
+	return h.batch.submit(ctx, delivery.Incoming{
+		Server:     srv,
+		Recipients: srv.Edges.Recipients,
+		Key:        routing.NewKey(),
+		Request: delivery.NewRequest{
 			Method: in.Method, Path: in.Path, Query: in.Query, Header: in.Header, Body: in.Body,
 			SourceAddr: in.SourceAddr,
-		}, billing.ReasonRequestAccepted, routing.NewKey())
-		return err
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return req, nil
 }
 
 func (h *Handler) answer(w http.ResponseWriter, status int, v any) {

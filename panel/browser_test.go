@@ -42,7 +42,7 @@ func chromiumPath() string {
 func artifactDir(t *testing.T) string {
 	t.Helper()
 	if root := os.Getenv("ADAL_ARTIFACTS_DIR"); root != "" {
-		dir := filepath.Join(root, "panel")
+		dir := filepath.Join(root, "panel", t.Name())
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatalf("artifacts dir: %v", err)
 		}
@@ -140,6 +140,8 @@ func (b *browser) do(what string, timeout time.Duration, actions ...chromedp.Act
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
+	start := time.Now()
+	defer func() { b.t.Logf("step %q took %v", what, time.Since(start).Round(time.Millisecond)) }()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		b.shot("failure")
 		b.dumpConsole()
@@ -189,11 +191,22 @@ func (b *browser) waitJS(what, expr string, timeout time.Duration) {
 // shot saves a full-page PNG screenshot as name.png in the artifact directory.
 func (b *browser) shot(name string) string {
 	b.t.Helper()
+	return b.capture(name, chromedp.FullScreenshot(100))
+}
+
+// shotViewport saves what the window shows: for modal dialogs, whose backdrop covers only the viewport.
+func (b *browser) shotViewport(name string) string {
+	b.t.Helper()
+	return b.capture(name, chromedp.CaptureScreenshot())
+}
+
+func (b *browser) capture(name string, action chromedp.Action[[]byte]) string {
+	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 	// Let animations (toasts, flashes, spinners) settle so the picture shows the steady state.
 	_ = chromedp.Do(ctx, chromedp.Sleep(400*time.Millisecond))
-	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	buf, err := chromedp.Run(ctx, action)
 	if err != nil {
 		b.t.Logf("screenshot %s: %v", name, err)
 		return ""
@@ -203,7 +216,7 @@ func (b *browser) shot(name string) string {
 		b.t.Fatalf("write screenshot: %v", err)
 	}
 	b.shots = append(b.shots, path)
-	b.t.Logf("screenshot: %s", path)
+	b.t.Logf("screenshot: %s (%s)", path, time.Now().Format("15:04:05.000"))
 	return path
 }
 
@@ -249,7 +262,16 @@ func TestPanelInBrowser(t *testing.T) {
 	cliRecipient := env.NewRecipient(tenant, srv.ID, map[string]any{
 		"name": "local-dev", "method": "CLI", "retrySchedule": "STEPPED", "maxAttempts": 10,
 	})
-	env.NewServer(tenant, "github-events", map[string]any{"retentionDays": 3})
+	busy := env.NewServer(tenant, "github-events", map[string]any{"retentionDays": 3})
+	// More than a page of requests on the second server, for the pager.
+	const busyCount = 27
+	for i := range busyCount {
+		resp := env.Post(busy.Key, fmt.Sprintf("/push/%02d", i), []byte(`{"ref":"refs/heads/main"}`))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("post webhook %d: %d", i, resp.StatusCode)
+		}
+	}
 
 	var requestID string
 	for i, path := range []string{"/v1/events?source=stripe", "/v1/events", "/v1/invoices/in_1PQ/paid"} {
@@ -344,6 +366,9 @@ func TestPanelInBrowser(t *testing.T) {
 	if body := eval[string](b, `document.querySelector('[data-role="body"]').textContent`); !strings.Contains(body, `"amount_paid": 4200`) {
 		t.Errorf("body not pretty-printed: %q", body)
 	}
+	b.do("expand the headers", 10*time.Second,
+		chromedp.Click(css(`[data-section="headers"] summary`)),
+		chromedp.WaitVisible(css(`[data-section="headers"] table`)))
 	b.shot("4-request")
 
 	// The CLI recipient's delivery waits for a CLI: cancel it.
@@ -364,12 +389,66 @@ func TestPanelInBrowser(t *testing.T) {
 	}
 	b.shot("5-credits")
 
+	// Relay cursors both ways: 25 newest, then the 2 oldest, then back.
+	paths := func() []string {
+		return eval[[]string](b, `[...document.querySelectorAll('tr[data-request-id] .path-cell .mono')].map(e => e.textContent)`)
+	}
+	b.do("open the busy server", 15*time.Second,
+		chromedp.Navigate(base+"/#/servers/"+busy.ID),
+		chromedp.WaitVisible(css(`tr[data-request-id]`)))
+	if p := paths(); len(p) != 25 || p[0] != "/push/26" || p[24] != "/push/02" {
+		t.Errorf("first page = %d rows %v, want /push/26 … /push/02", len(p), p)
+	}
+	if got := b.text(".pager .muted"); got != fmt.Sprintf("%d requests", busyCount) {
+		t.Errorf("total = %q", got)
+	}
+	b.do("older page", 15*time.Second,
+		chromedp.Click(css(`[data-role="older"]`)),
+		chromedp.WaitNotPresent(css(`[data-role="older"]`)),
+		chromedp.WaitVisible(css(`[data-role="newer"]`)))
+	if p := paths(); strings.Join(p, ",") != "/push/01,/push/00" {
+		t.Errorf("second page = %v, want /push/01, /push/00", p)
+	}
+	b.do("newer page", 15*time.Second,
+		chromedp.Click(css(`[data-role="newer"]`)),
+		chromedp.WaitNotPresent(css(`[data-role="newer"]`)),
+		chromedp.WaitVisible(css(`[data-role="older"]`)))
+	if p := paths(); len(p) != 25 || p[0] != "/push/26" {
+		t.Errorf("back on the first page = %d rows starting %v", len(p), p[:1])
+	}
+
+	// A request that does not exist (or belongs to another tenant) is a clear state, not a blank page.
+	b.do("open a missing request", 15*time.Second,
+		chromedp.Navigate(base+"/#/requests/999999999"),
+		chromedp.WaitVisible(css(".state-empty")))
+	if got := b.text(".state h3"); got != "Request not found" {
+		t.Errorf("missing request state = %q", got)
+	}
+	b.shot("6-not-found")
+
 	b.do("sign out", 15*time.Second,
 		chromedp.Click(css(`.topbar button[title="Sign out"]`)),
 		chromedp.WaitVisible(css("#token")))
 	if eval[string](b, `localStorage.getItem('adal.token') || ''`) != "" {
 		t.Error("sign out left the token in localStorage")
 	}
+
+	// An operator sees every tenant's servers and has no balance of their own.
+	b.do("sign in as operator", 15*time.Second,
+		chromedp.SetValue(css("#token"), env.AdminToken()),
+		chromedp.Click(css("form.signin-card button[type=submit]")),
+		chromedp.WaitVisible(css(`[data-server-id="`+srv.ID+`"]`)))
+	if got := b.text(".who-name"); got != "All tenants" {
+		t.Errorf("operator header = %q", got)
+	}
+	if n := eval[int](b, `document.querySelectorAll('[data-role="balance"]').length`); n != 0 {
+		t.Errorf("operator header shows a balance")
+	}
+	b.do("operator credits", 15*time.Second,
+		chromedp.Click(css(`a.nav-link[href="#/credits"]`)),
+		chromedp.WaitVisible(css(`.alert-info`)),
+		chromedp.WaitVisible(css(`tr[data-entry-id]`)))
+	b.shot("7-operator-credits")
 	b.noExceptions()
 	t.Logf("screenshots in %s", b.dir)
 }
@@ -459,7 +538,7 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	if got := b.text(`dialog[open] .cost`); !strings.Contains(got, "1 credit") || !strings.Contains(got, fmt.Sprintf("%d → %d", before, before-1)) {
 		t.Errorf("retry dialog does not state the cost and the balance after: %q", got)
 	}
-	b.shot("7-retry-confirm")
+	b.shotViewport("7-retry-confirm")
 	b.do("confirm retry", 30*time.Second,
 		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
 		chromedp.WaitNotPresent(css(`dialog[open]`)),
@@ -502,7 +581,7 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	if got := b.text(`dialog[open] .alert-code`); got != "INSUFFICIENT_CREDITS" {
 		t.Errorf("error code = %q, want INSUFFICIENT_CREDITS", got)
 	}
-	b.shot("9-out-of-credits")
+	b.shotViewport("9-out-of-credits")
 	b.do("close the dialog", 10*time.Second,
 		chromedp.Click(css(`dialog[open] [data-role="dismiss"]`)),
 		chromedp.WaitNotPresent(css(`dialog[open]`)))

@@ -18,7 +18,9 @@ import (
 	"github.com/adal-relay/adal/api"
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/inbound"
 	"github.com/adal-relay/adal/metrics"
@@ -96,6 +98,7 @@ type Relay struct {
 	Inbound   *inbound.Handler
 	Scheduler *scheduler.Scheduler
 	Rescuer   *scheduler.Rescuer
+	CLIHub    *clihub.Hub
 	Events    events.Service
 	publisher *publisher
 	handler   http.Handler
@@ -149,6 +152,10 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Now:     cfg.Now,
 		Notify:  r.changed,
 		Health:  cfg.Health,
+		// The heartbeat of an attached CLI, kept fresh by the CLI hub of whichever process it is attached to.
+		CLIConnected: func(rec *ent.Recipient, now time.Time) bool {
+			return rec.CliSeenUntil != nil && rec.CliSeenUntil.After(now)
+		},
 	})
 	r.Inbound = inbound.New(inbound.Config{
 		Client:   db.Client,
@@ -156,6 +163,8 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		MaxBody:  cfg.MaxBodyBytes,
 		Logger:   cfg.Logger,
 		Observe:  meters.Intake,
+		// SQLite has one writer: one committer, batching everything queued behind it.
+		Committers: map[bool]int{true: 4, false: 1}[db.Postgres()],
 	})
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:       db,
@@ -180,6 +189,15 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, err
 	}
+	if r.CLIHub, err = clihub.New(clihub.Config{
+		DB:       db,
+		Delivery: r.Delivery,
+		Logger:   cfg.Logger,
+		Now:      cfg.Now,
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
 	r.Routing.OnRecipientResumed(r.Scheduler.Wake)
 	r.handler = api.New(api.Config{
 		Resolver: &resolvers.Resolver{
@@ -190,6 +208,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Events:   r.Events,
 			Auth:     authn,
 			Now:      cfg.Now,
+			CLIHub:   r.CLIHub,
 		},
 		Client:      db.Client,
 		Auth:        authn,
@@ -206,8 +225,11 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 // Handler is the process's HTTP surface.
 func (r *Relay) Handler() http.Handler { return r.handler }
 
-// Close releases the database.
-func (r *Relay) Close() error { return r.DB.Close() }
+// Close stops intake and releases the database.
+func (r *Relay) Close() error {
+	r.Inbound.Close()
+	return r.DB.Close()
+}
 
 // Serve listens on the configured address and serves until ctx is cancelled, then shuts down gracefully:
 // in-flight requests finish (up to 25 s), nothing new is accepted.
@@ -246,12 +268,16 @@ func (r *Relay) Start(ctx context.Context) error {
 	if err := r.Scheduler.Start(ctx); err != nil {
 		return err
 	}
+	if err := r.CLIHub.Start(ctx); err != nil {
+		return err
+	}
 	return r.Rescuer.Start(ctx)
 }
 
 // Stop stops the background services and waits for them: attempts in flight finish and are recorded.
 func (r *Relay) Stop() {
 	r.Rescuer.Stop()
+	r.CLIHub.Stop()
 	r.Scheduler.Stop()
 	r.publisher.stop()
 	r.Events.Stop()
@@ -263,6 +289,7 @@ func (r *Relay) changed(changes []delivery.Change) {
 	for _, c := range changes {
 		if c.Status == "PENDING" {
 			r.Scheduler.Wake()
+			r.CLIHub.Wake()
 			break
 		}
 	}

@@ -7,17 +7,104 @@ package resolvers
 
 import (
 	"context"
-	"fmt"
+	"encoding/base64"
 
+	"github.com/adal-relay/adal/clihub"
+	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/graph/model"
+	"github.com/adal-relay/adal/storage"
 )
 
 // ReportCliAttempt is the resolver for the reportCliAttempt field.
 func (r *mutationResolver) ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error) {
-	panic(fmt.Errorf("not implemented: ReportCliAttempt - reportCliAttempt"))
+	if _, err := require(ctx, "reportCliAttempt"); err != nil {
+		return false, err
+	}
+	in := clihub.Report{
+		DeliveryID: input.DeliveryID, Attempt: input.Attempt, LeaseToken: input.LeaseToken,
+		StartedAt: input.StartedAt, FinishedAt: input.FinishedAt,
+		HTTPStatus: deref(input.HTTPStatus, 0), ErrorMessage: deref(input.ErrorMessage, ""),
+	}
+	if input.ErrorKind != nil {
+		in.ErrorKind = delivery.ErrorKind(*input.ErrorKind)
+	}
+	return r.CLIHub.Report(ctx, r.client(ctx), in)
 }
 
 // CliListen is the resolver for the cliListen field.
 func (r *subscriptionResolver) CliListen(ctx context.Context, recipientID int) (<-chan *model.CliJob, error) {
-	panic(fmt.Errorf("not implemented: CliListen - cliListen"))
+	const op = "cliListen"
+	if _, err := require(ctx, op); err != nil {
+		return nil, err
+	}
+	client := r.client(ctx)
+	rec, err := client.Recipient.Query().
+		Where(recipient.ID(recipientID), recipient.DeletedAtIsNil()).
+		WithServer().
+		Only(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "recipient", err)
+	}
+	if rec.Method != recipient.MethodCLI {
+		return nil, fault.E(op, fault.InvalidInput, "recipient %d delivers by %s; only CLI recipients can be listened to", rec.ID, rec.Method)
+	}
+	backlog, err := clihub.Backlog(ctx, client, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	l, err := r.CLIHub.Attach(ctx, rec.ID)
+	if err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	job := func(j clihub.Job) (*model.CliJob, error) {
+		headers, err := r.Request().Headers(ctx, j.Request)
+		if err != nil {
+			return nil, err
+		}
+		out := &model.CliJob{
+			Kind: model.CliMessageKindJob, DeliveryID: j.Claim.DeliveryID, Attempt: j.Claim.Attempt,
+			LeaseToken: j.LeaseToken, Method: j.Request.Method, Path: j.Request.Path, Query: j.Request.Query,
+			Headers: headers, BodyBase64: base64.StdEncoding.EncodeToString(j.Request.Body),
+			RequestID: j.Request.ID, TimeoutSeconds: int(j.Timeout.Seconds()),
+		}
+		if out.Headers == nil {
+			out.Headers = []*model.Header{}
+		}
+		if j.IdempotencyKey != "" {
+			out.IdempotencyKey = &j.IdempotencyKey
+		}
+		return out, nil
+	}
+	out := make(chan *model.CliJob)
+	go func() {
+		defer close(out)
+		defer l.Detach()
+		hello := &model.CliJob{Kind: model.CliMessageKindConnected, Headers: []*model.Header{},
+			Message: clihub.Greeting(rec, rec.Edges.Server, backlog)}
+		select {
+		case out <- hello:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			j, ok := l.Next(ctx)
+			if !ok {
+				return
+			}
+			m, err := job(j)
+			if err != nil {
+				l.Return(j)
+				return
+			}
+			select {
+			case out <- m:
+			case <-ctx.Done():
+				l.Return(j)
+				return
+			}
+		}
+	}()
+	return out, nil
 }

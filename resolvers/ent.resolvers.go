@@ -49,6 +49,14 @@ func (r *queryResolver) Tenants(ctx context.Context, after *entgql.Cursor[int], 
 		Paginate(ctx, after, first, before, last, ent.WithTenantOrder(orderBy), ent.WithTenantFilter(where.Filter))
 }
 
+// OutboundAttempt returns generated.OutboundAttemptResolver implementation.
+func (r *Resolver) OutboundAttempt() generated.OutboundAttemptResolver {
+	return &outboundAttemptResolver{r}
+}
+
+// OutboundJob returns generated.OutboundJobResolver implementation.
+func (r *Resolver) OutboundJob() generated.OutboundJobResolver { return &outboundJobResolver{r} }
+
 // Query returns generated.QueryResolver implementation.
 func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 
@@ -62,8 +70,10 @@ func (r *Resolver) Request() generated.RequestResolver { return &requestResolver
 func (r *Resolver) Server() generated.ServerResolver { return &serverResolver{r} }
 
 type (
-	queryResolver     struct{ *Resolver }
-	recipientResolver struct{ *Resolver }
-	requestResolver   struct{ *Resolver }
-	serverResolver    struct{ *Resolver }
+	outboundAttemptResolver struct{ *Resolver }
+	outboundJobResolver     struct{ *Resolver }
+	queryResolver           struct{ *Resolver }
+	recipientResolver       struct{ *Resolver }
+	requestResolver         struct{ *Resolver }
+	serverResolver          struct{ *Resolver }
 )

@@ -13,6 +13,7 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -28,6 +29,8 @@ type Resolver struct {
 	Now      func() time.Time
 	// CLIHub serves cliListen and reportCliAttempt (the adal CLI).
 	CLIHub *clihub.Hub
+	// Outbound serves sendOutbound (S2 outbound jobs).
+	Outbound *outbound.Service
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

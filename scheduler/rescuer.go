@@ -20,6 +20,8 @@ import (
 type RescuerConfig struct {
 	DB       *storage.DB
 	Delivery *delivery.Service
+	// Outbound, when set, has expired outbound leases settled the same way (scheduler/outbound.go).
+	Outbound Outbound
 	// Interval between sweeps. Default 10s, so an expired lease is settled well within a minute.
 	Interval time.Duration
 	// BatchSize bounds one sweep. Default 500.
@@ -92,10 +94,13 @@ func (r *Rescuer) Stop() {
 	}
 }
 
-// RescueOnce settles every delivery whose lease has expired, and returns how many.
+// RescueOnce settles every delivery and outbound job whose lease has expired, and returns how many.
 func (r *Rescuer) RescueOnce(ctx context.Context) (int, error) {
 	ctx = viewer.SystemContext(ctx)
-	total := 0
+	total, err := r.rescueOutbound(ctx)
+	if err != nil {
+		return total, err
+	}
 	for {
 		now := r.cfg.Now()
 		stale, err := r.cfg.DB.Client.Delivery.Query().

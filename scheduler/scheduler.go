@@ -38,6 +38,8 @@ type Config struct {
 	DB       *storage.DB
 	Delivery *delivery.Service
 	Sender   Sender
+	// Outbound records outbound jobs' attempts; nil leaves outbound jobs alone (tests of deliveries only).
+	Outbound Outbound
 	// Workers bounds attempts in flight in this process. Default 64.
 	Workers int
 	// PollInterval is the longest the loop waits without being woken. Default 1s.
@@ -171,7 +173,7 @@ func (s *Scheduler) run(ctx context.Context) {
 		wait := s.cfg.PollInterval
 		if full {
 			wait = 0 // more may be due right now; go again as soon as a slot frees
-		} else if due, ok, err := nextDue(ctx, s.cfg.DB, s.cfg.Now()); err == nil && ok {
+		} else if due, ok, err := s.earliestDue(ctx, s.cfg.Now()); err == nil && ok { // deliveries and outbound jobs
 			if d := due.Sub(s.cfg.Now()); d < wait {
 				wait = max(d, time.Millisecond)
 			}
@@ -225,10 +227,14 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Claimed(len(claims))
 	}
-	if len(claims) == 0 {
-		return 0, nil
+	if len(claims) > 0 {
+		if err := s.start(ctx, claims); err != nil {
+			return len(claims), err
+		}
 	}
-	return len(claims), s.start(ctx, claims)
+	// Outbound jobs (S2, scheduler/outbound.go) take the slots the deliveries left.
+	n, err := s.dispatchOutbound(ctx, free-len(claims))
+	return len(claims) + n, err
 }
 
 // start loads what the claimed attempts need and runs each on a worker slot.

@@ -45,6 +45,30 @@ func (f LedgerEntryFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value,
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.LedgerEntryMutation", m)
 }
 
+// The OutboundAttemptFunc type is an adapter to allow the use of ordinary
+// function as OutboundAttempt mutator.
+type OutboundAttemptFunc func(context.Context, *ent.OutboundAttemptMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f OutboundAttemptFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.OutboundAttemptMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.OutboundAttemptMutation", m)
+}
+
+// The OutboundJobFunc type is an adapter to allow the use of ordinary
+// function as OutboundJob mutator.
+type OutboundJobFunc func(context.Context, *ent.OutboundJobMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f OutboundJobFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.OutboundJobMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.OutboundJobMutation", m)
+}
+
 // The PlanFunc type is an adapter to allow the use of ordinary
 // function as Plan mutator.
 type PlanFunc func(context.Context, *ent.PlanMutation) (ent.Value, error)

@@ -11,6 +11,8 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -154,6 +156,60 @@ func (f TraverseLedgerEntry) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.LedgerEntryQuery", q)
+}
+
+// The OutboundAttemptFunc type is an adapter to allow the use of ordinary function as a Querier.
+type OutboundAttemptFunc func(context.Context, *ent.OutboundAttemptQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f OutboundAttemptFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.OutboundAttemptQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.OutboundAttemptQuery", q)
+}
+
+// The TraverseOutboundAttempt type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseOutboundAttempt func(context.Context, *ent.OutboundAttemptQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseOutboundAttempt) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseOutboundAttempt) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.OutboundAttemptQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.OutboundAttemptQuery", q)
+}
+
+// The OutboundJobFunc type is an adapter to allow the use of ordinary function as a Querier.
+type OutboundJobFunc func(context.Context, *ent.OutboundJobQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f OutboundJobFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.OutboundJobQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.OutboundJobQuery", q)
+}
+
+// The TraverseOutboundJob type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseOutboundJob func(context.Context, *ent.OutboundJobQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseOutboundJob) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseOutboundJob) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.OutboundJobQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.OutboundJobQuery", q)
 }
 
 // The PlanFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -300,6 +356,10 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.DeliveryQuery, predicate.Delivery, delivery.OrderOption]{typ: ent.TypeDelivery, tq: q}, nil
 	case *ent.LedgerEntryQuery:
 		return &query[*ent.LedgerEntryQuery, predicate.LedgerEntry, ledgerentry.OrderOption]{typ: ent.TypeLedgerEntry, tq: q}, nil
+	case *ent.OutboundAttemptQuery:
+		return &query[*ent.OutboundAttemptQuery, predicate.OutboundAttempt, outboundattempt.OrderOption]{typ: ent.TypeOutboundAttempt, tq: q}, nil
+	case *ent.OutboundJobQuery:
+		return &query[*ent.OutboundJobQuery, predicate.OutboundJob, outboundjob.OrderOption]{typ: ent.TypeOutboundJob, tq: q}, nil
 	case *ent.PlanQuery:
 		return &query[*ent.PlanQuery, predicate.Plan, plan.OrderOption]{typ: ent.TypePlan, tq: q}, nil
 	case *ent.RecipientQuery:

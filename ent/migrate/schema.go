@@ -171,6 +171,135 @@ var (
 			},
 		},
 	}
+	// OutboundAttemptsColumns holds the columns for the "outbound_attempts" table.
+	OutboundAttemptsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "number", Type: field.TypeInt},
+		{Name: "started_at", Type: field.TypeTime},
+		{Name: "finished_at", Type: field.TypeTime},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"SUCCEEDED", "FAILED"}},
+		{Name: "http_status", Type: field.TypeInt, Nullable: true},
+		{Name: "duration_ms", Type: field.TypeInt64},
+		{Name: "error_kind", Type: field.TypeEnum, Nullable: true, Enums: []string{"HTTP_STATUS", "TIMEOUT", "DNS", "TLS", "CONNECTION", "CLI_LOCAL", "INTERRUPTED"}},
+		{Name: "error_message", Type: field.TypeString, Default: ""},
+		{Name: "response_body", Type: field.TypeBytes, Nullable: true},
+		{Name: "response_truncated", Type: field.TypeBool, Default: false},
+		{Name: "tenant_id", Type: field.TypeInt},
+		{Name: "job_id", Type: field.TypeInt},
+	}
+	// OutboundAttemptsTable holds the schema information for the "outbound_attempts" table.
+	OutboundAttemptsTable = &schema.Table{
+		Name:       "outbound_attempts",
+		Columns:    OutboundAttemptsColumns,
+		PrimaryKey: []*schema.Column{OutboundAttemptsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "outbound_attempts_tenants_tenant",
+				Columns:    []*schema.Column{OutboundAttemptsColumns[11]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "outbound_attempts_outbound_jobs_attempts",
+				Columns:    []*schema.Column{OutboundAttemptsColumns[12]},
+				RefColumns: []*schema.Column{OutboundJobsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "outboundattempt_tenant_id",
+				Unique:  false,
+				Columns: []*schema.Column{OutboundAttemptsColumns[11]},
+			},
+			{
+				Name:    "outboundattempt_job_id_number",
+				Unique:  true,
+				Columns: []*schema.Column{OutboundAttemptsColumns[12], OutboundAttemptsColumns[1]},
+			},
+		},
+	}
+	// OutboundJobsColumns holds the columns for the "outbound_jobs" table.
+	OutboundJobsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "url", Type: field.TypeString},
+		{Name: "method", Type: field.TypeString},
+		{Name: "headers", Type: field.TypeJSON},
+		{Name: "body", Type: field.TypeBytes},
+		{Name: "idempotency_key", Type: field.TypeString, Nullable: true},
+		{Name: "idempotency_claim", Type: field.TypeString, Nullable: true},
+		{Name: "store_response_body", Type: field.TypeBool, Default: false},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "IN_PROGRESS", "SUCCEEDED", "FAILED", "DUPLICATE"}, Default: "PENDING"},
+		{Name: "attempt_count", Type: field.TypeInt, Default: 0},
+		{Name: "max_attempts", Type: field.TypeInt, Default: 10},
+		{Name: "next_attempt_at", Type: field.TypeTime, Nullable: true},
+		{Name: "first_attempt_at", Type: field.TypeTime, Nullable: true},
+		{Name: "lease_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "lease_owner", Type: field.TypeString, Default: ""},
+		{Name: "attempt_started_at", Type: field.TypeTime, Nullable: true},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "finished_at", Type: field.TypeTime, Nullable: true},
+		{Name: "tenant_id", Type: field.TypeInt},
+		{Name: "duplicate_of_id", Type: field.TypeInt, Nullable: true},
+	}
+	// OutboundJobsTable holds the schema information for the "outbound_jobs" table.
+	OutboundJobsTable = &schema.Table{
+		Name:       "outbound_jobs",
+		Columns:    OutboundJobsColumns,
+		PrimaryKey: []*schema.Column{OutboundJobsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "outbound_jobs_tenants_tenant",
+				Columns:    []*schema.Column{OutboundJobsColumns[19]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "outbound_jobs_outbound_jobs_duplicates",
+				Columns:    []*schema.Column{OutboundJobsColumns[20]},
+				RefColumns: []*schema.Column{OutboundJobsColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "outboundjob_tenant_id",
+				Unique:  false,
+				Columns: []*schema.Column{OutboundJobsColumns[19]},
+			},
+			{
+				Name:    "outboundjob_status_next_attempt_at",
+				Unique:  false,
+				Columns: []*schema.Column{OutboundJobsColumns[9], OutboundJobsColumns[12]},
+			},
+			{
+				Name:    "outboundjob_status_lease_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{OutboundJobsColumns[9], OutboundJobsColumns[14]},
+			},
+			{
+				Name:    "outboundjob_tenant_id_idempotency_claim",
+				Unique:  true,
+				Columns: []*schema.Column{OutboundJobsColumns[19], OutboundJobsColumns[7]},
+			},
+			{
+				Name:    "outboundjob_tenant_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{OutboundJobsColumns[19], OutboundJobsColumns[1]},
+			},
+			{
+				Name:    "outboundjob_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{OutboundJobsColumns[17]},
+			},
+			{
+				Name:    "outboundjob_duplicate_of_id",
+				Unique:  false,
+				Columns: []*schema.Column{OutboundJobsColumns[20]},
+			},
+		},
+	}
 	// PlansColumns holds the columns for the "plans" table.
 	PlansColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -362,6 +491,8 @@ var (
 		AttemptsTable,
 		DeliveriesTable,
 		LedgerEntriesTable,
+		OutboundAttemptsTable,
+		OutboundJobsTable,
 		PlansTable,
 		RecipientsTable,
 		RequestsTable,
@@ -385,6 +516,16 @@ func init() {
 	LedgerEntriesTable.ForeignKeys[0].RefTable = TenantsTable
 	LedgerEntriesTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(8589934592),
+	}
+	OutboundAttemptsTable.ForeignKeys[0].RefTable = TenantsTable
+	OutboundAttemptsTable.ForeignKeys[1].RefTable = OutboundJobsTable
+	OutboundAttemptsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(34359738368),
+	}
+	OutboundJobsTable.ForeignKeys[0].RefTable = TenantsTable
+	OutboundJobsTable.ForeignKeys[1].RefTable = OutboundJobsTable
+	OutboundJobsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(38654705664),
 	}
 	PlansTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(12884901888),

@@ -15,6 +15,12 @@ type Delivery func(*sql.Selector)
 // LedgerEntry is the predicate function for ledgerentry builders.
 type LedgerEntry func(*sql.Selector)
 
+// OutboundAttempt is the predicate function for outboundattempt builders.
+type OutboundAttempt func(*sql.Selector)
+
+// OutboundJob is the predicate function for outboundjob builders.
+type OutboundJob func(*sql.Selector)
+
 // Plan is the predicate function for plan builders.
 type Plan func(*sql.Selector)
 

@@ -183,6 +183,54 @@ func (f LedgerEntryMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mut
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.LedgerEntryMutation", m)
 }
 
+// The OutboundAttemptQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type OutboundAttemptQueryRuleFunc func(context.Context, *ent.OutboundAttemptQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f OutboundAttemptQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.OutboundAttemptQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.OutboundAttemptQuery", q)
+}
+
+// The OutboundAttemptMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type OutboundAttemptMutationRuleFunc func(context.Context, *ent.OutboundAttemptMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f OutboundAttemptMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.OutboundAttemptMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.OutboundAttemptMutation", m)
+}
+
+// The OutboundJobQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type OutboundJobQueryRuleFunc func(context.Context, *ent.OutboundJobQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f OutboundJobQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.OutboundJobQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.OutboundJobQuery", q)
+}
+
+// The OutboundJobMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type OutboundJobMutationRuleFunc func(context.Context, *ent.OutboundJobMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f OutboundJobMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.OutboundJobMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.OutboundJobMutation", m)
+}
+
 // The PlanQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type PlanQueryRuleFunc func(context.Context, *ent.PlanQuery) error
@@ -344,6 +392,10 @@ func queryFilter(q ent.Query) (Filter, error) {
 		return q.Filter(), nil
 	case *ent.LedgerEntryQuery:
 		return q.Filter(), nil
+	case *ent.OutboundAttemptQuery:
+		return q.Filter(), nil
+	case *ent.OutboundJobQuery:
+		return q.Filter(), nil
 	case *ent.PlanQuery:
 		return q.Filter(), nil
 	case *ent.RecipientQuery:
@@ -366,6 +418,10 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 	case *ent.DeliveryMutation:
 		return m.Filter(), nil
 	case *ent.LedgerEntryMutation:
+		return m.Filter(), nil
+	case *ent.OutboundAttemptMutation:
+		return m.Filter(), nil
+	case *ent.OutboundJobMutation:
 		return m.Filter(), nil
 	case *ent.PlanMutation:
 		return m.Filter(), nil

@@ -9,6 +9,8 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -96,6 +98,60 @@ func init() {
 	ledgerentryDescReference := ledgerentryFields[3].Descriptor()
 	// ledgerentry.DefaultReference holds the default value on creation for the reference field.
 	ledgerentry.DefaultReference = ledgerentryDescReference.Default.(string)
+	outboundattemptMixin := schema.OutboundAttempt{}.Mixin()
+	outboundattempt.Policy = privacy.NewPolicies(outboundattemptMixin[0], schema.OutboundAttempt{})
+	outboundattempt.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := outboundattempt.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	outboundattemptFields := schema.OutboundAttempt{}.Fields()
+	_ = outboundattemptFields
+	// outboundattemptDescErrorMessage is the schema descriptor for error_message field.
+	outboundattemptDescErrorMessage := outboundattemptFields[8].Descriptor()
+	// outboundattempt.DefaultErrorMessage holds the default value on creation for the error_message field.
+	outboundattempt.DefaultErrorMessage = outboundattemptDescErrorMessage.Default.(string)
+	// outboundattemptDescResponseTruncated is the schema descriptor for response_truncated field.
+	outboundattemptDescResponseTruncated := outboundattemptFields[10].Descriptor()
+	// outboundattempt.DefaultResponseTruncated holds the default value on creation for the response_truncated field.
+	outboundattempt.DefaultResponseTruncated = outboundattemptDescResponseTruncated.Default.(bool)
+	outboundjobMixin := schema.OutboundJob{}.Mixin()
+	outboundjob.Policy = privacy.NewPolicies(outboundjobMixin[0], schema.OutboundJob{})
+	outboundjob.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := outboundjob.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	outboundjobMixinFields1 := outboundjobMixin[1].Fields()
+	_ = outboundjobMixinFields1
+	outboundjobFields := schema.OutboundJob{}.Fields()
+	_ = outboundjobFields
+	// outboundjobDescCreatedAt is the schema descriptor for created_at field.
+	outboundjobDescCreatedAt := outboundjobMixinFields1[0].Descriptor()
+	// outboundjob.DefaultCreatedAt holds the default value on creation for the created_at field.
+	outboundjob.DefaultCreatedAt = outboundjobDescCreatedAt.Default.(func() time.Time)
+	// outboundjobDescStoreResponseBody is the schema descriptor for store_response_body field.
+	outboundjobDescStoreResponseBody := outboundjobFields[7].Descriptor()
+	// outboundjob.DefaultStoreResponseBody holds the default value on creation for the store_response_body field.
+	outboundjob.DefaultStoreResponseBody = outboundjobDescStoreResponseBody.Default.(bool)
+	// outboundjobDescAttemptCount is the schema descriptor for attempt_count field.
+	outboundjobDescAttemptCount := outboundjobFields[9].Descriptor()
+	// outboundjob.DefaultAttemptCount holds the default value on creation for the attempt_count field.
+	outboundjob.DefaultAttemptCount = outboundjobDescAttemptCount.Default.(int)
+	// outboundjobDescMaxAttempts is the schema descriptor for max_attempts field.
+	outboundjobDescMaxAttempts := outboundjobFields[10].Descriptor()
+	// outboundjob.DefaultMaxAttempts holds the default value on creation for the max_attempts field.
+	outboundjob.DefaultMaxAttempts = outboundjobDescMaxAttempts.Default.(int)
+	// outboundjobDescLeaseOwner is the schema descriptor for lease_owner field.
+	outboundjobDescLeaseOwner := outboundjobFields[14].Descriptor()
+	// outboundjob.DefaultLeaseOwner holds the default value on creation for the lease_owner field.
+	outboundjob.DefaultLeaseOwner = outboundjobDescLeaseOwner.Default.(string)
 	planMixin := schema.Plan{}.Mixin()
 	plan.Policy = privacy.NewPolicies(schema.Plan{})
 	plan.Hooks[0] = func(next ent.Mutator) ent.Mutator {

@@ -19,6 +19,8 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/graph/model"
@@ -38,6 +40,8 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	Mutation() MutationResolver
+	OutboundAttempt() OutboundAttemptResolver
+	OutboundJob() OutboundJobResolver
 	Query() QueryResolver
 	Recipient() RecipientResolver
 	Request() RequestResolver
@@ -157,9 +161,59 @@ type ComplexityRoot struct {
 		ReportCliAttempt func(childComplexity int, input model.ReportCliAttemptInput) int
 		ResumeRecipient  func(childComplexity int, id int) int
 		RetryDelivery    func(childComplexity int, id int) int
+		SendOutbound     func(childComplexity int, input model.SendOutboundInput) int
 		UpdatePlan       func(childComplexity int, id int, input model.UpdatePlanInput) int
 		UpdateRecipient  func(childComplexity int, id int, input model.UpdateRecipientInput) int
 		UpdateServer     func(childComplexity int, id int, input model.UpdateServerInput) int
+	}
+
+	OutboundAttempt struct {
+		DurationMs         func(childComplexity int) int
+		ErrorKind          func(childComplexity int) int
+		ErrorMessage       func(childComplexity int) int
+		FinishedAt         func(childComplexity int) int
+		HTTPStatus         func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		Job                func(childComplexity int) int
+		Number             func(childComplexity int) int
+		ResponseBody       func(childComplexity int) int
+		ResponseBodyBase64 func(childComplexity int) int
+		ResponseTruncated  func(childComplexity int) int
+		StartedAt          func(childComplexity int) int
+		Status             func(childComplexity int) int
+	}
+
+	OutboundJob struct {
+		AttemptCount      func(childComplexity int) int
+		Attempts          func(childComplexity int) int
+		Body              func(childComplexity int) int
+		BodyBase64        func(childComplexity int) int
+		BodySize          func(childComplexity int) int
+		CreatedAt         func(childComplexity int) int
+		DuplicateOf       func(childComplexity int) int
+		ExpiresAt         func(childComplexity int) int
+		FinishedAt        func(childComplexity int) int
+		FirstAttemptAt    func(childComplexity int) int
+		Headers           func(childComplexity int) int
+		ID                func(childComplexity int) int
+		IdempotencyKey    func(childComplexity int) int
+		MaxAttempts       func(childComplexity int) int
+		Method            func(childComplexity int) int
+		NextAttemptAt     func(childComplexity int) int
+		Status            func(childComplexity int) int
+		StoreResponseBody func(childComplexity int) int
+		URL               func(childComplexity int) int
+	}
+
+	OutboundJobConnection struct {
+		Edges      func(childComplexity int) int
+		PageInfo   func(childComplexity int) int
+		TotalCount func(childComplexity int) int
+	}
+
+	OutboundJobEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -180,16 +234,17 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		Ledger   func(childComplexity int, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
-		Node     func(childComplexity int, id int) int
-		Nodes    func(childComplexity int, ids []int) int
-		Plans    func(childComplexity int) int
-		Request  func(childComplexity int, id int) int
-		Requests func(childComplexity int, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) int
-		Server   func(childComplexity int, id int) int
-		Servers  func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) int
-		Tenants  func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) int
-		Viewer   func(childComplexity int) int
+		Ledger       func(childComplexity int, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
+		Node         func(childComplexity int, id int) int
+		Nodes        func(childComplexity int, ids []int) int
+		OutboundJobs func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) int
+		Plans        func(childComplexity int) int
+		Request      func(childComplexity int, id int) int
+		Requests     func(childComplexity int, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) int
+		Server       func(childComplexity int, id int) int
+		Servers      func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) int
+		Tenants      func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) int
+		Viewer       func(childComplexity int) int
 	}
 
 	Recipient struct {
@@ -323,6 +378,18 @@ type MutationResolver interface {
 	ResumeRecipient(ctx context.Context, id int) (*ent.Recipient, error)
 	EnableRecipient(ctx context.Context, id int) (*ent.Recipient, error)
 	ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error)
+	SendOutbound(ctx context.Context, input model.SendOutboundInput) (*ent.OutboundJob, error)
+}
+type OutboundAttemptResolver interface {
+	ResponseBody(ctx context.Context, obj *ent.OutboundAttempt) (*string, error)
+	ResponseBodyBase64(ctx context.Context, obj *ent.OutboundAttempt) (*string, error)
+}
+type OutboundJobResolver interface {
+	Headers(ctx context.Context, obj *ent.OutboundJob) ([]*model.Header, error)
+	Body(ctx context.Context, obj *ent.OutboundJob) (string, error)
+	BodyBase64(ctx context.Context, obj *ent.OutboundJob) (string, error)
+	BodySize(ctx context.Context, obj *ent.OutboundJob) (int, error)
+	Attempts(ctx context.Context, obj *ent.OutboundJob) ([]*ent.OutboundAttempt, error)
 }
 type QueryResolver interface {
 	Node(ctx context.Context, id int) (ent.Noder, error)
@@ -335,6 +402,7 @@ type QueryResolver interface {
 	Requests(ctx context.Context, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) (*ent.RequestConnection, error)
 	Request(ctx context.Context, id int) (*ent.Request, error)
 	Ledger(ctx context.Context, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.LedgerEntryConnection, error)
+	OutboundJobs(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) (*ent.OutboundJobConnection, error)
 }
 type RecipientResolver interface {
 	CliConnected(ctx context.Context, obj *ent.Recipient) (bool, error)
@@ -924,6 +992,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RetryDelivery(childComplexity, args["id"].(int)), true
+	case "Mutation.sendOutbound":
+		if e.ComplexityRoot.Mutation.SendOutbound == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_sendOutbound_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SendOutbound(childComplexity, args["input"].(model.SendOutboundInput)), true
 	case "Mutation.updatePlan":
 		if e.ComplexityRoot.Mutation.UpdatePlan == nil {
 			break
@@ -957,6 +1036,232 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateServer(childComplexity, args["id"].(int), args["input"].(model.UpdateServerInput)), true
+
+	case "OutboundAttempt.durationMs":
+		if e.ComplexityRoot.OutboundAttempt.DurationMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.DurationMs(childComplexity), true
+	case "OutboundAttempt.errorKind":
+		if e.ComplexityRoot.OutboundAttempt.ErrorKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.ErrorKind(childComplexity), true
+	case "OutboundAttempt.errorMessage":
+		if e.ComplexityRoot.OutboundAttempt.ErrorMessage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.ErrorMessage(childComplexity), true
+	case "OutboundAttempt.finishedAt":
+		if e.ComplexityRoot.OutboundAttempt.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.FinishedAt(childComplexity), true
+	case "OutboundAttempt.httpStatus":
+		if e.ComplexityRoot.OutboundAttempt.HTTPStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.HTTPStatus(childComplexity), true
+	case "OutboundAttempt.id":
+		if e.ComplexityRoot.OutboundAttempt.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.ID(childComplexity), true
+	case "OutboundAttempt.job":
+		if e.ComplexityRoot.OutboundAttempt.Job == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.Job(childComplexity), true
+	case "OutboundAttempt.number":
+		if e.ComplexityRoot.OutboundAttempt.Number == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.Number(childComplexity), true
+	case "OutboundAttempt.responseBody":
+		if e.ComplexityRoot.OutboundAttempt.ResponseBody == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.ResponseBody(childComplexity), true
+	case "OutboundAttempt.responseBodyBase64":
+		if e.ComplexityRoot.OutboundAttempt.ResponseBodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.ResponseBodyBase64(childComplexity), true
+	case "OutboundAttempt.responseTruncated":
+		if e.ComplexityRoot.OutboundAttempt.ResponseTruncated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.ResponseTruncated(childComplexity), true
+	case "OutboundAttempt.startedAt":
+		if e.ComplexityRoot.OutboundAttempt.StartedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.StartedAt(childComplexity), true
+	case "OutboundAttempt.status":
+		if e.ComplexityRoot.OutboundAttempt.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundAttempt.Status(childComplexity), true
+
+	case "OutboundJob.attemptCount":
+		if e.ComplexityRoot.OutboundJob.AttemptCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.AttemptCount(childComplexity), true
+	case "OutboundJob.attempts":
+		if e.ComplexityRoot.OutboundJob.Attempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.Attempts(childComplexity), true
+	case "OutboundJob.body":
+		if e.ComplexityRoot.OutboundJob.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.Body(childComplexity), true
+	case "OutboundJob.bodyBase64":
+		if e.ComplexityRoot.OutboundJob.BodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.BodyBase64(childComplexity), true
+	case "OutboundJob.bodySize":
+		if e.ComplexityRoot.OutboundJob.BodySize == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.BodySize(childComplexity), true
+	case "OutboundJob.createdAt":
+		if e.ComplexityRoot.OutboundJob.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.CreatedAt(childComplexity), true
+	case "OutboundJob.duplicateOf":
+		if e.ComplexityRoot.OutboundJob.DuplicateOf == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.DuplicateOf(childComplexity), true
+	case "OutboundJob.expiresAt":
+		if e.ComplexityRoot.OutboundJob.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.ExpiresAt(childComplexity), true
+	case "OutboundJob.finishedAt":
+		if e.ComplexityRoot.OutboundJob.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.FinishedAt(childComplexity), true
+	case "OutboundJob.firstAttemptAt":
+		if e.ComplexityRoot.OutboundJob.FirstAttemptAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.FirstAttemptAt(childComplexity), true
+	case "OutboundJob.headers":
+		if e.ComplexityRoot.OutboundJob.Headers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.Headers(childComplexity), true
+	case "OutboundJob.id":
+		if e.ComplexityRoot.OutboundJob.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.ID(childComplexity), true
+	case "OutboundJob.idempotencyKey":
+		if e.ComplexityRoot.OutboundJob.IdempotencyKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.IdempotencyKey(childComplexity), true
+	case "OutboundJob.maxAttempts":
+		if e.ComplexityRoot.OutboundJob.MaxAttempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.MaxAttempts(childComplexity), true
+	case "OutboundJob.method":
+		if e.ComplexityRoot.OutboundJob.Method == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.Method(childComplexity), true
+	case "OutboundJob.nextAttemptAt":
+		if e.ComplexityRoot.OutboundJob.NextAttemptAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.NextAttemptAt(childComplexity), true
+	case "OutboundJob.status":
+		if e.ComplexityRoot.OutboundJob.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.Status(childComplexity), true
+	case "OutboundJob.storeResponseBody":
+		if e.ComplexityRoot.OutboundJob.StoreResponseBody == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.StoreResponseBody(childComplexity), true
+	case "OutboundJob.url":
+		if e.ComplexityRoot.OutboundJob.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJob.URL(childComplexity), true
+
+	case "OutboundJobConnection.edges":
+		if e.ComplexityRoot.OutboundJobConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJobConnection.Edges(childComplexity), true
+	case "OutboundJobConnection.pageInfo":
+		if e.ComplexityRoot.OutboundJobConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJobConnection.PageInfo(childComplexity), true
+	case "OutboundJobConnection.totalCount":
+		if e.ComplexityRoot.OutboundJobConnection.TotalCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJobConnection.TotalCount(childComplexity), true
+
+	case "OutboundJobEdge.cursor":
+		if e.ComplexityRoot.OutboundJobEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJobEdge.Cursor(childComplexity), true
+	case "OutboundJobEdge.node":
+		if e.ComplexityRoot.OutboundJobEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OutboundJobEdge.Node(childComplexity), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -1059,6 +1364,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Nodes(childComplexity, args["ids"].([]int)), true
+	case "Query.outboundJobs":
+		if e.ComplexityRoot.Query.OutboundJobs == nil {
+			break
+		}
+
+		args, err := ec.field_Query_outboundJobs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.OutboundJobs(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.OutboundJobOrder), args["where"].(*ent.OutboundJobWhereInput)), true
 	case "Query.plans":
 		if e.ComplexityRoot.Query.Plans == nil {
 			break
@@ -1585,9 +1901,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CreateTenantInput", ec.unmarshalInputCreateTenantInput),
 			graphql.NewInputUnmarshaler("DeliveryOrder", ec.unmarshalInputDeliveryOrder),
 			graphql.NewInputUnmarshaler("DeliveryWhereInput", ec.unmarshalInputDeliveryWhereInput),
+			graphql.NewInputUnmarshaler("HeaderInput", ec.unmarshalInputHeaderInput),
 			graphql.NewInputUnmarshaler("IssueTokenInput", ec.unmarshalInputIssueTokenInput),
 			graphql.NewInputUnmarshaler("LedgerEntryOrder", ec.unmarshalInputLedgerEntryOrder),
 			graphql.NewInputUnmarshaler("LedgerEntryWhereInput", ec.unmarshalInputLedgerEntryWhereInput),
+			graphql.NewInputUnmarshaler("OutboundAttemptWhereInput", ec.unmarshalInputOutboundAttemptWhereInput),
+			graphql.NewInputUnmarshaler("OutboundJobOrder", ec.unmarshalInputOutboundJobOrder),
+			graphql.NewInputUnmarshaler("OutboundJobWhereInput", ec.unmarshalInputOutboundJobWhereInput),
 			graphql.NewInputUnmarshaler("PlanOrder", ec.unmarshalInputPlanOrder),
 			graphql.NewInputUnmarshaler("PlanWhereInput", ec.unmarshalInputPlanWhereInput),
 			graphql.NewInputUnmarshaler("RecipientOrder", ec.unmarshalInputRecipientOrder),
@@ -1595,6 +1915,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ReportCliAttemptInput", ec.unmarshalInputReportCliAttemptInput),
 			graphql.NewInputUnmarshaler("RequestOrder", ec.unmarshalInputRequestOrder),
 			graphql.NewInputUnmarshaler("RequestWhereInput", ec.unmarshalInputRequestWhereInput),
+			graphql.NewInputUnmarshaler("SendOutboundInput", ec.unmarshalInputSendOutboundInput),
 			graphql.NewInputUnmarshaler("ServerOrder", ec.unmarshalInputServerOrder),
 			graphql.NewInputUnmarshaler("ServerWhereInput", ec.unmarshalInputServerWhereInput),
 			graphql.NewInputUnmarshaler("TenantOrder", ec.unmarshalInputTenantOrder),
@@ -1930,6 +2251,67 @@ extend type Mutation {
   already settled, e.g. recorded as INTERRUPTED after the lease expired), in which case nothing changes.
   """
   reportCliAttempt(input: ReportCliAttemptInput!): Boolean!
+}
+`, BuiltIn: false},
+	{Name: "../outbound.graphqls", Input: `# Outbound jobs (S2): a tenant asks Adal to make one HTTP call for it, with retries. sendOutbound accepts the
+# job and answers at once; the scheduler runs it with the STEPPED schedule (waits of 1, 1, 2, 5, 10, 20, 20, 60,
+# 60 minutes after consecutive failures), up to 10 attempts, each limited to 30 s including reading the whole
+# response. Success is a 2xx answer read completely.
+
+"One header line to send."
+input HeaderInput {
+  name: String!
+  value: String!
+}
+
+input SendOutboundInput {
+  "Absolute http(s) URL. Targets on loopback or private networks are refused unless the server allows them."
+  url: String!
+  "HTTP method; default POST."
+  method: String
+  headers: [HeaderInput!]
+  "The body as text (UTF-8). Give body or bodyBase64, not both; at most 1 MiB."
+  body: String
+  "The body as base64, for binary payloads."
+  bodyBase64: String
+  """
+  A second sendOutbound with the same key from the same tenant while the first job is retained is recorded as a
+  DUPLICATE (duplicateOf the first), and is neither executed nor charged. Once the first job's retention ends the
+  key may be used again. The key is not sent to the target.
+  """
+  idempotencyKey: String
+  "Keep each attempt's response body (at most 64 KiB = 65,536 bytes per attempt; responseTruncated marks a cut). Default false."
+  storeResponseBody: Boolean
+}
+
+extend type OutboundJob {
+  headers: [Header!]!
+  "The body as text (invalid UTF-8 replaced); use bodyBase64 for the exact bytes."
+  body: String!
+  bodyBase64: String!
+  bodySize: Int!
+  "The attempts so far, in order. A DUPLICATE has none."
+  attempts: [OutboundAttempt!]!
+}
+
+extend type OutboundAttempt {
+  "The response body as text (invalid UTF-8 replaced), when the job stores response bodies; at most 64 KiB."
+  responseBody: String
+  "The stored response body as base64."
+  responseBodyBase64: String
+}
+
+extend type Query {
+  "The viewer's outbound jobs (operators: every tenant's), newest first unless orderBy says otherwise."
+  outboundJobs(after: Cursor, first: Int, before: Cursor, last: Int, orderBy: OutboundJobOrder, where: OutboundJobWhereInput): OutboundJobConnection!
+}
+
+extend type Mutation {
+  """
+  Accepts an outbound job and returns it at once: PENDING (1 credit, executed by the scheduler) or, when the
+  idempotencyKey is already taken by a retained job of the tenant, DUPLICATE (free, never executed).
+  """
+  sendOutbound(input: SendOutboundInput!): OutboundJob!
 }
 `, BuiltIn: false},
 	{Name: "../ent.graphql", Input: `directive @goField(forceResolver: Boolean, name: String, omittable: Boolean) on FIELD_DEFINITION | INPUT_FIELD_DEFINITION
@@ -2514,6 +2896,402 @@ enum OrderDirection {
   Specifies a descending order for a given ` + "`" + `orderBy` + "`" + ` argument.
   """
   DESC
+}
+type OutboundAttempt implements Node {
+  id: ID!
+  number: Int!
+  startedAt: Time!
+  finishedAt: Time!
+  status: OutboundAttemptStatus!
+  httpStatus: Int
+  durationMs: Int!
+  errorKind: OutboundErrorKind
+  errorMessage: String!
+  responseTruncated: Boolean!
+  job: OutboundJob!
+}
+"""
+OutboundAttemptStatus is enum for the field status
+"""
+enum OutboundAttemptStatus @goModel(model: "github.com/adal-relay/adal/ent/outboundattempt.Status") {
+  SUCCEEDED
+  FAILED
+}
+"""
+OutboundAttemptWhereInput is used for filtering OutboundAttempt objects.
+Input was generated by ent.
+"""
+input OutboundAttemptWhereInput {
+  not: OutboundAttemptWhereInput
+  and: [OutboundAttemptWhereInput!]
+  or: [OutboundAttemptWhereInput!]
+  """
+  id field predicates
+  """
+  id: ID
+  idNEQ: ID
+  idIn: [ID!]
+  idNotIn: [ID!]
+  idGT: ID
+  idGTE: ID
+  idLT: ID
+  idLTE: ID
+  """
+  number field predicates
+  """
+  number: Int
+  numberNEQ: Int
+  numberIn: [Int!]
+  numberNotIn: [Int!]
+  numberGT: Int
+  numberGTE: Int
+  numberLT: Int
+  numberLTE: Int
+  """
+  started_at field predicates
+  """
+  startedAt: Time
+  startedAtNEQ: Time
+  startedAtIn: [Time!]
+  startedAtNotIn: [Time!]
+  startedAtGT: Time
+  startedAtGTE: Time
+  startedAtLT: Time
+  startedAtLTE: Time
+  """
+  finished_at field predicates
+  """
+  finishedAt: Time
+  finishedAtNEQ: Time
+  finishedAtIn: [Time!]
+  finishedAtNotIn: [Time!]
+  finishedAtGT: Time
+  finishedAtGTE: Time
+  finishedAtLT: Time
+  finishedAtLTE: Time
+  """
+  status field predicates
+  """
+  status: OutboundAttemptStatus
+  statusNEQ: OutboundAttemptStatus
+  statusIn: [OutboundAttemptStatus!]
+  statusNotIn: [OutboundAttemptStatus!]
+  """
+  http_status field predicates
+  """
+  httpStatus: Int
+  httpStatusNEQ: Int
+  httpStatusIn: [Int!]
+  httpStatusNotIn: [Int!]
+  httpStatusGT: Int
+  httpStatusGTE: Int
+  httpStatusLT: Int
+  httpStatusLTE: Int
+  httpStatusIsNil: Boolean
+  httpStatusNotNil: Boolean
+  """
+  duration_ms field predicates
+  """
+  durationMs: Int
+  durationMsNEQ: Int
+  durationMsIn: [Int!]
+  durationMsNotIn: [Int!]
+  durationMsGT: Int
+  durationMsGTE: Int
+  durationMsLT: Int
+  durationMsLTE: Int
+  """
+  error_kind field predicates
+  """
+  errorKind: OutboundErrorKind
+  errorKindNEQ: OutboundErrorKind
+  errorKindIn: [OutboundErrorKind!]
+  errorKindNotIn: [OutboundErrorKind!]
+  errorKindIsNil: Boolean
+  errorKindNotNil: Boolean
+  """
+  error_message field predicates
+  """
+  errorMessage: String
+  errorMessageNEQ: String
+  errorMessageIn: [String!]
+  errorMessageNotIn: [String!]
+  errorMessageGT: String
+  errorMessageGTE: String
+  errorMessageLT: String
+  errorMessageLTE: String
+  errorMessageContains: String
+  errorMessageHasPrefix: String
+  errorMessageHasSuffix: String
+  errorMessageEqualFold: String
+  errorMessageContainsFold: String
+  """
+  response_truncated field predicates
+  """
+  responseTruncated: Boolean
+  responseTruncatedNEQ: Boolean
+  """
+  job edge predicates
+  """
+  hasJob: Boolean
+  hasJobWith: [OutboundJobWhereInput!]
+}
+"""
+OutboundErrorKind is enum for the field error_kind
+"""
+enum OutboundErrorKind @goModel(model: "github.com/adal-relay/adal/ent/outboundattempt.ErrorKind") {
+  HTTP_STATUS
+  TIMEOUT
+  DNS
+  TLS
+  CONNECTION
+  CLI_LOCAL
+  INTERRUPTED
+}
+type OutboundJob implements Node {
+  id: ID!
+  createdAt: Time!
+  url: String!
+  method: String!
+  idempotencyKey: String
+  storeResponseBody: Boolean!
+  status: OutboundStatus!
+  attemptCount: Int!
+  maxAttempts: Int!
+  nextAttemptAt: Time
+  firstAttemptAt: Time
+  expiresAt: Time!
+  finishedAt: Time
+  duplicateOf: OutboundJob
+}
+"""
+A connection to a list of items.
+"""
+type OutboundJobConnection {
+  """
+  A list of edges.
+  """
+  edges: [OutboundJobEdge]
+  """
+  Information to aid in pagination.
+  """
+  pageInfo: PageInfo!
+  """
+  Identifies the total count of items in the connection.
+  """
+  totalCount: Int!
+}
+"""
+An edge in a connection.
+"""
+type OutboundJobEdge {
+  """
+  The item at the end of the edge.
+  """
+  node: OutboundJob
+  """
+  A cursor for use in pagination.
+  """
+  cursor: Cursor!
+}
+"""
+Ordering options for OutboundJob connections
+"""
+input OutboundJobOrder {
+  """
+  The ordering direction.
+  """
+  direction: OrderDirection! = ASC
+  """
+  The field by which to order OutboundJobs.
+  """
+  field: OutboundJobOrderField!
+}
+"""
+Properties by which OutboundJob connections can be ordered.
+"""
+enum OutboundJobOrderField {
+  CREATED_AT
+}
+"""
+OutboundJobWhereInput is used for filtering OutboundJob objects.
+Input was generated by ent.
+"""
+input OutboundJobWhereInput {
+  not: OutboundJobWhereInput
+  and: [OutboundJobWhereInput!]
+  or: [OutboundJobWhereInput!]
+  """
+  id field predicates
+  """
+  id: ID
+  idNEQ: ID
+  idIn: [ID!]
+  idNotIn: [ID!]
+  idGT: ID
+  idGTE: ID
+  idLT: ID
+  idLTE: ID
+  """
+  created_at field predicates
+  """
+  createdAt: Time
+  createdAtNEQ: Time
+  createdAtIn: [Time!]
+  createdAtNotIn: [Time!]
+  createdAtGT: Time
+  createdAtGTE: Time
+  createdAtLT: Time
+  createdAtLTE: Time
+  """
+  url field predicates
+  """
+  url: String
+  urlNEQ: String
+  urlIn: [String!]
+  urlNotIn: [String!]
+  urlGT: String
+  urlGTE: String
+  urlLT: String
+  urlLTE: String
+  urlContains: String
+  urlHasPrefix: String
+  urlHasSuffix: String
+  urlEqualFold: String
+  urlContainsFold: String
+  """
+  method field predicates
+  """
+  method: String
+  methodNEQ: String
+  methodIn: [String!]
+  methodNotIn: [String!]
+  methodGT: String
+  methodGTE: String
+  methodLT: String
+  methodLTE: String
+  methodContains: String
+  methodHasPrefix: String
+  methodHasSuffix: String
+  methodEqualFold: String
+  methodContainsFold: String
+  """
+  idempotency_key field predicates
+  """
+  idempotencyKey: String
+  idempotencyKeyNEQ: String
+  idempotencyKeyIn: [String!]
+  idempotencyKeyNotIn: [String!]
+  idempotencyKeyGT: String
+  idempotencyKeyGTE: String
+  idempotencyKeyLT: String
+  idempotencyKeyLTE: String
+  idempotencyKeyContains: String
+  idempotencyKeyHasPrefix: String
+  idempotencyKeyHasSuffix: String
+  idempotencyKeyIsNil: Boolean
+  idempotencyKeyNotNil: Boolean
+  idempotencyKeyEqualFold: String
+  idempotencyKeyContainsFold: String
+  """
+  store_response_body field predicates
+  """
+  storeResponseBody: Boolean
+  storeResponseBodyNEQ: Boolean
+  """
+  status field predicates
+  """
+  status: OutboundStatus
+  statusNEQ: OutboundStatus
+  statusIn: [OutboundStatus!]
+  statusNotIn: [OutboundStatus!]
+  """
+  attempt_count field predicates
+  """
+  attemptCount: Int
+  attemptCountNEQ: Int
+  attemptCountIn: [Int!]
+  attemptCountNotIn: [Int!]
+  attemptCountGT: Int
+  attemptCountGTE: Int
+  attemptCountLT: Int
+  attemptCountLTE: Int
+  """
+  max_attempts field predicates
+  """
+  maxAttempts: Int
+  maxAttemptsNEQ: Int
+  maxAttemptsIn: [Int!]
+  maxAttemptsNotIn: [Int!]
+  maxAttemptsGT: Int
+  maxAttemptsGTE: Int
+  maxAttemptsLT: Int
+  maxAttemptsLTE: Int
+  """
+  next_attempt_at field predicates
+  """
+  nextAttemptAt: Time
+  nextAttemptAtNEQ: Time
+  nextAttemptAtIn: [Time!]
+  nextAttemptAtNotIn: [Time!]
+  nextAttemptAtGT: Time
+  nextAttemptAtGTE: Time
+  nextAttemptAtLT: Time
+  nextAttemptAtLTE: Time
+  nextAttemptAtIsNil: Boolean
+  nextAttemptAtNotNil: Boolean
+  """
+  first_attempt_at field predicates
+  """
+  firstAttemptAt: Time
+  firstAttemptAtNEQ: Time
+  firstAttemptAtIn: [Time!]
+  firstAttemptAtNotIn: [Time!]
+  firstAttemptAtGT: Time
+  firstAttemptAtGTE: Time
+  firstAttemptAtLT: Time
+  firstAttemptAtLTE: Time
+  firstAttemptAtIsNil: Boolean
+  firstAttemptAtNotNil: Boolean
+  """
+  expires_at field predicates
+  """
+  expiresAt: Time
+  expiresAtNEQ: Time
+  expiresAtIn: [Time!]
+  expiresAtNotIn: [Time!]
+  expiresAtGT: Time
+  expiresAtGTE: Time
+  expiresAtLT: Time
+  expiresAtLTE: Time
+  """
+  finished_at field predicates
+  """
+  finishedAt: Time
+  finishedAtNEQ: Time
+  finishedAtIn: [Time!]
+  finishedAtNotIn: [Time!]
+  finishedAtGT: Time
+  finishedAtGTE: Time
+  finishedAtLT: Time
+  finishedAtLTE: Time
+  finishedAtIsNil: Boolean
+  finishedAtNotNil: Boolean
+  """
+  duplicate_of edge predicates
+  """
+  hasDuplicateOf: Boolean
+  hasDuplicateOfWith: [OutboundJobWhereInput!]
+}
+"""
+OutboundStatus is enum for the field status
+"""
+enum OutboundStatus @goModel(model: "github.com/adal-relay/adal/ent/outboundjob.Status") {
+  PENDING
+  IN_PROGRESS
+  SUCCEEDED
+  FAILED
+  DUPLICATE
 }
 """
 Information about pagination in a connection.
@@ -3628,6 +4406,104 @@ func (ec *executionContext) childFields_LedgerEntryEdge(ctx context.Context, fie
 	return nil, fmt.Errorf("no field named %q was found under type LedgerEntryEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_OutboundAttempt(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_OutboundAttempt_id(ctx, field)
+	case "number":
+		return ec.fieldContext_OutboundAttempt_number(ctx, field)
+	case "startedAt":
+		return ec.fieldContext_OutboundAttempt_startedAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_OutboundAttempt_finishedAt(ctx, field)
+	case "status":
+		return ec.fieldContext_OutboundAttempt_status(ctx, field)
+	case "httpStatus":
+		return ec.fieldContext_OutboundAttempt_httpStatus(ctx, field)
+	case "durationMs":
+		return ec.fieldContext_OutboundAttempt_durationMs(ctx, field)
+	case "errorKind":
+		return ec.fieldContext_OutboundAttempt_errorKind(ctx, field)
+	case "errorMessage":
+		return ec.fieldContext_OutboundAttempt_errorMessage(ctx, field)
+	case "responseTruncated":
+		return ec.fieldContext_OutboundAttempt_responseTruncated(ctx, field)
+	case "job":
+		return ec.fieldContext_OutboundAttempt_job(ctx, field)
+	case "responseBody":
+		return ec.fieldContext_OutboundAttempt_responseBody(ctx, field)
+	case "responseBodyBase64":
+		return ec.fieldContext_OutboundAttempt_responseBodyBase64(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OutboundAttempt", field.Name)
+}
+
+func (ec *executionContext) childFields_OutboundJob(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_OutboundJob_id(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_OutboundJob_createdAt(ctx, field)
+	case "url":
+		return ec.fieldContext_OutboundJob_url(ctx, field)
+	case "method":
+		return ec.fieldContext_OutboundJob_method(ctx, field)
+	case "idempotencyKey":
+		return ec.fieldContext_OutboundJob_idempotencyKey(ctx, field)
+	case "storeResponseBody":
+		return ec.fieldContext_OutboundJob_storeResponseBody(ctx, field)
+	case "status":
+		return ec.fieldContext_OutboundJob_status(ctx, field)
+	case "attemptCount":
+		return ec.fieldContext_OutboundJob_attemptCount(ctx, field)
+	case "maxAttempts":
+		return ec.fieldContext_OutboundJob_maxAttempts(ctx, field)
+	case "nextAttemptAt":
+		return ec.fieldContext_OutboundJob_nextAttemptAt(ctx, field)
+	case "firstAttemptAt":
+		return ec.fieldContext_OutboundJob_firstAttemptAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_OutboundJob_expiresAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_OutboundJob_finishedAt(ctx, field)
+	case "duplicateOf":
+		return ec.fieldContext_OutboundJob_duplicateOf(ctx, field)
+	case "headers":
+		return ec.fieldContext_OutboundJob_headers(ctx, field)
+	case "body":
+		return ec.fieldContext_OutboundJob_body(ctx, field)
+	case "bodyBase64":
+		return ec.fieldContext_OutboundJob_bodyBase64(ctx, field)
+	case "bodySize":
+		return ec.fieldContext_OutboundJob_bodySize(ctx, field)
+	case "attempts":
+		return ec.fieldContext_OutboundJob_attempts(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OutboundJob", field.Name)
+}
+
+func (ec *executionContext) childFields_OutboundJobConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_OutboundJobConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_OutboundJobConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_OutboundJobConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OutboundJobConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_OutboundJobEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_OutboundJobEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_OutboundJobEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OutboundJobEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
@@ -4228,6 +5104,20 @@ func (ec *executionContext) field_Mutation_retryDelivery_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_sendOutbound_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SendOutboundInput, error) {
+			return ec.unmarshalNSendOutboundInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSendOutboundInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_updatePlan_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4379,6 +5269,60 @@ func (ec *executionContext) field_Query_nodes_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_outboundJobs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "orderBy",
+		func(ctx context.Context, v any) (*ent.OutboundJobOrder, error) {
+			return ec.unmarshalOOutboundJobOrder2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobOrder(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["orderBy"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "where",
+		func(ctx context.Context, v any) (*ent.OutboundJobWhereInput, error) {
+			return ec.unmarshalOOutboundJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["where"] = arg5
 	return args, nil
 }
 
@@ -7028,6 +7972,964 @@ func (ec *executionContext) fieldContext_Mutation_reportCliAttempt(ctx context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_sendOutbound(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_sendOutbound(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SendOutbound(ctx, fc.Args["input"].(model.SendOutboundInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.OutboundJob) graphql.Marshaler {
+			return ec.marshalNOutboundJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_sendOutbound(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OutboundJob(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_sendOutbound_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OutboundAttempt_id(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "ID")
+}
+
+func (ec *executionContext) _OutboundAttempt_number(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_number(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Number, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_number(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OutboundAttempt_startedAt(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_startedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_startedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "Time")
+}
+
+func (ec *executionContext) _OutboundAttempt_finishedAt(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "Time")
+}
+
+func (ec *executionContext) _OutboundAttempt_status(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v outboundattempt.Status) graphql.Marshaler {
+			return ec.marshalNOutboundAttemptStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "OutboundAttemptStatus")
+}
+
+func (ec *executionContext) _OutboundAttempt_httpStatus(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_httpStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HTTPStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_httpStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OutboundAttempt_durationMs(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_durationMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DurationMs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_durationMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OutboundAttempt_errorKind(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_errorKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ErrorKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *outboundattempt.ErrorKind) graphql.Marshaler {
+			return ec.marshalOOutboundErrorKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKind(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_errorKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "OutboundErrorKind")
+}
+
+func (ec *executionContext) _OutboundAttempt_errorMessage(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_errorMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ErrorMessage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_errorMessage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "String")
+}
+
+func (ec *executionContext) _OutboundAttempt_responseTruncated(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_responseTruncated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResponseTruncated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_responseTruncated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _OutboundAttempt_job(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_job(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Job(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.OutboundJob) graphql.Marshaler {
+			return ec.marshalNOutboundJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_job(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "OutboundAttempt",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OutboundJob(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OutboundAttempt_responseBody(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_responseBody(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.OutboundAttempt().ResponseBody(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_responseBody(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, true, true, "String")
+}
+
+func (ec *executionContext) _OutboundAttempt_responseBodyBase64(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundAttempt_responseBodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.OutboundAttempt().ResponseBodyBase64(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundAttempt_responseBodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundAttempt", field, true, true, "String")
+}
+
+func (ec *executionContext) _OutboundJob_id(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "ID")
+}
+
+func (ec *executionContext) _OutboundJob_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "Time")
+}
+
+func (ec *executionContext) _OutboundJob_url(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _OutboundJob_method(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_method(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Method, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_method(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _OutboundJob_idempotencyKey(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_idempotencyKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdempotencyKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_idempotencyKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _OutboundJob_storeResponseBody(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_storeResponseBody(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StoreResponseBody, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_storeResponseBody(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _OutboundJob_status(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v outboundjob.Status) graphql.Marshaler {
+			return ec.marshalNOutboundStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "OutboundStatus")
+}
+
+func (ec *executionContext) _OutboundJob_attemptCount(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_attemptCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AttemptCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_attemptCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OutboundJob_maxAttempts(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_maxAttempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxAttempts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_maxAttempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OutboundJob_nextAttemptAt(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_nextAttemptAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextAttemptAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_nextAttemptAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "Time")
+}
+
+func (ec *executionContext) _OutboundJob_firstAttemptAt(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_firstAttemptAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FirstAttemptAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_firstAttemptAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "Time")
+}
+
+func (ec *executionContext) _OutboundJob_expiresAt(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "Time")
+}
+
+func (ec *executionContext) _OutboundJob_finishedAt(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, false, false, "Time")
+}
+
+func (ec *executionContext) _OutboundJob_duplicateOf(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_duplicateOf(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DuplicateOf(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.OutboundJob) graphql.Marshaler {
+			return ec.marshalOOutboundJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJob(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_duplicateOf(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "OutboundJob",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OutboundJob(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OutboundJob_headers(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_headers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.OutboundJob().Headers(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_headers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "OutboundJob",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OutboundJob_body(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.OutboundJob().Body(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, true, true, "String")
+}
+
+func (ec *executionContext) _OutboundJob_bodyBase64(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_bodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.OutboundJob().BodyBase64(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_bodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, true, true, "String")
+}
+
+func (ec *executionContext) _OutboundJob_bodySize(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_bodySize(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.OutboundJob().BodySize(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_bodySize(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJob", field, true, true, "Int")
+}
+
+func (ec *executionContext) _OutboundJob_attempts(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJob_attempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.OutboundJob().Attempts(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.OutboundAttempt) graphql.Marshaler {
+			return ec.marshalNOutboundAttempt2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttemptᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJob_attempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "OutboundJob",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OutboundAttempt(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OutboundJobConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJobConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJobConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.OutboundJobEdge) graphql.Marshaler {
+			return ec.marshalOOutboundJobEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobEdge(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJobConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "OutboundJobConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OutboundJobEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OutboundJobConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJobConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJobConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.PageInfo[int]) graphql.Marshaler {
+			return ec.marshalNPageInfo2entgoᚗioᚋcontribᚋentgqlᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJobConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "OutboundJobConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OutboundJobConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJobConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJobConnection_totalCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TotalCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJobConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJobConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _OutboundJobEdge_node(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJobEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJobEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.OutboundJob) graphql.Marshaler {
+			return ec.marshalOOutboundJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJob(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJobEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "OutboundJobEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OutboundJob(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _OutboundJobEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *ent.OutboundJobEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OutboundJobEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.Cursor[int]) graphql.Marshaler {
+			return ec.marshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OutboundJobEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OutboundJobEdge", field, false, false, "Cursor")
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *entgql.PageInfo[int]) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7691,6 +9593,50 @@ func (ec *executionContext) fieldContext_Query_ledger(ctx context.Context, field
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_ledger_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_outboundJobs(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_outboundJobs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().OutboundJobs(ctx, fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int), fc.Args["orderBy"].(*ent.OutboundJobOrder), fc.Args["where"].(*ent.OutboundJobWhereInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.OutboundJobConnection) graphql.Marshaler {
+			return ec.marshalNOutboundJobConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_outboundJobs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OutboundJobConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_outboundJobs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -12267,6 +14213,55 @@ func UnmarshalDeliveryWhereInput(ctx context.Context, raw any) (ent.DeliveryWher
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj any) (model.HeaderInput, error) {
+	var it model.HeaderInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "value"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "value":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Value = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalHeaderInput unmarshals raw into the HeaderInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalHeaderInput(ctx context.Context, raw any) (model.HeaderInput, error) {
+	var out model.HeaderInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "HeaderInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputIssueTokenInput(ctx context.Context, obj any) (model.IssueTokenInput, error) {
 	var it model.IssueTokenInput
 	if obj == nil {
@@ -12884,6 +14879,1543 @@ func (ec *executionContext) unmarshalInputLedgerEntryWhereInput(ctx context.Cont
 func UnmarshalLedgerEntryWhereInput(ctx context.Context, raw any) (ent.LedgerEntryWhereInput, error) {
 	var out ent.LedgerEntryWhereInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "LedgerEntryWhereInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputOutboundAttemptWhereInput(ctx context.Context, obj any) (ent.OutboundAttemptWhereInput, error) {
+	var it ent.OutboundAttemptWhereInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "number", "numberNEQ", "numberIn", "numberNotIn", "numberGT", "numberGTE", "numberLT", "numberLTE", "startedAt", "startedAtNEQ", "startedAtIn", "startedAtNotIn", "startedAtGT", "startedAtGTE", "startedAtLT", "startedAtLTE", "finishedAt", "finishedAtNEQ", "finishedAtIn", "finishedAtNotIn", "finishedAtGT", "finishedAtGTE", "finishedAtLT", "finishedAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "httpStatus", "httpStatusNEQ", "httpStatusIn", "httpStatusNotIn", "httpStatusGT", "httpStatusGTE", "httpStatusLT", "httpStatusLTE", "httpStatusIsNil", "httpStatusNotNil", "durationMs", "durationMsNEQ", "durationMsIn", "durationMsNotIn", "durationMsGT", "durationMsGTE", "durationMsLT", "durationMsLTE", "errorKind", "errorKindNEQ", "errorKindIn", "errorKindNotIn", "errorKindIsNil", "errorKindNotNil", "errorMessage", "errorMessageNEQ", "errorMessageIn", "errorMessageNotIn", "errorMessageGT", "errorMessageGTE", "errorMessageLT", "errorMessageLTE", "errorMessageContains", "errorMessageHasPrefix", "errorMessageHasSuffix", "errorMessageEqualFold", "errorMessageContainsFold", "responseTruncated", "responseTruncatedNEQ", "hasJob", "hasJobWith"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "not":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("not"))
+			data, err := ec.unmarshalOOutboundAttemptWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttemptWhereInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Not = data
+		case "and":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("and"))
+			data, err := ec.unmarshalOOutboundAttemptWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttemptWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.And = data
+		case "or":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("or"))
+			data, err := ec.unmarshalOOutboundAttemptWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttemptWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Or = data
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "idNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNEQ"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNEQ = data
+		case "idIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDIn = data
+		case "idNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNotIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNotIn = data
+		case "idGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGT = data
+		case "idGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGTE = data
+		case "idLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLT = data
+		case "idLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLTE = data
+		case "number":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("number"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Number = data
+		case "numberNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberNEQ = data
+		case "numberIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberIn = data
+		case "numberNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberNotIn = data
+		case "numberGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberGT = data
+		case "numberGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberGTE = data
+		case "numberLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberLT = data
+		case "numberLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberLTE = data
+		case "startedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAt = data
+		case "startedAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAtNEQ = data
+		case "startedAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAtIn = data
+		case "startedAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAtNotIn = data
+		case "startedAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAtGT = data
+		case "startedAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAtGTE = data
+		case "startedAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAtLT = data
+		case "startedAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("startedAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StartedAtLTE = data
+		case "finishedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAt = data
+		case "finishedAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtNEQ = data
+		case "finishedAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtIn = data
+		case "finishedAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtNotIn = data
+		case "finishedAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtGT = data
+		case "finishedAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtGTE = data
+		case "finishedAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtLT = data
+		case "finishedAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtLTE = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOOutboundAttemptStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "statusNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusNEQ"))
+			data, err := ec.unmarshalOOutboundAttemptStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusNEQ = data
+		case "statusIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusIn"))
+			data, err := ec.unmarshalOOutboundAttemptStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatusᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusIn = data
+		case "statusNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusNotIn"))
+			data, err := ec.unmarshalOOutboundAttemptStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatusᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusNotIn = data
+		case "httpStatus":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatus"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatus = data
+		case "httpStatusNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusNEQ = data
+		case "httpStatusIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusIn = data
+		case "httpStatusNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusNotIn = data
+		case "httpStatusGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusGT = data
+		case "httpStatusGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusGTE = data
+		case "httpStatusLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusLT = data
+		case "httpStatusLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusLTE = data
+		case "httpStatusIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusIsNil = data
+		case "httpStatusNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusNotNil = data
+		case "durationMs":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("durationMs"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DurationMs = data
+		case "durationMsNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("durationMsNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DurationMsNEQ = data
+		case "durationMsIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("durationMsIn"))
+			data, err := ec.unmarshalOInt2ᚕint64ᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DurationMsIn = data
+		case "durationMsNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("durationMsNotIn"))
+			data, err := ec.unmarshalOInt2ᚕint64ᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DurationMsNotIn = data
+		case "durationMsGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("durationMsGT"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DurationMsGT = data
+		case "durationMsGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("durationMsGTE"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DurationMsGTE = data
+		case "durationMsLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("durationMsLT"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DurationMsLT = data
+		case "durationMsLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("durationMsLTE"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DurationMsLTE = data
+		case "errorKind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorKind"))
+			data, err := ec.unmarshalOOutboundErrorKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorKind = data
+		case "errorKindNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorKindNEQ"))
+			data, err := ec.unmarshalOOutboundErrorKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorKindNEQ = data
+		case "errorKindIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorKindIn"))
+			data, err := ec.unmarshalOOutboundErrorKind2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKindᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorKindIn = data
+		case "errorKindNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorKindNotIn"))
+			data, err := ec.unmarshalOOutboundErrorKind2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKindᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorKindNotIn = data
+		case "errorKindIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorKindIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorKindIsNil = data
+		case "errorKindNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorKindNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorKindNotNil = data
+		case "errorMessage":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessage"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessage = data
+		case "errorMessageNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageNEQ = data
+		case "errorMessageIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageIn = data
+		case "errorMessageNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageNotIn = data
+		case "errorMessageGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageGT = data
+		case "errorMessageGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageGTE = data
+		case "errorMessageLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageLT = data
+		case "errorMessageLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageLTE = data
+		case "errorMessageContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageContains = data
+		case "errorMessageHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageHasPrefix = data
+		case "errorMessageHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageHasSuffix = data
+		case "errorMessageEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageEqualFold = data
+		case "errorMessageContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageContainsFold = data
+		case "responseTruncated":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("responseTruncated"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ResponseTruncated = data
+		case "responseTruncatedNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("responseTruncatedNEQ"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ResponseTruncatedNEQ = data
+		case "hasJob":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasJob"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HasJob = data
+		case "hasJobWith":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasJobWith"))
+			data, err := ec.unmarshalOOutboundJobWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HasJobWith = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalOutboundAttemptWhereInput unmarshals raw into the OutboundAttemptWhereInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalOutboundAttemptWhereInput(ctx context.Context, raw any) (ent.OutboundAttemptWhereInput, error) {
+	var out ent.OutboundAttemptWhereInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "OutboundAttemptWhereInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputOutboundJobOrder(ctx context.Context, obj any) (ent.OutboundJobOrder, error) {
+	var it ent.OutboundJobOrder
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["direction"]; !present {
+		asMap["direction"] = "ASC"
+	}
+
+	fieldsInOrder := [...]string{"direction", "field"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "direction":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("direction"))
+			data, err := ec.unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Direction = data
+		case "field":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("field"))
+			data, err := ec.unmarshalNOutboundJobOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobOrderField(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Field = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalOutboundJobOrder unmarshals raw into the OutboundJobOrder input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalOutboundJobOrder(ctx context.Context, raw any) (ent.OutboundJobOrder, error) {
+	var out ent.OutboundJobOrder
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "OutboundJobOrder", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputOutboundJobWhereInput(ctx context.Context, obj any) (ent.OutboundJobWhereInput, error) {
+	var it ent.OutboundJobWhereInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "methodGT", "methodGTE", "methodLT", "methodLTE", "methodContains", "methodHasPrefix", "methodHasSuffix", "methodEqualFold", "methodContainsFold", "idempotencyKey", "idempotencyKeyNEQ", "idempotencyKeyIn", "idempotencyKeyNotIn", "idempotencyKeyGT", "idempotencyKeyGTE", "idempotencyKeyLT", "idempotencyKeyLTE", "idempotencyKeyContains", "idempotencyKeyHasPrefix", "idempotencyKeyHasSuffix", "idempotencyKeyIsNil", "idempotencyKeyNotNil", "idempotencyKeyEqualFold", "idempotencyKeyContainsFold", "storeResponseBody", "storeResponseBodyNEQ", "status", "statusNEQ", "statusIn", "statusNotIn", "attemptCount", "attemptCountNEQ", "attemptCountIn", "attemptCountNotIn", "attemptCountGT", "attemptCountGTE", "attemptCountLT", "attemptCountLTE", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "nextAttemptAt", "nextAttemptAtNEQ", "nextAttemptAtIn", "nextAttemptAtNotIn", "nextAttemptAtGT", "nextAttemptAtGTE", "nextAttemptAtLT", "nextAttemptAtLTE", "nextAttemptAtIsNil", "nextAttemptAtNotNil", "firstAttemptAt", "firstAttemptAtNEQ", "firstAttemptAtIn", "firstAttemptAtNotIn", "firstAttemptAtGT", "firstAttemptAtGTE", "firstAttemptAtLT", "firstAttemptAtLTE", "firstAttemptAtIsNil", "firstAttemptAtNotNil", "expiresAt", "expiresAtNEQ", "expiresAtIn", "expiresAtNotIn", "expiresAtGT", "expiresAtGTE", "expiresAtLT", "expiresAtLTE", "finishedAt", "finishedAtNEQ", "finishedAtIn", "finishedAtNotIn", "finishedAtGT", "finishedAtGTE", "finishedAtLT", "finishedAtLTE", "finishedAtIsNil", "finishedAtNotNil", "hasDuplicateOf", "hasDuplicateOfWith"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "not":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("not"))
+			data, err := ec.unmarshalOOutboundJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Not = data
+		case "and":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("and"))
+			data, err := ec.unmarshalOOutboundJobWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.And = data
+		case "or":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("or"))
+			data, err := ec.unmarshalOOutboundJobWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Or = data
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "idNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNEQ"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNEQ = data
+		case "idIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDIn = data
+		case "idNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNotIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNotIn = data
+		case "idGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGT = data
+		case "idGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGTE = data
+		case "idLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLT = data
+		case "idLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLTE = data
+		case "createdAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAt = data
+		case "createdAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNEQ = data
+		case "createdAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtIn = data
+		case "createdAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNotIn = data
+		case "createdAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGT = data
+		case "createdAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGTE = data
+		case "createdAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLT = data
+		case "createdAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLTE = data
+		case "url":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("url"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URL = data
+		case "urlNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLNEQ = data
+		case "urlIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLIn = data
+		case "urlNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLNotIn = data
+		case "urlGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLGT = data
+		case "urlGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLGTE = data
+		case "urlLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLLT = data
+		case "urlLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLLTE = data
+		case "urlContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLContains = data
+		case "urlHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLHasPrefix = data
+		case "urlHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLHasSuffix = data
+		case "urlEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLEqualFold = data
+		case "urlContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("urlContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URLContainsFold = data
+		case "method":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("method"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Method = data
+		case "methodNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodNEQ = data
+		case "methodIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodIn = data
+		case "methodNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodNotIn = data
+		case "methodGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodGT = data
+		case "methodGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodGTE = data
+		case "methodLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodLT = data
+		case "methodLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodLTE = data
+		case "methodContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodContains = data
+		case "methodHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodHasPrefix = data
+		case "methodHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodHasSuffix = data
+		case "methodEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodEqualFold = data
+		case "methodContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("methodContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MethodContainsFold = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
+		case "idempotencyKeyNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyNEQ = data
+		case "idempotencyKeyIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyIn = data
+		case "idempotencyKeyNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyNotIn = data
+		case "idempotencyKeyGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyGT = data
+		case "idempotencyKeyGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyGTE = data
+		case "idempotencyKeyLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyLT = data
+		case "idempotencyKeyLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyLTE = data
+		case "idempotencyKeyContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyContains = data
+		case "idempotencyKeyHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyHasPrefix = data
+		case "idempotencyKeyHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyHasSuffix = data
+		case "idempotencyKeyIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyIsNil = data
+		case "idempotencyKeyNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyNotNil = data
+		case "idempotencyKeyEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyEqualFold = data
+		case "idempotencyKeyContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKeyContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKeyContainsFold = data
+		case "storeResponseBody":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("storeResponseBody"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StoreResponseBody = data
+		case "storeResponseBodyNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("storeResponseBodyNEQ"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StoreResponseBodyNEQ = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOOutboundStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "statusNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusNEQ"))
+			data, err := ec.unmarshalOOutboundStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusNEQ = data
+		case "statusIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusIn"))
+			data, err := ec.unmarshalOOutboundStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatusᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusIn = data
+		case "statusNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusNotIn"))
+			data, err := ec.unmarshalOOutboundStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatusᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusNotIn = data
+		case "attemptCount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptCount"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptCount = data
+		case "attemptCountNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptCountNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptCountNEQ = data
+		case "attemptCountIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptCountIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptCountIn = data
+		case "attemptCountNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptCountNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptCountNotIn = data
+		case "attemptCountGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptCountGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptCountGT = data
+		case "attemptCountGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptCountGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptCountGTE = data
+		case "attemptCountLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptCountLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptCountLT = data
+		case "attemptCountLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptCountLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptCountLTE = data
+		case "maxAttempts":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttempts"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAttempts = data
+		case "maxAttemptsNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttemptsNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAttemptsNEQ = data
+		case "maxAttemptsIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttemptsIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAttemptsIn = data
+		case "maxAttemptsNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttemptsNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAttemptsNotIn = data
+		case "maxAttemptsGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttemptsGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAttemptsGT = data
+		case "maxAttemptsGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttemptsGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAttemptsGTE = data
+		case "maxAttemptsLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttemptsLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAttemptsLT = data
+		case "maxAttemptsLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttemptsLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAttemptsLTE = data
+		case "nextAttemptAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAt = data
+		case "nextAttemptAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAtNEQ = data
+		case "nextAttemptAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAtIn = data
+		case "nextAttemptAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAtNotIn = data
+		case "nextAttemptAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAtGT = data
+		case "nextAttemptAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAtGTE = data
+		case "nextAttemptAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAtLT = data
+		case "nextAttemptAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAtLTE = data
+		case "nextAttemptAtIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAtIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAtIsNil = data
+		case "nextAttemptAtNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nextAttemptAtNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NextAttemptAtNotNil = data
+		case "firstAttemptAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAt = data
+		case "firstAttemptAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAtNEQ = data
+		case "firstAttemptAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAtIn = data
+		case "firstAttemptAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAtNotIn = data
+		case "firstAttemptAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAtGT = data
+		case "firstAttemptAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAtGTE = data
+		case "firstAttemptAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAtLT = data
+		case "firstAttemptAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAtLTE = data
+		case "firstAttemptAtIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAtIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAtIsNil = data
+		case "firstAttemptAtNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("firstAttemptAtNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FirstAttemptAtNotNil = data
+		case "expiresAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAt = data
+		case "expiresAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtNEQ = data
+		case "expiresAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtIn = data
+		case "expiresAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtNotIn = data
+		case "expiresAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtGT = data
+		case "expiresAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtGTE = data
+		case "expiresAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtLT = data
+		case "expiresAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtLTE = data
+		case "finishedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAt = data
+		case "finishedAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtNEQ = data
+		case "finishedAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtIn = data
+		case "finishedAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtNotIn = data
+		case "finishedAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtGT = data
+		case "finishedAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtGTE = data
+		case "finishedAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtLT = data
+		case "finishedAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtLTE = data
+		case "finishedAtIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtIsNil = data
+		case "finishedAtNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtNotNil = data
+		case "hasDuplicateOf":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasDuplicateOf"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HasDuplicateOf = data
+		case "hasDuplicateOfWith":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasDuplicateOfWith"))
+			data, err := ec.unmarshalOOutboundJobWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HasDuplicateOfWith = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalOutboundJobWhereInput unmarshals raw into the OutboundJobWhereInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalOutboundJobWhereInput(ctx context.Context, raw any) (ent.OutboundJobWhereInput, error) {
+	var out ent.OutboundJobWhereInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "OutboundJobWhereInput", raw, &out)
 	return out, err
 }
 
@@ -15384,6 +18916,90 @@ func UnmarshalRequestWhereInput(ctx context.Context, raw any) (ent.RequestWhereI
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputSendOutboundInput(ctx context.Context, obj any) (model.SendOutboundInput, error) {
+	var it model.SendOutboundInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"url", "method", "headers", "body", "bodyBase64", "idempotencyKey", "storeResponseBody"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "url":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("url"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URL = data
+		case "method":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("method"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Method = data
+		case "headers":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("headers"))
+			data, err := ec.unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Headers = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		case "bodyBase64":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bodyBase64"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BodyBase64 = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
+		case "storeResponseBody":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("storeResponseBody"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StoreResponseBody = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSendOutboundInput unmarshals raw into the SendOutboundInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSendOutboundInput(ctx context.Context, raw any) (model.SendOutboundInput, error) {
+	var out model.SendOutboundInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SendOutboundInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputServerOrder(ctx context.Context, obj any) (ent.ServerOrder, error) {
 	var it ent.ServerOrder
 	if obj == nil {
@@ -16503,6 +20119,16 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Plan(ctx, sel, obj)
+	case *ent.OutboundJob:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._OutboundJob(ctx, sel, obj)
+	case *ent.OutboundAttempt:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._OutboundAttempt(ctx, sel, obj)
 	case *ent.LedgerEntry:
 		if obj == nil {
 			return graphql.Null
@@ -17272,6 +20898,319 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "sendOutbound":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_sendOutbound(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var outboundAttemptImplementors = []string{"OutboundAttempt", "Node"}
+
+func (ec *executionContext) _OutboundAttempt(ctx context.Context, sel ast.SelectionSet, obj *ent.OutboundAttempt) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, outboundAttemptImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OutboundAttempt")
+		case "id":
+			out.Values[i] = ec._OutboundAttempt_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "number":
+			out.Values[i] = ec._OutboundAttempt_number(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "startedAt":
+			out.Values[i] = ec._OutboundAttempt_startedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "finishedAt":
+			out.Values[i] = ec._OutboundAttempt_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._OutboundAttempt_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "httpStatus":
+			out.Values[i] = ec._OutboundAttempt_httpStatus(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "durationMs":
+			out.Values[i] = ec._OutboundAttempt_durationMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "errorKind":
+			out.Values[i] = ec._OutboundAttempt_errorKind(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "errorMessage":
+			out.Values[i] = ec._OutboundAttempt_errorMessage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "responseTruncated":
+			out.Values[i] = ec._OutboundAttempt_responseTruncated(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "job":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutboundAttempt_job(ctx, field, obj)
+				})
+		case "responseBody":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutboundAttempt_responseBody(ctx, field, obj)
+				})
+		case "responseBodyBase64":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutboundAttempt_responseBodyBase64(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var outboundJobImplementors = []string{"OutboundJob", "Node"}
+
+func (ec *executionContext) _OutboundJob(ctx context.Context, sel ast.SelectionSet, obj *ent.OutboundJob) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, outboundJobImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OutboundJob")
+		case "id":
+			out.Values[i] = ec._OutboundJob_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._OutboundJob_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "url":
+			out.Values[i] = ec._OutboundJob_url(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "method":
+			out.Values[i] = ec._OutboundJob_method(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "idempotencyKey":
+			out.Values[i] = ec._OutboundJob_idempotencyKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "storeResponseBody":
+			out.Values[i] = ec._OutboundJob_storeResponseBody(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._OutboundJob_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "attemptCount":
+			out.Values[i] = ec._OutboundJob_attemptCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxAttempts":
+			out.Values[i] = ec._OutboundJob_maxAttempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "nextAttemptAt":
+			out.Values[i] = ec._OutboundJob_nextAttemptAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "firstAttemptAt":
+			out.Values[i] = ec._OutboundJob_firstAttemptAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._OutboundJob_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "finishedAt":
+			out.Values[i] = ec._OutboundJob_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "duplicateOf":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutboundJob_duplicateOf(ctx, field, obj)
+				})
+		case "headers":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutboundJob_headers(ctx, field, obj)
+				})
+		case "body":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutboundJob_body(ctx, field, obj)
+				})
+		case "bodyBase64":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutboundJob_bodyBase64(ctx, field, obj)
+				})
+		case "bodySize":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutboundJob_bodySize(ctx, field, obj)
+				})
+		case "attempts":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._OutboundJob_attempts(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var outboundJobConnectionImplementors = []string{"OutboundJobConnection"}
+
+func (ec *executionContext) _OutboundJobConnection(ctx context.Context, sel ast.SelectionSet, obj *ent.OutboundJobConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, outboundJobConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OutboundJobConnection")
+		case "edges":
+			out.Values[i] = ec._OutboundJobConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._OutboundJobConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalCount":
+			out.Values[i] = ec._OutboundJobConnection_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var outboundJobEdgeImplementors = []string{"OutboundJobEdge"}
+
+func (ec *executionContext) _OutboundJobEdge(ctx context.Context, sel ast.SelectionSet, obj *ent.OutboundJobEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, outboundJobEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OutboundJobEdge")
+		case "node":
+			out.Values[i] = ec._OutboundJobEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._OutboundJobEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -17478,6 +21417,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_ledger(ctx, field)
+				})
+		case "outboundJobs":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_outboundJobs(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -18731,6 +22676,11 @@ func (ec *executionContext) marshalNHeader2ᚖgithubᚗcomᚋadalᚑrelayᚋadal
 	return ec._Header(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNHeaderInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderInput(ctx context.Context, v any) (*model.HeaderInput, error) {
+	res, err := ec.unmarshalInputHeaderInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNID2int(ctx context.Context, v any) (int, error) {
 	res, err := graphql.UnmarshalIntID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -18877,6 +22827,100 @@ func (ec *executionContext) unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentg
 }
 
 func (ec *executionContext) marshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx context.Context, sel ast.SelectionSet, v entgql.OrderDirection) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNOutboundAttempt2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttemptᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.OutboundAttempt) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNOutboundAttempt2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttempt(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNOutboundAttempt2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttempt(ctx context.Context, sel ast.SelectionSet, v *ent.OutboundAttempt) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "OutboundAttempt!")
+		return graphql.Null
+	}
+	return ec._OutboundAttempt(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNOutboundAttemptStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatus(ctx context.Context, v any) (outboundattempt.Status, error) {
+	var res outboundattempt.Status
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNOutboundAttemptStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatus(ctx context.Context, sel ast.SelectionSet, v outboundattempt.Status) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNOutboundAttemptWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttemptWhereInput(ctx context.Context, v any) (*ent.OutboundAttemptWhereInput, error) {
+	res, err := ec.unmarshalInputOutboundAttemptWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNOutboundErrorKind2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKind(ctx context.Context, v any) (outboundattempt.ErrorKind, error) {
+	var res outboundattempt.ErrorKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNOutboundErrorKind2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKind(ctx context.Context, sel ast.SelectionSet, v outboundattempt.ErrorKind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNOutboundJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJob(ctx context.Context, sel ast.SelectionSet, v *ent.OutboundJob) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "OutboundJob!")
+		return graphql.Null
+	}
+	return ec._OutboundJob(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNOutboundJobConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobConnection(ctx context.Context, sel ast.SelectionSet, v *ent.OutboundJobConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "OutboundJobConnection!")
+		return graphql.Null
+	}
+	return ec._OutboundJobConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNOutboundJobOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobOrderField(ctx context.Context, v any) (*ent.OutboundJobOrderField, error) {
+	var res = new(ent.OutboundJobOrderField)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNOutboundJobOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobOrderField(ctx context.Context, sel ast.SelectionSet, v *ent.OutboundJobOrderField) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "OutboundJobOrderField!")
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalNOutboundJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInput(ctx context.Context, v any) (*ent.OutboundJobWhereInput, error) {
+	res, err := ec.unmarshalInputOutboundJobWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNOutboundStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatus(ctx context.Context, v any) (outboundjob.Status, error) {
+	var res outboundjob.Status
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNOutboundStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatus(ctx context.Context, sel ast.SelectionSet, v outboundjob.Status) graphql.Marshaler {
 	return v
 }
 
@@ -19053,6 +23097,11 @@ func (ec *executionContext) marshalNRole2githubᚗcomᚋadalᚑrelayᚋadalᚋvi
 		graphql.AddInvalidNullFromMarshaler(ctx, "Role!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNSendOutboundInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSendOutboundInput(ctx context.Context, v any) (model.SendOutboundInput, error) {
+	res, err := ec.unmarshalInputSendOutboundInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNServer2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐServer(ctx context.Context, sel ast.SelectionSet, v *ent.Server) graphql.Marshaler {
@@ -19739,6 +23788,23 @@ func (ec *executionContext) unmarshalODeliveryWhereInput2ᚖgithubᚗcomᚋadal�
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderInputᚄ(ctx context.Context, v any) ([]*model.HeaderInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.HeaderInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNHeaderInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 func (ec *executionContext) unmarshalOID2ᚕintᚄ(ctx context.Context, v any) ([]int, error) {
 	if v == nil {
 		return nil, nil
@@ -20007,6 +24073,247 @@ func (ec *executionContext) marshalONode2githubᚗcomᚋadalᚑrelayᚋadalᚋen
 		return graphql.Null
 	}
 	return ec._Node(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOOutboundAttemptStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatusᚄ(ctx context.Context, v any) ([]outboundattempt.Status, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]outboundattempt.Status, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNOutboundAttemptStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatus(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOOutboundAttemptStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatusᚄ(ctx context.Context, sel ast.SelectionSet, v []outboundattempt.Status) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNOutboundAttemptStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatus(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOOutboundAttemptStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatus(ctx context.Context, v any) (*outboundattempt.Status, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(outboundattempt.Status)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOOutboundAttemptStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatus(ctx context.Context, sel ast.SelectionSet, v *outboundattempt.Status) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOOutboundAttemptWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttemptWhereInputᚄ(ctx context.Context, v any) ([]*ent.OutboundAttemptWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*ent.OutboundAttemptWhereInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNOutboundAttemptWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttemptWhereInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOOutboundAttemptWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundAttemptWhereInput(ctx context.Context, v any) (*ent.OutboundAttemptWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputOutboundAttemptWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOOutboundErrorKind2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKindᚄ(ctx context.Context, v any) ([]outboundattempt.ErrorKind, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]outboundattempt.ErrorKind, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNOutboundErrorKind2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKind(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOOutboundErrorKind2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKindᚄ(ctx context.Context, sel ast.SelectionSet, v []outboundattempt.ErrorKind) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNOutboundErrorKind2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKind(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOOutboundErrorKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKind(ctx context.Context, v any) (*outboundattempt.ErrorKind, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(outboundattempt.ErrorKind)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOOutboundErrorKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐErrorKind(ctx context.Context, sel ast.SelectionSet, v *outboundattempt.ErrorKind) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) marshalOOutboundJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJob(ctx context.Context, sel ast.SelectionSet, v *ent.OutboundJob) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._OutboundJob(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOOutboundJobEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobEdge(ctx context.Context, sel ast.SelectionSet, v []*ent.OutboundJobEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalOOutboundJobEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobEdge(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalOOutboundJobEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobEdge(ctx context.Context, sel ast.SelectionSet, v *ent.OutboundJobEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._OutboundJobEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOOutboundJobOrder2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobOrder(ctx context.Context, v any) (*ent.OutboundJobOrder, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputOutboundJobOrder(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOOutboundJobWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInputᚄ(ctx context.Context, v any) ([]*ent.OutboundJobWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*ent.OutboundJobWhereInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNOutboundJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOOutboundJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐOutboundJobWhereInput(ctx context.Context, v any) (*ent.OutboundJobWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputOutboundJobWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOOutboundStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatusᚄ(ctx context.Context, v any) ([]outboundjob.Status, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]outboundjob.Status, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNOutboundStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatus(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOOutboundStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatusᚄ(ctx context.Context, sel ast.SelectionSet, v []outboundjob.Status) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNOutboundStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatus(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOOutboundStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatus(ctx context.Context, v any) (*outboundjob.Status, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(outboundjob.Status)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOOutboundStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundjobᚐStatus(ctx context.Context, sel ast.SelectionSet, v *outboundjob.Status) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOPlanWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐPlanWhereInputᚄ(ctx context.Context, v any) ([]*ent.PlanWhereInput, error) {

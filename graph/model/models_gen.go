@@ -81,6 +81,12 @@ type Header struct {
 	Value string `json:"value"`
 }
 
+// One header line to send.
+type HeaderInput struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
 type IssueTokenInput struct {
 	Role viewer.Role `json:"role"`
 	// Required for OWNER and MEMBER, absent for ADMIN.
@@ -107,6 +113,24 @@ type ReportCliAttemptInput struct {
 	// Null for a 2xx answer read completely; else CLI_LOCAL (local service unreachable), TIMEOUT or HTTP_STATUS.
 	ErrorKind    *attempt.ErrorKind `json:"errorKind,omitempty"`
 	ErrorMessage *string            `json:"errorMessage,omitempty"`
+}
+
+type SendOutboundInput struct {
+	// Absolute http(s) URL. Targets on loopback or private networks are refused unless the server allows them.
+	URL string `json:"url"`
+	// HTTP method; default POST.
+	Method  *string        `json:"method,omitempty"`
+	Headers []*HeaderInput `json:"headers,omitempty"`
+	// The body as text (UTF-8). Give body or bodyBase64, not both; at most 1 MiB.
+	Body *string `json:"body,omitempty"`
+	// The body as base64, for binary payloads.
+	BodyBase64 *string `json:"bodyBase64,omitempty"`
+	// A second sendOutbound with the same key from the same tenant while the first job is retained is recorded as a
+	// DUPLICATE (duplicateOf the first), and is neither executed nor charged. Once the first job's retention ends the
+	// key may be used again. The key is not sent to the target.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+	// Keep each attempt's response body (at most 64 KiB = 65,536 bytes per attempt; responseTruncated marks a cut). Default false.
+	StoreResponseBody *bool `json:"storeResponseBody,omitempty"`
 }
 
 type Subscription struct {

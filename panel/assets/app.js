@@ -228,13 +228,11 @@ function watch(ctx, { query, variables, refresh, indicator, pollMs = 5000, shoul
       poll();
     }, pollMs);
   };
-  let connectedOnce = false;
   unsubscribe = live.subscribe(query, variables, {
     next: () => debounced(),
-    connected: () => {
-      if (connectedOnce) debounced(); // caught up after a reconnect: events may have been missed
-      connectedOnce = true;
-    },
+    // On every (re)connection, catch up: events between the page's first load and the subscription, or
+    // during a disconnection, were not delivered.
+    connected: () => debounced(),
     status: (s) => indicator && indicator.set(s),
     error: (err) => {
       console.warn('live updates unavailable, polling instead:', err);
@@ -258,9 +256,11 @@ const costLine = (verb) => {
   return h('div.cost',
     icon('coins'),
     h('span', verb, ' costs ', h('strong', '1 credit'), '.'),
-    b != null
-      ? h('span.cost-balance', 'Balance ', h('strong', fmtNumber(b)), ' → ', h('strong', fmtNumber(b - 1)))
-      : h('span.cost-balance', 'Charged to the request\u2019s tenant.'),
+    b == null
+      ? h('span.cost-balance', 'Charged to the request\u2019s tenant.')
+      : b > 0
+        ? h('span.cost-balance', 'Balance ', h('strong', fmtNumber(b)), ' → ', h('strong', fmtNumber(b - 1)))
+        : h('span.cost-balance', 'Balance ', h('strong', fmtNumber(b))),
     b != null && b <= 0 ? h('div.cost-warning', 'Your balance is empty: this will be refused until credits are added.') : null);
 };
 
@@ -389,7 +389,9 @@ function viewServers(ctx) {
     try {
       const data = await fetchPage(null);
       if (!ctx.alive) return;
-      servers = data.servers.edges.map((x) => x.node);
+      const next = data.servers.edges.map((x) => x.node);
+      if (JSON.stringify(next) === JSON.stringify(servers)) return;
+      servers = next;
       pageInfo = data.servers.pageInfo;
       total = data.servers.totalCount;
       draw();
@@ -466,6 +468,7 @@ function viewServerRequests(ctx, serverId, query) {
   mount(main, head, filters, body);
 
   let loaded = false;
+  let lastSnapshot = '';
   const variables = { serverId, where: status ? { status } : null };
   if (before) Object.assign(variables, { last: PAGE_SIZE, before });
   else Object.assign(variables, { first: PAGE_SIZE, after });
@@ -473,15 +476,18 @@ function viewServerRequests(ctx, serverId, query) {
   const load = async (quiet) => {
     if (!quiet) mount(body, loading('Loading requests…'));
     try {
-      const data = await gql(Q.SERVER_REQUESTS, variables, { signal: ctx.signal });
+      const data = await gql(Q.SERVER_REQUESTS, variables, { signal: ctx.signal }).catch(orNotFound);
       if (!ctx.alive) return;
-      if (!data.server) {
+      if (!data || !data.server) {
         mount(head, pageHeader({ crumbs: [{ label: 'Servers', href: '#/servers' }], title: 'Server not found' }));
         filters.remove();
         mount(body, emptyState('alert', 'Server not found', 'It may have been deleted, or it belongs to another tenant.',
           h('a.btn.btn-secondary', { href: '#/servers' }, 'All servers')));
         return;
       }
+      const snapshot = JSON.stringify(data);
+      if (quiet && loaded && snapshot === lastSnapshot) return; // nothing changed: keep the DOM (and any selection)
+      lastSnapshot = snapshot;
       loaded = true;
       const s = data.server;
       setTitle(s.name);
@@ -565,6 +571,12 @@ function deliveriesSummary(deliveries) {
   chips.length > shown.length ? h('span.chip.chip-more', `+${chips.length - shown.length}`) : null);
 }
 
+// orNotFound turns a NOT_FOUND answer into "no data", which the views show as their own not-found state.
+function orNotFound(err) {
+  if (err && err.code === 'NOT_FOUND') return null;
+  throw err;
+}
+
 // ---- one request -------------------------------------------------------------------------------------------
 
 const TRIGGERS = { AUTOMATIC: 'Automatic', MANUAL_RETRY: 'Manual retry' };
@@ -581,18 +593,22 @@ function viewRequest(ctx, id) {
   // UI state that survives live re-renders.
   const ui = { headersOpen: false, bodyOpen: true, pretty: true, statuses: new Map(), request: null };
   let loaded = false;
+  let lastSnapshot = '';
 
   const load = async (quiet) => {
     if (!quiet) mount(root, loading('Loading request…'));
     try {
-      const data = await gql(Q.REQUEST, { id }, { signal: ctx.signal });
+      const data = await gql(Q.REQUEST, { id }, { signal: ctx.signal }).catch(orNotFound);
       if (!ctx.alive) return;
-      if (!data.request) {
+      if (!data || !data.request) {
         mount(root, pageHeader({ crumbs: [{ label: 'Servers', href: '#/servers' }], title: 'Request not found' }),
           emptyState('alert', 'Request not found', 'It may have expired and been purged with its deliveries, or it belongs to another tenant.',
             h('a.btn.btn-secondary', { href: '#/servers' }, 'All servers')));
         return;
       }
+      const snapshot = JSON.stringify(data.request);
+      if (quiet && loaded && snapshot === lastSnapshot) return; // nothing changed: keep the DOM (and any selection)
+      lastSnapshot = snapshot;
       loaded = true;
       ui.request = data.request;
       mount(root, requestPage(data.request, ui, indicator, () => load(true)));
@@ -700,7 +716,7 @@ function deliveryBlock(d, r, flash, reload) {
   }
   const facts = [
     h('span', TRIGGERS[d.trigger] || titleCase(d.trigger)),
-    h('span', `Attempt ${d.attemptCount} of ${d.maxAttempts}`),
+    h('span', d.attemptCount ? `Attempt ${d.attemptCount} of ${d.maxAttempts}` : `No attempt yet · up to ${d.maxAttempts}`),
     h('span', 'Created ', timeEl(d.createdAt)),
     d.finishedAt ? h('span', 'Finished ', timeEl(d.finishedAt)) : null,
   ];
@@ -735,7 +751,8 @@ function attemptsTable(d) {
   const attempts = [...(d.attempts || [])].sort((a, b) => a.number - b.number);
   if (!attempts.length) {
     if (d.status === 'CANCELED') return h('div.attempts-empty', 'Canceled before any attempt.');
-    return h('div.attempts-empty', 'No attempts yet.');
+    if (d.status === 'PENDING' || d.status === 'IN_PROGRESS') return null; // the note above says what it waits for
+    return h('div.attempts-empty', 'No attempts.');
   }
   return h('div.table-wrap', h('table.table.attempts',
     h('thead', h('tr', h('th.num', '#'), h('th', 'Started'), h('th', 'Status'), h('th', 'HTTP'), h('th.right', 'Duration'), h('th', 'Error'))),

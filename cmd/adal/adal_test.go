@@ -1,0 +1,347 @@
+package main_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/ent/attempt"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/relay/relaytest"
+)
+
+// DESIGN §4: no attempt starts, and none is spent, while no CLI is connected — however long.
+func TestNoCLIConnectedDeliveriesWaitWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
+	const u = 20 * time.Millisecond
+	env := relaytest.Start(t, unit(u))
+	f := newFixture(t, env, map[string]any{"deliverPendingOnConnect": true}, map[string]any{"maxAttempts": 2})
+	// A direct recipient on the same server is the clock: once its whole STEPPED schedule has run out
+	// (1+1+2+5 units and five attempts), the scheduler has long had every chance to touch the CLI delivery.
+	witness := newLocalService(t, answer(500))
+	direct := env.NewRecipient(f.tenant, f.server.ID, map[string]any{"method": "DIRECT_HTTP", "url": witness.URL,
+		"maxAttempts": 5, "retrySchedule": "STEPPED"})
+
+	reqID := post(t, env, f.server.Key, "/evt", `{"n":1}`)
+	relaytest.Eventually(t, 20*time.Second, "the direct delivery to use up its schedule", func() bool {
+		return deliveryOf(t, env, reqID, direct).Status == entdelivery.StatusFAILED
+	})
+	d := deliveryOf(t, env, reqID, f.recipient)
+	require.Equal(t, entdelivery.StatusPENDING, d.Status)
+	require.Zero(t, d.AttemptCount)
+	require.Empty(t, d.Edges.Attempts)
+	require.True(t, d.Backlog, "created while no CLI was attached")
+	require.False(t, cliConnected(t, env, f.tenant.Member, f.server.ID, f.recipient))
+
+	// Once a CLI connects (the server delivers pending requests on connect), the first attempt is attempt 1.
+	local := newLocalService(t, answer(200))
+	cli := listen(t, env, f.tenant.Member, f.recipient, local.URL+"/hook", t.TempDir())
+	cli.waitConnected()
+	require.True(t, cliConnected(t, env, f.tenant.Member, f.server.ID, f.recipient))
+	relaytest.Eventually(t, 20*time.Second, "the CLI delivery to succeed", func() bool {
+		return deliveryOf(t, env, reqID, f.recipient).Status == entdelivery.StatusSUCCEEDED
+	})
+	d = deliveryOf(t, env, reqID, f.recipient)
+	require.Equal(t, 1, d.AttemptCount)
+	require.Len(t, d.Edges.Attempts, 1)
+	require.Equal(t, attempt.StatusSUCCEEDED, d.Edges.Attempts[0].Status)
+	require.Equal(t, 1, local.count())
+	cli.waitOutput("POST /evt → 200 OK")
+
+	cli.interrupt()
+	require.False(t, cliConnected(t, env, f.tenant.Member, f.server.ID, f.recipient), "cleared on a clean exit")
+}
+
+// A retry whose due time passed while no CLI was connected starts right after the CLI connects — even with
+// deliverPendingOnConnect off, since a retry is not backlog.
+func TestDueRetryStartsRightAfterConnect(t *testing.T) {
+	t.Parallel()
+	const u = 250 * time.Millisecond // attempt 2 is due 4 units (1 s) after attempt 1 ends
+	env := relaytest.Start(t, unit(u))
+	f := newFixture(t, env, nil, map[string]any{"maxAttempts": 3})
+	local := newLocalService(t, func(n int) int {
+		if n == 1 {
+			return 500
+		}
+		return 200
+	})
+	journal := t.TempDir()
+	cli := listen(t, env, f.tenant.Member, f.recipient, local.URL+"/hook", journal)
+	cli.waitConnected()
+	reqID := post(t, env, f.server.Key, "/evt", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "attempt 1 to fail", func() bool {
+		return deliveryOf(t, env, reqID, f.recipient).AttemptCount == 1 && deliveryOf(t, env, reqID, f.recipient).Status == entdelivery.StatusPENDING
+	})
+	cli.interrupt()
+	d := deliveryOf(t, env, reqID, f.recipient)
+	require.NotNil(t, d.NextAttemptAt)
+	due := *d.NextAttemptAt
+
+	// Let the due time pass by a few units with no CLI: nothing happens.
+	relaytest.Eventually(t, 20*time.Second, "the retry's due time to pass", func() bool {
+		return time.Now().After(due.Add(4 * u))
+	})
+	d = deliveryOf(t, env, reqID, f.recipient)
+	require.Equal(t, entdelivery.StatusPENDING, d.Status)
+	require.Equal(t, 1, d.AttemptCount)
+	require.Equal(t, 1, local.count())
+
+	restart := time.Now()
+	cli = listen(t, env, f.tenant.Member, f.recipient, local.URL+"/hook", journal)
+	relaytest.Eventually(t, 20*time.Second, "the retry to succeed", func() bool {
+		return deliveryOf(t, env, reqID, f.recipient).Status == entdelivery.StatusSUCCEEDED
+	})
+	d = deliveryOf(t, env, reqID, f.recipient)
+	require.Len(t, d.Edges.Attempts, 2)
+	second := d.Edges.Attempts[1]
+	require.False(t, second.StartedAt.Before(due), "never early")
+	require.False(t, second.StartedAt.Before(restart), "not before the CLI came back")
+	require.Less(t, second.StartedAt.Sub(restart), 5*time.Second, "right after connect")
+	require.Equal(t, 2, local.count())
+	require.Equal(t, "2", local.callsCopy()[1].header.Get("X-Adal-Attempt"))
+	cli.waitOutput("attempt 2")
+}
+
+// Backlog — deliveries with no attempt, created while disconnected — goes out on connect only when the
+// server's deliverPendingOnConnect is on; otherwise it stays PENDING (and can be cancelled) while new
+// requests flow.
+func TestBacklogOnConnectFollowsServerSetting(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, unit(20*time.Millisecond))
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
+	on := env.NewServer(tn, "pending-on", map[string]any{"deliverPendingOnConnect": true})
+	off := env.NewServer(tn, "pending-off", map[string]any{"deliverPendingOnConnect": false})
+	recOn := env.NewRecipient(tn, on.ID, map[string]any{"method": "CLI"})
+	recOff := env.NewRecipient(tn, off.ID, map[string]any{"method": "CLI"})
+
+	backlogOn := []string{post(t, env, on.Key, "/a", `1`), post(t, env, on.Key, "/b", `2`)}
+	backlogOff := []string{post(t, env, off.Key, "/a", `1`), post(t, env, off.Key, "/b", `2`)}
+
+	localOn := newLocalService(t, answer(204))
+	cliOn := listen(t, env, tn.Member, recOn, localOn.URL, t.TempDir())
+	cliOn.waitConnected()
+	for _, id := range backlogOn {
+		relaytest.Eventually(t, 20*time.Second, "backlog to be delivered", func() bool {
+			return deliveryOf(t, env, id, recOn).Status == entdelivery.StatusSUCCEEDED
+		})
+	}
+	require.Equal(t, 2, localOn.count())
+
+	localOff := newLocalService(t, answer(200))
+	cliOff := listen(t, env, tn.Member, recOff, localOff.URL, t.TempDir())
+	cliOff.waitOutput("2 pending delivery(ies) received while disconnected are kept back")
+	fresh := post(t, env, off.Key, "/c", `3`)
+	relaytest.Eventually(t, 20*time.Second, "a new request to be delivered", func() bool {
+		return deliveryOf(t, env, fresh, recOff).Status == entdelivery.StatusSUCCEEDED
+	})
+	// The backlog is older, so it was due first: had it been claimable, it would have gone before.
+	for _, id := range backlogOff {
+		d := deliveryOf(t, env, id, recOff)
+		require.Equal(t, entdelivery.StatusPENDING, d.Status)
+		require.Zero(t, d.AttemptCount)
+	}
+	require.Equal(t, 1, localOff.count())
+	require.True(t, strings.HasPrefix(localOff.callsCopy()[0].uri, "/c"))
+
+	// The backlog can be cancelled while the CLI stays attached.
+	for _, id := range backlogOff {
+		d := deliveryOf(t, env, id, recOff)
+		var out struct{ CancelDelivery struct{ Status string } }
+		env.MustGraphQL(tn.Member, `mutation($id: ID!){ cancelDelivery(id: $id){ status } }`,
+			map[string]any{"id": strconv.Itoa(d.ID)}, &out)
+		require.Equal(t, "CANCELED", out.CancelDelivery.Status)
+	}
+	cliOff.interrupt()
+	cliOn.interrupt()
+	require.Equal(t, 1, localOff.count())
+}
+
+// CLI connected, local service down: a spent, failed attempt with error kind CLI_LOCAL, retried per schedule.
+func TestLocalServiceDownFailsAttemptsWithCLILocal(t *testing.T) {
+	t.Parallel()
+	const u = 50 * time.Millisecond
+	env := relaytest.Start(t, unit(u))
+	f := newFixture(t, env, nil, map[string]any{"maxAttempts": 3, "retrySchedule": "STEPPED"})
+	cli := listen(t, env, f.tenant.Member, f.recipient, closedURL(t), t.TempDir())
+	cli.waitConnected()
+
+	reqID := post(t, env, f.server.Key, "/evt", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "the delivery to fail", func() bool {
+		return deliveryOf(t, env, reqID, f.recipient).Status == entdelivery.StatusFAILED
+	})
+	d := deliveryOf(t, env, reqID, f.recipient)
+	require.Equal(t, 3, d.AttemptCount)
+	require.Len(t, d.Edges.Attempts, 3)
+	for i, a := range d.Edges.Attempts {
+		require.Equal(t, attempt.StatusFAILED, a.Status)
+		require.Equal(t, attempt.ErrorKindCLI_LOCAL, *a.ErrorKind)
+		require.Contains(t, a.ErrorMessage, "local service unreachable")
+		require.Nil(t, a.HTTPStatus)
+		if i > 0 {
+			// STEPPED: 1 unit after each of the first two failures, counted from the end of the previous one.
+			require.GreaterOrEqual(t, a.StartedAt.Sub(d.Edges.Attempts[i-1].FinishedAt), u, "attempt %d early", a.Number)
+		}
+	}
+	cli.waitOutput("attempt 3")
+	require.Contains(t, cli.output(), "→ local service unreachable")
+	cli.interrupt()
+}
+
+// CLI killed while the local service is processing: after a restart on the same journal the CLI reports the
+// attempt from its journal instead of running it again — the local service sees the job once.
+func TestKilledCLIReportsFromJournalInsteadOfRerunning(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, unit(20*time.Millisecond))
+	f := newFixture(t, env, nil, map[string]any{"maxAttempts": 1})
+	local := newLocalService(t, answer(200))
+	local.hold()
+	journal := t.TempDir()
+
+	cli := listen(t, env, f.tenant.Member, f.recipient, local.URL+"/hook", journal)
+	cli.waitConnected()
+	reqID := post(t, env, f.server.Key, "/evt", `{"charge":1}`)
+	relaytest.Eventually(t, 20*time.Second, "the local service to get the job", func() bool { return local.count() == 1 })
+	cli.kill()
+
+	entries, err := filepath.Glob(filepath.Join(journal, "*", "delivery-*.json"))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the job is journaled")
+	raw, err := os.ReadFile(entries[0])
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), `"result"`, "killed before the local call finished")
+	require.Equal(t, entdelivery.StatusIN_PROGRESS, deliveryOf(t, env, reqID, f.recipient).Status)
+
+	cli = listen(t, env, f.tenant.Member, f.recipient, local.URL+"/hook", journal)
+	cli.waitOutput("from the journal")
+	relaytest.Eventually(t, 20*time.Second, "the journaled attempt to be recorded", func() bool {
+		return deliveryOf(t, env, reqID, f.recipient).Status == entdelivery.StatusFAILED
+	})
+	d := deliveryOf(t, env, reqID, f.recipient)
+	require.Len(t, d.Edges.Attempts, 1)
+	a := d.Edges.Attempts[0]
+	require.Equal(t, attempt.ErrorKindCLI_LOCAL, *a.ErrorKind)
+	require.Equal(t, "interrupted: the CLI stopped while the local service was processing; not re-run", a.ErrorMessage)
+	require.Equal(t, 1, local.count(), "never re-run")
+	relaytest.Eventually(t, 10*time.Second, "the journal entry to be removed", func() bool {
+		entries, _ := filepath.Glob(filepath.Join(journal, "*", "delivery-*.json"))
+		return len(entries) == 0
+	})
+	cli.interrupt()
+}
+
+// Two server processes on one Postgres: a request accepted by A is delivered through a CLI attached to B,
+// and A sees cliConnected while the CLI is attached to B and stops seeing it soon after the CLI dies.
+func TestTwoProcessesDeliverThroughCLIOnEither(t *testing.T) {
+	t.Parallel()
+	a := relaytest.Start(t, unit(20*time.Millisecond))
+	b := a.Peer(t, unit(20*time.Millisecond))
+	f := newFixture(t, a, nil, nil)
+	local := newLocalService(t, answer(200))
+
+	require.False(t, cliConnected(t, a, f.tenant.Member, f.server.ID, f.recipient))
+	cli := listen(t, b, f.tenant.Member, f.recipient, local.URL+"/hook", t.TempDir())
+	cli.waitConnected()
+	require.True(t, cliConnected(t, a, f.tenant.Member, f.server.ID, f.recipient), "seen by the other process")
+
+	reqID := post(t, a, f.server.Key, "/from-a", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "the request accepted by A to be delivered through B", func() bool {
+		return deliveryOf(t, a, reqID, f.recipient).Status == entdelivery.StatusSUCCEEDED
+	})
+	require.Equal(t, 1, local.count())
+	require.True(t, strings.HasPrefix(local.callsCopy()[0].uri, "/hook/from-a"))
+
+	cli.kill()
+	relaytest.Eventually(t, 10*time.Second, "cliConnected to turn false on A", func() bool {
+		return !cliConnected(t, a, f.tenant.Member, f.server.ID, f.recipient)
+	})
+}
+
+// The local call carries the original method, headers (minus hop-by-hop and Host), body, path suffix and
+// query, plus X-Adal-Request-Id, X-Adal-Attempt and X-Adal-Idempotency; login saves the server and token
+// so that listen needs neither.
+func TestLoginThenListenForwardsTheRequest(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, unit(20*time.Millisecond))
+	f := newFixture(t, env, nil, map[string]any{"sendIdempotencyKey": true})
+	home := t.TempDir()
+
+	login := startAdal(t, home, "login", "--server", env.Server.URL, "--token", f.tenant.Member)
+	require.Equal(t, 0, login.exit(20*time.Second), login.output())
+	require.Contains(t, login.output(), "Logged in to "+env.Server.URL)
+	cfg := filepath.Join(home, ".config", "adal", "config.json")
+	st, err := os.Stat(cfg)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+
+	local := newLocalService(t, answer(201))
+	cli := startAdal(t, home, "listen", "--recipient", f.recipient, "--forward", local.URL+"/base?token=x")
+	cli.waitConnected()
+
+	req, _ := newWebhook(env.Server.URL+"/in/"+f.server.Key+"/stripe/evt?a=1&b=2", `{"id":"evt_1"}`)
+	req.Header.Set("X-Custom", "yes")
+	req.Header.Set("Connection", "keep-alive, X-Hop")
+	req.Header.Set("X-Hop", "drop me")
+	req.Header.Set("X-Adal-Attempt", "99") // spoofed: dropped
+	resp, err := env.Server.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 202, resp.StatusCode)
+
+	relaytest.Eventually(t, 20*time.Second, "the local service to get the request", func() bool { return local.count() == 1 })
+	c := local.callsCopy()[0]
+	require.Equal(t, "PUT", c.method)
+	require.Equal(t, "/base/stripe/evt?token=x&a=1&b=2", c.uri)
+	require.Equal(t, `{"id":"evt_1"}`, c.body)
+	require.Equal(t, "yes", c.header.Get("X-Custom"))
+	require.Empty(t, c.header.Get("X-Hop"))
+	require.Equal(t, "1", c.header.Get("X-Adal-Attempt"))
+	require.NotEmpty(t, c.header.Get("X-Adal-Request-Id"))
+	require.NotEmpty(t, c.header.Get("X-Adal-Idempotency"))
+	cli.waitOutput("PUT /stripe/evt?a=1&b=2 → 201 Created")
+	cli.waitOutput("attempt 1")
+	cli.interrupt()
+}
+
+// A CLI only attaches to a live CLI recipient of its own tenant, with a valid token.
+func TestListenRefusesWhatItMayNotAttachTo(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	f := newFixture(t, env, nil, nil)
+	other := env.NewTenant("other", relaytest.PlanLimits{Credits: 10})
+	direct := env.NewRecipient(f.tenant, f.server.ID, map[string]any{"method": "DIRECT_HTTP", "url": "http://127.0.0.1:9/x"})
+
+	cases := []struct {
+		name, token, recipient, want string
+	}{
+		{"another tenant's recipient", other.Member, f.recipient, "NOT_FOUND"},
+		{"a direct recipient", f.tenant.Member, direct, "INVALID_INPUT"},
+		{"an unknown recipient", f.tenant.Member, "999999", "NOT_FOUND"},
+		{"a forged token", "eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl", f.recipient, "refused the token"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := listen(t, env, tc.token, tc.recipient, "http://127.0.0.1:9/hook", t.TempDir())
+			require.Equal(t, 1, cli.exit(20*time.Second), cli.output())
+			require.Contains(t, cli.output(), tc.want)
+		})
+	}
+	require.False(t, cliConnected(t, env, f.tenant.Member, f.server.ID, f.recipient))
+}
+
+func TestHelpDocumentsEveryCommandAndFlag(t *testing.T) {
+	t.Parallel()
+	p := startAdal(t, "", "--help")
+	require.Equal(t, 0, p.exit(10*time.Second))
+	out := p.output()
+	for _, s := range []string{"adal login", "adal listen", "-server", "-token", "-recipient", "-forward", "-journal-dir",
+		"ADAL_SERVER", "ADAL_TOKEN", "config.json"} {
+		require.Contains(t, out, s)
+	}
+	p = startAdal(t, "", "bogus")
+	require.Equal(t, 2, p.exit(10*time.Second))
+}

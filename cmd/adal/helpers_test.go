@@ -1,0 +1,317 @@
+package main_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/attempt"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/relay/relaytest"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// adalBin is the adal binary built once for the whole package: the tests run the real CLI, as users do.
+var adalBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "adal-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	adalBin = filepath.Join(dir, "adal")
+	build := exec.Command("go", "build", "-o", adalBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build adal:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// unit compresses the retry schedule (ADAL_RETRY_UNIT).
+func unit(d time.Duration) func(*relay.Config) {
+	return func(c *relay.Config) { c.RetryUnit = d }
+}
+
+// cliProcess is a running `adal` with its output collected line by line.
+type cliProcess struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	home string
+
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{}
+	err   error // the exit, once done
+}
+
+// adalEnv is a clean environment whose config dir is home: the tests never read or write the real one.
+func adalEnv(home string, extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "ADAL_") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(append(env, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config")), extra...)
+}
+
+// startAdal runs adal with args; home is its config home ("" for a fresh one).
+func startAdal(t *testing.T, home string, args ...string) *cliProcess {
+	t.Helper()
+	if home == "" {
+		home = t.TempDir()
+	}
+	cmd := exec.Command(adalBin, args...)
+	cmd.Env = adalEnv(home)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = cmd.Stdout // one stream, in order
+	require.NoError(t, cmd.Start())
+	p := &cliProcess{t: t, cmd: cmd, home: home, done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.mu.Unlock()
+			if testing.Verbose() {
+				t.Logf("adal[%d]: %s", cmd.Process.Pid, sc.Text())
+			}
+		}
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// listen starts `adal listen` for recipientID, forwarding to forward, with the given journal directory.
+func listen(t *testing.T, env *relaytest.Env, token, recipientID, forward, journal string) *cliProcess {
+	t.Helper()
+	return startAdal(t, "", "listen", "--server", env.Server.URL, "--token", token,
+		"--recipient", recipientID, "--forward", forward, "--journal-dir", journal)
+}
+
+// output is everything printed so far.
+func (p *cliProcess) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// waitOutput waits until the output contains s.
+func (p *cliProcess) waitOutput(s string) {
+	p.t.Helper()
+	relaytest.Eventually(p.t, 20*time.Second, fmt.Sprintf("adal to print %q; output so far:\n%s", s, p.output()), func() bool {
+		return strings.Contains(p.output(), s)
+	})
+}
+
+// waitConnected waits until the CLI is attached (the server has marked the recipient connected).
+func (p *cliProcess) waitConnected() { p.t.Helper(); p.waitOutput("connected: ") }
+
+// exit waits for the process to end and returns its exit code.
+func (p *cliProcess) exit(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.t.Fatalf("adal did not exit within %v; output:\n%s", timeout, p.output())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// interrupt sends Ctrl-C and expects a clean exit.
+func (p *cliProcess) interrupt() {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(p.t, 0, p.exit(40*time.Second), "exit code after Ctrl-C; output:\n%s", p.output())
+}
+
+// kill ends the process the hard way (SIGKILL): no cleanup, no goodbye to the server.
+func (p *cliProcess) kill() {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Kill())
+	p.exit(10 * time.Second)
+}
+
+// localService is the developer's service the CLI forwards to: it records calls, answers what status says
+// and can hold calls open.
+type localService struct {
+	*httptest.Server
+	status func(n int) int
+
+	mu    sync.Mutex
+	calls []localCall
+	gate  chan struct{}
+}
+
+type localCall struct {
+	at     time.Time
+	method string
+	uri    string
+	header http.Header
+	body   string
+}
+
+func newLocalService(t *testing.T, status func(n int) int) *localService {
+	t.Helper()
+	s := &localService{status: status}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.calls = append(s.calls, localCall{at: time.Now(), method: r.Method, uri: r.URL.RequestURI(), header: r.Header.Clone(), body: string(body)})
+		n, gate := len(s.calls), s.gate
+		s.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.WriteHeader(s.status(n))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func answer(code int) func(int) int { return func(int) int { return code } }
+
+func (s *localService) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
+func (s *localService) callsCopy() []localCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]localCall(nil), s.calls...)
+}
+
+// hold makes calls wait until the caller hangs up.
+func (s *localService) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate = make(chan struct{})
+}
+
+// closedURL is a local URL nobody listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u := srv.URL
+	srv.Close()
+	return u + "/hook"
+}
+
+// post sends a webhook and returns the accepted request's ID.
+func post(t *testing.T, env *relaytest.Env, key, suffix, body string) string {
+	t.Helper()
+	resp := env.Post(key, suffix, []byte(body))
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(raw))
+	var out struct{ RequestID string }
+	require.NoError(t, json.Unmarshal(raw, &out))
+	return out.RequestID
+}
+
+// deliveryOf reads the (only) delivery of a request to a recipient, with its attempts, as the system.
+func deliveryOf(t *testing.T, env *relaytest.Env, requestID, recipientID string) *ent.Delivery {
+	t.Helper()
+	req, err := strconv.Atoi(requestID)
+	require.NoError(t, err)
+	rec, err := strconv.Atoi(recipientID)
+	require.NoError(t, err)
+	d, err := env.DB.Client.Delivery.Query().
+		Where(entdelivery.RequestID(req), entdelivery.RecipientID(rec)).
+		WithAttempts(func(q *ent.AttemptQuery) { q.Order(ent.Asc(attempt.FieldNumber)) }).
+		Only(viewer.SystemContext(t.Context()))
+	require.NoError(t, err)
+	return d
+}
+
+// cliConnected asks the API, as the tenant, whether a CLI is attached for the recipient.
+func cliConnected(t *testing.T, env *relaytest.Env, token, serverID, recipientID string) bool {
+	t.Helper()
+	var out struct {
+		Server struct {
+			Recipients []struct {
+				ID           string
+				CliConnected bool
+			}
+		}
+	}
+	env.MustGraphQL(token, `query($id: ID!){ server(id: $id){ recipients { id cliConnected } } }`, map[string]any{"id": serverID}, &out)
+	for _, r := range out.Server.Recipients {
+		if r.ID == recipientID {
+			return r.CliConnected
+		}
+	}
+	t.Fatalf("recipient %s not on server %s", recipientID, serverID)
+	return false
+}
+
+// fixture is a tenant with a server and a CLI recipient on it.
+type fixture struct {
+	env       *relaytest.Env
+	tenant    relaytest.Tenant
+	server    relaytest.Server
+	recipient string
+}
+
+func newFixture(t *testing.T, env *relaytest.Env, serverExtra, recipientExtra map[string]any) fixture {
+	t.Helper()
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
+	srv := env.NewServer(tn, "laptop", serverExtra)
+	in := map[string]any{"method": "CLI"}
+	for k, v := range recipientExtra {
+		in[k] = v
+	}
+	return fixture{env: env, tenant: tn, server: srv, recipient: env.NewRecipient(tn, srv.ID, in)}
+}
+
+// newWebhook builds a PUT to an inbound URL.
+func newWebhook(url, body string) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPut, url, strings.NewReader(body))
+	if err == nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, err
+}

@@ -1,0 +1,165 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/ent"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/request"
+	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/storage"
+)
+
+// Incoming is one request to store for a server, with the recipients it goes to.
+type Incoming struct {
+	Server     *ent.Server
+	Recipients []*ent.Recipient
+	Request    NewRequest
+	// Key is the request's own random identity (sent as X-Adal-Idempotency).
+	Key string
+}
+
+// Stored is what became of one Incoming: the request and its deliveries, or why it was refused
+// (INSUFFICIENT_CREDITS).
+type Stored struct {
+	Request    *ent.Request
+	Deliveries []*ent.Delivery
+	Err        error
+}
+
+// StoreBatch stores many requests in the caller's transaction with a handful of statements whatever their
+// number: one credit reservation per tenant, one insert of the paid requests, one of their ledger entries,
+// one of their deliveries. Items beyond a tenant's balance are refused (Stored.Err), in arrival order, and
+// leave nothing behind. An error return means nothing of the batch may be committed.
+func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason) ([]Stored, error) {
+	const op = "delivery.StoreBatch"
+	out := make([]Stored, len(items))
+	byTenant := map[int][]int{}
+	for i, it := range items {
+		byTenant[it.Server.TenantID] = append(byTenant[it.Server.TenantID], i)
+	}
+	tenantIDs := make([]int, 0, len(byTenant))
+	for id := range byTenant {
+		tenantIDs = append(tenantIDs, id)
+	}
+	// A fixed lock order: two batches sharing tenants can never deadlock on their rows.
+	slices.Sort(tenantIDs)
+	tenants, err := client.Tenant.Query().Where(tenant.IDIn(tenantIDs...)).WithPlan().All(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "tenant", err)
+	}
+	retention := map[int]int{}
+	for _, t := range tenants {
+		retention[t.ID] = t.Edges.Plan.RetentionDays
+	}
+
+	now := s.cfg.Now()
+	var reservations []billing.Reservation
+	var paid []int // indexes into items, grouped by tenant in reservation order
+	for _, tid := range tenantIDs {
+		idx := byTenant[tid]
+		r, err := s.cfg.Billing.Reserve(ctx, client, tid, len(idx))
+		if err != nil {
+			return nil, err
+		}
+		reservations = append(reservations, r)
+		paid = append(paid, idx[:r.Granted]...)
+		for _, i := range idx[r.Granted:] {
+			out[i].Err = fault.E(op, fault.InsufficientCredits, "not enough credits: 1 needed")
+		}
+	}
+	if len(paid) == 0 {
+		return out, nil
+	}
+
+	creates := make([]*ent.RequestCreate, len(paid))
+	for n, i := range paid {
+		it := items[i]
+		days := retention[it.Server.TenantID]
+		if it.Server.RetentionDays != nil && *it.Server.RetentionDays < days {
+			days = *it.Server.RetentionDays
+		}
+		status := request.StatusPENDING
+		if len(it.Recipients) == 0 {
+			status = request.StatusFAILED // nobody to deliver to: nothing will ever succeed
+		}
+		in := it.Request
+		creates[n] = client.Request.Create().
+			SetTenantID(it.Server.TenantID).
+			SetServerID(it.Server.ID).
+			SetKey(it.Key).
+			SetMethod(in.Method).
+			SetPath(in.Path).
+			SetQuery(in.Query).
+			SetHeaders(in.Header).
+			SetBody(in.Body).
+			SetSourceAddr(in.SourceAddr).
+			SetReceivedAt(now).
+			SetExpiresAt(now.Add(time.Duration(days) * 24 * time.Hour)).
+			SetStatus(status).
+			SetNillableReplayOfID(in.ReplayOf)
+	}
+	reqs, err := client.Request.CreateBulk(creates...).Save(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "request", err)
+	}
+	refs := make([][]string, len(reservations))
+	n := 0
+	for k, r := range reservations {
+		for range r.Granted {
+			refs[k] = append(refs[k], fmt.Sprintf("request:%d", reqs[n].ID))
+			n++
+		}
+	}
+	if err := s.cfg.Billing.Record(ctx, client, reservations, reason, refs); err != nil {
+		return nil, err
+	}
+
+	var builders []*ent.DeliveryCreate
+	var owners []int // for each delivery builder, the index into paid
+	for n, i := range paid {
+		out[i].Request = reqs[n]
+		for _, r := range items[i].Recipients {
+			builders = append(builders, s.deliveryCreate(client, reqs[n], r, entdelivery.TriggerAUTOMATIC, now))
+			owners = append(owners, n)
+		}
+	}
+	if len(builders) == 0 {
+		return out, nil
+	}
+	ds, err := client.Delivery.CreateBulk(builders...).Save(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "delivery", err)
+	}
+	changes := make([]Change, len(ds))
+	for k, d := range ds {
+		req := reqs[owners[k]]
+		out[paid[owners[k]]].Deliveries = append(out[paid[owners[k]]].Deliveries, d)
+		changes[k] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
+			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt}
+	}
+	s.notify(ctx, changes...)
+	return out, nil
+}
+
+// deliveryCreate builds a pending delivery of req to r, due at now, with the recipient's attempts and schedule
+// copied in. A CLI delivery created while no CLI is attached is backlog.
+func (s *Service) deliveryCreate(client *ent.Client, req *ent.Request, r *ent.Recipient, trigger entdelivery.Trigger, now time.Time) *ent.DeliveryCreate {
+	return client.Delivery.Create().
+		SetTenantID(req.TenantID).
+		SetRequestID(req.ID).
+		SetRecipientID(r.ID).
+		SetTrigger(trigger).
+		SetMaxAttempts(r.MaxAttempts).
+		SetRetrySchedule(entdelivery.RetrySchedule(r.RetrySchedule)).
+		SetNextAttemptAt(now).
+		SetBacklog(r.Method == recipient.MethodCLI && !s.cfg.CLIConnected(r, now)).
+		SetCreatedAt(now)
+}

@@ -1,0 +1,505 @@
+// Package outbound runs standalone HTTP jobs a tenant submits through the API (S2 "Outbound"): it accepts
+// them (validation, idempotency key, one credit), records their attempts on the STEPPED schedule, and purges
+// them when their retention ends. The scheduler executes them with the same sender as deliveries.
+package outbound
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/outboundattempt"
+	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// Limits of a job (S2): the attempts and the schedule are the product's, not the tenant's.
+const (
+	// MaxAttempts is the number of attempts of a job, the first included.
+	MaxAttempts = 10
+	// Schedule is the retry schedule of every job.
+	Schedule = delivery.Stepped
+	// DefaultTimeout bounds one attempt, reading the whole response included.
+	DefaultTimeout = delivery.DefaultTimeout
+	// DefaultMaxBody caps a job's request body.
+	DefaultMaxBody = 1 << 20
+	// MaxStoredResponse caps each stored response body (64 KiB); the rest is read and discarded.
+	MaxStoredResponse = delivery.MaxStoredResponse
+
+	maxURL            = 8 << 10
+	maxMethod         = 32
+	maxHeaders        = 100
+	maxHeaderBytes    = 64 << 10
+	maxIdempotencyKey = 255
+	// maxClaimTries bounds the rounds of Send against concurrent submissions and purges of one key; each
+	// round that does not finish saw another transaction change the key's holder.
+	maxClaimTries = 5
+)
+
+// Config configures the service.
+type Config struct {
+	Billing *billing.Service
+	// Dialect is the database's (dialect.SQLite or dialect.Postgres), for the purge's row locks.
+	Dialect string
+	// Unit is one schedule "minute" (ADAL_RETRY_UNIT); default delivery.DefaultUnit.
+	Unit time.Duration
+	// Timeout bounds an attempt including reading the response; default DefaultTimeout. Tests shorten it.
+	Timeout time.Duration
+	// MaxBody caps request bodies; default DefaultMaxBody.
+	MaxBody int
+	Now     func() time.Time
+	// Wake is called once a job became due (submitted, or rescheduled) and that change committed; may be nil.
+	Wake func()
+}
+
+// Service accepts, records and purges outbound jobs.
+type Service struct {
+	cfg Config
+}
+
+// New returns an outbound service.
+func New(cfg Config) *Service {
+	if cfg.Unit <= 0 {
+		cfg.Unit = delivery.DefaultUnit
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{cfg: cfg}
+}
+
+// Timeout is the limit of one attempt, reading the response included.
+func (s *Service) Timeout() time.Duration { return s.cfg.Timeout }
+
+// SendInput is a job as submitted.
+type SendInput struct {
+	// TenantID owns the job; zero means the viewer's tenant.
+	TenantID int
+	URL      string
+	// Method defaults to POST.
+	Method  string
+	Headers http.Header
+	Body    []byte
+	// IdempotencyKey, when set, makes a second submission with the same key a DUPLICATE while the first job
+	// is retained. It is not sent to the target.
+	IdempotencyKey    *string
+	StoreResponseBody bool
+}
+
+// Send accepts a job and returns it at once. A new job is PENDING, due now, and costs one credit
+// (INSUFFICIENT_CREDITS stores nothing). With an idempotency key held by a retained job of the tenant, the
+// result is a DUPLICATE pointing at that job, never executed and free. Concurrent submissions of one key
+// produce exactly one original: the unique (tenant_id, idempotency_claim) index decides, through an
+// INSERT … ON CONFLICT DO NOTHING that waits for the competing transaction instead of failing, so a Postgres
+// transaction around Send is never aborted by the race.
+func (s *Service) Send(ctx context.Context, client *ent.Client, in SendInput) (*ent.OutboundJob, error) {
+	const op = "outbound.Send"
+	if in.TenantID == 0 {
+		v, _ := viewer.FromContext(ctx)
+		in.TenantID = v.TenantID
+	}
+	if in.TenantID == 0 {
+		return nil, fault.E(op, fault.InvalidInput, "an outbound job belongs to a tenant: send it with a tenant's token")
+	}
+	if err := s.normalize(op, &in); err != nil {
+		return nil, err
+	}
+	var job *ent.OutboundJob
+	err := storage.InTx(ctx, client, func(ctx context.Context, tx *ent.Client) error {
+		var err error
+		job, err = s.send(ctx, tx, in)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+func (s *Service) send(ctx context.Context, tx *ent.Client, in SendInput) (*ent.OutboundJob, error) {
+	const op = "outbound.Send"
+	plan, err := billing.PlanOf(ctx, tx, in.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	expires := now.Add(time.Duration(plan.RetentionDays) * 24 * time.Hour)
+	create := func() *ent.OutboundJobCreate {
+		return tx.OutboundJob.Create().
+			SetTenantID(in.TenantID).
+			SetURL(in.URL).
+			SetMethod(in.Method).
+			SetHeaders(in.Headers).
+			SetBody(in.Body).
+			SetNillableIdempotencyKey(in.IdempotencyKey).
+			SetStoreResponseBody(in.StoreResponseBody).
+			SetMaxAttempts(MaxAttempts).
+			SetCreatedAt(now).
+			SetExpiresAt(expires)
+	}
+	if in.IdempotencyKey == nil {
+		job, err := create().SetNextAttemptAt(now).Save(ctx)
+		if err != nil {
+			return nil, storage.Err(op, "outbound job", err)
+		}
+		return s.charge(ctx, tx, job)
+	}
+	key := *in.IdempotencyKey
+	for range maxClaimTries {
+		id, err := create().SetIdempotencyClaim(key).SetNextAttemptAt(now).
+			OnConflictColumns(outboundjob.FieldTenantID, outboundjob.FieldIdempotencyClaim).
+			DoNothing().
+			ID(ctx)
+		if err == nil {
+			job, err := tx.OutboundJob.Get(ctx, id)
+			if err != nil {
+				return nil, storage.Err(op, "outbound job", err)
+			}
+			return s.charge(ctx, tx, job)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, storage.Err(op, "outbound job", err)
+		}
+		// The key is held. Under Postgres' READ COMMITTED this query sees the holder the insert waited for.
+		orig, err := tx.OutboundJob.Query().
+			Where(outboundjob.TenantID(in.TenantID), outboundjob.IdempotencyClaim(key)).
+			Only(ctx)
+		if ent.IsNotFound(err) {
+			continue // purged or released since the insert: try again
+		}
+		if err != nil {
+			return nil, storage.Err(op, "outbound job", err)
+		}
+		if orig.ExpiresAt.After(now) {
+			dup, err := create().
+				SetStatus(outboundjob.StatusDUPLICATE).
+				SetDuplicateOfID(orig.ID).
+				SetFinishedAt(now).
+				Save(ctx)
+			if err != nil {
+				return nil, storage.Err(op, "outbound job", err)
+			}
+			return dup, nil
+		}
+		// The holder's retention ended but the purge has not come by yet: the key is free again (S2), so
+		// the expired job gives up its claim. The condition makes one of several concurrent releases win.
+		if err := tx.OutboundJob.Update().
+			Where(outboundjob.ID(orig.ID), outboundjob.IdempotencyClaim(key)).
+			ClearIdempotencyClaim().
+			Exec(ctx); err != nil {
+			return nil, storage.Err(op, "outbound job", err)
+		}
+	}
+	return nil, fault.E(op, fault.Conflict, "the idempotency key is being used by concurrent submissions; send again")
+}
+
+// charge debits the new job's credit in its transaction and wakes the scheduler once it commits.
+func (s *Service) charge(ctx context.Context, tx *ent.Client, job *ent.OutboundJob) (*ent.OutboundJob, error) {
+	if _, err := s.cfg.Billing.Debit(ctx, tx, job.TenantID, 1, ledgerentry.ReasonOUTBOUND, fmt.Sprintf("outbound:%d", job.ID)); err != nil {
+		return nil, err
+	}
+	s.wake(ctx)
+	return job, nil
+}
+
+func (s *Service) wake(ctx context.Context) {
+	if s.cfg.Wake != nil {
+		storage.AfterCommit(ctx, s.cfg.Wake)
+	}
+}
+
+// normalize validates in and fills its defaults.
+func (s *Service) normalize(op string, in *SendInput) error {
+	if len(in.URL) > maxURL {
+		return fault.E(op, fault.InvalidInput, "url is longer than %d bytes", maxURL)
+	}
+	u, err := url.Parse(in.URL)
+	switch {
+	case err != nil:
+		return fault.E(op, fault.InvalidInput, "url is not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fault.E(op, fault.InvalidInput, "url must be an absolute http or https URL")
+	case u.Host == "" || u.Hostname() == "":
+		return fault.E(op, fault.InvalidInput, "url must name a host")
+	}
+	if in.Method == "" {
+		in.Method = http.MethodPost
+	}
+	if len(in.Method) > maxMethod || !isToken(in.Method) {
+		return fault.E(op, fault.InvalidInput, "method must be an HTTP method name (letters, digits and !#$%%&'*+-.^_`|~, at most %d)", maxMethod)
+	}
+	header := make(http.Header, len(in.Headers))
+	lines, size := 0, 0
+	for name, values := range in.Headers {
+		if !isToken(name) {
+			return fault.E(op, fault.InvalidInput, "header name %q is not a valid HTTP header name", name)
+		}
+		canon := http.CanonicalHeaderKey(name)
+		if reservedHeader(canon) {
+			return fault.E(op, fault.InvalidInput, "header %s is set by Adal or by the connection and cannot be given", canon)
+		}
+		for _, v := range values {
+			if !validHeaderValue(v) {
+				return fault.E(op, fault.InvalidInput, "header %s has a value with control characters", canon)
+			}
+			lines++
+			size += len(canon) + len(v)
+			header[canon] = append(header[canon], v)
+		}
+	}
+	if lines > maxHeaders {
+		return fault.E(op, fault.InvalidInput, "at most %d headers", maxHeaders)
+	}
+	if size > maxHeaderBytes {
+		return fault.E(op, fault.InvalidInput, "headers are larger than %d bytes", maxHeaderBytes)
+	}
+	in.Headers = header
+	if len(in.Body) > s.cfg.MaxBody {
+		return fault.E(op, fault.InvalidInput, "body is larger than %d bytes", s.cfg.MaxBody)
+	}
+	if in.Body == nil {
+		in.Body = []byte{}
+	}
+	if k := in.IdempotencyKey; k != nil {
+		switch {
+		case strings.TrimSpace(*k) == "":
+			return fault.E(op, fault.InvalidInput, "idempotencyKey must not be empty")
+		case len(*k) > maxIdempotencyKey:
+			return fault.E(op, fault.InvalidInput, "idempotencyKey is longer than %d bytes", maxIdempotencyKey)
+		}
+	}
+	return nil
+}
+
+// Body returns the body given as text or as base64 (at most one of them): the API's two ways to say it.
+func Body(text, base64Text *string) ([]byte, error) {
+	const op = "outbound.Body"
+	switch {
+	case text != nil && base64Text != nil:
+		return nil, fault.E(op, fault.InvalidInput, "give body or bodyBase64, not both")
+	case text != nil:
+		return []byte(*text), nil
+	case base64Text != nil:
+		b, err := base64.StdEncoding.DecodeString(*base64Text)
+		if err != nil {
+			return nil, fault.E(op, fault.InvalidInput, "bodyBase64 is not valid base64")
+		}
+		return b, nil
+	}
+	return nil, nil
+}
+
+// reservedHeader reports the headers the sender would drop or overwrite (hop-by-hop, framing, X-Adal-*):
+// refusing them says so instead of silently sending something else than asked.
+func reservedHeader(canon string) bool {
+	switch canon {
+	case "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te",
+		"Trailer", "Trailers", "Transfer-Encoding", "Upgrade", "Host", "Content-Length", "Expect":
+		return true
+	}
+	return strings.HasPrefix(canon, "X-Adal-")
+}
+
+// isToken reports whether s is an RFC 9110 token (method and header names).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue refuses control characters other than horizontal tab (no header injection through CR/LF).
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// Claim is a job taken for one attempt: it is IN_PROGRESS, its attempt_count already counts this attempt,
+// and its lease belongs to Owner until the lease expires.
+type Claim struct {
+	JobID             int
+	TenantID          int
+	Attempt           int // the number of this attempt, from 1
+	MaxAttempts       int
+	FirstAttemptAt    time.Time
+	StartedAt         time.Time
+	Owner             string
+	StoreResponseBody bool
+}
+
+// Record stores the outcome of a claimed attempt in one transaction: the attempt row (with the response body
+// when the job stores them, capped at MaxStoredResponse) and the job's new state: SUCCEEDED on a 2xx, FAILED
+// when the attempts are used up, else PENDING with the next STEPPED due time counted from the end of this
+// attempt. It reports false, changing nothing, when the claim is no longer the job's current one (the rescuer
+// already recorded it as interrupted, or the job was purged).
+func (s *Service) Record(ctx context.Context, client *ent.Client, c Claim, o delivery.Outcome) (bool, error) {
+	var recorded bool
+	err := storage.InTx(ctx, client, func(ctx context.Context, tx *ent.Client) error {
+		var err error
+		recorded, err = s.record(ctx, tx, c, o)
+		return err
+	})
+	return recorded, err
+}
+
+func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o delivery.Outcome) (bool, error) {
+	upd := tx.OutboundJob.Update().
+		Where(outboundjob.ID(c.JobID), outboundjob.StatusEQ(outboundjob.StatusIN_PROGRESS),
+			outboundjob.AttemptCount(c.Attempt), outboundjob.LeaseOwner(c.Owner)).
+		ClearLeaseExpiresAt().
+		ClearAttemptStartedAt().
+		SetLeaseOwner("")
+	status, due := s.next(c, o)
+	upd.SetStatus(status)
+	if due != nil {
+		upd.SetNextAttemptAt(*due)
+	} else {
+		upd.ClearNextAttemptAt().SetFinishedAt(o.FinishedAt)
+	}
+	n, err := upd.Save(ctx)
+	if err != nil {
+		return false, fmt.Errorf("update outbound job %d: %w", c.JobID, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	create := tx.OutboundAttempt.Create().
+		SetTenantID(c.TenantID).
+		SetJobID(c.JobID).
+		SetNumber(c.Attempt).
+		SetStartedAt(o.StartedAt).
+		SetFinishedAt(o.FinishedAt).
+		SetDurationMs(o.FinishedAt.Sub(o.StartedAt).Milliseconds()).
+		SetErrorMessage(o.ErrorMessage)
+	if o.Succeeded() {
+		create.SetStatus(outboundattempt.StatusSUCCEEDED)
+	} else {
+		create.SetStatus(outboundattempt.StatusFAILED).SetErrorKind(outboundattempt.ErrorKind(o.ErrorKind))
+	}
+	if o.HTTPStatus != 0 {
+		create.SetHTTPStatus(o.HTTPStatus)
+		if c.StoreResponseBody {
+			body, truncated := o.ResponseBody, o.ResponseTruncated
+			if len(body) > MaxStoredResponse {
+				body, truncated = body[:MaxStoredResponse], true
+			}
+			if body == nil {
+				body = []byte{} // an empty answer is stored as empty, not as "not stored"
+			}
+			create.SetResponseBody(body).SetResponseTruncated(truncated)
+		}
+	}
+	if err := create.Exec(ctx); err != nil {
+		return false, fmt.Errorf("insert attempt %d of outbound job %d: %w", c.Attempt, c.JobID, err)
+	}
+	if due != nil {
+		s.wake(ctx)
+	}
+	return true, nil
+}
+
+// next decides what follows an attempt: success ends the job, a failure with attempts left schedules the next
+// one (STEPPED, counted from the end of this attempt), a failure of the last attempt fails it.
+func (s *Service) next(c Claim, o delivery.Outcome) (outboundjob.Status, *time.Time) {
+	if o.Succeeded() {
+		return outboundjob.StatusSUCCEEDED, nil
+	}
+	if c.Attempt >= c.MaxAttempts {
+		return outboundjob.StatusFAILED, nil
+	}
+	due := Schedule.NextDue(c.Attempt+1, c.FirstAttemptAt, o.FinishedAt, s.cfg.Unit)
+	return outboundjob.StatusPENDING, &due
+}
+
+// Purged counts what PurgeExpired deleted.
+type Purged struct {
+	Jobs     int64
+	Attempts int64
+}
+
+// PurgeExpired deletes the jobs whose retention ended by now, with their attempts, batch jobs per transaction
+// until a batch comes back short. Deleting an original frees its idempotency key (its duplicates stay, their
+// duplicateOf cleared by the foreign key). On Postgres, jobs locked by another transaction (an attempt being
+// recorded) are skipped, not waited for, and left for the next run. It returns what it deleted even when a
+// later batch fails.
+func (s *Service) PurgeExpired(ctx context.Context, client *ent.Client, now time.Time, batch int) (Purged, error) {
+	ctx = viewer.SystemContext(ctx)
+	batch = max(batch, 1)
+	var total Purged
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var selected int
+		var p Purged
+		err := storage.InTx(ctx, client, func(ctx context.Context, tx *ent.Client) error {
+			q := tx.OutboundJob.Query().
+				Where(outboundjob.ExpiresAtLTE(now)).
+				Order(ent.Asc(outboundjob.FieldExpiresAt)).
+				Limit(batch)
+			if s.cfg.Dialect == dialect.Postgres {
+				q.ForUpdate(entsql.WithLockAction(entsql.SkipLocked))
+			}
+			ids, err := q.IDs(ctx)
+			if err != nil {
+				return fmt.Errorf("select expired outbound jobs: %w", err)
+			}
+			selected = len(ids)
+			if len(ids) == 0 {
+				return nil
+			}
+			n, err := tx.OutboundAttempt.Delete().Where(outboundattempt.JobIDIn(ids...)).Exec(ctx)
+			if err != nil {
+				return fmt.Errorf("delete outbound attempts: %w", err)
+			}
+			p.Attempts = int64(n)
+			if n, err = tx.OutboundJob.Delete().Where(outboundjob.IDIn(ids...)).Exec(ctx); err != nil {
+				return fmt.Errorf("delete outbound jobs: %w", err)
+			}
+			p.Jobs = int64(n)
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("outbound: purge batch: %w", err)
+		}
+		total.Jobs += p.Jobs
+		total.Attempts += p.Attempts
+		if selected < batch || p.Jobs == 0 {
+			return total, nil
+		}
+	}
+}

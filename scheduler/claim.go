@@ -20,7 +20,7 @@ WITH due AS (
 	JOIN recipients r ON r.id = d.recipient_id
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
-	  AND (($5 = 0 AND r.state = 'ACTIVE') OR d.recipient_id = $5)
+	  AND (($5::bigint = 0 AND r.state = 'ACTIVE') OR d.recipient_id = $5::bigint)
 	ORDER BY d.next_attempt_at
 	LIMIT $2
 	FOR UPDATE OF d SKIP LOCKED

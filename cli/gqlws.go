@@ -15,9 +15,9 @@ import (
 	"github.com/coder/websocket"
 )
 
-// The minimal graphql-transport-ws client the CLI needs: connection_init with the token, one subscription
-// (cliListen) and single-result operations (the reportCliAttempt mutation) on the same connection, and
-// ping/pong both ways so that a dead connection is noticed.
+// The minimal graphql-transport-ws client the CLI needs: connection_init with the token, the cliListen
+// subscription, and ping/pong both ways so that a dead connection is noticed. Reports go over HTTP (see
+// reportMutation).
 
 const subprotocol = "graphql-transport-ws"
 
@@ -63,6 +63,19 @@ func (es gqlErrors) permanent() bool {
 	for _, e := range es {
 		switch e.code() {
 		case "UNAUTHENTICATED", "FORBIDDEN", "NOT_FOUND", "INVALID_INPUT":
+			return true
+		}
+	}
+	return false
+}
+
+// rejects reports whether the server will never take this report (its delivery is gone, or the report is
+// malformed), so keeping it is pointless. A refused token is not such a case: the result is kept until the
+// user logs in again.
+func (es gqlErrors) rejects() bool {
+	for _, e := range es {
+		switch e.code() {
+		case "NOT_FOUND", "INVALID_INPUT":
 			return true
 		}
 	}
@@ -350,50 +363,4 @@ func (c *wsClient) stop(id string) {
 type result struct {
 	Data   json.RawMessage `json:"data"`
 	Errors gqlErrors       `json:"errors"`
-}
-
-// do runs a query or mutation and returns its data; GraphQL errors come back as gqlErrors, a broken
-// connection as any other error.
-func (c *wsClient) do(ctx context.Context, query string, vars map[string]any) (json.RawMessage, error) {
-	id, ch, err := c.start(ctx, query, vars)
-	if err != nil {
-		return nil, err
-	}
-	var res *result
-	for {
-		select {
-		case <-ctx.Done():
-			c.stop(id)
-			return nil, ctx.Err()
-		case m, ok := <-ch:
-			if !ok {
-				if res != nil && len(res.Errors) == 0 {
-					return res.Data, nil // completed, then the connection ended
-				}
-				if res != nil {
-					return nil, res.Errors
-				}
-				return nil, fmt.Errorf("connection lost before the answer: %w", c.Err())
-			}
-			switch m.Type {
-			case "next":
-				res = &result{}
-				if err := json.Unmarshal(m.Payload, res); err != nil {
-					return nil, fmt.Errorf("undecodable answer: %w", err)
-				}
-			case "error":
-				var errs gqlErrors
-				_ = json.Unmarshal(m.Payload, &errs)
-				return nil, errs
-			case "complete":
-				if res == nil {
-					return nil, errors.New("the server completed the operation without an answer")
-				}
-				if len(res.Errors) > 0 {
-					return nil, res.Errors
-				}
-				return res.Data, nil
-			}
-		}
-	}
 }

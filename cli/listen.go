@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -25,6 +26,9 @@ const (
 // reportTimeout bounds one report round trip.
 const reportTimeout = 15 * time.Second
 
+// journalSweep is how often a connected CLI retries reporting journaled results.
+const journalSweep = 15 * time.Second
+
 const listenQuery = `subscription($recipientId: ID!) {
   cliListen(recipientId: $recipientId) {
     kind message deliveryId attempt leaseToken method path query headers { name value }
@@ -32,6 +36,8 @@ const listenQuery = `subscription($recipientId: ID!) {
   }
 }`
 
+// Reports go over HTTP rather than the websocket: gqlgen's websocket transport runs a mutation's response
+// handler twice (answer, then end of stream), which entgql.Transactioner does not expect.
 const reportMutation = `mutation($input: ReportCliAttemptInput!) { reportCliAttempt(input: $input) }`
 
 func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -83,6 +89,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		journal:   j,
 		out:       &printer{w: stdout, now: time.Now},
 		http:      newLocalClient(),
+		api:       &http.Client{Timeout: reportTimeout},
 		now:       time.Now,
 		running:   map[jobKey]bool{},
 		reporting: map[jobKey]bool{},
@@ -125,7 +132,8 @@ type listener struct {
 
 	journal *journal
 	out     *printer
-	http    *http.Client
+	http    *http.Client // to the local service
+	api     *http.Client // to the server, for reports
 	now     func() time.Time
 
 	mu        sync.Mutex
@@ -202,8 +210,18 @@ func (l *listener) session(ctx context.Context) (attached bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	// Results whose report failed while the connection stayed up are retried now and then.
+	sweep := time.NewTicker(journalSweep)
+	defer sweep.Stop()
 	for {
 		select {
+		case <-sweep.C:
+			if err := l.reportJournal(ctx, c); err != nil {
+				if permanent(err) {
+					return attached, err
+				}
+				l.out.statusf("reporting from the journal: %v (will retry)", err)
+			}
 		case <-ctx.Done():
 			c.stop(id)
 			keep = true
@@ -283,7 +301,7 @@ func (l *listener) reportJournal(ctx context.Context, c *wsClient) error {
 			}
 			l.out.linef(e.ReceivedAt, "%s %s → %s  attempt %d  (from the journal)", e.Method, displayPath(e.Path, ""), interruptedMessage, e.Attempt)
 		}
-		if err := l.report(ctx, c, e, true); err != nil && !permanent(err) {
+		if err := l.report(ctx, e, true); err != nil {
 			return err
 		}
 	}
@@ -291,7 +309,7 @@ func (l *listener) reportJournal(ctx context.Context, c *wsClient) error {
 }
 
 // report sends e's result and forgets e once the server has it (or can never take it).
-func (l *listener) report(ctx context.Context, c *wsClient, e *entry, fromJournal bool) error {
+func (l *listener) report(ctx context.Context, e *entry, fromJournal bool) error {
 	k := e.key()
 	l.mu.Lock()
 	if l.reporting[k] {
@@ -316,15 +334,13 @@ func (l *listener) report(ctx context.Context, c *wsClient, e *entry, fromJourna
 		in["errorKind"] = e.Result.ErrorKind
 		in["errorMessage"] = e.Result.ErrorMessage
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
-	defer cancel()
-	data, err := c.do(rctx, reportMutation, map[string]any{"input": in})
+	data, err := l.post(context.WithoutCancel(ctx), reportMutation, map[string]any{"input": in})
 	var gql gqlErrors
 	switch {
-	case errors.As(err, &gql) && gql.permanent():
+	case errors.As(err, &gql) && gql.rejects():
 		l.out.statusf("the server refused the result of %s: %v; dropped from the journal", k, err)
 	case err != nil:
-		return err // kept in the journal for the next connection
+		return err // kept in the journal for the next try
 	default:
 		var res struct{ ReportCliAttempt bool }
 		_ = json.Unmarshal(data, &res)
@@ -335,10 +351,41 @@ func (l *listener) report(ctx context.Context, c *wsClient, e *entry, fromJourna
 			l.out.statusf("reported %s from the journal", k)
 		}
 	}
-	if rerr := l.journal.remove(k); rerr != nil {
-		return rerr
+	return l.journal.remove(k)
+}
+
+// post runs one GraphQL operation over HTTP.
+func (l *listener) post(ctx context.Context, query string, vars map[string]any) (json.RawMessage, error) {
+	endpoint, err := httpURL(l.server)
+	if err != nil {
+		return nil, err
 	}
-	return err
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+l.token)
+	resp, err := l.api.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var res result
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("HTTP %d from the server: %w", resp.StatusCode, err)
+	}
+	if len(res.Errors) > 0 {
+		return nil, res.Errors
+	}
+	return res.Data, nil
 }
 
 // accept runs a job, unless the journal shows it ran already: then its journaled result is reported.
@@ -402,9 +449,9 @@ func (l *listener) accept(j *job) {
 		delete(l.running, k)
 		l.mu.Unlock()
 		l.out.linef(o.StartedAt, "%s %s → %s  %s  attempt %d", j.Method, e.Path, describe(o), formatDuration(o.FinishedAt.Sub(o.StartedAt)), j.Attempt)
-		if c := l.currentConn(); c != nil {
-			if err := l.report(context.Background(), c, e, false); err != nil {
-				l.out.statusf("could not report %s yet (%v); it stays in the journal and is reported on reconnect", k, err)
+		if l.currentConn() != nil {
+			if err := l.report(context.Background(), e, false); err != nil {
+				l.out.statusf("could not report %s yet (%v); it stays in the journal", k, err)
 			}
 		}
 	}()
@@ -415,8 +462,8 @@ func (l *listener) reportLater(e *entry) {
 	l.jobs.Add(1)
 	go func() {
 		defer l.jobs.Done()
-		if c := l.currentConn(); c != nil {
-			_ = l.report(context.Background(), c, e, true)
+		if l.currentConn() != nil {
+			_ = l.report(context.Background(), e, true)
 		}
 	}()
 }

@@ -174,12 +174,19 @@ func getRequest(t *testing.T, env *relaytest.Env, token, id string) requestView 
 // waitRequest polls the request until cond holds and returns it.
 func waitRequest(t *testing.T, env *relaytest.Env, token, id, what string, cond func(requestView) bool) requestView {
 	t.Helper()
-	var r requestView
-	relaytest.Eventually(t, 20*time.Second, what, func() bool {
-		r = getRequest(t, env, token, id)
-		return cond(r)
-	})
-	return r
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r := getRequest(t, env, token, id)
+		if cond(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 20s waiting for %s; request %s is now %+v", what, id, r)
+		}
+		<-tick.C
+	}
 }
 
 // deliveryTo is the current (not superseded) delivery of r to the recipient.

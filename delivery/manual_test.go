@@ -141,7 +141,7 @@ func TestRetryAndCancelConflicts(t *testing.T) {
 
 	reqID := post(t, env, srv.Key, "", `{}`)
 	r := waitRequest(t, env, tn.Member, reqID, "attempt in flight", func(r requestView) bool {
-		return deliveryTo(t, r, recH).Status == "IN_PROGRESS"
+		return deliveryTo(t, r, recH).Status == "IN_PROGRESS" && held.count() == 1
 	})
 	inFlight, pending := deliveryTo(t, r, recH), deliveryTo(t, r, recP)
 	require.Equal(t, "PENDING", pending.Status)
@@ -354,7 +354,7 @@ func TestPausedRecipientWaits(t *testing.T) {
 	// Pause while the first attempt is in flight; it fails, and its retry is scheduled.
 	req1 := post(t, env, srv.Key, "", `{}`)
 	waitRequest(t, env, tn.Member, req1, "first attempt in flight", func(r requestView) bool {
-		return deliveryTo(t, r, recP).Status == "IN_PROGRESS"
+		return deliveryTo(t, r, recP).Status == "IN_PROGRESS" && paused.count() == 1
 	})
 	setRecipientState(t, env, tn, "pauseRecipient", recP)
 	paused.release()

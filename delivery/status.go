@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/adal-relay/adal/ent"
@@ -35,7 +36,20 @@ func DeriveRequestStatus(statuses []entdelivery.Status) request.Status {
 // RefreshRequestStatus recomputes the stored status of each request from its deliveries. Call it in the
 // transaction that changed a delivery, so lists filtered by status never disagree with the deliveries.
 func RefreshRequestStatus(ctx context.Context, client *ent.Client, requestIDs ...int) error {
-	for _, id := range requestIDs {
+	ids := slices.Clone(requestIDs)
+	slices.Sort(ids) // one lock order for every transaction, so refreshing several requests cannot deadlock
+	for _, id := range slices.Compact(ids) {
+		// Lock the request row before reading its deliveries. Without it, two deliveries of one request that
+		// finish at the same moment in two transactions (two workers, two processes) each read the other as
+		// still in flight — PostgreSQL's READ COMMITTED shows neither uncommitted change — and both store
+		// PENDING: the request would stay PENDING forever. With it the second waits for the first to commit,
+		// then reads both outcomes. (SQLite transactions already hold the database's write lock; the
+		// statement changes nothing there.) id is an int, so formatting it into the statement is safe.
+		lock := fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s = %d",
+			request.Table, request.FieldStatus, request.FieldStatus, request.FieldID, id)
+		if _, err := client.ExecContext(ctx, lock); err != nil {
+			return fmt.Errorf("lock request %d: %w", id, err)
+		}
 		raw, err := client.Delivery.Query().
 			Where(entdelivery.RequestID(id), entdelivery.Superseded(false)).
 			Select(entdelivery.FieldStatus).

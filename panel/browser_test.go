@@ -191,6 +191,8 @@ func (b *browser) waitJS(what, expr string, timeout time.Duration) {
 // shot saves a full-page PNG screenshot as name.png in the artifact directory.
 func (b *browser) shot(name string) string {
 	b.t.Helper()
+	// From the top, so the sticky header is where it belongs in the picture.
+	eval[chromedp.Void](b, `window.scrollTo(0, 0)`)
 	return b.capture(name, chromedp.FullScreenshot(100))
 }
 
@@ -528,7 +530,7 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	if got := b.text(`[data-delivery-id="` + first + `"] .http-code`); got != "502" {
 		t.Errorf("attempt HTTP code = %q, want 502", got)
 	}
-	b.shot("6-attempt-failed")
+	b.shot("1-attempt-failed")
 
 	healthy.Store(true)
 	before := balanceOf(env, tenant.Owner)
@@ -538,7 +540,7 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	if got := b.text(`dialog[open] .cost`); !strings.Contains(got, "1 credit") || !strings.Contains(got, fmt.Sprintf("%d → %d", before, before-1)) {
 		t.Errorf("retry dialog does not state the cost and the balance after: %q", got)
 	}
-	b.shotViewport("7-retry-confirm")
+	b.shotViewport("2-retry-confirm")
 	b.do("confirm retry", 30*time.Second,
 		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
 		chromedp.WaitNotPresent(css(`dialog[open]`)),
@@ -554,7 +556,7 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	if !eval[bool](b, `window.__noReload === true`) {
 		t.Error("the page reloaded after the retry")
 	}
-	b.shot("8-retry-succeeded")
+	b.shot("3-retry-succeeded")
 
 	// Replay: a new request, then the panel shows it, pointing back at the original.
 	b.do("replay", 30*time.Second,
@@ -568,6 +570,7 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	}
 	b.waitJS("the header shows the balance after the replay",
 		fmt.Sprintf(`document.querySelector('[data-role="balance"]').textContent === '%d'`, before-2), 10*time.Second)
+	b.shot("4-replayed")
 
 	// Out of credits: the dialog shows the server's refusal and keeps the page as it was.
 	b.do("retry without credits", 30*time.Second,
@@ -581,7 +584,7 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	if got := b.text(`dialog[open] .alert-code`); got != "INSUFFICIENT_CREDITS" {
 		t.Errorf("error code = %q, want INSUFFICIENT_CREDITS", got)
 	}
-	b.shotViewport("9-out-of-credits")
+	b.shotViewport("5-out-of-credits")
 	b.do("close the dialog", 10*time.Second,
 		chromedp.Click(css(`dialog[open] [data-role="dismiss"]`)),
 		chromedp.WaitNotPresent(css(`dialog[open]`)))

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
@@ -122,8 +121,27 @@ func TestOperationsLiveOnlyInQueriesJS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(checked)
 	if len(checked) == 0 {
 		t.Fatal("no JavaScript modules besides queries.js")
+	}
+}
+
+// TestValidationCatchesMistakes keeps TestOperationsAreValidAgainstSchema from passing vacuously: the same
+// loader and validator must reject a field, an argument and a variable type the schema does not have.
+func TestValidationCatchesMistakes(t *testing.T) {
+	schema := loadSchema(t)
+	for _, bad := range []string{
+		`query A { viewer { role nickname } }`,
+		`query B($id: ID!) { request(id: $id, first: 3) { id } }`,
+		`query C($id: Int!) { request(id: $id) { id } }`,
+		`subscription D { deliveryUpdated(requestId: "1") { id status nope } }`,
+	} {
+		doc, err := parser.ParseQuery(&ast.Source{Name: "bad", Input: bad})
+		if err != nil {
+			t.Fatalf("parse %q: %v", bad, err)
+		}
+		if errs := validator.Validate(schema, doc); len(errs) == 0 {
+			t.Errorf("validator accepted %q", bad)
+		}
 	}
 }

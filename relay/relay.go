@@ -24,6 +24,8 @@ import (
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/inbound"
 	"github.com/adal-relay/adal/metrics"
+	"github.com/adal-relay/adal/outbound"
+	"github.com/adal-relay/adal/panel"
 	"github.com/adal-relay/adal/resolvers"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/scheduler"
@@ -95,6 +97,7 @@ type Relay struct {
 	Billing   *billing.Service
 	Routing   *routing.Service
 	Delivery  *delivery.Service
+	Outbound  *outbound.Service
 	Inbound   *inbound.Handler
 	Scheduler *scheduler.Scheduler
 	Rescuer   *scheduler.Rescuer
@@ -157,6 +160,13 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			return rec.CliSeenUntil != nil && rec.CliSeenUntil.After(now)
 		},
 	})
+	r.Outbound = outbound.New(outbound.Config{
+		Billing: r.Billing,
+		Dialect: db.Dialect,
+		Unit:    cfg.RetryUnit,
+		Now:     cfg.Now,
+		Wake:    func() { r.Scheduler.Wake() }, // called after commits, once the scheduler exists
+	})
 	r.Inbound = inbound.New(inbound.Config{
 		Client:   db.Client,
 		Delivery: r.Delivery,
@@ -169,6 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:       db,
 		Delivery: r.Delivery,
+		Outbound: r.Outbound,
 		Sender:   delivery.NewHTTPSender(cfg.AllowPrivateTargets, cfg.Now),
 		Workers:  cfg.Workers,
 		Lease:    cfg.Lease,
@@ -182,6 +193,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
 		DB:       db,
 		Delivery: r.Delivery,
+		Outbound: r.Outbound,
 		Interval: cfg.RescueInterval,
 		Logger:   cfg.Logger,
 		Now:      cfg.Now,
@@ -209,6 +221,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Auth:     authn,
 			Now:      cfg.Now,
 			CLIHub:   r.CLIHub,
+			Outbound: r.Outbound,
 		},
 		Client:      db.Client,
 		Auth:        authn,
@@ -217,6 +230,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		CORSOrigins: cfg.CORSOrigins,
 		Dev:         cfg.Dev,
 		Registry:    registry,
+		Panel:       panel.Handler(),
 		Logger:      cfg.Logger,
 	})
 	return r, nil

@@ -41,19 +41,29 @@ func (r *mutationResolver) SendOutbound(ctx context.Context, input model.SendOut
 
 // ResponseBody is the resolver for the responseBody field.
 func (r *outboundAttemptResolver) ResponseBody(ctx context.Context, obj *ent.OutboundAttempt) (*string, error) {
-	if obj.ResponseBody == nil {
-		return nil, nil
+	// A body is stored for every answer of a job that asked for it; an empty one reads back like none, so
+	// the job says which it is.
+	job, err := obj.Job(ctx)
+	if err != nil || !job.StoreResponseBody || obj.HTTPStatus == nil {
+		return nil, storage.Err("outboundAttempt.responseBody", "outbound job", err)
 	}
-	s := strings.ToValidUTF8(string(*obj.ResponseBody), "\uFFFD")
+	var s string
+	if obj.ResponseBody != nil {
+		s = strings.ToValidUTF8(string(*obj.ResponseBody), "\uFFFD")
+	}
 	return &s, nil
 }
 
 // ResponseBodyBase64 is the resolver for the responseBodyBase64 field.
 func (r *outboundAttemptResolver) ResponseBodyBase64(ctx context.Context, obj *ent.OutboundAttempt) (*string, error) {
-	if obj.ResponseBody == nil {
-		return nil, nil
+	job, err := obj.Job(ctx)
+	if err != nil || !job.StoreResponseBody || obj.HTTPStatus == nil {
+		return nil, storage.Err("outboundAttempt.responseBodyBase64", "outbound job", err)
 	}
-	s := base64.StdEncoding.EncodeToString(*obj.ResponseBody)
+	var s string
+	if obj.ResponseBody != nil {
+		s = base64.StdEncoding.EncodeToString(*obj.ResponseBody)
+	}
 	return &s, nil
 }
 
@@ -91,6 +101,9 @@ func (r *outboundJobResolver) BodySize(ctx context.Context, obj *ent.OutboundJob
 // Attempts is the resolver for the attempts field.
 func (r *outboundJobResolver) Attempts(ctx context.Context, obj *ent.OutboundJob) ([]*ent.OutboundAttempt, error) {
 	as, err := obj.QueryAttempts().Order(ent.Asc(outboundattempt.FieldNumber)).All(ctx)
+	for _, a := range as {
+		a.Edges.Job = obj // responseBody asks its job whether bodies are stored: no query per attempt
+	}
 	return as, storage.Err("outboundJob.attempts", "outbound attempt", err)
 }
 

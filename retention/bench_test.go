@@ -22,7 +22,10 @@ import (
 //
 //	ADAL_TEST_DATABASE_URL=postgres://… go test ./retention -run '^$' -bench Purge -benchtime=1x -v
 //
-// ADAL_BENCH_REPLAY_INDEX=1 first adds an index on requests.replay_of_id, to measure the schema with it.
+// Two switches measure schema changes under discussion: ADAL_BENCH_REPLAY_INDEX=1 first adds an index on
+// requests.replay_of_id (without it every deleted request costs a sequential scan of requests, for the ON DELETE
+// SET NULL of replays); ADAL_BENCH_NO_FK=1 drops the foreign keys the purge's deletes must check
+// (attempts→deliveries, deliveries→requests, requests→requests), to show what their per-row checks cost.
 func BenchmarkPurge(b *testing.B) {
 	dbtest.SkipUnlessPostgres(b)
 	n := 100_000
@@ -34,6 +37,13 @@ func BenchmarkPurge(b *testing.B) {
 	tb := setup(b)
 	if os.Getenv("ADAL_BENCH_REPLAY_INDEX") != "" {
 		_, err := tb.db.SQL.Exec(`CREATE INDEX bench_request_replay_of_id ON requests (replay_of_id)`)
+		require.NoError(b, err)
+	}
+	if os.Getenv("ADAL_BENCH_NO_FK") != "" {
+		_, err := tb.db.SQL.Exec(`
+			ALTER TABLE attempts DROP CONSTRAINT attempts_deliveries_attempts;
+			ALTER TABLE deliveries DROP CONSTRAINT deliveries_requests_deliveries;
+			ALTER TABLE requests DROP CONSTRAINT requests_requests_replays`)
 		require.NoError(b, err)
 	}
 	p := tb.purger(b)

@@ -197,36 +197,30 @@ func (p *Purger) purgeBatch(ctx context.Context, now time.Time) (batch, error) {
 		if len(reqIDs) == 0 {
 			return nil
 		}
-		deliveries, err := queryPairs(ctx, tx, p.q.lockDeliveries, p.q.list(reqIDs))
+		deliveries, err := queryDeliveries(ctx, tx, p.q.lockDeliveries, p.q.list(reqIDs))
 		if err != nil {
 			return fmt.Errorf("lock deliveries: %w", err)
 		}
-		locked := make([]int64, 0, len(deliveries))
+		busy := make(map[int64]bool)
 		for _, d := range deliveries {
-			locked = append(locked, d[0])
-		}
-		busyIDs, err := queryIDs(ctx, tx, p.q.busyRequests, p.q.list(reqIDs), p.q.list(locked))
-		if err != nil {
-			return fmt.Errorf("find busy requests: %w", err)
-		}
-		busy := make(map[int64]bool, len(busyIDs))
-		for _, id := range busyIDs {
-			busy[id] = true
+			if !d.locked {
+				busy[d.requestID] = true
+			}
 		}
 		b.busy = int64(len(busy))
-		purge, purgeDeliveries := reqIDs, locked
+		purge := reqIDs
 		if len(busy) > 0 {
-			purge = purge[:0:0]
+			purge = make([]int64, 0, len(reqIDs))
 			for _, id := range reqIDs {
 				if !busy[id] {
 					purge = append(purge, id)
 				}
 			}
-			purgeDeliveries = purgeDeliveries[:0:0]
-			for _, d := range deliveries {
-				if !busy[d[1]] {
-					purgeDeliveries = append(purgeDeliveries, d[0])
-				}
+		}
+		purgeDeliveries := make([]int64, 0, len(deliveries))
+		for _, d := range deliveries {
+			if !busy[d.requestID] {
+				purgeDeliveries = append(purgeDeliveries, d.id)
 			}
 		}
 		if len(purge) == 0 {
@@ -254,8 +248,7 @@ func (p *Purger) purgeBatch(ctx context.Context, now time.Time) (batch, error) {
 // placeholders.
 type queries struct {
 	selectExpired    string // $1 now, $2 limit → request ids
-	lockDeliveries   string // $1 request ids → (delivery id, request id)
-	busyRequests     string // $1 request ids, $2 locked delivery ids → request ids with an unlocked delivery
+	lockDeliveries   string // $1 request ids → (delivery id, request id, whether this transaction locked it)
 	deleteAttempts   string // $1 delivery ids
 	deleteDeliveries string // $1 delivery ids
 	deleteRequests   string // $1 request ids
@@ -266,12 +259,17 @@ func queriesFor(postgres bool) queries {
 	if postgres {
 		return queries{
 			selectExpired: `SELECT id FROM requests WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-			lockDeliveries: `SELECT id, request_id FROM deliveries WHERE request_id = ANY($1) ORDER BY id
-				FOR UPDATE SKIP LOCKED`,
-			busyRequests:     `SELECT DISTINCT request_id FROM deliveries WHERE request_id = ANY($1) AND NOT (id = ANY($2))`,
-			deleteAttempts:   `DELETE FROM attempts WHERE delivery_id = ANY($1)`,
-			deleteDeliveries: `DELETE FROM deliveries WHERE id = ANY($1)`,
-			deleteRequests:   `DELETE FROM requests WHERE id = ANY($1)`,
+			// One round trip locks what it can and lists what it could not.
+			lockDeliveries: `WITH locked AS (
+					SELECT id FROM deliveries WHERE request_id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED)
+				SELECT d.id, d.request_id, l.id IS NOT NULL
+				FROM deliveries d LEFT JOIN locked l ON l.id = d.id
+				WHERE d.request_id = ANY($1)`,
+			// IN (SELECT unnest(…)) rather than = ANY(…): the planner then drives the delete from the id list
+			// through the index instead of filtering a sequential scan against a long array.
+			deleteAttempts:   `DELETE FROM attempts WHERE delivery_id IN (SELECT unnest($1::bigint[]))`,
+			deleteDeliveries: `DELETE FROM deliveries WHERE id IN (SELECT unnest($1::bigint[]))`,
+			deleteRequests:   `DELETE FROM requests WHERE id IN (SELECT unnest($1::bigint[]))`,
 			list:             func(ids []int64) any { return pq.Array(ids) },
 		}
 	}
@@ -280,8 +278,7 @@ func queriesFor(postgres bool) queries {
 	const in = `IN (SELECT value FROM json_each(?))`
 	return queries{
 		selectExpired:    `SELECT id FROM requests WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`,
-		lockDeliveries:   `SELECT id, request_id FROM deliveries WHERE request_id ` + in,
-		busyRequests:     `SELECT DISTINCT request_id FROM deliveries WHERE request_id ` + in + ` AND id NOT ` + in,
+		lockDeliveries:   `SELECT id, request_id, 1 FROM deliveries WHERE request_id ` + in,
 		deleteAttempts:   `DELETE FROM attempts WHERE delivery_id ` + in,
 		deleteDeliveries: `DELETE FROM deliveries WHERE id ` + in,
 		deleteRequests:   `DELETE FROM requests WHERE id ` + in,
@@ -309,21 +306,26 @@ func queryIDs(ctx context.Context, tx *ent.Client, query string, args ...any) ([
 	return ids, rows.Err()
 }
 
-func queryPairs(ctx context.Context, tx *ent.Client, query string, args ...any) ([][2]int64, error) {
+type lockedDelivery struct {
+	id, requestID int64
+	locked        bool
+}
+
+func queryDeliveries(ctx context.Context, tx *ent.Client, query string, args ...any) ([]lockedDelivery, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var pairs [][2]int64
+	var ds []lockedDelivery
 	for rows.Next() {
-		var p [2]int64
-		if err := rows.Scan(&p[0], &p[1]); err != nil {
+		var d lockedDelivery
+		if err := rows.Scan(&d.id, &d.requestID, &d.locked); err != nil {
 			return nil, err
 		}
-		pairs = append(pairs, p)
+		ds = append(ds, d)
 	}
-	return pairs, rows.Err()
+	return ds, rows.Err()
 }
 
 func exec(ctx context.Context, tx *ent.Client, query string, args ...any) (int64, error) {

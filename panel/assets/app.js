@@ -654,7 +654,7 @@ function requestPage(r, ui, indicator, reload) {
     metaItem('Request key', h('span.key-line', h('code.mono', r.key), copyButton(r.key, 'Copy'))),
     metaItem('Source', h('span.mono', r.sourceAddr || '—')),
     metaItem('Body', fmtBytes(r.bodySize)),
-    metaItem('Replay of', r.replayOf ? h('a', { href: href('/requests/' + r.replayOf.id) }, `Request #${r.replayOf.id}`) : h('span.muted', 'Original request')));
+    metaItem('Lineage', lineage(r)));
 
   return [
     head,
@@ -665,6 +665,20 @@ function requestPage(r, ui, indicator, reload) {
     headersSection(r, ui),
     bodySection(r, ui),
   ];
+}
+
+// lineage links a replay to its original and an original to its replays.
+function lineage(r) {
+  const link = (x) => h('a', { href: href('/requests/' + x.id), dataset: { role: 'lineage' } }, `#${x.id}`);
+  const replays = [...(r.replays || [])].sort((a, b) => Number(a.id) - Number(b.id));
+  const parts = [];
+  if (r.replayOf) parts.push(h('span', 'Replay of ', link(r.replayOf)));
+  if (replays.length) {
+    parts.push(h('span', 'Replayed as ', replays.slice(0, 5).map((x, i) => [i ? ', ' : '', link(x)]),
+      replays.length > 5 ? ` and ${replays.length - 5} more` : ''));
+  }
+  if (!parts.length) return h('span.muted', 'Original, never replayed');
+  return h('span.lineage', parts.map((p, i) => [i ? h('span.muted', ' · ') : null, p]));
 }
 
 function metaItem(label, value) {

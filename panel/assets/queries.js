@@ -86,6 +86,7 @@ query Request($id: ID!) {
     body
     server { id name }
     replayOf { id }
+    replays { id }
     deliveries {
       id
       status

@@ -1,0 +1,159 @@
+package resolvers_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/relay/relaytest"
+)
+
+const watchRequest = `subscription($r: ID!) { deliveryUpdated(requestId: $r) { id status attemptCount request { id } } }`
+const watchServer = `subscription($s: ID!) { deliveryUpdated(serverId: $s) { id status attemptCount request { id } } }`
+
+type deliveryEvent struct {
+	DeliveryUpdated struct {
+		ID           string
+		Status       string
+		AttemptCount int
+		Request      struct{ ID string }
+	}
+}
+
+func decode(t *testing.T, r relaytest.Response) deliveryEvent {
+	t.Helper()
+	require.Empty(t, r.Errors)
+	var ev deliveryEvent
+	require.NoError(t, json.Unmarshal(r.Data, &ev))
+	return ev
+}
+
+// flaky answers 500 the first time and 200 after.
+func flaky(t *testing.T) *httptest.Server {
+	var n atomic.Int64
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func postID(t *testing.T, env *relaytest.Env, key string) string {
+	t.Helper()
+	resp := env.Post(key, "", []byte(`{}`))
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	var out struct{ RequestID string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out.RequestID
+}
+
+func TestDeliveryUpdatedFollowsADeliveryLive(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 5 * time.Millisecond })
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
+	srv := env.NewServer(tn, "s", nil)
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": flaky(t).URL})
+
+	// Subscribe to the request: wait until the subscription is live by watching the server for a first,
+	// undeliverable request (no recipients yet would fail it; here the CLI-less server simply has one).
+	warm := env.Subscribe(tn.Member, watchServer, map[string]any{"s": srv.ID})
+	var reqID string
+	first := decode(t, warm.NextAfter(20*time.Second, func() { reqID = postID(t, env, srv.Key) }))
+	reqID = first.DeliveryUpdated.Request.ID
+
+	// Created, claimed, failed and rescheduled, claimed, succeeded: the subscriber sees the delivery through to
+	// SUCCEEDED with both attempts counted. Events may be coalesced, never reordered past the final state.
+	last := first
+	for last.DeliveryUpdated.Request.ID != reqID || last.DeliveryUpdated.Status != "SUCCEEDED" {
+		last = decode(t, warm.Next(20*time.Second))
+	}
+	require.Equal(t, 2, last.DeliveryUpdated.AttemptCount)
+}
+
+func TestDeliveryUpdatedIsTenantScoped(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	a := env.NewTenant("a", relaytest.PlanLimits{Credits: 1000})
+	b := env.NewTenant("b", relaytest.PlanLimits{Credits: 1000})
+	srvA := env.NewServer(a, "a", nil)
+	srvB := env.NewServer(b, "b", nil)
+	env.NewRecipient(a, srvA.ID, map[string]any{"method": "CLI"})
+	env.NewRecipient(b, srvB.ID, map[string]any{"method": "CLI"})
+	reqA := postID(t, env, srvA.Key)
+
+	// B cannot watch A's server or request.
+	for _, tc := range []struct {
+		query string
+		vars  map[string]any
+	}{
+		{watchServer, map[string]any{"s": srvA.ID}},
+		{watchRequest, map[string]any{"r": reqA}},
+	} {
+		sub := env.Subscribe(b.Owner, tc.query, tc.vars)
+		r := sub.Next(10 * time.Second)
+		require.NotEmpty(t, r.Errors)
+		require.Equal(t, "NOT_FOUND", r.Code())
+	}
+
+	// B watching its own server sees only its own requests, however many of A's happen meanwhile.
+	sub := env.Subscribe(b.Owner, watchServer, map[string]any{"s": srvB.ID})
+	mine := map[string]bool{}
+	ev := decode(t, sub.NextAfter(10*time.Second, func() {
+		postID(t, env, srvA.Key)
+		mine[postID(t, env, srvB.Key)] = true
+	}))
+	require.True(t, mine[ev.DeliveryUpdated.Request.ID], "B received a delivery of request %s", ev.DeliveryUpdated.Request.ID)
+
+	// Without a token: UNAUTHENTICATED.
+	anon := env.Subscribe("", watchServer, map[string]any{"s": srvB.ID})
+	require.Equal(t, "UNAUTHENTICATED", anon.Next(10*time.Second).Code())
+}
+
+// Not parallel: it counts the process's goroutines, which other tests would disturb.
+func TestDeliveryUpdatedCleansUpWhenTheClientLeaves(t *testing.T) {
+	env := relaytest.Start(t)
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
+	srv := env.NewServer(tn, "s", nil)
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
+	postID(t, env, srv.Key) // warm up the paths a subscription uses
+	settle := func() int {
+		runtime.GC()
+		return runtime.NumGoroutine()
+	}
+	before := settle()
+	for range 20 {
+		sub := env.Subscribe(tn.Owner, watchServer, map[string]any{"s": srv.ID})
+		decode(t, sub.NextAfter(10*time.Second, func() { postID(t, env, srv.Key) }))
+		sub.Close()
+	}
+	relaytest.Eventually(t, 10*time.Second, "subscription goroutines to end", func() bool {
+		return settle() <= before+2
+	})
+}
+
+func TestDeliveryUpdatedCrossesProcesses(t *testing.T) {
+	t.Parallel()
+	a := relaytest.Start(t)
+	b := a.Peer(t) // skips on SQLite: only Postgres is shared between processes
+	tn := a.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
+	srv := a.NewServer(tn, "s", nil)
+	a.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
+
+	sub := b.Subscribe(tn.Owner, watchServer, map[string]any{"s": srv.ID})
+	accepted := map[string]bool{}
+	ev := decode(t, sub.NextAfter(10*time.Second, func() { accepted[postID(t, a, srv.Key)] = true })) // accepted by A
+	require.True(t, accepted[ev.DeliveryUpdated.Request.ID])
+	require.Equal(t, "PENDING", ev.DeliveryUpdated.Status)
+}

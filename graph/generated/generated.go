@@ -15,6 +15,7 @@ import (
 	"entgo.io/contrib/entgql"
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
@@ -47,6 +48,7 @@ type ResolverRoot interface {
 	Request() RequestResolver
 	Server() ServerResolver
 	Subscription() SubscriptionResolver
+	Tenant() TenantResolver
 }
 
 type DirectiveRoot struct {
@@ -334,6 +336,7 @@ type ComplexityRoot struct {
 		Name          func(childComplexity int) int
 		Plan          func(childComplexity int) int
 		PlanID        func(childComplexity int) int
+		Usage         func(childComplexity int, period *string) int
 	}
 
 	TenantConnection struct {
@@ -345,6 +348,15 @@ type ComplexityRoot struct {
 	TenantEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	Usage struct {
+		CreditsGranted   func(childComplexity int) int
+		CreditsSpent     func(childComplexity int) int
+		ManualRetries    func(childComplexity int) int
+		Period           func(childComplexity int) int
+		Replays          func(childComplexity int) int
+		RequestsAccepted func(childComplexity int) int
 	}
 
 	Viewer struct {
@@ -420,6 +432,9 @@ type ServerResolver interface {
 type SubscriptionResolver interface {
 	DeliveryUpdated(ctx context.Context, serverID *int, requestID *int) (<-chan *ent.Delivery, error)
 	CliListen(ctx context.Context, recipientID int) (<-chan *model.CliJob, error)
+}
+type TenantResolver interface {
+	Usage(ctx context.Context, obj *ent.Tenant, period *string) (*billing.Usage, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -1833,6 +1848,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tenant.PlanID(childComplexity), true
+	case "Tenant.usage":
+		if e.ComplexityRoot.Tenant.Usage == nil {
+			break
+		}
+
+		args, err := ec.field_Tenant_usage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Tenant.Usage(childComplexity, args["period"].(*string)), true
 
 	case "TenantConnection.edges":
 		if e.ComplexityRoot.TenantConnection.Edges == nil {
@@ -1865,6 +1891,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TenantEdge.Node(childComplexity), true
+
+	case "Usage.creditsGranted":
+		if e.ComplexityRoot.Usage.CreditsGranted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.CreditsGranted(childComplexity), true
+	case "Usage.creditsSpent":
+		if e.ComplexityRoot.Usage.CreditsSpent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.CreditsSpent(childComplexity), true
+	case "Usage.manualRetries":
+		if e.ComplexityRoot.Usage.ManualRetries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.ManualRetries(childComplexity), true
+	case "Usage.period":
+		if e.ComplexityRoot.Usage.Period == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.Period(childComplexity), true
+	case "Usage.replays":
+		if e.ComplexityRoot.Usage.Replays == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.Replays(childComplexity), true
+	case "Usage.requestsAccepted":
+		if e.ComplexityRoot.Usage.RequestsAccepted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.RequestsAccepted(childComplexity), true
 
 	case "Viewer.role":
 		if e.ComplexityRoot.Viewer.Role == nil {
@@ -2178,6 +2241,23 @@ extend type Mutation {
 type Subscription {
   "Fires every time a delivery is created or changes (status, attempt, next attempt time). Give a serverId, a requestId, or both."
   deliveryUpdated(serverId: ID, requestId: ID): Delivery!
+}
+`, BuiltIn: false},
+	{Name: "../billing.graphqls", Input: `"What a tenant did and received in one billing period (calendar month, UTC), from its ledger."
+type Usage {
+  period: String!
+  requestsAccepted: Int!
+  manualRetries: Int!
+  replays: Int!
+  "Credits debited for any reason (outbound jobs included)."
+  creditsSpent: Int!
+  "Plan grants and operators' grants."
+  creditsGranted: Int!
+}
+
+extend type Tenant {
+  "Usage in a period such as \"2026-11\"; the current period when omitted."
+  usage(period: String): Usage!
 }
 `, BuiltIn: false},
 	{Name: "../cli.graphqls", Input: `# The adal CLI's part of the API: a CLI attaches to one CLI recipient with the cliListen subscription (over the
@@ -4702,6 +4782,8 @@ func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphq
 		return ec.fieldContext_Tenant_creditBalance(ctx, field)
 	case "plan":
 		return ec.fieldContext_Tenant_plan(ctx, field)
+	case "usage":
+		return ec.fieldContext_Tenant_usage(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Tenant", field.Name)
 }
@@ -4726,6 +4808,24 @@ func (ec *executionContext) childFields_TenantEdge(ctx context.Context, field gr
 		return ec.fieldContext_TenantEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TenantEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_Usage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "period":
+		return ec.fieldContext_Usage_period(ctx, field)
+	case "requestsAccepted":
+		return ec.fieldContext_Usage_requestsAccepted(ctx, field)
+	case "manualRetries":
+		return ec.fieldContext_Usage_manualRetries(ctx, field)
+	case "replays":
+		return ec.fieldContext_Usage_replays(ctx, field)
+	case "creditsSpent":
+		return ec.fieldContext_Usage_creditsSpent(ctx, field)
+	case "creditsGranted":
+		return ec.fieldContext_Usage_creditsGranted(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Usage", field.Name)
 }
 
 func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5557,6 +5657,20 @@ func (ec *executionContext) field_Subscription_deliveryUpdated_args(ctx context.
 		return nil, err
 	}
 	args["requestId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Tenant_usage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "period",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["period"] = arg0
 	return args, nil
 }
 
@@ -11313,6 +11427,50 @@ func (ec *executionContext) fieldContext_Tenant_plan(_ context.Context, field gr
 	return fc, nil
 }
 
+func (ec *executionContext) _Tenant_usage(ctx context.Context, field graphql.CollectedField, obj *ent.Tenant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tenant_usage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Tenant().Usage(ctx, obj, fc.Args["period"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *billing.Usage) graphql.Marshaler {
+			return ec.marshalNUsage2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbillingᚐUsage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Tenant_usage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Tenant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Usage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Tenant_usage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _TenantConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.TenantConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11453,6 +11611,144 @@ func (ec *executionContext) _TenantEdge_cursor(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_TenantEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TenantEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _Usage_period(ctx context.Context, field graphql.CollectedField, obj *billing.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_period(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Period, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "String")
+}
+
+func (ec *executionContext) _Usage_requestsAccepted(ctx context.Context, field graphql.CollectedField, obj *billing.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_requestsAccepted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestsAccepted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_requestsAccepted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Usage_manualRetries(ctx context.Context, field graphql.CollectedField, obj *billing.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_manualRetries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ManualRetries, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_manualRetries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Usage_replays(ctx context.Context, field graphql.CollectedField, obj *billing.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_replays(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replays, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_replays(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Usage_creditsSpent(ctx context.Context, field graphql.CollectedField, obj *billing.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_creditsSpent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreditsSpent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_creditsSpent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Usage_creditsGranted(ctx context.Context, field graphql.CollectedField, obj *billing.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_creditsGranted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreditsGranted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_creditsGranted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Viewer_role(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
@@ -21997,6 +22293,12 @@ func (ec *executionContext) _Tenant(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Tenant_plan(ctx, field, obj)
 				})
+		case "usage":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Tenant_usage(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -22075,6 +22377,64 @@ func (ec *executionContext) _TenantEdge(ctx context.Context, sel ast.SelectionSe
 			}
 		case "cursor":
 			out.Values[i] = ec._TenantEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var usageImplementors = []string{"Usage"}
+
+func (ec *executionContext) _Usage(ctx context.Context, sel ast.SelectionSet, obj *billing.Usage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, usageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Usage")
+		case "period":
+			out.Values[i] = ec._Usage_period(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestsAccepted":
+			out.Values[i] = ec._Usage_requestsAccepted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "manualRetries":
+			out.Values[i] = ec._Usage_manualRetries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replays":
+			out.Values[i] = ec._Usage_replays(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "creditsSpent":
+			out.Values[i] = ec._Usage_creditsSpent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "creditsGranted":
+			out.Values[i] = ec._Usage_creditsGranted(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -23215,6 +23575,14 @@ func (ec *executionContext) unmarshalNUpdateRecipientInput2githubᚗcomᚋadal�
 func (ec *executionContext) unmarshalNUpdateServerInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐUpdateServerInput(ctx context.Context, v any) (model.UpdateServerInput, error) {
 	res, err := ec.unmarshalInputUpdateServerInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUsage2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbillingᚐUsage(ctx context.Context, sel ast.SelectionSet, v *billing.Usage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Usage!")
+		return graphql.Null
+	}
+	return ec._Usage(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐViewer(ctx context.Context, sel ast.SelectionSet, v *model.Viewer) graphql.Marshaler {

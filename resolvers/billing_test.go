@@ -1,0 +1,70 @@
+package resolvers_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/relay/relaytest"
+)
+
+func TestTenantUsageFromTheLedger(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})
+	other := env.NewTenant("other", relaytest.PlanLimits{Credits: 100})
+	srv := env.NewServer(tn, "s", nil)
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
+	for range 3 {
+		postID(t, env, srv.Key)
+	}
+	req := postID(t, env, srv.Key)
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ replayRequest(id: $id){ id } }`, map[string]any{"id": req}, nil)
+
+	var out struct {
+		Viewer struct {
+			Tenant struct {
+				CreditBalance int
+				Usage         struct {
+					Period                                                                 string
+					RequestsAccepted, ManualRetries, Replays, CreditsSpent, CreditsGranted int
+				}
+			}
+		}
+	}
+	env.MustGraphQL(tn.Member, `{ viewer { tenant { creditBalance usage { period requestsAccepted manualRetries replays creditsSpent creditsGranted } } } }`, nil, &out)
+	u := out.Viewer.Tenant.Usage
+	require.Equal(t, time.Now().UTC().Format("2006-01"), u.Period)
+	require.Equal(t, 4, u.RequestsAccepted)
+	require.Equal(t, 1, u.Replays)
+	require.Equal(t, 0, u.ManualRetries)
+	require.Equal(t, 5, u.CreditsSpent)
+	require.Equal(t, 100, u.CreditsGranted)
+	require.Equal(t, 95, out.Viewer.Tenant.CreditBalance)
+
+	// Operators list tenants with balance and usage; a past period is empty.
+	var list struct {
+		Tenants struct {
+			Edges []struct {
+				Node struct {
+					ID            string
+					CreditBalance int
+					Usage         struct{ RequestsAccepted int }
+					Old           struct{ RequestsAccepted int }
+				}
+			}
+		}
+	}
+	env.MustGraphQL(env.AdminToken(), `{ tenants(first: 10) { edges { node { id creditBalance usage { requestsAccepted } old: usage(period: "2001-01") { requestsAccepted } } } } }`, nil, &list)
+	seen := map[string]int{}
+	for _, e := range list.Tenants.Edges {
+		seen[e.Node.ID] = e.Node.Usage.RequestsAccepted
+		require.Zero(t, e.Node.Old.RequestsAccepted)
+	}
+	require.Equal(t, 4, seen[tn.ID])
+	require.Equal(t, 0, seen[other.ID])
+
+	bad := env.GraphQL(tn.Owner, `{ viewer { tenant { usage(period: "November") { period } } } }`, nil)
+	require.Equal(t, "INVALID_INPUT", bad.Code())
+}

@@ -102,7 +102,9 @@ func newGraphQL(cfg Config) http.Handler {
 	// Websocket first: it must see the upgrade before the plain HTTP transports do.
 	srv.AddTransport(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
-		InitTimeout:           10 * time.Second,
+		// Ping/pong notices a half-open connection (a CLI whose laptop slept), so its heartbeat stops.
+		PingPongInterval: 20 * time.Second,
+		InitTimeout:      10 * time.Second,
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{
 			OriginPatterns: originHosts(cfg.CORSOrigins),
 		}},
@@ -127,7 +129,7 @@ func newGraphQL(cfg Config) http.Handler {
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
 	// Every mutation runs in one transaction: a failure anywhere leaves nothing half-written.
-	srv.Use(entgql.Transactioner{TxOpener: cfg.Client})
+	srv.Use(streamSafeTx{entgql.Transactioner{TxOpener: cfg.Client}})
 	srv.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {
 		return present(ctx, err, cfg.Logger)
 	})
@@ -203,4 +205,26 @@ func cors(origins []string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// streamSafeTx is entgql's Transactioner made safe for operations sent over the websocket: there the response
+// handler is called once more after the result to learn that the stream ended, gets nil, and the plain
+// Transactioner would dereference it.
+type streamSafeTx struct{ entgql.Transactioner }
+
+// InterceptResponse runs mutations in a transaction and passes the end of a stream through.
+func (t streamSafeTx) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	ended := false
+	rsp := t.Transactioner.InterceptResponse(ctx, func(ctx context.Context) *graphql.Response {
+		r := next(ctx)
+		if r == nil {
+			ended = true
+			return &graphql.Response{}
+		}
+		return r
+	})
+	if ended {
+		return nil
+	}
+	return rsp
 }

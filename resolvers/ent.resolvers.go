@@ -69,6 +69,9 @@ func (r *Resolver) Request() generated.RequestResolver { return &requestResolver
 // Server returns generated.ServerResolver implementation.
 func (r *Resolver) Server() generated.ServerResolver { return &serverResolver{r} }
 
+// Tenant returns generated.TenantResolver implementation.
+func (r *Resolver) Tenant() generated.TenantResolver { return &tenantResolver{r} }
+
 type (
 	outboundAttemptResolver struct{ *Resolver }
 	outboundJobResolver     struct{ *Resolver }
@@ -76,4 +79,5 @@ type (
 	recipientResolver       struct{ *Resolver }
 	requestResolver         struct{ *Resolver }
 	serverResolver          struct{ *Resolver }
+	tenantResolver          struct{ *Resolver }
 )

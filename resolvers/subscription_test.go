@@ -157,3 +157,18 @@ func TestDeliveryUpdatedCrossesProcesses(t *testing.T) {
 	require.True(t, accepted[ev.DeliveryUpdated.Request.ID])
 	require.Equal(t, "PENDING", ev.DeliveryUpdated.Status)
 }
+
+// Mutations may come over the websocket too (graphql-transport-ws allows any operation); they commit once and
+// the stream ends cleanly.
+func TestMutationOverWebsocket(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
+	sub := env.Subscribe(tn.Owner, `mutation { createServer(input: {name: "over-ws"}) { id name } }`, nil)
+	r := sub.Next(10 * time.Second)
+	require.Empty(t, r.Errors)
+	require.Contains(t, string(r.Data), `"over-ws"`)
+	var out struct{ Servers struct{ Edges []struct{ Node struct{ Name string } } } }
+	env.MustGraphQL(tn.Owner, `{ servers { edges { node { name } } } }`, nil, &out)
+	require.Len(t, out.Servers.Edges, 1)
+}

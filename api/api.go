@@ -2,9 +2,14 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -68,8 +73,7 @@ func New(cfg Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	gql := newGraphQL(cfg)
-	mux.Handle("/graphql", cors(cfg.CORSOrigins, http.MaxBytesHandler(cfg.Auth.Middleware(gql), maxGraphQLBody)))
-	mux.Handle("/in/", cfg.Inbound)
+	mux.Handle("/graphql", cors(cfg.CORSOrigins, limitBody(maxGraphQLBody, cfg.Auth.Middleware(gql))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
@@ -94,11 +98,22 @@ func New(cfg Config) http.Handler {
 	if cfg.Panel != nil {
 		mux.Handle("/", cfg.Panel)
 	}
-	return mux
+	// Webhooks bypass the mux: it would answer a path with "//", "." or ".." segments with a redirect to the
+	// cleaned path, and senders do not follow redirects. Anything after /in/{key} is the sender's, as sent.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, inboundPrefix) {
+			cfg.Inbound.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
+// inboundPrefix is where webhooks arrive: /in/{key}[/…].
+const inboundPrefix = "/in/"
+
 func newGraphQL(cfg Config) http.Handler {
-	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: cfg.Resolver}))
+	srv := handler.New(pagedComplexity{generated.NewExecutableSchema(generated.Config{Resolvers: cfg.Resolver})})
 	// Websocket first: it must see the upgrade before the plain HTTP transports do.
 	srv.AddTransport(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
@@ -170,6 +185,99 @@ func present(ctx context.Context, err error, logger *slog.Logger) *gqlerror.Erro
 	}
 	gerr.Extensions["code"] = string(kind)
 	return gerr
+}
+
+// pagedComplexity makes the complexity of a list field that names its size (a connection's first/last, the
+// ids of nodes) grow with that size: gqlgen only adds up fields, so without this servers(first: 100000)
+// would cost as little as servers(first: 1).
+type pagedComplexity struct {
+	graphql.ExecutableSchema
+}
+
+func (s pagedComplexity) Complexity(ctx context.Context, typeName, field string, childComplexity int, args map[string]any) (int, bool) {
+	if c, ok := s.ExecutableSchema.Complexity(ctx, typeName, field, childComplexity, args); ok {
+		return c, ok
+	}
+	n := 1
+	for _, k := range []string{"first", "last"} {
+		if v, ok := intArg(args[k]); ok && v > n {
+			n = v
+		}
+	}
+	if ids, ok := args["ids"].([]any); ok && len(ids) > n {
+		n = len(ids)
+	}
+	if n == 1 {
+		return 0, false // gqlgen's default: 1 + children
+	}
+	const max = math.MaxInt32
+	if childComplexity+1 > max/n {
+		return max, true
+	}
+	return n * (childComplexity + 1), true
+}
+
+// intArg reads an Int argument as it comes from a literal (int64) or a JSON variable.
+func intArg(v any) (int, bool) {
+	switch v := v.(type) {
+	case int:
+		return v, true
+	case int32:
+		return int(v), true
+	case int64:
+		if v > math.MaxInt32 {
+			return math.MaxInt32, true
+		}
+		return int(v), true
+	case float64:
+		if v > math.MaxInt32 {
+			return math.MaxInt32, true
+		}
+		return int(v), true
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return intArg(i)
+		}
+		if f, err := v.Float64(); err == nil {
+			return intArg(f)
+		}
+	}
+	return 0, false
+}
+
+// limitBody refuses a request whose body is larger than limit with 413, in GraphQL error shape, before any
+// GraphQL transport reads it (they would report a generic read failure).
+func limitBody(limit int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			tooLarge(w, limit)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					tooLarge(w, limit)
+					return
+				}
+				http.Error(w, "could not read request body", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func tooLarge(w http.ResponseWriter, limit int64) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]any{{
+		"message":    fmt.Sprintf("request body larger than %d bytes", limit),
+		"extensions": map[string]any{"code": string(fault.InvalidInput)},
+	}}})
 }
 
 // originHosts turns "https://panel.example.com" origins into the host patterns the websocket checks.

@@ -255,10 +255,16 @@ func (s *Service) ChangePlan(ctx context.Context, client *ent.Client, tenantID, 
 	if err := client.Tenant.UpdateOneID(t.ID).Where(tenant.PlanID(t.PlanID)).SetPlanID(p.ID).Exec(allow); err != nil {
 		return nil, storage.Err(op, "tenant", err)
 	}
-	if _, err := s.record(ctx, client, t.ID, 0, t.CreditBalance, ReasonPlanChange, fmt.Sprintf("plan:%d->%d", t.PlanID, p.ID), nil); err != nil {
+	// Read the balance again: debits may have committed since t was read, and the update above now holds the
+	// row, so this is the balance the entry must record.
+	changed, err := client.Tenant.Get(ctx, t.ID)
+	if err != nil {
+		return nil, storage.Err(op, "tenant", err)
+	}
+	if _, err := s.record(ctx, client, t.ID, 0, changed.CreditBalance, ReasonPlanChange, fmt.Sprintf("plan:%d->%d", t.PlanID, p.ID), nil); err != nil {
 		return nil, err
 	}
-	return client.Tenant.Get(ctx, t.ID)
+	return changed, nil
 }
 
 // PlanOf returns the tenant's current plan.

@@ -16,6 +16,7 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/leader"
+	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
@@ -23,35 +24,17 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 type testBundle struct {
 	db      *dbtest.DB
 	ctx     context.Context // system viewer
-	clock   *clock
+	clock   *relaytest.Clock
 	billing *billing.Service
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	db := dbtest.Open(t)
-	c := &clock{now: time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC)}
+	c := relaytest.NewClock(time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC))
 	return &testBundle{
 		db:      db,
 		ctx:     viewer.SystemContext(context.Background()),
@@ -109,6 +92,9 @@ func (b *testBundle) requireOneGrantPerPeriod(t *testing.T, tenants []*ent.Tenan
 	}
 }
 
+// setClock moves the clock to t.
+func (b *testBundle) setClock(t time.Time) { b.clock.Advance(t.Sub(b.clock.Now())) }
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -144,7 +130,7 @@ func TestCycleGrantsOncePerPeriod(t *testing.T) {
 	b.requireOneGrantPerPeriod(t, tenants, 100, "2026-03")
 
 	// The month turns: one more grant each, once.
-	b.clock.Set(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
+	b.setClock(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
 	st, err := c.GrantPeriod(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, billing.CycleStats{Period: "2026-04", Tenants: 4, Granted: 4}, st)
@@ -166,7 +152,7 @@ func TestCycleConcurrentRunsGrantExactlyOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	tenants := b.tenants(t, 20, 50)
-	b.clock.Set(time.Date(2026, 4, 2, 3, 4, 5, 0, time.UTC))
+	b.setClock(time.Date(2026, 4, 2, 3, 4, 5, 0, time.UTC))
 
 	cycles := make([]*billing.Cycle, 3)
 	for i := range cycles {
@@ -208,7 +194,7 @@ func TestScheduledCycleRunsOnTheLeader(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	tenants := b.tenants(t, 1, 10)
-	b.clock.Set(time.Date(2026, 5, 1, 0, 5, 0, 0, time.UTC))
+	b.setClock(time.Date(2026, 5, 1, 0, 5, 0, 0, time.UTC))
 	c := b.cycle(t, b.db.Client, func(cfg *billing.CycleConfig) { cfg.Spec = "@every 1s" })
 	require.NoError(t, c.Start(t.Context()))
 	t.Cleanup(c.Stop)

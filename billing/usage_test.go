@@ -33,9 +33,9 @@ func TestUsageCountsThePeriodsLedger(t *testing.T) {
 	require.NoError(t, err)
 	debit(other, billing.ReasonRequestAccepted, 7) // someone else's usage is not acme's
 	// The last instant of March is March; the first of April is April.
-	b.clock.Set(time.Date(2026, 3, 31, 23, 59, 59, 999_000_000, time.UTC))
+	b.setClock(time.Date(2026, 3, 31, 23, 59, 59, 999_000_000, time.UTC))
 	debit(acme, billing.ReasonRequestAccepted, 1)
-	b.clock.Set(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
+	b.setClock(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
 	debit(acme, billing.ReasonRequestAccepted, 1)
 	debit(acme, billing.ReasonReplay, 1)
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -152,7 +153,10 @@ func dialWS(ctx context.Context, server, token string) (*wsClient, error) {
 		if resp != nil {
 			return nil, fmt.Errorf("websocket handshake with %s: HTTP %d", u, resp.StatusCode)
 		}
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errors.New(localError(err))
 	}
 	if conn.Subprotocol() != subprotocol {
 		conn.CloseNow()
@@ -257,8 +261,13 @@ loop:
 			}
 		}
 	}
-	if reason := closeReason(err); reason != "" {
+	switch reason := closeReason(err); {
+	case reason != "":
 		err = fmt.Errorf("the server closed the connection: %s", reason)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		err = errors.New("connection lost")
+	default:
+		err = fmt.Errorf("connection lost: %w", err)
 	}
 	c.mu.Lock()
 	c.err = err

@@ -34,7 +34,9 @@ type jobKey struct {
 	Attempt    int
 }
 
-func (k jobKey) String() string { return fmt.Sprintf("delivery %s attempt %d", k.DeliveryID, k.Attempt) }
+func (k jobKey) String() string {
+	return fmt.Sprintf("delivery %s attempt %d", k.DeliveryID, k.Attempt)
+}
 
 // outcome is what a local call came to, as reported to the server.
 type outcome struct {
@@ -180,11 +182,12 @@ func (j *journal) list() ([]*entry, error) {
 	return out, nil
 }
 
-// syncDir makes a rename in dir durable. Not every platform can sync a directory; there it is skipped.
+// syncDir makes a rename in dir durable. Some platforms cannot sync a directory; there the rename is as
+// durable as the platform makes it.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return nil
+		return fmt.Errorf("journal: %w", err)
 	}
 	defer d.Close()
 	_ = d.Sync()

@@ -56,6 +56,8 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var problems []string
 	if recipient == "" {
 		problems = append(problems, "--recipient is required")
+	} else if strings.Trim(recipient, "0123456789") != "" {
+		problems = append(problems, "--recipient must be a recipient ID (a number, as shown by the API or the panel)")
 	}
 	if u, err := url.Parse(forwardTo); forwardTo == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		problems = append(problems, "--forward must be a URL such as http://localhost:3000/hook")
@@ -126,7 +128,8 @@ func (p *printer) linef(at time.Time, format string, args ...any) {
 func (p *printer) statusf(format string, args ...any) { p.linef(p.now(), format, args...) }
 
 // listener is one `adal listen`: the connection of the moment, and the jobs it is running, which outlive a
-// connection (their results wait in the journal until the next one).
+// connection. Results are reported over HTTP as soon as they exist; those that could not be wait in the journal
+// for the next sweep or connection.
 type listener struct {
 	server, token, recipient, forwardTo string
 
@@ -158,10 +161,11 @@ func (l *listener) run(ctx context.Context) error {
 			fatal = err
 			break
 		}
+		what := "cannot connect"
 		if attached {
-			backoff = firstBackoff
+			what, backoff = "disconnected", firstBackoff
 		}
-		l.out.statusf("disconnected: %v; retrying in %s", err, backoff)
+		l.out.statusf("%s: %v; retrying in %s", what, err, backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -175,10 +179,25 @@ func (l *listener) run(ctx context.Context) error {
 	}
 	l.drain()
 	if fatal != nil {
-		return fatal
+		return explain(fatal, l.recipient)
 	}
 	l.out.statusf("stopped")
 	return nil
+}
+
+// explain adds what to do about a permanent error.
+func explain(err error, recipient string) error {
+	var gql gqlErrors
+	if !errors.As(err, &gql) || len(gql) == 0 {
+		return err
+	}
+	switch gql[0].code() {
+	case "NOT_FOUND":
+		return fmt.Errorf("cannot listen to recipient %s: %w; check --recipient, and that the token belongs to the recipient's tenant", recipient, err)
+	case "UNAUTHENTICATED":
+		return fmt.Errorf("%w; get a fresh token and run adal login", err)
+	}
+	return fmt.Errorf("cannot listen to recipient %s: %w", recipient, err)
 }
 
 // permanent tells errors that retrying cannot fix.
@@ -203,7 +222,7 @@ func (l *listener) session(ctx context.Context) (attached bool, err error) {
 		}
 	}()
 	l.setConn(c, true)
-	if err := l.reportJournal(ctx, c); err != nil {
+	if err := l.reportJournal(ctx); err != nil {
 		return false, err
 	}
 	id, ch, err := c.start(ctx, listenQuery, map[string]any{"recipientId": l.recipient})
@@ -216,7 +235,7 @@ func (l *listener) session(ctx context.Context) (attached bool, err error) {
 	for {
 		select {
 		case <-sweep.C:
-			if err := l.reportJournal(ctx, c); err != nil {
+			if err := l.reportJournal(ctx); err != nil {
 				if permanent(err) {
 					return attached, err
 				}
@@ -281,17 +300,26 @@ func (l *listener) currentConn() *wsClient {
 
 // reportJournal reports every journaled result; a job with no result whose local call is not running in
 // this process was interrupted by the CLI's death, and is reported as such, not run again.
-func (l *listener) reportJournal(ctx context.Context, c *wsClient) error {
+func (l *listener) reportJournal(ctx context.Context) error {
 	entries, err := l.journal.list()
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
+	for _, listed := range entries {
+		// Re-read under the lock: a local call that finished since the listing wrote its result before it
+		// stopped counting as running.
 		l.mu.Lock()
-		busy := l.running[e.key()]
+		busy := l.running[listed.key()]
+		var e *entry
+		if !busy {
+			e, err = l.journal.get(listed.key())
+		}
 		l.mu.Unlock()
-		if busy {
-			continue // its goroutine reports it
+		if err != nil {
+			return err
+		}
+		if busy || e == nil {
+			continue // its goroutine reports it, or it is already reported
 		}
 		if e.Result == nil {
 			now := l.now()
@@ -449,10 +477,8 @@ func (l *listener) accept(j *job) {
 		delete(l.running, k)
 		l.mu.Unlock()
 		l.out.linef(o.StartedAt, "%s %s → %s  %s  attempt %d", j.Method, e.Path, describe(o), formatDuration(o.FinishedAt.Sub(o.StartedAt)), j.Attempt)
-		if l.currentConn() != nil {
-			if err := l.report(context.Background(), e, false); err != nil {
-				l.out.statusf("could not report %s yet (%v); it stays in the journal", k, err)
-			}
+		if err := l.report(context.Background(), e, false); err != nil {
+			l.out.statusf("could not report %s yet (%v); it stays in the journal", k, err)
 		}
 	}()
 }
@@ -462,8 +488,8 @@ func (l *listener) reportLater(e *entry) {
 	l.jobs.Add(1)
 	go func() {
 		defer l.jobs.Done()
-		if l.currentConn() != nil {
-			_ = l.report(context.Background(), e, true)
+		if err := l.report(context.Background(), e, true); err != nil {
+			l.out.statusf("could not report %s yet (%v); it stays in the journal", e.key(), err)
 		}
 	}()
 }

@@ -283,6 +283,33 @@ func (h *Hub) heartbeat(ctx context.Context) {
 			h.cfg.Logger.Warn("cli heartbeat", "err", err)
 		}
 		h.seenMu.Unlock()
+		h.dropGone(ctx, ids)
+	}
+}
+
+// dropGone detaches the CLIs of recipients that were deleted (or stopped being CLI recipients) while they
+// were attached: their subscription ends, and the CLI's reconnect is answered NOT_FOUND, which tells the
+// developer instead of leaving them waiting for deliveries that will never come.
+func (h *Hub) dropGone(ctx context.Context, ids []int) {
+	if len(ids) == 0 {
+		return
+	}
+	gone, err := h.cfg.DB.Client.Recipient.Query().
+		Where(recipient.IDIn(ids...), recipient.Or(recipient.DeletedAtNotNil(), recipient.MethodNEQ(recipient.MethodCLI))).
+		IDs(viewer.SystemContext(ctx))
+	if err != nil {
+		if ctx.Err() == nil {
+			h.cfg.Logger.Warn("cli heartbeat: deleted recipients", "err", err)
+		}
+		return
+	}
+	for _, id := range gone {
+		h.mu.Lock()
+		ls := append([]*Listener(nil), h.listeners[id]...)
+		h.mu.Unlock()
+		for _, l := range ls {
+			l.Detach()
+		}
 	}
 }
 

@@ -213,7 +213,9 @@ func deliveriesTo(r requestView, recipientID string) []deliveryView {
 
 func balance(t *testing.T, env *relaytest.Env, tn relaytest.Tenant) int {
 	t.Helper()
-	var out struct{ Viewer struct{ Tenant struct{ CreditBalance int } } }
+	var out struct {
+		Viewer struct{ Tenant struct{ CreditBalance int } }
+	}
 	env.MustGraphQL(tn.Owner, `{ viewer { tenant { creditBalance } } }`, nil, &out)
 	return out.Viewer.Tenant.CreditBalance
 }

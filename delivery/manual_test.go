@@ -1,7 +1,10 @@
 package delivery_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -330,6 +333,17 @@ func TestManualActionsWithoutCredits(t *testing.T) {
 	require.Equal(t, ledgerBefore, ledger(t, env, tn))
 	require.Equal(t, 1, failing.count())
 
+	// Another tenant cannot act on them, whatever its credits.
+	intruder := env.NewTenant("intruder", relaytest.PlanLimits{Credits: 10})
+	for _, m := range []string{"retryDelivery", "cancelDelivery"} {
+		_, code = mutateDelivery(t, env, intruder.Member, m, d.ID)
+		require.Equal(t, "NOT_FOUND", code, m)
+	}
+	_, code = replay(t, env, intruder.Member, reqID)
+	require.Equal(t, "NOT_FOUND", code)
+	require.Equal(t, 10, balance(t, env, intruder))
+	require.Equal(t, before, getRequest(t, env, tn.Member, reqID))
+
 	// With a credit the same retry goes through.
 	env.MustGraphQL(env.AdminToken(), `mutation($t: ID!){ grantCredits(tenantId: $t, amount: 1){ id } }`, map[string]any{"t": tn.ID}, nil)
 	_, code = mutateDelivery(t, env, tn.Member, "retryDelivery", d.ID)
@@ -393,4 +407,59 @@ func TestPausedRecipientWaits(t *testing.T) {
 	require.Equal(t, "SUCCEEDED", d1.Attempts[1].Status)
 	require.Equal(t, 1, deliveryTo(t, r2, recP).AttemptCount)
 	require.Equal(t, 3, paused.count())
+}
+
+// Concurrent retries of one delivery: exactly one wins, and only it is paid for.
+func TestConcurrentRetriesCreateOneDelivery(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "s", nil)
+	good := newHook(t, always(http.StatusOK))
+	rec := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": good.URL})
+	reqID := post(t, env, srv.Key, "", `{}`)
+	r := waitRequest(t, env, tn.Member, reqID, "delivered", func(r requestView) bool { return r.Status == "DELIVERED" })
+	d := deliveryTo(t, r, rec)
+
+	const n = 6
+	codes := make(chan string, n)
+	body, _ := json.Marshal(map[string]any{"query": `mutation($id: ID!){ retryDelivery(id: $id){ id } }`, "variables": map[string]any{"id": d.ID}})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, env.Server.URL+"/graphql", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tn.Member)
+			resp, err := env.Server.Client().Do(req)
+			if err != nil {
+				codes <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			var out relaytest.Response
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				codes <- err.Error()
+				return
+			}
+			codes <- out.Code()
+		})
+	}
+	wg.Wait()
+	close(codes)
+	won := 0
+	for c := range codes {
+		switch c {
+		case "":
+			won++
+		case "CONFLICT":
+		default:
+			t.Errorf("unexpected answer %q", c)
+		}
+	}
+	require.Equal(t, 1, won)
+	r = waitRequest(t, env, tn.Member, reqID, "retry delivered", func(r requestView) bool {
+		return len(r.Deliveries) == 2 && r.Status == "DELIVERED"
+	})
+	require.Equal(t, 8, balance(t, env, tn))
+	require.Equal(t, 2, good.count())
 }

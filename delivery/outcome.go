@@ -2,12 +2,17 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/lib/pq"
 
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/attempt"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -106,4 +111,359 @@ func (s *Service) next(c Claim, o Outcome) (entdelivery.Status, *time.Time) {
 	}
 	due := c.Schedule.NextDue(c.Attempt+1, c.FirstAttemptAt, o.FinishedAt, s.cfg.Unit)
 	return entdelivery.StatusPENDING, &due
+}
+
+// Completion is a finished attempt waiting to be recorded.
+type Completion struct {
+	Claim   Claim
+	Outcome Outcome
+}
+
+// RecordBatch records many attempt outcomes in one transaction, each exactly as Record would: its Attempt row,
+// the delivery's new state, the recipient's health and, for deliveries that became final, their request's
+// status. recorded[i] is false, and nothing of cs[i] is written, when cs[i] is no longer its delivery's current
+// claim. An error means nothing of the batch was recorded.
+//
+// On PostgreSQL the batch costs a fixed handful of statements whatever its size (the completer pattern of
+// River): one that updates the deliveries and inserts the attempts, two for the recipients' health (lock, then
+// write back) and two for the requests' status (lock, then derive). Rows are locked in one order — deliveries,
+// recipients by id, requests by id — the order Record takes them in, so batches and single records never
+// deadlock. On SQLite, whose single writer makes round trips cheap, the batch is Record's statements in one
+// transaction.
+func (s *Service) RecordBatch(ctx context.Context, db *storage.DB, cs []Completion) (recorded []bool, err error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	recorded = make([]bool, len(cs))
+	if !db.Postgres() || hasDuplicateDelivery(cs) {
+		err = storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+			for _, i := range byFinish(cs) {
+				ok, err := s.record(ctx, tx, cs[i].Claim, cs[i].Outcome)
+				if err != nil {
+					return err
+				}
+				recorded[i] = ok
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return recorded, nil
+	}
+	err = storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+		clear(recorded)
+		return s.recordBatchPostgres(ctx, tx, cs, recorded)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recorded, nil
+}
+
+// byFinish returns the indexes of cs in the order the attempts ended: the order in which recording them one by
+// one would apply them to their recipients' health.
+func byFinish(cs []Completion) []int {
+	order := make([]int, len(cs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cs[a].Outcome.FinishedAt.Compare(cs[b].Outcome.FinishedAt) })
+	return order
+}
+
+// hasDuplicateDelivery reports whether a delivery appears twice in cs: one set-based statement cannot apply two
+// outcomes to one row, so such a batch (which the scheduler never forms) is recorded one outcome at a time.
+func hasDuplicateDelivery(cs []Completion) bool {
+	seen := make(map[int]bool, len(cs))
+	for _, c := range cs {
+		if seen[c.Claim.DeliveryID] {
+			return true
+		}
+		seen[c.Claim.DeliveryID] = true
+	}
+	return false
+}
+
+// recordBatchRow is one completion as the set-based statement reads it (jsonb_to_recordset).
+type recordBatchRow struct {
+	ID            int        `json:"id"`
+	Attempt       int        `json:"attempt"`
+	Owner         string     `json:"owner"`
+	Status        string     `json:"status"`
+	NextAt        *time.Time `json:"next_at"`
+	FinishedAt    time.Time  `json:"finished_at"`
+	TenantID      int        `json:"tenant_id"`
+	StartedAt     time.Time  `json:"started_at"`
+	DurationMs    int64      `json:"duration_ms"`
+	AttemptStatus string     `json:"attempt_status"`
+	ErrorKind     *string    `json:"error_kind"`
+	HTTPStatus    *int       `json:"http_status"`
+	ErrorMessage  string     `json:"error_message"`
+}
+
+// recordBatchSQL moves each delivery that is still under the given claim to its next state and, for exactly
+// those, inserts the Attempt row; it returns the deliveries recorded.
+const recordBatchSQL = `
+WITH v AS (
+	SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, attempt bigint, owner text, status text,
+		next_at timestamptz, finished_at timestamptz, tenant_id bigint, started_at timestamptz, duration_ms bigint,
+		attempt_status text, error_kind text, http_status bigint, error_message text)
+), upd AS (
+	UPDATE deliveries AS d SET
+		status = v.status,
+		next_attempt_at = v.next_at,
+		finished_at = CASE WHEN v.next_at IS NULL THEN v.finished_at ELSE d.finished_at END,
+		lease_expires_at = NULL,
+		attempt_started_at = NULL,
+		lease_owner = ''
+	FROM v
+	WHERE d.id = v.id AND d.status = 'IN_PROGRESS' AND d.attempt_count = v.attempt AND d.lease_owner = v.owner
+	RETURNING d.id
+)
+INSERT INTO attempts (tenant_id, delivery_id, number, started_at, finished_at, duration_ms, status, error_kind,
+                      http_status, error_message)
+SELECT v.tenant_id, v.id, v.attempt, v.started_at, v.finished_at, v.duration_ms, v.attempt_status, v.error_kind,
+       v.http_status, v.error_message
+FROM v JOIN upd ON upd.id = v.id
+RETURNING delivery_id`
+
+// lockHealthSQL reads, and locks until commit, the health of the direct recipients of a batch. NO KEY UPDATE is
+// the lock an UPDATE of these columns takes: it does not block intake, whose new deliveries only take a
+// KEY SHARE lock on their recipient.
+const lockHealthSQL = `
+SELECT id, created_at, state, state_reason, state_changed_at, consecutive_failures, window_attempts,
+       window_failures, last_success_at, next_probe_at
+FROM recipients WHERE id = ANY($1) AND method = 'DIRECT_HTTP' ORDER BY id FOR NO KEY UPDATE`
+
+const writeHealthSQL = `
+UPDATE recipients AS r SET
+	state = v.state, state_reason = v.state_reason, state_changed_at = v.state_changed_at,
+	consecutive_failures = v.consecutive_failures, window_attempts = v.window_attempts,
+	window_failures = v.window_failures, last_success_at = v.last_success_at, next_probe_at = v.next_probe_at
+FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, state text, state_reason text, state_changed_at timestamptz,
+	consecutive_failures bigint, window_attempts bigint, window_failures bigint, last_success_at timestamptz,
+	next_probe_at timestamptz)
+WHERE r.id = v.id`
+
+// lockRequestsSQL locks the requests whose status is about to be derived, before their deliveries are read:
+// the reading statement then sees every delivery change committed by another transaction that held the lock
+// (see RefreshRequestStatus).
+const lockRequestsSQL = `SELECT id FROM requests WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`
+
+// deriveRequestsSQL is DeriveRequestStatus over the current (not superseded) deliveries of each request.
+const deriveRequestsSQL = `
+UPDATE requests AS r SET status = x.status
+FROM (
+	SELECT request_id, CASE
+		WHEN bool_or(status IN ('PENDING', 'IN_PROGRESS')) THEN 'PENDING'
+		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = 0 THEN 'FAILED'
+		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = count(*) THEN 'DELIVERED'
+		ELSE 'PARTIAL' END AS status
+	FROM deliveries WHERE request_id = ANY($1) AND NOT superseded
+	GROUP BY request_id
+) AS x
+WHERE r.id = x.request_id AND r.status <> x.status`
+
+func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []Completion, recorded []bool) error {
+	rows := make([]recordBatchRow, len(cs))
+	statuses := make([]entdelivery.Status, len(cs))
+	dues := make([]*time.Time, len(cs))
+	for i, c := range cs {
+		o := c.Outcome
+		status, due := s.next(c.Claim, o)
+		statuses[i], dues[i] = status, due
+		r := recordBatchRow{
+			ID: c.Claim.DeliveryID, Attempt: c.Claim.Attempt, Owner: c.Claim.Owner, Status: string(status),
+			NextAt: due, FinishedAt: o.FinishedAt, TenantID: c.Claim.TenantID, StartedAt: o.StartedAt,
+			DurationMs: o.FinishedAt.Sub(o.StartedAt).Milliseconds(), AttemptStatus: string(attempt.StatusSUCCEEDED),
+			ErrorMessage: o.ErrorMessage,
+		}
+		if !o.Succeeded() {
+			r.AttemptStatus = string(attempt.StatusFAILED)
+			kind := string(o.ErrorKind)
+			r.ErrorKind = &kind
+		}
+		if o.HTTPStatus != 0 {
+			r.HTTPStatus = &o.HTTPStatus
+		}
+		rows[i] = r
+	}
+	payload, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	ids, err := queryInts(ctx, tx, recordBatchSQL, string(payload))
+	if err != nil {
+		return fmt.Errorf("record attempts: %w", err)
+	}
+	done := make(map[int]bool, len(ids))
+	for _, id := range ids {
+		done[id] = true
+	}
+	var health []int // indexes into cs whose outcome counts for its recipient's health
+	var finalRequests []int
+	changes := make([]Change, 0, len(ids))
+	for i, c := range cs {
+		if !done[c.Claim.DeliveryID] {
+			continue
+		}
+		recorded[i] = true
+		if countsForHealth(c.Outcome) {
+			health = append(health, i)
+		}
+		if dues[i] == nil {
+			finalRequests = append(finalRequests, c.Claim.RequestID)
+		}
+		changes = append(changes, Change{TenantID: c.Claim.TenantID, ServerID: c.Claim.ServerID,
+			RequestID: c.Claim.RequestID, DeliveryID: c.Claim.DeliveryID, Status: statuses[i], Kind: KindAttempt,
+			Due: dues[i]})
+	}
+	if err := s.recordHealthBatch(ctx, tx, cs, health); err != nil {
+		return err
+	}
+	if len(finalRequests) > 0 {
+		slices.Sort(finalRequests)
+		finalRequests = slices.Compact(finalRequests)
+		if _, err := queryInts(ctx, tx, lockRequestsSQL, pq.Array(finalRequests)); err != nil {
+			return fmt.Errorf("lock requests: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, deriveRequestsSQL, pq.Array(finalRequests)); err != nil {
+			return fmt.Errorf("derive request status: %w", err)
+		}
+	}
+	s.notify(ctx, changes...)
+	return nil
+}
+
+// healthRow is a recipient's health as written back by writeHealthSQL.
+type healthRow struct {
+	ID                  int        `json:"id"`
+	State               string     `json:"state"`
+	StateReason         string     `json:"state_reason"`
+	StateChangedAt      *time.Time `json:"state_changed_at"`
+	ConsecutiveFailures int64      `json:"consecutive_failures"`
+	WindowAttempts      int64      `json:"window_attempts"`
+	WindowFailures      int64      `json:"window_failures"`
+	LastSuccessAt       *time.Time `json:"last_success_at"`
+	NextProbeAt         *time.Time `json:"next_probe_at"`
+}
+
+// recordHealthBatch applies the outcomes cs[idx] to their recipients' health: the rows are locked and read,
+// the outcomes applied in the order the attempts finished — the same steps updateHealth takes for each — and
+// the results written back in one statement.
+func (s *Service) recordHealthBatch(ctx context.Context, tx *ent.Client, cs []Completion, idx []int) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	ids := make([]int, 0, len(idx))
+	for _, i := range idx {
+		ids = append(ids, cs[i].Claim.RecipientID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	rows, err := tx.QueryContext(ctx, lockHealthSQL, pq.Array(ids))
+	if err != nil {
+		return fmt.Errorf("lock recipients: %w", err)
+	}
+	recs := map[int]*ent.Recipient{}
+	for rows.Next() {
+		r := &ent.Recipient{}
+		var state string
+		if err := rows.Scan(&r.ID, &r.CreatedAt, &state, &r.StateReason, &r.StateChangedAt, &r.ConsecutiveFailures,
+			&r.WindowAttempts, &r.WindowFailures, &r.LastSuccessAt, &r.NextProbeAt); err != nil {
+			rows.Close()
+			return fmt.Errorf("scan recipient health: %w", err)
+		}
+		r.State = recipient.State(state)
+		recs[r.ID] = r
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return nil // CLI recipients only: the health rules are for direct delivery
+	}
+	order := slices.Clone(idx)
+	slices.SortStableFunc(order, func(a, b int) int { return cs[a].Outcome.FinishedAt.Compare(cs[b].Outcome.FinishedAt) })
+	for _, i := range order { // in the order the attempts ended, as one Record after another would
+		if r := recs[cs[i].Claim.RecipientID]; r != nil {
+			s.applyHealth(r, cs[i].Outcome)
+		}
+	}
+	out := make([]healthRow, 0, len(recs))
+	for _, id := range ids {
+		r := recs[id]
+		if r == nil {
+			continue
+		}
+		out = append(out, healthRow{ID: r.ID, State: string(r.State), StateReason: r.StateReason,
+			StateChangedAt: r.StateChangedAt, ConsecutiveFailures: r.ConsecutiveFailures,
+			WindowAttempts: r.WindowAttempts, WindowFailures: r.WindowFailures, LastSuccessAt: r.LastSuccessAt,
+			NextProbeAt: r.NextProbeAt})
+	}
+	payload, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, writeHealthSQL, string(payload)); err != nil {
+		return fmt.Errorf("write recipient health: %w", err)
+	}
+	return nil
+}
+
+// applyHealth applies one outcome to r in memory, step for step as updateHealth does in the database: count
+// the attempt, judge the counters as they now stand, halve a full window, then move to the judged state.
+func (s *Service) applyHealth(r *ent.Recipient, o Outcome) {
+	if !countsForHealth(o) {
+		return
+	}
+	rules := s.cfg.Health
+	r.WindowAttempts++
+	if o.Succeeded() {
+		r.ConsecutiveFailures = 0
+		at := o.FinishedAt
+		r.LastSuccessAt = &at
+	} else {
+		r.ConsecutiveFailures++
+		r.WindowFailures++
+	}
+	now := o.FinishedAt
+	state, reason := s.judge(r, now)
+	if r.WindowAttempts >= 2*rules.Window {
+		r.WindowAttempts, r.WindowFailures = r.WindowAttempts/2, r.WindowFailures/2
+	}
+	if state != r.State {
+		r.State, r.StateReason = state, reason
+		r.StateChangedAt = &now
+		if state == recipient.StateDISABLED {
+			probe := now.Add(s.ProbeEvery())
+			r.NextProbeAt = &probe
+		} else {
+			r.NextProbeAt = nil
+		}
+		if state == recipient.StateACTIVE {
+			r.WindowAttempts, r.WindowFailures = 0, 0
+		}
+	}
+}
+
+func queryInts(ctx context.Context, tx *ent.Client, query string, args ...any) ([]int, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }

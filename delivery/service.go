@@ -146,6 +146,9 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 		return nil, fault.E(op, fault.Conflict, "the recipient was deleted")
 	}
 	req := d.Edges.Request
+	if !req.ExpiresAt.After(s.cfg.Now()) {
+		return nil, fault.E(op, fault.NotFound, "the request expired and is being purged")
+	}
 	if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, fmt.Sprintf("delivery:%d", d.ID)); err != nil {
 		return nil, err
 	}
@@ -214,6 +217,9 @@ func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int,
 	orig, err := client.Request.Get(ctx, requestID)
 	if err != nil {
 		return nil, storage.Err(op, "request", err)
+	}
+	if !orig.ExpiresAt.After(s.cfg.Now()) {
+		return nil, fault.E(op, fault.NotFound, "the request expired and is being purged")
 	}
 	srv, err := client.Server.Query().Where(server.ID(orig.ServerID)).
 		WithRecipients(func(q *ent.RecipientQuery) {

@@ -6,9 +6,13 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/lib/pq"
+
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
@@ -32,6 +36,7 @@ type batcher struct {
 
 type pendingAccept struct {
 	ctx  context.Context
+	key  string // the server's inbound key; the batch fills in item.Server and item.Recipients
 	item delivery.Incoming
 	done chan acceptResult
 }
@@ -58,8 +63,8 @@ func newBatcher(client *ent.Client, d *delivery.Service, logger *slog.Logger, wo
 
 // submit queues one accept and waits for its batch to commit (or for ctx to end: the request may then still
 // commit, and the sender — who got no answer — will retry, as it must for any lost response).
-func (b *batcher) submit(ctx context.Context, item delivery.Incoming) (*ent.Request, error) {
-	p := &pendingAccept{ctx: ctx, item: item, done: make(chan acceptResult, 1)}
+func (b *batcher) submit(ctx context.Context, key string, item delivery.Incoming) (*ent.Request, error) {
+	p := &pendingAccept{ctx: ctx, key: key, item: item, done: make(chan acceptResult, 1)}
 	select {
 	case b.queue <- p:
 	case <-b.stop:
@@ -112,36 +117,115 @@ func (b *batcher) drain() {
 }
 
 func (b *batcher) commit(batch []*pendingAccept) {
+	const op = "inbound.Accept"
 	live := batch[:0:0]
-	items := make([]delivery.Incoming, 0, len(batch))
 	for _, p := range batch {
 		if p.ctx.Err() != nil {
 			p.done <- acceptResult{err: p.ctx.Err()} // the sender is gone: store nothing it was not told of
 			continue
 		}
 		live = append(live, p)
-		items = append(items, p.item)
 	}
 	if len(live) == 0 {
 		return
 	}
-	ctx := viewer.SystemContext(context.Background())
-	var stored []delivery.Stored
-	err := storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
-		var err error
-		stored, err = b.delivery.StoreBatch(ctx, tx, items, billing.ReasonRequestAccepted)
-		return err
-	})
+	results, err := b.store(live)
+	if err != nil && len(live) > 1 && refusedData(err) {
+		// One request the database refuses (a value it cannot store) must not cost its neighbours their
+		// acceptance: nothing of the batch was stored, so each is tried again in a transaction of its own.
+		b.logger.Warn("store accepted batch: a request was refused; storing one by one", "size", len(live), "err", err)
+		for _, p := range live {
+			b.commit([]*pendingAccept{p})
+		}
+		return
+	}
 	for i, p := range live {
 		if err != nil {
-			p.done <- acceptResult{err: fault.Wrap("inbound.Accept", fault.Internal, err)}
+			p.done <- acceptResult{err: fault.Wrap(op, fault.Internal, err)}
 			continue
 		}
-		p.done <- acceptResult{req: stored[i].Request, err: stored[i].Err}
+		p.done <- results[i]
 	}
 	if err != nil {
 		b.logger.Error("store accepted batch", "size", len(live), "err", err)
 	}
+}
+
+// refusedData reports whether PostgreSQL refused a value (SQLSTATE class 22, data exception, or 23, integrity
+// constraint violation) rather than failing as a whole: such an error belongs to one request, not the batch.
+func refusedData(err error) bool {
+	if fault.KindOf(err) == fault.Conflict { // a constraint violation, as storage.Err reports it
+		return true
+	}
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) {
+		return false
+	}
+	class := pqErr.Code.Class()
+	return class == "22" || class == "23"
+}
+
+// store stores the batch in one transaction: the servers its keys name, then the requests of the live servers.
+func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
+	const op = "inbound.Accept"
+	ctx := viewer.SystemContext(context.Background())
+	results := make([]acceptResult, len(live))
+	err := storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
+		clear(results)
+		servers, err := b.servers(ctx, tx, live)
+		if err != nil {
+			return err
+		}
+		items := make([]delivery.Incoming, 0, len(live))
+		var stored []int // indexes into live of the items stored
+		for i, p := range live {
+			srv := servers[p.key]
+			if srv == nil {
+				results[i].err = fault.E(op, fault.NotFound, "server not found")
+				continue
+			}
+			item := p.item
+			item.Server, item.Recipients = srv, srv.Edges.Recipients
+			items = append(items, item)
+			stored = append(stored, i)
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		out, err := b.delivery.StoreBatch(ctx, tx, items, billing.ReasonRequestAccepted)
+		if err != nil {
+			return err
+		}
+		for k, i := range stored {
+			results[i] = acceptResult{req: out[k].Request, err: out[k].Err}
+		}
+		return nil
+	})
+	return results, err
+}
+
+// servers loads the live servers the batch's keys name, with their live recipients, by key.
+func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingAccept) (map[string]*ent.Server, error) {
+	keys := make([]string, 0, len(batch))
+	seen := make(map[string]bool, len(batch))
+	for _, p := range batch {
+		if !seen[p.key] {
+			seen[p.key] = true
+			keys = append(keys, p.key)
+		}
+	}
+	list, err := tx.Server.Query().
+		Where(server.InboundKeyIn(keys...), server.DeletedAtIsNil()).
+		WithRecipients(func(q *ent.RecipientQuery) { q.Where(recipient.DeletedAtIsNil()) }).
+		All(ctx)
+	if err != nil {
+		return nil, storage.Err("inbound.Accept", "server", err)
+	}
+	out := make(map[string]*ent.Server, len(list))
+	for _, s := range list {
+		out[s.InboundKey] = s
+	}
+	return out, nil
 }
 
 // close stops the committers after the batches in progress.

@@ -13,15 +13,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
-	"github.com/adal-relay/adal/ent/recipient"
-	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/routing"
-	"github.com/adal-relay/adal/storage"
-	"github.com/adal-relay/adal/viewer"
 )
 
 // DefaultMaxBody is the largest body accepted unless configured otherwise.
@@ -130,28 +127,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Accept stores the request for the server with the given inbound key, debits one credit and creates one
-// pending delivery per recipient, in one transaction.
+// pending delivery per recipient, in one transaction. The server is looked up in that transaction, together
+// with those of the requests sharing it: a batch reads its servers in two statements whatever its size, the
+// connection pool serves only the committers, and a server deleted before the commit is never written to.
 func (h *Handler) Accept(ctx context.Context, key string, in Incoming) (*ent.Request, error) {
-	const op = "inbound.Accept"
-	// Intake has no user: the server key is the credential. The system viewer is limited to this call.
-	ctx = viewer.SystemContext(ctx)
-	client := h.cfg.Client
-	srv, err := client.Server.Query().
-		Where(server.InboundKey(key), server.DeletedAtIsNil()).
-		WithRecipients(func(q *ent.RecipientQuery) { q.Where(recipient.DeletedAtIsNil()) }).
-		Only(ctx)
-	if err != nil {
-		return nil, storage.Err(op, "server", err)
-	}
-	return h.batch.submit(ctx, delivery.Incoming{
-		Server:     srv,
-		Recipients: srv.Edges.Recipients,
-		Key:        routing.NewKey(),
+	return h.batch.submit(ctx, key, delivery.Incoming{
+		Key: routing.NewKey(),
 		Request: delivery.NewRequest{
-			Method: in.Method, Path: in.Path, Query: in.Query, Header: in.Header, Body: in.Body,
+			Method: in.Method, Path: in.Path, Query: escapeInvalidUTF8(in.Query), Header: in.Header, Body: in.Body,
 			SourceAddr: in.SourceAddr,
 		},
 	})
+}
+
+// escapeInvalidUTF8 percent-encodes the bytes of s that are not UTF-8. HTTP servers pass raw bytes ≥ 0x80 of a
+// request target through, text columns refuse them (PostgreSQL) and URIs must not carry them raw anyway
+// (RFC 3986): %XX is what such a byte means in a query, and what the recipient will decode.
+func escapeInvalidUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			fmt.Fprintf(&b, "%%%02X", s[i])
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 func (h *Handler) answer(w http.ResponseWriter, status int, v any) {

@@ -116,8 +116,10 @@ func (c *Cron) tick(ctx context.Context) {
 // cronLogger hands robfig/cron's own messages (skipped runs, recovered panics) to slog.
 type cronLogger struct{ l *slog.Logger }
 
+// Info gets robfig/cron's per-tick chatter ("wake", "run", "skip"), which only debugging wants.
 func (l cronLogger) Info(msg string, kv ...any) { l.l.Debug("cron: "+msg, kv...) }
 
+// Error gets recovered panics.
 func (l cronLogger) Error(err error, msg string, kv ...any) {
 	l.l.Error("cron: "+msg, append([]any{"err", err}, kv...)...)
 }

@@ -28,6 +28,8 @@ const (
 	// DefaultPingInterval is how often the leader checks its connection: the longest it may believe it leads
 	// after Postgres dropped its session (and with it the lock).
 	DefaultPingInterval = 5 * time.Second
+	// DefaultPingTimeout is how long a ping may take before the leader counts its connection as lost.
+	DefaultPingTimeout = 5 * time.Second
 )
 
 // Status is what a job asks before doing once-per-cluster work.
@@ -51,9 +53,11 @@ type Config struct {
 	Key int64
 	// RetryInterval is how often a follower tries to acquire the lock; default DefaultRetryInterval.
 	RetryInterval time.Duration
-	// PingInterval is how often the leader verifies its connection; default DefaultPingInterval. A ping that
-	// takes longer than this counts as a lost connection.
+	// PingInterval is how often the leader verifies its connection; default DefaultPingInterval.
 	PingInterval time.Duration
+	// PingTimeout bounds a ping (and the unlock on Stop); default DefaultPingTimeout. A slower ping counts as a
+	// lost connection: better to step down than to lead on a session Postgres may already have dropped.
+	PingTimeout time.Duration
 	// OnChange, if set, is called with the new state each time leadership is gained or lost. It runs on the
 	// elector's goroutine: it must not block for long.
 	OnChange func(leader bool)
@@ -69,6 +73,8 @@ func (c *Config) validate() error {
 		return errors.New("leader: RetryInterval must be positive")
 	case c.PingInterval <= 0:
 		return errors.New("leader: PingInterval must be positive")
+	case c.PingTimeout <= 0:
+		return errors.New("leader: PingTimeout must be positive")
 	}
 	return nil
 }
@@ -88,6 +94,7 @@ type Elector struct {
 func New(cfg Config) (*Elector, error) {
 	cfg.RetryInterval = cmp.Or(cfg.RetryInterval, DefaultRetryInterval)
 	cfg.PingInterval = cmp.Or(cfg.PingInterval, DefaultPingInterval)
+	cfg.PingTimeout = cmp.Or(cfg.PingTimeout, DefaultPingTimeout)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -207,6 +214,8 @@ func (e *Elector) campaign(ctx context.Context) {
 // lock is held. A connection that failed mid-statement is discarded, never returned to the pool: it might hold
 // the lock without our knowing, and a pooled connection holding it would make the lock unreleasable.
 func (e *Elector) acquire(ctx context.Context, key int64) (*sql.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.PingTimeout)
+	defer cancel()
 	conn, err := e.cfg.DB.SQL.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("get connection: %w", err)
@@ -224,7 +233,7 @@ func (e *Elector) acquire(ctx context.Context, key int64) (*sql.Conn, error) {
 }
 
 func (e *Elector) ping(ctx context.Context, conn *sql.Conn) error {
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.PingInterval)
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.PingTimeout)
 	defer cancel()
 	_, err := conn.ExecContext(ctx, `SELECT 1`)
 	return err
@@ -233,7 +242,7 @@ func (e *Elector) ping(ctx context.Context, conn *sql.Conn) error {
 // release unlocks explicitly, so a follower's next try succeeds without waiting for the session to end, then
 // discards the connection either way.
 func (e *Elector) release(conn *sql.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.PingInterval)
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.PingTimeout)
 	defer cancel()
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
 		e.cfg.Logger.Warn("leader: unlock", "err", err)
@@ -243,6 +252,8 @@ func (e *Elector) release(conn *sql.Conn) {
 
 // deriveKey names the lock after the schema the pool's connections use.
 func (e *Elector) deriveKey(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.PingTimeout)
+	defer cancel()
 	var schema string
 	if err := e.cfg.DB.SQL.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return 0, err

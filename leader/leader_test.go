@@ -1,11 +1,16 @@
 package leader_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,4 +229,66 @@ func (s *toggle) IsLeader() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.on
+}
+
+// TestTakeoverWhenLeaderProcessDies runs the leader in a separate process and kills it: the kernel closes its
+// connection, Postgres ends the session and frees the lock, and the survivor takes over.
+func TestTakeoverWhenLeaderProcessDies(t *testing.T) {
+	t.Parallel()
+	dbtest.SkipUnlessPostgres(t)
+	b := setup(t)
+	key := randomKey()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaderHelperProcess$")
+	cmd.Env = append(os.Environ(), helperURL+"="+b.db.URL, helperKey+"="+strconv.FormatInt(key, 10))
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	led := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == "leader true" {
+				close(led)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case <-led:
+	case <-time.After(deadline):
+		t.Fatal("the helper process never led")
+	}
+
+	survivor := startElector(t, b.process(t), key, nil)
+	for range 5 {
+		require.False(t, survivor.IsLeader(), "two leaders")
+		time.Sleep(retryInterval) // observing that nothing changes, not waiting for a change
+	}
+	require.NoError(t, cmd.Process.Kill())
+	eventually(t, "the survivor takes over from the killed process", survivor.IsLeader)
+}
+
+const (
+	helperURL = "ADAL_LEADER_HELPER_URL"
+	helperKey = "ADAL_LEADER_HELPER_KEY"
+)
+
+// TestLeaderHelperProcess is the other process of TestTakeoverWhenLeaderProcessDies; it only runs there.
+func TestLeaderHelperProcess(t *testing.T) {
+	url := os.Getenv(helperURL)
+	if url == "" {
+		t.Skip("helper process of TestTakeoverWhenLeaderProcessDies")
+	}
+	key, err := strconv.ParseInt(os.Getenv(helperKey), 10, 64)
+	require.NoError(t, err)
+	db, err := storage.Open(context.Background(), url, "")
+	require.NoError(t, err)
+	e, err := leader.New(leader.Config{DB: db, Key: key, RetryInterval: retryInterval, PingInterval: pingInterval,
+		Logger: quiet, OnChange: func(l bool) { fmt.Printf("leader %v\n", l) }})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background()))
+	select {} // until killed
 }

@@ -3,6 +3,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,13 +24,16 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/inbound"
+	"github.com/adal-relay/adal/leader"
 	"github.com/adal-relay/adal/metrics"
 	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/panel"
 	"github.com/adal-relay/adal/resolvers"
+	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/scheduler"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
 )
 
 // Config is everything a process needs; cmd/server fills it from ADAL_* variables.
@@ -46,6 +50,11 @@ type Config struct {
 	RetryUnit           time.Duration
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
+	// RetentionSpec is when the retention purge runs (robfig/cron spec, ADAL_RETENTION_SCHEDULE); default
+	// "@every 5m".
+	RetentionSpec string
+	// BillingSpec is when plan grants are checked (ADAL_BILLING_SCHEDULE); default "@every 1h".
+	BillingSpec string
 	// Health are the recipient disable/freeze rules; zero means the product's (delivery.DefaultHealthRules).
 	Health delivery.HealthRules
 	// RescueInterval is how often expired leases are looked for (ADAL_RESCUE_INTERVAL); default 10s.
@@ -102,7 +111,11 @@ type Relay struct {
 	Scheduler *scheduler.Scheduler
 	Rescuer   *scheduler.Rescuer
 	CLIHub    *clihub.Hub
+	Leader    *leader.Elector
+	Retention *retention.Purger
+	Cycle     *billing.Cycle
 	Events    events.Service
+	crons     []*leader.Cron
 	publisher *publisher
 	handler   http.Handler
 }
@@ -211,6 +224,10 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r.Routing.OnRecipientResumed(r.Scheduler.Wake)
+	if err := r.openCron(cfg); err != nil {
+		db.Close()
+		return nil, err
+	}
 	r.handler = api.New(api.Config{
 		Resolver: &resolvers.Resolver{
 			Client:   db.Client,
@@ -273,10 +290,55 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// openCron builds the once-per-cluster jobs: retention purge, outbound purge, monthly plan grants. They run
+// only on the process holding the leader lock (always the one process on SQLite).
+func (r *Relay) openCron(cfg Config) error {
+	var err error
+	if r.Leader, err = leader.New(leader.Config{DB: r.DB, Logger: cfg.Logger}); err != nil {
+		return err
+	}
+	if r.Retention, err = retention.New(retention.Config{
+		DB: r.DB, Leader: r.Leader, Spec: cfg.RetentionSpec, Now: cfg.Now, Logger: cfg.Logger,
+	}); err != nil {
+		return err
+	}
+	if r.Cycle, err = billing.NewCycle(billing.CycleConfig{
+		Client: r.DB.Client, Billing: r.Billing, Leader: r.Leader, Spec: cfg.BillingSpec, Logger: cfg.Logger,
+	}); err != nil {
+		return err
+	}
+	purgeOutbound, err := leader.NewCron(leader.CronConfig{
+		Name: "outbound-purge", Spec: cmp.Or(cfg.RetentionSpec, "@every 5m"), Leader: r.Leader, Logger: cfg.Logger,
+		Run: func(ctx context.Context) error {
+			_, err := r.Outbound.PurgeExpired(viewer.SystemContext(ctx), r.DB.Client, cfg.Now(), 1000)
+			return err
+		},
+	})
+	if err != nil {
+		return err
+	}
+	r.crons = append(r.crons, purgeOutbound)
+	return nil
+}
+
 // Start starts the background services (scheduler, rescuer, cron jobs) under ctx.
 func (r *Relay) Start(ctx context.Context) error {
 	if err := r.Events.Start(ctx); err != nil {
 		return err
+	}
+	if err := r.Leader.Start(ctx); err != nil {
+		return err
+	}
+	if err := r.Retention.Start(ctx); err != nil {
+		return err
+	}
+	if err := r.Cycle.Start(ctx); err != nil {
+		return err
+	}
+	for _, c := range r.crons {
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
 	}
 	r.publisher.start()
 	if err := r.Scheduler.Start(ctx); err != nil {
@@ -290,6 +352,12 @@ func (r *Relay) Start(ctx context.Context) error {
 
 // Stop stops the background services and waits for them: attempts in flight finish and are recorded.
 func (r *Relay) Stop() {
+	for _, c := range r.crons {
+		c.Stop()
+	}
+	r.Cycle.Stop()
+	r.Retention.Stop()
+	r.Leader.Stop()
 	r.Rescuer.Stop()
 	r.CLIHub.Stop()
 	r.Scheduler.Stop()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage/dbtest"
 )
 
@@ -22,7 +23,7 @@ import (
 //
 //	ADAL_TEST_DATABASE_URL=postgres://… go test ./retention -run '^$' -bench Purge -benchtime=1x -v
 //
-// Two switches measure schema changes under discussion: ADAL_BENCH_REPLAY_INDEX=1 first adds an index on
+// ADAL_BENCH_PURGE_WORKERS sets Config.Workers (default 1). Two switches measure schema changes under discussion: ADAL_BENCH_REPLAY_INDEX=1 first adds an index on
 // requests.replay_of_id (without it every deleted request costs a sequential scan of requests, for the ON DELETE
 // SET NULL of replays); ADAL_BENCH_NO_FK=1 drops the foreign keys the purge's deletes must check
 // (attempts→deliveries, deliveries→requests, requests→requests), to show what their per-row checks cost.
@@ -46,10 +47,20 @@ func BenchmarkPurge(b *testing.B) {
 			ALTER TABLE requests DROP CONSTRAINT requests_requests_replays`)
 		require.NoError(b, err)
 	}
-	p := tb.purger(b)
+	p := tb.purger(b, func(c *retention.Config) {
+		if v := os.Getenv("ADAL_BENCH_PURGE_WORKERS"); v != "" {
+			var err error
+			c.Workers, err = strconv.Atoi(v)
+			require.NoError(b, err)
+		}
+	})
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		fill(b, tb, n, i)
+		// The same probe without a purge first: the baseline the figures during the purge compare to.
+		baseline := startIntakeProbe(b, tb)
+		time.Sleep(3 * time.Second)
+		base := baseline.stop()
 		probe := startIntakeProbe(b, tb)
 		b.StartTimer()
 
@@ -68,12 +79,13 @@ func BenchmarkPurge(b *testing.B) {
 		b.ReportMetric(float64(st.Batches), "batches")
 		b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "intake-p99-ms")
 		b.ReportMetric(float64(percentile(lat, 1).Microseconds())/1000, "intake-max-ms")
+		b.ReportMetric(float64(percentile(base, 0.99).Microseconds())/1000, "intake-idle-p99-ms")
 		b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
 		b.Logf("purged %d requests, %d deliveries, %d attempts in %v: %.0f requests/s, %.0f rows/s; "+
-			"%d batches, longest %v; intake during purge: %d requests, p99 %v, max %v",
+			"%d batches, longest %v; intake during purge: %d requests, p99 %v, max %v (without purge: p99 %v, max %v)",
 			st.Requests, st.Deliveries, st.Attempts, st.Elapsed.Round(time.Millisecond), st.RequestsPerSecond(),
 			st.RowsPerSecond(), st.Batches, st.LongestBatch.Round(time.Microsecond), len(lat),
-			percentile(lat, 0.99), percentile(lat, 1))
+			percentile(lat, 0.99), percentile(lat, 1), percentile(base, 0.99), percentile(base, 1))
 	}
 }
 

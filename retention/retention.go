@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/lib/pq"
@@ -39,6 +40,9 @@ type Config struct {
 	Spec string
 	// BatchSize is the number of requests deleted per transaction; default DefaultBatchSize.
 	BatchSize int
+	// Workers is the number of batches purged at once on PostgreSQL; default 1, which leaves the other cores to
+	// intake and delivery. SQLite, with its single writer, always uses one.
+	Workers int
 	// Now is the clock that decides what has expired; default time.Now.
 	Now func() time.Time
 	// Logger defaults to slog.Default().
@@ -53,6 +57,8 @@ func (c *Config) validate() error {
 		return errors.New("retention: Config.Leader is required")
 	case c.BatchSize < 1:
 		return errors.New("retention: BatchSize must be positive")
+	case c.Workers < 1:
+		return errors.New("retention: Workers must be positive")
 	}
 	return nil
 }
@@ -99,12 +105,16 @@ type Purger struct {
 func New(cfg Config) (*Purger, error) {
 	cfg.Spec = cmp.Or(cfg.Spec, DefaultSpec)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
+	cfg.Workers = cmp.Or(cfg.Workers, 1)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if !cfg.DB.Postgres() {
+		cfg.Workers = 1
 	}
 	p := &Purger{cfg: cfg, q: queriesFor(cfg.DB.Postgres())}
 	job, err := leader.NewCron(leader.CronConfig{
@@ -143,32 +153,51 @@ func (p *Purger) run(ctx context.Context) error {
 
 // PurgeOnce deletes everything that has expired by now, batch after batch, until a batch comes back short. It
 // returns what it deleted even when a later batch fails.
-func (p *Purger) PurgeOnce(ctx context.Context) (st Stats, err error) {
+func (p *Purger) PurgeOnce(ctx context.Context) (Stats, error) {
 	ctx = viewer.SystemContext(ctx)
 	now := p.cfg.Now()
 	start := time.Now() // wall time for the figures, whatever the injected clock says
-	defer func() { st.Elapsed = time.Since(start) }()
-	for {
-		if err := ctx.Err(); err != nil {
-			return st, err
-		}
-		b, err := p.purgeBatch(ctx, now)
-		if err != nil {
-			return st, fmt.Errorf("retention: purge batch: %w", err)
-		}
-		st.Busy += b.busy
-		if b.requests > 0 {
-			st.Requests += b.requests
-			st.Deliveries += b.deliveries
-			st.Attempts += b.attempts
-			st.Batches++
-			st.LongestBatch = max(st.LongestBatch, b.took)
-		}
-		// A short batch means nothing else has expired. A full batch that deleted nothing is all busy rows: the
-		// next run will find them free.
-		if b.selected < p.cfg.BatchSize || b.requests == 0 {
-			return st, nil
-		}
+	var (
+		mu   sync.Mutex
+		st   Stats
+		errs []error
+		wg   sync.WaitGroup
+	)
+	// Workers need no coordination: SKIP LOCKED hands each its own batch, and each stops at its first short one.
+	for range p.cfg.Workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				b, err := p.purgeBatch(ctx, now)
+				mu.Lock()
+				st.add(b)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("retention: purge batch: %w", err))
+				}
+				mu.Unlock()
+				// A short batch means nothing else has expired. A full batch that deleted nothing is all busy
+				// rows: the next run will find them free.
+				if err != nil || b.selected < p.cfg.BatchSize || b.requests == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st.Elapsed = time.Since(start)
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return st, errors.Join(errs...)
+}
+
+func (s *Stats) add(b batch) {
+	s.Busy += b.busy
+	if b.requests > 0 {
+		s.Requests += b.requests
+		s.Deliveries += b.deliveries
+		s.Attempts += b.attempts
+		s.Batches++
+		s.LongestBatch = max(s.LongestBatch, b.took)
 	}
 }
 

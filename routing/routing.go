@@ -10,11 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
@@ -109,6 +113,10 @@ func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in Serve
 	if err != nil {
 		return nil, err
 	}
+	// Count under the tenant's row lock, so parallel creates cannot together pass the limit.
+	if _, err := client.Tenant.Query().Where(tenant.ID(tenantID)).Select(tenant.FieldID).Modify(lockRow).Ints(ctx); err != nil {
+		return nil, storage.Err(op, "tenant", err)
+	}
 	n, err := client.Server.Query().Where(server.TenantID(tenantID), server.DeletedAtIsNil()).Count(ctx)
 	if err != nil {
 		return nil, storage.Err(op, "server", err)
@@ -127,6 +135,15 @@ func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in Serve
 	}
 	srv, err := c.Save(ctx)
 	return srv, storage.Err(op, "server", err)
+}
+
+// lockRow locks the selected row until the transaction ends (callers run in one: every GraphQL mutation
+// does). Only PostgreSQL needs it: SQLite transactions begin IMMEDIATE, one writer at a time. NO KEY UPDATE
+// leaves inserts referencing the row (requests, recipients) unblocked.
+func lockRow(s *entsql.Selector) {
+	if s.Dialect() == dialect.Postgres {
+		s.For(entsql.LockNoKeyUpdate)
+	}
 }
 
 // liveServer loads a server that has not been deleted.
@@ -312,6 +329,10 @@ func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in Re
 	plan, err := billing.PlanOf(ctx, client, srv.TenantID)
 	if err != nil {
 		return nil, err
+	}
+	// Count under the server's row lock, so parallel creates cannot together pass the limit.
+	if _, err := client.Server.Query().Where(server.ID(srv.ID)).Select(server.FieldID).Modify(lockRow).Ints(ctx); err != nil {
+		return nil, storage.Err(op, "server", err)
 	}
 	n, err := client.Recipient.Query().Where(recipient.ServerID(srv.ID), recipient.DeletedAtIsNil()).Count(ctx)
 	if err != nil {

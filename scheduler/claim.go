@@ -4,13 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/storage"
 )
 
-// The claim takes due, pending deliveries of recipients that may be attempted now, marks them IN_PROGRESS
+// The claim takes due, pending deliveries of recipients that may be attempted now (of requests not yet
+// expired: an expired request awaits the purge and is never attempted), marks them IN_PROGRESS
 // under this process's lease and counts the attempt, in one statement. On Postgres, SKIP LOCKED lets several
 // processes claim side by side without ever taking the same row; SQLite has one writer, so a plain
 // UPDATE … WHERE id IN (…) is already exclusive.
@@ -18,6 +20,7 @@ const claimPostgres = `
 WITH due AS (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
+	JOIN requests q ON q.id = d.request_id AND q.expires_at > $1
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
 	  AND (($5::bigint = 0 AND r.state = 'ACTIVE') OR d.recipient_id = $5::bigint)
@@ -48,6 +51,7 @@ UPDATE deliveries SET
 WHERE id IN (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
+	JOIN requests q ON q.id = d.request_id AND q.expires_at > ?1
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
 	  AND ((?5 = 0 AND r.state = 'ACTIVE') OR d.recipient_id = ?5)
@@ -109,6 +113,7 @@ type timeValue struct {
 
 // sqliteTimeFormats are the layouts the SQLite driver writes times in.
 var sqliteTimeFormats = []string{
+	"2006-01-02 15:04:05.999999999 -0700 MST", // time.Time.String(), the driver's default
 	"2006-01-02 15:04:05.999999999-07:00",
 	"2006-01-02T15:04:05.999999999-07:00",
 	"2006-01-02 15:04:05.999999999",
@@ -133,6 +138,9 @@ func (v *timeValue) Scan(src any) error {
 }
 
 func (v *timeValue) parse(s string) error {
+	if i := strings.Index(s, " m="); i > 0 {
+		s = s[:i] // the monotonic clock reading String() appends
+	}
 	for _, layout := range sqliteTimeFormats {
 		if t, err := time.Parse(layout, s); err == nil {
 			*v = timeValue{Time: t, Valid: true}

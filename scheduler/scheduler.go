@@ -98,10 +98,17 @@ type Scheduler struct {
 	wake  chan struct{}
 	slots chan struct{} // one token per attempt in flight
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	loop    sync.WaitGroup // the claim loop
-	flights sync.WaitGroup // attempts in flight
+	// completions carries finished delivery attempts to the completer, which records them in batches. An
+	// attempt keeps its slot until it is recorded, so attempts in flight or waiting to be recorded never exceed
+	// Workers, and the channel (of that capacity) never blocks.
+	completions chan delivery.Completion
+
+	mu        sync.Mutex
+	cancel    context.CancelFunc
+	stopOnce  sync.Once
+	loop      sync.WaitGroup // the claim loop
+	flights   sync.WaitGroup // attempts in flight or waiting to be recorded
+	completer sync.WaitGroup
 }
 
 // New returns a scheduler; it does nothing until Start.
@@ -110,9 +117,10 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	return &Scheduler{
-		cfg:   cfg,
-		wake:  make(chan struct{}, 1),
-		slots: make(chan struct{}, cfg.Workers),
+		cfg:         cfg,
+		wake:        make(chan struct{}, 1),
+		slots:       make(chan struct{}, cfg.Workers),
+		completions: make(chan delivery.Completion, cfg.Workers),
 	}, nil
 }
 
@@ -135,6 +143,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return errors.New("scheduler: already started")
 	}
 	ctx, s.cancel = context.WithCancel(viewer.SystemContext(ctx))
+	s.completer.Add(1)
+	go func() {
+		defer s.completer.Done()
+		s.complete()
+	}()
 	s.loop.Add(1)
 	go func() {
 		defer s.loop.Done()
@@ -155,6 +168,9 @@ func (s *Scheduler) Stop() {
 	cancel()
 	s.loop.Wait()
 	s.flights.Wait()
+	// Every attempt is recorded: nothing will be sent to the completer any more.
+	s.stopOnce.Do(func() { close(s.completions) })
+	s.completer.Wait()
 }
 
 func (s *Scheduler) run(ctx context.Context) {
@@ -247,10 +263,7 @@ func (s *Scheduler) start(ctx context.Context, claims []delivery.Claim) error {
 	for _, j := range jobs {
 		s.slots <- struct{}{}
 		s.flights.Add(1)
-		go func() {
-			defer func() { <-s.slots; s.flights.Done(); s.Wake() }()
-			s.attempt(j)
-		}()
+		go s.attempt(j) // the completer frees the slot once the outcome is recorded
 	}
 	return nil
 }
@@ -330,7 +343,53 @@ func (s *Scheduler) attempt(j job) {
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Attempted(o)
 	}
-	if _, err := s.cfg.Delivery.Record(ctx, s.cfg.DB.Client, j.claim, o); err != nil {
-		s.cfg.Logger.Error("record attempt", "delivery", j.claim.DeliveryID, "attempt", j.claim.Attempt, "err", err)
+	s.completions <- delivery.Completion{Claim: j.claim, Outcome: o}
+}
+
+// complete records finished attempts in batches: it takes whatever has finished when it is free — a lone
+// outcome is recorded at once, outcomes that finish together share one transaction and a handful of statements
+// (delivery.RecordBatch) — then frees their slots and wakes the claim loop once for the lot. It runs until
+// Stop, after the last attempt is recorded.
+func (s *Scheduler) complete() {
+	ctx := viewer.SystemContext(context.Background())
+	batch := make([]delivery.Completion, 0, s.cfg.Workers)
+	for c := range s.completions {
+		batch = append(batch[:0], c)
+	fill:
+		for len(batch) < cap(batch) {
+			select {
+			case c, ok := <-s.completions:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		s.record(ctx, batch)
+		for range batch {
+			<-s.slots
+			s.flights.Done()
+		}
+		s.Wake()
+	}
+}
+
+// record stores a batch of outcomes. If the batch cannot be stored as one, each outcome is tried on its own, so
+// one bad outcome does not cost the others their record; what still fails is left to the rescuer, which records
+// the attempt as interrupted once its lease lapses.
+func (s *Scheduler) record(ctx context.Context, batch []delivery.Completion) {
+	_, err := s.cfg.Delivery.RecordBatch(ctx, s.cfg.DB, batch)
+	if err == nil {
+		return
+	}
+	if len(batch) > 1 {
+		s.cfg.Logger.Warn("record attempts as a batch; recording one by one", "size", len(batch), "err", err)
+	}
+	for _, c := range batch {
+		if _, err := s.cfg.Delivery.Record(ctx, s.cfg.DB.Client, c.Claim, c.Outcome); err != nil {
+			s.cfg.Logger.Error("record attempt", "delivery", c.Claim.DeliveryID, "attempt", c.Claim.Attempt, "err", err)
+		}
 	}
 }

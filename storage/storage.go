@@ -5,6 +5,7 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"net/url"
 	"os"
@@ -15,7 +16,7 @@ import (
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
-	_ "github.com/lib/pq"  // PostgreSQL driver, registered as "postgres".
+	"github.com/lib/pq"
 	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite": go run needs no C toolchain.
 
 	"github.com/adal-relay/adal/ent"
@@ -71,15 +72,24 @@ func Migrate(ctx context.Context, client *ent.Client) error {
 	return nil
 }
 
+// WrapPostgresConnector, when set before Open, wraps the connector of every PostgreSQL database Open opens. It
+// is a measuring hook — cmd/bench counts the SQL statements a process sends through it — and nil otherwise.
+var WrapPostgresConnector func(driver.Connector) driver.Connector
+
 func openPostgres(databaseURL string) (*DB, error) {
 	u, err := url.Parse(databaseURL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return nil, fmt.Errorf("ADAL_DATABASE_URL must be a postgres:// URL")
 	}
-	sqlDB, err := sql.Open("postgres", databaseURL)
-	if err != nil {
+	// The same connections sql.Open("postgres", …) makes, built from lib/pq's connector so it can be wrapped.
+	var connector driver.Connector
+	if connector, err = pq.NewConnector(databaseURL); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	if WrapPostgresConnector != nil {
+		connector = WrapPostgresConnector(connector)
+	}
+	sqlDB := sql.OpenDB(connector)
 	sqlDB.SetMaxOpenConns(32)
 	sqlDB.SetMaxIdleConns(32)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
@@ -103,7 +113,7 @@ func openSQLite(dataDir string) (*DB, error) {
 // OpenSQLiteFile opens (without migrating) the SQLite database at path.
 func OpenSQLiteFile(path string) (*DB, error) {
 	dsn := "file:" + strings.ReplaceAll(path, "?", "%3F") +
-		"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate"
 	sqlDB, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)

@@ -348,3 +348,46 @@ func TestHelpDocumentsEveryCommandAndFlag(t *testing.T) {
 	p = startAdal(t, "", "bogus")
 	require.Equal(t, 2, p.exit(10*time.Second))
 }
+
+// A dropped connection is retried with backoff; a job whose local call was in flight when it dropped is
+// finished, journaled and reported after the reconnect — not run again.
+func TestReconnectsAndReportsTheJobInFlightAcrossADrop(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, unit(20*time.Millisecond))
+	f := newFixture(t, env, nil, nil)
+	local := newLocalService(t, answer(200))
+	local.hold()
+	net := newProxy(t, env.Server.URL)
+
+	cli := startAdal(t, "", "listen", "--server", net.URL(), "--token", f.tenant.Member,
+		"--recipient", f.recipient, "--forward", local.URL, "--journal-dir", t.TempDir())
+	cli.waitConnected()
+	reqID := post(t, env, f.server.Key, "/evt", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "the local call to start", func() bool { return local.count() == 1 })
+
+	net.cut()
+	cli.waitOutput("disconnected: ")
+	cli.waitOutput("retrying in 1s")
+	local.release()
+	relaytest.Eventually(t, 20*time.Second, "the attempt to be recorded", func() bool {
+		return deliveryOf(t, env, reqID, f.recipient).Status == entdelivery.StatusSUCCEEDED
+	})
+	require.Equal(t, 1, local.count())
+	relaytest.Eventually(t, 20*time.Second, "the CLI to reconnect", func() bool {
+		return strings.Count(cli.output(), "  connected: ") == 2
+	})
+	require.Equal(t, 1, deliveryOf(t, env, reqID, f.recipient).AttemptCount)
+	cli.interrupt()
+}
+
+// Deleting the recipient while a CLI listens ends the listen with an error rather than leaving it waiting.
+func TestDeletingTheRecipientStopsListen(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	f := newFixture(t, env, nil, nil)
+	cli := listen(t, env, f.tenant.Member, f.recipient, "http://127.0.0.1:9/hook", t.TempDir())
+	cli.waitConnected()
+	env.MustGraphQL(f.tenant.Owner, `mutation($id: ID!){ deleteRecipient(id: $id){ id } }`, map[string]any{"id": f.recipient}, nil)
+	require.Equal(t, 1, cli.exit(30*time.Second), cli.output())
+	require.Contains(t, cli.output(), "NOT_FOUND")
+}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,7 +144,7 @@ func (p *cliProcess) waitOutput(s string) {
 }
 
 // waitConnected waits until the CLI is attached (the server has marked the recipient connected).
-func (p *cliProcess) waitConnected() { p.t.Helper(); p.waitOutput("connected: ") }
+func (p *cliProcess) waitConnected() { p.t.Helper(); p.waitOutput("  connected: ") }
 
 // exit waits for the process to end and returns its exit code.
 func (p *cliProcess) exit(timeout time.Duration) int {
@@ -231,6 +233,16 @@ func (s *localService) hold() {
 	s.gate = make(chan struct{})
 }
 
+// release lets held calls answer, and later ones answer at once.
+func (s *localService) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gate != nil {
+		close(s.gate)
+		s.gate = nil
+	}
+}
+
 // closedURL is a local URL nobody listens on.
 func closedURL(t *testing.T) string {
 	t.Helper()
@@ -314,4 +326,56 @@ func newWebhook(url, body string) (*http.Request, error) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	return req, err
+}
+
+// proxy is a TCP proxy in front of a server whose connections the test can cut, as a flaky network would.
+type proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T, targetURL string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	u, err := url.Parse(targetURL)
+	require.NoError(t, err)
+	p := &proxy{ln: ln, target: u.Host}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	return p
+}
+
+// URL is the proxy's base URL.
+func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// cut drops every open connection; new ones are accepted again.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
 }

@@ -61,6 +61,9 @@ func configFromEnv() (relay.Config, error) {
 		DatabaseURL: os.Getenv("ADAL_DATABASE_URL"),
 		JWTSecret:   os.Getenv("ADAL_JWT_SECRET"),
 		PublicURL:   os.Getenv("ADAL_PUBLIC_URL"),
+		// Validated when the jobs are built (a bad spec fails start-up with the parser's message).
+		RetentionSpec: os.Getenv("ADAL_RETENTION_SCHEDULE"),
+		BillingSpec:   os.Getenv("ADAL_BILLING_SCHEDULE"),
 	}
 	var err error
 	if cfg.AllowPrivateTargets, err = envBool("ADAL_ALLOW_PRIVATE_TARGETS"); err != nil {

@@ -430,6 +430,11 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{RequestsColumns[9]},
 			},
+			{
+				Name:    "request_replay_of_id",
+				Unique:  false,
+				Columns: []*schema.Column{RequestsColumns[12]},
+			},
 		},
 	}
 	// ServersColumns holds the columns for the "servers" table.

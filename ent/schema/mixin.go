@@ -53,7 +53,10 @@ type CreatedMixin struct {
 // Fields of the CreatedMixin.
 func (CreatedMixin) Fields() []ent.Field {
 	return []ent.Field{
-		field.Time("created_at").Immutable().Default(time.Now).
+		field.Time("created_at").Immutable().Default(nowUTC).
 			Annotations(entgql.OrderField("CREATED_AT")),
 	}
 }
+
+// nowUTC is the default for time columns: one zone everywhere, because SQLite compares stored times as text.
+func nowUTC() time.Time { return time.Now().UTC() }

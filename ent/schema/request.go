@@ -2,7 +2,6 @@ package schema
 
 import (
 	"net/http"
-	"time"
 
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
@@ -33,7 +32,7 @@ func (Request) Fields() []ent.Field {
 		field.JSON("headers", http.Header{}).Immutable().Annotations(entgql.Skip()),
 		field.Bytes("body").Immutable().Annotations(entgql.Skip()),
 		field.String("source_addr").Default("").Immutable(),
-		field.Time("received_at").Default(time.Now).Immutable().Annotations(entgql.OrderField("RECEIVED_AT")),
+		field.Time("received_at").Default(nowUTC).Immutable().Annotations(entgql.OrderField("RECEIVED_AT")),
 		// expires_at is fixed at acceptance (plan and server retention, the shorter); nothing extends it.
 		field.Time("expires_at").Immutable(),
 		// status is derived from the deliveries and kept current in the transaction that changes one of them,
@@ -58,6 +57,9 @@ func (Request) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("server_id", "received_at"),
 		index.Fields("expires_at"),
+		// Deleting an original sets its replays' replay_of_id to NULL; without this index every purged
+		// request would scan the whole table for replays.
+		index.Fields("replay_of_id"),
 	}
 }
 

@@ -1,0 +1,243 @@
+// Package bench measures an Adal process against its budgets (DESIGN §7): intake, dispatch, accept-to-delivery
+// latency, retry punctuality and purge, each on a fresh PostgreSQL database, with the process running inside
+// the bench so its peak memory can be read. cmd/bench is its command line.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/adal-relay/adal/storage"
+)
+
+// Scenarios are the scenario names in the order they run.
+var Scenarios = []string{"ingest", "dispatch", "latency", "punctuality", "purge"}
+
+// Config configures a bench run.
+type Config struct {
+	// DatabaseURL is a postgres:// URL of a database on the server to use; each scenario creates (and drops)
+	// a database of its own next to it.
+	DatabaseURL string
+	Scenarios   []string
+	// Duration of each measured load phase.
+	Duration time.Duration
+
+	// IngestRates are the offered rates of the 100-tenant ingest (requests/s); the highest accepted rate
+	// among them is the ceiling that latency and purge run at half of.
+	IngestRates []float64
+	// IngestSingleRates and IngestFanoutRates are the offered rates of the single-tenant and the
+	// 10-recipients-per-server ingest.
+	IngestSingleRates []float64
+	IngestFanoutRates []float64
+	// IngestRecipients is "paused" (recipients exist but are paused, so dispatch does not compete: pure
+	// intake) or "receiver" (active, delivering to the loopback receiver while intake runs).
+	IngestRecipients string
+	// Ceiling is the ingest ceiling to use when ingest does not run in the same invocation (requests/s).
+	Ceiling float64
+
+	DispatchDeliveries int
+	DispatchWorkers    int // ADAL_WORKERS of the dispatch process; 0 keeps the default
+
+	PunctualityRows   int     // future retries in the table
+	PunctualityRate   float64 // of which so many per second come due during the window
+	PunctualityUnit   time.Duration
+	PunctualityWindow time.Duration
+
+	PurgeRequests int
+
+	PgbenchClients int
+	PgbenchScale   int
+
+	// SQLBreakdown logs, after dispatch, how many of each statement the process sent.
+	SQLBreakdown bool
+
+	// CPUProfile, when set, is where a CPU profile of each scenario is written (the scenario's name is added
+	// before the extension).
+	CPUProfile string
+	Out        io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = Scenarios
+	}
+	if len(c.IngestRates) == 0 {
+		c.IngestRates = []float64{2500, 5000, 7500, 10000}
+	}
+	if len(c.IngestSingleRates) == 0 {
+		c.IngestSingleRates = []float64{2000, 4000}
+	}
+	if len(c.IngestFanoutRates) == 0 {
+		c.IngestFanoutRates = []float64{1000, 2500}
+	}
+	if c.IngestRecipients == "" {
+		c.IngestRecipients = "paused"
+	}
+	if c.DispatchDeliveries == 0 {
+		c.DispatchDeliveries = 100_000
+	}
+	if c.PunctualityRows == 0 {
+		c.PunctualityRows = 1_000_000
+	}
+	if c.PunctualityRate == 0 {
+		c.PunctualityRate = 1000
+	}
+	if c.PunctualityUnit == 0 {
+		c.PunctualityUnit = 100 * time.Millisecond
+	}
+	if c.PunctualityWindow == 0 {
+		c.PunctualityWindow = 30 * time.Second
+	}
+	if c.PurgeRequests == 0 {
+		c.PurgeRequests = 100_000
+	}
+	if c.PgbenchClients == 0 {
+		c.PgbenchClients = 16
+	}
+	if c.PgbenchScale == 0 {
+		c.PgbenchScale = 16
+	}
+	if c.Out == nil {
+		c.Out = os.Stdout
+	}
+}
+
+// Row is one line of the results table.
+type Row struct {
+	Scenario string
+	Figure   string // the headline figure with its unit
+	Detail   string // further figures (percentiles, ratios, counts)
+	Target   string // the budget and whether it was met
+	Settings string
+	PeakRSS  int64 // bytes; VmHWM of the bench process during the scenario
+	Void     string
+}
+
+// Runner runs scenarios and collects rows.
+type Runner struct {
+	cfg     Config
+	counter *SQLCounter
+	rows    []Row
+	ceiling float64 // measured by ingest, used by latency and purge
+	logf    func(format string, args ...any)
+}
+
+// Run runs the configured scenarios and prints the table.
+func Run(ctx context.Context, cfg Config) ([]Row, error) {
+	cfg.defaults()
+	for _, s := range cfg.Scenarios {
+		if !slices.Contains(Scenarios, s) {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", s, strings.Join(Scenarios, ", "))
+		}
+	}
+	b := &Runner{cfg: cfg, counter: &SQLCounter{Tally: cfg.SQLBreakdown}, ceiling: cfg.Ceiling}
+	b.logf = func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "bench %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	// Every PostgreSQL connection an Adal process in this bench opens counts its statements.
+	storage.WrapPostgresConnector = b.counter.Wrap
+	defer func() { storage.WrapPostgresConnector = nil }()
+	var errs []error
+	for _, name := range Scenarios {
+		if !slices.Contains(cfg.Scenarios, name) || ctx.Err() != nil {
+			continue
+		}
+		stop, err := b.profile(name, len(cfg.Scenarios) > 1)
+		if err != nil {
+			return b.rows, err
+		}
+		b.logf("scenario %s", name)
+		err = b.scenario(ctx, name)
+		stop()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			b.rows = append(b.rows, Row{Scenario: name, Void: "error: " + err.Error()})
+		}
+	}
+	b.print()
+	return b.rows, errors.Join(errs...)
+}
+
+func (b *Runner) scenario(ctx context.Context, name string) error {
+	switch name {
+	case "ingest":
+		return b.ingest(ctx)
+	case "dispatch":
+		return b.dispatch(ctx)
+	case "latency":
+		return b.latency(ctx)
+	case "punctuality":
+		return b.punctuality(ctx)
+	case "purge":
+		return b.purge(ctx)
+	}
+	return fmt.Errorf("unknown scenario %q", name)
+}
+
+// profile starts a CPU profile of one scenario when asked to.
+func (b *Runner) profile(name string, several bool) (func(), error) {
+	if b.cfg.CPUProfile == "" {
+		return func() {}, nil
+	}
+	path := b.cfg.CPUProfile
+	if several {
+		ext := filepath.Ext(path)
+		path = strings.TrimSuffix(path, ext) + "." + name + ext
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		b.logf("CPU profile of %s in %s", name, path)
+	}, nil
+}
+
+func (b *Runner) add(r Row) {
+	b.rows = append(b.rows, r)
+	b.logf("%s: %s  %s  [%s]  %s  peak RSS %s %s", r.Scenario, r.Figure, r.Detail, r.Target, r.Settings, mib(r.PeakRSS), r.Void)
+}
+
+// print writes the rows as a Markdown table.
+func (b *Runner) print() {
+	out := b.cfg.Out
+	fmt.Fprintln(out, "| scenario | figure | detail | target | peak RSS* | settings |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|")
+	for _, r := range b.rows {
+		fig := r.Figure
+		if r.Void != "" {
+			fig = "VOID (" + r.Void + ") " + fig
+		}
+		rss := ""
+		if r.PeakRSS > 0 {
+			rss = mib(r.PeakRSS)
+		}
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", r.Scenario, fig, r.Detail, r.Target, rss, r.Settings)
+	}
+	fmt.Fprintln(out, "\n\\* peak RSS is VmHWM of the bench process during the scenario: the Adal process, the load generator "+
+		"and the receiver together.")
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ingest measures intake: accepted requests per second and latency under an open-model load at fixed rates,
+// for 100 tenants × 1 recipient, one tenant (every accept debits the same credit row), and 100 tenants × 10
+// recipients (ten deliveries per accept). pgbench -N runs first, for the same duration, as the physical
+// reference of the server.
+func (b *Runner) ingest(ctx context.Context) error {
+	tps, pgSettings, err := b.pgbenchTPS(b.cfg.Duration)
+	if err != nil {
+		return err
+	}
+	b.add(Row{Scenario: "pgbench -N", Figure: fmt.Sprintf("%.0f TPS", tps),
+		Detail: "physical reference: run alone just before the ingest runs", Settings: pgSettings})
+	best, err := b.ingestVariant(ctx, "ingest", 100, 1, b.cfg.IngestRates, tps)
+	if err != nil {
+		return err
+	}
+	if best > b.ceiling {
+		b.ceiling = best
+	}
+	if _, err := b.ingestVariant(ctx, "ingest 1 tenant", 1, 1, b.cfg.IngestSingleRates, 0); err != nil {
+		return err
+	}
+	_, err = b.ingestVariant(ctx, "ingest 10 recipients", 100, 10, b.cfg.IngestFanoutRates, 0)
+	return err
+}
+
+// ingestVariant runs one tenant/recipient layout at each rate and returns the best accepted rate.
+func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipients int, rates []float64, pgbenchTPS float64) (float64, error) {
+	var target string
+	paused := b.cfg.IngestRecipients == "paused"
+	var rcv *Receiver
+	if !paused {
+		rcv = newReceiver(nil)
+		defer rcv.Close()
+		target = rcv.URL()
+	} else {
+		target = "http://127.0.0.1:9" // never called: the recipients are paused
+	}
+	p, err := b.startProcess("ingest", nil)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	fx, err := p.setup(tenants, recipients, target, paused)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.Start(); err != nil {
+		return 0, err
+	}
+	body := body1K()
+	best := 0.0
+	var accepted int64
+	for _, rate := range rates {
+		if ctx.Err() != nil {
+			return best, ctx.Err()
+		}
+		resetPeakRSS()
+		b.counter.Breakdown()
+		before := b.counter.Read()
+		res := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body}.Run(ctx)
+		rss := peakRSS()
+		accepted += int64(res.Accepted())
+		used := b.counter.Read().Sub(before)
+		b.logBreakdown("accepted request", int64(res.Accepted()))
+		got := res.AcceptedPerSecond()
+		best = max(best, got)
+		lat := res.Latencies(time.Time{}, time.Time{})
+		p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+		detail := fmt.Sprintf("offered %.0f/s; p50 %s, p99 %s; non-202 %d, unanswered %d; %.2f statements + %.2f BEGIN/COMMIT per request",
+			rate, ms(p50), ms(p99), res.Others(), res.Failed(), float64(used.Statements)/float64(max(1, res.Accepted())),
+			float64(used.TxControl)/float64(max(1, res.Accepted())))
+		var tgt string
+		switch name {
+		case "ingest":
+			ratio := got / pgbenchTPS
+			detail += fmt.Sprintf("; %.2f× pgbench -N", ratio)
+			tgt = fmt.Sprintf("≥ 5,000/s and ≥ 1.0× pgbench: %s", met(got >= 5000 && ratio >= 1))
+			if rate == 2500 {
+				tgt += fmt.Sprintf("; p99 ≤ 20 ms at 2,500/s: %s", met(p99 <= 20*time.Millisecond))
+			}
+		case "ingest 1 tenant":
+			tgt = fmt.Sprintf("≥ 2,000/s: %s", met(got >= 2000))
+		}
+		mode := "recipients paused (pure intake)"
+		if !paused {
+			mode = "recipients active → loopback receiver (delivery runs alongside)"
+		}
+		b.add(Row{
+			Scenario: fmt.Sprintf("%s @ %.0f/s", name, rate),
+			Figure:   fmt.Sprintf("%.0f accepted req/s", got),
+			Detail:   detail,
+			Target:   tgt,
+			Settings: fmt.Sprintf("%d tenant(s) × 1 server × %d recipient(s), %s; 1 KiB bodies; open model for %v, ≤ 512 client connections",
+				tenants, recipients, mode, b.cfg.Duration),
+			PeakRSS: rss,
+		})
+	}
+	// Every 202 is a stored request with exactly one debit.
+	if err := p.checkLedger(accepted); err != nil {
+		b.rows[len(b.rows)-1].Void = err.Error()
+	}
+	return best, nil
+}
+
+// checkLedger verifies that the database holds exactly accepted requests and one REQUEST_ACCEPTED debit each.
+func (p *Process) checkLedger(accepted int64) error {
+	reqs, err := p.count(`SELECT COUNT(*) FROM requests`)
+	if err != nil {
+		return err
+	}
+	debits, err := p.count(`SELECT COUNT(*) FROM ledger_entries WHERE reason = 'REQUEST_ACCEPTED'`)
+	if err != nil {
+		return err
+	}
+	if reqs != accepted || debits != accepted {
+		return fmt.Errorf("ledger: %d answered 202, %d requests stored, %d debits", accepted, reqs, debits)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// errNoCeiling says latency and purge need the ingest ceiling.
+var errNoCeiling = errors.New("no ingest ceiling: run the ingest scenario in the same invocation or pass -ceiling")
+
+// latency measures accept → first byte at the receiver at half the ingest ceiling, from the scheduled send
+// time (a slow generator cannot hide delay). Its ledger must balance: every request answered 202 (published)
+// is delivered or counted missing, the receiver sees no request that was not published, and the database
+// holds exactly the published requests with one debit each.
+func (b *Runner) latency(ctx context.Context) error {
+	if b.ceiling == 0 {
+		return errNoCeiling
+	}
+	rate := b.ceiling / 2
+	rcv := newReceiver(nil)
+	defer rcv.Close()
+	p, err := b.startProcess("latency", nil)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	fx, err := p.setup(100, 1, rcv.URL(), false)
+	if err != nil {
+		return err
+	}
+	if err := p.Start(); err != nil {
+		return err
+	}
+	resetPeakRSS()
+	res := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body1K(), KeepIDs: true}.Run(ctx)
+	published := map[int64]time.Time{}
+	for _, s := range res.Requests {
+		if s.Status == http.StatusAccepted {
+			published[s.RequestID] = s.Scheduled
+		}
+	}
+	// Drain: wait (bounded) until every published request has reached the receiver.
+	drainUntil := time.Now().Add(60 * time.Second)
+	for time.Now().Before(drainUntil) && ctx.Err() == nil {
+		if rcv.Count() >= int64(len(published)) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rss := peakRSS()
+	first := map[int64]time.Time{}
+	var unknown, duplicates int
+	for _, a := range rcv.Arrivals() {
+		if _, ok := published[a.RequestID]; !ok {
+			unknown++
+			continue
+		}
+		if t, seen := first[a.RequestID]; seen {
+			duplicates++
+			if a.At.After(t) {
+				continue
+			}
+		}
+		first[a.RequestID] = a.At
+	}
+	lat := make([]time.Duration, 0, len(first))
+	for id, at := range first {
+		lat = append(lat, at.Sub(published[id]))
+	}
+	delivered := len(first)
+	missing := len(published) - delivered
+	p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+	row := Row{
+		Scenario: "latency",
+		Figure:   fmt.Sprintf("p99 %s", ms(p99)),
+		Detail: fmt.Sprintf("p50 %s; ledger: published %d = delivered %d + missing %d; duplicates %d; non-202 %d, unanswered %d; accepted %.0f/s",
+			ms(p50), len(published), delivered, missing, duplicates, res.Others(), res.Failed(), res.AcceptedPerSecond()),
+		Target: fmt.Sprintf("accept → first byte p99 ≤ 50 ms: %s", met(p99 <= 50*time.Millisecond)),
+		Settings: fmt.Sprintf("open model %.0f/s (50%% of the %.0f/s ingest ceiling) for %v; 100 tenants × 1 recipient → loopback receiver answering 200; measured from the scheduled send to the receiver's handler",
+			rate, b.ceiling, b.cfg.Duration),
+		PeakRSS: rss,
+	}
+	var void []error
+	if unknown > 0 {
+		void = append(void, fmt.Errorf("%d deliveries of requests never published", unknown))
+	}
+	if missing != 0 {
+		void = append(void, fmt.Errorf("%d published requests never delivered", missing))
+	}
+	if err := p.checkLedger(int64(len(published))); err != nil {
+		void = append(void, err)
+	}
+	if err := errors.Join(void...); err != nil {
+		row.Void = err.Error()
+	}
+	b.add(row)
+	return nil
+}

@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// Process is an Adal process under test, in this process: its own fresh database on the PostgreSQL server,
+// relay.Open + Serve on a loopback listener, and the background services started when the scenario says so.
+type Process struct {
+	Relay *relay.Relay
+	URL   string // http://127.0.0.1:port
+	// DB is a connection of the bench's own (not counted, not the process's pool) for fixtures and checks.
+	DB     *sql.DB
+	dbName string
+	admin  *sql.DB
+	token  string
+	client *http.Client
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	served  chan error
+	started bool
+}
+
+// startProcess creates a fresh database named after the scenario and opens an Adal process on it. configure
+// adjusts the relay configuration (retry unit, workers…). The background services are not started yet.
+func (b *Runner) startProcess(scenario string, configure func(*relay.Config)) (*Process, error) {
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	name := "adal_bench_" + scenario + "_" + hex.EncodeToString(rnd[:])
+	admin, err := sql.Open("postgres", b.cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := admin.Exec("CREATE DATABASE " + pq.QuoteIdentifier(name)); err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	u, _ := url.Parse(b.cfg.DatabaseURL)
+	u.Path = "/" + name
+	dbURL := u.String()
+	p := &Process{dbName: name, admin: admin, served: make(chan error, 1)}
+	fail := func(err error) (*Process, error) {
+		p.Close()
+		return nil, err
+	}
+	if p.DB, err = sql.Open("postgres", dbURL); err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	cfg := relay.Config{
+		DatabaseURL:         dbURL,
+		DataDir:             os.TempDir(),
+		JWTSecret:           "bench-secret-bench-secret-bench-secret-0123",
+		PublicURL:           "http://" + ln.Addr().String(),
+		AllowPrivateTargets: true, // the receiver is on loopback
+		Logger:              slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if p.Relay, err = relay.Open(p.ctx, cfg); err != nil {
+		ln.Close()
+		return fail(err)
+	}
+	p.URL = cfg.PublicURL
+	go func() { p.served <- p.Relay.Serve(p.ctx, ln) }()
+	if p.token, err = p.Relay.Auth.Issue(viewer.Viewer{Role: viewer.Admin, Subject: "bench"}, 24*time.Hour); err != nil {
+		return fail(err)
+	}
+	p.client = &http.Client{Timeout: 30 * time.Second}
+	return p, nil
+}
+
+// Start starts the background services: scheduler, rescuer, event bus.
+func (p *Process) Start() error {
+	if p.started {
+		return nil
+	}
+	p.started = true
+	return p.Relay.Start(p.ctx)
+}
+
+// Close stops the process and drops its database.
+func (p *Process) Close() {
+	if p.cancel != nil {
+		p.cancel()
+		<-p.served
+		if p.started {
+			p.Relay.Stop()
+		}
+		p.Relay.Close()
+	}
+	if p.DB != nil {
+		p.DB.Close()
+	}
+	if p.admin != nil {
+		if _, err := p.admin.Exec("DROP DATABASE IF EXISTS " + pq.QuoteIdentifier(p.dbName) + " WITH (FORCE)"); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: drop database %s: %v\n", p.dbName, err)
+		}
+		p.admin.Close()
+	}
+}
+
+// graphQL runs one operation as the operator and decodes its data into out.
+func (p *Process) graphQL(query string, vars map[string]any, out any) error {
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Data   json.RawMessage `json:"data"`
+		Errors []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("graphql: status %d: %s", resp.StatusCode, raw)
+	}
+	if len(r.Errors) > 0 {
+		return fmt.Errorf("graphql: %s", r.Errors[0].Message)
+	}
+	if out != nil {
+		return json.Unmarshal(r.Data, out)
+	}
+	return nil
+}
+
+// Fixture is what setup created.
+type Fixture struct {
+	Servers []FixtureServer
+}
+
+// FixtureServer is one server of a fixture tenant.
+type FixtureServer struct {
+	TenantID   int64
+	ID         int64
+	InboundURL string
+	Recipients []int64
+}
+
+// Inbound lists the servers' inbound URLs.
+func (f *Fixture) Inbound() []string {
+	out := make([]string, len(f.Servers))
+	for i, s := range f.Servers {
+		out[i] = s.InboundURL
+	}
+	return out
+}
+
+// RecipientIDs lists every recipient.
+func (f *Fixture) RecipientIDs() []int64 {
+	var out []int64
+	for _, s := range f.Servers {
+		out = append(out, s.Recipients...)
+	}
+	return out
+}
+
+// setup creates, through the GraphQL API as an operator, one plan and tenants tenants with one server each
+// and recipients DIRECT_HTTP recipients per server pointing at target (paused when paused is set).
+func (p *Process) setup(tenants, recipients int, target string, paused bool) (*Fixture, error) {
+	var plan struct{ CreatePlan struct{ ID string } }
+	err := p.graphQL(`mutation($in: CreatePlanInput!){ createPlan(input: $in){ id } }`, map[string]any{"in": map[string]any{
+		"name": "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36), "monthlyCredits": 2_000_000_000, "retentionDays": 7, "maxServers": 10,
+		"maxRecipientsPerServer": max(recipients, 10),
+	}}, &plan)
+	if err != nil {
+		return nil, fmt.Errorf("create plan: %w", err)
+	}
+	f := &Fixture{Servers: make([]FixtureServer, tenants)}
+	var wg sync.WaitGroup
+	errs := make([]error, tenants)
+	sem := make(chan struct{}, 8)
+	for i := range tenants {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f.Servers[i], errs[i] = p.setupTenant(plan.CreatePlan.ID, i, recipients, target, paused)
+		}()
+	}
+	wg.Wait()
+	return f, errors.Join(errs...)
+}
+
+func (p *Process) setupTenant(planID string, i, recipients int, target string, paused bool) (FixtureServer, error) {
+	var fs FixtureServer
+	var tn struct{ CreateTenant struct{ ID string } }
+	if err := p.graphQL(`mutation($in: CreateTenantInput!){ createTenant(input: $in){ id } }`, map[string]any{
+		"in": map[string]any{"name": fmt.Sprintf("tenant-%03d", i), "planId": planID},
+	}, &tn); err != nil {
+		return fs, fmt.Errorf("create tenant: %w", err)
+	}
+	var srv struct {
+		CreateServer struct {
+			ID         string
+			InboundURL string
+		}
+	}
+	if err := p.graphQL(`mutation($in: CreateServerInput!){ createServer(input: $in){ id inboundUrl } }`, map[string]any{
+		"in": map[string]any{"tenantId": tn.CreateTenant.ID, "name": fmt.Sprintf("server-%03d", i)},
+	}, &srv); err != nil {
+		return fs, fmt.Errorf("create server: %w", err)
+	}
+	fs.TenantID, _ = strconv.ParseInt(tn.CreateTenant.ID, 10, 64)
+	fs.ID, _ = strconv.ParseInt(srv.CreateServer.ID, 10, 64)
+	fs.InboundURL = srv.CreateServer.InboundURL
+	if !strings.HasPrefix(fs.InboundURL, p.URL) {
+		return fs, fmt.Errorf("inbound URL %q is not on %s", fs.InboundURL, p.URL)
+	}
+	for j := range recipients {
+		var rc struct{ CreateRecipient struct{ ID string } }
+		if err := p.graphQL(`mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id } }`, map[string]any{
+			"in": map[string]any{"serverId": srv.CreateServer.ID, "name": fmt.Sprintf("recipient-%d", j),
+				"method": "DIRECT_HTTP", "url": target + "/hook"},
+		}, &rc); err != nil {
+			return fs, fmt.Errorf("create recipient: %w", err)
+		}
+		if paused {
+			if err := p.graphQL(`mutation($id: ID!){ pauseRecipient(id: $id){ id } }`, map[string]any{"id": rc.CreateRecipient.ID}, nil); err != nil {
+				return fs, fmt.Errorf("pause recipient: %w", err)
+			}
+		}
+		id, _ := strconv.ParseInt(rc.CreateRecipient.ID, 10, 64)
+		fs.Recipients = append(fs.Recipients, id)
+	}
+	return fs, nil
+}
+
+// count runs a COUNT query on the bench's own connection.
+func (p *Process) count(query string, args ...any) (int64, error) {
+	var n int64
+	err := p.DB.QueryRow(query, args...).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Arrival is one delivery attempt as the receiver saw it.
+type Arrival struct {
+	RequestID int64
+	Attempt   int
+	// At is when the handler began: the request line and headers have been read, the body not yet.
+	At time.Time
+}
+
+// Receiver is the recipients' endpoint: a loopback HTTP server that notes every attempt and answers at once.
+type Receiver struct {
+	srv     *httptest.Server
+	respond func(requestID int64, attempt int) int
+	count   atomic.Int64
+	mu      sync.Mutex
+	got     []Arrival
+}
+
+// newReceiver starts a receiver; respond chooses the status of each attempt (nil: always 200).
+func newReceiver(respond func(requestID int64, attempt int) int) *Receiver {
+	r := &Receiver{respond: respond}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	// Adal's sender keeps up to 64 idle connections per host; let the receiver keep as many.
+	r.srv.Config.IdleTimeout = 2 * time.Minute
+	return r
+}
+
+func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
+	at := time.Now()
+	id, _ := strconv.ParseInt(req.Header.Get("X-Adal-Request-Id"), 10, 64)
+	attempt, _ := strconv.Atoi(req.Header.Get("X-Adal-Attempt"))
+	_, _ = io.Copy(io.Discard, req.Body)
+	status := http.StatusOK
+	if r.respond != nil {
+		status = r.respond(id, attempt)
+	}
+	r.mu.Lock()
+	r.got = append(r.got, Arrival{RequestID: id, Attempt: attempt, At: at})
+	r.mu.Unlock()
+	r.count.Add(1)
+	w.WriteHeader(status)
+}
+
+// URL is the base URL recipients point at.
+func (r *Receiver) URL() string { return r.srv.URL }
+
+// Count is the number of attempts received so far.
+func (r *Receiver) Count() int64 { return r.count.Load() }
+
+// Arrivals returns a copy of everything received.
+func (r *Receiver) Arrivals() []Arrival {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Arrival, len(r.got))
+	copy(out, r.got)
+	return out
+}
+
+// Reset forgets what was received.
+func (r *Receiver) Reset() {
+	r.mu.Lock()
+	r.got = r.got[:0]
+	r.mu.Unlock()
+	r.count.Store(0)
+}
+
+// Close stops the receiver.
+func (r *Receiver) Close() { r.srv.Close() }

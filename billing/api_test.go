@@ -1,0 +1,237 @@
+package billing_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/relay/relaytest"
+)
+
+type ledgerPage struct {
+	Ledger struct {
+		TotalCount int
+		Edges      []struct {
+			Node struct {
+				ID           string
+				Reason       string
+				Amount       int
+				BalanceAfter int
+				Reference    string
+				Period       *string
+				CreatedAt    time.Time
+			}
+		}
+	}
+}
+
+const ledgerQuery = `query($t: ID){ ledger(tenantId: $t, first: 50){ totalCount edges { node { id reason amount balanceAfter reference period createdAt } } } }`
+
+func tenantBalance(t *testing.T, env *relaytest.Env, token, id string) (balance int, planID string) {
+	t.Helper()
+	var out struct {
+		Node struct {
+			CreditBalance int
+			PlanID        string
+		}
+	}
+	env.MustGraphQL(token, `query($id: ID!){ node(id: $id){ ... on Tenant { creditBalance planID } } }`, map[string]any{"id": id}, &out)
+	return out.Node.CreditBalance, out.Node.PlanID
+}
+
+func TestCreateTenantGrantsPlanCredits(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	admin := env.AdminToken()
+	tn := env.NewTenant("granted", relaytest.PlanLimits{Credits: 250})
+
+	bal, planID := tenantBalance(t, env, admin, tn.ID)
+	require.Equal(t, 250, bal)
+	require.Equal(t, tn.PlanID, planID)
+
+	var page ledgerPage
+	env.MustGraphQL(tn.Owner, ledgerQuery, nil, &page)
+	require.Equal(t, 1, page.Ledger.TotalCount)
+	e := page.Ledger.Edges[0].Node
+	require.Equal(t, "PLAN_GRANT", e.Reason)
+	require.Equal(t, 250, e.Amount)
+	require.Equal(t, 250, e.BalanceAfter)
+	require.NotNil(t, e.Period)
+	require.Equal(t, billing.Period(time.Now()), *e.Period)
+
+	// The viewer sees its balance too.
+	var v struct {
+		Viewer struct{ Tenant struct{ CreditBalance int } }
+	}
+	env.MustGraphQL(tn.Member, `{ viewer { tenant { creditBalance } } }`, nil, &v)
+	require.Equal(t, 250, v.Viewer.Tenant.CreditBalance)
+
+	// createTenant validates its input.
+	resp := env.GraphQL(admin, `mutation($p: ID!){ createTenant(input: {name: "  ", planId: $p}){ id } }`, map[string]any{"p": tn.PlanID})
+	require.Equal(t, "INVALID_INPUT", resp.Code(), "%+v", resp.Errors)
+	resp = env.GraphQL(admin, `mutation{ createTenant(input: {name: "x", planId: "999999"}){ id } }`, nil)
+	require.Equal(t, "NOT_FOUND", resp.Code(), "%+v", resp.Errors)
+}
+
+func TestGrantCredits(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	admin := env.AdminToken()
+	tn := env.NewTenant("grant", relaytest.PlanLimits{Credits: 10})
+	const q = `mutation($t: ID!, $n: Int!, $ref: String){ grantCredits(tenantId: $t, amount: $n, reference: $ref){ id reason amount balanceAfter reference } }`
+
+	var out struct {
+		GrantCredits struct {
+			Reason       string
+			Amount       int
+			BalanceAfter int
+			Reference    string
+		}
+	}
+	env.MustGraphQL(admin, q, map[string]any{"t": tn.ID, "n": 15, "ref": "ticket-42"}, &out)
+	require.Equal(t, "CREDIT_GRANT", out.GrantCredits.Reason)
+	require.Equal(t, 15, out.GrantCredits.Amount)
+	require.Equal(t, 25, out.GrantCredits.BalanceAfter)
+	require.Equal(t, "ticket-42", out.GrantCredits.Reference)
+	bal, _ := tenantBalance(t, env, admin, tn.ID)
+	require.Equal(t, 25, bal)
+
+	for _, n := range []int{0, -1, -100} {
+		resp := env.GraphQL(admin, q, map[string]any{"t": tn.ID, "n": n})
+		require.Equal(t, "INVALID_INPUT", resp.Code(), "amount %d: %+v", n, resp.Errors)
+	}
+	resp := env.GraphQL(admin, q, map[string]any{"t": "999999", "n": 5})
+	require.Equal(t, "NOT_FOUND", resp.Code(), "%+v", resp.Errors)
+	bal, _ = tenantBalance(t, env, admin, tn.ID)
+	require.Equal(t, 25, bal, "refused grants change nothing")
+
+	var page ledgerPage
+	env.MustGraphQL(admin, ledgerQuery, map[string]any{"t": tn.ID}, &page)
+	require.Equal(t, 2, page.Ledger.TotalCount)
+}
+
+func TestChangeTenantPlan(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	admin := env.AdminToken()
+	tn := env.NewTenant("switch", relaytest.PlanLimits{Credits: 30})
+	var p struct{ CreatePlan struct{ ID string } }
+	env.MustGraphQL(admin, `mutation{ createPlan(input: {name: "bigger", monthlyCredits: 1000, retentionDays: 30, maxServers: 50, maxRecipientsPerServer: 10}){ id } }`, nil, &p)
+	bigger := p.CreatePlan.ID
+	const q = `mutation($t: ID!, $p: ID!){ changeTenantPlan(tenantId: $t, planId: $p){ id planID creditBalance plan { name } } }`
+
+	// A member may not.
+	resp := env.GraphQL(tn.Member, q, map[string]any{"t": tn.ID, "p": bigger})
+	require.Equal(t, "FORBIDDEN", resp.Code(), "%+v", resp.Errors)
+	_, planID := tenantBalance(t, env, admin, tn.ID)
+	require.Equal(t, tn.PlanID, planID)
+
+	// The owner may: the plan changes at once, credits already granted stay, a PLAN_CHANGE entry records it.
+	var out struct {
+		ChangeTenantPlan struct {
+			PlanID        string
+			CreditBalance int
+			Plan          struct{ Name string }
+		}
+	}
+	env.MustGraphQL(tn.Owner, q, map[string]any{"t": tn.ID, "p": bigger}, &out)
+	require.Equal(t, bigger, out.ChangeTenantPlan.PlanID)
+	require.Equal(t, "bigger", out.ChangeTenantPlan.Plan.Name)
+	require.Equal(t, 30, out.ChangeTenantPlan.CreditBalance, "the new plan's credits come with the next period")
+
+	var page ledgerPage
+	env.MustGraphQL(tn.Owner, ledgerQuery, nil, &page)
+	require.Equal(t, 2, page.Ledger.TotalCount)
+	e := page.Ledger.Edges[0].Node
+	require.Equal(t, "PLAN_CHANGE", e.Reason)
+	require.Equal(t, 0, e.Amount)
+	require.Equal(t, 30, e.BalanceAfter)
+	require.Contains(t, e.Reference, bigger)
+
+	// The new plan's limits apply at once: retention of new requests is the new plan's.
+	srv := env.NewServer(tn, "s", nil)
+	resp2 := env.Post(srv.Key, "", []byte("{}"))
+	resp2.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp2.StatusCode)
+	var reqs struct {
+		Requests struct {
+			Edges []struct {
+				Node struct{ ReceivedAt, ExpiresAt time.Time }
+			}
+		}
+	}
+	env.MustGraphQL(tn.Owner, `query($s: ID!){ requests(serverId: $s, first: 1){ edges { node { receivedAt expiresAt } } } }`, map[string]any{"s": srv.ID}, &reqs)
+	require.Len(t, reqs.Requests.Edges, 1)
+	n := reqs.Requests.Edges[0].Node
+	require.Equal(t, 30*24*time.Hour, n.ExpiresAt.Sub(n.ReceivedAt))
+
+	// Switching to the current plan is a no-op; an operator may switch back; an unknown plan is NOT_FOUND.
+	env.MustGraphQL(tn.Owner, q, map[string]any{"t": tn.ID, "p": bigger}, nil)
+	env.MustGraphQL(admin, q, map[string]any{"t": tn.ID, "p": tn.PlanID}, &out)
+	require.Equal(t, tn.PlanID, out.ChangeTenantPlan.PlanID)
+	resp = env.GraphQL(tn.Owner, q, map[string]any{"t": tn.ID, "p": "999999"})
+	require.Equal(t, "NOT_FOUND", resp.Code(), "%+v", resp.Errors)
+	env.MustGraphQL(tn.Owner, ledgerQuery, nil, &page)
+	require.Equal(t, 4, page.Ledger.TotalCount, "grant, change, request, change back")
+}
+
+func TestLedgerNewestFirst(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	admin := env.AdminToken()
+	tn := env.NewTenant("order", relaytest.PlanLimits{Credits: 5})
+	other := env.NewTenant("order-other", relaytest.PlanLimits{Credits: 7})
+	srv := env.NewServer(tn, "s", nil)
+	for i := range 3 {
+		env.MustGraphQL(admin, `mutation($t: ID!, $n: Int!){ grantCredits(tenantId: $t, amount: $n){ id } }`,
+			map[string]any{"t": tn.ID, "n": i + 1}, nil)
+		resp := env.Post(srv.Key, "", []byte("{}"))
+		resp.Body.Close()
+		require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	}
+
+	var page ledgerPage
+	env.MustGraphQL(tn.Member, ledgerQuery, nil, &page)
+	var reasons []string
+	var amounts []int
+	for _, e := range page.Ledger.Edges {
+		reasons = append(reasons, e.Node.Reason)
+		amounts = append(amounts, e.Node.Amount)
+	}
+	require.Equal(t, []string{"REQUEST_ACCEPTED", "CREDIT_GRANT", "REQUEST_ACCEPTED", "CREDIT_GRANT", "REQUEST_ACCEPTED", "CREDIT_GRANT", "PLAN_GRANT"}, reasons)
+	require.Equal(t, []int{-1, 3, -1, 2, -1, 1, 5}, amounts)
+	for i := 1; i < len(page.Ledger.Edges); i++ {
+		require.False(t, page.Ledger.Edges[i].Node.CreatedAt.After(page.Ledger.Edges[i-1].Node.CreatedAt), "newest first")
+	}
+	require.Equal(t, 5+6-3, page.Ledger.Edges[0].Node.BalanceAfter)
+
+	// Paging keeps the order.
+	var first2, next2 struct {
+		Ledger struct {
+			Edges    []struct{ Node struct{ ID string } }
+			PageInfo struct{ EndCursor string }
+		}
+	}
+	env.MustGraphQL(tn.Owner, `{ ledger(first: 2){ edges { node { id } } pageInfo { endCursor } } }`, nil, &first2)
+	env.MustGraphQL(tn.Owner, `query($c: Cursor){ ledger(first: 2, after: $c){ edges { node { id } } pageInfo { endCursor } } }`,
+		map[string]any{"c": first2.Ledger.PageInfo.EndCursor}, &next2)
+	var paged []string
+	for _, e := range append(first2.Ledger.Edges, next2.Ledger.Edges...) {
+		paged = append(paged, e.Node.ID)
+	}
+	var want []string
+	for _, e := range page.Ledger.Edges[:4] {
+		want = append(want, e.Node.ID)
+	}
+	require.Equal(t, want, paged)
+
+	// An operator sees a named tenant's ledger, or everyone's.
+	env.MustGraphQL(admin, ledgerQuery, map[string]any{"t": other.ID}, &page)
+	require.Equal(t, 1, page.Ledger.TotalCount)
+	require.Equal(t, 7, page.Ledger.Edges[0].Node.Amount)
+	env.MustGraphQL(admin, ledgerQuery, nil, &page)
+	require.Equal(t, 8, page.Ledger.TotalCount)
+}

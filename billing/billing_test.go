@@ -1,0 +1,234 @@
+package billing_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/storage/dbtest"
+	"github.com/adal-relay/adal/viewer"
+)
+
+func int64Ptr(v int64) *int64 { return &v }
+func valuePtr[T any](v T) *T  { return &v }
+
+// newTenant creates a plan granting credits and a tenant on it, directly through the service.
+func newLedgerTenant(t *testing.T, db *dbtest.DB, svc *billing.Service, credits int64) (context.Context, *ent.Tenant) {
+	t.Helper()
+	ctx := viewer.SystemContext(t.Context())
+	p, err := svc.CreatePlan(ctx, db.Client, billing.PlanInput{
+		Name: valuePtr("p"), MonthlyCredits: int64Ptr(credits), RetentionDays: valuePtr(7), MaxServers: valuePtr(1), MaxRecipientsPerServer: valuePtr(1),
+	})
+	require.NoError(t, err)
+	var tn *ent.Tenant
+	require.NoError(t, storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+		tn, err = svc.CreateTenant(ctx, tx, "t", p.ID)
+		return err
+	}))
+	require.Equal(t, credits, tn.CreditBalance)
+	return ctx, tn
+}
+
+func balanceOf(t *testing.T, ctx context.Context, db *dbtest.DB, id int) int64 {
+	t.Helper()
+	tn, err := db.Client.Tenant.Get(ctx, id)
+	require.NoError(t, err)
+	return tn.CreditBalance
+}
+
+// checkLedger asserts the ledger is a consistent history: each balance_after is the running sum, never
+// negative, and the last equals the balance.
+func checkLedger(t *testing.T, ctx context.Context, db *dbtest.DB, id int) []*ent.LedgerEntry {
+	t.Helper()
+	es, err := db.Client.LedgerEntry.Query().Where(ledgerentry.TenantID(id)).Order(ledgerentry.ByID()).All(ctx)
+	require.NoError(t, err)
+	var sum int64
+	for _, e := range es {
+		sum += e.Amount
+		require.Equal(t, sum, e.BalanceAfter, "entry %d (%s)", e.ID, e.Reason)
+		require.GreaterOrEqual(t, e.BalanceAfter, int64(0))
+	}
+	require.Equal(t, balanceOf(t, ctx, db, id), sum, "the ledger sums to the balance")
+	return es
+}
+
+func TestDebitNeverBelowZero(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	svc := billing.New(db.Dialect, nil)
+	ctx, tn := newLedgerTenant(t, db, svc, 3)
+
+	debit := func(amount int64) error {
+		return storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+			_, err := svc.Debit(ctx, tx, tn.ID, amount, billing.ReasonRequestAccepted, "test")
+			return err
+		})
+	}
+
+	require.Equal(t, fault.InsufficientCredits, fault.KindOf(debit(4)), "more than the balance")
+	require.EqualValues(t, 3, balanceOf(t, ctx, db, tn.ID), "a refused debit changes nothing")
+	require.Len(t, checkLedger(t, ctx, db, tn.ID), 1, "and writes no entry")
+
+	require.NoError(t, debit(2))
+	require.EqualValues(t, 1, balanceOf(t, ctx, db, tn.ID))
+	require.NoError(t, debit(1))
+	require.EqualValues(t, 0, balanceOf(t, ctx, db, tn.ID))
+	require.Equal(t, fault.InsufficientCredits, fault.KindOf(debit(1)), "nothing left")
+	require.EqualValues(t, 0, balanceOf(t, ctx, db, tn.ID))
+
+	require.Equal(t, fault.InvalidInput, fault.KindOf(debit(0)))
+	require.Equal(t, fault.InvalidInput, fault.KindOf(debit(-5)), "a negative debit is not a credit")
+	require.EqualValues(t, 0, balanceOf(t, ctx, db, tn.ID))
+
+	es := checkLedger(t, ctx, db, tn.ID)
+	require.Len(t, es, 3)
+	require.Equal(t, ledgerentry.ReasonPLAN_GRANT, es[0].Reason)
+	require.EqualValues(t, -2, es[1].Amount)
+	require.EqualValues(t, 1, es[1].BalanceAfter)
+	require.EqualValues(t, -1, es[2].Amount)
+	require.EqualValues(t, 0, es[2].BalanceAfter)
+	require.Equal(t, "test", es[2].Reference)
+}
+
+// TestDebitRollsBackWithItsTransaction: the debit lives in the caller's transaction, so when what it pays
+// for fails, the credit is back and no entry remains.
+func TestDebitRollsBackWithItsTransaction(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	svc := billing.New(db.Dialect, nil)
+	ctx, tn := newLedgerTenant(t, db, svc, 5)
+	boom := errors.New("what the credit paid for failed")
+	err := storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+		if _, err := svc.Debit(ctx, tx, tn.ID, 2, billing.ReasonRequestAccepted, "x"); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.EqualValues(t, 5, balanceOf(t, ctx, db, tn.ID))
+	require.Len(t, checkLedger(t, ctx, db, tn.ID), 1)
+}
+
+func TestConcurrentDebits(t *testing.T) {
+	t.Parallel()
+	const credits, workers = 10, 40
+	db := dbtest.Open(t)
+	svc := billing.New(db.Dialect, nil)
+	ctx, tn := newLedgerTenant(t, db, svc, credits)
+
+	var mu sync.Mutex
+	kinds := map[fault.Kind]int{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+				_, err := svc.Debit(ctx, tx, tn.ID, 1, billing.ReasonRequestAccepted, "c")
+				return err
+			})
+			k := fault.Kind("OK")
+			if err != nil {
+				k = fault.KindOf(err)
+			}
+			mu.Lock()
+			kinds[k]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, map[fault.Kind]int{"OK": credits, fault.InsufficientCredits: workers - credits}, kinds)
+	require.EqualValues(t, 0, balanceOf(t, ctx, db, tn.ID))
+	require.Len(t, checkLedger(t, ctx, db, tn.ID), 1+credits)
+}
+
+func TestCreditAndPlanGrantOncePerPeriod(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	now := time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
+	svc := billing.New(db.Dialect, func() time.Time { return now })
+	ctx, tn := newLedgerTenant(t, db, svc, 100)
+
+	es := checkLedger(t, ctx, db, tn.ID)
+	require.Len(t, es, 1)
+	require.Equal(t, ledgerentry.ReasonPLAN_GRANT, es[0].Reason)
+	require.EqualValues(t, 100, es[0].Amount)
+	require.NotNil(t, es[0].Period)
+	require.Equal(t, "2026-11", *es[0].Period)
+	require.Equal(t, "2026-11", billing.Period(now))
+
+	// A second grant for the same period cannot happen, and leaves the balance alone.
+	period := billing.Period(now)
+	err := storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+		_, err := svc.Credit(ctx, tx, tn.ID, 100, billing.ReasonPlanGrant, "again", &period)
+		return err
+	})
+	require.Error(t, err)
+	require.EqualValues(t, 100, balanceOf(t, ctx, db, tn.ID))
+
+	next := billing.Period(now.AddDate(0, 1, 0))
+	require.NoError(t, storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+		_, err := svc.Credit(ctx, tx, tn.ID, 100, billing.ReasonPlanGrant, "next", &next)
+		return err
+	}))
+	require.EqualValues(t, 200, balanceOf(t, ctx, db, tn.ID))
+
+	_, err = svc.Credit(ctx, db.Client, tn.ID, -1, billing.ReasonCreditGrant, "neg", nil)
+	require.Equal(t, fault.InvalidInput, fault.KindOf(err))
+	_, err = svc.GrantCredits(ctx, db.Client, tn.ID+1000, 5, "nobody")
+	require.Equal(t, fault.NotFound, fault.KindOf(err))
+	checkLedger(t, ctx, db, tn.ID)
+}
+
+// TestPlanChangeEntryUnderConcurrentDebits: a PLAN_CHANGE entry records the balance as it is when the switch
+// commits, even while requests are being paid for, so the ledger stays a consistent running sum.
+func TestPlanChangeEntryUnderConcurrentDebits(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	svc := billing.New(db.Dialect, nil)
+	ctx, tn := newLedgerTenant(t, db, svc, 200)
+	other, err := svc.CreatePlan(ctx, db.Client, billing.PlanInput{
+		Name: valuePtr("other"), MonthlyCredits: int64Ptr(1), RetentionDays: valuePtr(1), MaxServers: valuePtr(1), MaxRecipientsPerServer: valuePtr(1),
+	})
+	require.NoError(t, err)
+	plans := []int{other.ID, tn.PlanID}
+
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				_ = storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+					_, err := svc.Debit(ctx, tx, tn.ID, 1, billing.ReasonRequestAccepted, "d")
+					return err
+				})
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 30 {
+			err := storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+				_, err := svc.ChangePlan(ctx, tx, tn.ID, plans[i%2])
+				return err
+			})
+			if err != nil && fault.KindOf(err) != fault.NotFound {
+				t.Errorf("change plan: %v", err)
+			}
+		}
+	}()
+	wg.Wait()
+	require.EqualValues(t, 100, balanceOf(t, ctx, db, tn.ID))
+	checkLedger(t, ctx, db, tn.ID)
+}

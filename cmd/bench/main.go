@@ -1,0 +1,90 @@
+// Command bench measures Adal against its budgets (DESIGN §7) on PostgreSQL and prints one Markdown table row
+// per figure:
+//
+//	go run ./cmd/bench [-scenarios ingest,dispatch,latency,punctuality,purge] [-database-url …] [-duration 10s]
+//
+// Each scenario creates a database of its own on the server of -database-url and drops it afterwards. The
+// logic is in package bench.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/adal-relay/adal/bench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var cfg bench.Config
+	var scenarios, rates, singleRates, fanoutRates string
+	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.Scenarios, ","), "comma-separated scenarios to run")
+	flag.StringVar(&cfg.DatabaseURL, "database-url", envOr("ADAL_BENCH_DATABASE_URL",
+		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
+		"a database on the PostgreSQL server to use; scenarios create and drop databases next to it")
+	flag.DurationVar(&cfg.Duration, "duration", 10*time.Second, "length of each measured load phase")
+	flag.StringVar(&rates, "ingest-rates", "2500,5000,7500,10000", "offered rates of the 100-tenant ingest (req/s)")
+	flag.StringVar(&singleRates, "ingest-single-rates", "2000,4000", "offered rates of the single-tenant ingest")
+	flag.StringVar(&fanoutRates, "ingest-fanout-rates", "1000,2500", "offered rates of the 10-recipients ingest")
+	flag.StringVar(&cfg.IngestRecipients, "ingest-recipients", "paused",
+		"paused: recipients paused, pure intake; receiver: active recipients deliver to a loopback receiver meanwhile")
+	flag.Float64Var(&cfg.Ceiling, "ceiling", 0, "ingest ceiling (req/s) for latency and purge when ingest does not run")
+	flag.IntVar(&cfg.DispatchDeliveries, "dispatch-deliveries", 100_000, "due deliveries the dispatch scenario burns down")
+	flag.IntVar(&cfg.DispatchWorkers, "dispatch-workers", 0, "ADAL_WORKERS for dispatch (0: the default)")
+	flag.IntVar(&cfg.PunctualityRows, "punctuality-rows", 1_000_000, "future retries in the table")
+	flag.Float64Var(&cfg.PunctualityRate, "punctuality-rate", 1000, "retries per second coming due during the window")
+	flag.DurationVar(&cfg.PunctualityUnit, "punctuality-unit", 100*time.Millisecond, "ADAL_RETRY_UNIT of the punctuality process")
+	flag.DurationVar(&cfg.PunctualityWindow, "punctuality-window", 30*time.Second, "how long retries keep coming due")
+	flag.IntVar(&cfg.PurgeRequests, "purge-requests", 100_000, "expired requests (2 deliveries × 3 attempts each) to purge")
+	flag.IntVar(&cfg.PgbenchClients, "pgbench-clients", 16, "pgbench -c")
+	flag.IntVar(&cfg.PgbenchScale, "pgbench-scale", 16, "pgbench -i -s (when its database is first created)")
+	flag.BoolVar(&cfg.SQLBreakdown, "sql-breakdown", false, "log the statements dispatch sent, by text")
+	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile per scenario (file name gets the scenario added)")
+	flag.Parse()
+	cfg.Scenarios = strings.Split(scenarios, ",")
+	var err error
+	if cfg.IngestRates, err = floats(rates); err != nil {
+		return err
+	}
+	if cfg.IngestSingleRates, err = floats(singleRates); err != nil {
+		return err
+	}
+	if cfg.IngestFanoutRates, err = floats(fanoutRates); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	_, err = bench.Run(ctx, cfg)
+	return err
+}
+
+func floats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("bad rate %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,199 @@
+package delivery_test
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/attempt"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/storage/dbtest"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// recordWorld is a server with two recipients and claimed deliveries, built identically twice so the same
+// outcomes can be recorded one at a time (Record) in one and as a batch (RecordBatch) in the other.
+type recordWorld struct {
+	recipients []int
+	requests   []int
+	claims     []delivery.Claim
+}
+
+// TestRecordBatchRecordsAsRecordDoes pins RecordBatch to Record: the same outcomes, recorded one by one or as
+// one shuffled batch, leave the same attempts, delivery states, request statuses and recipient health —
+// including health state changes inside the batch and a stale claim that must not be recorded.
+func TestRecordBatchRecordsAsRecordDoes(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	ctx := viewer.SystemContext(t.Context())
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return base }
+	// Small rules so a handful of outcomes disables a recipient, halves its window and re-enables it.
+	rules := delivery.HealthRules{DisableRatio: 0.7, DisableMinAttempts: 3, DisableConsecutive: 4,
+		FreezeConsecutive: 1000, FreezeSilence: time.Hour, FreezeHard: 1000, ProbeUnits: 10, Window: 3}
+	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, clock), Unit: time.Second, Now: clock, Health: rules})
+
+	const perRecipient = 8
+	build := func() recordWorld {
+		plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(100).SetRetentionDays(7).
+			SetMaxServers(1).SetMaxRecipientsPerServer(2).Save(ctx)
+		require.NoError(t, err)
+		tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(100).Save(ctx)
+		require.NoError(t, err)
+		srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).Save(ctx)
+		require.NoError(t, err)
+		var w recordWorld
+		var recs []*ent.Recipient
+		for i, maxAttempts := range []int{1, 3} { // recipient 0: every failure is final; 1: failures retry
+			r, err := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
+				SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/" + string(rune('a'+i))).
+				SetMaxAttempts(maxAttempts).Save(ctx)
+			require.NoError(t, err)
+			recs = append(recs, r)
+			w.recipients = append(w.recipients, r.ID)
+		}
+		srv.Edges.Recipients = recs
+		items := make([]delivery.Incoming, perRecipient)
+		for i := range items {
+			items[i] = delivery.Incoming{Server: srv, Recipients: recs, Key: hexID(),
+				Request: delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte("{}")}}
+		}
+		stored, err := svc.StoreBatch(ctx, db.Client, items, billing.ReasonRequestAccepted)
+		require.NoError(t, err)
+		for _, s := range stored {
+			require.NoError(t, s.Err)
+			w.requests = append(w.requests, s.Request.ID)
+			for _, d := range s.Deliveries {
+				owner := "owner"
+				if len(w.claims) == 5 {
+					owner = "someone-else" // the rescuer took this one meanwhile: its outcome must be dropped
+				}
+				require.NoError(t, db.Client.Delivery.UpdateOneID(d.ID).SetStatus(entdelivery.StatusIN_PROGRESS).
+					SetAttemptCount(1).SetFirstAttemptAt(base).SetAttemptStartedAt(base).SetLeaseOwner(owner).
+					SetLeaseExpiresAt(base.Add(time.Minute)).Exec(ctx))
+				w.claims = append(w.claims, delivery.Claim{DeliveryID: d.ID, TenantID: d.TenantID,
+					RequestID: d.RequestID, ServerID: srv.ID, RecipientID: d.RecipientID, Attempt: 1,
+					MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule), FirstAttemptAt: base,
+					StartedAt: base, Owner: "owner"})
+			}
+		}
+		return w
+	}
+	one, batch := build(), build()
+
+	// The same outcome for the k-th claim of both worlds: a mix of successes, HTTP failures and a timeout,
+	// finishing in claim order, µs apart.
+	outcome := func(k int) delivery.Outcome {
+		o := delivery.Outcome{StartedAt: base, FinishedAt: base.Add(time.Duration(k+1) * 1500 * time.Microsecond)}
+		switch {
+		case k%5 == 4:
+			o.HTTPStatus = http.StatusNoContent
+		case k%7 == 3:
+			o.ErrorKind, o.ErrorMessage = delivery.ErrTimeout, "no answer within 30s"
+		default:
+			o.HTTPStatus, o.ErrorKind, o.ErrorMessage = http.StatusInternalServerError, delivery.ErrHTTPStatus, "HTTP 500"
+		}
+		return o
+	}
+	var wantRecorded []bool
+	for k, c := range one.claims {
+		ok, err := svc.Record(ctx, db.Client, c, outcome(k))
+		require.NoError(t, err)
+		wantRecorded = append(wantRecorded, ok)
+	}
+	cs := make([]delivery.Completion, len(batch.claims))
+	for k, c := range batch.claims {
+		cs[k] = delivery.Completion{Claim: c, Outcome: outcome(k)}
+	}
+	perm := rand.Perm(len(cs))
+	shuffled := make([]delivery.Completion, len(cs))
+	for i, p := range perm {
+		shuffled[i] = cs[p]
+	}
+	got, err := svc.RecordBatch(ctx, db.DB, shuffled)
+	require.NoError(t, err)
+	gotRecorded := make([]bool, len(cs))
+	for i, p := range perm {
+		gotRecorded[p] = got[i]
+	}
+	require.Equal(t, wantRecorded, gotRecorded)
+	require.False(t, gotRecorded[5], "the stale claim is not recorded")
+
+	snapshot := func(w recordWorld) map[string]any {
+		out := map[string]any{}
+		var ds, reqs, rcps, atts []map[string]any
+		for _, c := range w.claims {
+			d, err := db.Client.Delivery.Get(ctx, c.DeliveryID)
+			require.NoError(t, err)
+			ds = append(ds, map[string]any{"status": d.Status, "next": unixMicro(d.NextAttemptAt),
+				"finished": unixMicro(d.FinishedAt), "lease": d.LeaseOwner, "leaseExpires": unixMicro(d.LeaseExpiresAt),
+				"started": unixMicro(d.AttemptStartedAt), "count": d.AttemptCount})
+			as, err := db.Client.Attempt.Query().Where(attempt.DeliveryID(c.DeliveryID)).All(ctx)
+			require.NoError(t, err)
+			for _, a := range as {
+				atts = append(atts, map[string]any{"number": a.Number, "status": a.Status, "kind": a.ErrorKind,
+					"http": a.HTTPStatus, "ms": a.DurationMs, "msg": a.ErrorMessage, "start": a.StartedAt.UnixMicro(),
+					"end": a.FinishedAt.UnixMicro()})
+			}
+		}
+		for _, id := range w.requests {
+			r, err := db.Client.Request.Get(ctx, id)
+			require.NoError(t, err)
+			reqs = append(reqs, map[string]any{"status": r.Status})
+		}
+		for _, id := range w.recipients {
+			r, err := db.Client.Recipient.Get(ctx, id)
+			require.NoError(t, err)
+			rcps = append(rcps, map[string]any{"state": r.State, "reason": r.StateReason,
+				"changed": unixMicro(r.StateChangedAt), "consecutive": r.ConsecutiveFailures,
+				"window": r.WindowAttempts, "windowFailures": r.WindowFailures,
+				"lastSuccess": unixMicro(r.LastSuccessAt), "probe": unixMicro(r.NextProbeAt)})
+		}
+		out["deliveries"], out["requests"], out["recipients"], out["attempts"] = ds, reqs, rcps, atts
+		return out
+	}
+	want, have := snapshot(one), snapshot(batch)
+	require.Equal(t, want, have)
+	// The outcomes did move the recipients' state, so the comparison covers state changes.
+	states := []recipient.State{}
+	for _, id := range one.recipients {
+		r, err := db.Client.Recipient.Get(ctx, id)
+		require.NoError(t, err)
+		states = append(states, r.State)
+	}
+	require.True(t, slices.Contains(states, recipient.StateDISABLED), "states %v: the fixture should disable a recipient", states)
+}
+
+// TestRecordBatchEmpty records nothing without touching the database.
+func TestRecordBatchEmpty(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now)})
+	got, err := svc.RecordBatch(context.Background(), db.DB, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
+func unixMicro(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func hexID() string {
+	b := make([]byte, 8)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,309 @@
+package inbound_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/request"
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/relay/relaytest"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// send makes one inbound request and returns the status and, for a 202, the request ID.
+func send(t *testing.T, env *relaytest.Env, method, key, suffix string, body []byte, header http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, env.Server.URL+"/in/"+key+suffix, bytes.NewReader(body))
+	require.NoError(t, err)
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := env.Server.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "%d %s", resp.StatusCode, raw)
+	var out struct{ RequestID string }
+	if resp.StatusCode == http.StatusAccepted {
+		require.NoError(t, json.Unmarshal(raw, &out), string(raw))
+		require.NotEmpty(t, out.RequestID, string(raw))
+	}
+	return resp.StatusCode, out.RequestID
+}
+
+// state is what intake may change: the number of stored requests, deliveries, and the balance.
+type state struct {
+	requests, deliveries, ledger int
+	balance                      int64
+}
+
+func stateOf(t *testing.T, env *relaytest.Env, tn relaytest.Tenant) state {
+	t.Helper()
+	ctx := viewer.SystemContext(t.Context())
+	tid := mustAtoi(t, tn.ID)
+	var s state
+	var err error
+	s.requests, err = env.DB.Client.Request.Query().Where(request.TenantID(tid)).Count(ctx)
+	require.NoError(t, err)
+	s.deliveries, err = env.DB.Client.Delivery.Query().Where(delivery.TenantID(tid)).Count(ctx)
+	require.NoError(t, err)
+	s.ledger, err = env.DB.Client.LedgerEntry.Query().Where(ledgerentry.TenantID(tid)).Count(ctx)
+	require.NoError(t, err)
+	tenant, err := env.DB.Client.Tenant.Get(ctx, tid)
+	require.NoError(t, err)
+	s.balance = tenant.CreditBalance
+	return s
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, s)
+	return n
+}
+
+func storedRequest(t *testing.T, env *relaytest.Env, id string) *ent.Request {
+	t.Helper()
+	r, err := env.DB.Client.Request.Query().Where(request.ID(mustAtoi(t, id))).
+		WithDeliveries(func(q *ent.DeliveryQuery) { q.Order(ent.Asc(delivery.FieldRecipientID)) }).
+		Only(viewer.SystemContext(t.Context()))
+	require.NoError(t, err)
+	return r
+}
+
+func TestUnknownOrDeletedServerIs404(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("gone", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "gone", nil)
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
+	other := env.NewServer(tn, "other", nil)
+
+	status, _ := send(t, env, http.MethodPost, srv.Key, "", []byte("{}"), nil)
+	require.Equal(t, http.StatusAccepted, status, "control: the live server accepts")
+	before := stateOf(t, env, tn)
+
+	for _, key := range []string{
+		"nosuchkey",
+		strings.Repeat("A", len(srv.Key)),
+		srv.Key[:len(srv.Key)-1], // a prefix of a real key is not that key
+		srv.Key + "x",
+	} {
+		status, _ := send(t, env, http.MethodPost, key, "/x", []byte("{}"), nil)
+		require.Equal(t, http.StatusNotFound, status, key)
+	}
+	for _, path := range []string{"/in/", "/in//x"} {
+		resp, err := env.Server.Client().Post(env.Server.URL+path, "application/json", strings.NewReader("{}"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+	}
+
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ deleteServer(id: $id){ id deletedAt } }`, map[string]any{"id": srv.ID}, nil)
+	for _, suffix := range []string{"", "/", "/deep/path?q=1"} {
+		status, _ := send(t, env, http.MethodPost, srv.Key, suffix, []byte("{}"), nil)
+		require.Equal(t, http.StatusNotFound, status, "deleted server stops intake at once (%q)", suffix)
+	}
+	require.Equal(t, before, stateOf(t, env, tn), "a 404 stores nothing and costs nothing")
+
+	status, _ = send(t, env, http.MethodPost, other.Key, "", []byte("{}"), nil)
+	require.Equal(t, http.StatusAccepted, status, "the tenant's other server is unaffected")
+}
+
+func TestBodyLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 64
+	env := relaytest.Start(t, func(c *relay.Config) { c.MaxBodyBytes = limit })
+	tn := env.NewTenant("big", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "big", nil)
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
+	before := stateOf(t, env, tn)
+
+	for _, n := range []int{limit + 1, 10 * limit, 2 << 20} {
+		status, _ := send(t, env, http.MethodPost, srv.Key, "", bytes.Repeat([]byte("x"), n), nil)
+		require.Equal(t, http.StatusRequestEntityTooLarge, status, "%d bytes", n)
+	}
+	// Without a Content-Length (chunked), the limit holds too.
+	req, err := http.NewRequest(http.MethodPost, env.Server.URL+"/in/"+srv.Key, io.MultiReader(strings.NewReader(strings.Repeat("y", limit)), strings.NewReader("z")))
+	require.NoError(t, err)
+	req.ContentLength = -1
+	resp, err := env.Server.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "chunked")
+	require.Equal(t, before, stateOf(t, env, tn), "a 413 stores nothing and costs nothing")
+
+	body := bytes.Repeat([]byte("k"), limit)
+	status, id := send(t, env, http.MethodPost, srv.Key, "", body, nil)
+	require.Equal(t, http.StatusAccepted, status, "exactly the limit is accepted")
+	require.Equal(t, body, storedRequest(t, env, id).Body)
+	after := stateOf(t, env, tn)
+	require.Equal(t, before.balance-1, after.balance)
+	require.Equal(t, before.requests+1, after.requests)
+}
+
+func TestAnyMethodPathQueryHeadersBody(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("methods", relaytest.PlanLimits{Credits: 100})
+	srv := env.NewServer(tn, "methods", nil)
+
+	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodHead, http.MethodOptions, "PROPFIND"} {
+		if method == http.MethodHead {
+			// A HEAD answer has no body to carry the request ID; find it in the database.
+			req, err := http.NewRequest(method, env.Server.URL+"/in/"+srv.Key+"/head", nil)
+			require.NoError(t, err)
+			resp, err := env.Server.Client().Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusAccepted, resp.StatusCode, method)
+			continue
+		}
+		status, id := send(t, env, method, srv.Key, "/m/"+strings.ToLower(method), nil, nil)
+		require.Equal(t, http.StatusAccepted, status, method)
+		r := storedRequest(t, env, id)
+		require.Equal(t, method, r.Method)
+		require.Equal(t, "/m/"+strings.ToLower(method), r.Path)
+	}
+
+	body := []byte{0x00, 0xff, 0xfe, '{', '"', 'a', '"', '}', 0x80}
+	header := http.Header{
+		"X-Signature":   {"sha256=abc"},
+		"X-Multi":       {"one", "two"},
+		"Authorization": {"Bearer meant-for-the-recipient"}, // not judged by intake
+		"Content-Type":  {"application/octet-stream"},
+	}
+	status, id := send(t, env, http.MethodPost, srv.Key, "/hooks/stripe/evt%2F1?b=2&a=1&a=0&empty=", body, header)
+	require.Equal(t, http.StatusAccepted, status)
+	r := storedRequest(t, env, id)
+	require.Equal(t, http.MethodPost, r.Method)
+	require.Equal(t, "/hooks/stripe/evt%2F1", r.Path, "the path suffix as sent")
+	require.Equal(t, "b=2&a=1&a=0&empty=", r.Query, "the raw query, order kept")
+	require.Equal(t, body, r.Body, "the body byte for byte")
+	require.Equal(t, []string{"sha256=abc"}, r.Headers.Values("X-Signature"))
+	require.Equal(t, []string{"one", "two"}, r.Headers.Values("X-Multi"))
+	require.Equal(t, []string{"Bearer meant-for-the-recipient"}, r.Headers.Values("Authorization"))
+	require.Equal(t, "127.0.0.1", r.SourceAddr)
+	require.WithinDuration(t, time.Now(), r.ReceivedAt, time.Minute)
+
+	// The API shows the same.
+	var out struct {
+		Request struct {
+			Method, Path, Query, BodyBase64 string
+			BodySize                        int
+			Headers                         []struct{ Name, Value string }
+		}
+	}
+	env.MustGraphQL(tn.Member, `query($id: ID!){ request(id: $id){ method path query bodyBase64 bodySize headers { name value } } }`,
+		map[string]any{"id": id}, &out)
+	require.Equal(t, "/hooks/stripe/evt%2F1", out.Request.Path)
+	require.Equal(t, "b=2&a=1&a=0&empty=", out.Request.Query)
+	require.Equal(t, base64.StdEncoding.EncodeToString(body), out.Request.BodyBase64)
+	require.Equal(t, len(body), out.Request.BodySize)
+	var multi []string
+	for _, h := range out.Request.Headers {
+		if h.Name == "X-Multi" {
+			multi = append(multi, h.Value)
+		}
+	}
+	require.Equal(t, []string{"one", "two"}, multi)
+
+	// Suffix forms: none, a bare slash, nested, and unclean paths (a sender's base URL ending in "/" plus
+	// "/events" gives "//events"): stored as sent, never redirected to a cleaned path.
+	for suffix, want := range map[string]string{
+		"": "", "/": "/", "/a/b/": "/a/b/", "//events": "//events", "/a/../b": "/a/../b", "/./x": "/./x",
+	} {
+		status, id := send(t, env, http.MethodPost, srv.Key, suffix, nil, nil)
+		require.Equal(t, http.StatusAccepted, status, suffix)
+		require.Equal(t, want, storedRequest(t, env, id).Path, "suffix %q", suffix)
+	}
+}
+
+func TestOneDeliveryPerLiveRecipient(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("fanout", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "fanout", nil)
+	r1 := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI", "maxAttempts": 3})
+	r2 := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI", "retrySchedule": "EXPONENTIAL", "maxAttempts": 11})
+	gone := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ deleteRecipient(id: $id){ id } }`, map[string]any{"id": gone}, nil)
+	// Another server's recipient gets nothing.
+	other := env.NewServer(tn, "other", nil)
+	env.NewRecipient(tn, other.ID, map[string]any{"method": "CLI"})
+
+	status, id := send(t, env, http.MethodPost, srv.Key, "", []byte(`{}`), nil)
+	require.Equal(t, http.StatusAccepted, status)
+	r := storedRequest(t, env, id)
+	require.Equal(t, request.StatusPENDING, r.Status)
+	require.Len(t, r.Edges.Deliveries, 2, "one per live recipient, none for the deleted one")
+	got := map[string]*ent.Delivery{}
+	for _, d := range r.Edges.Deliveries {
+		got[strconv.Itoa(d.RecipientID)] = d
+		require.Equal(t, delivery.StatusPENDING, d.Status)
+		require.Equal(t, delivery.TriggerAUTOMATIC, d.Trigger)
+		require.Zero(t, d.AttemptCount)
+		require.NotNil(t, d.NextAttemptAt, "due at once")
+		require.False(t, d.NextAttemptAt.After(r.ReceivedAt.Add(time.Second)))
+	}
+	require.Contains(t, got, r1)
+	require.Contains(t, got, r2)
+	require.Equal(t, 3, got[r1].MaxAttempts, "the recipient's attempts are copied in")
+	require.Equal(t, 11, got[r2].MaxAttempts)
+	require.Equal(t, delivery.RetryScheduleEXPONENTIAL, got[r2].RetrySchedule)
+
+	// With no live recipient at all the request is still stored and paid for, and needs no delivery.
+	lonely := env.NewServer(tn, "lonely", nil)
+	status, id = send(t, env, http.MethodPost, lonely.Key, "", nil, nil)
+	require.Equal(t, http.StatusAccepted, status)
+	require.Empty(t, storedRequest(t, env, id).Edges.Deliveries)
+}
+
+func TestExpiresAtIsShorterRetention(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	cases := []struct {
+		name     string
+		plan     int
+		server   any // nil: the plan's
+		wantDays int
+	}{
+		{name: "plan only", plan: 7, server: nil, wantDays: 7},
+		{name: "server shorter", plan: 7, server: 3, wantDays: 3},
+		{name: "plan shorter", plan: 2, server: 5, wantDays: 2},
+		{name: "equal", plan: 4, server: 4, wantDays: 4},
+	}
+	for _, c := range cases {
+		tn := env.NewTenant("ret-"+strings.ReplaceAll(c.name, " ", "-"), relaytest.PlanLimits{Credits: 5, RetentionDays: c.plan})
+		extra := map[string]any{}
+		if c.server != nil {
+			extra["retentionDays"] = c.server
+		}
+		srv := env.NewServer(tn, "ret", extra)
+		status, id := send(t, env, http.MethodPost, srv.Key, "", nil, nil)
+		require.Equal(t, http.StatusAccepted, status, c.name)
+		r := storedRequest(t, env, id)
+		require.Equal(t, time.Duration(c.wantDays)*24*time.Hour, r.ExpiresAt.Sub(r.ReceivedAt), c.name)
+
+		var out struct {
+			Request struct{ ReceivedAt, ExpiresAt time.Time }
+		}
+		env.MustGraphQL(tn.Owner, `query($id: ID!){ request(id: $id){ receivedAt expiresAt } }`, map[string]any{"id": id}, &out)
+		require.Equal(t, time.Duration(c.wantDays)*24*time.Hour, out.Request.ExpiresAt.Sub(out.Request.ReceivedAt), c.name+" (API)")
+	}
+}

@@ -1,0 +1,48 @@
+package scheduler_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/ent/attempt"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/relay/relaytest"
+	"github.com/adal-relay/adal/scheduler"
+)
+
+// An attempt never outlives its lease in a live process: with a lease shorter than the recipient's timeout,
+// the attempt is cut at the lease's budget and recorded as a TIMEOUT by the process itself — the rescuer,
+// sweeping all along, never takes it for interrupted (which would send it again while it still runs).
+func TestAttemptEndsWithinItsLease(t *testing.T) {
+	t.Parallel()
+	const lease = 2 * time.Second
+	env := relaytest.Start(t, compressed(5*time.Millisecond), func(c *relay.Config) {
+		c.Lease = lease
+		c.RescueInterval = 50 * time.Millisecond
+	})
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "s", nil)
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // once the body is read, the server notices the caller hanging up
+		<-r.Context().Done()
+	}))
+	t.Cleanup(stuck.Close)
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": stuck.URL, "maxAttempts": 1, "timeoutSeconds": 30})
+
+	reqID := post(t, env, srv.Key, "", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "the attempt to end", func() bool {
+		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusFAILED
+	})
+	d := deliveriesOf(t, env, reqID)[0]
+	require.Len(t, d.Edges.Attempts, 1)
+	a := d.Edges.Attempts[0]
+	require.Equal(t, attempt.ErrorKindTIMEOUT, *a.ErrorKind, a.ErrorMessage)
+	require.Contains(t, a.ErrorMessage, scheduler.AttemptBudget(lease).String())
+	require.Less(t, a.FinishedAt.Sub(a.StartedAt), lease)
+}

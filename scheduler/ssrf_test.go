@@ -1,0 +1,40 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/ent/attempt"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/relay/relaytest"
+)
+
+// With the egress guard on (the production default), a recipient on loopback is refused at dial time: the
+// attempt fails as CONNECTION with a message that says how to allow it, and nothing reaches the target.
+func TestPrivateTargetRefused(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, compressed(5*time.Millisecond), func(c *relay.Config) { c.AllowPrivateTargets = false })
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "s", nil)
+	rcv := newReceiver(t, 0)
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL + "/hook", "maxAttempts": 2, "retrySchedule": "STEPPED"})
+
+	reqID := post(t, env, srv.Key, "", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "delivery to fail", func() bool {
+		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusFAILED
+	})
+	d := deliveriesOf(t, env, reqID)[0]
+	require.Len(t, d.Edges.Attempts, 2)
+	for _, a := range d.Edges.Attempts {
+		require.Equal(t, attempt.StatusFAILED, a.Status)
+		require.NotNil(t, a.ErrorKind)
+		require.Equal(t, attempt.ErrorKindCONNECTION, *a.ErrorKind)
+		require.Nil(t, a.HTTPStatus)
+		require.Contains(t, a.ErrorMessage, "ADAL_ALLOW_PRIVATE_TARGETS")
+		require.Contains(t, a.ErrorMessage, "127.0.0.1")
+	}
+	require.Zero(t, rcv.count(), "the receiver must never be called")
+}

@@ -252,6 +252,10 @@ func (r *queryResolver) Servers(ctx context.Context, after *entgql.Cursor[int], 
 	if _, err := require(ctx, "servers"); err != nil {
 		return nil, err
 	}
+	first, err := pageSize("servers", first, last)
+	if err != nil {
+		return nil, err
+	}
 	return r.client(ctx).Server.Query().Where(server.DeletedAtIsNil()).
 		Paginate(ctx, after, first, before, last, ent.WithServerOrder(orderBy), ent.WithServerFilter(where.Filter))
 }
@@ -278,6 +282,10 @@ func (r *queryResolver) Requests(ctx context.Context, serverID int, after *entgq
 	if orderBy == nil {
 		orderBy = &ent.RequestOrder{Direction: entgql.OrderDirectionDesc, Field: ent.RequestOrderFieldReceivedAt}
 	}
+	first, err := pageSize("requests", first, last)
+	if err != nil {
+		return nil, err
+	}
 	return client.Request.Query().Where(request.ServerID(serverID)).
 		Paginate(ctx, after, first, before, last, ent.WithRequestOrder(orderBy), ent.WithRequestFilter(where.Filter))
 }
@@ -303,6 +311,10 @@ func (r *queryResolver) Ledger(ctx context.Context, tenantID *int, after *entgql
 			return nil, fault.E("ledger", fault.NotFound, "tenant not found")
 		}
 		q.Where(ledgerentry.TenantID(*tenantID))
+	}
+	first, err = pageSize("ledger", first, last)
+	if err != nil {
+		return nil, err
 	}
 	order := &ent.LedgerEntryOrder{Direction: entgql.OrderDirectionDesc, Field: ent.LedgerEntryOrderFieldCreatedAt}
 	return q.Paginate(ctx, after, first, before, last, ent.WithLedgerEntryOrder(order))

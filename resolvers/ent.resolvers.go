@@ -45,6 +45,10 @@ func (r *queryResolver) Tenants(ctx context.Context, after *entgql.Cursor[int], 
 	if _, err := require(ctx, "tenants"); err != nil {
 		return nil, err
 	}
+	first, err := pageSize("tenants", first, last)
+	if err != nil {
+		return nil, err
+	}
 	return r.client(ctx).Tenant.Query().
 		Paginate(ctx, after, first, before, last, ent.WithTenantOrder(orderBy), ent.WithTenantFilter(where.Filter))
 }

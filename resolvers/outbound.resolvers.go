@@ -115,6 +115,10 @@ func (r *queryResolver) OutboundJobs(ctx context.Context, after *entgql.Cursor[i
 	if orderBy == nil {
 		orderBy = &ent.OutboundJobOrder{Direction: entgql.OrderDirectionDesc, Field: ent.OutboundJobOrderFieldCreatedAt}
 	}
+	first, err := pageSize("outboundJobs", first, last)
+	if err != nil {
+		return nil, err
+	}
 	return r.client(ctx).OutboundJob.Query().
 		Paginate(ctx, after, first, before, last, ent.WithOutboundJobOrder(orderBy), ent.WithOutboundJobFilter(where.Filter))
 }

@@ -73,3 +73,24 @@ func int64p(p *int) *int64 {
 	v := int64(*p)
 	return &v
 }
+
+// Page sizes of list queries: a list asked for without first/last gets DefaultPage items, and no page may
+// exceed MaxPage, so no single query reads a whole table.
+const (
+	DefaultPage = 50
+	MaxPage     = 500
+)
+
+// pageSize bounds a connection's first/last, defaulting first when neither is given.
+func pageSize(op string, first, last *int) (*int, error) {
+	for _, n := range []*int{first, last} {
+		if n != nil && (*n < 0 || *n > MaxPage) {
+			return nil, fault.E(op, fault.InvalidInput, "first and last must be between 0 and %d", MaxPage)
+		}
+	}
+	if first == nil && last == nil {
+		n := DefaultPage
+		return &n, nil
+	}
+	return first, nil
+}

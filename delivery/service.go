@@ -48,6 +48,8 @@ type Config struct {
 	CLIConnected func(r *ent.Recipient, now time.Time) bool
 	// Health are the disable/freeze rules; zero means DefaultHealthRules.
 	Health HealthRules
+	// Postgres says the database takes row locks (FOR SHARE); SQLite serialises writers instead.
+	Postgres bool
 }
 
 // Service runs the delivery state machine: it stores accepted requests with their deliveries, records

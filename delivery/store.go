@@ -12,6 +12,7 @@ import (
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
+	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/storage"
@@ -41,8 +42,16 @@ type Stored struct {
 func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason) ([]Stored, error) {
 	const op = "delivery.StoreBatch"
 	out := make([]Stored, len(items))
+	live, err := s.liveServers(ctx, client, items)
+	if err != nil {
+		return nil, err
+	}
 	byTenant := map[int][]int{}
 	for i, it := range items {
+		if !live[it.Server.ID] {
+			out[i].Err = fault.E(op, fault.NotFound, "server not found")
+			continue
+		}
 		byTenant[it.Server.TenantID] = append(byTenant[it.Server.TenantID], i)
 	}
 	tenantIDs := make([]int, 0, len(byTenant))
@@ -162,4 +171,32 @@ func (s *Service) deliveryCreate(client *ent.Client, req *ent.Request, r *ent.Re
 		SetNextAttemptAt(now).
 		SetBacklog(r.Method == recipient.MethodCLI && !s.cfg.CLIConnected(r, now)).
 		SetCreatedAt(now)
+}
+
+// liveServers re-reads the batch's servers inside the transaction, holding them shared on Postgres until
+// commit, so a server deleted since intake looked it up gets no request, and a deletion waits for the
+// requests already being stored (and then cancels their deliveries).
+func (s *Service) liveServers(ctx context.Context, client *ent.Client, items []Incoming) (map[int]bool, error) {
+	ids := make([]int, 0, len(items))
+	seen := map[int]bool{}
+	for _, it := range items {
+		if !seen[it.Server.ID] {
+			seen[it.Server.ID] = true
+			ids = append(ids, it.Server.ID)
+		}
+	}
+	slices.Sort(ids)
+	q := client.Server.Query().Where(server.IDIn(ids...), server.DeletedAtIsNil())
+	if s.cfg.Postgres {
+		q.ForShare()
+	}
+	live, err := q.IDs(ctx)
+	if err != nil {
+		return nil, storage.Err("delivery.liveServers", "server", err)
+	}
+	out := make(map[int]bool, len(live))
+	for _, id := range live {
+		out[id] = true
+	}
+	return out, nil
 }

@@ -115,9 +115,10 @@ func (e *Elector) Start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
-	e.stopped = make(chan struct{})
+	stopped := make(chan struct{})
+	e.stopped = stopped
 	go func() {
-		defer close(e.stopped)
+		defer close(stopped) // the local: Stop clears e.stopped under the lock while this goroutine runs
 		if e.cfg.DB.Postgres() {
 			e.campaign(ctx)
 		} else {

@@ -195,6 +195,13 @@ func (s *Service) DeleteServer(ctx context.Context, client *ent.Client, id int) 
 		return nil, err
 	}
 	now := s.now()
+	// Mark the server deleted first: the update takes its row, which intake holds (shared) while it stores a
+	// request for it. So either intake committed before this and its deliveries are cancelled below, or it
+	// waits, sees the server deleted and answers 404 — never a pending delivery to a deleted recipient.
+	srv, err = srv.Update().SetDeletedAt(now).Save(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "server", err)
+	}
 	ids, err := client.Recipient.Query().Where(recipient.ServerID(srv.ID), recipient.DeletedAtIsNil()).IDs(ctx)
 	if err != nil {
 		return nil, storage.Err(op, "recipient", err)
@@ -202,8 +209,7 @@ func (s *Service) DeleteServer(ctx context.Context, client *ent.Client, id int) 
 	if err := s.deleteRecipients(ctx, client, now, ids...); err != nil {
 		return nil, fault.Wrap(op, fault.Internal, err)
 	}
-	srv, err = srv.Update().SetDeletedAt(now).Save(ctx)
-	return srv, storage.Err(op, "server", err)
+	return srv, nil
 }
 
 func (s *Service) deleteRecipients(ctx context.Context, client *ent.Client, now time.Time, ids ...int) error {

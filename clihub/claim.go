@@ -2,7 +2,6 @@ package clihub
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -104,7 +103,7 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 	for rows.Next() {
 		c := delivery.Claim{StartedAt: now}
 		var schedule string
-		var first timeValue
+		var first storage.NullTime
 		if err := rows.Scan(&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts,
 			&schedule, &first, &c.Owner); err != nil {
 			return nil, fmt.Errorf("scan CLI claim: %w", err)
@@ -155,52 +154,9 @@ func nextDue(ctx context.Context, db *storage.DB, now time.Time, recipientIDs []
 	}
 	query := `SELECT MIN(next_attempt_at) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > ` + ph(1) +
 		` AND recipient_id IN (` + strings.Join(in, ", ") + `)`
-	var t timeValue
+	var t storage.NullTime
 	if err := db.SQL.QueryRowContext(ctx, query, args...).Scan(&t); err != nil {
 		return time.Time{}, false, fmt.Errorf("next due CLI delivery: %w", err)
 	}
 	return t.Time, t.Valid, nil
 }
-
-// timeValue scans a nullable time that SQLite may hand back as text (for MIN() or RETURNING the driver does
-// not know the column is a time). It is the scheduler's scanner; the two claims read the same columns.
-type timeValue struct {
-	Time  time.Time
-	Valid bool
-}
-
-var sqliteTimeFormats = []string{
-	"2006-01-02 15:04:05.999999999-07:00",
-	"2006-01-02T15:04:05.999999999-07:00",
-	"2006-01-02 15:04:05.999999999",
-	time.RFC3339Nano,
-}
-
-// Scan implements sql.Scanner.
-func (v *timeValue) Scan(src any) error {
-	switch x := src.(type) {
-	case nil:
-		*v = timeValue{}
-		return nil
-	case time.Time:
-		*v = timeValue{Time: x, Valid: true}
-		return nil
-	case string:
-		return v.parse(x)
-	case []byte:
-		return v.parse(string(x))
-	}
-	return fmt.Errorf("cannot scan %T into a time", src)
-}
-
-func (v *timeValue) parse(s string) error {
-	for _, layout := range sqliteTimeFormats {
-		if t, err := time.Parse(layout, s); err == nil {
-			*v = timeValue{Time: t, Valid: true}
-			return nil
-		}
-	}
-	return fmt.Errorf("cannot parse time %q", s)
-}
-
-var _ sql.Scanner = (*timeValue)(nil)

@@ -2,9 +2,7 @@ package scheduler
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/adal-relay/adal/delivery"
@@ -76,7 +74,7 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 	for rows.Next() {
 		c := delivery.Claim{StartedAt: now, Owner: owner}
 		var schedule string
-		var first timeValue
+		var first storage.NullTime
 		if err := rows.Scan(&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first); err != nil {
 			return nil, fmt.Errorf("scan claim: %w", err)
 		}
@@ -97,60 +95,12 @@ func nextDue(ctx context.Context, db *storage.DB, now time.Time) (time.Time, boo
 	if db.Postgres() {
 		query = `SELECT MIN(next_attempt_at) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > $1`
 	}
-	var t timeValue
+	var t storage.NullTime
 	if err := db.SQL.QueryRowContext(ctx, query, now).Scan(&t); err != nil {
 		return time.Time{}, false, fmt.Errorf("next due: %w", err)
 	}
 	return t.Time, t.Valid, nil
 }
-
-// timeValue scans a nullable time that SQLite may hand back as text (for expressions such as MIN() or
-// RETURNING, the driver does not know the column is a time).
-type timeValue struct {
-	Time  time.Time
-	Valid bool
-}
-
-// sqliteTimeFormats are the layouts the SQLite driver writes times in.
-var sqliteTimeFormats = []string{
-	"2006-01-02 15:04:05.999999999 -0700 MST", // time.Time.String(), the driver's default
-	"2006-01-02 15:04:05.999999999-07:00",
-	"2006-01-02T15:04:05.999999999-07:00",
-	"2006-01-02 15:04:05.999999999",
-	time.RFC3339Nano,
-}
-
-// Scan implements sql.Scanner.
-func (v *timeValue) Scan(src any) error {
-	switch x := src.(type) {
-	case nil:
-		*v = timeValue{}
-		return nil
-	case time.Time:
-		*v = timeValue{Time: x, Valid: true}
-		return nil
-	case string:
-		return v.parse(x)
-	case []byte:
-		return v.parse(string(x))
-	}
-	return fmt.Errorf("cannot scan %T into a time", src)
-}
-
-func (v *timeValue) parse(s string) error {
-	if i := strings.Index(s, " m="); i > 0 {
-		s = s[:i] // the monotonic clock reading String() appends
-	}
-	for _, layout := range sqliteTimeFormats {
-		if t, err := time.Parse(layout, s); err == nil {
-			*v = timeValue{Time: t, Valid: true}
-			return nil
-		}
-	}
-	return fmt.Errorf("cannot parse time %q", s)
-}
-
-var _ sql.Scanner = (*timeValue)(nil)
 
 // DueCount counts pending deliveries whose due time has passed, for the backlog gauge.
 func DueCount(ctx context.Context, db *storage.DB, now time.Time) (int, error) {

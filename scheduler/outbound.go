@@ -86,7 +86,7 @@ func claimOutbound(ctx context.Context, db *storage.DB, now time.Time, limit int
 	var jobs []outboundJob
 	for rows.Next() {
 		j := outboundJob{claim: outbound.Claim{StartedAt: now, Owner: owner}}
-		var first timeValue
+		var first storage.NullTime
 		var header []byte
 		if err := rows.Scan(&j.claim.JobID, &j.claim.TenantID, &j.claim.Attempt, &j.claim.MaxAttempts, &first,
 			&j.claim.StoreResponseBody, &j.url, &j.method, &header, &j.body); err != nil {
@@ -174,7 +174,7 @@ func (s *Scheduler) earliestDue(ctx context.Context, now time.Time) (time.Time, 
 		SELECT MIN(next_attempt_at) AS t FROM outbound_jobs WHERE status = 'PENDING' AND next_attempt_at > $1
 	) due`
 	}
-	var t timeValue
+	var t storage.NullTime
 	if err := s.cfg.DB.SQL.QueryRowContext(ctx, query, now).Scan(&t); err != nil {
 		return time.Time{}, false, fmt.Errorf("next due: %w", err)
 	}

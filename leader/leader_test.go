@@ -139,6 +139,8 @@ func TestExactlyOneLeaderAndTakeoverOnStop(t *testing.T) {
 	leader.Stop()
 	require.False(t, leader.IsLeader())
 	eventually(t, "the follower takes over", follower.IsLeader)
+	// OnChange runs just after the state flips; wait for it rather than race it.
+	eventually(t, "the follower hears it", func() bool { return len(followerCh.list()) > 0 })
 	require.Equal(t, []bool{true}, followerCh.list())
 }
 

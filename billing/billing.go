@@ -291,7 +291,11 @@ func (s *Service) Reserve(ctx context.Context, client *ent.Client, tenantID, n i
 	sel := entsql.Dialect(s.dialect).Select(tenant.FieldCreditBalance).From(entsql.Table(tenant.Table)).
 		Where(entsql.EQ(tenant.FieldID, tenantID))
 	if s.dialect == dialect.Postgres {
-		sel.ForUpdate() // SQLite transactions here take the write lock at BEGIN, which serialises them already
+		// NO KEY UPDATE, not UPDATE: it still serialises reservations of one tenant, but leaves alone the KEY
+		// SHARE locks that every insert referencing the tenant takes (attempts recorded by the scheduler, in
+		// any order) — with FOR UPDATE those inserts and a batch reserving several tenants deadlock.
+		// SQLite transactions here take the write lock at BEGIN, which serialises them already.
+		sel.For(entsql.LockNoKeyUpdate)
 	}
 	query, args := sel.Query()
 	rows, err := client.QueryContext(ctx, query, args...)

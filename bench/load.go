@@ -20,8 +20,8 @@ type Load struct {
 	Duration time.Duration // how long requests are scheduled
 	Targets  []string      // inbound URLs, used round robin
 	Body     []byte
-	// Conns bounds the client's connections to the server; requests beyond it wait for one (and that wait
-	// counts in their latency). Default 512.
+	// Conns bounds the requests in flight (and the client's connections); requests beyond it wait for a free
+	// sender, and that wait counts in their latency. Default 512.
 	Conns int
 	// Timeout bounds one request, answer included. Default 30s.
 	Timeout time.Duration
@@ -110,45 +110,50 @@ func (l Load) Run(ctx context.Context) LoadResult {
 	res := LoadResult{Offered: l.Rate, Requests: make([]Sent, n)}
 	interval := time.Duration(float64(time.Second) / l.Rate)
 	res.Start = time.Now().Add(20 * time.Millisecond)
+	// Requests due are queued (as indexes: a backlog costs memory for nothing else) to Conns senders; a
+	// request that waits for a sender has that wait in its latency, since latency runs from its schedule.
+	due := make(chan int, n)
 	var wg sync.WaitGroup
-	var endMu sync.Mutex
+	ends := make([]time.Time, l.Conns)
+	for w := range l.Conns {
+		wg.Go(func() {
+			for i := range due {
+				s := &res.Requests[i]
+				s.Scheduled = res.Start.Add(time.Duration(i) * interval)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.Targets[i%len(l.Targets)], bytes.NewReader(l.Body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err == nil {
+					if l.KeepIDs && resp.StatusCode == http.StatusAccepted {
+						var body struct {
+							RequestID string `json:"requestId"`
+						}
+						if json.NewDecoder(resp.Body).Decode(&body) == nil {
+							s.RequestID, _ = strconv.ParseInt(body.RequestID, 10, 64)
+						}
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					s.Status = resp.StatusCode
+				}
+				ends[w] = time.Now()
+				s.Latency = ends[w].Sub(s.Scheduled)
+			}
+		})
+	}
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		at := res.Start.Add(time.Duration(i) * interval)
-		if d := time.Until(at); d > 200*time.Microsecond {
+		if d := time.Until(res.Start.Add(time.Duration(i) * interval)); d > 200*time.Microsecond {
 			time.Sleep(d)
 		}
-		target := l.Targets[i%len(l.Targets)]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := &res.Requests[i]
-			s.Scheduled = at
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(l.Body))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := client.Do(req)
-			if err == nil {
-				if l.KeepIDs && resp.StatusCode == http.StatusAccepted {
-					var body struct {
-						RequestID string `json:"requestId"`
-					}
-					if json.NewDecoder(resp.Body).Decode(&body) == nil {
-						s.RequestID, _ = strconv.ParseInt(body.RequestID, 10, 64)
-					}
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				s.Status = resp.StatusCode
-			}
-			done := time.Now()
-			s.Latency = done.Sub(at)
-			endMu.Lock()
-			if done.After(res.End) {
-				res.End = done
-			}
-			endMu.Unlock()
-		}()
+		due <- i
 	}
+	close(due)
 	wg.Wait()
+	for _, e := range ends {
+		if e.After(res.End) {
+			res.End = e
+		}
+	}
 	return res
 }
 

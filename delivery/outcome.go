@@ -125,11 +125,11 @@ type Completion struct {
 // claim. An error means nothing of the batch was recorded.
 //
 // On PostgreSQL the batch costs a fixed handful of statements whatever its size (the completer pattern of
-// River): one that updates the deliveries and inserts the attempts, two for the recipients' health (lock, then
-// write back) and two for the requests' status (lock, then derive). Rows are locked in one order — deliveries,
-// recipients by id, requests by id — the order Record takes them in, so batches and single records never
-// deadlock. On SQLite, whose single writer makes round trips cheap, the batch is Record's statements in one
-// transaction.
+// River): one that takes the tenants' key-share locks in id order, one that updates the deliveries and inserts
+// the attempts, two for the recipients' health (lock, then write back) and two for the requests' status (lock,
+// then derive). Rows are locked in one order — tenants by id, deliveries, recipients by id, requests by id — so
+// batches, single records and intake never deadlock. On SQLite, whose single writer makes round trips cheap,
+// the batch is Record's statements in one transaction.
 func (s *Service) RecordBatch(ctx context.Context, db *storage.DB, cs []Completion) (recorded []bool, err error) {
 	if len(cs) == 0 {
 		return nil, nil
@@ -201,6 +201,12 @@ type recordBatchRow struct {
 	HTTPStatus    *int       `json:"http_status"`
 	ErrorMessage  string     `json:"error_message"`
 }
+
+// lockTenantsSQL takes, in id order, the KEY SHARE locks on the batch's tenants that the attempts' foreign
+// key checks would otherwise take one by one in whatever order the rows are inserted. Intake holds tenant rows
+// FOR UPDATE (its credit reservation), in id order, for a whole batch: were the attempts' checks to lock two of
+// those tenants in the opposite order, intake and the completer would deadlock.
+const lockTenantsSQL = `SELECT id FROM tenants WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`
 
 // recordBatchSQL moves each delivery that is still under the given claim to its next state and, for exactly
 // those, inserts the Attempt row; it returns the deliveries recorded.
@@ -292,6 +298,14 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 	payload, err := json.Marshal(rows)
 	if err != nil {
 		return err
+	}
+	tenants := make([]int, 0, len(cs))
+	for _, c := range cs {
+		tenants = append(tenants, c.Claim.TenantID)
+	}
+	slices.Sort(tenants)
+	if _, err := queryInts(ctx, tx, lockTenantsSQL, pq.Array(slices.Compact(tenants))); err != nil {
+		return fmt.Errorf("lock tenants: %w", err)
 	}
 	ids, err := queryInts(ctx, tx, recordBatchSQL, string(payload))
 	if err != nil {

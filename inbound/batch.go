@@ -3,6 +3,7 @@ package inbound
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 
@@ -22,13 +23,18 @@ import (
 // its 202 — it just shares the commit (and its fsync) with its neighbours — and each tenant's credit row is
 // locked once per batch instead of once per request. Nothing waits for a batch to fill: a committer takes
 // whatever is queued when it is free, so a lone request goes out at once and a burst rides together.
+//
+// Each committer has a queue of its own and a request goes to the one its server's inbound key hashes to. A
+// batch holds its tenants' credit rows from its reservation to its commit; committers drawing from one shared
+// queue would all hold batches spanning the same busy tenants, and wait on each other's rows one commit after
+// another. Partitioned by server, concurrent batches share a tenant only when the tenant's servers hash apart,
+// and the committers really commit side by side.
 type batcher struct {
 	client   *ent.Client
 	delivery *delivery.Service
 	logger   *slog.Logger
-	queue    chan *pendingAccept
+	queues   []chan *pendingAccept
 	maxBatch int
-	workers  int
 	wg       sync.WaitGroup
 	stop     chan struct{}
 	once     sync.Once
@@ -50,15 +56,23 @@ var errStopped = errors.New("intake is shutting down")
 
 func newBatcher(client *ent.Client, d *delivery.Service, logger *slog.Logger, workers, maxBatch int) *batcher {
 	b := &batcher{
-		client: client, delivery: d, logger: logger,
-		queue: make(chan *pendingAccept, 4*maxBatch*workers), maxBatch: maxBatch, workers: workers,
-		stop: make(chan struct{}),
+		client: client, delivery: d, logger: logger, maxBatch: maxBatch,
+		queues: make([]chan *pendingAccept, workers),
+		stop:   make(chan struct{}),
 	}
-	for range workers {
+	for i := range b.queues {
+		b.queues[i] = make(chan *pendingAccept, 4*maxBatch)
 		b.wg.Add(1)
-		go b.run()
+		go b.run(b.queues[i])
 	}
 	return b
+}
+
+// queueFor is the queue of the committer that stores requests for the server with this inbound key.
+func (b *batcher) queueFor(key string) chan *pendingAccept {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return b.queues[h.Sum32()%uint32(len(b.queues))]
 }
 
 // submit queues one accept and waits for its batch to commit (or for ctx to end: the request may then still
@@ -66,7 +80,7 @@ func newBatcher(client *ent.Client, d *delivery.Service, logger *slog.Logger, wo
 func (b *batcher) submit(ctx context.Context, key string, item delivery.Incoming) (*ent.Request, error) {
 	p := &pendingAccept{ctx: ctx, key: key, item: item, done: make(chan acceptResult, 1)}
 	select {
-	case b.queue <- p:
+	case b.queueFor(key) <- p:
 	case <-b.stop:
 		return nil, errStopped
 	case <-ctx.Done():
@@ -80,21 +94,21 @@ func (b *batcher) submit(ctx context.Context, key string, item delivery.Incoming
 	}
 }
 
-func (b *batcher) run() {
+func (b *batcher) run(queue chan *pendingAccept) {
 	defer b.wg.Done()
 	batch := make([]*pendingAccept, 0, b.maxBatch)
 	for {
 		select {
 		case <-b.stop:
-			b.drain()
+			b.drain(queue)
 			return
-		case p := <-b.queue:
+		case p := <-queue:
 			batch = append(batch[:0], p)
 		}
 	fill:
 		for len(batch) < b.maxBatch {
 			select {
-			case p := <-b.queue:
+			case p := <-queue:
 				batch = append(batch, p)
 			default:
 				break fill
@@ -105,10 +119,10 @@ func (b *batcher) run() {
 }
 
 // drain answers what is still queued at shutdown.
-func (b *batcher) drain() {
+func (b *batcher) drain(queue chan *pendingAccept) {
 	for {
 		select {
-		case p := <-b.queue:
+		case p := <-queue:
 			p.done <- acceptResult{err: errStopped}
 		default:
 			return

@@ -168,7 +168,11 @@ func TestMutationOverWebsocket(t *testing.T) {
 	r := sub.Next(10 * time.Second)
 	require.Empty(t, r.Errors)
 	require.Contains(t, string(r.Data), `"over-ws"`)
-	var out struct{ Servers struct{ Edges []struct{ Node struct{ Name string } } } }
+	var out struct {
+		Servers struct {
+			Edges []struct{ Node struct{ Name string } }
+		}
+	}
 	env.MustGraphQL(tn.Owner, `{ servers { edges { node { name } } } }`, nil, &out)
 	require.Len(t, out.Servers.Edges, 1)
 }

@@ -91,7 +91,7 @@ func (c *Config) defaults() {
 		c.PunctualityRows = 1_000_000
 	}
 	if c.PunctualityRate == 0 {
-		c.PunctualityRate = 1000
+		c.PunctualityRate = 500
 	}
 	if c.PunctualityUnit == 0 {
 		c.PunctualityUnit = 100 * time.Millisecond
@@ -122,6 +122,8 @@ type Row struct {
 	Settings string
 	PeakRSS  int64 // bytes; VmHWM of the bench process during the scenario
 	Void     string
+	// Load is the machine's 1-minute load average when the measurement started and ended.
+	Load string
 }
 
 // Runner runs scenarios and collects rows.
@@ -131,6 +133,14 @@ type Runner struct {
 	rows    []Row
 	ceiling float64 // measured by ingest, used by latency and purge
 	logf    func(format string, args ...any)
+	// loadAtStart is the load average when the current measurement started (see startMeasure).
+	loadAtStart float64
+}
+
+// startMeasure marks the start of a measured phase: a new peak-RSS window, and the machine's load noted.
+func (b *Runner) startMeasure() {
+	resetPeakRSS()
+	b.loadAtStart = loadAverage()
 }
 
 // Run runs the configured scenarios and prints the table.
@@ -211,15 +221,17 @@ func (b *Runner) profile(name string, several bool) (func(), error) {
 }
 
 func (b *Runner) add(r Row) {
+	r.Load = fmt.Sprintf("%.1f → %.1f", b.loadAtStart, loadAverage())
 	b.rows = append(b.rows, r)
-	b.logf("%s: %s  %s  [%s]  %s  peak RSS %s %s", r.Scenario, r.Figure, r.Detail, r.Target, r.Settings, mib(r.PeakRSS), r.Void)
+	b.logf("%s: %s  %s  [%s]  %s  peak RSS %s, load %s %s", r.Scenario, r.Figure, r.Detail, r.Target, r.Settings,
+		mib(r.PeakRSS), r.Load, r.Void)
 }
 
 // print writes the rows as a Markdown table.
 func (b *Runner) print() {
 	out := b.cfg.Out
-	fmt.Fprintln(out, "| scenario | figure | detail | target | peak RSS* | settings |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| scenario | figure | detail | target | peak RSS* | load† | settings |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
 	for _, r := range b.rows {
 		fig := r.Figure
 		if r.Void != "" {
@@ -229,10 +241,12 @@ func (b *Runner) print() {
 		if r.PeakRSS > 0 {
 			rss = mib(r.PeakRSS)
 		}
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", r.Scenario, fig, r.Detail, r.Target, rss, r.Settings)
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, fig, r.Detail, r.Target, rss, r.Load, r.Settings)
 	}
 	fmt.Fprintln(out, "\n\\* peak RSS is VmHWM of the bench process during the scenario: the Adal process, the load generator "+
 		"and the receiver together.")
+	fmt.Fprintln(out, "† the machine's 1-minute load average when the measurement started → ended; the bench shares the "+
+		"machine with whatever else runs, and a figure taken under load says little.")
 }
 
 func met(ok bool) string {

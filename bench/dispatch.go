@@ -34,7 +34,7 @@ func (b *Runner) dispatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resetPeakRSS()
+	b.startMeasure()
 	b.counter.Breakdown()
 	before := b.counter.Read()
 	start := time.Now()

@@ -70,7 +70,7 @@ func insertDue(ctx context.Context, db *sql.DB, fx *Fixture, spec bulkDue) error
 			return fmt.Errorf("insert due deliveries: %w", err)
 		}
 	}
-	_, err := db.ExecContext(ctx, `ANALYZE requests, deliveries`)
+	_, err := db.ExecContext(ctx, `ANALYZE`)
 	return err
 }
 
@@ -110,6 +110,6 @@ func insertExpired(ctx context.Context, db *sql.DB, srv FixtureServer, n int, bo
 	if err != nil {
 		return fmt.Errorf("insert expired attempts: %w", err)
 	}
-	_, err = db.ExecContext(ctx, `ANALYZE requests, deliveries, attempts`)
+	_, err = db.ExecContext(ctx, `ANALYZE`)
 	return err
 }

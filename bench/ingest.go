@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -11,6 +12,7 @@ import (
 // recipients (ten deliveries per accept). pgbench -N runs first, for the same duration, as the physical
 // reference of the server.
 func (b *Runner) ingest(ctx context.Context) error {
+	b.startMeasure()
 	tps, pgSettings, err := b.pgbenchTPS(b.cfg.Duration)
 	if err != nil {
 		return err
@@ -62,7 +64,7 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 		if ctx.Err() != nil {
 			return best, ctx.Err()
 		}
-		resetPeakRSS()
+		b.startMeasure()
 		b.counter.Breakdown()
 		before := b.counter.Read()
 		res := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body}.Run(ctx)
@@ -78,16 +80,11 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 			rate, ms(p50), ms(p99), res.Others(), res.Failed(), float64(used.Statements)/float64(max(1, res.Accepted())),
 			float64(used.TxControl)/float64(max(1, res.Accepted())))
 		var tgt string
-		switch name {
-		case "ingest":
-			ratio := got / pgbenchTPS
-			detail += fmt.Sprintf("; %.2f× pgbench -N", ratio)
-			tgt = fmt.Sprintf("≥ 5,000/s and ≥ 1.0× pgbench: %s", met(got >= 5000 && ratio >= 1))
+		if name == "ingest" {
+			detail += fmt.Sprintf("; %.2f× pgbench -N", got/pgbenchTPS)
 			if rate == 2500 {
-				tgt += fmt.Sprintf("; p99 ≤ 20 ms at 2,500/s: %s", met(p99 <= 20*time.Millisecond))
+				tgt = fmt.Sprintf("p99 ≤ 20 ms at 2,500/s: %s", met(p99 <= 20*time.Millisecond))
 			}
-		case "ingest 1 tenant":
-			tgt = fmt.Sprintf("≥ 2,000/s: %s", met(got >= 2000))
 		}
 		mode := "recipients paused (pure intake)"
 		if !paused {
@@ -103,9 +100,23 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 			PeakRSS: rss,
 		})
 	}
+	// The throughput targets are judged on the best rate the variant sustained (a step offered exactly the
+	// target rate ends a few answers short of it: the last ones arrive after the schedule ends).
+	last := &b.rows[len(b.rows)-1]
+	var verdict string
+	switch name {
+	case "ingest":
+		verdict = fmt.Sprintf("best %.0f/s ≥ 5,000/s and ≥ 1.0× pgbench (%.2f×): %s", best, best/pgbenchTPS,
+			met(best >= 5000 && best >= pgbenchTPS))
+	case "ingest 1 tenant":
+		verdict = fmt.Sprintf("best %.0f/s ≥ 2,000/s: %s", best, met(best >= 2000))
+	}
+	if verdict != "" {
+		last.Target = strings.TrimPrefix(last.Target+"; "+verdict, "; ")
+	}
 	// Every 202 is a stored request with exactly one debit.
 	if err := p.checkLedger(accepted); err != nil {
-		b.rows[len(b.rows)-1].Void = err.Error()
+		last.Void = err.Error()
 	}
 	return best, nil
 }

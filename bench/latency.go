@@ -34,7 +34,7 @@ func (b *Runner) latency(ctx context.Context) error {
 	if err := p.Start(); err != nil {
 		return err
 	}
-	resetPeakRSS()
+	b.startMeasure()
 	res := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body1K(), KeepIDs: true}.Run(ctx)
 	published := map[int64]time.Time{}
 	for _, s := range res.Requests {

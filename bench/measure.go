@@ -66,3 +66,17 @@ func statusField(name string) int64 {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// loadAverage is the 1-minute load average of the machine: the bench shares it with whatever else runs.
+func loadAverage() float64 {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := bytes.Fields(raw)
+	if len(f) == 0 {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(string(f[0]), 64)
+	return v
+}

@@ -80,7 +80,7 @@ func (b *Runner) punctuality(ctx context.Context) error {
 	if int64(len(dueOf)) != due {
 		return fmt.Errorf("found %d rows due in the window, inserted %d", len(dueOf), due)
 	}
-	resetPeakRSS()
+	b.startMeasure()
 	if err := p.Start(); err != nil {
 		return err
 	}

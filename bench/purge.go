@@ -31,6 +31,7 @@ func (b *Runner) purge(ctx context.Context) error {
 	}
 	body := body1K()
 	load := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body}
+	b.startMeasure()
 	base := load.Run(ctx)
 	baseP99 := percentile(base.Latencies(time.Time{}, time.Time{}), 0.99)
 
@@ -47,7 +48,7 @@ func (b *Runner) purge(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resetPeakRSS()
+	b.startMeasure()
 	load.Duration = 2 * b.cfg.Duration
 	done := make(chan LoadResult, 1)
 	go func() { done <- load.Run(ctx) }()

@@ -57,6 +57,7 @@ func TestKillRightAfterAccept(t *testing.T) {
 		}
 		proc.kill()
 		wg.Wait() // the others fail (connection reset or refused) or were answered before the kill
+		db.settled(t)
 		proc.start()
 
 		for id := range answered {

@@ -60,6 +60,8 @@ type database struct {
 	env []string // ADAL_DATABASE_URL / ADAL_DATA_DIR for the server
 	SQL *sql.DB
 	pg  bool
+	// appName is the application_name of the server's PostgreSQL connections (see settled).
+	appName string
 }
 
 // newDatabase gives the test a fresh database: a schema on ADAL_TEST_DATABASE_URL's PostgreSQL, or an SQLite
@@ -74,7 +76,30 @@ func newDatabase(t *testing.T) *database {
 	db, err := sql.Open("postgres", u)
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	return &database{env: []string{"ADAL_DATABASE_URL=" + u, "ADAL_DATA_DIR="}, SQL: db, pg: true}
+	// The server's connections carry a name of their own, so the test can tell when a killed server's backends
+	// are gone.
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	app := "adal-chaos-server-" + hex.EncodeToString(b[:])
+	su, err := url.Parse(u)
+	require.NoError(t, err)
+	q := su.Query()
+	q.Set("application_name", app)
+	su.RawQuery = q.Encode()
+	return &database{env: []string{"ADAL_DATABASE_URL=" + su.String(), "ADAL_DATA_DIR="}, SQL: db, pg: true, appName: app}
+}
+
+// settled waits until a killed server's PostgreSQL backends have gone. A backend that had received a COMMIT
+// before its client died still finishes it, a moment after the kill: reading the database before then could
+// miss a claim or an outcome that does commit. (On SQLite the dead process commits nothing more.)
+func (d *database) settled(t *testing.T) {
+	t.Helper()
+	if d.appName == "" {
+		return
+	}
+	waitFor(t, 30*time.Second, "the killed server's backends to exit", func() bool {
+		return d.count(t, `SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = '`+d.appName+`'`) == 0
+	})
 }
 
 // newOwnDatabase creates a PostgreSQL database for this test alone (dropped at the end), so that what the test

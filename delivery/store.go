@@ -115,7 +115,9 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 			SetStatus(status).
 			SetNillableReplayOfID(in.ReplayOf)
 	}
-	reqs, err := client.Request.CreateBulk(creates...).Save(ctx)
+	reqs, err := inChunks(creates, func(c []*ent.RequestCreate) ([]*ent.Request, error) {
+		return client.Request.CreateBulk(c...).Save(ctx)
+	})
 	if err != nil {
 		return nil, storage.Err(op, "request", err)
 	}
@@ -143,7 +145,9 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 	if len(builders) == 0 {
 		return out, nil
 	}
-	ds, err := client.Delivery.CreateBulk(builders...).Save(ctx)
+	ds, err := inChunks(builders, func(c []*ent.DeliveryCreate) ([]*ent.Delivery, error) {
+		return client.Delivery.CreateBulk(c...).Save(ctx)
+	})
 	if err != nil {
 		return nil, storage.Err(op, "delivery", err)
 	}
@@ -155,6 +159,27 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt}
 	}
 	s.notify(ctx, changes...)
+	return out, nil
+}
+
+// maxRowsPerInsert bounds the rows of one multi-row INSERT. A statement takes at most 32,766 bind parameters
+// on SQLite and 65,535 on PostgreSQL, and a request or delivery row binds about 14: a full intake batch for a
+// server with ten recipients (2,560 deliveries) is already beyond SQLite's limit in one statement.
+const maxRowsPerInsert = 1000
+
+// inChunks saves builders maxRowsPerInsert at a time, in order, and returns what each chunk saved, in order.
+func inChunks[B, T any](builders []B, save func([]B) ([]T, error)) ([]T, error) {
+	if len(builders) <= maxRowsPerInsert {
+		return save(builders)
+	}
+	out := make([]T, 0, len(builders))
+	for start := 0; start < len(builders); start += maxRowsPerInsert {
+		saved, err := save(builders[start:min(start+maxRowsPerInsert, len(builders))])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, saved...)
+	}
 	return out, nil
 }
 

@@ -98,10 +98,15 @@ type Scheduler struct {
 	wake  chan struct{}
 	slots chan struct{} // one token per attempt in flight
 
-	// completions carries finished delivery attempts to the completer, which records them in batches. An
-	// attempt keeps its slot until it is recorded, so attempts in flight or waiting to be recorded never exceed
-	// Workers, and the channel (of that capacity) never blocks.
+	// completions carries finished delivery attempts to the completer, which records them in batches, as
+	// River's completer does. An attempt frees its slot once its outcome is queued here, so the next claim
+	// does not wait for the previous batch's commit; the queue holds at most Workers outcomes, and an attempt
+	// that finds it full keeps its slot until there is room: when recording falls behind, claiming slows down
+	// with it. At most 3×Workers claims are outstanding: in flight, queued, and in the batch being recorded.
 	completions chan delivery.Completion
+	// wakeAt is how many slots must be free before a finished attempt wakes the claim loop, so that under load
+	// claims come in batches rather than one slot at a time.
+	wakeAt int
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -121,6 +126,7 @@ func New(cfg Config) (*Scheduler, error) {
 		wake:        make(chan struct{}, 1),
 		slots:       make(chan struct{}, cfg.Workers),
 		completions: make(chan delivery.Completion, cfg.Workers),
+		wakeAt:      max(1, cfg.Workers/8),
 	}, nil
 }
 
@@ -263,7 +269,7 @@ func (s *Scheduler) start(ctx context.Context, claims []delivery.Claim) error {
 	for _, j := range jobs {
 		s.slots <- struct{}{}
 		s.flights.Add(1)
-		go s.attempt(j) // the completer frees the slot once the outcome is recorded
+		go s.attempt(j) // frees the slot once its outcome is queued for the completer
 	}
 	return nil
 }
@@ -344,12 +350,15 @@ func (s *Scheduler) attempt(j job) {
 		s.cfg.Observer.Attempted(o)
 	}
 	s.completions <- delivery.Completion{Claim: j.claim, Outcome: o}
+	<-s.slots
+	if s.cfg.Workers-len(s.slots) >= s.wakeAt {
+		s.Wake()
+	}
 }
 
 // complete records finished attempts in batches: it takes whatever has finished when it is free — a lone
 // outcome is recorded at once, outcomes that finish together share one transaction and a handful of statements
-// (delivery.RecordBatch) — then frees their slots and wakes the claim loop once for the lot. It runs until
-// Stop, after the last attempt is recorded.
+// (delivery.RecordBatch). It runs until Stop, after the last attempt is recorded.
 func (s *Scheduler) complete() {
 	ctx := viewer.SystemContext(context.Background())
 	batch := make([]delivery.Completion, 0, s.cfg.Workers)
@@ -369,10 +378,8 @@ func (s *Scheduler) complete() {
 		}
 		s.record(ctx, batch)
 		for range batch {
-			<-s.slots
 			s.flights.Done()
 		}
-		s.Wake()
 	}
 }
 

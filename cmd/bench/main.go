@@ -44,7 +44,7 @@ func run() error {
 	flag.IntVar(&cfg.DispatchDeliveries, "dispatch-deliveries", 100_000, "due deliveries the dispatch scenario burns down")
 	flag.IntVar(&cfg.DispatchWorkers, "dispatch-workers", 0, "ADAL_WORKERS for dispatch (0: the default)")
 	flag.IntVar(&cfg.PunctualityRows, "punctuality-rows", 1_000_000, "future retries in the table")
-	flag.Float64Var(&cfg.PunctualityRate, "punctuality-rate", 1000, "retries per second coming due during the window")
+	flag.Float64Var(&cfg.PunctualityRate, "punctuality-rate", 500, "retries per second coming due during the window")
 	flag.DurationVar(&cfg.PunctualityUnit, "punctuality-unit", 100*time.Millisecond, "ADAL_RETRY_UNIT of the punctuality process")
 	flag.DurationVar(&cfg.PunctualityWindow, "punctuality-window", 30*time.Second, "how long retries keep coming due")
 	flag.IntVar(&cfg.PurgeRequests, "purge-requests", 100_000, "expired requests (2 deliveries × 3 attempts each) to purge")

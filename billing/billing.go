@@ -6,6 +6,7 @@ package billing
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/privacy"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/fault"
@@ -273,6 +275,12 @@ func PlanOf(ctx context.Context, client *ent.Client, tenantID int) (*ent.Plan, e
 	return p, storage.Err("billing.PlanOf", "plan", err)
 }
 
+// Want is a batch's need of credits from one tenant.
+type Want struct {
+	TenantID int
+	N        int
+}
+
 // Reservation is credits taken from one tenant for a batch of items, before the items have IDs to name in
 // the ledger. Record writes its ledger entries in the same transaction.
 type Reservation struct {
@@ -281,49 +289,117 @@ type Reservation struct {
 	Granted int
 	// Before is the balance before the reservation.
 	Before int64
+	// RetentionDays is the retention of the tenant's plan as it stood under the lock: what the batch's
+	// requests are kept for, at most.
+	RetentionDays int
 }
 
-// Reserve takes up to n credits from the tenant — as many as its balance allows — and reports how many. The
-// tenant row stays locked until the transaction ends, so concurrent batches of one tenant serialise and never
-// overdraw. client must be bound to a transaction, and Record must follow in it.
-func (s *Service) Reserve(ctx context.Context, client *ent.Client, tenantID, n int) (Reservation, error) {
+// Reserve takes from each tenant up to the credits it wants — as many as its balance allows — and reports how
+// many, in the order of wants. Two statements whatever the number of tenants: one locks the tenants' rows in
+// id order (so two batches sharing tenants never deadlock) and reads their balances, one takes the credits.
+// The rows stay locked until the transaction ends, so concurrent batches of one tenant serialise and never
+// overdraw. client must be bound to a transaction, and Record must follow in it. A tenant that does not
+// exist is NOT_FOUND, and nothing is taken.
+func (s *Service) Reserve(ctx context.Context, client *ent.Client, wants []Want) ([]Reservation, error) {
 	const op = "billing.Reserve"
-	sel := entsql.Dialect(s.dialect).Select(tenant.FieldCreditBalance).From(entsql.Table(tenant.Table)).
-		Where(entsql.EQ(tenant.FieldID, tenantID))
+	if len(wants) == 0 {
+		return nil, nil
+	}
+	ids := make([]int, len(wants))
+	for i, w := range wants {
+		ids[i] = w.TenantID
+	}
+	balances, err := s.lockTenants(ctx, client, ids)
+	if err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	out := make([]Reservation, len(wants))
+	taken := make(map[int]int64, len(wants))
+	for i, w := range wants {
+		b, ok := balances[w.TenantID]
+		if !ok {
+			return nil, fault.E(op, fault.NotFound, "tenant %d not found", w.TenantID)
+		}
+		before := b.balance - taken[w.TenantID] // a tenant named twice draws on what is left
+		out[i] = Reservation{TenantID: w.TenantID, Granted: int(min(int64(w.N), before)), Before: before,
+			RetentionDays: b.retentionDays}
+		taken[w.TenantID] += int64(out[i].Granted)
+	}
+	if err := s.take(ctx, client, taken); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	return out, nil
+}
+
+type lockedTenant struct {
+	balance       int64
+	retentionDays int
+}
+
+// lockTenants locks the tenants' rows in id order and reads their balances and plans' retention. On
+// PostgreSQL the lock is NO KEY UPDATE, not UPDATE: it still serialises reservations of one tenant, but leaves
+// alone the KEY SHARE locks that every insert referencing the tenant takes (attempts recorded by the
+// scheduler, in any order) — with FOR UPDATE those inserts and a batch reserving several tenants deadlock.
+// SQLite transactions here take the write lock at BEGIN, which serialises them already.
+func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int) (map[int]lockedTenant, error) {
+	t, p := entsql.Table(tenant.Table).As("t"), entsql.Table(plan.Table).As("p")
+	sel := entsql.Dialect(s.dialect).
+		Select(t.C(tenant.FieldID), t.C(tenant.FieldCreditBalance), p.C(plan.FieldRetentionDays)).
+		From(t).Join(p).On(t.C(tenant.PlanColumn), p.C(plan.FieldID)).
+		Where(entsql.InInts(t.C(tenant.FieldID), ids...)).
+		OrderBy(t.C(tenant.FieldID))
 	if s.dialect == dialect.Postgres {
-		// NO KEY UPDATE, not UPDATE: it still serialises reservations of one tenant, but leaves alone the KEY
-		// SHARE locks that every insert referencing the tenant takes (attempts recorded by the scheduler, in
-		// any order) — with FOR UPDATE those inserts and a batch reserving several tenants deadlock.
-		// SQLite transactions here take the write lock at BEGIN, which serialises them already.
-		sel.For(entsql.LockNoKeyUpdate)
+		sel.For(entsql.LockNoKeyUpdate, entsql.WithLockTables("t"))
 	}
 	query, args := sel.Query()
 	rows, err := client.QueryContext(ctx, query, args...)
 	if err != nil {
-		return Reservation{}, fault.Wrap(op, fault.Internal, err)
+		return nil, fmt.Errorf("lock tenants: %w", err)
 	}
-	var before int64
-	found := rows.Next()
-	if found {
-		err = rows.Scan(&before)
+	defer rows.Close()
+	out := make(map[int]lockedTenant, len(ids))
+	for rows.Next() {
+		var id int
+		var lt lockedTenant
+		if err := rows.Scan(&id, &lt.balance, &lt.retentionDays); err != nil {
+			return nil, fmt.Errorf("scan tenant: %w", err)
+		}
+		out[id] = lt
 	}
-	if cerr := rows.Close(); err == nil {
-		err = cerr
+	return out, rows.Close()
+}
+
+// take subtracts the amounts from the locked tenants' balances in one statement.
+func (s *Service) take(ctx context.Context, client *ent.Client, amounts map[int]int64) error {
+	ids := make([]int, 0, len(amounts))
+	for id, n := range amounts {
+		if n > 0 {
+			ids = append(ids, id)
+		}
 	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	query, args := entsql.Dialect(s.dialect).Update(tenant.Table).
+		Set(tenant.FieldCreditBalance, entsql.ExprFunc(func(b *entsql.Builder) {
+			b.Ident(tenant.FieldCreditBalance).WriteString(" - CASE ").Ident(tenant.FieldID)
+			for _, id := range ids {
+				// The cast types the amount: lib/pq sends parameters untyped, and a CASE result would be text.
+				b.WriteString(" WHEN ").Arg(id).WriteString(" THEN CAST(").Arg(amounts[id]).WriteString(" AS BIGINT)")
+			}
+			b.WriteString(" END")
+		})).
+		Where(entsql.InInts(tenant.FieldID, ids...)).
+		Query()
+	res, err := client.ExecContext(ctx, query, args...)
 	if err != nil {
-		return Reservation{}, fault.Wrap(op, fault.Internal, err)
+		return fmt.Errorf("take credits: %w", err)
 	}
-	if !found {
-		return Reservation{}, fault.E(op, fault.NotFound, "tenant %d not found", tenantID)
+	if n, err := res.RowsAffected(); err == nil && n != int64(len(ids)) {
+		return fmt.Errorf("took credits from %d tenants of %d", n, len(ids))
 	}
-	r := Reservation{TenantID: tenantID, Granted: int(min(int64(n), before)), Before: before}
-	if r.Granted == 0 {
-		return r, nil
-	}
-	if _, ok, err := s.add(ctx, client, tenantID, -int64(r.Granted)); err != nil || !ok {
-		return Reservation{}, fault.E(op, fault.Internal, "balance changed under a lock: %v", err)
-	}
-	return r, nil
+	return nil
 }
 
 // Record writes one ledger entry of one credit per reference for the reservations (refs[i] for reservation

@@ -27,6 +27,36 @@ type Change struct {
 	Kind string
 	// Due is when the delivery may be attempted next, if it is pending.
 	Due *time.Time
+	// Lane is the dispatcher that will take the delivery when it is due, so that only that one is woken.
+	Lane Lane
+}
+
+// Lane says which dispatcher takes a pending delivery once it is due.
+type Lane uint8
+
+// Lanes.
+const (
+	// LaneAny: not known here; every dispatcher is woken.
+	LaneAny Lane = iota
+	// LaneDirect: the scheduler, to a direct HTTP recipient.
+	LaneDirect
+	// LaneCLI: the CLI hub, to an attached adal CLI.
+	LaneCLI
+	// LaneParked: none until its recipient's state changes (paused, disabled, frozen). Waking a dispatcher
+	// for it would only make the claim walk past it; the state change wakes them when it comes.
+	LaneParked
+)
+
+// LaneOf is the lane of a new delivery to r.
+func LaneOf(r *ent.Recipient) Lane {
+	switch {
+	case r.State != recipient.StateACTIVE:
+		return LaneParked
+	case r.Method == recipient.MethodCLI:
+		return LaneCLI
+	default:
+		return LaneDirect
+	}
 }
 
 // Change kinds.
@@ -124,7 +154,7 @@ func (s *Service) createDeliveries(ctx context.Context, client *ent.Client, req 
 	changes := make([]Change, len(ds))
 	for i, d := range ds {
 		changes[i] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
-			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt}
+			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: LaneOf(recipients[i])}
 	}
 	s.notify(ctx, changes...)
 	return ds, nil

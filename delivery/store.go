@@ -13,7 +13,6 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
-	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/storage"
 )
@@ -36,7 +35,7 @@ type Stored struct {
 }
 
 // StoreBatch stores many requests in the caller's transaction with a handful of statements whatever their
-// number: one credit reservation per tenant, one insert of the paid requests, one of their ledger entries,
+// number: one credit reservation for all its tenants (billing.Reserve: lock, then take), one insert of the paid requests, one of their ledger entries,
 // one of their deliveries. Items beyond a tenant's balance are refused (Stored.Err), in arrival order, and
 // leave nothing behind. An error return means nothing of the batch may be committed.
 func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason) ([]Stored, error) {
@@ -58,32 +57,26 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 	for id := range byTenant {
 		tenantIDs = append(tenantIDs, id)
 	}
-	// A fixed lock order: two batches sharing tenants can never deadlock on their rows.
 	slices.Sort(tenantIDs)
-	tenants, err := client.Tenant.Query().Where(tenant.IDIn(tenantIDs...)).WithPlan().All(ctx)
+	wants := make([]billing.Want, len(tenantIDs))
+	for k, tid := range tenantIDs {
+		wants[k] = billing.Want{TenantID: tid, N: len(byTenant[tid])}
+	}
+	reservations, err := s.cfg.Billing.Reserve(ctx, client, wants)
 	if err != nil {
-		return nil, storage.Err(op, "tenant", err)
+		return nil, err
 	}
 	retention := map[int]int{}
-	for _, t := range tenants {
-		retention[t.ID] = t.Edges.Plan.RetentionDays
-	}
-
-	now := s.cfg.Now()
-	var reservations []billing.Reservation
 	var paid []int // indexes into items, grouped by tenant in reservation order
-	for _, tid := range tenantIDs {
-		idx := byTenant[tid]
-		r, err := s.cfg.Billing.Reserve(ctx, client, tid, len(idx))
-		if err != nil {
-			return nil, err
-		}
-		reservations = append(reservations, r)
+	for _, r := range reservations {
+		idx := byTenant[r.TenantID]
+		retention[r.TenantID] = r.RetentionDays
 		paid = append(paid, idx[:r.Granted]...)
 		for _, i := range idx[r.Granted:] {
 			out[i].Err = fault.E(op, fault.InsufficientCredits, "not enough credits: 1 needed")
 		}
 	}
+	now := s.cfg.Now()
 	if len(paid) == 0 {
 		return out, nil
 	}
@@ -135,11 +128,13 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 
 	var builders []*ent.DeliveryCreate
 	var owners []int // for each delivery builder, the index into paid
+	var lanes []Lane
 	for n, i := range paid {
 		out[i].Request = reqs[n]
 		for _, r := range items[i].Recipients {
 			builders = append(builders, s.deliveryCreate(client, reqs[n], r, entdelivery.TriggerAUTOMATIC, now))
 			owners = append(owners, n)
+			lanes = append(lanes, LaneOf(r))
 		}
 	}
 	if len(builders) == 0 {
@@ -156,7 +151,7 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 		req := reqs[owners[k]]
 		out[paid[owners[k]]].Deliveries = append(out[paid[owners[k]]].Deliveries, d)
 		changes[k] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
-			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt}
+			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: lanes[k]}
 	}
 	s.notify(ctx, changes...)
 	return out, nil

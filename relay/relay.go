@@ -366,15 +366,32 @@ func (r *Relay) Stop() {
 	r.Events.Stop()
 }
 
-// changed hears of every committed delivery change: it wakes the scheduler for new or rescheduled work and
-// publishes the change to live subscribers.
+// changed hears of every committed delivery change: it wakes the dispatcher of new or rescheduled work — only
+// that one, and none for deliveries parked behind a paused or disabled recipient — and publishes the change to
+// live subscribers.
 func (r *Relay) changed(changes []delivery.Change) {
+	var direct, cli bool
 	for _, c := range changes {
-		if c.Status == "PENDING" {
-			r.Scheduler.Wake()
-			r.CLIHub.Wake()
+		if c.Status != "PENDING" {
+			continue
+		}
+		switch c.Lane {
+		case delivery.LaneDirect:
+			direct = true
+		case delivery.LaneCLI:
+			cli = true
+		case delivery.LaneAny:
+			direct, cli = true, true
+		}
+		if direct && cli {
 			break
 		}
+	}
+	if direct {
+		r.Scheduler.Wake()
+	}
+	if cli {
+		r.CLIHub.Wake()
 	}
 	r.publisher.add(changes)
 }

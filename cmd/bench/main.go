@@ -11,6 +11,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -52,7 +54,12 @@ func run() error {
 	flag.IntVar(&cfg.PgbenchScale, "pgbench-scale", 16, "pgbench -i -s (when its database is first created)")
 	flag.BoolVar(&cfg.SQLBreakdown, "sql-breakdown", false, "log the statements dispatch sent, by text")
 	flag.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile per scenario (file name gets the scenario added)")
+	debugAddr := flag.String("debug-addr", "", "serve net/http/pprof on this loopback address while the bench runs (e.g. 127.0.0.1:6060)")
 	flag.Parse()
+	if *debugAddr != "" {
+		// The default mux carries net/http/pprof's handlers: goroutine dumps and traces of a run in progress.
+		go func() { fmt.Fprintln(os.Stderr, "bench: debug server:", http.ListenAndServe(*debugAddr, nil)) }()
+	}
 	cfg.Scenarios = strings.Split(scenarios, ",")
 	var err error
 	if cfg.IngestRates, err = floats(rates); err != nil {

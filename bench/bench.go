@@ -29,6 +29,11 @@ type Config struct {
 	Scenarios   []string
 	// Duration of each measured load phase.
 	Duration time.Duration
+	// WarmUp is the unmeasured load that ingest and latency run first, at their first rate, on a fresh
+	// database: then the tables are analyzed — as autovacuum does within a minute of a real deployment's
+	// start — so the measurement sees the steady state, not plans made for empty tables. Default 3s; negative
+	// skips it.
+	WarmUp time.Duration
 
 	// IngestRates are the offered rates of the 100-tenant ingest (requests/s); the highest accepted rate
 	// among them is the ceiling that latency and purge run at half of.
@@ -66,6 +71,9 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	if c.WarmUp == 0 {
+		c.WarmUp = 3 * time.Second
+	}
 	if c.Duration == 0 {
 		c.Duration = 10 * time.Second
 	}

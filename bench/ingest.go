@@ -59,7 +59,10 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 	}
 	body := body1K()
 	best := 0.0
-	var accepted int64
+	accepted, err := b.warmUp(ctx, p, fx, rates[0])
+	if err != nil {
+		return 0, err
+	}
 	for _, rate := range rates {
 		if ctx.Err() != nil {
 			return best, ctx.Err()

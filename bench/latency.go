@@ -34,6 +34,16 @@ func (b *Runner) latency(ctx context.Context) error {
 	if err := p.Start(); err != nil {
 		return err
 	}
+	warm, err := b.warmUp(ctx, p, fx, rate)
+	if err != nil {
+		return err
+	}
+	// The warm-up's requests are delivered, and forgotten, before the measured run.
+	drainWarm := time.Now().Add(60 * time.Second)
+	for rcv.Count() < warm && time.Now().Before(drainWarm) && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	rcv.Reset()
 	b.startMeasure()
 	res := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body1K(), KeepIDs: true}.Run(ctx)
 	published := map[int64]time.Time{}

@@ -179,7 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Dialect: db.Dialect,
 		Unit:    cfg.RetryUnit,
 		Now:     cfg.Now,
-		Wake:    func() { r.Scheduler.Wake() }, // called after commits, once the scheduler exists
+		Wake:    func() { r.Scheduler.WakeOutbound() }, // called after commits, once the scheduler exists
 	})
 	r.Inbound = inbound.New(inbound.Config{
 		Client:   db.Client,

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/adal-relay/adal/delivery"
@@ -107,6 +108,16 @@ type Scheduler struct {
 	// wakeAt is how many slots must be free before a finished attempt wakes the claim loop, so that under load
 	// claims come in batches rather than one slot at a time.
 	wakeAt int
+	// more is set while the last claim filled every free slot: more may be due, and a finished attempt wakes
+	// the loop to claim it. After a short claim nothing else is due; new work wakes the loop itself (Wake),
+	// and a finished attempt waking it would only run an empty claim.
+	more atomic.Bool
+	// outboundDue is set when an outbound job may have become due (WakeOutbound, or the loop's timer): the
+	// outbound claim runs then, or once per PollInterval, not on every wake for deliveries.
+	outboundDue atomic.Bool
+
+	// Owned by the claim loop: when the probe turns and the outbound jobs were last looked at.
+	lastProbe, lastOutbound time.Time
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -139,6 +150,12 @@ func (s *Scheduler) Wake() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// WakeOutbound makes the loop look for due outbound jobs now (one was submitted or rescheduled).
+func (s *Scheduler) WakeOutbound() {
+	s.outboundDue.Store(true)
+	s.Wake()
 }
 
 // Start runs the claim loop until Stop or ctx ends.
@@ -192,6 +209,7 @@ func (s *Scheduler) run(ctx context.Context) {
 			}
 			full = n == free
 		}
+		s.more.Store(full)
 		wait := s.cfg.PollInterval
 		if full {
 			wait = 0 // more may be due right now; go again as soon as a slot frees
@@ -213,6 +231,7 @@ func (s *Scheduler) run(ctx context.Context) {
 				return
 			case <-s.wake:
 			case <-timer.C:
+				s.outboundDue.Store(true) // the earliest due time passed: it may be an outbound job's
 			}
 		} else if ctx.Err() != nil {
 			return
@@ -225,9 +244,15 @@ func (s *Scheduler) run(ctx context.Context) {
 func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	now := s.cfg.Now()
 	var claims []delivery.Claim
-	probes, err := probeTurn(ctx, s.cfg.DB, now, s.cfg.Delivery.ProbeEvery())
-	if err != nil {
-		return 0, err
+	// Probe turns come every ProbeEvery (10 minutes by default): looking once per poll interval, or a tenth of
+	// that, is soon enough, and spares every claim round the update.
+	var probes []int
+	if every := s.cfg.Delivery.ProbeEvery(); now.Sub(s.lastProbe) >= min(s.cfg.PollInterval, every/10) {
+		s.lastProbe = now
+		var err error
+		if probes, err = probeTurn(ctx, s.cfg.DB, now, every); err != nil {
+			return 0, err
+		}
 	}
 	for _, rid := range probes {
 		if len(claims) == free {
@@ -255,8 +280,16 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 		}
 	}
 	// Outbound jobs (S2, scheduler/outbound.go) take the slots the deliveries left.
-	n, err := s.dispatchOutbound(ctx, free-len(claims))
-	return len(claims) + n, err
+	if rest := free - len(claims); rest > 0 && (s.outboundDue.Load() || now.Sub(s.lastOutbound) >= s.cfg.PollInterval) {
+		s.outboundDue.Store(false)
+		s.lastOutbound = now
+		n, err := s.dispatchOutbound(ctx, rest)
+		if n == rest {
+			s.outboundDue.Store(true) // more may be due
+		}
+		return len(claims) + n, err
+	}
+	return len(claims), nil
 }
 
 // start loads what the claimed attempts need and runs each on a worker slot.
@@ -351,7 +384,7 @@ func (s *Scheduler) attempt(j job) {
 	}
 	s.completions <- delivery.Completion{Claim: j.claim, Outcome: o}
 	<-s.slots
-	if s.cfg.Workers-len(s.slots) >= s.wakeAt {
+	if s.more.Load() && s.cfg.Workers-len(s.slots) >= s.wakeAt {
 		s.Wake()
 	}
 }

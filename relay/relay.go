@@ -50,6 +50,8 @@ type Config struct {
 	RetryUnit           time.Duration
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
+	// PollInterval is the longest the scheduler waits without being woken; default 1s.
+	PollInterval time.Duration
 	// RetentionSpec is when the retention purge runs (robfig/cron spec, ADAL_RETENTION_SCHEDULE); default
 	// "@every 5m".
 	RetentionSpec string
@@ -191,15 +193,16 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Committers: map[bool]int{true: 4, false: 1}[db.Postgres()],
 	})
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
-		DB:       db,
-		Delivery: r.Delivery,
-		Outbound: r.Outbound,
-		Sender:   delivery.NewHTTPSender(cfg.AllowPrivateTargets, cfg.Now),
-		Workers:  cfg.Workers,
-		Lease:    cfg.Lease,
-		Observer: meters,
-		Logger:   cfg.Logger,
-		Now:      cfg.Now,
+		DB:           db,
+		Delivery:     r.Delivery,
+		Outbound:     r.Outbound,
+		Sender:       delivery.NewHTTPSender(cfg.AllowPrivateTargets, cfg.Now),
+		Workers:      cfg.Workers,
+		PollInterval: cfg.PollInterval,
+		Lease:        cfg.Lease,
+		Observer:     meters,
+		Logger:       cfg.Logger,
+		Now:          cfg.Now,
 	}); err != nil {
 		db.Close()
 		return nil, err

@@ -2,10 +2,12 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -25,17 +27,26 @@ WITH due AS (
 	ORDER BY d.next_attempt_at
 	LIMIT $2
 	FOR UPDATE OF d SKIP LOCKED
+), claimed AS (
+	UPDATE deliveries AS d SET
+		status = 'IN_PROGRESS',
+		attempt_count = d.attempt_count + 1,
+		first_attempt_at = COALESCE(d.first_attempt_at, $1),
+		attempt_started_at = $1,
+		lease_expires_at = $3,
+		lease_owner = $4,
+		backlog = false
+	FROM due WHERE d.id = due.id
+	RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule,
+		d.first_attempt_at
 )
-UPDATE deliveries AS d SET
-	status = 'IN_PROGRESS',
-	attempt_count = d.attempt_count + 1,
-	first_attempt_at = COALESCE(d.first_attempt_at, $1),
-	attempt_started_at = $1,
-	lease_expires_at = $3,
-	lease_owner = $4,
-	backlog = false
-FROM due WHERE d.id = due.id
-RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule, d.first_attempt_at`
+SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
+	c.first_attempt_at,
+	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body,
+	r.url, r.timeout_seconds, r.send_idempotency_key
+FROM claimed c
+JOIN requests q ON q.id = c.request_id
+JOIN recipients r ON r.id = c.recipient_id`
 
 const claimSQLite = `
 UPDATE deliveries SET
@@ -58,9 +69,11 @@ WHERE id IN (
 )
 RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at`
 
-// claim takes up to limit due deliveries of ACTIVE recipients for owner; probe, when not zero, also admits
-// the deliveries of that (DISABLED) recipient.
-func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, probe int) ([]delivery.Claim, error) {
+// claim takes up to limit due deliveries of ACTIVE recipients for owner, with what their attempts send; probe,
+// when not zero, also admits the deliveries of that (DISABLED) recipient. On PostgreSQL the claim returns the
+// requests and recipients with the claimed rows, one round trip in all; SQLite's UPDATE … RETURNING cannot
+// feed a join, and there a second and third query (in process, cheap) load them.
+func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, probe int) ([]job, error) {
 	query := claimSQLite
 	if db.Postgres() {
 		query = claimPostgres
@@ -70,12 +83,20 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	defer rows.Close()
-	var claims []delivery.Claim
+	var jobs []job
 	for rows.Next() {
 		c := delivery.Claim{StartedAt: now, Owner: owner}
 		var schedule string
 		var first storage.NullTime
-		if err := rows.Scan(&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first); err != nil {
+		dest := []any{&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first}
+		j := job{request: &ent.Request{}, recipient: &ent.Recipient{}}
+		var headers []byte
+		if db.Postgres() {
+			dest = append(dest, &j.request.ServerID, &j.request.Key, &j.request.Method, &j.request.Path,
+				&j.request.Query, &headers, &j.request.Body,
+				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("scan claim: %w", err)
 		}
 		c.Schedule = delivery.Schedule(schedule)
@@ -83,9 +104,29 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		if first.Valid {
 			c.FirstAttemptAt = first.Time
 		}
-		claims = append(claims, c)
+		if db.Postgres() {
+			j.request.ID, j.recipient.ID = c.RequestID, c.RecipientID
+			if err := json.Unmarshal(headers, &j.request.Headers); err != nil {
+				// Stored by intake from an http.Header: corruption. The attempt still runs, without them,
+				// rather than leaving the delivery leased.
+				j.request.Headers = nil
+			}
+			c.ServerID = j.request.ServerID
+		}
+		j.claim = c
+		jobs = append(jobs, j)
 	}
-	return claims, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if db.Postgres() || len(jobs) == 0 {
+		return jobs, nil
+	}
+	claims := make([]delivery.Claim, len(jobs))
+	for i, j := range jobs {
+		claims[i] = j.claim
+	}
+	return load(ctx, db.Client, claims)
 }
 
 // nextDue returns the earliest future due time of a pending delivery, so the loop can sleep exactly until

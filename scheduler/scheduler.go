@@ -201,7 +201,7 @@ func (s *Scheduler) run(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		free := s.cfg.Workers - len(s.slots)
-		full := false
+		full := free == 0 // no slot to claim with: more may be due, and the next finished attempt must wake us
 		if free > 0 {
 			n, err := s.dispatch(ctx, free)
 			if err != nil && ctx.Err() == nil {
@@ -243,7 +243,7 @@ func (s *Scheduler) run(ctx context.Context) {
 // came get one delivery each first.
 func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	now := s.cfg.Now()
-	var claims []delivery.Claim
+	var claims []job
 	// Probe turns come every ProbeEvery (10 minutes by default): looking once per poll interval, or a tenth of
 	// that, is soon enough, and spares every claim round the update.
 	var probes []int
@@ -292,13 +292,8 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	return len(claims), nil
 }
 
-// start loads what the claimed attempts need and runs each on a worker slot.
-func (s *Scheduler) start(ctx context.Context, claims []delivery.Claim) error {
-	jobs, err := s.load(ctx, claims)
-	if err != nil {
-		// The claims stay leased; the rescuer records them as interrupted and they are retried.
-		return err
-	}
+// start runs each claimed attempt on a worker slot.
+func (s *Scheduler) start(_ context.Context, jobs []job) error {
 	for _, j := range jobs {
 		s.slots <- struct{}{}
 		s.flights.Add(1)
@@ -313,15 +308,15 @@ type job struct {
 	recipient *ent.Recipient
 }
 
-// load reads the requests and recipients of a batch of claims: two queries per batch, not per attempt.
-func (s *Scheduler) load(ctx context.Context, claims []delivery.Claim) ([]job, error) {
+// load reads the requests and recipients of a batch of claims: two queries per batch, not per attempt. If it
+// fails, the claims stay leased; the rescuer records them as interrupted and they are retried.
+func load(ctx context.Context, client *ent.Client, claims []delivery.Claim) ([]job, error) {
 	reqIDs := make([]int, 0, len(claims))
 	recIDs := make([]int, 0, len(claims))
 	for _, c := range claims {
 		reqIDs = append(reqIDs, c.RequestID)
 		recIDs = append(recIDs, c.RecipientID)
 	}
-	client := s.cfg.DB.Client
 	reqs, err := client.Request.Query().Where(request.IDIn(reqIDs...)).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load requests: %w", err)

@@ -23,7 +23,7 @@ import (
 //
 //	ADAL_TEST_DATABASE_URL=postgres://… go test ./retention -run '^$' -bench Purge -benchtime=1x -v
 //
-// ADAL_BENCH_PURGE_WORKERS sets Config.Workers (default 1). Two switches measure schema changes under discussion: ADAL_BENCH_REPLAY_INDEX=1 first adds an index on
+// ADAL_BENCH_PURGE_WORKERS sets Config.Workers (default 2). Two switches measure schema changes under discussion: ADAL_BENCH_REPLAY_INDEX=1 first adds an index on
 // requests.replay_of_id (without it every deleted request costs a sequential scan of requests, for the ON DELETE
 // SET NULL of replays); ADAL_BENCH_NO_FK=1 drops the foreign keys the purge's deletes must check
 // (attempts→deliveries, deliveries→requests, requests→requests), to show what their per-row checks cost.

@@ -40,8 +40,11 @@ type Config struct {
 	Spec string
 	// BatchSize is the number of requests deleted per transaction; default DefaultBatchSize.
 	BatchSize int
-	// Workers is the number of batches purged at once on PostgreSQL; default 1, which leaves the other cores to
-	// intake and delivery. SQLite, with its single writer, always uses one.
+	// Workers is the number of batches purged at once on PostgreSQL; default 2: a purge is CPU-bound in the
+	// database (its foreign-key checks), and two workers purge at about twice the rate of one (13.6k against
+	// 7.0k requests/s on 2 cores beside intake at 3,000/s) for a shorter burst of the same work; four are
+	// faster still, but take intake's p99 from 0.2 s to 0.4 s meanwhile. SQLite, with its single writer, always
+	// uses one.
 	Workers int
 	// Now is the clock that decides what has expired; default time.Now.
 	Now func() time.Time
@@ -105,7 +108,7 @@ type Purger struct {
 func New(cfg Config) (*Purger, error) {
 	cfg.Spec = cmp.Or(cfg.Spec, DefaultSpec)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
-	cfg.Workers = cmp.Or(cfg.Workers, 1)
+	cfg.Workers = cmp.Or(cfg.Workers, 2)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = time.Now

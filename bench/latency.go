@@ -100,7 +100,7 @@ func (b *Runner) latency(ctx context.Context) error {
 	if missing != 0 {
 		void = append(void, fmt.Errorf("%d published requests never delivered", missing))
 	}
-	if err := p.checkLedger(int64(len(published))); err != nil {
+	if err := p.checkLedger(warm + int64(len(published))); err != nil { // the warm-up's requests are stored too
 		void = append(void, err)
 	}
 	if err := errors.Join(void...); err != nil {

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -159,6 +160,7 @@ func newGraphQL(cfg Config) http.Handler {
 func present(ctx context.Context, err error, logger *slog.Logger) *gqlerror.Error {
 	gerr := graphql.DefaultErrorPresenter(ctx, err)
 	var fe *fault.Error
+	var badID *strconv.NumError
 	var kind fault.Kind
 	switch {
 	case errors.As(err, &fe):
@@ -170,6 +172,9 @@ func present(ctx context.Context, err error, logger *slog.Logger) *gqlerror.Erro
 		kind, gerr.Message = fault.Forbidden, "not allowed"
 	case ent.IsValidationError(err):
 		kind = fault.InvalidInput
+	case errors.As(err, &badID):
+		// An ID argument that is no number (gqlgen's IntID scalar fails while reading the arguments).
+		kind, gerr.Message = fault.InvalidInput, "invalid ID"
 	default:
 		var existing *gqlerror.Error
 		if errors.As(err, &existing) && existing.Extensions["code"] != nil {

@@ -24,6 +24,9 @@ type Incoming struct {
 	Request    NewRequest
 	// Key is the request's own random identity (sent as X-Adal-Idempotency).
 	Key string
+	// ServerLocked says the caller read Server, live, in this transaction and holds it shared until commit
+	// (intake does): StoreBatch then does not read it again.
+	ServerLocked bool
 }
 
 // Stored is what became of one Incoming: the request and its deliveries, or why it was refused
@@ -195,15 +198,23 @@ func (s *Service) deliveryCreate(client *ent.Client, req *ent.Request, r *ent.Re
 
 // liveServers re-reads the batch's servers inside the transaction, holding them shared on Postgres until
 // commit, so a server deleted since intake looked it up gets no request, and a deletion waits for the
-// requests already being stored (and then cancels their deliveries).
+// requests already being stored (and then cancels their deliveries). Servers the caller already holds
+// (Incoming.ServerLocked) are live without a second read.
 func (s *Service) liveServers(ctx context.Context, client *ent.Client, items []Incoming) (map[int]bool, error) {
+	out := make(map[int]bool, len(items))
 	ids := make([]int, 0, len(items))
 	seen := map[int]bool{}
 	for _, it := range items {
-		if !seen[it.Server.ID] {
+		switch {
+		case it.ServerLocked:
+			out[it.Server.ID] = true
+		case !seen[it.Server.ID]:
 			seen[it.Server.ID] = true
 			ids = append(ids, it.Server.ID)
 		}
+	}
+	if len(ids) == 0 {
+		return out, nil
 	}
 	slices.Sort(ids)
 	q := client.Server.Query().Where(server.IDIn(ids...), server.DeletedAtIsNil())
@@ -214,7 +225,6 @@ func (s *Service) liveServers(ctx context.Context, client *ent.Client, items []I
 	if err != nil {
 		return nil, storage.Err("delivery.liveServers", "server", err)
 	}
-	out := make(map[int]bool, len(live))
 	for _, id := range live {
 		out[id] = true
 	}

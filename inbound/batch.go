@@ -35,6 +35,7 @@ type batcher struct {
 	logger   *slog.Logger
 	queues   []chan *pendingAccept
 	maxBatch int
+	postgres bool
 	wg       sync.WaitGroup
 	stop     chan struct{}
 	once     sync.Once
@@ -54,9 +55,9 @@ type acceptResult struct {
 
 var errStopped = errors.New("intake is shutting down")
 
-func newBatcher(client *ent.Client, d *delivery.Service, logger *slog.Logger, workers, maxBatch int) *batcher {
+func newBatcher(client *ent.Client, d *delivery.Service, logger *slog.Logger, workers, maxBatch int, postgres bool) *batcher {
 	b := &batcher{
-		client: client, delivery: d, logger: logger, maxBatch: maxBatch,
+		client: client, delivery: d, logger: logger, maxBatch: maxBatch, postgres: postgres,
 		queues: make([]chan *pendingAccept, workers),
 		stop:   make(chan struct{}),
 	}
@@ -199,7 +200,7 @@ func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 				continue
 			}
 			item := p.item
-			item.Server, item.Recipients = srv, srv.Edges.Recipients
+			item.Server, item.Recipients, item.ServerLocked = srv, srv.Edges.Recipients, true
 			items = append(items, item)
 			stored = append(stored, i)
 		}
@@ -218,7 +219,10 @@ func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 	return results, err
 }
 
-// servers loads the live servers the batch's keys name, with their live recipients, by key.
+// servers loads the live servers the batch's keys name, with their live recipients, by key. On PostgreSQL the
+// servers are held FOR SHARE until the batch commits, so a server deleted meanwhile gets no request, and its
+// deletion waits for the requests being stored (and then cancels their deliveries); StoreBatch need not read
+// them again.
 func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingAccept) (map[string]*ent.Server, error) {
 	keys := make([]string, 0, len(batch))
 	seen := make(map[string]bool, len(batch))
@@ -228,10 +232,13 @@ func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingA
 			keys = append(keys, p.key)
 		}
 	}
-	list, err := tx.Server.Query().
+	q := tx.Server.Query().
 		Where(server.InboundKeyIn(keys...), server.DeletedAtIsNil()).
-		WithRecipients(func(q *ent.RecipientQuery) { q.Where(recipient.DeletedAtIsNil()) }).
-		All(ctx)
+		WithRecipients(func(q *ent.RecipientQuery) { q.Where(recipient.DeletedAtIsNil()) })
+	if b.postgres {
+		q.ForShare()
+	}
+	list, err := q.All(ctx)
 	if err != nil {
 		return nil, storage.Err("inbound.Accept", "server", err)
 	}

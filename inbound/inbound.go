@@ -40,6 +40,9 @@ type Config struct {
 	Committers int
 	// MaxBatch bounds the requests stored in one transaction. Default 256.
 	MaxBatch int
+	// Postgres says the database is PostgreSQL, where a batch holds its servers FOR SHARE until it commits (on
+	// SQLite the batch's transaction holds the single write lock from BEGIN).
+	Postgres bool
 }
 
 // Handler serves inbound requests.
@@ -58,7 +61,7 @@ func New(cfg Config) *Handler {
 	}
 	cfg.Committers = cmp.Or(cfg.Committers, 4)
 	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, 256)
-	return &Handler{cfg: cfg, batch: newBatcher(cfg.Client, cfg.Delivery, cfg.Logger, cfg.Committers, cfg.MaxBatch)}
+	return &Handler{cfg: cfg, batch: newBatcher(cfg.Client, cfg.Delivery, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Postgres)}
 }
 
 // Close stops intake's committers; requests still queued are answered 503.

@@ -191,6 +191,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Observe:  meters.Intake,
 		// SQLite has one writer: one committer, batching everything queued behind it.
 		Committers: map[bool]int{true: 4, false: 1}[db.Postgres()],
+		Postgres:   db.Postgres(),
 	})
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:           db,

@@ -117,6 +117,8 @@ func TestFailureRatioDisables(t *testing.T) {
 	rules.DisableMinAttempts = 4
 	rules.DisableRatio = 0.7
 	rules.DisableConsecutive = 1000
+	// No probe may come while the test counts the attempts that led to DISABLED: the first is 1,000 s after.
+	rules.ProbeUnits = 1_000_000
 	env := relaytest.Start(t, smallHealth(time.Millisecond, rules))
 	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 20})
 	srv := env.NewServer(tn, "s", nil)

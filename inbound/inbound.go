@@ -36,7 +36,8 @@ type Config struct {
 	Logger  *slog.Logger
 	// Observe, if set, hears the HTTP status of every answer (metrics).
 	Observe func(status int)
-	// Committers is how many batches may commit at once (default 4; SQLite has one writer, use 1).
+	// Committers is how many batches may commit at once (default 4; SQLite has one writer, use 1). The relay
+	// sets it from ADAL_INTAKE_COMMITTERS.
 	Committers int
 	// MaxBatch bounds the requests stored in one transaction. Default 256.
 	MaxBatch int

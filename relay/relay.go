@@ -50,6 +50,11 @@ type Config struct {
 	RetryUnit           time.Duration
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
+	// IntakeCommitters is how many intake batches commit at once on PostgreSQL (ADAL_INTAKE_COMMITTERS; default
+	// 2). It is about the database server's cores: on 2 cores, 2 committers answered 2,500 req/s with p99 24 ms
+	// and peaked at 6,640/s, 4 with 32 ms and 6,395/s, 8 with 80 ms — more concurrent batches than cores only
+	// queue on each other. SQLite has one writer and always uses one.
+	IntakeCommitters int
 	// PollInterval is the longest the scheduler waits without being woken; default 1s.
 	PollInterval time.Duration
 	// RetentionSpec is when the retention purge runs (robfig/cron spec, ADAL_RETENTION_SCHEDULE); default
@@ -190,7 +195,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Logger:   cfg.Logger,
 		Observe:  meters.Intake,
 		// SQLite has one writer: one committer, batching everything queued behind it.
-		Committers: map[bool]int{true: 4, false: 1}[db.Postgres()],
+		Committers: intakeCommitters(cfg.IntakeCommitters, db.Postgres()),
 		Postgres:   db.Postgres(),
 	})
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
@@ -368,6 +373,14 @@ func (r *Relay) Stop() {
 	r.Scheduler.Stop()
 	r.publisher.stop()
 	r.Events.Stop()
+}
+
+// intakeCommitters is the number of intake committers for the configured value and database.
+func intakeCommitters(configured int, postgres bool) int {
+	if !postgres {
+		return 1
+	}
+	return cmp.Or(configured, 2)
 }
 
 // changed hears of every committed delivery change: it wakes the dispatcher of new or rescheduled work — only

@@ -94,6 +94,11 @@ func configFromEnv() (relay.Config, error) {
 			return cfg, fmt.Errorf("ADAL_WORKERS must be a positive number, got %q", v)
 		}
 	}
+	if v := os.Getenv("ADAL_INTAKE_COMMITTERS"); v != "" {
+		if cfg.IntakeCommitters, err = strconv.Atoi(v); err != nil || cfg.IntakeCommitters < 1 {
+			return cfg, fmt.Errorf("ADAL_INTAKE_COMMITTERS must be a positive number, got %q", v)
+		}
+	}
 	if v := os.Getenv("ADAL_RESCUE_INTERVAL"); v != "" {
 		if cfg.RescueInterval, err = time.ParseDuration(v); err != nil || cfg.RescueInterval <= 0 {
 			return cfg, fmt.Errorf("ADAL_RESCUE_INTERVAL must be a positive duration such as 10s, got %q", v)

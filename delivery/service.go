@@ -47,6 +47,18 @@ const (
 	LaneParked
 )
 
+// column is the lane as the deliveries table keeps it.
+func (l Lane) column() entdelivery.Lane {
+	switch l {
+	case LaneCLI:
+		return entdelivery.LaneCLI
+	case LaneParked:
+		return entdelivery.LanePARKED
+	default:
+		return entdelivery.LaneDIRECT
+	}
+}
+
 // LaneOf is the lane of a new delivery to r.
 func LaneOf(r *ent.Recipient) Lane {
 	switch {

@@ -193,6 +193,7 @@ func (s *Service) deliveryCreate(client *ent.Client, req *ent.Request, r *ent.Re
 		SetRetrySchedule(entdelivery.RetrySchedule(r.RetrySchedule)).
 		SetNextAttemptAt(now).
 		SetBacklog(r.Method == recipient.MethodCLI && !s.cfg.CLIConnected(r, now)).
+		SetLane(LaneOf(r).column()).
 		SetCreatedAt(now)
 }
 

@@ -50,6 +50,8 @@ type Delivery struct {
 	AttemptStartedAt *time.Time `json:"attempt_started_at,omitempty"`
 	// Backlog holds the value of the "backlog" field.
 	Backlog bool `json:"backlog,omitempty"`
+	// Lane holds the value of the "lane" field.
+	Lane delivery.Lane `json:"lane,omitempty"`
 	// Superseded holds the value of the "superseded" field.
 	Superseded bool `json:"superseded,omitempty"`
 	// FinishedAt holds the value of the "finished_at" field.
@@ -130,7 +132,7 @@ func (*Delivery) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case delivery.FieldID, delivery.FieldTenantID, delivery.FieldRequestID, delivery.FieldRecipientID, delivery.FieldAttemptCount, delivery.FieldMaxAttempts:
 			values[i] = new(sql.NullInt64)
-		case delivery.FieldStatus, delivery.FieldTrigger, delivery.FieldRetrySchedule, delivery.FieldLeaseOwner:
+		case delivery.FieldStatus, delivery.FieldTrigger, delivery.FieldRetrySchedule, delivery.FieldLeaseOwner, delivery.FieldLane:
 			values[i] = new(sql.NullString)
 		case delivery.FieldCreatedAt, delivery.FieldNextAttemptAt, delivery.FieldFirstAttemptAt, delivery.FieldLeaseExpiresAt, delivery.FieldAttemptStartedAt, delivery.FieldFinishedAt:
 			values[i] = new(sql.NullTime)
@@ -248,6 +250,12 @@ func (_m *Delivery) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field backlog", values[i])
 			} else if value.Valid {
 				_m.Backlog = value.Bool
+			}
+		case delivery.FieldLane:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field lane", values[i])
+			} else if value.Valid {
+				_m.Lane = delivery.Lane(value.String)
 			}
 		case delivery.FieldSuperseded:
 			if value, ok := values[i].(*sql.NullBool); !ok {
@@ -370,6 +378,9 @@ func (_m *Delivery) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("backlog=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Backlog))
+	builder.WriteString(", ")
+	builder.WriteString("lane=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Lane))
 	builder.WriteString(", ")
 	builder.WriteString("superseded=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Superseded))

@@ -196,6 +196,20 @@ func (_c *DeliveryCreate) SetNillableBacklog(v *bool) *DeliveryCreate {
 	return _c
 }
 
+// SetLane sets the "lane" field.
+func (_c *DeliveryCreate) SetLane(v delivery.Lane) *DeliveryCreate {
+	_c.mutation.SetLane(v)
+	return _c
+}
+
+// SetNillableLane sets the "lane" field if the given value is not nil.
+func (_c *DeliveryCreate) SetNillableLane(v *delivery.Lane) *DeliveryCreate {
+	if v != nil {
+		_c.SetLane(*v)
+	}
+	return _c
+}
+
 // SetSuperseded sets the "superseded" field.
 func (_c *DeliveryCreate) SetSuperseded(v bool) *DeliveryCreate {
 	_c.mutation.SetSuperseded(v)
@@ -318,6 +332,10 @@ func (_c *DeliveryCreate) defaults() error {
 		v := delivery.DefaultBacklog
 		_c.mutation.SetBacklog(v)
 	}
+	if _, ok := _c.mutation.Lane(); !ok {
+		v := delivery.DefaultLane
+		_c.mutation.SetLane(v)
+	}
 	if _, ok := _c.mutation.Superseded(); !ok {
 		v := delivery.DefaultSuperseded
 		_c.mutation.SetSuperseded(v)
@@ -374,6 +392,14 @@ func (_c *DeliveryCreate) check() error {
 	}
 	if _, ok := _c.mutation.Backlog(); !ok {
 		return &ValidationError{Name: "backlog", err: errors.New(`ent: missing required field "Delivery.backlog"`)}
+	}
+	if _, ok := _c.mutation.Lane(); !ok {
+		return &ValidationError{Name: "lane", err: errors.New(`ent: missing required field "Delivery.lane"`)}
+	}
+	if v, ok := _c.mutation.Lane(); ok {
+		if err := delivery.LaneValidator(v); err != nil {
+			return &ValidationError{Name: "lane", err: fmt.Errorf(`ent: validator failed for field "Delivery.lane": %w`, err)}
+		}
 	}
 	if _, ok := _c.mutation.Superseded(); !ok {
 		return &ValidationError{Name: "superseded", err: errors.New(`ent: missing required field "Delivery.superseded"`)}
@@ -461,6 +487,10 @@ func (_c *DeliveryCreate) createSpec() (*Delivery, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Backlog(); ok {
 		_spec.SetField(delivery.FieldBacklog, field.TypeBool, value)
 		_node.Backlog = value
+	}
+	if value, ok := _c.mutation.Lane(); ok {
+		_spec.SetField(delivery.FieldLane, field.TypeEnum, value)
+		_node.Lane = value
 	}
 	if value, ok := _c.mutation.Superseded(); ok {
 		_spec.SetField(delivery.FieldSuperseded, field.TypeBool, value)
@@ -715,6 +745,18 @@ func (u *DeliveryUpsert) UpdateBacklog() *DeliveryUpsert {
 	return u
 }
 
+// SetLane sets the "lane" field.
+func (u *DeliveryUpsert) SetLane(v delivery.Lane) *DeliveryUpsert {
+	u.Set(delivery.FieldLane, v)
+	return u
+}
+
+// UpdateLane sets the "lane" field to the value that was provided on create.
+func (u *DeliveryUpsert) UpdateLane() *DeliveryUpsert {
+	u.SetExcluded(delivery.FieldLane)
+	return u
+}
+
 // SetSuperseded sets the "superseded" field.
 func (u *DeliveryUpsert) SetSuperseded(v bool) *DeliveryUpsert {
 	u.Set(delivery.FieldSuperseded, v)
@@ -952,6 +994,20 @@ func (u *DeliveryUpsertOne) SetBacklog(v bool) *DeliveryUpsertOne {
 func (u *DeliveryUpsertOne) UpdateBacklog() *DeliveryUpsertOne {
 	return u.Update(func(s *DeliveryUpsert) {
 		s.UpdateBacklog()
+	})
+}
+
+// SetLane sets the "lane" field.
+func (u *DeliveryUpsertOne) SetLane(v delivery.Lane) *DeliveryUpsertOne {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.SetLane(v)
+	})
+}
+
+// UpdateLane sets the "lane" field to the value that was provided on create.
+func (u *DeliveryUpsertOne) UpdateLane() *DeliveryUpsertOne {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.UpdateLane()
 	})
 }
 
@@ -1363,6 +1419,20 @@ func (u *DeliveryUpsertBulk) SetBacklog(v bool) *DeliveryUpsertBulk {
 func (u *DeliveryUpsertBulk) UpdateBacklog() *DeliveryUpsertBulk {
 	return u.Update(func(s *DeliveryUpsert) {
 		s.UpdateBacklog()
+	})
+}
+
+// SetLane sets the "lane" field.
+func (u *DeliveryUpsertBulk) SetLane(v delivery.Lane) *DeliveryUpsertBulk {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.SetLane(v)
+	})
+}
+
+// UpdateLane sets the "lane" field to the value that was provided on create.
+func (u *DeliveryUpsertBulk) UpdateLane() *DeliveryUpsertBulk {
+	return u.Update(func(s *DeliveryUpsert) {
+		s.UpdateLane()
 	})
 }
 

@@ -173,6 +173,20 @@ func (_u *DeliveryUpdate) SetNillableBacklog(v *bool) *DeliveryUpdate {
 	return _u
 }
 
+// SetLane sets the "lane" field.
+func (_u *DeliveryUpdate) SetLane(v delivery.Lane) *DeliveryUpdate {
+	_u.mutation.SetLane(v)
+	return _u
+}
+
+// SetNillableLane sets the "lane" field if the given value is not nil.
+func (_u *DeliveryUpdate) SetNillableLane(v *delivery.Lane) *DeliveryUpdate {
+	if v != nil {
+		_u.SetLane(*v)
+	}
+	return _u
+}
+
 // SetSuperseded sets the "superseded" field.
 func (_u *DeliveryUpdate) SetSuperseded(v bool) *DeliveryUpdate {
 	_u.mutation.SetSuperseded(v)
@@ -282,6 +296,11 @@ func (_u *DeliveryUpdate) check() error {
 			return &ValidationError{Name: "status", err: fmt.Errorf(`ent: validator failed for field "Delivery.status": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.Lane(); ok {
+		if err := delivery.LaneValidator(v); err != nil {
+			return &ValidationError{Name: "lane", err: fmt.Errorf(`ent: validator failed for field "Delivery.lane": %w`, err)}
+		}
+	}
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Delivery.tenant"`)
 	}
@@ -350,6 +369,9 @@ func (_u *DeliveryUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.Backlog(); ok {
 		_spec.SetField(delivery.FieldBacklog, field.TypeBool, value)
+	}
+	if value, ok := _u.mutation.Lane(); ok {
+		_spec.SetField(delivery.FieldLane, field.TypeEnum, value)
 	}
 	if value, ok := _u.mutation.Superseded(); ok {
 		_spec.SetField(delivery.FieldSuperseded, field.TypeBool, value)
@@ -570,6 +592,20 @@ func (_u *DeliveryUpdateOne) SetNillableBacklog(v *bool) *DeliveryUpdateOne {
 	return _u
 }
 
+// SetLane sets the "lane" field.
+func (_u *DeliveryUpdateOne) SetLane(v delivery.Lane) *DeliveryUpdateOne {
+	_u.mutation.SetLane(v)
+	return _u
+}
+
+// SetNillableLane sets the "lane" field if the given value is not nil.
+func (_u *DeliveryUpdateOne) SetNillableLane(v *delivery.Lane) *DeliveryUpdateOne {
+	if v != nil {
+		_u.SetLane(*v)
+	}
+	return _u
+}
+
 // SetSuperseded sets the "superseded" field.
 func (_u *DeliveryUpdateOne) SetSuperseded(v bool) *DeliveryUpdateOne {
 	_u.mutation.SetSuperseded(v)
@@ -692,6 +728,11 @@ func (_u *DeliveryUpdateOne) check() error {
 			return &ValidationError{Name: "status", err: fmt.Errorf(`ent: validator failed for field "Delivery.status": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.Lane(); ok {
+		if err := delivery.LaneValidator(v); err != nil {
+			return &ValidationError{Name: "lane", err: fmt.Errorf(`ent: validator failed for field "Delivery.lane": %w`, err)}
+		}
+	}
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Delivery.tenant"`)
 	}
@@ -777,6 +818,9 @@ func (_u *DeliveryUpdateOne) sqlSave(ctx context.Context) (_node *Delivery, err 
 	}
 	if value, ok := _u.mutation.Backlog(); ok {
 		_spec.SetField(delivery.FieldBacklog, field.TypeBool, value)
+	}
+	if value, ok := _u.mutation.Lane(); ok {
+		_spec.SetField(delivery.FieldLane, field.TypeEnum, value)
 	}
 	if value, ok := _u.mutation.Superseded(); ok {
 		_spec.SetField(delivery.FieldSuperseded, field.TypeBool, value)

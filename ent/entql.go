@@ -73,6 +73,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			delivery.FieldLeaseOwner:       {Type: field.TypeString, Column: delivery.FieldLeaseOwner},
 			delivery.FieldAttemptStartedAt: {Type: field.TypeTime, Column: delivery.FieldAttemptStartedAt},
 			delivery.FieldBacklog:          {Type: field.TypeBool, Column: delivery.FieldBacklog},
+			delivery.FieldLane:             {Type: field.TypeEnum, Column: delivery.FieldLane},
 			delivery.FieldSuperseded:       {Type: field.TypeBool, Column: delivery.FieldSuperseded},
 			delivery.FieldFinishedAt:       {Type: field.TypeTime, Column: delivery.FieldFinishedAt},
 		},
@@ -822,6 +823,11 @@ func (f *DeliveryFilter) WhereAttemptStartedAt(p entql.TimeP) {
 // WhereBacklog applies the entql bool predicate on the backlog field.
 func (f *DeliveryFilter) WhereBacklog(p entql.BoolP) {
 	f.Where(p.Field(delivery.FieldBacklog))
+}
+
+// WhereLane applies the entql string predicate on the lane field.
+func (f *DeliveryFilter) WhereLane(p entql.StringP) {
+	f.Where(p.Field(delivery.FieldLane))
 }
 
 // WhereSuperseded applies the entql bool predicate on the superseded field.

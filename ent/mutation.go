@@ -1122,6 +1122,7 @@ type DeliveryMutation struct {
 	lease_owner        *string
 	attempt_started_at *time.Time
 	backlog            *bool
+	lane               *delivery.Lane
 	superseded         *bool
 	finished_at        *time.Time
 	clearedFields      map[string]struct{}
@@ -1869,6 +1870,42 @@ func (m *DeliveryMutation) ResetBacklog() {
 	m.backlog = nil
 }
 
+// SetLane sets the "lane" field.
+func (m *DeliveryMutation) SetLane(d delivery.Lane) {
+	m.lane = &d
+}
+
+// Lane returns the value of the "lane" field in the mutation.
+func (m *DeliveryMutation) Lane() (r delivery.Lane, exists bool) {
+	v := m.lane
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLane returns the old "lane" field's value of the Delivery entity.
+// If the Delivery object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeliveryMutation) OldLane(ctx context.Context) (v delivery.Lane, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLane is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLane requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLane: %w", err)
+	}
+	return oldValue.Lane, nil
+}
+
+// ResetLane resets all changes to the "lane" field.
+func (m *DeliveryMutation) ResetLane() {
+	m.lane = nil
+}
+
 // SetSuperseded sets the "superseded" field.
 func (m *DeliveryMutation) SetSuperseded(b bool) {
 	m.superseded = &b
@@ -2123,7 +2160,7 @@ func (m *DeliveryMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *DeliveryMutation) Fields() []string {
-	fields := make([]string, 0, 17)
+	fields := make([]string, 0, 18)
 	if m.tenant != nil {
 		fields = append(fields, delivery.FieldTenantID)
 	}
@@ -2169,6 +2206,9 @@ func (m *DeliveryMutation) Fields() []string {
 	if m.backlog != nil {
 		fields = append(fields, delivery.FieldBacklog)
 	}
+	if m.lane != nil {
+		fields = append(fields, delivery.FieldLane)
+	}
 	if m.superseded != nil {
 		fields = append(fields, delivery.FieldSuperseded)
 	}
@@ -2213,6 +2253,8 @@ func (m *DeliveryMutation) Field(name string) (ent.Value, bool) {
 		return m.AttemptStartedAt()
 	case delivery.FieldBacklog:
 		return m.Backlog()
+	case delivery.FieldLane:
+		return m.Lane()
 	case delivery.FieldSuperseded:
 		return m.Superseded()
 	case delivery.FieldFinishedAt:
@@ -2256,6 +2298,8 @@ func (m *DeliveryMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldAttemptStartedAt(ctx)
 	case delivery.FieldBacklog:
 		return m.OldBacklog(ctx)
+	case delivery.FieldLane:
+		return m.OldLane(ctx)
 	case delivery.FieldSuperseded:
 		return m.OldSuperseded(ctx)
 	case delivery.FieldFinishedAt:
@@ -2373,6 +2417,13 @@ func (m *DeliveryMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetBacklog(v)
+		return nil
+	case delivery.FieldLane:
+		v, ok := value.(delivery.Lane)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLane(v)
 		return nil
 	case delivery.FieldSuperseded:
 		v, ok := value.(bool)
@@ -2541,6 +2592,9 @@ func (m *DeliveryMutation) ResetField(name string) error {
 		return nil
 	case delivery.FieldBacklog:
 		m.ResetBacklog()
+		return nil
+	case delivery.FieldLane:
+		m.ResetLane()
 		return nil
 	case delivery.FieldSuperseded:
 		m.ResetSuperseded()

@@ -233,7 +233,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, err
 	}
-	r.Routing.OnRecipientResumed(r.Scheduler.Wake)
+	r.Routing.OnRecipientResumed(r.Scheduler.WakeLanes)
 	if err := r.openCron(cfg); err != nil {
 		db.Close()
 		return nil, err

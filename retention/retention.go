@@ -72,7 +72,8 @@ type Stats struct {
 	Deliveries int64 // their deliveries
 	Attempts   int64 // the deliveries' attempts
 	// Busy counts expired requests left for a later run because a delivery of theirs was locked by another
-	// transaction (an attempt being recorded) at the time.
+	// transaction (an attempt being recorded) at the time; with several workers, each batch that meets such a
+	// request counts it.
 	Busy int64
 	// Batches is the number of transactions that deleted something.
 	Batches int

@@ -16,14 +16,14 @@ import (
 // under this process's lease and counts the attempt, in one statement. On Postgres, SKIP LOCKED lets several
 // processes claim side by side without ever taking the same row; SQLite has one writer, so a plain
 // UPDATE … WHERE id IN (…) is already exclusive.
-const claimPostgres = `
+const claimPostgresTmpl = `
 WITH due AS (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
 	JOIN requests q ON q.id = d.request_id AND q.expires_at > $1
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
-	  AND (($5::bigint = 0 AND r.state = 'ACTIVE') OR d.recipient_id = $5::bigint)
+	  AND %s
 	ORDER BY d.next_attempt_at
 	LIMIT $2
 	FOR UPDATE OF d SKIP LOCKED
@@ -48,7 +48,7 @@ FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`
 
-const claimSQLite = `
+const claimSQLiteTmpl = `
 UPDATE deliveries SET
 	status = 'IN_PROGRESS',
 	attempt_count = attempt_count + 1,
@@ -63,21 +63,31 @@ WHERE id IN (
 	JOIN requests q ON q.id = d.request_id AND q.expires_at > ?1
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
-	  AND ((?5 = 0 AND r.state = 'ACTIVE') OR d.recipient_id = ?5)
+	  AND %s
 	ORDER BY d.next_attempt_at
 	LIMIT ?2
 )
 RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at`
+
+// The claim's recipient filter: the direct lane (its partial index holds nothing parked or CLI, so a parked
+// backlog is never walked), or the one DISABLED recipient whose probe turn came, whatever the lane of its
+// deliveries (they are parked).
+var (
+	claimPostgres      = fmt.Sprintf(claimPostgresTmpl, `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND $5::bigint = 0`)
+	claimProbePostgres = fmt.Sprintf(claimPostgresTmpl, `d.recipient_id = $5::bigint`)
+	claimSQLite        = fmt.Sprintf(claimSQLiteTmpl, `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND ?5 = 0`)
+	claimProbeSQLite   = fmt.Sprintf(claimSQLiteTmpl, `d.recipient_id = ?5`)
+)
 
 // claim takes up to limit due deliveries of ACTIVE recipients for owner, with what their attempts send; probe,
 // when not zero, also admits the deliveries of that (DISABLED) recipient. On PostgreSQL the claim returns the
 // requests and recipients with the claimed rows, one round trip in all; SQLite's UPDATE … RETURNING cannot
 // feed a join, and there a second and third query (in process, cheap) load them.
 func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, probe int) ([]job, error) {
-	query := claimSQLite
-	if db.Postgres() {
-		query = claimPostgres
-	}
+	query := map[[2]bool]string{
+		{true, false}: claimPostgres, {true, true}: claimProbePostgres,
+		{false, false}: claimSQLite, {false, true}: claimProbeSQLite,
+	}[[2]bool{db.Postgres(), probe != 0}]
 	rows, err := db.SQL.QueryContext(ctx, query, now, limit, now.Add(lease), owner, probe)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)

@@ -116,8 +116,12 @@ type Scheduler struct {
 	// outbound claim runs then, or once per PollInterval, not on every wake for deliveries.
 	outboundDue atomic.Bool
 
-	// Owned by the claim loop: when the probe turns and the outbound jobs were last looked at.
-	lastProbe, lastOutbound time.Time
+	// lanesDue is set when a recipient became active again (WakeLanes): its parked deliveries are moved back to
+	// their lane before the next claim rather than at the next poll.
+	lanesDue atomic.Bool
+
+	// Owned by the claim loop: when the probe turns, the outbound jobs and the lanes were last looked at.
+	lastProbe, lastOutbound, lastLanes time.Time
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -150,6 +154,12 @@ func (s *Scheduler) Wake() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// WakeLanes makes the loop reconcile deliveries' lanes, then claim: a recipient was resumed or enabled.
+func (s *Scheduler) WakeLanes() {
+	s.lanesDue.Store(true)
+	s.Wake()
 }
 
 // WakeOutbound makes the loop look for due outbound jobs now (one was submitted or rescheduled).
@@ -244,6 +254,12 @@ func (s *Scheduler) run(ctx context.Context) {
 func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	now := s.cfg.Now()
 	var claims []job
+	if s.lanesDue.Swap(false) || now.Sub(s.lastLanes) >= s.cfg.PollInterval {
+		s.lastLanes = now
+		if _, err := reconcileLanes(ctx, s.cfg.DB, now); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("reconcile delivery lanes", "err", err)
+		}
+	}
 	// Probe turns come every ProbeEvery (10 minutes by default): looking once per poll interval, or a tenth of
 	// that, is soon enough, and spares every claim round the update.
 	var probes []int

@@ -48,6 +48,8 @@ const (
 	FieldAttemptStartedAt = "attempt_started_at"
 	// FieldBacklog holds the string denoting the backlog field in the database.
 	FieldBacklog = "backlog"
+	// FieldLane holds the string denoting the lane field in the database.
+	FieldLane = "lane"
 	// FieldSuperseded holds the string denoting the superseded field in the database.
 	FieldSuperseded = "superseded"
 	// FieldFinishedAt holds the string denoting the finished_at field in the database.
@@ -110,6 +112,7 @@ var Columns = []string{
 	FieldLeaseOwner,
 	FieldAttemptStartedAt,
 	FieldBacklog,
+	FieldLane,
 	FieldSuperseded,
 	FieldFinishedAt,
 }
@@ -223,6 +226,33 @@ func RetryScheduleValidator(rs RetrySchedule) error {
 	}
 }
 
+// Lane defines the type for the "lane" enum field.
+type Lane string
+
+// LaneDIRECT is the default value of the Lane enum.
+const DefaultLane = LaneDIRECT
+
+// Lane values.
+const (
+	LaneDIRECT Lane = "DIRECT"
+	LaneCLI    Lane = "CLI"
+	LanePARKED Lane = "PARKED"
+)
+
+func (l Lane) String() string {
+	return string(l)
+}
+
+// LaneValidator is a validator for the "lane" field enum values. It is called by the builders before save.
+func LaneValidator(l Lane) error {
+	switch l {
+	case LaneDIRECT, LaneCLI, LanePARKED:
+		return nil
+	default:
+		return fmt.Errorf("delivery: invalid enum value for lane field: %q", l)
+	}
+}
+
 // OrderOption defines the ordering options for the Delivery queries.
 type OrderOption func(*sql.Selector)
 
@@ -304,6 +334,11 @@ func ByAttemptStartedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByBacklog orders the results by the backlog field.
 func ByBacklog(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldBacklog, opts...).ToFunc()
+}
+
+// ByLane orders the results by the lane field.
+func ByLane(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldLane, opts...).ToFunc()
 }
 
 // BySuperseded orders the results by the superseded field.
@@ -429,6 +464,24 @@ func (e *RetrySchedule) UnmarshalGQL(val interface{}) error {
 	*e = RetrySchedule(str)
 	if err := RetryScheduleValidator(*e); err != nil {
 		return fmt.Errorf("%s is not a valid RetrySchedule", str)
+	}
+	return nil
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (e Lane) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(e.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (e *Lane) UnmarshalGQL(val interface{}) error {
+	str, ok := val.(string)
+	if !ok {
+		return fmt.Errorf("enum %T must be a string", val)
+	}
+	*e = Lane(str)
+	if err := LaneValidator(*e); err != nil {
+		return fmt.Errorf("%s is not a valid Lane", str)
 	}
 	return nil
 }

@@ -640,6 +640,26 @@ func BacklogNEQ(v bool) predicate.Delivery {
 	return predicate.Delivery(sql.FieldNEQ(FieldBacklog, v))
 }
 
+// LaneEQ applies the EQ predicate on the "lane" field.
+func LaneEQ(v Lane) predicate.Delivery {
+	return predicate.Delivery(sql.FieldEQ(FieldLane, v))
+}
+
+// LaneNEQ applies the NEQ predicate on the "lane" field.
+func LaneNEQ(v Lane) predicate.Delivery {
+	return predicate.Delivery(sql.FieldNEQ(FieldLane, v))
+}
+
+// LaneIn applies the In predicate on the "lane" field.
+func LaneIn(vs ...Lane) predicate.Delivery {
+	return predicate.Delivery(sql.FieldIn(FieldLane, vs...))
+}
+
+// LaneNotIn applies the NotIn predicate on the "lane" field.
+func LaneNotIn(vs ...Lane) predicate.Delivery {
+	return predicate.Delivery(sql.FieldNotIn(FieldLane, vs...))
+}
+
 // SupersededEQ applies the EQ predicate on the "superseded" field.
 func SupersededEQ(v bool) predicate.Delivery {
 	return predicate.Delivery(sql.FieldEQ(FieldSuperseded, v))

@@ -70,6 +70,7 @@ var (
 		{Name: "lease_owner", Type: field.TypeString, Default: ""},
 		{Name: "attempt_started_at", Type: field.TypeTime, Nullable: true},
 		{Name: "backlog", Type: field.TypeBool, Default: false},
+		{Name: "lane", Type: field.TypeEnum, Enums: []string{"DIRECT", "CLI", "PARKED"}, Default: "DIRECT"},
 		{Name: "superseded", Type: field.TypeBool, Default: false},
 		{Name: "finished_at", Type: field.TypeTime, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
@@ -84,19 +85,19 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "deliveries_tenants_tenant",
-				Columns:    []*schema.Column{DeliveriesColumns[15]},
+				Columns:    []*schema.Column{DeliveriesColumns[16]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "deliveries_recipients_deliveries",
-				Columns:    []*schema.Column{DeliveriesColumns[16]},
+				Columns:    []*schema.Column{DeliveriesColumns[17]},
 				RefColumns: []*schema.Column{RecipientsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "deliveries_requests_deliveries",
-				Columns:    []*schema.Column{DeliveriesColumns[17]},
+				Columns:    []*schema.Column{DeliveriesColumns[18]},
 				RefColumns: []*schema.Column{RequestsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -105,12 +106,28 @@ var (
 			{
 				Name:    "delivery_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[15]},
+				Columns: []*schema.Column{DeliveriesColumns[16]},
 			},
 			{
 				Name:    "delivery_status_next_attempt_at",
 				Unique:  false,
 				Columns: []*schema.Column{DeliveriesColumns[2], DeliveriesColumns[7]},
+			},
+			{
+				Name:    "delivery_direct_due",
+				Unique:  false,
+				Columns: []*schema.Column{DeliveriesColumns[7]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "status = 'PENDING' AND lane = 'DIRECT'",
+				},
+			},
+			{
+				Name:    "delivery_pending_lane",
+				Unique:  false,
+				Columns: []*schema.Column{DeliveriesColumns[17], DeliveriesColumns[13]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "status = 'PENDING'",
+				},
 			},
 			{
 				Name:    "delivery_status_lease_expires_at",
@@ -120,12 +137,12 @@ var (
 			{
 				Name:    "delivery_request_id",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[17]},
+				Columns: []*schema.Column{DeliveriesColumns[18]},
 			},
 			{
 				Name:    "delivery_recipient_id_status",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[16], DeliveriesColumns[2]},
+				Columns: []*schema.Column{DeliveriesColumns[17], DeliveriesColumns[2]},
 			},
 		},
 	}
@@ -369,6 +386,11 @@ var (
 				Name:    "recipient_server_id",
 				Unique:  false,
 				Columns: []*schema.Column{RecipientsColumns[20]},
+			},
+			{
+				Name:    "recipient_state_changed_at",
+				Unique:  false,
+				Columns: []*schema.Column{RecipientsColumns[11]},
 			},
 		},
 	}

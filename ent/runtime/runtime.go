@@ -73,7 +73,7 @@ func init() {
 	// delivery.DefaultBacklog holds the default value on creation for the backlog field.
 	delivery.DefaultBacklog = deliveryDescBacklog.Default.(bool)
 	// deliveryDescSuperseded is the schema descriptor for superseded field.
-	deliveryDescSuperseded := deliveryFields[13].Descriptor()
+	deliveryDescSuperseded := deliveryFields[14].Descriptor()
 	// delivery.DefaultSuperseded holds the default value on creation for the superseded field.
 	delivery.DefaultSuperseded = deliveryDescSuperseded.Default.(bool)
 	ledgerentryMixin := schema.LedgerEntry{}.Mixin()

@@ -3,6 +3,7 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
@@ -42,6 +43,12 @@ func (Delivery) Fields() []ent.Field {
 		field.Time("attempt_started_at").Optional().Nillable().Annotations(entgql.Skip()),
 		// backlog marks a CLI delivery created while no CLI was attached and never attempted since.
 		field.Bool("backlog").Default(false),
+		// lane says which dispatcher takes the delivery when it is due: DIRECT (the scheduler), CLI (the CLI
+		// hub), PARKED (none while its recipient is paused, disabled or frozen). The direct claim reads only its
+		// own lane through a partial index, so a parked backlog, however large, costs it nothing. Set at
+		// creation from the recipient, and kept by the scheduler's lane reconciler when the recipient's state
+		// changes; a stale lane is repaired within a poll interval.
+		field.Enum("lane").Values("DIRECT", "CLI", "PARKED").Default("DIRECT").Annotations(entgql.Skip()),
 		// superseded is set when a manual retry takes over; request status counts only the newest delivery
 		// per recipient.
 		field.Bool("superseded").Default(false),
@@ -61,8 +68,14 @@ func (Delivery) Edges() []ent.Edge {
 // Indexes of the Delivery.
 func (Delivery) Indexes() []ent.Index {
 	return []ent.Index{
-		// The scheduler's claim: due pending deliveries in due order.
+		// Due pending deliveries in due order (the CLI hub, the next due time, the backlog gauge).
 		index.Fields("status", "next_attempt_at"),
+		// The scheduler's claim: due direct deliveries in due order, parked and CLI ones left out.
+		index.Fields("next_attempt_at").StorageKey("delivery_direct_due").
+			Annotations(entsql.IndexWhere("status = 'PENDING' AND lane = 'DIRECT'")),
+		// The lane reconciler: a recipient's pending deliveries in a given lane.
+		index.Fields("recipient_id", "lane").StorageKey("delivery_pending_lane").
+			Annotations(entsql.IndexWhere("status = 'PENDING'")),
 		// The rescuer: in-progress deliveries whose lease lapsed.
 		index.Fields("status", "lease_expires_at"),
 		index.Fields("request_id"),

@@ -57,5 +57,9 @@ func (Recipient) Edges() []ent.Edge {
 
 // Indexes of the Recipient.
 func (Recipient) Indexes() []ent.Index {
-	return []ent.Index{index.Fields("server_id")}
+	return []ent.Index{
+		index.Fields("server_id"),
+		// The lane reconciler looks at the recipients whose state changed lately.
+		index.Fields("state_changed_at"),
+	}
 }

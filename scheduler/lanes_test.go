@@ -1,0 +1,102 @@
+package scheduler_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/relay/relaytest"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// lanes counts a recipient's pending deliveries by lane.
+func lanes(t *testing.T, env *relaytest.Env, recipientID string) map[entdelivery.Lane]int {
+	t.Helper()
+	id, err := strconv.Atoi(recipientID)
+	require.NoError(t, err)
+	ds, err := env.DB.Client.Delivery.Query().
+		Where(entdelivery.RecipientID(id), entdelivery.StatusEQ(entdelivery.StatusPENDING)).
+		All(viewer.SystemContext(t.Context()))
+	require.NoError(t, err)
+	out := map[entdelivery.Lane]int{}
+	for _, d := range ds {
+		out[d.Lane]++
+	}
+	return out
+}
+
+func setState(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, mutation, recipientID string) {
+	t.Helper()
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ `+mutation+`(id: $id){ id } }`, map[string]any{"id": recipientID}, nil)
+}
+
+// TestPausedBacklogIsParked: the deliveries of a paused recipient leave the direct lane — those that were
+// waiting when it was paused as well as those created since — so the claim never walks them; on resume they
+// come back to it and are delivered.
+func TestPausedBacklogIsParked(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})
+	srv := env.NewServer(tn, "s", nil)
+	rcv := newReceiver(t, 0)
+	// A retry due in four minutes keeps the first request's delivery pending while the recipient is still active.
+	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 2})
+	failing := newReceiver(t, 1)
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!, $url: String!){ updateRecipient(id: $id, input: {url: $url}){ id } }`,
+		map[string]any{"id": rid, "url": failing.URL}, nil)
+	before := post(t, env, srv.Key, "", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "first attempt failed, retry pending", func() bool {
+		d := deliveriesOf(t, env, before)[0]
+		return d.Status == entdelivery.StatusPENDING && d.AttemptCount == 1
+	})
+	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LaneDIRECT: 1}, lanes(t, env, rid))
+
+	setState(t, env, tn, "pauseRecipient", rid)
+	relaytest.Eventually(t, 20*time.Second, "the waiting delivery parked", func() bool {
+		return lanes(t, env, rid)[entdelivery.LanePARKED] == 1
+	})
+	const created = 5
+	for range created {
+		post(t, env, srv.Key, "", `{}`)
+	}
+	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: created + 1}, lanes(t, env, rid),
+		"deliveries created while paused are parked from the start")
+
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!, $url: String!){ updateRecipient(id: $id, input: {url: $url}){ id } }`,
+		map[string]any{"id": rid, "url": rcv.URL}, nil)
+	setState(t, env, tn, "resumeRecipient", rid)
+	relaytest.Eventually(t, 20*time.Second, "the new deliveries delivered after resume", func() bool {
+		return rcv.count() == created
+	})
+	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LaneDIRECT: 1}, lanes(t, env, rid),
+		"the retry, due in four minutes, waits in the direct lane")
+}
+
+// TestStaleParkedLaneIsRepaired: a delivery created from a recipient state that changed before the delivery's
+// transaction committed (here: parked by hand while its recipient is active and was changed a moment ago) is
+// moved back to the direct lane by the reconciler, and delivered.
+func TestStaleParkedLaneIsRepaired(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "s", nil)
+	rcv := newReceiver(t, 0)
+	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
+	setState(t, env, tn, "pauseRecipient", rid)
+	reqID := post(t, env, srv.Key, "", `{}`)
+	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: 1}, lanes(t, env, rid))
+
+	// Resume behind the service's back: the state is ACTIVE, the delivery still parked, nobody woken.
+	id, _ := strconv.Atoi(rid)
+	ctx := viewer.SystemContext(t.Context())
+	require.NoError(t, env.DB.Client.Recipient.UpdateOneID(id).SetState(recipient.StateACTIVE).
+		SetStateChangedAt(time.Now()).Exec(ctx))
+	relaytest.Eventually(t, 20*time.Second, "the parked delivery reconciled and delivered", func() bool {
+		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusSUCCEEDED
+	})
+	require.Equal(t, 1, rcv.count())
+}

@@ -84,10 +84,17 @@ var (
 // requests and recipients with the claimed rows, one round trip in all; SQLite's UPDATE … RETURNING cannot
 // feed a join, and there a second and third query (in process, cheap) load them.
 func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, probe int) ([]job, error) {
-	query := map[[2]bool]string{
-		{true, false}: claimPostgres, {true, true}: claimProbePostgres,
-		{false, false}: claimSQLite, {false, true}: claimProbeSQLite,
-	}[[2]bool{db.Postgres(), probe != 0}]
+	var query string
+	switch {
+	case db.Postgres() && probe != 0:
+		query = claimProbePostgres
+	case db.Postgres():
+		query = claimPostgres
+	case probe != 0:
+		query = claimProbeSQLite
+	default:
+		query = claimSQLite
+	}
 	rows, err := db.SQL.QueryContext(ctx, query, now, limit, now.Add(lease), owner, probe)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)

@@ -290,11 +290,7 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Claimed(len(claims))
 	}
-	if len(claims) > 0 {
-		if err := s.start(ctx, claims); err != nil {
-			return len(claims), err
-		}
-	}
+	s.start(claims)
 	// Outbound jobs (S2, scheduler/outbound.go) take the slots the deliveries left.
 	if rest := free - len(claims); rest > 0 && (s.outboundDue.Load() || now.Sub(s.lastOutbound) >= s.cfg.PollInterval) {
 		s.outboundDue.Store(false)
@@ -309,13 +305,12 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 }
 
 // start runs each claimed attempt on a worker slot.
-func (s *Scheduler) start(_ context.Context, jobs []job) error {
+func (s *Scheduler) start(jobs []job) {
 	for _, j := range jobs {
 		s.slots <- struct{}{}
 		s.flights.Add(1)
 		go s.attempt(j) // frees the slot once its outcome is queued for the completer
 	}
-	return nil
 }
 
 type job struct {

@@ -36,7 +36,7 @@ type Config struct {
 	Logger  *slog.Logger
 	// Observe, if set, hears the HTTP status of every answer (metrics).
 	Observe func(status int)
-	// Committers is how many batches may commit at once (default 4; SQLite has one writer, use 1). The relay
+	// Committers is how many batches may commit at once (default 2; SQLite has one writer, use 1). The relay
 	// sets it from ADAL_INTAKE_COMMITTERS.
 	Committers int
 	// MaxBatch bounds the requests stored in one transaction. Default 256.
@@ -60,7 +60,7 @@ func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cfg.Committers = cmp.Or(cfg.Committers, 4)
+	cfg.Committers = cmp.Or(cfg.Committers, 2)
 	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, 256)
 	return &Handler{cfg: cfg, batch: newBatcher(cfg.Client, cfg.Delivery, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Postgres)}
 }

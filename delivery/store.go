@@ -38,9 +38,10 @@ type Stored struct {
 }
 
 // StoreBatch stores many requests in the caller's transaction with a handful of statements whatever their
-// number: one credit reservation for all its tenants (billing.Reserve: lock, then take), one insert of the paid requests, one of their ledger entries,
-// one of their deliveries. Items beyond a tenant's balance are refused (Stored.Err), in arrival order, and
-// leave nothing behind. An error return means nothing of the batch may be committed.
+// number: one credit reservation for all its tenants (billing.Reserve: lock, then take), one insert of the
+// paid requests, one of their ledger entries, one of their deliveries. Items beyond a tenant's balance are
+// refused (Stored.Err), in arrival order, and leave nothing behind. An error return means nothing of the batch
+// may be committed.
 func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason) ([]Stored, error) {
 	const op = "delivery.StoreBatch"
 	out := make([]Stored, len(items))

@@ -24,28 +24,26 @@ const (
 	laneBudget = 200 * time.Millisecond
 )
 
-// laneMoves are the reconciler's statements: each moves pending deliveries of recently changed recipients into
-// the lane their state and method call for. SKIP LOCKED leaves rows being claimed or recorded to the next run,
-// so the reconciler never waits on, or deadlocks with, the claim and the completer.
-var laneMoves = map[bool][]string{
-	true: {
-		laneMove(`'PARKED'`, `r.state <> 'ACTIVE'`, `('DIRECT', 'CLI')`, "$1", "$2", " FOR UPDATE OF d SKIP LOCKED"),
-		laneMove(`'DIRECT'`, `r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP'`, `('PARKED', 'CLI')`, "$1", "$2", " FOR UPDATE OF d SKIP LOCKED"),
-		laneMove(`'CLI'`, `r.state = 'ACTIVE' AND r.method = 'CLI'`, `('PARKED', 'DIRECT')`, "$1", "$2", " FOR UPDATE OF d SKIP LOCKED"),
-	},
-	// SQLite: one writer, nothing to skip.
-	false: {
-		laneMove(`'PARKED'`, `r.state <> 'ACTIVE'`, `('DIRECT', 'CLI')`, "?1", "?2", ""),
-		laneMove(`'DIRECT'`, `r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP'`, `('PARKED', 'CLI')`, "?1", "?2", ""),
-		laneMove(`'CLI'`, `r.state = 'ACTIVE' AND r.method = 'CLI'`, `('PARKED', 'DIRECT')`, "?1", "?2", ""),
-	},
-}
+// laneMoves are the reconciler's statements, per dialect (true: PostgreSQL): each moves pending deliveries of
+// recently changed recipients into the lane their state and method call for. On PostgreSQL SKIP LOCKED leaves
+// rows being claimed or recorded to the next run, so the reconciler never waits on, or deadlocks with, the claim
+// and the completer; SQLite has one writer and nothing to skip.
+var laneMoves = map[bool][]string{true: laneStatements("$1", "$2", " FOR UPDATE OF d SKIP LOCKED"), false: laneStatements("?1", "?2", "")}
 
-func laneMove(to, recipients, from, since, limit, lock string) string {
-	return fmt.Sprintf(`UPDATE deliveries SET lane = %s WHERE id IN (
+func laneStatements(since, limit, lock string) []string {
+	moves := []struct{ to, recipients, from string }{
+		{`'PARKED'`, `r.state <> 'ACTIVE'`, `('DIRECT', 'CLI')`},
+		{`'DIRECT'`, `r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP'`, `('PARKED', 'CLI')`},
+		{`'CLI'`, `r.state = 'ACTIVE' AND r.method = 'CLI'`, `('PARKED', 'DIRECT')`},
+	}
+	out := make([]string, len(moves))
+	for i, m := range moves {
+		out[i] = fmt.Sprintf(`UPDATE deliveries SET lane = %s WHERE id IN (
 	SELECT d.id FROM recipients r JOIN deliveries d ON d.recipient_id = r.id
 	WHERE r.state_changed_at >= %s AND %s AND d.status = 'PENDING' AND d.lane IN %s
-	LIMIT %s%s)`, to, since, recipients, from, limit, lock)
+	LIMIT %s%s)`, m.to, since, m.recipients, m.from, limit, lock)
+	}
+	return out
 }
 
 // reconcileLanes moves the deliveries whose lane no longer matches their recipient, batch after batch, until

@@ -34,6 +34,12 @@ func setState(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, mutation, r
 	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ `+mutation+`(id: $id){ id } }`, map[string]any{"id": recipientID}, nil)
 }
 
+func setURL(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, recipientID, url string) {
+	t.Helper()
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!, $url: String!){ updateRecipient(id: $id, input: {url: $url}){ id } }`,
+		map[string]any{"id": recipientID, "url": url}, nil)
+}
+
 // TestPausedBacklogIsParked: the deliveries of a paused recipient leave the direct lane — those that were
 // waiting when it was paused as well as those created since — so the claim never walks them; on resume they
 // come back to it and are delivered.
@@ -46,8 +52,7 @@ func TestPausedBacklogIsParked(t *testing.T) {
 	// A retry due in four minutes keeps the first request's delivery pending while the recipient is still active.
 	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 2})
 	failing := newReceiver(t, 1)
-	env.MustGraphQL(tn.Owner, `mutation($id: ID!, $url: String!){ updateRecipient(id: $id, input: {url: $url}){ id } }`,
-		map[string]any{"id": rid, "url": failing.URL}, nil)
+	setURL(t, env, tn, rid, failing.URL)
 	before := post(t, env, srv.Key, "", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "first attempt failed, retry pending", func() bool {
 		d := deliveriesOf(t, env, before)[0]
@@ -66,8 +71,7 @@ func TestPausedBacklogIsParked(t *testing.T) {
 	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: created + 1}, lanes(t, env, rid),
 		"deliveries created while paused are parked from the start")
 
-	env.MustGraphQL(tn.Owner, `mutation($id: ID!, $url: String!){ updateRecipient(id: $id, input: {url: $url}){ id } }`,
-		map[string]any{"id": rid, "url": rcv.URL}, nil)
+	setURL(t, env, tn, rid, rcv.URL)
 	setState(t, env, tn, "resumeRecipient", rid)
 	relaytest.Eventually(t, 20*time.Second, "the new deliveries delivered after resume", func() bool {
 		return rcv.count() == created

@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"time"
 
+	"entgo.io/ent/dialect/sql"
+
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/storage"
@@ -177,7 +180,7 @@ func (s *Service) createDeliveries(ctx context.Context, client *ent.Client, req 
 // delivery of that request to that recipient; other recipients are untouched.
 func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int) (*ent.Delivery, error) {
 	const op = "delivery.Retry"
-	d, err := client.Delivery.Query().Where(entdelivery.ID(deliveryID)).WithRequest().WithRecipient().Only(ctx)
+	d, err := client.Delivery.Query().Where(entdelivery.ID(deliveryID)).WithRecipient().Only(ctx)
 	if err != nil {
 		return nil, storage.Err(op, "delivery", err)
 	}
@@ -189,7 +192,10 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 	case d.Edges.Recipient.DeletedAt != nil:
 		return nil, fault.E(op, fault.Conflict, "the recipient was deleted")
 	}
-	req := d.Edges.Request
+	req, err := s.holdRequest(ctx, client, d.RequestID)
+	if err != nil {
+		return nil, storage.Err(op, "request", err)
+	}
 	if !req.ExpiresAt.After(s.cfg.Now()) {
 		return nil, fault.E(op, fault.NotFound, "the request expired and is being purged")
 	}
@@ -217,6 +223,18 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 		return nil, fault.Wrap(op, fault.Internal, err)
 	}
 	return ds[0], nil
+}
+
+// holdRequest reads a stored request that new rows are about to point to (a retry's delivery, a replay's link)
+// and, on PostgreSQL, holds it until commit with the lock a foreign key check would take (KEY SHARE): the
+// database does not check those links (storage.unenforcedForeignKeys), and the purge skips what is held, so the
+// request cannot be purged from under them. SQLite's single writer already excludes the purge.
+func (s *Service) holdRequest(ctx context.Context, client *ent.Client, id int) (*ent.Request, error) {
+	q := client.Request.Query().Where(request.ID(id))
+	if s.cfg.Postgres {
+		q.Modify(func(sel *sql.Selector) { sel.For(sql.LockKeyShare) })
+	}
+	return q.Only(ctx)
 }
 
 // Cancel stops a PENDING delivery; an attempt already in flight is not recalled, so IN_PROGRESS is a conflict.
@@ -258,7 +276,7 @@ func (s *Service) Cancel(ctx context.Context, client *ent.Client, deliveryID int
 // server's recipients as configured now, for 1 credit. The original is unchanged.
 func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int, key string) (*ent.Request, error) {
 	const op = "delivery.Replay"
-	orig, err := client.Request.Get(ctx, requestID)
+	orig, err := s.holdRequest(ctx, client, requestID)
 	if err != nil {
 		return nil, storage.Err(op, "request", err)
 	}

@@ -41,10 +41,9 @@ type Config struct {
 	// BatchSize is the number of requests deleted per transaction; default DefaultBatchSize.
 	BatchSize int
 	// Workers is the number of batches purged at once on PostgreSQL; default 2: a purge is CPU-bound in the
-	// database (its foreign-key checks), and two workers purge at about twice the rate of one (13.6k against
-	// 7.0k requests/s on 2 cores beside intake at 3,000/s) for a shorter burst of the same work; four are
-	// faster still, but take intake's p99 from 0.2 s to 0.4 s meanwhile. SQLite, with its single writer, always
-	// uses one.
+	// database, and two workers purge at about twice the rate of one (13.6k against 7.0k requests/s on 2 cores
+	// beside intake at 3,000/s) for a shorter burst of the same work; four are faster still, but take intake's
+	// p99 from 0.2 s to 0.4 s meanwhile. SQLite, with its single writer, always uses one.
 	Workers int
 	// Now is the clock that decides what has expired; default time.Now.
 	Now func() time.Time
@@ -215,8 +214,9 @@ type batch struct {
 // purgeBatch deletes up to BatchSize expired requests, oldest expiry first, in one transaction. On PostgreSQL
 // it locks the requests and then their deliveries with SKIP LOCKED: a request whose delivery is being worked on
 // (an attempt being recorded) is left alone rather than waited for, so the purge neither blocks nor deadlocks
-// with the scheduler; and once locked, no new delivery or attempt can be attached to what it deletes. Replays
-// of a purged request keep existing: the replay_of_id foreign key is ON DELETE SET NULL.
+// with the scheduler; and once locked, no new delivery or attempt can be attached to what it deletes (those
+// writers take their parent's lock first, see storage.unenforcedForeignKeys). Replays of a purged request keep
+// existing, unlinked from it.
 func (p *Purger) purgeBatch(ctx context.Context, now time.Time) (batch, error) {
 	var b batch
 	start := time.Now()
@@ -267,6 +267,9 @@ func (p *Purger) purgeBatch(ctx context.Context, now time.Time) (batch, error) {
 				return fmt.Errorf("delete deliveries: %w", err)
 			}
 		}
+		if _, err = exec(ctx, tx, p.q.unlinkReplays, p.q.list(purge)); err != nil {
+			return fmt.Errorf("unlink replays: %w", err)
+		}
 		if b.requests, err = exec(ctx, tx, p.q.deleteRequests, p.q.list(purge)); err != nil {
 			return fmt.Errorf("delete requests: %w", err)
 		}
@@ -284,6 +287,7 @@ type queries struct {
 	lockDeliveries   string // $1 request ids → (delivery id, request id, whether this transaction locked it)
 	deleteAttempts   string // $1 delivery ids
 	deleteDeliveries string // $1 delivery ids
+	unlinkReplays    string // $1 request ids: clears replay_of_id of their replays
 	deleteRequests   string // $1 request ids
 	list             func([]int64) any
 }
@@ -302,8 +306,14 @@ func queriesFor(postgres bool) queries {
 			// through the index instead of filtering a sequential scan against a long array.
 			deleteAttempts:   `DELETE FROM attempts WHERE delivery_id IN (SELECT unnest($1::bigint[]))`,
 			deleteDeliveries: `DELETE FROM deliveries WHERE id IN (SELECT unnest($1::bigint[]))`,
-			deleteRequests:   `DELETE FROM requests WHERE id IN (SELECT unnest($1::bigint[]))`,
-			list:             func(ids []int64) any { return pq.Array(ids) },
+			// Replays that are themselves in this batch go with it; a replay another transaction holds (another
+			// worker's batch, an attempt being recorded) is skipped rather than waited for, which could deadlock
+			// two workers. Its link then names a purged request, which reads as none.
+			unlinkReplays: `UPDATE requests SET replay_of_id = NULL WHERE id IN (
+				SELECT id FROM requests WHERE replay_of_id IN (SELECT unnest($1::bigint[]))
+					AND NOT id = ANY($1) FOR NO KEY UPDATE SKIP LOCKED)`,
+			deleteRequests: `DELETE FROM requests WHERE id IN (SELECT unnest($1::bigint[]))`,
+			list:           func(ids []int64) any { return pq.Array(ids) },
 		}
 	}
 	// SQLite: the transaction holds the database's single write lock from BEGIN (_txlock=immediate), so there is
@@ -314,6 +324,7 @@ func queriesFor(postgres bool) queries {
 		lockDeliveries:   `SELECT id, request_id, 1 FROM deliveries WHERE request_id ` + in,
 		deleteAttempts:   `DELETE FROM attempts WHERE delivery_id ` + in,
 		deleteDeliveries: `DELETE FROM deliveries WHERE id ` + in,
+		unlinkReplays:    `UPDATE requests SET replay_of_id = NULL WHERE replay_of_id ` + in,
 		deleteRequests:   `DELETE FROM requests WHERE id ` + in,
 		list: func(ids []int64) any {
 			b, _ := json.Marshal(ids) // []int64 always marshals

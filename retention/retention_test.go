@@ -225,11 +225,6 @@ func TestPurgeInBoundedBatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	n, size := 2500, 0 // the default batch size, 1,000
-	if !dbtest.Postgres() {
-		// requests.replay_of_id has no index, so on SQLite each deleted request scans the table for replays to
-		// unlink: the same shape at a tenth of the size keeps the test quick under -race.
-		n, size = 250, 100
-	}
 	now := b.clock.Now()
 	b.fx.requests(t, b.ctx, n, now.Add(-time.Minute))
 	b.fx.requests(t, b.ctx, 10, now.Add(time.Minute))

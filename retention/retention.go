@@ -222,6 +222,11 @@ func (p *Purger) purgeBatch(ctx context.Context, now time.Time) (batch, error) {
 	start := time.Now()
 	err := storage.InTx(ctx, p.cfg.DB.Client, func(ctx context.Context, tx *ent.Client) error {
 		b = batch{}
+		if p.q.asyncCommit != "" {
+			if _, err := tx.ExecContext(ctx, p.q.asyncCommit); err != nil {
+				return fmt.Errorf("async commit: %w", err)
+			}
+		}
 		reqIDs, err := queryIDs(ctx, tx, p.q.selectExpired, now, p.cfg.BatchSize)
 		if err != nil {
 			return fmt.Errorf("select expired requests: %w", err)
@@ -283,6 +288,7 @@ func (p *Purger) purgeBatch(ctx context.Context, now time.Time) (batch, error) {
 // portably, and because an id list travels as one array (or JSON) parameter instead of thousands of
 // placeholders.
 type queries struct {
+	asyncCommit      string // no parameters; run first, or empty
 	selectExpired    string // $1 now, $2 limit → request ids
 	lockDeliveries   string // $1 request ids → (delivery id, request id, whether this transaction locked it)
 	deleteAttempts   string // $1 delivery ids
@@ -295,6 +301,9 @@ type queries struct {
 func queriesFor(postgres bool) queries {
 	if postgres {
 		return queries{
+			// A batch's commit does not wait for its WAL to reach the disk: a batch lost to a crash is deleted
+			// again by the next run, and the wait would only hold the worker (and its locks) meanwhile.
+			asyncCommit:   `SET LOCAL synchronous_commit = off`,
 			selectExpired: `SELECT id FROM requests WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
 			// One round trip locks what it can and lists what it could not.
 			lockDeliveries: `WITH locked AS (

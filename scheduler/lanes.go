@@ -14,7 +14,8 @@ import (
 // frozen move to PARKED, those of a recipient active again move back to DIRECT or CLI, and a delivery created
 // with a state that changed before its transaction committed is caught too. It looks only at recipients whose
 // state changed within laneWindow, each lane change an index range, so a large parked backlog costs nothing
-// once parked.
+// once parked. Once per process, at its first run, it looks at every recipient instead: deliveries stored by a
+// version without lanes, or left behind while no process ran, are put right too.
 const (
 	// laneWindow is how long after a state change the reconciler keeps looking at the recipient: far longer
 	// than any transaction that may have read the old state, or any attempt in flight when it changed.
@@ -25,9 +26,10 @@ const (
 )
 
 // laneMoves are the reconciler's statements, per dialect (true: PostgreSQL): each moves pending deliveries of
-// recently changed recipients into the lane their state and method call for. On PostgreSQL SKIP LOCKED leaves
+// recipients changed since $1 into the lane their state and method call for. On PostgreSQL SKIP LOCKED leaves
 // rows being claimed or recorded to the next run, so the reconciler never waits on, or deadlocks with, the claim
-// and the completer; SQLite has one writer and nothing to skip.
+// and the completer; SQLite has one writer and nothing to skip. A recipient whose state never changed has no
+// state_changed_at; the sweep of every recipient passes a zero $1, which matches it too.
 var laneMoves = map[bool][]string{true: laneStatements("$1", "$2", " FOR UPDATE OF d SKIP LOCKED"), false: laneStatements("?1", "?2", "")}
 
 func laneStatements(since, limit, lock string) []string {
@@ -40,29 +42,36 @@ func laneStatements(since, limit, lock string) []string {
 	for i, m := range moves {
 		out[i] = fmt.Sprintf(`UPDATE deliveries SET lane = %s WHERE id IN (
 	SELECT d.id FROM recipients r JOIN deliveries d ON d.recipient_id = r.id
-	WHERE r.state_changed_at >= %s AND %s AND d.status = 'PENDING' AND d.lane IN %s
-	LIMIT %s%s)`, m.to, since, m.recipients, m.from, limit, lock)
+	WHERE (r.state_changed_at >= %[2]s OR %[2]s IS NULL) AND %[3]s AND d.status = 'PENDING' AND d.lane IN %[4]s
+	LIMIT %[5]s%[6]s)`, m.to, since, m.recipients, m.from, limit, lock)
 	}
 	return out
 }
 
-// reconcileLanes moves the deliveries whose lane no longer matches their recipient, batch after batch, until
-// none is left or its time budget is spent (the next run goes on). It returns how many it moved.
-func reconcileLanes(ctx context.Context, db *storage.DB, now time.Time) (int64, error) {
+// reconcileLanes moves the deliveries whose lane no longer matches their recipient — of the recipients changed
+// within laneWindow, or of every recipient when all is set — batch after batch, until none is left or its time
+// budget is spent (the next run goes on). It returns how many it moved and whether it got through all of them.
+func reconcileLanes(ctx context.Context, db *storage.DB, now time.Time, all bool) (moved int64, done bool, err error) {
 	start := time.Now()
-	var moved int64
+	var since any = now.Add(-laneWindow)
+	if all {
+		since = nil
+	}
 	for _, query := range laneMoves[db.Postgres()] {
 		for {
-			res, err := db.SQL.ExecContext(ctx, query, now.Add(-laneWindow), laneBatch)
+			if time.Since(start) > laneBudget {
+				return moved, false, nil
+			}
+			res, err := db.SQL.ExecContext(ctx, query, since, laneBatch)
 			if err != nil {
-				return moved, fmt.Errorf("reconcile lanes: %w", err)
+				return moved, false, fmt.Errorf("reconcile lanes: %w", err)
 			}
 			n, _ := res.RowsAffected()
 			moved += n
-			if n < laneBatch || time.Since(start) > laneBudget {
+			if n < laneBatch {
 				break
 			}
 		}
 	}
-	return moved, nil
+	return moved, true, nil
 }

@@ -104,3 +104,30 @@ func TestStaleParkedLaneIsRepaired(t *testing.T) {
 	})
 	require.Equal(t, 1, rcv.count())
 }
+
+// TestStartSweepsEveryLane: deliveries in the wrong lane for a recipient whose state last changed long ago —
+// stored by a version without lanes, or left while no process ran — are beyond the reconciler's window, and a
+// process starting looks at every recipient once: they are moved and delivered.
+func TestStartSweepsEveryLane(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "s", nil)
+	rcv := newReceiver(t, 0)
+	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
+	setState(t, env, tn, "pauseRecipient", rid)
+	reqID := post(t, env, srv.Key, "", `{}`)
+	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: 1}, lanes(t, env, rid))
+
+	// Active again an hour ago, behind the service's back: outside the window of the running process.
+	id, _ := strconv.Atoi(rid)
+	ctx := viewer.SystemContext(t.Context())
+	require.NoError(t, env.DB.Client.Recipient.UpdateOneID(id).SetState(recipient.StateACTIVE).
+		SetStateChangedAt(time.Now().Add(-time.Hour)).Exec(ctx))
+
+	env.Peer(t) // a second process on the same database, as a restart would start
+	relaytest.Eventually(t, 20*time.Second, "the stale delivery swept and delivered", func() bool {
+		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusSUCCEEDED
+	})
+	require.Equal(t, 1, rcv.count())
+}

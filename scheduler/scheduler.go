@@ -120,8 +120,10 @@ type Scheduler struct {
 	// their lane before the next claim rather than at the next poll.
 	lanesDue atomic.Bool
 
-	// Owned by the claim loop: when the probe turns, the outbound jobs and the lanes were last looked at.
+	// Owned by the claim loop: when the probe turns, the outbound jobs and the lanes were last looked at, and
+	// whether the lanes of every recipient have been looked at since the process started.
 	lastProbe, lastOutbound, lastLanes time.Time
+	lanesSwept                         bool
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -256,9 +258,11 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	var claims []job
 	if s.lanesDue.Swap(false) || now.Sub(s.lastLanes) >= s.cfg.PollInterval {
 		s.lastLanes = now
-		if _, err := reconcileLanes(ctx, s.cfg.DB, now); err != nil && ctx.Err() == nil {
+		_, done, err := reconcileLanes(ctx, s.cfg.DB, now, !s.lanesSwept)
+		if err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("reconcile delivery lanes", "err", err)
 		}
+		s.lanesSwept = s.lanesSwept || done
 	}
 	// Probe turns come every ProbeEvery (10 minutes by default): looking once per poll interval, or a tenth of
 	// that, is soon enough, and spares every claim round the update.

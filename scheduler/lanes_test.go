@@ -80,25 +80,30 @@ func TestPausedBacklogIsParked(t *testing.T) {
 		"the retry, due in four minutes, waits in the direct lane")
 }
 
+// staleParked stores a delivery to a paused recipient, then makes the recipient active behind the service's
+// back, as changed at changedAt: the state is ACTIVE, the delivery still parked, nobody woken.
+func staleParked(t *testing.T, env *relaytest.Env, changedAt time.Time) (reqID string, rcv *receiver) {
+	t.Helper()
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "s", nil)
+	rcv = newReceiver(t, 0)
+	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
+	setState(t, env, tn, "pauseRecipient", rid)
+	reqID = post(t, env, srv.Key, "", `{}`)
+	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: 1}, lanes(t, env, rid))
+	id, _ := strconv.Atoi(rid)
+	require.NoError(t, env.DB.Client.Recipient.UpdateOneID(id).SetState(recipient.StateACTIVE).
+		SetStateChangedAt(changedAt).Exec(viewer.SystemContext(t.Context())))
+	return reqID, rcv
+}
+
 // TestStaleParkedLaneIsRepaired: a delivery created from a recipient state that changed before the delivery's
 // transaction committed (here: parked by hand while its recipient is active and was changed a moment ago) is
 // moved back to the direct lane by the reconciler, and delivered.
 func TestStaleParkedLaneIsRepaired(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
-	rcv := newReceiver(t, 0)
-	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
-	setState(t, env, tn, "pauseRecipient", rid)
-	reqID := post(t, env, srv.Key, "", `{}`)
-	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: 1}, lanes(t, env, rid))
-
-	// Resume behind the service's back: the state is ACTIVE, the delivery still parked, nobody woken.
-	id, _ := strconv.Atoi(rid)
-	ctx := viewer.SystemContext(t.Context())
-	require.NoError(t, env.DB.Client.Recipient.UpdateOneID(id).SetState(recipient.StateACTIVE).
-		SetStateChangedAt(time.Now()).Exec(ctx))
+	reqID, rcv := staleParked(t, env, time.Now())
 	relaytest.Eventually(t, 20*time.Second, "the parked delivery reconciled and delivered", func() bool {
 		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusSUCCEEDED
 	})
@@ -111,21 +116,8 @@ func TestStaleParkedLaneIsRepaired(t *testing.T) {
 func TestStartSweepsEveryLane(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
-	rcv := newReceiver(t, 0)
-	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
-	setState(t, env, tn, "pauseRecipient", rid)
-	reqID := post(t, env, srv.Key, "", `{}`)
-	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: 1}, lanes(t, env, rid))
-
-	// Active again an hour ago, behind the service's back: outside the window of the running process.
-	id, _ := strconv.Atoi(rid)
-	ctx := viewer.SystemContext(t.Context())
-	require.NoError(t, env.DB.Client.Recipient.UpdateOneID(id).SetState(recipient.StateACTIVE).
-		SetStateChangedAt(time.Now().Add(-time.Hour)).Exec(ctx))
-
-	env.Peer(t) // a second process on the same database, as a restart would start
+	reqID, rcv := staleParked(t, env, time.Now().Add(-time.Hour)) // outside the running process's window
+	env.Peer(t)                                                   // a second process on the same database, as a restart would start
 	relaytest.Eventually(t, 20*time.Second, "the stale delivery swept and delivered", func() bool {
 		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusSUCCEEDED
 	})

@@ -2,12 +2,15 @@ package storage_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/storage/dbtest"
+	"github.com/adal-relay/adal/viewer"
 )
 
 // The request history's foreign keys are not in the database, whether it is created now or was created with
@@ -34,7 +37,7 @@ func TestMigrationLeavesHistoryUnchecked(t *testing.T) {
 		require.True(t, fks[fk], "the generated schema has %s", fk)
 	}
 
-	require.NoError(t, storage.Migrate(ctx, db.Client))
+	require.NoError(t, storage.Migrate(ctx, db.DB))
 	fks = foreignKeys(t, db)
 	for _, fk := range history {
 		require.False(t, fks[fk], "the upgrade drops %s", fk)
@@ -64,4 +67,40 @@ func foreignKeys(t *testing.T, db *dbtest.DB) map[string]bool {
 	}
 	require.NoError(t, rows.Err())
 	return out
+}
+
+// A PostgreSQL database whose header columns are jsonb, as earlier versions made them, is upgraded to bytea
+// with the stored headers intact.
+func TestMigrationTurnsJSONBHeadersIntoBytes(t *testing.T) {
+	t.Parallel()
+	dbtest.SkipUnlessPostgres(t)
+	db := dbtest.Open(t)
+	ctx := viewer.SystemContext(context.Background())
+	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(10).SetRetentionDays(7).
+		SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)
+	require.NoError(t, err)
+	tn, err := db.Client.Tenant.Create().SetName("acme").SetPlanID(plan.ID).Save(ctx)
+	require.NoError(t, err)
+	srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey("k").Save(ctx)
+	require.NoError(t, err)
+	headers := http.Header{"Content-Type": {"application/json"}, "X-Many": {"a", "b"}}
+	req, err := db.Client.Request.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetKey("r").SetMethod("POST").
+		SetHeaders(headers).SetBody([]byte("{}")).SetExpiresAt(time.Now().Add(time.Hour)).Save(ctx)
+	require.NoError(t, err)
+	for _, table := range []string{"requests", "outbound_jobs"} {
+		_, err := db.SQL.ExecContext(ctx, `ALTER TABLE `+table+
+			` ALTER COLUMN headers TYPE jsonb USING convert_from(headers, 'UTF8')::jsonb`)
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, storage.Migrate(ctx, db.DB))
+	for _, table := range []string{"requests", "outbound_jobs"} {
+		var typ string
+		require.NoError(t, db.SQL.QueryRowContext(ctx, `SELECT data_type FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'headers'`, table).Scan(&typ))
+		require.Equal(t, "bytea", typ, table)
+	}
+	got, err := db.Client.Request.Get(ctx, req.ID)
+	require.NoError(t, err)
+	require.Equal(t, headers, got.Headers)
 }

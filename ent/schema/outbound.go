@@ -1,8 +1,6 @@
 package schema
 
 import (
-	"net/http"
-
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
 	"entgo.io/ent/schema"
@@ -26,7 +24,7 @@ func (OutboundJob) Fields() []ent.Field {
 	return []ent.Field{
 		field.String("url").Immutable(),
 		field.String("method").Immutable(),
-		field.JSON("headers", http.Header{}).Immutable().Annotations(entgql.Skip()),
+		headersField(),
 		field.Bytes("body").Immutable().Annotations(entgql.Skip()),
 		// idempotency_key is what the client sent, on originals and duplicates alike.
 		field.String("idempotency_key").Optional().Nillable().Immutable(),

@@ -5,6 +5,7 @@ import (
 
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
@@ -29,7 +30,7 @@ func (Request) Fields() []ent.Field {
 		// path is what followed /in/{key} ("" or "/..."); query is the raw query string.
 		field.String("path").Default("").Immutable(),
 		field.String("query").Default("").Immutable(),
-		field.JSON("headers", http.Header{}).Immutable().Annotations(entgql.Skip()),
+		headersField(),
 		field.Bytes("body").Immutable().Annotations(entgql.Skip()),
 		field.String("source_addr").Default("").Immutable(),
 		field.Time("received_at").Default(nowUTC).Immutable().Annotations(entgql.OrderField("RECEIVED_AT")),
@@ -66,4 +67,14 @@ func (Request) Indexes() []ent.Index {
 // Annotations of the Request.
 func (Request) Annotations() []schema.Annotation {
 	return []schema.Annotation{entgql.RelayConnection()}
+}
+
+// headersField is the HTTP header set of a stored request or outbound job. On PostgreSQL it is bytea, not
+// jsonb: the JSON is only ever stored and read back whole, never queried, and Adal's connections send []byte
+// parameters in binary form (one round trip per statement, see storage.openPostgres), which bytea takes as
+// the bytes they are and jsonb refuses (its binary form starts with a version byte).
+func headersField() ent.Field {
+	return field.JSON("headers", http.Header{}).
+		SchemaType(map[string]string{dialect.Postgres: "bytea"}).
+		Immutable().Annotations(entgql.Skip())
 }

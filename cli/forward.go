@@ -12,20 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/adal-relay/adal/webhook"
 )
 
-// The local call follows the server's direct sender (delivery/sender.go) rule for rule: the same headers
-// dropped and added, the same path joining, redirects not followed, one timeout including the response
-// body. The CLI does not import the server's packages, which would pull the database drivers into it;
-// forward_test.go checks that the two stay the same.
-
-const (
-	headerRequestID   = "X-Adal-Request-Id"
-	headerAttempt     = "X-Adal-Attempt"
-	headerIdempotency = "X-Adal-Idempotency"
-	headerPrefix      = "X-Adal-"
-	userAgent         = "Adal-Webhook-Relay"
-)
+// The local call is the request a direct recipient would get (package webhook: the same headers dropped and
+// added, the same path joining), sent the way the server's direct sender sends it: redirects not followed,
+// one timeout including the response body.
 
 // maxTimeout is the longest a local call may take, response body included (DESIGN §4).
 const maxTimeout = 30 * time.Second
@@ -81,7 +74,7 @@ func forward(ctx context.Context, client *http.Client, base string, j *job, body
 		o.HTTPStatus, o.ErrorKind, o.ErrorMessage = status, kind, msg
 		return o
 	}
-	target, err := joinTarget(base, j.Path, j.Query)
+	target, err := webhook.JoinTarget(base, j.Path, j.Query)
 	if err != nil {
 		return done(0, "CLI_LOCAL", "cannot build the local URL: "+err.Error())
 	}
@@ -95,14 +88,14 @@ func forward(ctx context.Context, client *http.Client, base string, j *job, body
 	for _, h := range j.Headers {
 		in.Add(h.Name, h.Value)
 	}
-	req.Header = forwardHeader(in)
-	req.Header.Set(headerRequestID, j.RequestID)
-	req.Header.Set(headerAttempt, strconv.Itoa(j.Attempt))
+	req.Header = webhook.Forwarded(in)
+	req.Header.Set(webhook.HeaderRequestID, j.RequestID)
+	req.Header.Set(webhook.HeaderAttempt, strconv.Itoa(j.Attempt))
 	if j.IdempotencyKey != nil && *j.IdempotencyKey != "" {
-		req.Header.Set(headerIdempotency, *j.IdempotencyKey)
+		req.Header.Set(webhook.HeaderIdempotency, *j.IdempotencyKey)
 	}
 	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header.Set("User-Agent", userAgent)
+		req.Header.Set("User-Agent", webhook.UserAgent)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -139,118 +132,4 @@ func localError(err error) string {
 		return fmt.Sprintf("%s %s: %s", op.Op, op.Addr, op.Err)
 	}
 	return err.Error()
-}
-
-// hopByHop are the headers that describe one connection rather than the message, plus those the transport
-// computes itself (as in delivery/sender.go).
-var hopByHop = map[string]bool{
-	"Connection":          true,
-	"Keep-Alive":          true,
-	"Proxy-Authenticate":  true,
-	"Proxy-Authorization": true,
-	"Proxy-Connection":    true,
-	"Te":                  true,
-	"Trailer":             true,
-	"Trailers":            true,
-	"Transfer-Encoding":   true,
-	"Upgrade":             true,
-	"Host":                true,
-	"Content-Length":      true,
-	"Expect":              true,
-}
-
-// forwardHeader copies the received headers that are meant for the recipient.
-func forwardHeader(in http.Header) http.Header {
-	drop := map[string]bool{}
-	for _, v := range in.Values("Connection") {
-		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				drop[http.CanonicalHeaderKey(name)] = true
-			}
-		}
-	}
-	out := make(http.Header, len(in)+3)
-	for name, values := range in {
-		canon := http.CanonicalHeaderKey(name)
-		if hopByHop[canon] || drop[canon] || strings.HasPrefix(canon, headerPrefix) {
-			continue
-		}
-		out[canon] = append(out[canon], values...)
-	}
-	return out
-}
-
-// joinTarget is delivery.JoinTarget: the --forward URL, then the path received after /in/{key} (dot
-// segments resolved within it, so it cannot climb above the base path), then the query.
-func joinTarget(base, pathSuffix, rawQuery string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", fmt.Errorf("forward URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("forward URL: scheme must be http or https, got %q", u.Scheme)
-	}
-	if u.Host == "" {
-		return "", errors.New("forward URL: missing host")
-	}
-	suffix, err := cleanSuffix(pathSuffix)
-	if err != nil {
-		return "", err
-	}
-	joined := u.EscapedPath()
-	if suffix != "" {
-		joined = strings.TrimSuffix(joined, "/") + "/" + suffix
-	}
-	if joined != "" {
-		if u.Path, err = url.PathUnescape(joined); err != nil {
-			return "", fmt.Errorf("path: %w", err)
-		}
-		u.RawPath = joined
-	}
-	switch {
-	case rawQuery == "":
-	case u.RawQuery == "":
-		u.RawQuery = rawQuery
-	default:
-		u.RawQuery += "&" + rawQuery
-	}
-	u.ForceQuery = false
-	u.Fragment, u.RawFragment = "", ""
-	return u.String(), nil
-}
-
-// cleanSuffix resolves dot segments of an escaped path suffix and returns it without its leading slash; a
-// trailing slash is kept.
-func cleanSuffix(suffix string) (string, error) {
-	suffix = strings.TrimLeft(suffix, "/")
-	if suffix == "" {
-		return "", nil
-	}
-	segments := strings.Split(suffix, "/")
-	kept := make([]string, 0, len(segments))
-	trailing := false
-	for i, seg := range segments {
-		decoded, err := url.PathUnescape(seg)
-		if err != nil {
-			return "", fmt.Errorf("path suffix: %w", err)
-		}
-		last := i == len(segments)-1
-		switch decoded {
-		case ".":
-			trailing = last
-		case "..":
-			if len(kept) > 0 {
-				kept = kept[:len(kept)-1]
-			}
-			trailing = last
-		default:
-			kept = append(kept, seg)
-			trailing = false
-		}
-	}
-	out := strings.Join(kept, "/")
-	if trailing && out != "" {
-		out += "/"
-	}
-	return out, nil
 }

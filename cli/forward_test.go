@@ -10,27 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/webhook"
 )
-
-// The CLI builds the local URL exactly as the server builds a direct recipient's.
-func TestJoinTargetMatchesTheServer(t *testing.T) {
-	t.Parallel()
-	bases := []string{"http://localhost:3000", "http://localhost:3000/", "http://localhost:3000/hook",
-		"http://localhost:3000/hook/", "http://localhost:3000/a%2Fb?x=1", "https://127.0.0.1/h#frag", "ftp://x/", "http:///nohost"}
-	suffixes := []string{"", "/", "/evt", "/evt/", "/a/../b", "/../../etc/passwd", "/%2e%2e/x", "/a%20b/./c", "/bad%zz"}
-	queries := []string{"", "a=1", "a=1&b=%20"}
-	for _, base := range bases {
-		for _, suffix := range suffixes {
-			for _, q := range queries {
-				want, wantErr := delivery.JoinTarget(base, suffix, q)
-				got, gotErr := joinTarget(base, suffix, q)
-				require.Equal(t, wantErr != nil, gotErr != nil, "%s %s %s: %v / %v", base, suffix, q, wantErr, gotErr)
-				require.Equal(t, want, got, "%s %s %s", base, suffix, q)
-			}
-		}
-	}
-}
 
 func TestForwardClassifiesOutcomes(t *testing.T) {
 	t.Parallel()
@@ -70,7 +51,7 @@ func TestForwardClassifiesOutcomes(t *testing.T) {
 	require.Equal(t, []string{"a", "b"}, got.Header.Values("X-Keep"))
 	require.Empty(t, got.Header.Get("X-Hop"))
 	require.NotEqual(t, "evil", got.Host)
-	require.Equal(t, userAgent, got.Header.Get("User-Agent"))
+	require.Equal(t, webhook.UserAgent, got.Header.Get("User-Agent"))
 
 	status = 503
 	o = forward(t.Context(), client, srv.URL, j, nil, time.Now)

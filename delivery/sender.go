@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/adal-relay/adal/egress"
+	"github.com/adal-relay/adal/webhook"
 )
 
 // ErrorKind classifies a failed attempt. The values are the GraphQL enum values (Attempt.errorKind), so a
@@ -59,25 +60,9 @@ const DefaultTimeout = 30 * time.Second
 // gigabytes cannot make the relay hold them; the rest is still read, and discarded.
 const MaxStoredResponse = 64 << 10
 
-// UserAgent is sent when the relayed request had no User-Agent of its own, so that recipients (and their
-// firewalls, which often drop requests without one) can tell who is calling instead of seeing Go's default.
-const UserAgent = "Adal-Webhook-Relay"
-
-// The headers Adal sets on every delivered request (DESIGN §6).
-const (
-	// HeaderRequestID carries the id of the accepted request, identical across attempts and recipients.
-	HeaderRequestID = "X-Adal-Request-Id"
-	// HeaderAttempt carries the attempt number, starting at 1.
-	HeaderAttempt = "X-Adal-Attempt"
-	// HeaderIdempotency carries the request key when the recipient asked for it.
-	HeaderIdempotency = "X-Adal-Idempotency"
-	// headerPrefix marks headers that only Adal may set; inbound copies are dropped so senders cannot spoof them.
-	headerPrefix = "X-Adal-"
-)
-
 // Outgoing is one attempt to deliver a request over HTTP.
 type Outgoing struct {
-	// URL is the full target URL; JoinTarget builds it from the recipient URL and the inbound path and query.
+	// URL is the full target URL; webhook.JoinTarget builds it from the recipient URL and the inbound path and query.
 	URL string
 	// Method is forwarded as is; empty means GET, as in net/http.
 	Method string
@@ -175,14 +160,14 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 		o.FinishedAt = s.now()
 		return o
 	}
-	req.Header = forwardHeader(out.Header)
-	req.Header.Set(HeaderRequestID, out.RequestID)
-	req.Header.Set(HeaderAttempt, strconv.Itoa(out.Attempt))
+	req.Header = webhook.Forwarded(out.Header)
+	req.Header.Set(webhook.HeaderRequestID, out.RequestID)
+	req.Header.Set(webhook.HeaderAttempt, strconv.Itoa(out.Attempt))
 	if out.IdempotencyKey != "" {
-		req.Header.Set(HeaderIdempotency, out.IdempotencyKey)
+		req.Header.Set(webhook.HeaderIdempotency, out.IdempotencyKey)
 	}
 	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header.Set("User-Agent", UserAgent)
+		req.Header.Set("User-Agent", webhook.UserAgent)
 	}
 
 	resp, err := s.client.Do(req)
@@ -219,46 +204,6 @@ func readBody(body io.Reader, keep bool) (kept []byte, truncated bool, err error
 	}
 	n, err := io.Copy(io.Discard, body)
 	return kept, keep && n > 0, err
-}
-
-// hopByHop lists the headers that describe one connection, not the message (RFC 9110 §7.6.1), plus the
-// ones the transport must compute itself. Expect is dropped because the relay already holds the whole body
-// and waiting for a 100 Continue would only add latency.
-var hopByHop = map[string]bool{
-	"Connection":          true,
-	"Keep-Alive":          true,
-	"Proxy-Authenticate":  true,
-	"Proxy-Authorization": true,
-	"Proxy-Connection":    true,
-	"Te":                  true,
-	"Trailer":             true,
-	"Trailers":            true,
-	"Transfer-Encoding":   true,
-	"Upgrade":             true,
-	"Host":                true,
-	"Content-Length":      true,
-	"Expect":              true,
-}
-
-// forwardHeader copies the inbound headers that are meant for the recipient.
-func forwardHeader(in http.Header) http.Header {
-	drop := map[string]bool{}
-	for _, v := range in.Values("Connection") {
-		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				drop[http.CanonicalHeaderKey(name)] = true
-			}
-		}
-	}
-	out := make(http.Header, len(in)+3)
-	for name, values := range in {
-		canon := http.CanonicalHeaderKey(name)
-		if hopByHop[canon] || drop[canon] || strings.HasPrefix(canon, headerPrefix) {
-			continue
-		}
-		out[canon] = append(out[canon], values...)
-	}
-	return out
 }
 
 // classify turns a transport or body-read error into a kind and a message. host is the URL's host[:port];
@@ -402,85 +347,4 @@ func statusMessage(resp *http.Response) string {
 		msg += ")"
 	}
 	return msg
-}
-
-// JoinTarget builds the URL an inbound request is delivered to: the recipient's base URL, followed by the
-// path suffix received after /in/{key} and the query string. pathSuffix is in escaped form (as in
-// url.URL.EscapedPath) so that encoded characters reach the recipient exactly as they arrived; rawQuery is
-// appended after the base URL's own query, if any.
-//
-// Dot segments ("." and "..", also percent-encoded) in the suffix are resolved within the suffix and can
-// never climb above the base path: whoever knows an inbound URL must not be able to reach other paths of the
-// recipient's host than the one the tenant configured.
-func JoinTarget(base, pathSuffix, rawQuery string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", fmt.Errorf("recipient URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("recipient URL: scheme must be http or https, got %q", u.Scheme)
-	}
-	if u.Host == "" {
-		return "", errors.New("recipient URL: missing host")
-	}
-	suffix, err := cleanSuffix(pathSuffix)
-	if err != nil {
-		return "", err
-	}
-	joined := u.EscapedPath()
-	if suffix != "" {
-		joined = strings.TrimSuffix(joined, "/") + "/" + suffix
-	}
-	if joined != "" {
-		if u.Path, err = url.PathUnescape(joined); err != nil {
-			return "", fmt.Errorf("path: %w", err)
-		}
-		u.RawPath = joined
-	}
-	switch {
-	case rawQuery == "":
-	case u.RawQuery == "":
-		u.RawQuery = rawQuery
-	default:
-		u.RawQuery += "&" + rawQuery
-	}
-	u.ForceQuery = false
-	u.Fragment, u.RawFragment = "", "" // never sent over the wire anyway
-	return u.String(), nil
-}
-
-// cleanSuffix resolves dot segments of an escaped path suffix and returns it without its leading slash.
-// A trailing slash is kept: /hook and /hook/ may be different resources.
-func cleanSuffix(suffix string) (string, error) {
-	suffix = strings.TrimLeft(suffix, "/")
-	if suffix == "" {
-		return "", nil
-	}
-	segments := strings.Split(suffix, "/")
-	kept := make([]string, 0, len(segments))
-	trailing := false
-	for i, seg := range segments {
-		decoded, err := url.PathUnescape(seg)
-		if err != nil {
-			return "", fmt.Errorf("path suffix: %w", err)
-		}
-		last := i == len(segments)-1
-		switch decoded {
-		case ".":
-			trailing = last
-		case "..":
-			if len(kept) > 0 {
-				kept = kept[:len(kept)-1]
-			}
-			trailing = last
-		default:
-			kept = append(kept, seg)
-			trailing = false
-		}
-	}
-	out := strings.Join(kept, "/")
-	if trailing && out != "" {
-		out += "/"
-	}
-	return out, nil
 }

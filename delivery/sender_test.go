@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/egress"
+	"github.com/adal-relay/adal/webhook"
 )
 
 // received is what a test server saw of one request, captured in the handler and checked in the test
@@ -142,9 +143,9 @@ func TestSendForwardsHeadersAndStripsHopByHop(t *testing.T) {
 	require.Empty(t, r.transferEncoding)
 	require.Equal(t, srv.Listener.Addr().String(), r.host, "Host comes from the target URL")
 	require.Equal(t, int64(len(`{"a":1}`)), r.contentLength, "Content-Length is recomputed")
-	require.Equal(t, []string{"req-42"}, r.header.Values(HeaderRequestID))
-	require.Equal(t, []string{"3"}, r.header.Values(HeaderAttempt))
-	require.Empty(t, r.header.Values(HeaderIdempotency), "no key, no header, and never the spoofed one")
+	require.Equal(t, []string{"req-42"}, r.header.Values(webhook.HeaderRequestID))
+	require.Equal(t, []string{"3"}, r.header.Values(webhook.HeaderAttempt))
+	require.Empty(t, r.header.Values(webhook.HeaderIdempotency), "no key, no header, and never the spoofed one")
 	require.Equal(t, header.Get("Host"), "evil.example", "the caller's header is not modified")
 }
 
@@ -153,7 +154,7 @@ func TestSendDefaultUserAgent(t *testing.T) {
 	h, got := capture(http.StatusOK)
 	srv := newServer(t, h)
 	send(t, newSender(t, true), Outgoing{URL: srv.URL})
-	require.Equal(t, UserAgent, (<-got).header.Get("User-Agent"))
+	require.Equal(t, webhook.UserAgent, (<-got).header.Get("User-Agent"))
 }
 
 func TestSendIdempotencyHeader(t *testing.T) {
@@ -166,9 +167,9 @@ func TestSendIdempotencyHeader(t *testing.T) {
 			send(t, newSender(t, true), Outgoing{URL: srv.URL, IdempotencyKey: key})
 			r := <-got
 			if key == "" {
-				require.NotContains(t, r.header, HeaderIdempotency)
+				require.NotContains(t, r.header, webhook.HeaderIdempotency)
 			} else {
-				require.Equal(t, []string{key}, r.header.Values(HeaderIdempotency))
+				require.Equal(t, []string{key}, r.header.Values(webhook.HeaderIdempotency))
 			}
 		})
 	}
@@ -196,7 +197,7 @@ func TestSendPreservesMethodBodyPathQuery(t *testing.T) {
 			t.Parallel()
 			h, got := capture(http.StatusNoContent)
 			srv := newServer(t, h)
-			target, err := JoinTarget(srv.URL+"/base", tt.suffix, tt.query)
+			target, err := webhook.JoinTarget(srv.URL+"/base", tt.suffix, tt.query)
 			require.NoError(t, err)
 			o := send(t, newSender(t, true), Outgoing{URL: target, Method: tt.method, Body: tt.body})
 			require.True(t, o.Succeeded())
@@ -606,56 +607,4 @@ func TestOutcomeSucceeded(t *testing.T) {
 	require.False(t, Outcome{HTTPStatus: 300}.Succeeded())
 	require.False(t, Outcome{}.Succeeded())
 	require.False(t, Outcome{HTTPStatus: 200, ErrorKind: ErrTimeout}.Succeeded())
-}
-
-func TestJoinTarget(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		base, suffix, query string
-		want                string
-		wantErr             string
-	}{
-		{"https://r.test/hook", "", "", "https://r.test/hook", ""},
-		{"https://r.test/hook", "/a/b", "", "https://r.test/hook/a/b", ""},
-		{"https://r.test/hook/", "/a", "", "https://r.test/hook/a", ""},
-		{"https://r.test/hook/", "", "", "https://r.test/hook/", ""},
-		{"https://r.test", "", "", "https://r.test", ""},
-		{"https://r.test", "/x", "", "https://r.test/x", ""},
-		{"https://r.test/", "x/", "", "https://r.test/x/", ""},
-		{"https://r.test:8443/hook", "/a", "x=1&y=2", "https://r.test:8443/hook/a?x=1&y=2", ""},
-		{"https://r.test/hook?token=t", "/a", "x=1", "https://r.test/hook/a?token=t&x=1", ""},
-		{"https://r.test/hook?token=t", "", "", "https://r.test/hook?token=t", ""},
-		{"https://r.test/hook#frag", "/a", "", "https://r.test/hook/a", ""},
-		{"http://r.test/h%20ook", "/a%2Fb/c%3Fd", "q=%2F", "http://r.test/h%20ook/a%2Fb/c%3Fd?q=%2F", ""},
-		{"http://user:pw@r.test/h", "/a", "", "http://user:pw@r.test/h/a", ""},
-		{"http://[::1]:8080/h", "/a", "", "http://[::1]:8080/h/a", ""},
-		// Dot segments never climb above the base path.
-		{"https://r.test/hook", "/../admin", "", "https://r.test/hook/admin", ""},
-		{"https://r.test/hook", "/a/../../../admin", "", "https://r.test/hook/admin", ""},
-		{"https://r.test/hook", "/%2e%2e/admin", "", "https://r.test/hook/admin", ""},
-		{"https://r.test/hook", "/%2E%2e/%2e/admin", "", "https://r.test/hook/admin", ""},
-		{"https://r.test/hook", "/a/./b/", "", "https://r.test/hook/a/b/", ""},
-		{"https://r.test/hook", "/a/..", "", "https://r.test/hook", ""},
-		{"https://r.test/hook", "/a/b/..", "", "https://r.test/hook/a/", ""},
-		{"https://r.test/hook", "/..", "", "https://r.test/hook", ""},
-		{"https://r.test/hook", "/...", "", "https://r.test/hook/...", ""},
-		// Errors.
-		{"ftp://r.test/hook", "", "", "", "scheme must be http or https"},
-		{"r.test/hook", "", "", "", "scheme must be http or https"},
-		{"http:///hook", "", "", "", "missing host"},
-		{"http://r.test/%zz", "", "", "", "recipient URL"},
-		{"https://r.test/hook", "/%zz", "", "", "path suffix"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.base+" "+tt.suffix+" "+tt.query, func(t *testing.T) {
-			t.Parallel()
-			got, err := JoinTarget(tt.base, tt.suffix, tt.query)
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tt.want, got)
-		})
-	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
+	"github.com/adal-relay/adal/webhook"
 )
 
 // Sender makes one direct HTTP attempt.
@@ -380,7 +381,7 @@ func (s *Scheduler) attempt(j job) {
 		out.IdempotencyKey = j.request.Key
 	}
 	var o delivery.Outcome
-	target, err := delivery.JoinTarget(j.recipient.URL, j.request.Path, j.request.Query)
+	target, err := webhook.JoinTarget(j.recipient.URL, j.request.Path, j.request.Query)
 	if err != nil {
 		now := s.cfg.Now()
 		o = delivery.Outcome{StartedAt: now, FinishedAt: now, ErrorKind: delivery.ErrConnection,

@@ -23,7 +23,6 @@ import (
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
-	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -413,38 +412,15 @@ func (h *Hub) hand(j Job, now time.Time) bool {
 	return best != nil && best.push(j, now.Add(h.cfg.Lease))
 }
 
-// load reads the requests and recipients of a batch of claims: two queries per batch, not per job.
+// load reads the requests and recipients of a batch of claims (delivery.LoadClaimed) and makes them jobs.
 func (h *Hub) load(ctx context.Context, claims []delivery.Claim) ([]Job, error) {
-	reqIDs := make([]int, 0, len(claims))
-	recIDs := make([]int, 0, len(claims))
-	for _, c := range claims {
-		reqIDs = append(reqIDs, c.RequestID)
-		recIDs = append(recIDs, c.RecipientID)
-	}
-	client := h.cfg.DB.Client
-	reqs, err := client.Request.Query().Where(request.IDIn(reqIDs...)).All(ctx)
+	loaded, err := delivery.LoadClaimed(ctx, h.cfg.DB.Client, claims)
 	if err != nil {
-		return nil, fmt.Errorf("load requests: %w", err)
+		return nil, err
 	}
-	recs, err := client.Recipient.Query().Where(recipient.IDIn(recIDs...)).All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load recipients: %w", err)
-	}
-	reqByID := make(map[int]*ent.Request, len(reqs))
-	for _, r := range reqs {
-		reqByID[r.ID] = r
-	}
-	recByID := make(map[int]*ent.Recipient, len(recs))
-	for _, r := range recs {
-		recByID[r.ID] = r
-	}
-	jobs := make([]Job, 0, len(claims))
-	for _, c := range claims {
-		req, rec := reqByID[c.RequestID], recByID[c.RecipientID]
-		if req == nil || rec == nil {
-			continue // purged meanwhile; the lease lapses and the rescuer settles it
-		}
-		c.ServerID = req.ServerID
+	jobs := make([]Job, 0, len(loaded))
+	for _, l := range loaded {
+		c, req, rec := l.Claim, l.Request, l.Recipient
 		j := Job{
 			Claim:      c,
 			LeaseToken: c.Owner,

@@ -17,8 +17,6 @@ import (
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
-	"github.com/adal-relay/adal/ent/recipient"
-	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 	"github.com/adal-relay/adal/webhook"
@@ -324,39 +322,15 @@ type job struct {
 	recipient *ent.Recipient
 }
 
-// load reads the requests and recipients of a batch of claims: two queries per batch, not per attempt. If it
-// fails, the claims stay leased; the rescuer records them as interrupted and they are retried.
+// load reads the requests and recipients of a batch of claims (delivery.LoadClaimed).
 func load(ctx context.Context, client *ent.Client, claims []delivery.Claim) ([]job, error) {
-	reqIDs := make([]int, 0, len(claims))
-	recIDs := make([]int, 0, len(claims))
-	for _, c := range claims {
-		reqIDs = append(reqIDs, c.RequestID)
-		recIDs = append(recIDs, c.RecipientID)
-	}
-	reqs, err := client.Request.Query().Where(request.IDIn(reqIDs...)).All(ctx)
+	loaded, err := delivery.LoadClaimed(ctx, client, claims)
 	if err != nil {
-		return nil, fmt.Errorf("load requests: %w", err)
+		return nil, err
 	}
-	recs, err := client.Recipient.Query().Where(recipient.IDIn(recIDs...)).All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load recipients: %w", err)
-	}
-	reqByID := make(map[int]*ent.Request, len(reqs))
-	for _, r := range reqs {
-		reqByID[r.ID] = r
-	}
-	recByID := make(map[int]*ent.Recipient, len(recs))
-	for _, r := range recs {
-		recByID[r.ID] = r
-	}
-	jobs := make([]job, 0, len(claims))
-	for _, c := range claims {
-		req, rec := reqByID[c.RequestID], recByID[c.RecipientID]
-		if req == nil || rec == nil {
-			continue // purged meanwhile; the lease lapses and the rescuer settles it
-		}
-		c.ServerID = req.ServerID
-		jobs = append(jobs, job{claim: c, request: req, recipient: rec})
+	jobs := make([]job, len(loaded))
+	for i, l := range loaded {
+		jobs[i] = job{claim: l.Claim, request: l.Request, recipient: l.Recipient}
 	}
 	return jobs, nil
 }

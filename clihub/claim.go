@@ -26,7 +26,7 @@ type attached struct {
 // (the hub's prefix plus random bytes), which doubles as the job's lease token: a CLI can only report the
 // attempt it was given.
 const claimPostgresTmpl = `
-WITH a(rid, since) AS (VALUES %s),
+WITH a(rid, since) AS (VALUES %[2]s),
 due AS (
 	SELECT d.id FROM deliveries d
 	JOIN a ON a.rid = d.recipient_id
@@ -40,26 +40,20 @@ due AS (
 	FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE deliveries AS d SET
-	status = 'IN_PROGRESS',
-	attempt_count = d.attempt_count + 1,
-	first_attempt_at = COALESCE(d.first_attempt_at, $1),
-	attempt_started_at = $1,
-	lease_expires_at = $3,
-	lease_owner = $4 || replace(gen_random_uuid()::text, '-', ''),
-	backlog = false
+	%[1]s
 FROM due WHERE d.id = due.id
 RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule, d.first_attempt_at, d.lease_owner`
 
+// The claims' SET lists: each claimed row gets a lease owner of its own, the hub's prefix plus random bytes.
+var (
+	claimSetPostgres = delivery.ClaimSet("$1", "$3", `$4 || replace(gen_random_uuid()::text, '-', '')`)
+	claimSetSQLite   = delivery.ClaimSet("?1", "?3", `?4 || lower(hex(randomblob(16)))`)
+)
+
 const claimSQLiteTmpl = `
-WITH a(rid, since) AS (VALUES %s)
+WITH a(rid, since) AS (VALUES %[2]s)
 UPDATE deliveries SET
-	status = 'IN_PROGRESS',
-	attempt_count = attempt_count + 1,
-	first_attempt_at = COALESCE(first_attempt_at, ?1),
-	attempt_started_at = ?1,
-	lease_expires_at = ?3,
-	lease_owner = ?4 || lower(hex(randomblob(16))),
-	backlog = false
+	%[1]s
 WHERE id IN (
 	SELECT d.id FROM deliveries d
 	JOIN a ON a.rid = d.recipient_id
@@ -90,11 +84,11 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		}
 		args = append(args, a.recipientID, a.since)
 	}
-	tmpl := claimSQLiteTmpl
+	tmpl, set := claimSQLiteTmpl, claimSetSQLite
 	if db.Postgres() {
-		tmpl = claimPostgresTmpl
+		tmpl, set = claimPostgresTmpl, claimSetPostgres
 	}
-	rows, err := db.SQL.QueryContext(ctx, fmt.Sprintf(tmpl, strings.Join(values, ", ")), args...)
+	rows, err := db.SQL.QueryContext(ctx, fmt.Sprintf(tmpl, set, strings.Join(values, ", ")), args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim CLI deliveries: %w", err)
 	}

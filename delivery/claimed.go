@@ -54,3 +54,17 @@ func LoadClaimed(ctx context.Context, client *ent.Client, claims []Claim) ([]Cla
 	}
 	return out, nil
 }
+
+// ClaimSet is the SET list of every claim statement, whichever dialect and dispatcher: the delivery becomes
+// IN_PROGRESS under a lease that lasts until leaseExpires and belongs to owner, its attempt is counted, and it
+// stops being backlog. The arguments are the statement's expressions for them (placeholders, or an expression
+// for owner); columns are unqualified, so it fits UPDATE deliveries and UPDATE deliveries AS d … FROM alike.
+func ClaimSet(now, leaseExpires, owner string) string {
+	return fmt.Sprintf(`status = 'IN_PROGRESS',
+	attempt_count = attempt_count + 1,
+	first_attempt_at = COALESCE(first_attempt_at, %[1]s),
+	attempt_started_at = %[1]s,
+	lease_expires_at = %[2]s,
+	lease_owner = %[3]s,
+	backlog = false`, now, leaseExpires, owner)
+}

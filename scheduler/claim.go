@@ -23,19 +23,13 @@ WITH due AS (
 	JOIN requests q ON q.id = d.request_id AND q.expires_at > $1
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
-	  AND %s
+	  AND %[2]s
 	ORDER BY d.next_attempt_at
 	LIMIT $2
 	FOR UPDATE OF d SKIP LOCKED
 ), claimed AS (
 	UPDATE deliveries AS d SET
-		status = 'IN_PROGRESS',
-		attempt_count = d.attempt_count + 1,
-		first_attempt_at = COALESCE(d.first_attempt_at, $1),
-		attempt_started_at = $1,
-		lease_expires_at = $3,
-		lease_owner = $4,
-		backlog = false
+		%[1]s
 	FROM due WHERE d.id = due.id
 	RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule,
 		d.first_attempt_at
@@ -50,20 +44,14 @@ JOIN recipients r ON r.id = c.recipient_id`
 
 const claimSQLiteTmpl = `
 UPDATE deliveries SET
-	status = 'IN_PROGRESS',
-	attempt_count = attempt_count + 1,
-	first_attempt_at = COALESCE(first_attempt_at, ?1),
-	attempt_started_at = ?1,
-	lease_expires_at = ?3,
-	lease_owner = ?4,
-	backlog = false
+	%[1]s
 WHERE id IN (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
 	JOIN requests q ON q.id = d.request_id AND q.expires_at > ?1
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
-	  AND %s
+	  AND %[2]s
 	ORDER BY d.next_attempt_at
 	LIMIT ?2
 )
@@ -73,10 +61,10 @@ RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, 
 // backlog is never walked), or the one DISABLED recipient whose probe turn came, whatever the lane of its
 // deliveries (they are parked).
 var (
-	claimPostgres      = fmt.Sprintf(claimPostgresTmpl, `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND $5::bigint = 0`)
-	claimProbePostgres = fmt.Sprintf(claimPostgresTmpl, `d.recipient_id = $5::bigint`)
-	claimSQLite        = fmt.Sprintf(claimSQLiteTmpl, `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND ?5 = 0`)
-	claimProbeSQLite   = fmt.Sprintf(claimSQLiteTmpl, `d.recipient_id = ?5`)
+	claimPostgres      = fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND $5::bigint = 0`)
+	claimProbePostgres = fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.recipient_id = $5::bigint`)
+	claimSQLite        = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND ?5 = 0`)
+	claimProbeSQLite   = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.recipient_id = ?5`)
 )
 
 // claim takes up to limit due deliveries of ACTIVE recipients for owner, with what their attempts send; probe,

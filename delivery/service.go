@@ -148,7 +148,7 @@ type NewRequest struct {
 // StoreRequest stores one request for srv, debits one credit for it (reason says why) and creates one
 // pending delivery per recipient. client must be bound to a transaction: all of it commits, or none.
 func (s *Service) StoreRequest(ctx context.Context, client *ent.Client, srv *ent.Server, recipients []*ent.Recipient, in NewRequest, reason ledgerentry.Reason, key string) (*ent.Request, []*ent.Delivery, error) {
-	stored, err := s.StoreBatch(ctx, client, []Incoming{{Server: srv, Recipients: recipients, Request: in, Key: key}}, reason)
+	stored, err := s.StoreBatch(ctx, client, []Incoming{{Server: srv, Recipients: recipients, Request: in, Key: key}}, reason, Handoff{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -34,15 +34,18 @@ type Incoming struct {
 type Stored struct {
 	Request    *ent.Request
 	Deliveries []*ent.Delivery
-	Err        error
+	// Claimed are the deliveries stored already claimed under the batch's Handoff, for the caller to start
+	// once the transaction commits.
+	Claimed []Claimed
+	Err     error
 }
 
 // StoreBatch stores many requests in the caller's transaction with a handful of statements whatever their
 // number: one credit reservation for all its tenants (billing.Reserve: lock, then take), one insert of the
 // paid requests, one of their ledger entries, one of their deliveries. Items beyond a tenant's balance are
 // refused (Stored.Err), in arrival order, and leave nothing behind. An error return means nothing of the batch
-// may be committed.
-func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason) ([]Stored, error) {
+// may be committed. Up to handoff.Slots deliveries, the first in arrival order, are stored claimed.
+func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason, handoff Handoff) ([]Stored, error) {
 	const op = "delivery.StoreBatch"
 	out := make([]Stored, len(items))
 	live, err := s.liveServers(ctx, client, items)
@@ -133,12 +136,24 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 	var builders []*ent.DeliveryCreate
 	var owners []int // for each delivery builder, the index into paid
 	var lanes []Lane
+	var recipients []*ent.Recipient
+	var claimed []bool
+	slots := handoff.Slots
 	for n, i := range paid {
 		out[i].Request = reqs[n]
 		for _, r := range items[i].Recipients {
-			builders = append(builders, s.deliveryCreate(client, reqs[n], r, entdelivery.TriggerAUTOMATIC, now))
+			b := s.deliveryCreate(client, reqs[n], r, entdelivery.TriggerAUTOMATIC, now)
+			lane := LaneOf(r)
+			claim := lane == LaneDirect && slots > 0
+			if claim {
+				slots--
+				b = handoff.claimAtCreate(b, now)
+			}
+			builders = append(builders, b)
 			owners = append(owners, n)
-			lanes = append(lanes, LaneOf(r))
+			lanes = append(lanes, lane)
+			recipients = append(recipients, r)
+			claimed = append(claimed, claim)
 		}
 	}
 	if len(builders) == 0 {
@@ -153,7 +168,11 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 	changes := make([]Change, len(ds))
 	for k, d := range ds {
 		req := reqs[owners[k]]
-		out[paid[owners[k]]].Deliveries = append(out[paid[owners[k]]].Deliveries, d)
+		o := &out[paid[owners[k]]]
+		o.Deliveries = append(o.Deliveries, d)
+		if claimed[k] {
+			o.Claimed = append(o.Claimed, Claimed{Claim: claimOf(d, req.ServerID, now), Request: req, Recipient: recipients[k]})
+		}
 		changes[k] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
 			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: lanes[k]}
 	}

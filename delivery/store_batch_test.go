@@ -43,7 +43,7 @@ func TestStoreBatchBeyondOneStatement(t *testing.T) {
 		items[i] = delivery.Incoming{Server: srv, Recipients: recs, Key: hexID(),
 			Request: delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte("{}")}}
 	}
-	stored, err := svc.StoreBatch(ctx, db.Client, items, billing.ReasonRequestAccepted)
+	stored, err := svc.StoreBatch(ctx, db.Client, items, billing.ReasonRequestAccepted, delivery.Handoff{})
 	require.NoError(t, err)
 	for i, s := range stored {
 		require.NoError(t, s.Err, "item %d", i)

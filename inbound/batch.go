@@ -32,6 +32,7 @@ import (
 type batcher struct {
 	client   *ent.Client
 	delivery *delivery.Service
+	dispatch Dispatcher // nil: deliveries wait in the table for the dispatcher's claim
 	logger   *slog.Logger
 	queues   []chan *pendingAccept
 	maxBatch int
@@ -55,9 +56,9 @@ type acceptResult struct {
 
 var errStopped = errors.New("intake is shutting down")
 
-func newBatcher(client *ent.Client, d *delivery.Service, logger *slog.Logger, workers, maxBatch int, postgres bool) *batcher {
+func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, logger *slog.Logger, workers, maxBatch int, postgres bool) *batcher {
 	b := &batcher{
-		client: client, delivery: d, logger: logger, maxBatch: maxBatch, postgres: postgres,
+		client: client, delivery: d, dispatch: dispatch, logger: logger, maxBatch: maxBatch, postgres: postgres,
 		queues: make([]chan *pendingAccept, workers),
 		stop:   make(chan struct{}),
 	}
@@ -181,10 +182,13 @@ func refusedData(err error) bool {
 }
 
 // store stores the batch in one transaction: the servers its keys name, then the requests of the live servers.
+// Deliveries the dispatcher has free workers for are stored claimed and started once the batch commits.
 func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 	const op = "inbound.Accept"
 	ctx := viewer.SystemContext(context.Background())
 	results := make([]acceptResult, len(live))
+	var handoff delivery.Handoff
+	var claimed []delivery.Claimed
 	err := storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
 		clear(results)
 		servers, err := b.servers(ctx, tx, live)
@@ -207,16 +211,39 @@ func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 		if len(items) == 0 {
 			return nil
 		}
-		out, err := b.delivery.StoreBatch(ctx, tx, items, billing.ReasonRequestAccepted)
+		if b.dispatch != nil {
+			handoff = b.dispatch.Reserve(directDeliveries(items))
+		}
+		out, err := b.delivery.StoreBatch(ctx, tx, items, billing.ReasonRequestAccepted, handoff)
 		if err != nil {
 			return err
 		}
 		for k, i := range stored {
 			results[i] = acceptResult{req: out[k].Request, err: out[k].Err}
+			claimed = append(claimed, out[k].Claimed...)
 		}
 		return nil
 	})
+	if b.dispatch != nil {
+		if err != nil {
+			claimed = nil // rolled back: nothing was claimed
+		}
+		b.dispatch.Run(handoff, claimed)
+	}
 	return results, err
+}
+
+// directDeliveries counts the deliveries items will get that a direct dispatcher may take at once.
+func directDeliveries(items []delivery.Incoming) int {
+	n := 0
+	for _, it := range items {
+		for _, r := range it.Recipients {
+			if delivery.LaneOf(r) == delivery.LaneDirect {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // servers loads the live servers the batch's keys name, with their live recipients, by key. On PostgreSQL the

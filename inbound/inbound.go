@@ -44,6 +44,18 @@ type Config struct {
 	// Postgres says the database is PostgreSQL, where a batch holds its servers FOR SHARE until it commits (on
 	// SQLite the batch's transaction holds the single write lock from BEGIN).
 	Postgres bool
+	// Dispatch, if set, takes new deliveries straight from intake when it has workers free for them, rather
+	// than from the table after a wake and a claim (delivery.Handoff).
+	Dispatch Dispatcher
+}
+
+// Dispatcher starts deliveries that intake stores already claimed (scheduler.Scheduler).
+type Dispatcher interface {
+	// Reserve offers up to n worker slots that are free now, before a batch is stored.
+	Reserve(n int) delivery.Handoff
+	// Run starts, once their batch committed, the deliveries it stored claimed under h, and takes back the
+	// slots of h they did not use — all of them when the batch did not commit (claimed is nil).
+	Run(h delivery.Handoff, claimed []delivery.Claimed)
 }
 
 // Handler serves inbound requests.
@@ -62,7 +74,7 @@ func New(cfg Config) *Handler {
 	}
 	cfg.Committers = cmp.Or(cfg.Committers, 2)
 	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, 256)
-	return &Handler{cfg: cfg, batch: newBatcher(cfg.Client, cfg.Delivery, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Postgres)}
+	return &Handler{cfg: cfg, batch: newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Postgres)}
 }
 
 // Close stops intake's committers; requests still queued are answered 503.

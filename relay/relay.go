@@ -188,16 +188,6 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Now:     cfg.Now,
 		Wake:    func() { r.Scheduler.WakeOutbound() }, // called after commits, once the scheduler exists
 	})
-	r.Inbound = inbound.New(inbound.Config{
-		Client:   db.Client,
-		Delivery: r.Delivery,
-		MaxBody:  cfg.MaxBodyBytes,
-		Logger:   cfg.Logger,
-		Observe:  meters.Intake,
-		// SQLite has one writer: one committer, batching everything queued behind it.
-		Committers: intakeCommitters(cfg.IntakeCommitters, db.Postgres()),
-		Postgres:   db.Postgres(),
-	})
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:           db,
 		Delivery:     r.Delivery,
@@ -213,6 +203,17 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, err
 	}
+	r.Inbound = inbound.New(inbound.Config{
+		Client:   db.Client,
+		Delivery: r.Delivery,
+		MaxBody:  cfg.MaxBodyBytes,
+		Logger:   cfg.Logger,
+		Observe:  meters.Intake,
+		// SQLite has one writer: one committer, batching everything queued behind it.
+		Committers: intakeCommitters(cfg.IntakeCommitters, db.Postgres()),
+		Postgres:   db.Postgres(),
+		Dispatch:   r.Scheduler,
+	})
 	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
 		DB:       db,
 		Delivery: r.Delivery,

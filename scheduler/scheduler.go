@@ -126,6 +126,7 @@ type Scheduler struct {
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
+	stopped   bool // under mu: Reserve offers nothing once Stop began
 	stopOnce  sync.Once
 	loop      sync.WaitGroup // the claim loop
 	flights   sync.WaitGroup // attempts in flight or waiting to be recorded
@@ -195,6 +196,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 func (s *Scheduler) Stop() {
 	s.mu.Lock()
 	cancel := s.cancel
+	s.stopped = true
 	s.mu.Unlock()
 	if cancel == nil {
 		return
@@ -307,6 +309,52 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	return len(claims), nil
 }
 
+// Reserve offers intake up to n of the worker slots free now, for deliveries it stores already claimed
+// (delivery.Handoff). It offers none while the scheduler is not running, and none while its last claim
+// filled every free slot: then due deliveries may be waiting in the table, and they go first, in due order.
+// Every slot offered comes back through Run.
+func (s *Scheduler) Reserve(n int) delivery.Handoff {
+	h := delivery.Handoff{Owner: s.cfg.Owner, Lease: s.cfg.Lease}
+	if n <= 0 || s.more.Load() {
+		return h
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel == nil || s.stopped {
+		return h
+	}
+take:
+	for h.Slots < n {
+		select {
+		case s.slots <- struct{}{}:
+			h.Slots++
+		default:
+			break take
+		}
+	}
+	// Counted in flight from now on, so that Stop waits for them to be run and recorded, or given back.
+	s.flights.Add(h.Slots)
+	return h
+}
+
+// Run starts the deliveries intake stored claimed under h, each on one of its slots, and frees the slots
+// they did not take.
+func (s *Scheduler) Run(h delivery.Handoff, claimed []delivery.Claimed) {
+	if len(claimed) > h.Slots {
+		panic(fmt.Sprintf("scheduler: %d deliveries claimed on %d reserved slots", len(claimed), h.Slots))
+	}
+	if s.cfg.Observer != nil && len(claimed) > 0 {
+		s.cfg.Observer.Claimed(len(claimed))
+	}
+	for _, c := range claimed {
+		go s.attempt(job{claim: c.Claim, request: c.Request, recipient: c.Recipient})
+	}
+	for range h.Slots - len(claimed) {
+		<-s.slots
+		s.flights.Done()
+	}
+}
+
 // start runs each claimed attempt on a worker slot.
 func (s *Scheduler) start(jobs []job) {
 	for _, j := range jobs {
@@ -350,7 +398,19 @@ func (s *Scheduler) attempt(j job) {
 	if out.Timeout <= 0 {
 		out.Timeout = delivery.DefaultTimeout
 	}
-	out.Timeout = min(out.Timeout, AttemptBudget(s.cfg.Lease))
+	// The lease began when the delivery was claimed, which may be a while ago (a claim handed over by intake
+	// waited for its batch's commit): the attempt gets what is left of its budget, and none once that is
+	// spent — the lease then lapses unused and the rescuer records the attempt as interrupted, rather than
+	// this process sending it while the rescuer may already have taken it.
+	left := j.claim.StartedAt.Add(AttemptBudget(s.cfg.Lease)).Sub(s.cfg.Now()).Truncate(time.Millisecond)
+	if left <= 0 {
+		s.cfg.Logger.Warn("claim's lease nearly spent before its attempt started; leaving it to the rescuer",
+			"delivery", j.claim.DeliveryID, "attempt", j.claim.Attempt)
+		<-s.slots
+		s.flights.Done()
+		return
+	}
+	out.Timeout = min(out.Timeout, AttemptBudget(s.cfg.Lease), left)
 	if j.recipient.SendIdempotencyKey {
 		out.IdempotencyKey = j.request.Key
 	}

@@ -56,16 +56,72 @@ func foreignKeys(t *testing.T, db *dbtest.DB) map[string]bool {
 			FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey)
 			WHERE c.contype = 'f' AND c.connamespace = current_schema()::regnamespace`
 	}
+	out := map[string]bool{}
+	for _, row := range pairs(t, db, query) {
+		out[row[0]+"."+row[1]] = true
+	}
+	return out
+}
+
+// pairs runs a query of two text columns and returns its rows.
+func pairs(t *testing.T, db *dbtest.DB, query string) [][2]string {
+	t.Helper()
 	rows, err := db.SQL.QueryContext(context.Background(), query)
 	require.NoError(t, err)
 	defer rows.Close()
-	out := map[string]bool{}
+	var out [][2]string
 	for rows.Next() {
-		var table, column string
-		require.NoError(t, rows.Scan(&table, &column))
-		out[table+"."+column] = true
+		var row [2]string
+		require.NoError(t, rows.Scan(&row[0], &row[1]))
+		out = append(out, row)
 	}
 	require.NoError(t, rows.Err())
+	return out
+}
+
+// The deliveries' full indexes of earlier versions are dropped on upgrade, and the partial ones that replace
+// them hold only the rows of their status.
+func TestMigrationReplacesFullDeliveryIndexes(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	ctx := context.Background()
+	old := map[string]string{
+		"delivery_status_next_attempt_at":  "status, next_attempt_at",
+		"delivery_status_lease_expires_at": "status, lease_expires_at",
+		"delivery_recipient_id_status":     "recipient_id, status",
+	}
+	for name, columns := range old { // as earlier versions created them
+		_, err := db.SQL.ExecContext(ctx, "CREATE INDEX "+name+" ON deliveries ("+columns+")")
+		require.NoError(t, err)
+	}
+	require.NoError(t, storage.Migrate(ctx, db.DB))
+	got := deliveryIndexes(t, db)
+	for name := range old {
+		require.NotContains(t, got, name, "the upgrade drops %s", name)
+	}
+	for name, where := range map[string]string{
+		"delivery_pending_due":       "PENDING",
+		"delivery_direct_due":        "PENDING",
+		"delivery_pending_lane":      "PENDING",
+		"delivery_in_progress_lease": "IN_PROGRESS",
+	} {
+		require.Contains(t, got, name)
+		require.Contains(t, got[name], "'"+where+"'", "%s is partial", name)
+	}
+	require.Contains(t, got, "delivery_request_id")
+}
+
+// deliveryIndexes maps the names of the deliveries table's indexes to their definitions.
+func deliveryIndexes(t *testing.T, db *dbtest.DB) map[string]string {
+	t.Helper()
+	query := `SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = 'deliveries'`
+	if db.Postgres() {
+		query = `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'deliveries'`
+	}
+	out := map[string]string{}
+	for _, row := range pairs(t, db, query) {
+		out[row[0]] = row[1]
+	}
 	return out
 }
 

@@ -109,7 +109,9 @@ func Migrate(ctx context.Context, db *DB) error {
 			return next.Create(ctx, desired...)
 		})
 	})
-	if err := db.Client.Schema.Create(ctx, withoutUnenforced); err != nil {
+	// Indexes the schema no longer names are dropped: an index left behind is written on every insert and
+	// update of its table for nothing (the deliveries' indexes became partial, under new names).
+	if err := db.Client.Schema.Create(ctx, withoutUnenforced, schema.WithDropIndex(true)); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
 	return nil

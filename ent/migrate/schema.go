@@ -109,9 +109,12 @@ var (
 				Columns: []*schema.Column{DeliveriesColumns[16]},
 			},
 			{
-				Name:    "delivery_status_next_attempt_at",
+				Name:    "delivery_pending_due",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[2], DeliveriesColumns[7]},
+				Columns: []*schema.Column{DeliveriesColumns[7]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "status = 'PENDING'",
+				},
 			},
 			{
 				Name:    "delivery_direct_due",
@@ -130,19 +133,17 @@ var (
 				},
 			},
 			{
-				Name:    "delivery_status_lease_expires_at",
+				Name:    "delivery_in_progress_lease",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[2], DeliveriesColumns[9]},
+				Columns: []*schema.Column{DeliveriesColumns[9]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "status = 'IN_PROGRESS'",
+				},
 			},
 			{
 				Name:    "delivery_request_id",
 				Unique:  false,
 				Columns: []*schema.Column{DeliveriesColumns[18]},
-			},
-			{
-				Name:    "delivery_recipient_id_status",
-				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[17], DeliveriesColumns[2]},
 			},
 		},
 	}

@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -108,37 +109,8 @@ func TestHandedOverDeliveryOfADeadProcessIsRescued(t *testing.T) {
 	env := relaytest.Start(t, compressed(5*time.Millisecond), func(c *relay.Config) {
 		c.RescueInterval = 20 * time.Millisecond
 	})
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srvFixture := env.NewServer(tn, "s", nil)
-	rcv := newReceiver(t, 0)
-	env.NewRecipient(tn, srvFixture.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
-
-	ctx := viewer.SystemContext(t.Context())
-	srv, err := env.DB.Client.Server.Query().Where(server.InboundKey(srvFixture.Key)).Only(ctx)
-	require.NoError(t, err)
-	recs, err := env.DB.Client.Recipient.Query().Where(recipient.ServerID(srv.ID)).All(ctx)
-	require.NoError(t, err)
-	stored, err := env.Relay.Delivery.StoreBatch(ctx, env.DB.Client, []delivery.Incoming{{
-		Server: srv, Recipients: recs, Key: "k-dead",
-		Request: delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte(`{}`)},
-	}}, billing.ReasonRequestAccepted, delivery.Handoff{Owner: "a-process-that-died", Lease: time.Millisecond, Slots: 1})
-	require.NoError(t, err)
-	require.NoError(t, stored[0].Err)
-	require.Len(t, stored[0].Claimed, 1, "stored claimed, never run")
-
-	id := stored[0].Request.ID
-	relaytest.Eventually(t, 10*time.Second, "the rescued delivery to succeed", func() bool {
-		d, err := env.DB.Client.Delivery.Query().Where(entdelivery.RequestID(id)).Only(ctx)
-		return err == nil && d.Status == entdelivery.StatusSUCCEEDED
-	})
-	d, err := env.DB.Client.Delivery.Query().Where(entdelivery.RequestID(id)).
-		WithAttempts(func(q *ent.AttemptQuery) { q.Order(ent.Asc(attempt.FieldNumber)) }).Only(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 2, d.AttemptCount)
-	require.Len(t, d.Edges.Attempts, 2)
-	require.Equal(t, attempt.ErrorKindINTERRUPTED, *d.Edges.Attempts[0].ErrorKind)
-	require.Equal(t, attempt.StatusSUCCEEDED, d.Edges.Attempts[1].Status)
-	require.Equal(t, 1, rcv.count(), "sent once: the interrupted attempt never reached the receiver")
+	stored, rcv := storeOne(t, env, delivery.Handoff{Owner: "a-process-that-died", Lease: time.Millisecond, Slots: 1})
+	rescuedThenDelivered(t, env, stored.Request.ID, rcv)
 }
 
 // A claim whose lease budget is spent by the time its attempt could start (its batch's commit took that
@@ -151,40 +123,13 @@ func TestClaimWithSpentLeaseIsLeftToTheRescuer(t *testing.T) {
 		c.Lease = lease
 		c.RescueInterval = 20 * time.Millisecond
 	})
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srvFixture := env.NewServer(tn, "s", nil)
-	rcv := newReceiver(t, 0)
-	env.NewRecipient(tn, srvFixture.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
-
-	ctx := viewer.SystemContext(t.Context())
-	srv, err := env.DB.Client.Server.Query().Where(server.InboundKey(srvFixture.Key)).Only(ctx)
-	require.NoError(t, err)
-	recs, err := env.DB.Client.Recipient.Query().Where(recipient.ServerID(srv.ID)).All(ctx)
-	require.NoError(t, err)
 	h := env.Relay.Scheduler.Reserve(1)
 	require.Equal(t, 1, h.Slots)
-	stored, err := env.Relay.Delivery.StoreBatch(ctx, env.DB.Client, []delivery.Incoming{{
-		Server: srv, Recipients: recs, Key: "k-late",
-		Request: delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte(`{}`)},
-	}}, billing.ReasonRequestAccepted, h)
-	require.NoError(t, err)
-	claimed := stored[0].Claimed
-	require.Len(t, claimed, 1)
+	stored, rcv := storeOne(t, env, h)
+	claimed := stored.Claimed
 	claimed[0].Claim.StartedAt = claimed[0].Claim.StartedAt.Add(-scheduler.AttemptBudget(lease)) // as after a long commit
 	env.Relay.Scheduler.Run(h, claimed)
-
-	id := stored[0].Request.ID
-	relaytest.Eventually(t, 10*time.Second, "the delivery to succeed after the rescue", func() bool {
-		d, err := env.DB.Client.Delivery.Query().Where(entdelivery.RequestID(id)).Only(ctx)
-		return err == nil && d.Status == entdelivery.StatusSUCCEEDED
-	})
-	d, err := env.DB.Client.Delivery.Query().Where(entdelivery.RequestID(id)).
-		WithAttempts(func(q *ent.AttemptQuery) { q.Order(ent.Asc(attempt.FieldNumber)) }).Only(ctx)
-	require.NoError(t, err)
-	require.Len(t, d.Edges.Attempts, 2)
-	require.Equal(t, attempt.ErrorKindINTERRUPTED, *d.Edges.Attempts[0].ErrorKind)
-	require.Equal(t, attempt.StatusSUCCEEDED, d.Edges.Attempts[1].Status)
-	require.Equal(t, 1, rcv.count(), "the late claim was never sent")
+	rescuedThenDelivered(t, env, stored.Request.ID, rcv)
 
 	// Its slot came back: all 64 are free again once the retry's attempt has let go of its own.
 	relaytest.Eventually(t, 5*time.Second, "every worker slot free", func() bool {
@@ -192,4 +137,46 @@ func TestClaimWithSpentLeaseIsLeftToTheRescuer(t *testing.T) {
 		env.Relay.Scheduler.Run(h, nil)
 		return h.Slots == 64
 	})
+}
+
+// storeOne stores one request for the env's only server (with one receiver as its direct recipient) as intake
+// would, under the given handoff, and returns what was stored and the receiver.
+func storeOne(t *testing.T, env *relaytest.Env, h delivery.Handoff) (delivery.Stored, *receiver) {
+	t.Helper()
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
+	fixture := env.NewServer(tn, "s", nil)
+	rcv := newReceiver(t, 0)
+	env.NewRecipient(tn, fixture.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
+	ctx := viewer.SystemContext(t.Context())
+	srv, err := env.DB.Client.Server.Query().Where(server.InboundKey(fixture.Key)).Only(ctx)
+	require.NoError(t, err)
+	recs, err := env.DB.Client.Recipient.Query().Where(recipient.ServerID(srv.ID)).All(ctx)
+	require.NoError(t, err)
+	stored, err := env.Relay.Delivery.StoreBatch(ctx, env.DB.Client, []delivery.Incoming{{
+		Server: srv, Recipients: recs, Key: fmt.Sprintf("k-%d", time.Now().UnixNano()),
+		Request: delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte(`{}`)},
+	}}, billing.ReasonRequestAccepted, h)
+	require.NoError(t, err)
+	require.NoError(t, stored[0].Err)
+	require.Len(t, stored[0].Claimed, min(h.Slots, 1))
+	return stored[0], rcv
+}
+
+// rescuedThenDelivered waits for the request's delivery to succeed and checks its history: an interrupted
+// first attempt, never sent, then a successful one.
+func rescuedThenDelivered(t *testing.T, env *relaytest.Env, requestID int, rcv *receiver) {
+	t.Helper()
+	ctx := viewer.SystemContext(t.Context())
+	relaytest.Eventually(t, 10*time.Second, "the rescued delivery to succeed", func() bool {
+		d, err := env.DB.Client.Delivery.Query().Where(entdelivery.RequestID(requestID)).Only(ctx)
+		return err == nil && d.Status == entdelivery.StatusSUCCEEDED
+	})
+	d, err := env.DB.Client.Delivery.Query().Where(entdelivery.RequestID(requestID)).
+		WithAttempts(func(q *ent.AttemptQuery) { q.Order(ent.Asc(attempt.FieldNumber)) }).Only(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, d.AttemptCount)
+	require.Len(t, d.Edges.Attempts, 2)
+	require.Equal(t, attempt.ErrorKindINTERRUPTED, *d.Edges.Attempts[0].ErrorKind)
+	require.Equal(t, attempt.StatusSUCCEEDED, d.Edges.Attempts[1].Status)
+	require.Equal(t, 1, rcv.count(), "sent once: the interrupted attempt never reached the receiver")
 }

@@ -338,8 +338,9 @@ type lockedTenant struct {
 
 // lockTenants locks the tenants' rows in id order and reads their balances and plans' retention. On
 // PostgreSQL the lock is NO KEY UPDATE, not UPDATE: it still serialises reservations of one tenant, but leaves
-// alone the KEY SHARE locks that every insert referencing the tenant takes (attempts recorded by the
-// scheduler, in any order) — with FOR UPDATE those inserts and a batch reserving several tenants deadlock.
+// alone the KEY SHARE locks that an insert referencing the tenant through a checked foreign key takes (a new
+// server, recipient or outbound job) — with FOR UPDATE such inserts and a batch reserving several tenants could
+// deadlock.
 // SQLite transactions here take the write lock at BEGIN, which serialises them already.
 func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int) (map[int]lockedTenant, error) {
 	t, p := entsql.Table(tenant.Table).As("t"), entsql.Table(plan.Table).As("p")

@@ -202,12 +202,6 @@ type recordBatchRow struct {
 	ErrorMessage  string     `json:"error_message"`
 }
 
-// lockTenantsSQL takes, in id order, the KEY SHARE locks on the batch's tenants that the attempts' foreign
-// key checks would otherwise take one by one in whatever order the rows are inserted. Intake holds tenant rows
-// FOR UPDATE (its credit reservation), in id order, for a whole batch: were the attempts' checks to lock two of
-// those tenants in the opposite order, intake and the completer would deadlock.
-const lockTenantsSQL = `SELECT id FROM tenants WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`
-
 // recordBatchSQL moves each delivery that is still under the given claim to its next state and, for exactly
 // those, inserts the Attempt row; it returns the deliveries recorded.
 const recordBatchSQL = `
@@ -235,8 +229,8 @@ FROM v JOIN upd ON upd.id = v.id
 RETURNING delivery_id`
 
 // lockHealthSQL reads, and locks until commit, the health of the direct recipients of a batch. NO KEY UPDATE is
-// the lock an UPDATE of these columns takes: it does not block intake, whose new deliveries only take a
-// KEY SHARE lock on their recipient.
+// the lock an UPDATE of these columns takes: it does not block intake, which reads recipients without a lock
+// (their deliveries' recipient_id is not a checked foreign key: storage.unenforcedForeignKeys).
 const lockHealthSQL = `
 SELECT id, created_at, state, state_reason, state_changed_at, consecutive_failures, window_attempts,
        window_failures, last_success_at, next_probe_at
@@ -298,14 +292,6 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 	payload, err := json.Marshal(rows)
 	if err != nil {
 		return err
-	}
-	tenants := make([]int, 0, len(cs))
-	for _, c := range cs {
-		tenants = append(tenants, c.Claim.TenantID)
-	}
-	slices.Sort(tenants)
-	if _, err := queryInts(ctx, tx, lockTenantsSQL, pq.Array(slices.Compact(tenants))); err != nil {
-		return fmt.Errorf("lock tenants: %w", err)
 	}
 	ids, err := queryInts(ctx, tx, recordBatchSQL, string(payload))
 	if err != nil {

@@ -19,8 +19,11 @@ func TestMigrationLeavesHistoryUnchecked(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Open(t)
 	ctx := context.Background()
-	history := []string{"attempts.delivery_id", "deliveries.request_id", "requests.replay_of_id"}
-	kept := []string{"attempts.tenant_id", "deliveries.recipient_id", "deliveries.tenant_id", "requests.server_id"}
+	history := []string{"attempts.delivery_id", "deliveries.request_id", "requests.replay_of_id",
+		"attempts.tenant_id", "deliveries.recipient_id", "deliveries.tenant_id", "requests.server_id",
+		"requests.tenant_id", "ledger_entries.tenant_id"}
+	kept := []string{"recipients.server_id", "recipients.tenant_id", "servers.tenant_id", "tenants.plan_id",
+		"outbound_jobs.tenant_id", "outbound_attempts.job_id"}
 
 	fks := foreignKeys(t, db)
 	for _, fk := range history {

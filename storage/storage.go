@@ -64,11 +64,13 @@ func Open(ctx context.Context, databaseURL, dataDir string) (*DB, error) {
 // descriptions as it runs, so two concurrent migrations (tests opening several databases) would race.
 var migrateMu sync.Mutex
 
-// unenforcedForeignKeys are the edges of the request history that the database does not check. The history
-// is the bulk of every write (intake, attempts) and of every purge, and a foreign key costs the database one
-// lookup per row on both: a KEY SHARE lock on the parent for each inserted child, and a scan of the children
-// for each deleted parent. On a purge those checks were most of its time. The application keeps the same
-// guarantees itself, at one statement per batch instead of one lookup per row:
+// unenforcedForeignKeys are the links of the request history that the database does not check. The history
+// is the bulk of every write (intake, attempts, the ledger) and of every purge, and a foreign key costs the
+// database one lookup per row on both: an index lookup and a KEY SHARE lock on the parent for each inserted
+// child, and a scan of the children for each deleted parent. On a purge those checks were most of its time; at
+// intake and delivery they were a tenth of the database's work, and with them gone intake and delivery side by
+// side held their latency at rates where they had fallen behind (docs/benchmarks.md). The application keeps
+// the same guarantees itself, at one statement per batch instead of one lookup per row:
 //   - attempts → deliveries: an attempt is only inserted by the statement that moves its delivery out of its
 //     claim (delivery.Service.record, recordBatchSQL), so a delivery that is gone gets none; the purge deletes
 //     a delivery's attempts with it, in the same transaction.
@@ -78,12 +80,24 @@ var migrateMu sync.Mutex
 //   - requests.replay_of → requests (was ON DELETE SET NULL): the purge clears the replays' link itself, and a
 //     replay holds its original while it is stored. A link left to a purged request reads as none (the
 //     replayOf resolver masks not-found); ids are never reused, so it can never name another request.
+//   - requests, deliveries, attempts and ledger entries → their tenant, requests → server, deliveries →
+//     recipient: tenants, servers and recipients are never deleted (a deleted server or recipient is marked,
+//     and keeps its row for the history that names it), and each child takes its parents' ids from rows read
+//     in its own transaction: intake reads the server (held FOR SHARE) with its recipients and takes the tenant
+//     from the server; ledger entries are written by billing under the lock of their tenant's row; an attempt
+//     takes its tenant from its delivery.
 //
 // Removing them from the migration's desired schema also drops them from databases created before.
 var unenforcedForeignKeys = map[string]bool{
-	"attempts_deliveries_attempts":   true,
-	"deliveries_requests_deliveries": true,
-	"requests_requests_replays":      true,
+	"attempts_deliveries_attempts":     true,
+	"deliveries_requests_deliveries":   true,
+	"requests_requests_replays":        true,
+	"attempts_tenants_tenant":          true,
+	"deliveries_tenants_tenant":        true,
+	"deliveries_recipients_deliveries": true,
+	"ledger_entries_tenants_tenant":    true,
+	"requests_tenants_tenant":          true,
+	"requests_servers_requests":        true,
 }
 
 // Migrate creates or upgrades the schema.

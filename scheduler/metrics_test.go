@@ -3,11 +3,8 @@ package scheduler_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,30 +85,22 @@ func TestMetricsDueBacklog(t *testing.T) {
 	env := relaytest.Start(t, compressed(5*time.Millisecond), func(c *relay.Config) { c.Workers = 1 })
 	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
 	srv := env.NewServer(tn, "s", nil)
-	release := make(chan struct{})
-	var arrived atomic.Int32
-	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		arrived.Add(1)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(busy.Close)
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
+	busy, arrived, release := blockingReceiver(t)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": busy.URL})
 
 	for range 3 {
 		post(t, env, srv.Key, "", `{}`)
 	}
-	relaytest.Eventually(t, 20*time.Second, "one attempt in flight, two due", func() bool {
-		return arrived.Load() == 1 && metricValue(t, scrape(t, env), `adal_due_deliveries`) == 2
+	<-arrived // one attempt in flight
+	relaytest.Eventually(t, 20*time.Second, "two due", func() bool {
+		return metricValue(t, scrape(t, env), `adal_due_deliveries`) == 2
 	})
-	unblock()
+	for range 3 {
+		release <- struct{}{}
+	}
+	<-arrived
+	<-arrived
 	relaytest.Eventually(t, 20*time.Second, "backlog drained", func() bool {
-		return arrived.Load() == 3 && metricValue(t, scrape(t, env), `adal_due_deliveries`) == 0
+		return metricValue(t, scrape(t, env), `adal_due_deliveries`) == 0
 	})
 }

@@ -40,8 +40,9 @@ func (db *DB) Postgres() bool { return db.Dialect == dialect.Postgres }
 func (db *DB) Close() error { return db.Client.Close() }
 
 // Open connects to databaseURL when it is a postgres:// URL, otherwise to SQLite in dataDir/adal.db, and
-// migrates the schema. Migration is ent's automatic, additive migration: new tables, columns and indexes are
-// created at start; nothing is dropped but the foreign keys of unenforcedForeignKeys.
+// migrates the schema (Migrate): ent's automatic migration creates new tables, columns and indexes at start and
+// drops indexes the schema no longer names and the foreign keys of unenforcedForeignKeys; no column or table is
+// ever dropped.
 func Open(ctx context.Context, databaseURL, dataDir string) (*DB, error) {
 	var db *DB
 	var err error

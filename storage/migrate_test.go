@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func TestMigrationReplacesFullDeliveryIndexes(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, storage.Migrate(ctx, db.DB))
-	got := deliveryIndexes(t, db)
+	got := indexes(t, db, "deliveries")
 	for name := range old {
 		require.NotContains(t, got, name, "the upgrade drops %s", name)
 	}
@@ -116,18 +117,70 @@ func TestMigrationReplacesFullDeliveryIndexes(t *testing.T) {
 	require.Contains(t, got, "delivery_request_id")
 }
 
-// deliveryIndexes maps the names of the deliveries table's indexes to their definitions.
-func deliveryIndexes(t *testing.T, db *dbtest.DB) map[string]string {
+// indexes maps the names of a table's indexes to their definitions.
+func indexes(t *testing.T, db *dbtest.DB, table string) map[string]string {
 	t.Helper()
-	query := `SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = 'deliveries'`
+	query := `SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = '` + table + `'`
 	if db.Postgres() {
-		query = `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'deliveries'`
+		query = `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = '` +
+			table + `'`
 	}
 	out := map[string]string{}
 	for _, row := range pairs(t, db, query) {
 		out[row[0]] = row[1]
 	}
 	return out
+}
+
+// The request history's tables carry no tenant_id index and only partial indexes on what few of their rows
+// have (a replay's original, a grant's period), whether the database is created now or upgraded from the
+// indexes earlier versions made; on PostgreSQL the requests table keeps room on its pages for the status
+// update.
+func TestMigrationIndexesTheHistorySparingly(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	ctx := context.Background()
+	old := map[string]string{ // as earlier versions created them
+		"request_tenant_id":     "requests (tenant_id)",
+		"request_replay_of_id":  "requests (replay_of_id)",
+		"delivery_tenant_id":    "deliveries (tenant_id)",
+		"attempt_tenant_id":     "attempts (tenant_id)",
+		"ledgerentry_tenant_id": "ledger_entries (tenant_id)",
+	}
+	for _, fresh := range []bool{true, false} {
+		if !fresh {
+			for name, on := range old {
+				_, err := db.SQL.ExecContext(ctx, "CREATE INDEX "+name+" ON "+on)
+				require.NoError(t, err)
+			}
+			_, err := db.SQL.ExecContext(ctx, "DROP INDEX ledgerentry_grant_period")
+			require.NoError(t, err)
+			_, err = db.SQL.ExecContext(ctx, "CREATE UNIQUE INDEX ledgerentry_tenant_id_period ON ledger_entries (tenant_id, period)")
+			require.NoError(t, err)
+			require.NoError(t, storage.Migrate(ctx, db.DB))
+		}
+		all := map[string]string{}
+		for _, table := range []string{"requests", "deliveries", "attempts", "ledger_entries"} {
+			for name, def := range indexes(t, db, table) {
+				all[name] = def
+			}
+		}
+		for name := range old {
+			require.NotContains(t, all, name, "fresh %v", fresh)
+		}
+		require.NotContains(t, all, "ledgerentry_tenant_id_period", "fresh %v", fresh)
+		require.Contains(t, all, "request_replays")
+		require.Contains(t, all["request_replays"], "replay_of_id IS NOT NULL")
+		require.Contains(t, all, "ledgerentry_grant_period")
+		require.Contains(t, all["ledgerentry_grant_period"], "UNIQUE")
+		require.Contains(t, all["ledgerentry_grant_period"], "period IS NOT NULL")
+	}
+	if db.Postgres() {
+		var options string
+		require.NoError(t, db.SQL.QueryRowContext(ctx, `SELECT array_to_string(reloptions, ',') FROM pg_class
+			WHERE oid = to_regclass(quote_ident(current_schema()) || '.requests')`).Scan(&options))
+		require.Equal(t, fmt.Sprintf("fillfactor=%d", storage.RequestsFillFactor), options)
+	}
 }
 
 // A PostgreSQL database whose header columns are jsonb, as earlier versions made them, is upgraded to bytea

@@ -129,6 +129,37 @@ func Migrate(ctx context.Context, db *DB) error {
 	if err := db.Client.Schema.Create(ctx, withoutUnenforced, schema.WithDropIndex(true)); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
 	}
+	if db.Postgres() {
+		if err := requestsFillFactor(ctx, db.SQL); err != nil {
+			return fmt.Errorf("migrate schema: %w", err)
+		}
+	}
+	return nil
+}
+
+// RequestsFillFactor is the fill factor of the requests table on PostgreSQL. A request row is written once at
+// intake and updated once more when its deliveries settle (its status). On full pages that update moves the
+// row to another page, and every index of the table gets an entry for the new version; pages filled to 90%
+// keep room for it in place (a HOT update: no index entry at all), and the space of the old version is
+// reclaimed for the next row's update when the page is next visited. Only pages filled from now on follow it.
+const RequestsFillFactor = 90
+
+// requestsFillFactor sets RequestsFillFactor on the requests table unless it is set already (ALTER TABLE
+// takes a lock, if a light one).
+func requestsFillFactor(ctx context.Context, db *sql.DB) error {
+	want := fmt.Sprintf("fillfactor=%d", RequestsFillFactor)
+	var set bool
+	err := db.QueryRowContext(ctx, `SELECT COALESCE($1 = ANY(reloptions), false) FROM pg_class
+		WHERE oid = to_regclass(quote_ident(current_schema()) || '.requests')`, want).Scan(&set)
+	if err != nil {
+		return fmt.Errorf("read requests fill factor: %w", err)
+	}
+	if set {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE requests SET (`+want+`)`); err != nil {
+		return fmt.Errorf("set requests fill factor: %w", err)
+	}
 	return nil
 }
 

@@ -44,11 +44,6 @@ var (
 		},
 		Indexes: []*schema.Index{
 			{
-				Name:    "attempt_tenant_id",
-				Unique:  false,
-				Columns: []*schema.Column{AttemptsColumns[9]},
-			},
-			{
 				Name:    "attempt_delivery_id_number",
 				Unique:  true,
 				Columns: []*schema.Column{AttemptsColumns[10], AttemptsColumns[1]},
@@ -103,11 +98,6 @@ var (
 			},
 		},
 		Indexes: []*schema.Index{
-			{
-				Name:    "delivery_tenant_id",
-				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[16]},
-			},
 			{
 				Name:    "delivery_pending_due",
 				Unique:  false,
@@ -173,19 +163,17 @@ var (
 		},
 		Indexes: []*schema.Index{
 			{
-				Name:    "ledgerentry_tenant_id",
-				Unique:  false,
-				Columns: []*schema.Column{LedgerEntriesColumns[7]},
-			},
-			{
 				Name:    "ledgerentry_tenant_id_created_at",
 				Unique:  false,
 				Columns: []*schema.Column{LedgerEntriesColumns[7], LedgerEntriesColumns[1]},
 			},
 			{
-				Name:    "ledgerentry_tenant_id_period",
+				Name:    "ledgerentry_grant_period",
 				Unique:  true,
 				Columns: []*schema.Column{LedgerEntriesColumns[7], LedgerEntriesColumns[6]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "period IS NOT NULL",
+				},
 			},
 		},
 	}
@@ -439,11 +427,6 @@ var (
 		},
 		Indexes: []*schema.Index{
 			{
-				Name:    "request_tenant_id",
-				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[11]},
-			},
-			{
 				Name:    "request_server_id_received_at",
 				Unique:  false,
 				Columns: []*schema.Column{RequestsColumns[13], RequestsColumns[8]},
@@ -454,9 +437,12 @@ var (
 				Columns: []*schema.Column{RequestsColumns[9]},
 			},
 			{
-				Name:    "request_replay_of_id",
+				Name:    "request_replays",
 				Unique:  false,
 				Columns: []*schema.Column{RequestsColumns[12]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "replay_of_id IS NOT NULL",
+				},
 			},
 		},
 	}

@@ -14,7 +14,7 @@ type Attempt struct {
 }
 
 // Mixin of the Attempt.
-func (Attempt) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{}} }
+func (Attempt) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{History: true}} }
 
 // Fields of the Attempt.
 func (Attempt) Fields() []ent.Field {

@@ -16,7 +16,7 @@ type Delivery struct {
 }
 
 // Mixin of the Delivery.
-func (Delivery) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{}, CreatedMixin{}} }
+func (Delivery) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{History: true}, CreatedMixin{}} }
 
 // Fields of the Delivery.
 func (Delivery) Fields() []ent.Field {

@@ -3,6 +3,7 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
@@ -15,7 +16,9 @@ type LedgerEntry struct {
 }
 
 // Mixin of the LedgerEntry.
-func (LedgerEntry) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{}, CreatedMixin{}} }
+func (LedgerEntry) Mixin() []ent.Mixin {
+	return []ent.Mixin{TenantMixin{History: true}, CreatedMixin{}}
+}
 
 // Fields of the LedgerEntry.
 func (LedgerEntry) Fields() []ent.Field {
@@ -37,7 +40,9 @@ func (LedgerEntry) Fields() []ent.Field {
 func (LedgerEntry) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("tenant_id", "created_at"),
-		index.Fields("tenant_id", "period").Unique(),
+		// Partial: debits (the bulk) have no period, and would fill the index with entries nothing looks up.
+		index.Fields("tenant_id", "period").Unique().StorageKey("ledgerentry_grant_period").
+			Annotations(entsql.IndexWhere("period IS NOT NULL")),
 	}
 }
 

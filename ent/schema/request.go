@@ -6,6 +6,7 @@ import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
@@ -18,7 +19,7 @@ type Request struct {
 }
 
 // Mixin of the Request.
-func (Request) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{}} }
+func (Request) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{History: true}} }
 
 // Fields of the Request.
 func (Request) Fields() []ent.Field {
@@ -58,9 +59,10 @@ func (Request) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("server_id", "received_at"),
 		index.Fields("expires_at"),
-		// Deleting an original sets its replays' replay_of_id to NULL; without this index every purged
-		// request would scan the whole table for replays.
-		index.Fields("replay_of_id"),
+		// Purging an original sets its replays' replay_of_id to NULL; without this index every purged
+		// request would scan the whole table for replays. Partial: most requests are no replay.
+		index.Fields("replay_of_id").StorageKey("request_replays").
+			Annotations(entsql.IndexWhere("replay_of_id IS NOT NULL")),
 	}
 }
 

@@ -77,8 +77,22 @@ func (b *Runner) latency(ctx context.Context) error {
 		first[a.RequestID] = a.At
 	}
 	lat := make([]time.Duration, 0, len(first))
+	bySecond := map[int][]time.Duration{} // by the second of the run the request was scheduled in
 	for id, at := range first {
-		lat = append(lat, at.Sub(published[id]))
+		d := at.Sub(published[id])
+		lat = append(lat, d)
+		sec := int(published[id].Sub(res.Start) / time.Second)
+		bySecond[sec] = append(bySecond[sec], d)
+	}
+	acceptBySecond := map[int][]time.Duration{}
+	for _, s := range res.Requests {
+		sec := int(s.Scheduled.Sub(res.Start) / time.Second)
+		acceptBySecond[sec] = append(acceptBySecond[sec], s.Latency)
+	}
+	for sec := range int(b.cfg.Duration / time.Second) {
+		d, a := bySecond[sec], acceptBySecond[sec]
+		b.logf("latency: second %d: %d delivered, p50 %s, p99 %s, max %s; answered p99 %s, max %s", sec, len(d), ms(percentile(d, 0.5)),
+			ms(percentile(d, 0.99)), ms(percentile(d, 1)), ms(percentile(a, 0.99)), ms(percentile(a, 1)))
 	}
 	delivered := len(first)
 	missing := len(published) - delivered

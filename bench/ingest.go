@@ -117,6 +117,12 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 	if verdict != "" {
 		last.Target = strings.TrimPrefix(last.Target+"; "+verdict, "; ")
 	}
+	if top := rates[len(rates)-1]; best >= 0.98*top {
+		// The highest step was sustained: the machine may take more, and the ceiling latency and purge run at
+		// half of is then an underestimate.
+		b.logf("%s: the highest offered rate (%.0f/s) was sustained; the ceiling is at least %.0f/s (offer more with -ingest-rates)",
+			name, top, best)
+	}
 	// Every 202 is a stored request with exactly one debit.
 	if err := p.checkLedger(accepted); err != nil {
 		last.Void = err.Error()

@@ -132,8 +132,8 @@ func indexes(t *testing.T, db *dbtest.DB, table string) map[string]string {
 	return out
 }
 
-// The request history's tables carry no tenant_id index and only partial indexes on what few of their rows
-// have (a replay's original, a grant's period), whether the database is created now or upgraded from the
+// The request history's tables carry no tenant_id index, no index of the requests' random keys, and only
+// partial indexes on what few of their rows have (a replay's original, a grant's period), whether the database is created now or upgraded from the
 // indexes earlier versions made; on PostgreSQL the requests table keeps room on its pages for the status
 // update.
 func TestMigrationIndexesTheHistorySparingly(t *testing.T) {
@@ -157,6 +157,8 @@ func TestMigrationIndexesTheHistorySparingly(t *testing.T) {
 			require.NoError(t, err)
 			_, err = db.SQL.ExecContext(ctx, "CREATE UNIQUE INDEX ledgerentry_tenant_id_period ON ledger_entries (tenant_id, period)")
 			require.NoError(t, err)
+			_, err = db.SQL.ExecContext(ctx, "CREATE UNIQUE INDEX requests_key_key ON requests (key)")
+			require.NoError(t, err)
 			require.NoError(t, storage.Migrate(ctx, db.DB))
 		}
 		all := map[string]string{}
@@ -169,6 +171,7 @@ func TestMigrationIndexesTheHistorySparingly(t *testing.T) {
 			require.NotContains(t, all, name, "fresh %v", fresh)
 		}
 		require.NotContains(t, all, "ledgerentry_tenant_id_period", "fresh %v", fresh)
+		require.NotContains(t, all, "requests_key_key", "fresh %v: a request's key is unique by construction", fresh)
 		require.Contains(t, all, "request_replays")
 		require.Contains(t, all["request_replays"], "replay_of_id IS NOT NULL")
 		require.Contains(t, all, "ledgerentry_grant_period")

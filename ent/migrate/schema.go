@@ -386,7 +386,7 @@ var (
 	// RequestsColumns holds the columns for the "requests" table.
 	RequestsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
-		{Name: "key", Type: field.TypeString, Unique: true},
+		{Name: "key", Type: field.TypeString},
 		{Name: "method", Type: field.TypeString},
 		{Name: "path", Type: field.TypeString, Default: ""},
 		{Name: "query", Type: field.TypeString, Default: ""},

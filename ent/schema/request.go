@@ -25,8 +25,12 @@ func (Request) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{History: tru
 func (Request) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int("server_id").Immutable(),
-		// key is the request's own random identity, sent as X-Adal-Idempotency; a replay gets a new one.
-		field.String("key").Unique().Immutable(),
+		// key is the request's own random identity, sent as X-Adal-Idempotency; a replay gets a new one. It
+		// is 256 random bits (routing.NewKey), unique by construction, and nothing looks a request up by it: a
+		// unique index would cost every intake an insert at a random place in a tree of random strings, and
+		// after each checkpoint a full-page image of every leaf it lands on, to guard against a collision that
+		// cannot happen.
+		field.String("key").Immutable(),
 		field.String("method").Immutable(),
 		// path is what followed /in/{key} ("" or "/..."); query is the raw query string.
 		field.String("path").Default("").Immutable(),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/scheduler"
 )
 
 // dispatch measures the delivery engine alone: DispatchDeliveries due deliveries, inserted in bulk (not through
@@ -94,7 +95,7 @@ func (b *Runner) dispatch(ctx context.Context) error {
 
 func workers(n int) string {
 	if n == 0 {
-		return "64 (default)"
+		return fmt.Sprintf("%d (default)", scheduler.DefaultWorkers)
 	}
 	return fmt.Sprint(n)
 }

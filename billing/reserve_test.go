@@ -73,6 +73,26 @@ func TestReserveUnknownTenantTakesNothing(t *testing.T) {
 	require.Equal(t, int64(5), balanceOf(t, ctx, db, tn.ID))
 }
 
+// TestReserveTenantNamedTwice: a tenant named twice in one reservation gives the second what the first left,
+// and loses exactly what both were granted.
+func TestReserveTenantNamedTwice(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	svc := billing.New(db.Dialect, time.Now)
+	ctx, tn := newLedgerTenant(t, db, svc, 4)
+	var got []billing.Reservation
+	require.NoError(t, storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+		var err error
+		got, err = svc.Reserve(ctx, tx, []billing.Want{{TenantID: tn.ID, N: 3}, {TenantID: tn.ID, N: 3}})
+		return err
+	}))
+	require.Equal(t, []billing.Reservation{
+		{TenantID: tn.ID, Granted: 3, Before: 4, RetentionDays: 7},
+		{TenantID: tn.ID, Granted: 1, Before: 1, RetentionDays: 7},
+	}, got)
+	require.Equal(t, int64(0), balanceOf(t, ctx, db, tn.ID))
+}
+
 // tenantWith creates a tenant on the plan with the given balance (and no ledger: the test checks only what
 // it reserves).
 func tenantWith(t *testing.T, ctx context.Context, db *dbtest.DB, planID int, balance int64) *ent.Tenant {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,6 +81,38 @@ func TestDeliveryUpdatedFollowsADeliveryLive(t *testing.T) {
 		last = decode(t, warm.Next(20*time.Second))
 	}
 	require.Equal(t, 2, last.DeliveryUpdated.AttemptCount)
+}
+
+// A request's subscriber starts with the request's deliveries as they stand: a delivery that finished before
+// the subscription (after the client last read the request) still reaches it.
+func TestDeliveryUpdatedStartsWithTheRequestsDeliveries(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
+	srv := env.NewServer(tn, "s", nil)
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(ok.Close)
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": ok.URL})
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"}) // stays pending: no CLI attached
+
+	reqID := postID(t, env, srv.Key)
+	relaytest.Eventually(t, 20*time.Second, "the direct delivery succeeds", func() bool {
+		r := env.GraphQL(tn.Owner, `query($r: ID!) { request(id: $r) { deliveries { status } } }`, map[string]any{"r": reqID})
+		return strings.Contains(string(r.Data), "SUCCEEDED")
+	})
+
+	sub := env.Subscribe(tn.Owner, watchRequest, map[string]any{"r": reqID})
+	got := map[string]string{}
+	for len(got) < 2 {
+		ev := decode(t, sub.Next(10*time.Second))
+		require.Equal(t, reqID, ev.DeliveryUpdated.Request.ID)
+		got[ev.DeliveryUpdated.ID] = ev.DeliveryUpdated.Status
+	}
+	statuses := []string{}
+	for _, st := range got {
+		statuses = append(statuses, st)
+	}
+	require.ElementsMatch(t, []string{"SUCCEEDED", "PENDING"}, statuses)
 }
 
 func TestDeliveryUpdatedIsTenantScoped(t *testing.T) {

@@ -117,7 +117,13 @@ export class LiveClient {
     this.subs.set(id, { query, variables, sink });
     clearTimeout(this.timers.close);
     if (!this.ws) this.connect();
-    else if (this.acked) this.sendSubscribe(id);
+    else if (this.acked) {
+      this.sendSubscribe(id);
+      // On a socket already open no connection_ack comes for it: catch up now, as after a (re)connection,
+      // on what changed since the view was read. (A request's subscription also starts with the request's
+      // deliveries as they stand, from the server.)
+      sink.connected && sink.connected();
+    }
     sink.status && sink.status(this.status);
     return () => {
       if (!this.subs.delete(id)) return;

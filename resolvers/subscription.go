@@ -49,29 +49,27 @@ func (r *Resolver) watchDeliveries(ctx context.Context, v viewer.Viewer, serverI
 	out := make(chan *ent.Delivery, 16)
 	go func() {
 		defer close(out)
-		if filter.RequestID != 0 {
-			for _, d := range r.deliveriesFor(ctx, events.Event{Kind: events.KindResync}, filter) {
+		// forward sends what e points at; false once the subscriber is gone.
+		forward := func(e events.Event) bool {
+			for _, d := range r.deliveriesFor(ctx, e, filter) {
 				select {
 				case out <- d:
 				case <-ctx.Done():
-					return
+					return false
 				}
 			}
+			return true
+		}
+		if filter.RequestID != 0 && !forward(events.Event{Kind: events.KindResync}) { // the snapshot
+			return
 		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case e, ok := <-in:
-				if !ok {
+				if !ok || !forward(e) {
 					return
-				}
-				for _, d := range r.deliveriesFor(ctx, e, filter) {
-					select {
-					case out <- d:
-					case <-ctx.Done():
-						return
-					}
 				}
 			}
 		}

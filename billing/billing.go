@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -281,11 +282,11 @@ type Want struct {
 	N        int
 }
 
-// Reservation is credits taken from one tenant for a batch of items, before the items have IDs to name in
-// the ledger. Record writes its ledger entries in the same transaction.
+// Reservation is credits granted to one tenant's batch of items under the tenant's lock, before the items
+// have IDs to name in the ledger. Settle debits them and writes their ledger entries in the same transaction.
 type Reservation struct {
 	TenantID int
-	// Granted is how many of the requested credits the balance allowed (a prefix of the batch).
+	// Granted is how many of the requested credits the balance allows (a prefix of the batch).
 	Granted int
 	// Before is the balance before the reservation.
 	Before int64
@@ -294,12 +295,12 @@ type Reservation struct {
 	RetentionDays int
 }
 
-// Reserve takes from each tenant up to the credits it wants — as many as its balance allows — and reports how
-// many, in the order of wants. Two statements whatever the number of tenants: one locks the tenants' rows in
-// id order (so two batches sharing tenants never deadlock) and reads their balances, one takes the credits.
-// The rows stay locked until the transaction ends, so concurrent batches of one tenant serialise and never
-// overdraw. client must be bound to a transaction, and Record must follow in it. A tenant that does not
-// exist is NOT_FOUND, and nothing is taken.
+// Reserve grants each tenant up to the credits it wants — as many as its balance allows — and reports how
+// many, in the order of wants. One statement whatever the number of tenants: it locks the tenants' rows in id
+// order (so two batches sharing tenants never deadlock) and reads their balances and plans. The rows stay
+// locked until the transaction ends, so concurrent batches of one tenant serialise and never overdraw.
+// Nothing is debited yet: Settle must follow in the same transaction, once the items exist. client must be
+// bound to a transaction. A tenant that does not exist is NOT_FOUND.
 func (s *Service) Reserve(ctx context.Context, client *ent.Client, wants []Want) ([]Reservation, error) {
 	const op = "billing.Reserve"
 	if len(wants) == 0 {
@@ -324,9 +325,6 @@ func (s *Service) Reserve(ctx context.Context, client *ent.Client, wants []Want)
 		out[i] = Reservation{TenantID: w.TenantID, Granted: int(min(int64(w.N), before)), Before: before,
 			RetentionDays: b.retentionDays}
 		taken[w.TenantID] += int64(out[i].Granted)
-	}
-	if err := s.take(ctx, client, taken); err != nil {
-		return nil, fault.Wrap(op, fault.Internal, err)
 	}
 	return out, nil
 }
@@ -370,23 +368,105 @@ func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int
 	return out, rows.Close()
 }
 
-// take subtracts the amounts from the locked tenants' balances in one statement.
-func (s *Service) take(ctx context.Context, client *ent.Client, amounts map[int]int64) error {
+// Settle debits what the reservations granted and writes one ledger entry of one credit per reference
+// (refs[i] for reservation i, len(refs[i]) == Granted). The tenants must still be locked by the Reserve of
+// the same transaction, so the balances it read are the balances the entries record. On PostgreSQL the debit
+// and the entries are one statement; on SQLite, whose single writer makes round trips cheap, two.
+func (s *Service) Settle(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string) error {
+	const op = "billing.Settle"
+	amounts := make(map[int]int64, len(rs))
+	entries := 0
+	for i, r := range rs {
+		if len(refs[i]) != r.Granted {
+			return fault.E(op, fault.Internal, "%d references for %d credits", len(refs[i]), r.Granted)
+		}
+		amounts[r.TenantID] += int64(r.Granted)
+		entries += r.Granted
+	}
+	if entries == 0 {
+		return nil
+	}
 	ids := make([]int, 0, len(amounts))
 	for id, n := range amounts {
 		if n > 0 {
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) == 0 {
-		return nil
-	}
 	slices.Sort(ids)
+	var err error
+	if s.dialect == dialect.Postgres {
+		err = s.settlePostgres(ctx, client, rs, reason, refs, ids, amounts, entries)
+	} else {
+		err = s.settleSeparately(ctx, client, rs, reason, refs, ids, amounts)
+	}
+	if err != nil {
+		return fault.Wrap(op, fault.Internal, err)
+	}
+	return nil
+}
+
+// settlePostgres debits the tenants and inserts the entries in one statement: the update and the insert are
+// data-modifying CTEs, which PostgreSQL runs to completion whether or not the outer query reads them, and
+// the outer query counts what each did.
+func (s *Service) settlePostgres(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string, ids []int, amounts map[int]int64, entries int) error {
+	var q strings.Builder
+	args := make([]any, 0, 2*len(ids)+2*entries+2)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	tenantArg := make(map[int]string, len(ids))
+	q.WriteString("WITH take AS (UPDATE tenants SET credit_balance = credit_balance - CASE id")
+	for _, id := range ids {
+		tenantArg[id] = arg(id)
+		// The cast types the amount: parameters are sent untyped, and a CASE result would be text.
+		fmt.Fprintf(&q, " WHEN %s THEN CAST(%s AS BIGINT)", tenantArg[id], arg(amounts[id]))
+	}
+	q.WriteString(" END WHERE id IN (")
+	for i, id := range ids {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(tenantArg[id])
+	}
+	q.WriteString(") RETURNING 1), entries AS (INSERT INTO ledger_entries " +
+		"(tenant_id, created_at, reason, amount, balance_after, reference) VALUES ")
+	now, why := arg(s.now()), arg(string(reason))
+	first := true
+	for i, r := range rs {
+		for j, ref := range refs[i] {
+			if !first {
+				q.WriteString(", ")
+			}
+			first = false
+			fmt.Fprintf(&q, "(%s, %s, %s, -1, %s, %s)", tenantArg[r.TenantID], now, why, arg(r.Before-int64(j+1)), arg(ref))
+		}
+	}
+	q.WriteString(" RETURNING 1) SELECT (SELECT count(*) FROM take), (SELECT count(*) FROM entries)")
+	rows, err := client.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return fmt.Errorf("settle credits: %w", err)
+	}
+	defer rows.Close()
+	var took, wrote int
+	if !rows.Next() {
+		return fmt.Errorf("settle credits: no result: %v", rows.Err())
+	}
+	if err := rows.Scan(&took, &wrote); err != nil {
+		return fmt.Errorf("settle credits: %w", err)
+	}
+	if took != len(ids) || wrote != entries {
+		return fmt.Errorf("settle credits: debited %d tenants of %d, wrote %d entries of %d", took, len(ids), wrote, entries)
+	}
+	return rows.Close()
+}
+
+// settleSeparately debits the tenants in one statement and inserts the entries in another.
+func (s *Service) settleSeparately(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string, ids []int, amounts map[int]int64) error {
 	query, args := entsql.Dialect(s.dialect).Update(tenant.Table).
 		Set(tenant.FieldCreditBalance, entsql.ExprFunc(func(b *entsql.Builder) {
 			b.Ident(tenant.FieldCreditBalance).WriteString(" - CASE ").Ident(tenant.FieldID)
 			for _, id := range ids {
-				// The cast types the amount: lib/pq sends parameters untyped, and a CASE result would be text.
 				b.WriteString(" WHEN ").Arg(id).WriteString(" THEN CAST(").Arg(amounts[id]).WriteString(" AS BIGINT)")
 			}
 			b.WriteString(" END")
@@ -400,18 +480,9 @@ func (s *Service) take(ctx context.Context, client *ent.Client, amounts map[int]
 	if n, err := res.RowsAffected(); err == nil && n != int64(len(ids)) {
 		return fmt.Errorf("took credits from %d tenants of %d", n, len(ids))
 	}
-	return nil
-}
-
-// Record writes one ledger entry of one credit per reference for the reservations (refs[i] for reservation
-// i, len(refs[i]) == Granted), as one insert.
-func (s *Service) Record(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string) error {
 	now := s.now()
 	var builders []*ent.LedgerEntryCreate
 	for i, r := range rs {
-		if len(refs[i]) != r.Granted {
-			return fault.E("billing.Record", fault.Internal, "%d references for %d credits", len(refs[i]), r.Granted)
-		}
 		for j, ref := range refs[i] {
 			builders = append(builders, client.LedgerEntry.Create().
 				SetTenantID(r.TenantID).
@@ -422,11 +493,5 @@ func (s *Service) Record(ctx context.Context, client *ent.Client, rs []Reservati
 				SetCreatedAt(now))
 		}
 	}
-	if len(builders) == 0 {
-		return nil
-	}
-	if err := client.LedgerEntry.CreateBulk(builders...).Exec(ctx); err != nil {
-		return fault.Wrap("billing.Record", fault.Internal, err)
-	}
-	return nil
+	return client.LedgerEntry.CreateBulk(builders...).Exec(ctx)
 }

@@ -38,7 +38,7 @@ func TestReserveSeveralTenants(t *testing.T) {
 				refs[i] = append(refs[i], fmt.Sprintf("request:%d-%d", i, j))
 			}
 		}
-		return svc.Record(ctx, tx, got, billing.ReasonRequestAccepted, refs)
+		return svc.Settle(ctx, tx, got, billing.ReasonRequestAccepted, refs)
 	}))
 	require.Equal(t, []billing.Reservation{
 		{TenantID: rich.ID, Granted: 3, Before: 5, RetentionDays: 7},
@@ -74,7 +74,7 @@ func TestReserveUnknownTenantTakesNothing(t *testing.T) {
 }
 
 // TestReserveTenantNamedTwice: a tenant named twice in one reservation gives the second what the first left,
-// and loses exactly what both were granted.
+// and settling loses exactly what both were granted, with an entry per credit.
 func TestReserveTenantNamedTwice(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Open(t)
@@ -84,13 +84,44 @@ func TestReserveTenantNamedTwice(t *testing.T) {
 	require.NoError(t, storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
 		var err error
 		got, err = svc.Reserve(ctx, tx, []billing.Want{{TenantID: tn.ID, N: 3}, {TenantID: tn.ID, N: 3}})
-		return err
+		if err != nil {
+			return err
+		}
+		return svc.Settle(ctx, tx, got, billing.ReasonRequestAccepted, [][]string{{"a", "b", "c"}, {"d"}})
 	}))
 	require.Equal(t, []billing.Reservation{
 		{TenantID: tn.ID, Granted: 3, Before: 4, RetentionDays: 7},
 		{TenantID: tn.ID, Granted: 1, Before: 1, RetentionDays: 7},
 	}, got)
 	require.Equal(t, int64(0), balanceOf(t, ctx, db, tn.ID))
+	checkLedger(t, ctx, db, tn.ID)
+}
+
+// TestReserveTakesNothingUntilSettled: the reservation only grants; a transaction that never settles debits
+// nothing, and one that settles a grant of zero writes no entry.
+func TestReserveTakesNothingUntilSettled(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	svc := billing.New(db.Dialect, time.Now)
+	ctx, tn := newLedgerTenant(t, db, svc, 2)
+	broke := tenantWith(t, ctx, db, tn.PlanID, 0)
+	require.NoError(t, storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+		got, err := svc.Reserve(ctx, tx, []billing.Want{{TenantID: tn.ID, N: 1}})
+		if err != nil {
+			return err
+		}
+		require.Equal(t, 1, got[0].Granted)
+		return nil
+	}))
+	require.Equal(t, int64(2), balanceOf(t, ctx, db, tn.ID))
+	require.NoError(t, storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+		got, err := svc.Reserve(ctx, tx, []billing.Want{{TenantID: broke.ID, N: 3}})
+		if err != nil {
+			return err
+		}
+		return svc.Settle(ctx, tx, got, billing.ReasonRequestAccepted, [][]string{nil})
+	}))
+	require.Zero(t, db.Client.LedgerEntry.Query().Where(ledgerentry.TenantID(broke.ID)).CountX(ctx))
 }
 
 // tenantWith creates a tenant on the plan with the given balance (and no ledger: the test checks only what

@@ -21,15 +21,14 @@ type Handoff struct {
 	Slots int
 }
 
-// claimAtCreate marks a new delivery claimed under h, as claimed at now.
-func (h Handoff) claimAtCreate(c *ent.DeliveryCreate, now time.Time) *ent.DeliveryCreate {
-	return c.SetStatus(entdelivery.StatusIN_PROGRESS).
-		SetAttemptCount(1).
-		SetFirstAttemptAt(now).
-		SetAttemptStartedAt(now).
-		SetLeaseExpiresAt(now.Add(h.Lease)).
-		SetLeaseOwner(h.Owner).
-		SetBacklog(false)
+// claim marks a new delivery claimed under h, as claimed at now.
+func (h Handoff) claim(d *ent.Delivery, now time.Time) {
+	expires := now.Add(h.Lease)
+	d.Status = entdelivery.StatusIN_PROGRESS
+	d.AttemptCount = 1
+	d.FirstAttemptAt, d.AttemptStartedAt, d.LeaseExpiresAt = &now, &now, &expires
+	d.LeaseOwner = h.Owner
+	d.Backlog = false
 }
 
 // claimOf is the claim of a delivery stored claimed at now.

@@ -152,7 +152,16 @@ func (s *Service) StoreRequest(ctx context.Context, client *ent.Client, srv *ent
 	if err != nil {
 		return nil, nil, err
 	}
-	return stored[0].Request, stored[0].Deliveries, stored[0].Err
+	if stored[0].Err != nil {
+		return nil, nil, stored[0].Err
+	}
+	// StoreBatch's entities are the rows it wrote, bound to no client; the caller gets the request as ent
+	// reads it, so its edges load.
+	req, err := client.Request.Get(ctx, stored[0].Request.ID)
+	if err != nil {
+		return nil, nil, storage.Err("delivery.StoreRequest", "request", err)
+	}
+	return req, stored[0].Deliveries, nil
 }
 
 // createDeliveries creates one pending delivery of req per recipient (manual retries).
@@ -160,7 +169,7 @@ func (s *Service) createDeliveries(ctx context.Context, client *ent.Client, req 
 	now := s.cfg.Now()
 	builders := make([]*ent.DeliveryCreate, len(recipients))
 	for i, r := range recipients {
-		builders[i] = s.deliveryCreate(client, req, r, trigger, now)
+		builders[i] = deliveryCreate(client, s.newDelivery(req, r, trigger, now))
 	}
 	ds, err := client.Delivery.CreateBulk(builders...).Save(ctx)
 	if err != nil {

@@ -88,7 +88,7 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 		return out, nil
 	}
 
-	creates := make([]*ent.RequestCreate, len(paid))
+	reqs := make([]*ent.Request, len(paid))
 	for n, i := range paid {
 		it := items[i]
 		days := retention[it.Server.TenantID]
@@ -100,24 +100,39 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 			status = request.StatusFAILED // nobody to deliver to: nothing will ever succeed
 		}
 		in := it.Request
-		creates[n] = client.Request.Create().
-			SetTenantID(it.Server.TenantID).
-			SetServerID(it.Server.ID).
-			SetKey(it.Key).
-			SetMethod(in.Method).
-			SetPath(in.Path).
-			SetQuery(in.Query).
-			SetHeaders(in.Header).
-			SetBody(in.Body).
-			SetSourceAddr(in.SourceAddr).
-			SetReceivedAt(now).
-			SetExpiresAt(now.Add(time.Duration(days) * 24 * time.Hour)).
-			SetStatus(status).
-			SetNillableReplayOfID(in.ReplayOf)
+		reqs[n] = &ent.Request{
+			TenantID: it.Server.TenantID, ServerID: it.Server.ID, Key: it.Key, Method: in.Method, Path: in.Path,
+			Query: in.Query, Headers: in.Header, Body: in.Body, SourceAddr: in.SourceAddr, ReceivedAt: now,
+			ExpiresAt: now.Add(time.Duration(days) * 24 * time.Hour), Status: status, ReplayOfID: in.ReplayOf,
+		}
 	}
-	reqs, err := inChunks(creates, func(c []*ent.RequestCreate) ([]*ent.Request, error) {
-		return client.Request.CreateBulk(c...).Save(ctx)
-	})
+	var ds []*ent.Delivery
+	var owners []int // for each delivery, the index into paid
+	var lanes []Lane
+	var recipients []*ent.Recipient
+	var claimed []bool
+	slots := handoff.Slots
+	for n, i := range paid {
+		for _, r := range items[i].Recipients {
+			d := s.newDelivery(reqs[n], r, entdelivery.TriggerAUTOMATIC, now)
+			lane := LaneOf(r)
+			claim := lane == LaneDirect && slots > 0
+			if claim {
+				slots--
+				handoff.claim(d, now)
+			}
+			ds = append(ds, d)
+			owners = append(owners, n)
+			lanes = append(lanes, lane)
+			recipients = append(recipients, r)
+			claimed = append(claimed, claim)
+		}
+	}
+	if s.cfg.Postgres {
+		err = insertPostgres(ctx, client, reqs, ds, owners)
+	} else {
+		err = insertEach(ctx, client, reqs, ds, owners)
+	}
 	if err != nil {
 		return nil, storage.Err(op, "request", err)
 	}
@@ -129,46 +144,15 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 			n++
 		}
 	}
-	if err := s.cfg.Billing.Record(ctx, client, reservations, reason, refs); err != nil {
+	if err := s.cfg.Billing.Settle(ctx, client, reservations, reason, refs); err != nil {
 		return nil, err
 	}
 
-	var builders []*ent.DeliveryCreate
-	var owners []int // for each delivery builder, the index into paid
-	var lanes []Lane
-	var recipients []*ent.Recipient
-	var claimed []bool
-	slots := handoff.Slots
-	for n, i := range paid {
-		out[i].Request = reqs[n]
-		for _, r := range items[i].Recipients {
-			b := s.deliveryCreate(client, reqs[n], r, entdelivery.TriggerAUTOMATIC, now)
-			lane := LaneOf(r)
-			claim := lane == LaneDirect && slots > 0
-			if claim {
-				slots--
-				b = handoff.claimAtCreate(b, now)
-			}
-			builders = append(builders, b)
-			owners = append(owners, n)
-			lanes = append(lanes, lane)
-			recipients = append(recipients, r)
-			claimed = append(claimed, claim)
-		}
-	}
-	if len(builders) == 0 {
-		return out, nil
-	}
-	ds, err := inChunks(builders, func(c []*ent.DeliveryCreate) ([]*ent.Delivery, error) {
-		return client.Delivery.CreateBulk(c...).Save(ctx)
-	})
-	if err != nil {
-		return nil, storage.Err(op, "delivery", err)
-	}
 	changes := make([]Change, len(ds))
 	for k, d := range ds {
 		req := reqs[owners[k]]
 		o := &out[paid[owners[k]]]
+		o.Request = req
 		o.Deliveries = append(o.Deliveries, d)
 		if claimed[k] {
 			o.Claimed = append(o.Claimed, Claimed{Claim: claimOf(d, req.ServerID, now), Request: req, Recipient: recipients[k]})
@@ -176,8 +160,60 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 		changes[k] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
 			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: lanes[k]}
 	}
+	for n, i := range paid {
+		out[i].Request = reqs[n] // requests without recipients too
+	}
 	s.notify(ctx, changes...)
 	return out, nil
+}
+
+// insertEach stores the requests, then their deliveries, with ent's bulk inserts (SQLite). It sets the IDs
+// of reqs and ds, and each delivery's request (ds[k] belongs to reqs[owners[k]]).
+func insertEach(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, owners []int) error {
+	creates := make([]*ent.RequestCreate, len(reqs))
+	for n, r := range reqs {
+		creates[n] = client.Request.Create().
+			SetTenantID(r.TenantID).
+			SetServerID(r.ServerID).
+			SetKey(r.Key).
+			SetMethod(r.Method).
+			SetPath(r.Path).
+			SetQuery(r.Query).
+			SetHeaders(r.Headers).
+			SetBody(r.Body).
+			SetSourceAddr(r.SourceAddr).
+			SetReceivedAt(r.ReceivedAt).
+			SetExpiresAt(r.ExpiresAt).
+			SetStatus(r.Status).
+			SetNillableReplayOfID(r.ReplayOfID)
+	}
+	saved, err := inChunks(creates, func(c []*ent.RequestCreate) ([]*ent.Request, error) {
+		return client.Request.CreateBulk(c...).Save(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	for n, r := range saved {
+		reqs[n].ID = r.ID
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	builders := make([]*ent.DeliveryCreate, len(ds))
+	for k, d := range ds {
+		d.RequestID = reqs[owners[k]].ID
+		builders[k] = deliveryCreate(client, d)
+	}
+	savedDs, err := inChunks(builders, func(c []*ent.DeliveryCreate) ([]*ent.Delivery, error) {
+		return client.Delivery.CreateBulk(c...).Save(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	for k, d := range savedDs {
+		ds[k].ID = d.ID
+	}
+	return nil
 }
 
 // maxRowsPerInsert bounds the rows of one multi-row INSERT. A statement takes at most 32,766 bind parameters
@@ -201,20 +237,38 @@ func inChunks[B, T any](builders []B, save func([]B) ([]T, error)) ([]T, error) 
 	return out, nil
 }
 
-// deliveryCreate builds a pending delivery of req to r, due at now, with the recipient's attempts and schedule
-// copied in. A CLI delivery created while no CLI is attached is backlog.
-func (s *Service) deliveryCreate(client *ent.Client, req *ent.Request, r *ent.Recipient, trigger entdelivery.Trigger, now time.Time) *ent.DeliveryCreate {
+// newDelivery is a pending delivery of req to r, due at now, with the recipient's attempts and schedule
+// copied in: the row to store (its RequestID is set once req has an ID). A CLI delivery created while no CLI
+// is attached is backlog.
+func (s *Service) newDelivery(req *ent.Request, r *ent.Recipient, trigger entdelivery.Trigger, now time.Time) *ent.Delivery {
+	due := now
+	return &ent.Delivery{
+		TenantID: req.TenantID, CreatedAt: now, RequestID: req.ID, RecipientID: r.ID,
+		Status: entdelivery.StatusPENDING, Trigger: trigger, MaxAttempts: r.MaxAttempts,
+		RetrySchedule: entdelivery.RetrySchedule(r.RetrySchedule), NextAttemptAt: &due,
+		Backlog: r.Method == recipient.MethodCLI && !s.cfg.CLIConnected(r, now), Lane: LaneOf(r).column(),
+	}
+}
+
+// deliveryCreate is the builder that inserts d as it stands.
+func deliveryCreate(client *ent.Client, d *ent.Delivery) *ent.DeliveryCreate {
 	return client.Delivery.Create().
-		SetTenantID(req.TenantID).
-		SetRequestID(req.ID).
-		SetRecipientID(r.ID).
-		SetTrigger(trigger).
-		SetMaxAttempts(r.MaxAttempts).
-		SetRetrySchedule(entdelivery.RetrySchedule(r.RetrySchedule)).
-		SetNextAttemptAt(now).
-		SetBacklog(r.Method == recipient.MethodCLI && !s.cfg.CLIConnected(r, now)).
-		SetLane(LaneOf(r).column()).
-		SetCreatedAt(now)
+		SetTenantID(d.TenantID).
+		SetCreatedAt(d.CreatedAt).
+		SetRequestID(d.RequestID).
+		SetRecipientID(d.RecipientID).
+		SetStatus(d.Status).
+		SetTrigger(d.Trigger).
+		SetAttemptCount(d.AttemptCount).
+		SetMaxAttempts(d.MaxAttempts).
+		SetRetrySchedule(d.RetrySchedule).
+		SetNillableNextAttemptAt(d.NextAttemptAt).
+		SetNillableFirstAttemptAt(d.FirstAttemptAt).
+		SetNillableLeaseExpiresAt(d.LeaseExpiresAt).
+		SetLeaseOwner(d.LeaseOwner).
+		SetNillableAttemptStartedAt(d.AttemptStartedAt).
+		SetBacklog(d.Backlog).
+		SetLane(d.Lane)
 }
 
 // liveServers re-reads the batch's servers inside the transaction, holding them shared on Postgres until

@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -52,4 +53,86 @@ func TestStoreBatchBeyondOneStatement(t *testing.T) {
 	n, err := db.Client.Delivery.Query().Count(ctx)
 	require.NoError(t, err)
 	require.Equal(t, requests*recipients, n)
+}
+
+// TestStoreBatchStoresWhatItReturns: the requests and deliveries StoreBatch returns are the rows as the
+// database then holds them, field for field — pending and handed-off deliveries, a server without recipients
+// (its request is FAILED at once), headers, a replay's origin — on whichever statement the dialect uses.
+func TestStoreBatchStoresWhatItReturns(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	ctx := viewer.SystemContext(t.Context())
+	now := time.Now().UTC().Truncate(time.Microsecond) // what both databases keep of a time
+	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, func() time.Time { return now }),
+		Postgres: db.Postgres(), Now: func() time.Time { return now },
+		CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
+	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
+		SetMaxServers(2).SetMaxRecipientsPerServer(2).Save(ctx)
+	require.NoError(t, err)
+	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(10).Save(ctx)
+	require.NoError(t, err)
+	three := 3
+	withRecipients, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).
+		SetRetentionDays(three).Save(ctx)
+	require.NoError(t, err)
+	empty, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("e").SetInboundKey(hexID()).Save(ctx)
+	require.NoError(t, err)
+	direct, err := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(withRecipients.ID).SetName("d").
+		SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/").SetMaxAttempts(4).
+		SetRetrySchedule(recipient.RetryScheduleSTEPPED).Save(ctx)
+	require.NoError(t, err)
+	cli, err := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(withRecipients.ID).SetName("c").
+		SetMethod(recipient.MethodCLI).Save(ctx)
+	require.NoError(t, err)
+	recs := []*ent.Recipient{direct, cli}
+	in := func(body string) delivery.NewRequest {
+		return delivery.NewRequest{Method: http.MethodPut, Path: "/p", Query: "a=1",
+			Header: http.Header{"X-Many": {"1", "2"}, "Content-Type": {"text/plain"}}, Body: []byte(body),
+			SourceAddr: "127.0.0.1:5"}
+	}
+	first, err := svc.StoreBatch(ctx, db.Client, []delivery.Incoming{{Server: withRecipients, Recipients: recs,
+		Key: hexID(), Request: in("first")}}, billing.ReasonRequestAccepted, delivery.Handoff{})
+	require.NoError(t, err)
+	replayOf := first[0].Request.ID
+	replay := in("again")
+	replay.ReplayOf = &replayOf
+	items := []delivery.Incoming{
+		{Server: withRecipients, Recipients: recs, Key: hexID(), Request: in("one")},
+		{Server: empty, Key: hexID(), Request: in("nobody")},
+		{Server: withRecipients, Recipients: recs, Key: hexID(), Request: replay},
+	}
+	stored, err := svc.StoreBatch(ctx, db.Client, items, billing.ReasonRequestAccepted,
+		delivery.Handoff{Owner: "me", Lease: time.Minute, Slots: 1})
+	require.NoError(t, err)
+	require.Len(t, stored, 3)
+	require.Len(t, stored[0].Claimed, 1, "the one slot goes to the first direct delivery")
+	require.Empty(t, stored[2].Claimed)
+	require.Empty(t, stored[1].Deliveries)
+	require.Equal(t, "FAILED", string(stored[1].Request.Status))
+	require.Equal(t, now.Add(3*24*time.Hour), stored[0].Request.ExpiresAt, "the server's shorter retention")
+	require.Equal(t, now.Add(7*24*time.Hour), stored[1].Request.ExpiresAt, "the plan's retention")
+	asJSON := func(v any) string {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		return string(b)
+	}
+	for i, s := range stored {
+		require.NoError(t, s.Err, "item %d", i)
+		got, err := db.Client.Request.Get(ctx, s.Request.ID)
+		require.NoError(t, err)
+		require.Equal(t, asJSON(got), asJSON(s.Request), "item %d: the request as stored", i)
+		require.Len(t, s.Deliveries, len(items[i].Recipients))
+		for _, d := range s.Deliveries {
+			got, err := db.Client.Delivery.Get(ctx, d.ID)
+			require.NoError(t, err)
+			require.Equal(t, asJSON(got), asJSON(d), "item %d: delivery %d as stored", i, d.ID)
+		}
+	}
+	claimed := stored[0].Deliveries[0]
+	require.Equal(t, "IN_PROGRESS", string(claimed.Status))
+	require.Equal(t, "me", claimed.LeaseOwner)
+	require.Equal(t, 1, claimed.AttemptCount)
+	require.True(t, stored[0].Deliveries[1].Backlog, "a CLI delivery with no CLI attached is backlog")
+	require.Equal(t, &replayOf, stored[2].Request.ReplayOfID)
+	require.Equal(t, int64(10-4), db.Client.Tenant.GetX(ctx, tn.ID).CreditBalance)
 }

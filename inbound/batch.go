@@ -2,7 +2,10 @@ package inbound
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"sync"
@@ -259,19 +262,61 @@ func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingA
 			keys = append(keys, p.key)
 		}
 	}
-	q := tx.Server.Query().
-		Where(server.InboundKeyIn(keys...), server.DeletedAtIsNil()).
-		WithRecipients(func(q *ent.RecipientQuery) { q.Where(recipient.DeletedAtIsNil()) })
 	if b.postgres {
-		q.ForShare()
+		return serversPostgres(ctx, tx, keys)
 	}
-	list, err := q.All(ctx)
+	list, err := tx.Server.Query().
+		Where(server.InboundKeyIn(keys...), server.DeletedAtIsNil()).
+		WithRecipients(func(q *ent.RecipientQuery) {
+			q.Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID))
+		}).
+		All(ctx)
 	if err != nil {
 		return nil, storage.Err("inbound.Accept", "server", err)
 	}
 	out := make(map[string]*ent.Server, len(list))
 	for _, s := range list {
 		out[s.InboundKey] = s
+	}
+	return out, nil
+}
+
+// serversSQL reads the servers and their recipients in one round trip, where ent's eager loading takes two:
+// each server's live recipients come as one JSON array of their rows, whose keys are the column names that
+// ent.Recipient's JSON tags carry.
+const serversSQL = `
+SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
+	(SELECT COALESCE(json_agg(r ORDER BY r.id), '[]') FROM recipients r WHERE r.server_id = s.id AND r.deleted_at IS NULL)
+FROM servers s
+WHERE s.inbound_key = ANY($1) AND s.deleted_at IS NULL
+FOR SHARE OF s`
+
+func serversPostgres(ctx context.Context, tx *ent.Client, keys []string) (map[string]*ent.Server, error) {
+	rows, err := tx.QueryContext(ctx, serversSQL, pq.Array(keys))
+	if err != nil {
+		return nil, storage.Err("inbound.Accept", "server", err)
+	}
+	defer rows.Close()
+	out := make(map[string]*ent.Server, len(keys))
+	for rows.Next() {
+		s := &ent.Server{}
+		var retention sql.NullInt64
+		var recipients []byte
+		if err := rows.Scan(&s.ID, &s.TenantID, &s.CreatedAt, &s.Name, &s.InboundKey, &s.DeliverPendingOnConnect,
+			&retention, &recipients); err != nil {
+			return nil, fault.Wrap("inbound.Accept", fault.Internal, err)
+		}
+		if retention.Valid {
+			days := int(retention.Int64)
+			s.RetentionDays = &days
+		}
+		if err := json.Unmarshal(recipients, &s.Edges.Recipients); err != nil {
+			return nil, fault.Wrap("inbound.Accept", fault.Internal, fmt.Errorf("recipients of server %d: %w", s.ID, err))
+		}
+		out[s.InboundKey] = s
+	}
+	if err := rows.Err(); err != nil {
+		return nil, storage.Err("inbound.Accept", "server", err)
 	}
 	return out, nil
 }

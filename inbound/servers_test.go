@@ -1,0 +1,82 @@
+package inbound
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/storage/dbtest"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// TestServersReadAsEntReadsThem: intake's one-statement read of a batch's servers and recipients on
+// PostgreSQL gives, field for field, what ent's eager loading gives — every recipient column, set or null —
+// and leaves out deleted servers and deleted recipients. A recipient column whose JSON name is not its column
+// name would fail here.
+func TestServersReadAsEntReadsThem(t *testing.T) {
+	dbtest.SkipUnlessPostgres(t)
+	t.Parallel()
+	db := dbtest.Open(t)
+	ctx := viewer.SystemContext(t.Context())
+	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(0).SetRetentionDays(7).
+		SetMaxServers(3).SetMaxRecipientsPerServer(3).Save(ctx)
+	require.NoError(t, err)
+	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).Save(ctx)
+	require.NoError(t, err)
+	at := time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
+	full, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("full").SetInboundKey("k-full").
+		SetRetentionDays(2).SetDeliverPendingOnConnect(true).Save(ctx)
+	require.NoError(t, err)
+	bare, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("bare").SetInboundKey("k-bare").Save(ctx)
+	require.NoError(t, err)
+	_, err = db.Client.Server.Create().SetTenantID(tn.ID).SetName("gone").SetInboundKey("k-gone").
+		SetDeletedAt(at).Save(ctx)
+	require.NoError(t, err)
+	_, err = db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(full.ID).SetName("paused").
+		SetMethod(recipient.MethodDIRECT_HTTP).SetURL("https://example.test/hook?x=\"1\"").SetMaxAttempts(7).
+		SetRetrySchedule(recipient.RetryScheduleEXPONENTIAL).SetSendIdempotencyKey(true).SetTimeoutSeconds(9).
+		SetState(recipient.StatePAUSED).SetStateReason("by hand").SetStateChangedAt(at).
+		SetConsecutiveFailures(3).SetWindowAttempts(40).SetWindowFailures(5).SetLastSuccessAt(at.Add(-time.Hour)).
+		SetNextProbeAt(at.Add(time.Minute)).Save(ctx)
+	require.NoError(t, err)
+	_, err = db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(full.ID).SetName("cli").
+		SetMethod(recipient.MethodCLI).SetCliSeenUntil(at).Save(ctx)
+	require.NoError(t, err)
+	_, err = db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(full.ID).SetName("deleted").
+		SetMethod(recipient.MethodCLI).SetDeletedAt(at).Save(ctx)
+	require.NoError(t, err)
+
+	tx, err := db.Client.Tx(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	b := &batcher{postgres: true}
+	got, err := b.servers(ctx, tx.Client(), []*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"}, {key: "k-full"}})
+	require.NoError(t, err)
+	want, err := db.Client.Server.Query().Where(server.IDIn(full.ID, bare.ID)).
+		WithRecipients(func(q *ent.RecipientQuery) {
+			q.Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID))
+		}).All(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "the deleted server is not read")
+	for _, w := range want {
+		g := got[w.InboundKey]
+		require.NotNil(t, g, w.InboundKey)
+		require.Equal(t, w.InboundKey, g.InboundKey)
+		require.Len(t, g.Edges.Recipients, len(w.Edges.Recipients))
+		require.Equal(t, asJSON(t, w), asJSON(t, g), "server %s with its recipients", w.Name)
+	}
+	require.Len(t, got["k-full"].Edges.Recipients, 2, "the deleted recipient is not read")
+	require.Empty(t, got["k-bare"].Edges.Recipients)
+}
+
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}

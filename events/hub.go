@@ -78,6 +78,14 @@ func (h *hub) remove(s *subscriber) {
 	}
 }
 
+// idle reports whether nobody is subscribed: a notification then need not even be decoded. A subscription
+// that arrives just after the check misses only events sent before it existed.
+func (h *hub) idle() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs) == 0
+}
+
 // publish hands evs to every matching subscriber without ever blocking. Holding the lock for the whole batch
 // keeps one Publish call's events contiguous and in order for every subscriber.
 func (h *hub) publish(evs []Event) {

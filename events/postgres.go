@@ -161,6 +161,9 @@ func (p *Postgres) dispatch(l *pq.Listener, done chan<- struct{}) {
 			p.hub.resync()
 			continue
 		}
+		if p.hub.idle() {
+			continue // every process hears every event; most have no viewer to tell
+		}
 		var evs []Event
 		if err := json.Unmarshal([]byte(n.Extra), &evs); err != nil {
 			// Not ours (someone else NOTIFYing on the channel) or a format this version does not know; dropping

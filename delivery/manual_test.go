@@ -306,6 +306,26 @@ func TestReplayRequest(t *testing.T) {
 	require.Equal(t, rep.ID, now.Replays[0].ID)
 }
 
+// TestReplayEmptyBody: a request without a body replays like any other. SQLite reads an empty blob back as no
+// value at all, which the body column does not take.
+func TestReplayEmptyBody(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
+	srv := env.NewServer(tn, "s", nil)
+	hook := newHook(t, always(http.StatusOK))
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": hook.URL})
+	origID := post(t, env, srv.Key, "", "")
+	waitRequest(t, env, tn.Member, origID, "original delivered", func(r requestView) bool { return r.Status == "DELIVERED" })
+	rep, code := replay(t, env, tn.Member, origID)
+	require.Empty(t, code)
+	r := waitRequest(t, env, tn.Member, rep.ID, "replay delivered", func(r requestView) bool { return r.Status == "DELIVERED" })
+	require.Empty(t, r.Body)
+	calls := hook.received()
+	require.Len(t, calls, 2)
+	require.Empty(t, calls[1].body)
+}
+
 // Without credits, retry and replay are refused and change nothing.
 func TestManualActionsWithoutCredits(t *testing.T) {
 	t.Parallel()

@@ -100,6 +100,9 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 			status = request.StatusFAILED // nobody to deliver to: nothing will ever succeed
 		}
 		in := it.Request
+		if in.Body == nil {
+			in.Body = []byte{} // an empty body is still a body: the column holds no NULL (a replay reads one back as nil)
+		}
 		reqs[n] = &ent.Request{
 			TenantID: it.Server.TenantID, ServerID: it.Server.ID, Key: it.Key, Method: in.Method, Path: in.Path,
 			Query: in.Query, Headers: in.Header, Body: in.Body, SourceAddr: in.SourceAddr, ReceivedAt: now,

@@ -57,7 +57,8 @@ func TestStoreBatchBeyondOneStatement(t *testing.T) {
 
 // TestStoreBatchStoresWhatItReturns: the requests and deliveries StoreBatch returns are the rows as the
 // database then holds them, field for field — pending and handed-off deliveries, a server without recipients
-// (its request is FAILED at once), headers, a replay's origin — on whichever statement the dialect uses.
+// (its request is FAILED at once), headers or none, an empty body, a replay's origin — on whichever statement
+// the dialect uses.
 func TestStoreBatchStoresWhatItReturns(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Open(t)
@@ -98,7 +99,7 @@ func TestStoreBatchStoresWhatItReturns(t *testing.T) {
 	replay.ReplayOf = &replayOf
 	items := []delivery.Incoming{
 		{Server: withRecipients, Recipients: recs, Key: hexID(), Request: in("one")},
-		{Server: empty, Key: hexID(), Request: in("nobody")},
+		{Server: empty, Key: hexID(), Request: delivery.NewRequest{Method: http.MethodGet}}, // no header, no body
 		{Server: withRecipients, Recipients: recs, Key: hexID(), Request: replay},
 	}
 	stored, err := svc.StoreBatch(ctx, db.Client, items, billing.ReasonRequestAccepted,

@@ -38,7 +38,7 @@ func run() error {
 		"a database on the PostgreSQL server to use; scenarios create and drop databases next to it")
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Second, "length of each measured load phase")
 	flag.DurationVar(&cfg.WarmUp, "warm-up", 3*time.Second, "unmeasured load before ingest and latency, followed by ANALYZE (negative: none)")
-	flag.StringVar(&rates, "ingest-rates", "2500,5000,7500,10000,12500", "offered rates of the 100-tenant ingest (req/s)")
+	flag.StringVar(&rates, "ingest-rates", "2500,5000,7500,10000,12500,15000", "offered rates of the 100-tenant ingest (req/s)")
 	flag.StringVar(&singleRates, "ingest-single-rates", "2000,4000", "offered rates of the single-tenant ingest")
 	flag.StringVar(&fanoutRates, "ingest-fanout-rates", "1000,2500", "offered rates of the 10-recipients ingest")
 	flag.StringVar(&cfg.IngestRecipients, "ingest-recipients", "paused",

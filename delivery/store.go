@@ -41,8 +41,10 @@ type Stored struct {
 }
 
 // StoreBatch stores many requests in the caller's transaction with a handful of statements whatever their
-// number: one credit reservation for all its tenants (billing.Reserve: lock, then take), one insert of the
-// paid requests, one of their ledger entries, one of their deliveries. Items beyond a tenant's balance are
+// number: one lock of all its tenants (billing.Reserve), the paid requests with their deliveries (one
+// statement on PostgreSQL, two on SQLite), then the debit with its ledger entries (billing.Settle: one
+// statement on PostgreSQL, two on SQLite). The returned entities are the rows as written, bound to no client
+// (StoreRequest reads its request back for callers that load edges). Items beyond a tenant's balance are
 // refused (Stored.Err), in arrival order, and leave nothing behind. An error return means nothing of the batch
 // may be committed. Up to handoff.Slots deliveries, the first in arrival order, are stored claimed.
 func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason, handoff Handoff) ([]Stored, error) {

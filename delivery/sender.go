@@ -115,10 +115,10 @@ type HTTPSender struct {
 }
 
 // NewHTTPSender returns a sender whose connections go through the egress guard (allowPrivate is
-// ADAL_ALLOW_PRIVATE_TARGETS). now stamps StartedAt/FinishedAt so callers can use the same clock as the
-// scheduler; nil means time.Now.
-func NewHTTPSender(allowPrivate bool, now func() time.Time) *HTTPSender {
-	return newHTTPSender(egress.NewTransport(allowPrivate), now)
+// ADAL_ALLOW_PRIVATE_TARGETS) and are kept for up to inFlight attempts at once to one recipient. now stamps
+// StartedAt/FinishedAt so callers can use the same clock as the scheduler; nil means time.Now.
+func NewHTTPSender(allowPrivate bool, inFlight int, now func() time.Time) *HTTPSender {
+	return newHTTPSender(egress.NewTransport(allowPrivate, inFlight), now)
 }
 
 func newHTTPSender(rt http.RoundTripper, now func() time.Time) *HTTPSender {

@@ -209,7 +209,13 @@ func NewDialer(allowPrivate bool) *net.Dialer {
 // the environment (a proxy would connect on our behalf and bypass the guard), HTTP/1.1 and HTTP/2, no
 // transparent decompression (bodies are discarded anyway), and connection pools sized for a relay that
 // talks to the same recipients over and over.
-func NewTransport(allowPrivate bool) *http.Transport {
+//
+// inFlight is how many attempts may run at once (the scheduler's workers): one recipient may keep that many
+// idle connections. With a smaller pool, each burst to one recipient closed the connections the pool could
+// not keep as its attempts finished, and dialled them again moments later. At 6,000 deliveries/s to one
+// host, keeping 64 instead of 256 made accept → first byte p99 0.5–2.0 s instead of 41–50 ms in paired runs.
+func NewTransport(allowPrivate bool, inFlight int) *http.Transport {
+	perHost := max(inFlight, 64)
 	return &http.Transport{
 		Proxy:                  nil,
 		DialContext:            NewDialer(allowPrivate).DialContext,
@@ -218,8 +224,8 @@ func NewTransport(allowPrivate bool) *http.Transport {
 		TLSHandshakeTimeout:    tlsHandshakeTimeout,
 		ExpectContinueTimeout:  time.Second,
 		IdleConnTimeout:        90 * time.Second,
-		MaxIdleConns:           1024,
-		MaxIdleConnsPerHost:    64,
+		MaxIdleConns:           max(1024, perHost),
+		MaxIdleConnsPerHost:    perHost,
 		MaxResponseHeaderBytes: 1 << 20,
 		DisableCompression:     true,
 	}

@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/egress"
@@ -216,7 +219,7 @@ func TestTransportRefusesLoopbackUnlessAllowed(t *testing.T) {
 			t.Cleanup(srv.Close)
 
 			get := func(allowPrivate bool) (*http.Response, error) {
-				tr := egress.NewTransport(allowPrivate)
+				tr := egress.NewTransport(allowPrivate, 0)
 				t.Cleanup(tr.CloseIdleConnections)
 				req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
 				require.NoError(t, err)
@@ -247,4 +250,51 @@ func TestForbiddenTargetErrorWrapped(t *testing.T) {
 	err := fmt.Errorf("dial: %w", egress.Check(netip.MustParseAddr("10.0.0.1")))
 	require.True(t, errors.Is(err, egress.ErrForbiddenTarget))
 	require.False(t, errors.Is(errors.New("other"), egress.ErrForbiddenTarget))
+}
+
+// TestTransportKeepsAConnectionPerAttemptInFlight: after a burst of as many concurrent attempts to one
+// recipient as may be in flight, the next burst reuses every connection; none is closed and dialled again.
+func TestTransportKeepsAConnectionPerAttemptInFlight(t *testing.T) {
+	t.Parallel()
+	const inFlight = 100 // above the 64 a recipient used to keep
+	var dials atomic.Int64
+	var arrived sync.WaitGroup
+	release := make(chan struct{}, inFlight) // buffered: releasing never waits on an attempt that failed
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		<-release // hold every attempt of the burst, so each needs a connection of its own
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	client := &http.Client{Transport: egress.NewTransport(true, inFlight)}
+	defer client.CloseIdleConnections()
+	burst := func() {
+		arrived.Add(inFlight)
+		var done sync.WaitGroup
+		for range inFlight {
+			done.Go(func() {
+				resp, err := client.Get(srv.URL)
+				if !assert.NoError(t, err) {
+					arrived.Done() // never reached the server: do not wait for it there
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			})
+		}
+		arrived.Wait()
+		for range inFlight { // let every held attempt finish
+			release <- struct{}{}
+		}
+		done.Wait()
+	}
+	burst()
+	require.Equal(t, int64(inFlight), dials.Load())
+	burst()
+	require.Equal(t, int64(inFlight), dials.Load(), "the second burst reuses the first one's connections")
 }

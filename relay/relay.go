@@ -192,7 +192,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		DB:           db,
 		Delivery:     r.Delivery,
 		Outbound:     r.Outbound,
-		Sender:       delivery.NewHTTPSender(cfg.AllowPrivateTargets, cfg.Now),
+		Sender:       delivery.NewHTTPSender(cfg.AllowPrivateTargets, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now),
 		Workers:      cfg.Workers,
 		PollInterval: cfg.PollInterval,
 		Lease:        cfg.Lease,

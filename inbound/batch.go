@@ -3,12 +3,11 @@ package inbound
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/lib/pq"
 
@@ -281,44 +280,87 @@ func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingA
 	return out, nil
 }
 
-// serversSQL reads the servers and their recipients in one round trip, where ent's eager loading takes two:
-// each server's live recipients come as one JSON array of their rows, whose keys are the column names that
-// ent.Recipient's JSON tags carry.
+// serversSQL reads the servers and their live recipients in one round trip, where ent's eager loading takes
+// two: one row per recipient, or one with no recipient for a server that has none. Sorted by id, the servers
+// are locked in id order.
 const serversSQL = `
 SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
-	(SELECT COALESCE(json_agg(r ORDER BY r.id), '[]') FROM recipients r WHERE r.server_id = s.id AND r.deleted_at IS NULL)
-FROM servers s
+	r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
+	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
+	r.consecutive_failures, r.window_attempts, r.window_failures, r.last_success_at, r.next_probe_at,
+	r.cli_seen_until
+FROM servers s LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
 WHERE s.inbound_key = ANY($1) AND s.deleted_at IS NULL
+ORDER BY s.id, r.id
 FOR SHARE OF s`
 
 func serversPostgres(ctx context.Context, tx *ent.Client, keys []string) (map[string]*ent.Server, error) {
+	const op = "inbound.Accept"
 	rows, err := tx.QueryContext(ctx, serversSQL, pq.Array(keys))
 	if err != nil {
-		return nil, storage.Err("inbound.Accept", "server", err)
+		return nil, storage.Err(op, "server", err)
 	}
 	defer rows.Close()
 	out := make(map[string]*ent.Server, len(keys))
+	var s *ent.Server
 	for rows.Next() {
-		s := &ent.Server{}
+		var row ent.Server
 		var retention sql.NullInt64
-		var recipients []byte
-		if err := rows.Scan(&s.ID, &s.TenantID, &s.CreatedAt, &s.Name, &s.InboundKey, &s.DeliverPendingOnConnect,
-			&retention, &recipients); err != nil {
-			return nil, fault.Wrap("inbound.Accept", fault.Internal, err)
+		var r recipientRow
+		if err := rows.Scan(&row.ID, &row.TenantID, &row.CreatedAt, &row.Name, &row.InboundKey,
+			&row.DeliverPendingOnConnect, &retention, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
+			&r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
+			&r.state, &r.stateReason, &r.stateChangedAt, &r.consecutiveFailures, &r.windowAttempts,
+			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil); err != nil {
+			return nil, fault.Wrap(op, fault.Internal, err)
 		}
-		if retention.Valid {
-			days := int(retention.Int64)
-			s.RetentionDays = &days
+		if s == nil || s.ID != row.ID {
+			s = &row
+			if retention.Valid {
+				days := int(retention.Int64)
+				s.RetentionDays = &days
+			}
+			s.Edges.Recipients = []*ent.Recipient{} // as ent's eager loading leaves a server without recipients
+			out[s.InboundKey] = s
 		}
-		if err := json.Unmarshal(recipients, &s.Edges.Recipients); err != nil {
-			return nil, fault.Wrap("inbound.Accept", fault.Internal, fmt.Errorf("recipients of server %d: %w", s.ID, err))
+		if r.id.Valid {
+			s.Edges.Recipients = append(s.Edges.Recipients, r.recipient())
 		}
-		out[s.InboundKey] = s
 	}
 	if err := rows.Err(); err != nil {
-		return nil, storage.Err("inbound.Accept", "server", err)
+		return nil, storage.Err(op, "server", err)
 	}
 	return out, nil
+}
+
+// recipientRow is a recipient's columns as the outer join returns them: all NULL for a server without one.
+type recipientRow struct {
+	id, tenantID, serverID, maxAttempts, timeoutSeconds      sql.NullInt64
+	consecutiveFailures, windowAttempts, windowFailures      sql.NullInt64
+	name, method, url, retrySchedule, state, stateReason     sql.NullString
+	sendIdempotencyKey                                       sql.NullBool
+	createdAt                                                sql.NullTime
+	stateChangedAt, lastSuccessAt, nextProbeAt, cliSeenUntil sql.NullTime
+}
+
+func (r *recipientRow) recipient() *ent.Recipient {
+	at := func(t sql.NullTime) *time.Time {
+		if !t.Valid {
+			return nil
+		}
+		return &t.Time
+	}
+	return &ent.Recipient{
+		ID: int(r.id.Int64), TenantID: int(r.tenantID.Int64), CreatedAt: r.createdAt.Time,
+		ServerID: int(r.serverID.Int64), Name: r.name.String, Method: recipient.Method(r.method.String),
+		URL: r.url.String, MaxAttempts: int(r.maxAttempts.Int64),
+		RetrySchedule: recipient.RetrySchedule(r.retrySchedule.String), SendIdempotencyKey: r.sendIdempotencyKey.Bool,
+		TimeoutSeconds: int(r.timeoutSeconds.Int64), State: recipient.State(r.state.String),
+		StateReason: r.stateReason.String, StateChangedAt: at(r.stateChangedAt),
+		ConsecutiveFailures: r.consecutiveFailures.Int64, WindowAttempts: r.windowAttempts.Int64,
+		WindowFailures: r.windowFailures.Int64, LastSuccessAt: at(r.lastSuccessAt), NextProbeAt: at(r.nextProbeAt),
+		CliSeenUntil: at(r.cliSeenUntil),
+	}
 }
 
 // close stops the committers after the batches in progress.

@@ -128,9 +128,8 @@ func (st *statement) request(r *ent.Request) {
 		st.requests.WriteString(", ")
 	}
 	a := func(v any) string { return st.arg(v, false) }
-	fmt.Fprintf(&st.requests, "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-		a(r.TenantID), a(r.ServerID), a(r.Key), a(r.Method), a(r.Path), a(r.Query), a(headers), a(r.Body),
-		a(r.SourceAddr), a(r.ReceivedAt), a(r.ExpiresAt), a(string(r.Status)), a(r.ReplayOfID))
+	row(&st.requests, a(r.TenantID), a(r.ServerID), a(r.Key), a(r.Method), a(r.Path), a(r.Query), a(headers),
+		a(r.Body), a(r.SourceAddr), a(r.ReceivedAt), a(r.ExpiresAt), a(string(r.Status)), a(r.ReplayOfID))
 }
 
 // delivery adds d, the ord-th delivery of the chunk, going to the request with the given key.
@@ -140,10 +139,10 @@ func (st *statement) delivery(ord int, key string, d *ent.Delivery) {
 	}
 	st.keys = append(st.keys, key)
 	a := func(v any) string { return st.arg(v, ord == 0) }
-	fmt.Fprintf(&st.deliveries, "(%d, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-		ord, a(key), a(d.TenantID), a(d.CreatedAt), a(d.RecipientID), a(string(d.Status)), a(string(d.Trigger)),
-		a(d.AttemptCount), a(d.MaxAttempts), a(string(d.RetrySchedule)), a(d.NextAttemptAt), a(d.FirstAttemptAt),
-		a(d.LeaseExpiresAt), a(d.LeaseOwner), a(d.AttemptStartedAt), a(d.Backlog), a(string(d.Lane)), a(d.Superseded))
+	row(&st.deliveries, strconv.Itoa(ord), a(key), a(d.TenantID), a(d.CreatedAt), a(d.RecipientID),
+		a(string(d.Status)), a(string(d.Trigger)), a(d.AttemptCount), a(d.MaxAttempts), a(string(d.RetrySchedule)),
+		a(d.NextAttemptAt), a(d.FirstAttemptAt), a(d.LeaseExpiresAt), a(d.LeaseOwner), a(d.AttemptStartedAt),
+		a(d.Backlog), a(string(d.Lane)), a(d.Superseded))
 }
 
 // run executes the chunk's statement and sets the IDs of its requests and deliveries, matched by the
@@ -215,4 +214,16 @@ SELECT id, key, 0, 0 FROM r UNION ALL SELECT id, NULL, request_id, recipient_id 
 		d.ID = row.id
 	}
 	return rows.Close()
+}
+
+// row writes one parenthesised VALUES row of the given expressions.
+func row(b *strings.Builder, exprs ...string) {
+	b.WriteByte('(')
+	for i, e := range exprs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(e)
+	}
+	b.WriteByte(')')
 }

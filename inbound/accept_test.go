@@ -1,10 +1,13 @@
 package inbound_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -147,6 +150,19 @@ func TestBodyLimit(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "chunked")
 	require.Equal(t, before, stateOf(t, env, tn), "a 413 stores nothing and costs nothing")
+
+	// A body that ends before its Content-Length is refused, and nothing of it stored.
+	conn, err := net.Dial("tcp", env.Server.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /in/%s HTTP/1.1\r\nHost: relay\r\nContent-Length: 10\r\n\r\nabc", srv.Key)
+	require.NoError(t, err)
+	require.NoError(t, conn.(*net.TCPConn).CloseWrite())
+	short, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	short.Body.Close()
+	require.Equal(t, http.StatusBadRequest, short.StatusCode, "a body shorter than declared")
+	require.Equal(t, before, stateOf(t, env, tn))
 
 	body := bytes.Repeat([]byte("k"), limit)
 	status, id := send(t, env, http.MethodPost, srv.Key, "", body, nil)

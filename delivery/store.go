@@ -157,7 +157,6 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 	for k, d := range ds {
 		req := reqs[owners[k]]
 		o := &out[paid[owners[k]]]
-		o.Request = req
 		o.Deliveries = append(o.Deliveries, d)
 		if claimed[k] {
 			o.Claimed = append(o.Claimed, Claimed{Claim: claimOf(d, req.ServerID, now), Request: req, Recipient: recipients[k]})
@@ -166,7 +165,7 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: lanes[k]}
 	}
 	for n, i := range paid {
-		out[i].Request = reqs[n] // requests without recipients too
+		out[i].Request = reqs[n]
 	}
 	s.notify(ctx, changes...)
 	return out, nil

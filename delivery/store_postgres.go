@@ -28,7 +28,9 @@ func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request
 		st := newStatement()
 		end, firstDelivery := start, k
 		for end < len(reqs) && (end == start || st.params() < maxParamsPerStatement) {
-			st.request(reqs[end])
+			if err := st.request(reqs[end]); err != nil {
+				return err
+			}
 			for k < len(ds) && owners[k] == end {
 				st.delivery(k-firstDelivery, reqs[end].Key, ds[k])
 				k++
@@ -52,6 +54,7 @@ func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request
 // the list's first row, so planning the statement does not walk a cast per value.
 type statement struct {
 	requests, deliveries strings.Builder
+	rows                 int // requests written
 	args                 []any
 	shared               map[any]int
 	keys                 []string // for each delivery of the chunk, its request's key
@@ -69,6 +72,7 @@ func (st *statement) params() int { return len(st.args) }
 // arg is the placeholder of v; typed, it is cast to the column type v's Go type maps to.
 func (st *statement) arg(v any, typed bool) string {
 	var cast string
+	shared := false // a string or a time is often the same for many rows
 	switch x := v.(type) {
 	case int:
 		cast = "bigint"
@@ -77,9 +81,9 @@ func (st *statement) arg(v any, typed bool) string {
 	case []byte:
 		cast = "bytea"
 	case string:
-		cast = "varchar"
+		cast, shared = "varchar", true
 	case time.Time:
-		cast = "timestamptz"
+		cast, shared = "timestamptz", true
 	case *time.Time:
 		if x == nil {
 			return typedNull(typed, "timestamptz")
@@ -93,23 +97,23 @@ func (st *statement) arg(v any, typed bool) string {
 	default:
 		panic(fmt.Sprintf("delivery: no column type for %T", v))
 	}
-	n, ok := 0, false
-	switch v.(type) {
-	case string, time.Time:
+	var n int
+	ok := false
+	if shared { // only comparable values go in the map: a []byte key would panic
 		n, ok = st.shared[v]
 	}
 	if !ok {
 		st.args = append(st.args, v)
 		n = len(st.args)
-		switch v.(type) {
-		case string, time.Time:
+		if shared {
 			st.shared[v] = n
 		}
 	}
+	p := "$" + strconv.Itoa(n)
 	if typed {
-		return "$" + strconv.Itoa(n) + "::" + cast
+		p += "::" + cast
 	}
-	return "$" + strconv.Itoa(n)
+	return p
 }
 
 func typedNull(typed bool, cast string) string {
@@ -119,17 +123,19 @@ func typedNull(typed bool, cast string) string {
 	return "NULL"
 }
 
-func (st *statement) request(r *ent.Request) {
+func (st *statement) request(r *ent.Request) error {
 	headers, err := json.Marshal(r.Headers)
 	if err != nil {
-		headers = []byte("{}") // an http.Header always marshals; this is never reached
+		return fmt.Errorf("request headers: %w", err)
 	}
-	if len(st.args) > 0 {
+	if st.rows > 0 {
 		st.requests.WriteString(", ")
 	}
+	st.rows++
 	a := func(v any) string { return st.arg(v, false) }
 	row(&st.requests, a(r.TenantID), a(r.ServerID), a(r.Key), a(r.Method), a(r.Path), a(r.Query), a(headers),
 		a(r.Body), a(r.SourceAddr), a(r.ReceivedAt), a(r.ExpiresAt), a(string(r.Status)), a(r.ReplayOfID))
+	return nil
 }
 
 // delivery adds d, the ord-th delivery of the chunk, going to the request with the given key.

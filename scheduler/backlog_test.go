@@ -50,3 +50,50 @@ func TestBacklogDrainsOnCompletions(t *testing.T) {
 		return received.Load() == n
 	})
 }
+
+// TestNeverMoreAttemptsInFlightThanWorkers: attempts run on at most Workers workers, which take one attempt
+// after another. The receiver holds each attempt until the test lets one go, and only after every worker
+// has one: a scheduler that started an attempt beyond its workers would show more in flight at once.
+func TestNeverMoreAttemptsInFlightThanWorkers(t *testing.T) {
+	t.Parallel()
+	const workers, n = 3, 40
+	env := relaytest.Start(t, func(c *relay.Config) {
+		c.Workers = workers
+		c.PollInterval = time.Hour
+	})
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})
+	srv := env.NewServer(tn, "s", nil)
+
+	var arrived, inFlight, peak atomic.Int64
+	release := make(chan struct{}, n)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := inFlight.Add(1)
+		for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+		}
+		arrived.Add(1)
+		<-release
+		inFlight.Add(-1)
+	}))
+	t.Cleanup(rcv.Close)
+	t.Cleanup(func() {
+		for range n {
+			release <- struct{}{}
+		}
+	})
+	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 1})
+
+	for range n {
+		post(t, env, srv.Key, "", `{}`)
+	}
+	for i := range n {
+		want := int64(min(i+workers, n))
+		relaytest.Eventually(t, 30*time.Second, "every worker to hold an attempt", func() bool {
+			return arrived.Load() >= want
+		})
+		release <- struct{}{}
+	}
+	relaytest.Eventually(t, 30*time.Second, "every attempt to finish", func() bool { return inFlight.Load() == 0 })
+	if got := peak.Load(); got != workers {
+		t.Fatalf("at most %d attempts were in flight at once, want exactly %d (the workers)", got, workers)
+	}
+}

@@ -7,12 +7,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
+	"github.com/lib/pq"
 
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
@@ -341,16 +341,21 @@ type lockedTenant struct {
 // deadlock.
 // SQLite transactions here take the write lock at BEGIN, which serialises them already.
 func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int) (map[int]lockedTenant, error) {
-	t, p := entsql.Table(tenant.Table).As("t"), entsql.Table(plan.Table).As("p")
-	sel := entsql.Dialect(s.dialect).
-		Select(t.C(tenant.FieldID), t.C(tenant.FieldCreditBalance), p.C(plan.FieldRetentionDays)).
-		From(t).Join(p).On(t.C(tenant.PlanColumn), p.C(plan.FieldID)).
-		Where(entsql.InInts(t.C(tenant.FieldID), ids...)).
-		OrderBy(t.C(tenant.FieldID))
+	var (
+		query string
+		args  []any
+	)
 	if s.dialect == dialect.Postgres {
-		sel.For(entsql.LockNoKeyUpdate, entsql.WithLockTables("t"))
+		query, args = lockTenantsSQL, []any{pq.Array(ids)}
+	} else {
+		t, p := entsql.Table(tenant.Table).As("t"), entsql.Table(plan.Table).As("p")
+		query, args = entsql.Dialect(s.dialect).
+			Select(t.C(tenant.FieldID), t.C(tenant.FieldCreditBalance), p.C(plan.FieldRetentionDays)).
+			From(t).Join(p).On(t.C(tenant.PlanColumn), p.C(plan.FieldID)).
+			Where(entsql.InInts(t.C(tenant.FieldID), ids...)).
+			OrderBy(t.C(tenant.FieldID)).
+			Query()
 	}
-	query, args := sel.Query()
 	rows, err := client.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("lock tenants: %w", err)
@@ -405,45 +410,48 @@ func (s *Service) Settle(ctx context.Context, client *ent.Client, rs []Reservati
 	return nil
 }
 
-// settlePostgres debits the tenants and inserts the entries in one statement: the update and the insert are
-// data-modifying CTEs, which PostgreSQL runs to completion whether or not the outer query reads them, and
-// the outer query counts what each did.
+// settleSQL debits each tenant its amount and inserts the entries in one statement of fixed text, so it is
+// kept prepared (storage.Prepared): the update and the insert are data-modifying CTEs, which PostgreSQL runs to
+// completion whether or not the outer query reads them, and the outer query counts what each did. The entries
+// are inserted in the order of the arrays, so their ids follow their balances down.
+var settleSQL = storage.Prepared(`
+WITH take AS (
+	UPDATE tenants AS t SET credit_balance = t.credit_balance - v.amount
+	FROM unnest($1::bigint[], $2::bigint[]) AS v(id, amount)
+	WHERE t.id = v.id
+	RETURNING 1
+), entries AS (
+	INSERT INTO ledger_entries (tenant_id, created_at, reason, amount, balance_after, reference)
+	SELECT e.tenant_id, $3, $4, -1, e.balance_after, e.reference
+	FROM unnest($5::bigint[], $6::bigint[], $7::text[]) WITH ORDINALITY AS e(tenant_id, balance_after, reference, n)
+	ORDER BY e.n
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM take), (SELECT count(*) FROM entries)`)
+
+// lockTenantsSQL is lockTenants on PostgreSQL, of fixed text (prepared) whatever the number of tenants.
+var lockTenantsSQL = storage.Prepared(`
+SELECT t.id, t.credit_balance, p.retention_days
+FROM tenants AS t JOIN plans AS p ON p.id = t.plan_id
+WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE OF t`)
+
 func (s *Service) settlePostgres(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string, ids []int, amounts map[int]int64, entries int) error {
-	var q strings.Builder
-	args := make([]any, 0, 2*len(ids)+2*entries+2)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	tenantArg := make(map[int]string, len(ids))
-	q.WriteString("WITH take AS (UPDATE tenants SET credit_balance = credit_balance - CASE id")
-	for _, id := range ids {
-		tenantArg[id] = arg(id)
-		// The cast types the amount: parameters are sent untyped, and a CASE result would be text.
-		fmt.Fprintf(&q, " WHEN %s THEN CAST(%s AS BIGINT)", tenantArg[id], arg(amounts[id]))
-	}
-	q.WriteString(" END WHERE id IN (")
+	debits := make([]int64, len(ids))
 	for i, id := range ids {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString(tenantArg[id])
+		debits[i] = amounts[id]
 	}
-	q.WriteString(") RETURNING 1), entries AS (INSERT INTO ledger_entries " +
-		"(tenant_id, created_at, reason, amount, balance_after, reference) VALUES ")
-	now, why := arg(s.now()), arg(string(reason))
-	first := true
+	tenants := make([]int64, 0, entries)
+	after := make([]int64, 0, entries)
+	references := make([]string, 0, entries)
 	for i, r := range rs {
 		for j, ref := range refs[i] {
-			if !first {
-				q.WriteString(", ")
-			}
-			first = false
-			fmt.Fprintf(&q, "(%s, %s, %s, -1, %s, %s)", tenantArg[r.TenantID], now, why, arg(r.Before-int64(j+1)), arg(ref))
+			tenants = append(tenants, int64(r.TenantID))
+			after = append(after, r.Before-int64(j+1))
+			references = append(references, ref)
 		}
 	}
-	q.WriteString(" RETURNING 1) SELECT (SELECT count(*) FROM take), (SELECT count(*) FROM entries)")
-	rows, err := client.QueryContext(ctx, q.String(), args...)
+	rows, err := client.QueryContext(ctx, settleSQL, pq.Array(ids), pq.Array(debits), s.now(), string(reason),
+		pq.Array(tenants), pq.Array(after), pq.Array(references))
 	if err != nil {
 		return fmt.Errorf("settle credits: %w", err)
 	}

@@ -204,7 +204,7 @@ type recordBatchRow struct {
 
 // recordBatchSQL moves each delivery that is still under the given claim to its next state and, for exactly
 // those, inserts the Attempt row; it returns the deliveries recorded.
-const recordBatchSQL = `
+var recordBatchSQL = storage.Prepared(`
 WITH v AS (
 	SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, attempt bigint, owner text, status text,
 		next_at timestamptz, finished_at timestamptz, tenant_id bigint, started_at timestamptz, duration_ms bigint,
@@ -226,17 +226,17 @@ INSERT INTO attempts (tenant_id, delivery_id, number, started_at, finished_at, d
 SELECT v.tenant_id, v.id, v.attempt, v.started_at, v.finished_at, v.duration_ms, v.attempt_status, v.error_kind,
        v.http_status, v.error_message
 FROM v JOIN upd ON upd.id = v.id
-RETURNING delivery_id`
+RETURNING delivery_id`)
 
 // lockHealthSQL reads, and locks until commit, the health of the direct recipients of a batch. NO KEY UPDATE is
 // the lock an UPDATE of these columns takes: it does not block intake, which reads recipients without a lock
 // (their deliveries' recipient_id is not a checked foreign key: storage.unenforcedForeignKeys).
-const lockHealthSQL = `
+var lockHealthSQL = storage.Prepared(`
 SELECT id, created_at, state, state_reason, state_changed_at, consecutive_failures, window_attempts,
        window_failures, last_success_at, next_probe_at
-FROM recipients WHERE id = ANY($1) AND method = 'DIRECT_HTTP' ORDER BY id FOR NO KEY UPDATE`
+FROM recipients WHERE id = ANY($1) AND method = 'DIRECT_HTTP' ORDER BY id FOR NO KEY UPDATE`)
 
-const writeHealthSQL = `
+var writeHealthSQL = storage.Prepared(`
 UPDATE recipients AS r SET
 	state = v.state, state_reason = v.state_reason, state_changed_at = v.state_changed_at,
 	consecutive_failures = v.consecutive_failures, window_attempts = v.window_attempts,
@@ -244,15 +244,15 @@ UPDATE recipients AS r SET
 FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, state text, state_reason text, state_changed_at timestamptz,
 	consecutive_failures bigint, window_attempts bigint, window_failures bigint, last_success_at timestamptz,
 	next_probe_at timestamptz)
-WHERE r.id = v.id`
+WHERE r.id = v.id`)
 
 // lockRequestsSQL locks the requests whose status is about to be derived, before their deliveries are read:
 // the reading statement then sees every delivery change committed by another transaction that held the lock
 // (see RefreshRequestStatus).
-const lockRequestsSQL = `SELECT id FROM requests WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`
+var lockRequestsSQL = storage.Prepared(`SELECT id FROM requests WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`)
 
 // deriveRequestsSQL is DeriveRequestStatus over the current (not superseded) deliveries of each request.
-const deriveRequestsSQL = `
+var deriveRequestsSQL = storage.Prepared(`
 UPDATE requests AS r SET status = x.status
 FROM (
 	SELECT request_id, CASE
@@ -263,7 +263,7 @@ FROM (
 	FROM deliveries WHERE request_id = ANY($1) AND NOT superseded
 	GROUP BY request_id
 ) AS x
-WHERE r.id = x.request_id AND r.status <> x.status`
+WHERE r.id = x.request_id AND r.status <> x.status`)
 
 func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []Completion, recorded []bool) error {
 	rows := make([]recordBatchRow, len(cs))

@@ -283,7 +283,7 @@ func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingA
 // serversSQL reads the servers and their live recipients in one round trip, where ent's eager loading takes
 // two: one row per recipient, or one with no recipient for a server that has none. Sorted by id, the servers
 // are locked in id order.
-const serversSQL = `
+var serversSQL = storage.Prepared(`
 SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
 	r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
 	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
@@ -292,7 +292,7 @@ SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending
 FROM servers s LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
 WHERE s.inbound_key = ANY($1) AND s.deleted_at IS NULL
 ORDER BY s.id, r.id
-FOR SHARE OF s`
+FOR SHARE OF s`)
 
 func serversPostgres(ctx context.Context, tx *ent.Client, keys []string) (map[string]*ent.Server, error) {
 	const op = "inbound.Accept"

@@ -224,6 +224,7 @@ func openPostgres(databaseURL string) (*DB, error) {
 	if connector, err = pq.NewConnector(u.String()); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	connector = preparingConnector{connector}
 	if WrapPostgresConnector != nil {
 		connector = WrapPostgresConnector(connector)
 	}

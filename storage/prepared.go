@@ -1,0 +1,154 @@
+package storage
+
+import (
+	"context"
+	"database/sql/driver"
+	"sync"
+)
+
+// preparedQueries holds the statements registered with Prepared.
+var preparedQueries sync.Map // query text → struct{}
+
+// Prepared registers query as a statement of the hot path and returns it unchanged. On PostgreSQL each
+// connection prepares such a statement the first time it runs it, under a name, and from then on only binds
+// and executes it: the server parses and plans it once per connection rather than on every batch (for a
+// statement of fixed text run hundreds of times a second, that is work the database no longer does), and
+// lib/pq receives its integer and bytea columns in binary instead of as text to convert (a body as hex is
+// twice its size). Only statements of fixed text qualify: each text registered is one statement kept by
+// every connection for its lifetime. SQLite runs them as it runs any other.
+func Prepared(query string) string {
+	preparedQueries.Store(query, struct{}{})
+	return query
+}
+
+func isPrepared(query string) bool {
+	_, ok := preparedQueries.Load(query)
+	return ok
+}
+
+// preparingConnector makes connections that keep the registered statements prepared.
+type preparingConnector struct{ driver.Connector }
+
+func (c preparingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &preparingConn{Conn: conn, stmts: map[string]driver.Stmt{}}, nil
+}
+
+// preparingConn runs registered statements through the statement it prepared for each, and forwards
+// everything else, with every optional interface of lib/pq's connection. database/sql uses a connection from
+// one goroutine at a time, so stmts needs no lock. The statements go when the connection closes.
+type preparingConn struct {
+	driver.Conn
+	stmts map[string]driver.Stmt
+}
+
+var (
+	_ driver.ConnBeginTx        = (*preparingConn)(nil)
+	_ driver.ConnPrepareContext = (*preparingConn)(nil)
+	_ driver.ExecerContext      = (*preparingConn)(nil)
+	_ driver.QueryerContext     = (*preparingConn)(nil)
+	_ driver.Pinger             = (*preparingConn)(nil)
+	_ driver.NamedValueChecker  = (*preparingConn)(nil)
+	_ driver.SessionResetter    = (*preparingConn)(nil)
+	_ driver.Validator          = (*preparingConn)(nil)
+)
+
+// stmt returns the connection's statement for a registered query, preparing it the first time, or nil for
+// a query that is not registered.
+func (c *preparingConn) stmt(ctx context.Context, query string) (driver.Stmt, error) {
+	if st, ok := c.stmts[query]; ok {
+		return st, nil
+	}
+	if !isPrepared(query) {
+		return nil, nil
+	}
+	st, err := c.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	c.stmts[query] = st
+	return st, nil
+}
+
+func (c *preparingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	st, err := c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if q, ok := st.(driver.StmtQueryContext); ok {
+		return q.QueryContext(ctx, args)
+	}
+	q, ok := c.Conn.(driver.QueryerContext)
+	if !ok {
+		return nil, driver.ErrSkip
+	}
+	return q.QueryContext(ctx, query, args)
+}
+
+func (c *preparingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	st, err := c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := st.(driver.StmtExecContext); ok {
+		return e.ExecContext(ctx, args)
+	}
+	e, ok := c.Conn.(driver.ExecerContext)
+	if !ok {
+		return nil, driver.ErrSkip
+	}
+	return e.ExecContext(ctx, query, args)
+}
+
+func (c *preparingConn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+func (c *preparingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
+		return p.PrepareContext(ctx, query)
+	}
+	return c.Conn.Prepare(query)
+}
+
+func (c *preparingConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+func (c *preparingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
+		return b.BeginTx(ctx, opts)
+	}
+	return c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
+}
+
+func (c *preparingConn) Ping(ctx context.Context) error {
+	if p, ok := c.Conn.(driver.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+func (c *preparingConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if k, ok := c.Conn.(driver.NamedValueChecker); ok {
+		return k.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}
+
+func (c *preparingConn) ResetSession(ctx context.Context) error {
+	if r, ok := c.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+func (c *preparingConn) IsValid() bool {
+	if v, ok := c.Conn.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}

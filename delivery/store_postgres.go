@@ -25,7 +25,7 @@ const maxParamsPerStatement = 60_000
 func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, owners []int) error {
 	k := 0 // next delivery
 	for start := 0; start < len(reqs); {
-		st := newStatement()
+		st := newStatement(len(reqs)-start, len(ds)-k)
 		end, firstDelivery := start, k
 		for end < len(reqs) && (end == start || st.params() < maxParamsPerStatement) {
 			if err := st.request(reqs[end]); err != nil {
@@ -60,8 +60,19 @@ type statement struct {
 	keys                 []string // for each delivery of the chunk, its request's key
 }
 
-func newStatement() *statement {
-	st := &statement{shared: map[any]int{}}
+// requestColumns and deliveryColumns are the values a row of each takes, at most (shared ones are fewer).
+const requestColumns, deliveryColumns = 13, 17
+
+// newStatement starts the statement of a chunk of at most the given requests and deliveries, its buffers
+// sized for them: grown as it goes, they were copied over and over.
+func newStatement(requests, deliveries int) *statement {
+	requests = min(requests, maxParamsPerStatement/requestColumns+1)
+	deliveries = min(deliveries, maxParamsPerStatement/deliveryColumns+1)
+	st := &statement{shared: map[any]int{},
+		args: make([]any, 0, min(requestColumns*requests+deliveryColumns*deliveries, maxParamsPerStatement+deliveryColumns)),
+		keys: make([]string, 0, deliveries)}
+	st.requests.Grow(256 + 64*requests)
+	st.deliveries.Grow(96 * deliveries)
 	st.requests.WriteString(`WITH r AS (INSERT INTO requests (tenant_id, server_id, key, method, path, query,
 	headers, body, source_addr, received_at, expires_at, status, replay_of_id) VALUES `)
 	return st

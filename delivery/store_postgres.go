@@ -6,29 +6,66 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/storage"
 )
 
-// maxParamsPerStatement keeps one statement under PostgreSQL's 65,535 bind parameters.
-const maxParamsPerStatement = 60_000
+// maxChunkBytes bounds the headers and bodies one intake statement carries (its one bytea parameter): a replay
+// of many large requests is stored in several statements rather than in one parameter of gigabytes.
+const maxChunkBytes = 64 << 20
 
-// insertPostgres stores the requests and their deliveries in one statement per chunk (one for any intake
-// batch): the requests' insert is a data-modifying CTE whose RETURNING feeds the deliveries' insert, so a
-// batch costs one round trip where ent's bulk inserts cost two, and none of ent's per-row builders. It sets
-// the IDs of reqs and ds, and each delivery's request (ds[k] belongs to reqs[owners[k]]).
+// insertSQL stores a chunk of requests and their deliveries in one statement of fixed text, kept prepared
+// (storage.Prepared): the requests' insert is a data-modifying CTE whose RETURNING feeds the deliveries'
+// insert. The rows travel as two JSON arrays and the requests' headers and bodies as one bytea of them all,
+// which each row slices by offset and length: four parameters whatever the size of the batch, so the server
+// neither parses nor plans a statement of a thousand placeholders per batch, and the client does not encode a
+// thousand parameters.
+var insertSQL = storage.Prepared(`
+WITH q AS (
+	SELECT * FROM json_to_recordset($1::json) AS q(n int, tenant_id bigint, server_id bigint, key text, method text,
+		path text, query text, headers_at int, headers_len int, body_at int, body_len int, source_addr text,
+		received_at timestamptz, expires_at timestamptz, status text, replay_of_id bigint)
+), r AS (
+	INSERT INTO requests (tenant_id, server_id, key, method, path, query, headers, body, source_addr, received_at,
+		expires_at, status, replay_of_id)
+	SELECT q.tenant_id, q.server_id, q.key, q.method, q.path, q.query,
+		substring($2::bytea FROM q.headers_at FOR q.headers_len), substring($2::bytea FROM q.body_at FOR q.body_len),
+		q.source_addr, q.received_at, q.expires_at, q.status, q.replay_of_id
+	FROM q ORDER BY q.n
+	RETURNING id, key
+), d AS (
+	INSERT INTO deliveries (tenant_id, created_at, request_id, recipient_id, status, trigger, attempt_count,
+		max_attempts, retry_schedule, next_attempt_at, first_attempt_at, lease_expires_at, lease_owner,
+		attempt_started_at, backlog, lane, superseded)
+	SELECT v.tenant_id, v.created_at, r.id, v.recipient_id, v.status, v.trigger, v.attempt_count, v.max_attempts,
+		v.retry_schedule, v.next_attempt_at, v.first_attempt_at, v.lease_expires_at, v.lease_owner,
+		v.attempt_started_at, v.backlog, v.lane, v.superseded
+	FROM json_to_recordset($3::json) AS v(n int, key text, tenant_id bigint, created_at timestamptz,
+		recipient_id bigint, status text, trigger text, attempt_count bigint, max_attempts bigint,
+		retry_schedule text, next_attempt_at timestamptz, first_attempt_at timestamptz,
+		lease_expires_at timestamptz, lease_owner text, attempt_started_at timestamptz, backlog boolean, lane text,
+		superseded boolean)
+	JOIN r ON r.key = v.key
+	ORDER BY v.n
+	RETURNING id, request_id, recipient_id
+)
+SELECT id, key, 0, 0 FROM r UNION ALL SELECT id, NULL, request_id, recipient_id FROM d`)
+
+// insertPostgres stores the requests and their deliveries, one statement per chunk (one for any intake
+// batch). It sets the IDs of reqs and ds, and each delivery's request (ds[k] belongs to reqs[owners[k]]).
 //
 // The statement writes the rows exactly as StoreBatch built them, under the system's context, where the
 // tenant policy ent would apply allows every row: each row's tenant is its server's.
 func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, owners []int) error {
 	k := 0 // next delivery
 	for start := 0; start < len(reqs); {
-		st := newStatement(len(reqs)-start, len(ds)-k)
+		st := newStatement(reqs[start:], len(ds)-k)
 		end, firstDelivery := start, k
-		for end < len(reqs) && (end == start || st.params() < maxParamsPerStatement) {
-			if err := st.request(reqs[end]); err != nil {
+		for end < len(reqs) && (end == start || len(st.blob) < maxChunkBytes) {
+			if err := st.request(end-start, reqs[end]); err != nil {
 				return err
 			}
 			for k < len(ds) && owners[k] == end {
@@ -48,142 +85,105 @@ func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request
 	return nil
 }
 
-// statement builds the insert of one chunk. Values are parameters, and a value shared by many rows — the
-// batch's time, a request's key — is sent once and referred to again. Parameters are sent untyped: PostgreSQL
-// types those of the requests' VALUES by their columns, and those of the deliveries' VALUES by the casts of
-// the list's first row, so planning the statement does not walk a cast per value.
+// statement builds the parameters of one chunk: the requests' and the deliveries' rows as JSON, written by
+// hand (encoding/json would reflect over every field of every row), and the bytes the requests slice.
 type statement struct {
-	requests, deliveries strings.Builder
-	rows                 int // requests written
-	args                 []any
-	shared               map[any]int
+	requests, deliveries []byte // JSON arrays, without their closing bracket
+	blob                 []byte
 	keys                 []string // for each delivery of the chunk, its request's key
 }
 
-// requestColumns and deliveryColumns are the values a row of each takes, at most (shared ones are fewer).
-const requestColumns, deliveryColumns = 13, 17
-
-// newStatement starts the statement of a chunk of at most the given requests and deliveries, its buffers
-// sized for them: grown as it goes, they were copied over and over.
-func newStatement(requests, deliveries int) *statement {
-	requests = min(requests, maxParamsPerStatement/requestColumns+1)
-	deliveries = min(deliveries, maxParamsPerStatement/deliveryColumns+1)
-	st := &statement{shared: map[any]int{},
-		args: make([]any, 0, min(requestColumns*requests+deliveryColumns*deliveries, maxParamsPerStatement+deliveryColumns)),
-		keys: make([]string, 0, deliveries)}
-	st.requests.Grow(256 + 64*requests)
-	st.deliveries.Grow(96 * deliveries)
-	st.requests.WriteString(`WITH r AS (INSERT INTO requests (tenant_id, server_id, key, method, path, query,
-	headers, body, source_addr, received_at, expires_at, status, replay_of_id) VALUES `)
-	return st
-}
-
-func (st *statement) params() int { return len(st.args) }
-
-// arg is the placeholder of v; typed, it is cast to the column type v's Go type maps to.
-func (st *statement) arg(v any, typed bool) string {
-	var cast string
-	shared := false // a string or a time is often the same for many rows
-	switch x := v.(type) {
-	case int:
-		cast = "bigint"
-	case bool:
-		cast = "boolean"
-	case []byte:
-		cast = "bytea"
-	case string:
-		cast, shared = "varchar", true
-	case time.Time:
-		cast, shared = "timestamptz", true
-	case *time.Time:
-		if x == nil {
-			return typedNull(typed, "timestamptz")
-		}
-		return st.arg(*x, typed)
-	case *int:
-		if x == nil {
-			return typedNull(typed, "bigint")
-		}
-		return st.arg(*x, typed)
-	default:
-		panic(fmt.Sprintf("delivery: no column type for %T", v))
-	}
-	var n int
-	ok := false
-	if shared { // only comparable values go in the map: a []byte key would panic
-		n, ok = st.shared[v]
-	}
-	if !ok {
-		st.args = append(st.args, v)
-		n = len(st.args)
-		if shared {
-			st.shared[v] = n
+// newStatement starts the statement of a chunk of (at most) reqs and the given number of deliveries, its
+// buffers sized for them.
+func newStatement(reqs []*ent.Request, deliveries int) *statement {
+	blob := 0
+	for _, r := range reqs {
+		blob += len(r.Body) + 64*len(r.Headers) + 8
+		if blob >= maxChunkBytes {
+			break
 		}
 	}
-	p := "$" + strconv.Itoa(n)
-	if typed {
-		p += "::" + cast
+	return &statement{
+		requests:   append(make([]byte, 0, 64+512*len(reqs)), '['),
+		deliveries: append(make([]byte, 0, 64+576*deliveries), '['),
+		blob:       make([]byte, 0, min(blob, maxChunkBytes+1<<20)),
+		keys:       make([]string, 0, deliveries),
 	}
-	return p
 }
 
-func typedNull(typed bool, cast string) string {
-	if typed {
-		return "NULL::" + cast
-	}
-	return "NULL"
+// slice appends b to the blob and returns its 1-based offset there, as substring counts.
+func (st *statement) slice(b []byte) int {
+	at := len(st.blob) + 1
+	st.blob = append(st.blob, b...)
+	return at
 }
 
-func (st *statement) request(r *ent.Request) error {
+// request adds r, the n-th request of the chunk.
+func (st *statement) request(n int, r *ent.Request) error {
 	headers, err := json.Marshal(r.Headers)
 	if err != nil {
 		return fmt.Errorf("request headers: %w", err)
 	}
-	if st.rows > 0 {
-		st.requests.WriteString(", ")
+	for _, s := range []string{r.Key, r.Method, r.Path, r.Query, r.SourceAddr} {
+		if !utf8.ValidString(s) {
+			// As a text parameter it would have failed the statement, and the batch with it.
+			return fmt.Errorf("request %q: a text field is not valid UTF-8", r.Key)
+		}
 	}
-	st.rows++
-	a := func(v any) string { return st.arg(v, false) }
-	row(&st.requests, a(r.TenantID), a(r.ServerID), a(r.Key), a(r.Method), a(r.Path), a(r.Query), a(headers),
-		a(r.Body), a(r.SourceAddr), a(r.ReceivedAt), a(r.ExpiresAt), a(string(r.Status)), a(r.ReplayOfID))
+	w := jsonRow{b: st.requests, first: n == 0}
+	w.open()
+	w.int("n", n)
+	w.int("tenant_id", r.TenantID)
+	w.int("server_id", r.ServerID)
+	w.str("key", r.Key)
+	w.str("method", r.Method)
+	w.str("path", r.Path)
+	w.str("query", r.Query)
+	w.int("headers_at", st.slice(headers))
+	w.int("headers_len", len(headers))
+	w.int("body_at", st.slice(r.Body))
+	w.int("body_len", len(r.Body))
+	w.str("source_addr", r.SourceAddr)
+	w.time("received_at", &r.ReceivedAt)
+	w.time("expires_at", &r.ExpiresAt)
+	w.str("status", string(r.Status))
+	w.intp("replay_of_id", r.ReplayOfID)
+	st.requests = w.close()
 	return nil
 }
 
-// delivery adds d, the ord-th delivery of the chunk, going to the request with the given key.
-func (st *statement) delivery(ord int, key string, d *ent.Delivery) {
-	if ord > 0 {
-		st.deliveries.WriteString(", ")
-	}
+// delivery adds d, the n-th delivery of the chunk, going to the request with the given key.
+func (st *statement) delivery(n int, key string, d *ent.Delivery) {
 	st.keys = append(st.keys, key)
-	a := func(v any) string { return st.arg(v, ord == 0) }
-	row(&st.deliveries, strconv.Itoa(ord), a(key), a(d.TenantID), a(d.CreatedAt), a(d.RecipientID),
-		a(string(d.Status)), a(string(d.Trigger)), a(d.AttemptCount), a(d.MaxAttempts), a(string(d.RetrySchedule)),
-		a(d.NextAttemptAt), a(d.FirstAttemptAt), a(d.LeaseExpiresAt), a(d.LeaseOwner), a(d.AttemptStartedAt),
-		a(d.Backlog), a(string(d.Lane)), a(d.Superseded))
+	w := jsonRow{b: st.deliveries, first: n == 0}
+	w.open()
+	w.int("n", n)
+	w.str("key", key)
+	w.int("tenant_id", d.TenantID)
+	w.time("created_at", &d.CreatedAt)
+	w.int("recipient_id", d.RecipientID)
+	w.str("status", string(d.Status))
+	w.str("trigger", string(d.Trigger))
+	w.int("attempt_count", d.AttemptCount)
+	w.int("max_attempts", d.MaxAttempts)
+	w.str("retry_schedule", string(d.RetrySchedule))
+	w.time("next_attempt_at", d.NextAttemptAt)
+	w.time("first_attempt_at", d.FirstAttemptAt)
+	w.time("lease_expires_at", d.LeaseExpiresAt)
+	w.str("lease_owner", d.LeaseOwner)
+	w.time("attempt_started_at", d.AttemptStartedAt)
+	w.bool("backlog", d.Backlog)
+	w.str("lane", string(d.Lane))
+	w.bool("superseded", d.Superseded)
+	st.deliveries = w.close()
 }
 
 // run executes the chunk's statement and sets the IDs of its requests and deliveries, matched by the
 // request's key and the delivery's (request, recipient) — both unique within a batch — not by the order of
 // RETURNING, which SQL does not promise.
 func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery) error {
-	q := st.requests.String() + " RETURNING id, key)"
-	if len(ds) > 0 {
-		q += `, d AS (INSERT INTO deliveries (tenant_id, created_at, request_id, recipient_id, status, trigger,
-	attempt_count, max_attempts, retry_schedule, next_attempt_at, first_attempt_at, lease_expires_at, lease_owner,
-	attempt_started_at, backlog, lane, superseded)
-SELECT v.tenant_id, v.created_at, r.id, v.recipient_id, v.status, v.trigger, v.attempt_count, v.max_attempts,
-	v.retry_schedule, v.next_attempt_at, v.first_attempt_at, v.lease_expires_at, v.lease_owner,
-	v.attempt_started_at, v.backlog, v.lane, v.superseded
-FROM (VALUES ` + st.deliveries.String() + `) AS v(ord, key, tenant_id, created_at, recipient_id, status, trigger,
-	attempt_count, max_attempts, retry_schedule, next_attempt_at, first_attempt_at, lease_expires_at, lease_owner,
-	attempt_started_at, backlog, lane, superseded)
-JOIN r ON r.key = v.key ORDER BY v.ord
-RETURNING id, request_id, recipient_id)
-SELECT id, key, 0, 0 FROM r UNION ALL SELECT id, NULL, request_id, recipient_id FROM d`
-	} else {
-		q += " SELECT id, key, 0, 0 FROM r"
-	}
-	rows, err := client.QueryContext(ctx, q, st.args...)
+	rows, err := client.QueryContext(ctx, insertSQL, string(append(st.requests, ']')), st.blob,
+		string(append(st.deliveries, ']')))
 	if err != nil {
 		return fmt.Errorf("insert requests: %w", err)
 	}
@@ -233,14 +233,79 @@ SELECT id, key, 0, 0 FROM r UNION ALL SELECT id, NULL, request_id, recipient_id 
 	return rows.Close()
 }
 
-// row writes one parenthesised VALUES row of the given expressions.
-func row(b *strings.Builder, exprs ...string) {
-	b.WriteByte('(')
-	for i, e := range exprs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(e)
+// jsonRow appends one JSON object of an array to b. Field names are the statement's own (plain ASCII).
+type jsonRow struct {
+	b     []byte
+	first bool // the array's first row: no comma before it
+	field bool // a field was written: a comma before the next
+}
+
+func (w *jsonRow) open() {
+	if !w.first {
+		w.b = append(w.b, ',')
 	}
-	b.WriteByte(')')
+	w.b = append(w.b, '{')
+}
+
+func (w *jsonRow) close() []byte { return append(w.b, '}') }
+
+func (w *jsonRow) name(n string) {
+	if w.field {
+		w.b = append(w.b, ',')
+	}
+	w.field = true
+	w.b = append(w.b, '"')
+	w.b = append(w.b, n...)
+	w.b = append(w.b, '"', ':')
+}
+
+func (w *jsonRow) int(n string, v int) {
+	w.name(n)
+	w.b = strconv.AppendInt(w.b, int64(v), 10)
+}
+
+func (w *jsonRow) intp(n string, v *int) {
+	if v == nil {
+		w.name(n)
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.int(n, *v)
+}
+
+func (w *jsonRow) bool(n string, v bool) {
+	w.name(n)
+	w.b = strconv.AppendBool(w.b, v)
+}
+
+// time writes t with its zone offset and all its digits: PostgreSQL keeps the microseconds, as it does of a
+// time sent as a parameter.
+func (w *jsonRow) time(n string, t *time.Time) {
+	w.name(n)
+	if t == nil {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.b = append(w.b, '"')
+	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
+	w.b = append(w.b, '"')
+}
+
+// str writes s, valid UTF-8, as a JSON string: quotes, backslashes and control characters escaped, the
+// rest as is.
+func (w *jsonRow) str(n, s string) {
+	const hex = "0123456789abcdef"
+	w.name(n)
+	w.b = append(w.b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			w.b = append(w.b, '\\', c)
+		case c < 0x20:
+			w.b = append(w.b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			w.b = append(w.b, c)
+		}
+	}
+	w.b = append(w.b, '"')
 }

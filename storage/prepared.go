@@ -3,7 +3,11 @@ package storage
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
+	"strings"
 	"sync"
+
+	"github.com/lib/pq"
 )
 
 // preparedQueries holds the statements registered with Prepared.
@@ -73,13 +77,28 @@ func (c *preparingConn) stmt(ctx context.Context, query string) (driver.Stmt, er
 	return st, nil
 }
 
+// forget drops the statement of query when err says the schema changed under it: PostgreSQL re-plans a
+// prepared statement after most schema changes on its own, but not one whose result columns changed (another
+// process migrated the schema). It fails once, then, and the next run prepares the statement anew.
+func (c *preparingConn) forget(query string, err error) error {
+	var pe *pq.Error
+	if errors.As(err, &pe) && pe.Code == "0A000" && strings.Contains(pe.Message, "cached plan must not change result type") {
+		if st, ok := c.stmts[query]; ok {
+			delete(c.stmts, query)
+			_ = st.Close()
+		}
+	}
+	return err
+}
+
 func (c *preparingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	st, err := c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	if q, ok := st.(driver.StmtQueryContext); ok {
-		return q.QueryContext(ctx, args)
+		rows, err := q.QueryContext(ctx, args)
+		return rows, c.forget(query, err)
 	}
 	q, ok := c.Conn.(driver.QueryerContext)
 	if !ok {
@@ -94,7 +113,8 @@ func (c *preparingConn) ExecContext(ctx context.Context, query string, args []dr
 		return nil, err
 	}
 	if e, ok := st.(driver.StmtExecContext); ok {
-		return e.ExecContext(ctx, args)
+		res, err := e.ExecContext(ctx, args)
+		return res, c.forget(query, err)
 	}
 	e, ok := c.Conn.(driver.ExecerContext)
 	if !ok {

@@ -60,3 +60,38 @@ func TestRegisteredStatementsArePreparedOncePerConnection(t *testing.T) {
 	require.Equal(t, 1, prepared(hot), "the registered statement, prepared once on this connection")
 	require.Equal(t, 0, prepared(cold), "a statement that is not registered")
 }
+
+// TestPreparedStatementIsPreparedAgainWhenItsResultChanges: when another process changes the schema under a
+// prepared statement so that its result columns change, PostgreSQL refuses to run it; it fails that once, and
+// the next run prepares it anew instead of failing for the connection's lifetime.
+func TestPreparedStatementIsPreparedAgainWhenItsResultChanges(t *testing.T) {
+	dbtest.SkipUnlessPostgres(t)
+	db := dbtest.Open(t)
+	ctx := context.Background()
+	_, err := db.SQL.ExecContext(ctx, `CREATE TABLE prepared_shape (a bigint); INSERT INTO prepared_shape VALUES (1)`)
+	require.NoError(t, err)
+	query := storage.Prepared(`SELECT * FROM prepared_shape -- registered by the test`)
+
+	conn, err := db.SQL.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	columns := func() ([]string, error) {
+		rows, err := conn.QueryContext(ctx, query)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		return rows.Columns()
+	}
+	cols, err := columns()
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, cols)
+
+	_, err = db.SQL.ExecContext(ctx, `ALTER TABLE prepared_shape ADD COLUMN b text`) // as another process would
+	require.NoError(t, err)
+	_, err = columns()
+	require.ErrorContains(t, err, "cached plan must not change result type")
+	cols, err = columns()
+	require.NoError(t, err, "the statement prepared again")
+	require.Equal(t, []string{"a", "b"}, cols)
+}

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -185,23 +184,6 @@ func hasDuplicateDelivery(cs []Completion) bool {
 	return false
 }
 
-// recordBatchRow is one completion as the set-based statement reads it (jsonb_to_recordset).
-type recordBatchRow struct {
-	ID            int        `json:"id"`
-	Attempt       int        `json:"attempt"`
-	Owner         string     `json:"owner"`
-	Status        string     `json:"status"`
-	NextAt        *time.Time `json:"next_at"`
-	FinishedAt    time.Time  `json:"finished_at"`
-	TenantID      int        `json:"tenant_id"`
-	StartedAt     time.Time  `json:"started_at"`
-	DurationMs    int64      `json:"duration_ms"`
-	AttemptStatus string     `json:"attempt_status"`
-	ErrorKind     *string    `json:"error_kind"`
-	HTTPStatus    *int       `json:"http_status"`
-	ErrorMessage  string     `json:"error_message"`
-}
-
 // recordBatchSQL moves each delivery that is still under the given claim to its next state and, for exactly
 // those, inserts the Attempt row; it returns the deliveries recorded.
 var recordBatchSQL = storage.Prepared(`
@@ -266,33 +248,41 @@ FROM (
 WHERE r.id = x.request_id AND r.status <> x.status`)
 
 func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []Completion, recorded []bool) error {
-	rows := make([]recordBatchRow, len(cs))
 	statuses := make([]entdelivery.Status, len(cs))
 	dues := make([]*time.Time, len(cs))
+	payload := append(make([]byte, 0, 64+320*len(cs)), '[')
 	for i, c := range cs {
 		o := c.Outcome
 		status, due := s.next(c.Claim, o)
 		statuses[i], dues[i] = status, due
-		r := recordBatchRow{
-			ID: c.Claim.DeliveryID, Attempt: c.Claim.Attempt, Owner: c.Claim.Owner, Status: string(status),
-			NextAt: due, FinishedAt: o.FinishedAt, TenantID: c.Claim.TenantID, StartedAt: o.StartedAt,
-			DurationMs: o.FinishedAt.Sub(o.StartedAt).Milliseconds(), AttemptStatus: string(attempt.StatusSUCCEEDED),
-			ErrorMessage: o.ErrorMessage,
-		}
-		if !o.Succeeded() {
-			r.AttemptStatus = string(attempt.StatusFAILED)
+		w := jsonRow{b: payload, first: i == 0}
+		w.open()
+		w.int("id", c.Claim.DeliveryID)
+		w.int("attempt", c.Claim.Attempt)
+		w.str("owner", c.Claim.Owner)
+		w.str("status", string(status))
+		w.time("next_at", due)
+		w.time("finished_at", &o.FinishedAt)
+		w.int("tenant_id", c.Claim.TenantID)
+		w.time("started_at", &o.StartedAt)
+		w.int64("duration_ms", o.FinishedAt.Sub(o.StartedAt).Milliseconds())
+		if o.Succeeded() {
+			w.str("attempt_status", string(attempt.StatusSUCCEEDED))
+			w.strp("error_kind", nil)
+		} else {
 			kind := string(o.ErrorKind)
-			r.ErrorKind = &kind
+			w.str("attempt_status", string(attempt.StatusFAILED))
+			w.strp("error_kind", &kind)
 		}
 		if o.HTTPStatus != 0 {
-			r.HTTPStatus = &o.HTTPStatus
+			w.int("http_status", o.HTTPStatus)
+		} else {
+			w.intp("http_status", nil)
 		}
-		rows[i] = r
+		w.str("error_message", o.ErrorMessage)
+		payload = w.close()
 	}
-	payload, err := json.Marshal(rows)
-	if err != nil {
-		return err
-	}
+	payload = append(payload, ']')
 	ids, err := queryInts(ctx, tx, recordBatchSQL, string(payload))
 	if err != nil {
 		return fmt.Errorf("record attempts: %w", err)
@@ -334,19 +324,6 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 	}
 	s.notify(ctx, changes...)
 	return nil
-}
-
-// healthRow is a recipient's health as written back by writeHealthSQL.
-type healthRow struct {
-	ID                  int        `json:"id"`
-	State               string     `json:"state"`
-	StateReason         string     `json:"state_reason"`
-	StateChangedAt      *time.Time `json:"state_changed_at"`
-	ConsecutiveFailures int64      `json:"consecutive_failures"`
-	WindowAttempts      int64      `json:"window_attempts"`
-	WindowFailures      int64      `json:"window_failures"`
-	LastSuccessAt       *time.Time `json:"last_success_at"`
-	NextProbeAt         *time.Time `json:"next_probe_at"`
 }
 
 // recordHealthBatch applies the outcomes cs[idx] to their recipients' health: the rows are locked and read,
@@ -394,21 +371,28 @@ func (s *Service) recordHealthBatch(ctx context.Context, tx *ent.Client, cs []Co
 			s.applyHealth(r, cs[i].Outcome)
 		}
 	}
-	out := make([]healthRow, 0, len(recs))
+	payload := append(make([]byte, 0, 64+256*len(recs)), '[')
+	first := true
 	for _, id := range ids {
 		r := recs[id]
 		if r == nil {
 			continue
 		}
-		out = append(out, healthRow{ID: r.ID, State: string(r.State), StateReason: r.StateReason,
-			StateChangedAt: r.StateChangedAt, ConsecutiveFailures: r.ConsecutiveFailures,
-			WindowAttempts: r.WindowAttempts, WindowFailures: r.WindowFailures, LastSuccessAt: r.LastSuccessAt,
-			NextProbeAt: r.NextProbeAt})
+		w := jsonRow{b: payload, first: first}
+		first = false
+		w.open()
+		w.int("id", r.ID)
+		w.str("state", string(r.State))
+		w.str("state_reason", r.StateReason)
+		w.time("state_changed_at", r.StateChangedAt)
+		w.int64("consecutive_failures", r.ConsecutiveFailures)
+		w.int64("window_attempts", r.WindowAttempts)
+		w.int64("window_failures", r.WindowFailures)
+		w.time("last_success_at", r.LastSuccessAt)
+		w.time("next_probe_at", r.NextProbeAt)
+		payload = w.close()
 	}
-	payload, err := json.Marshal(out)
-	if err != nil {
-		return err
-	}
+	payload = append(payload, ']')
 	if _, err := tx.ExecContext(ctx, writeHealthSQL, string(payload)); err != nil {
 		return fmt.Errorf("write recipient health: %w", err)
 	}

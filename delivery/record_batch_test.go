@@ -92,7 +92,7 @@ func TestRecordBatchRecordsAsRecordDoes(t *testing.T) {
 	}
 	one, batch := build(), build()
 
-	// The same outcome for the k-th claim of both worlds: a mix of successes, HTTP failures and a timeout,
+	// The same outcome for the k-th claim of both worlds: a mix of successes, HTTP failures and timeouts,
 	// finishing in claim order, µs apart.
 	outcome := func(k int) delivery.Outcome {
 		o := delivery.Outcome{StartedAt: base, FinishedAt: base.Add(time.Duration(k+1) * 1500 * time.Microsecond)}
@@ -100,7 +100,8 @@ func TestRecordBatchRecordsAsRecordDoes(t *testing.T) {
 		case k%5 == 4:
 			o.HTTPStatus = http.StatusNoContent
 		case k%7 == 3:
-			o.ErrorKind, o.ErrorMessage = delivery.ErrTimeout, "no answer within 30s"
+			// Characters the batch's JSON must escape, and some it must not touch.
+			o.ErrorKind, o.ErrorMessage = delivery.ErrTimeout, "no answer \"within\" 30s: \\ \n\t\x01 ünï ✓"
 		default:
 			o.HTTPStatus, o.ErrorKind, o.ErrorMessage = http.StatusInternalServerError, delivery.ErrHTTPStatus, "HTTP 500"
 		}

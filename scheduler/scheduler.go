@@ -114,6 +114,10 @@ type Scheduler struct {
 	idle    chan job
 	workers atomic.Int32
 	done    chan struct{}
+	// attemptCtx is the context attempts run on: the system's, and its own, so that a shutdown lets an
+	// attempt finish (it is bounded by its timeout) rather than cutting it off unrecorded. Made once: it never
+	// changes.
+	attemptCtx context.Context
 
 	// completions carries finished delivery attempts to the completer, which records them in batches, as
 	// River's completer does. An attempt frees its slot once its outcome is queued here, so the next claim
@@ -163,6 +167,7 @@ func New(cfg Config) (*Scheduler, error) {
 		wakeAt:      max(1, cfg.Workers/8),
 		idle:        make(chan job),
 		done:        make(chan struct{}),
+		attemptCtx:  viewer.SystemContext(context.Background()),
 	}, nil
 }
 
@@ -434,10 +439,9 @@ func load(ctx context.Context, client *ent.Client, claims []delivery.Claim) ([]j
 	return jobs, nil
 }
 
-// attempt sends one attempt and records its outcome. It runs on a context of its own: a shutdown lets the
-// attempt finish (it is bounded by its timeout) rather than cutting it off unrecorded.
+// attempt sends one attempt and records its outcome, on attemptCtx.
 func (s *Scheduler) attempt(j job) {
-	ctx := viewer.SystemContext(context.Background())
+	ctx := s.attemptCtx
 	out := delivery.Outgoing{
 		Method:    j.request.Method,
 		Header:    j.request.Headers,

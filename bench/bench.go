@@ -132,6 +132,8 @@ type Row struct {
 	Void     string
 	// Load is the machine's 1-minute load average when the measurement started and ended.
 	Load string
+	// CPU is the cores kept busy during the measurement, the machine's and the bench process's (coresBusy).
+	CPU string
 }
 
 // Runner runs scenarios and collects rows.
@@ -141,14 +143,18 @@ type Runner struct {
 	rows    []Row
 	ceiling float64 // measured by ingest, used by latency and purge
 	logf    func(format string, args ...any)
-	// loadAtStart is the load average when the current measurement started (see startMeasure).
+	// loadAtStart is the load average when the current measurement started, cpuAtStart the CPU time spent
+	// then (see startMeasure).
 	loadAtStart float64
+	cpuAtStart  cpuReading
 }
 
-// startMeasure marks the start of a measured phase: a new peak-RSS window, and the machine's load noted.
+// startMeasure marks the start of a measured phase: a new peak-RSS window, the machine's load and the CPU
+// time spent so far noted.
 func (b *Runner) startMeasure() {
 	resetPeakRSS()
 	b.loadAtStart = loadAverage()
+	b.cpuAtStart = readCPU()
 }
 
 // Run runs the configured scenarios and prints the table.
@@ -230,16 +236,17 @@ func (b *Runner) profile(name string, several bool) (func(), error) {
 
 func (b *Runner) add(r Row) {
 	r.Load = fmt.Sprintf("%.1f → %.1f", b.loadAtStart, loadAverage())
+	r.CPU = coresBusy(b.cpuAtStart, readCPU())
 	b.rows = append(b.rows, r)
-	b.logf("%s: %s  %s  [%s]  %s  peak RSS %s, load %s %s", r.Scenario, r.Figure, r.Detail, r.Target, r.Settings,
-		mib(r.PeakRSS), r.Load, r.Void)
+	b.logf("%s: %s  %s  [%s]  %s  peak RSS %s, load %s, cores busy %s %s", r.Scenario, r.Figure, r.Detail, r.Target,
+		r.Settings, mib(r.PeakRSS), r.Load, r.CPU, r.Void)
 }
 
 // print writes the rows as a Markdown table.
 func (b *Runner) print() {
 	out := b.cfg.Out
-	fmt.Fprintln(out, "| scenario | figure | detail | target | peak RSS* | load† | settings |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| scenario | figure | detail | target | peak RSS* | load† | cores busy‡ | settings |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
 	for _, r := range b.rows {
 		fig := r.Figure
 		if r.Void != "" {
@@ -249,12 +256,16 @@ func (b *Runner) print() {
 		if r.PeakRSS > 0 {
 			rss = mib(r.PeakRSS)
 		}
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, fig, r.Detail, r.Target, rss, r.Load, r.Settings)
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, fig, r.Detail, r.Target, rss, r.Load, r.CPU,
+			r.Settings)
 	}
 	fmt.Fprintln(out, "\n\\* peak RSS is VmHWM of the bench process during the scenario: the Adal process, the load generator "+
 		"and the receiver together.")
 	fmt.Fprintln(out, "† the machine's 1-minute load average when the measurement started → ended; the bench shares the "+
 		"machine with whatever else runs, and a figure taken under load says little.")
+	fmt.Fprintln(out, "‡ the cores kept busy on average during the measurement: the whole machine (PostgreSQL, pgbench and "+
+		"anything else included) and, in brackets, the bench process. With the same offered load, fewer is cheaper: "+
+		"steadier from run to run than a tail latency, so the way to compare two builds.")
 }
 
 func met(ok bool) string {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -79,4 +80,62 @@ func loadAverage() float64 {
 	}
 	v, _ := strconv.ParseFloat(string(f[0]), 64)
 	return v
+}
+
+// cpuReading is the CPU time spent so far by the whole machine and by this process.
+type cpuReading struct {
+	at             time.Time
+	machineBusy    time.Duration // all CPUs, everything but idle and I/O wait: PostgreSQL's share included
+	processCPU     time.Duration // the bench process: Adal under test, the load generator and the receiver
+	machineOK, pOK bool
+}
+
+func readCPU() cpuReading {
+	r := cpuReading{at: time.Now()}
+	if raw, err := os.ReadFile("/proc/stat"); err == nil {
+		r.machineBusy, r.machineOK = machineBusy(raw)
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		r.processCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		r.pOK = true
+	}
+	return r
+}
+
+// userHZ is the unit of /proc/stat's counters: USER_HZ, 100 on every Linux ABI in use.
+const userHZ = 100
+
+// machineBusy reads the busy time of all CPUs from the "cpu" line of /proc/stat: user, nice, system, irq,
+// softirq and steal (idle and iowait are not busy; guest time is already counted in user).
+func machineBusy(stat []byte) (time.Duration, bool) {
+	line, _, _ := bytes.Cut(stat, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 9 || string(f[0]) != "cpu" {
+		return 0, false
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system [idle iowait] irq softirq steal
+		v, err := strconv.ParseInt(string(f[i]), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		busy += v
+	}
+	return time.Duration(busy) * time.Second / userHZ, true
+}
+
+// coresBusy describes the CPU spent between two readings as cores kept busy on average: the machine's, and
+// the bench process's. With the same offered load, fewer is cheaper; it is steadier between runs than a tail
+// latency.
+func coresBusy(from, to cpuReading) string {
+	wall := to.at.Sub(from.at)
+	if wall <= 0 || !from.machineOK || !to.machineOK {
+		return ""
+	}
+	s := fmt.Sprintf("%.2f", float64(to.machineBusy-from.machineBusy)/float64(wall))
+	if from.pOK && to.pOK {
+		s += fmt.Sprintf(" (bench %.2f)", float64(to.processCPU-from.processCPU)/float64(wall))
+	}
+	return s
 }

@@ -1,0 +1,39 @@
+package bench
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMachineBusyCountsWhatIsNotIdle: user, nice, system, irq, softirq and steal are busy; idle, iowait and
+// the guest columns (already in user) are not; a line that is not the all-CPU one reads as unknown.
+func TestMachineBusyCountsWhatIsNotIdle(t *testing.T) {
+	//           user nice system idle   iowait irq softirq steal guest guest_nice
+	stat := "cpu  1000 20   300    900000 5000   7   80      3     400   0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+	got, ok := machineBusy([]byte(stat))
+	if !ok || got != time.Duration(1000+20+300+7+80+3)*10*time.Millisecond {
+		t.Fatalf("busy %v, %v", got, ok)
+	}
+	if _, ok := machineBusy([]byte("intr 1 2 3 4 5 6 7 8 9\n")); ok {
+		t.Fatal("a line that is not the cpu line was read")
+	}
+	if _, ok := machineBusy([]byte("cpu 1 2 x 4 5 6 7 8\n")); ok {
+		t.Fatal("a counter that is not a number was read")
+	}
+}
+
+// TestCoresBusy: the CPU spent between two readings over the wall time between them, for the machine and the
+// bench process; nothing when the machine's counters could not be read.
+func TestCoresBusy(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	from := cpuReading{at: t0, machineBusy: 10 * time.Second, processCPU: time.Second, machineOK: true, pOK: true}
+	to := cpuReading{at: t0.Add(4 * time.Second), machineBusy: 16 * time.Second, processCPU: 3 * time.Second,
+		machineOK: true, pOK: true}
+	if got := coresBusy(from, to); got != "1.50 (bench 0.50)" {
+		t.Fatalf("got %q", got)
+	}
+	to.machineOK = false
+	if got := coresBusy(from, to); got != "" {
+		t.Fatalf("got %q from an unreadable /proc/stat", got)
+	}
+}

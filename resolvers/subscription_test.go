@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
+	"github.com/adal-relay/adal/webhook"
 )
 
 const watchRequest = `subscription($r: ID!) { deliveryUpdated(requestId: $r) { id status attemptCount request { id } } }`
@@ -36,11 +36,12 @@ func decode(t *testing.T, r relaytest.Response) deliveryEvent {
 	return ev
 }
 
-// flaky answers 500 the first time and 200 after.
+// flaky fails the first attempt of every request with 502 and accepts the next. Per request, not per call:
+// NextAfter may post more than one request before the subscription listens, and the one the test follows
+// must still need two attempts.
 func flaky(t *testing.T) *httptest.Server {
-	var n atomic.Int64
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
+		if r.Header.Get(webhook.HeaderAttempt) == "1" {
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		}

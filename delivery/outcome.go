@@ -255,7 +255,7 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 		o := c.Outcome
 		status, due := s.next(c.Claim, o)
 		statuses[i], dues[i] = status, due
-		w := jsonRow{b: payload, first: i == 0}
+		w := jsonRow{b: payload}
 		w.open()
 		w.int("id", c.Claim.DeliveryID)
 		w.int("attempt", c.Claim.Attempt)
@@ -268,16 +268,15 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 		w.int64("duration_ms", o.FinishedAt.Sub(o.StartedAt).Milliseconds())
 		if o.Succeeded() {
 			w.str("attempt_status", string(attempt.StatusSUCCEEDED))
-			w.strp("error_kind", nil)
+			w.null("error_kind")
 		} else {
-			kind := string(o.ErrorKind)
 			w.str("attempt_status", string(attempt.StatusFAILED))
-			w.strp("error_kind", &kind)
+			w.str("error_kind", string(o.ErrorKind))
 		}
 		if o.HTTPStatus != 0 {
 			w.int("http_status", o.HTTPStatus)
 		} else {
-			w.intp("http_status", nil)
+			w.null("http_status")
 		}
 		w.str("error_message", o.ErrorMessage)
 		payload = w.close()
@@ -372,14 +371,12 @@ func (s *Service) recordHealthBatch(ctx context.Context, tx *ent.Client, cs []Co
 		}
 	}
 	payload := append(make([]byte, 0, 64+256*len(recs)), '[')
-	first := true
 	for _, id := range ids {
 		r := recs[id]
 		if r == nil {
 			continue
 		}
-		w := jsonRow{b: payload, first: first}
-		first = false
+		w := jsonRow{b: payload}
 		w.open()
 		w.int("id", r.ID)
 		w.str("state", string(r.State))

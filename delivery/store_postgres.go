@@ -128,7 +128,7 @@ func (st *statement) request(n int, r *ent.Request) error {
 			return fmt.Errorf("request %q: a text field is not valid UTF-8", r.Key)
 		}
 	}
-	w := jsonRow{b: st.requests, first: n == 0}
+	w := jsonRow{b: st.requests}
 	w.open()
 	w.int("n", n)
 	w.int("tenant_id", r.TenantID)
@@ -153,7 +153,7 @@ func (st *statement) request(n int, r *ent.Request) error {
 // delivery adds d, the n-th delivery of the chunk, going to the request with the given key.
 func (st *statement) delivery(n int, key string, d *ent.Delivery) {
 	st.keys = append(st.keys, key)
-	w := jsonRow{b: st.deliveries, first: n == 0}
+	w := jsonRow{b: st.deliveries}
 	w.open()
 	w.int("n", n)
 	w.str("key", key)

@@ -41,9 +41,9 @@ type Stored struct {
 }
 
 // StoreBatch stores many requests in the caller's transaction with a handful of statements whatever their
-// number: one lock of all its tenants (billing.Reserve), the paid requests with their deliveries (one
-// statement on PostgreSQL, two on SQLite), then the debit with its ledger entries (billing.Settle: one
-// statement on PostgreSQL, two on SQLite). The returned entities are the rows as written, bound to no client
+// number: one lock of all its tenants (billing.Reserve), then the paid requests with their deliveries, the
+// debit and its ledger entries (on PostgreSQL one statement, the entries those billing.Settle would write; on
+// SQLite four, the last two billing.Settle's). The returned entities are the rows as written, bound to no client
 // (StoreRequest reads its request back for callers that load edges). Items beyond a tenant's balance are
 // refused (Stored.Err), in arrival order, and leave nothing behind. An error return means nothing of the batch
 // may be committed. Up to handoff.Slots deliveries, the first in arrival order, are stored claimed.
@@ -134,23 +134,26 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 		}
 	}
 	if s.cfg.Postgres {
-		err = insertPostgres(ctx, client, reqs, ds, owners)
-	} else {
-		err = insertEach(ctx, client, reqs, ds, owners)
-	}
-	if err != nil {
-		return nil, storage.Err(op, "request", err)
-	}
-	refs := make([][]string, len(reservations))
-	n := 0
-	for k, r := range reservations {
-		for range r.Granted {
-			refs[k] = append(refs[k], fmt.Sprintf("request:%d", reqs[n].ID))
-			n++
+		// The requests' statement debits them too: billing.Settle's entries, one round trip less while every
+		// tenant of the batch is locked.
+		if err := insertPostgres(ctx, client, reqs, ds, owners, billing.Debits(reservations), reason, now); err != nil {
+			return nil, storage.Err(op, "request", err)
 		}
-	}
-	if err := s.cfg.Billing.Settle(ctx, client, reservations, reason, refs); err != nil {
-		return nil, err
+	} else {
+		if err := insertEach(ctx, client, reqs, ds, owners); err != nil {
+			return nil, storage.Err(op, "request", err)
+		}
+		refs := make([][]string, len(reservations))
+		n := 0
+		for k, r := range reservations {
+			for range r.Granted {
+				refs[k] = append(refs[k], fmt.Sprintf("request:%d", reqs[n].ID))
+				n++
+			}
+		}
+		if err := s.cfg.Billing.Settle(ctx, client, reservations, reason, refs); err != nil {
+			return nil, err
+		}
 	}
 
 	changes := make([]Change, len(ds))

@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
@@ -136,4 +138,18 @@ func TestStoreBatchStoresWhatItReturns(t *testing.T) {
 	require.True(t, stored[0].Deliveries[1].Backlog, "a CLI delivery with no CLI attached is backlog")
 	require.Equal(t, &replayOf, stored[2].Request.ReplayOfID)
 	require.Equal(t, int64(10-4), db.Client.Tenant.GetX(ctx, tn.ID).CreditBalance)
+
+	// One entry per request, in the order of the batch, each with the balance it left: on PostgreSQL the
+	// requests' statement writes them, on SQLite billing.Settle.
+	entries, err := db.Client.LedgerEntry.Query().Where(ledgerentry.TenantID(tn.ID)).Order(ledgerentry.ByID()).All(ctx)
+	require.NoError(t, err)
+	paid := []*ent.Request{first[0].Request, stored[0].Request, stored[1].Request, stored[2].Request}
+	require.Len(t, entries, len(paid))
+	for i, e := range entries {
+		require.Equal(t, fmt.Sprintf("request:%d", paid[i].ID), e.Reference, "entry %d", i)
+		require.Equal(t, ledgerentry.ReasonREQUEST_ACCEPTED, e.Reason, "entry %d", i)
+		require.Equal(t, int64(-1), e.Amount, "entry %d", i)
+		require.Equal(t, int64(10-i-1), e.BalanceAfter, "entry %d", i)
+		require.True(t, now.Equal(e.CreatedAt), "entry %d at %v", i, e.CreatedAt)
+	}
 }

@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
+	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -15,9 +18,12 @@ import (
 // of many large requests is stored in several statements rather than in one parameter of gigabytes.
 const maxChunkBytes = 64 << 20
 
-// insertSQL stores a chunk of requests and their deliveries in one statement of fixed text, kept prepared
-// (storage.Prepared): the requests' insert is a data-modifying CTE whose RETURNING feeds the deliveries'
-// insert. The rows travel as two JSON arrays and the requests' headers and bodies as one bytea of them all,
+// insertSQL stores a chunk of paid requests, their deliveries and their debit in one statement of fixed text,
+// kept prepared (storage.Prepared): the requests' insert is a data-modifying CTE whose RETURNING feeds the
+// deliveries' insert and the ledger's (one entry per request, as billing.Settle writes them, in the order of
+// the rows and with the balance each leaves); the tenants' balances go down by their requests in the chunk.
+// The tenants are locked by the batch's billing.Reserve. The last row of the result counts the entries and
+// the tenants debited. The rows travel as two JSON arrays and the requests' headers and bodies as one bytea of them all,
 // which each row slices by offset and length: four parameters whatever the size of the batch, so the server
 // neither parses nor plans a statement of a thousand placeholders per batch, and the client does not encode a
 // thousand parameters.
@@ -25,7 +31,7 @@ var insertSQL = storage.Prepared(`
 WITH q AS (
 	SELECT * FROM json_to_recordset($1::json) AS q(n int, tenant_id bigint, server_id bigint, key text, method text,
 		path text, query text, headers_at int, headers_len int, body_at int, body_len int, source_addr text,
-		received_at timestamptz, expires_at timestamptz, status text, replay_of_id bigint)
+		received_at timestamptz, expires_at timestamptz, status text, replay_of_id bigint, balance_after bigint)
 ), r AS (
 	INSERT INTO requests (tenant_id, server_id, key, method, path, query, headers, body, source_addr, received_at,
 		expires_at, status, replay_of_id)
@@ -49,21 +55,37 @@ WITH q AS (
 	JOIN r ON r.key = v.key
 	ORDER BY v.n
 	RETURNING id, request_id, recipient_id
+), e AS (
+	INSERT INTO ledger_entries (tenant_id, created_at, reason, amount, balance_after, reference)
+	SELECT q.tenant_id, $5::timestamptz, $4::text, -1, q.balance_after, 'request:' || r.id
+	FROM q JOIN r ON r.key = q.key
+	ORDER BY q.n
+	RETURNING 1
+), t AS (
+	UPDATE tenants AS t SET credit_balance = t.credit_balance - c.n
+	FROM (SELECT tenant_id, count(*) AS n FROM q GROUP BY tenant_id) AS c
+	WHERE t.id = c.tenant_id
+	RETURNING 1
 )
-SELECT id, key, 0, 0 FROM r UNION ALL SELECT id, NULL, request_id, recipient_id FROM d`)
+SELECT id, key, 0, 0 FROM r UNION ALL SELECT id, NULL, request_id, recipient_id FROM d
+UNION ALL SELECT (SELECT count(*) FROM e), NULL, -1, (SELECT count(*) FROM t)`)
 
-// insertPostgres stores the requests and their deliveries, one statement per chunk (one for any intake
-// batch). It sets the IDs of reqs and ds, and each delivery's request (ds[k] belongs to reqs[owners[k]]).
+// insertPostgres stores the requests and their deliveries, and debits them (debits[n] is the ledger entry of
+// reqs[n], with the given reason and time), one statement per chunk (one for any intake batch). It sets the
+// IDs of reqs and ds, and each delivery's request (ds[k] belongs to reqs[owners[k]]).
 //
 // The statement writes the rows exactly as StoreBatch built them, under the system's context, where the
 // tenant policy ent would apply allows every row: each row's tenant is its server's.
-func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, owners []int) error {
+func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, owners []int, debits []billing.Debit, reason ledgerentry.Reason, now time.Time) error {
+	if len(debits) != len(reqs) {
+		return fmt.Errorf("insert requests: %d debits for %d requests", len(debits), len(reqs))
+	}
 	k := 0 // next delivery
 	for start := 0; start < len(reqs); {
 		st := newStatement(reqs[start:], len(ds)-k)
 		end, firstDelivery := start, k
 		for end < len(reqs) && (end == start || len(st.blob) < maxChunkBytes) {
-			if err := st.request(end-start, reqs[end]); err != nil {
+			if err := st.request(end-start, reqs[end], debits[end]); err != nil {
 				return err
 			}
 			for k < len(ds) && owners[k] == end {
@@ -72,7 +94,7 @@ func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request
 			}
 			end++
 		}
-		if err := st.run(ctx, client, reqs[start:end], ds[firstDelivery:k]); err != nil {
+		if err := st.run(ctx, client, reqs[start:end], ds[firstDelivery:k], reason, now); err != nil {
 			return err
 		}
 		for j := firstDelivery; j < k; j++ {
@@ -89,6 +111,7 @@ type statement struct {
 	requests, deliveries []byte // JSON arrays, without their closing bracket
 	blob                 []byte
 	keys                 []string // for each delivery of the chunk, its request's key
+	tenants              map[int]bool
 }
 
 // newStatement starts the statement of a chunk of (at most) reqs and the given number of deliveries, its
@@ -106,6 +129,7 @@ func newStatement(reqs []*ent.Request, deliveries int) *statement {
 		deliveries: append(make([]byte, 0, 64+576*deliveries), '['),
 		blob:       make([]byte, 0, min(blob, maxChunkBytes+1<<20)),
 		keys:       make([]string, 0, deliveries),
+		tenants:    map[int]bool{},
 	}
 }
 
@@ -116,8 +140,12 @@ func (st *statement) slice(b []byte) int {
 	return at
 }
 
-// request adds r, the n-th request of the chunk.
-func (st *statement) request(n int, r *ent.Request) error {
+// request adds r, the n-th request of the chunk, and its debit.
+func (st *statement) request(n int, r *ent.Request, debit billing.Debit) error {
+	if debit.TenantID != r.TenantID {
+		return fmt.Errorf("request %q of tenant %d debited to tenant %d", r.Key, r.TenantID, debit.TenantID)
+	}
+	st.tenants[r.TenantID] = true
 	headers, err := json.Marshal(r.Headers)
 	if err != nil {
 		return fmt.Errorf("request headers: %w", err)
@@ -146,6 +174,7 @@ func (st *statement) request(n int, r *ent.Request) error {
 	w.time("expires_at", &r.ExpiresAt)
 	w.str("status", string(r.Status))
 	w.intp("replay_of_id", r.ReplayOfID)
+	w.int64("balance_after", debit.BalanceAfter)
 	st.requests = w.close()
 	return nil
 }
@@ -179,9 +208,9 @@ func (st *statement) delivery(n int, key string, d *ent.Delivery) {
 // run executes the chunk's statement and sets the IDs of its requests and deliveries, matched by the
 // request's key and the delivery's (request, recipient) — both unique within a batch — not by the order of
 // RETURNING, which SQL does not promise.
-func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery) error {
+func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, reason ledgerentry.Reason, now time.Time) error {
 	rows, err := client.QueryContext(ctx, insertSQL, string(append(st.requests, ']')), st.blob,
-		string(append(st.deliveries, ']')))
+		string(append(st.deliveries, ']')), string(reason), now)
 	if err != nil {
 		return fmt.Errorf("insert requests: %w", err)
 	}
@@ -192,12 +221,16 @@ func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Re
 	}
 	type stored struct{ id, requestID, recipientID int }
 	var delivered []stored
-	requests := 0
+	requests, entries, debited := 0, -1, -1
 	for rows.Next() {
 		var row stored
 		var key sql.NullString
 		if err := rows.Scan(&row.id, &key, &row.requestID, &row.recipientID); err != nil {
 			return fmt.Errorf("insert requests: %w", err)
+		}
+		if !key.Valid && row.requestID == -1 { // the counts of the ledger's CTEs
+			entries, debited = row.id, row.recipientID
+			continue
 		}
 		if !key.Valid {
 			delivered = append(delivered, row)
@@ -215,6 +248,9 @@ func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Re
 	}
 	if requests != len(reqs) || len(delivered) != len(ds) {
 		return fmt.Errorf("insert requests: stored %d requests of %d and %d deliveries of %d", requests, len(reqs), len(delivered), len(ds))
+	}
+	if entries != len(reqs) || debited != len(st.tenants) {
+		return fmt.Errorf("insert requests: wrote %d ledger entries of %d and debited %d tenants of %d", entries, len(reqs), debited, len(st.tenants))
 	}
 	type pair struct{ requestID, recipientID int }
 	byPair := make(map[pair]*ent.Delivery, len(ds))

@@ -310,28 +310,37 @@ func (s *Service) Reserve(ctx context.Context, client *ent.Client, wants []Want)
 	for i, w := range wants {
 		ids[i] = w.TenantID
 	}
-	balances, err := s.lockTenants(ctx, client, ids)
+	locked, err := s.lockTenants(ctx, client, ids)
 	if err != nil {
 		return nil, fault.Wrap(op, fault.Internal, err)
 	}
+	return Grant(wants, locked)
+}
+
+// Locked is what Reserve reads of a tenant under its lock.
+type Locked struct {
+	Balance       int64
+	RetentionDays int // of the tenant's plan
+}
+
+// Grant is Reserve over tenants the caller has already locked as Reserve locks them — NO KEY UPDATE, in id
+// order, in the transaction that will settle — and read (locked, by tenant id). Intake on PostgreSQL takes the
+// lock in the statement that reads its servers, a round trip less per batch. A tenant not in locked is
+// NOT_FOUND.
+func Grant(wants []Want, locked map[int]Locked) ([]Reservation, error) {
 	out := make([]Reservation, len(wants))
 	taken := make(map[int]int64, len(wants))
 	for i, w := range wants {
-		b, ok := balances[w.TenantID]
+		b, ok := locked[w.TenantID]
 		if !ok {
-			return nil, fault.E(op, fault.NotFound, "tenant %d not found", w.TenantID)
+			return nil, fault.E("billing.Reserve", fault.NotFound, "tenant %d not found", w.TenantID)
 		}
-		before := b.balance - taken[w.TenantID] // a tenant named twice draws on what is left
+		before := b.Balance - taken[w.TenantID] // a tenant named twice draws on what is left
 		out[i] = Reservation{TenantID: w.TenantID, Granted: int(min(int64(w.N), before)), Before: before,
-			RetentionDays: b.retentionDays}
+			RetentionDays: b.RetentionDays}
 		taken[w.TenantID] += int64(out[i].Granted)
 	}
 	return out, nil
-}
-
-type lockedTenant struct {
-	balance       int64
-	retentionDays int
 }
 
 // lockTenants locks the tenants' rows in id order and reads their balances and plans' retention. On
@@ -340,7 +349,7 @@ type lockedTenant struct {
 // server, recipient or outbound job) — with FOR UPDATE such inserts and a batch reserving several tenants could
 // deadlock.
 // SQLite transactions here take the write lock at BEGIN, which serialises them already.
-func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int) (map[int]lockedTenant, error) {
+func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int) (map[int]Locked, error) {
 	var (
 		query string
 		args  []any
@@ -361,11 +370,11 @@ func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int
 		return nil, fmt.Errorf("lock tenants: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[int]lockedTenant, len(ids))
+	out := make(map[int]Locked, len(ids))
 	for rows.Next() {
 		var id int
-		var lt lockedTenant
-		if err := rows.Scan(&id, &lt.balance, &lt.retentionDays); err != nil {
+		var lt Locked
+		if err := rows.Scan(&id, &lt.Balance, &lt.RetentionDays); err != nil {
 			return nil, fmt.Errorf("scan tenant: %w", err)
 		}
 		out[id] = lt

@@ -27,6 +27,10 @@ type Incoming struct {
 	// ServerLocked says the caller read Server, live, in this transaction and holds it shared until commit
 	// (intake does): StoreBatch then does not read it again.
 	ServerLocked bool
+	// Tenant, when set, says the caller locked the server's tenant in this transaction as billing.Reserve
+	// locks it, and read this of it (intake does on PostgreSQL): StoreBatch then grants from it rather than
+	// locking the tenants again.
+	Tenant *billing.Locked
 }
 
 // Stored is what became of one Incoming: the request and its deliveries, or why it was refused
@@ -71,7 +75,7 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 	for k, tid := range tenantIDs {
 		wants[k] = billing.Want{TenantID: tid, N: len(byTenant[tid])}
 	}
-	reservations, err := s.cfg.Billing.Reserve(ctx, client, wants)
+	reservations, err := s.reserve(ctx, client, items, byTenant, wants)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +176,21 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 	}
 	s.notify(ctx, changes...)
 	return out, nil
+}
+
+// reserve grants the batch its credits: from the tenants its caller locked (Incoming.Tenant) when it locked
+// every one of them, else under billing.Reserve's lock.
+func (s *Service) reserve(ctx context.Context, client *ent.Client, items []Incoming, byTenant map[int][]int, wants []billing.Want) ([]billing.Reservation, error) {
+	locked := make(map[int]billing.Locked, len(byTenant))
+	for tid, idx := range byTenant {
+		for _, i := range idx {
+			if items[i].Tenant == nil {
+				return s.cfg.Billing.Reserve(ctx, client, wants)
+			}
+		}
+		locked[tid] = *items[idx[0]].Tenant
+	}
+	return billing.Grant(wants, locked)
 }
 
 // insertEach stores the requests, then their deliveries, with ent's bulk inserts (SQLite). It sets the IDs

@@ -193,7 +193,7 @@ func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 	var claimed []delivery.Claimed
 	err := storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
 		clear(results)
-		servers, err := b.servers(ctx, tx, live)
+		servers, tenants, err := b.servers(ctx, tx, live)
 		if err != nil {
 			return err
 		}
@@ -207,6 +207,7 @@ func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 			}
 			item := p.item
 			item.Server, item.Recipients, item.ServerLocked = srv, srv.Edges.Recipients, true
+			item.Tenant = tenants[srv.TenantID] // nil on SQLite: StoreBatch locks the tenants itself
 			items = append(items, item)
 			stored = append(stored, i)
 		}
@@ -251,8 +252,8 @@ func directDeliveries(items []delivery.Incoming) int {
 // servers loads the live servers the batch's keys name, with their live recipients, by key. On PostgreSQL the
 // servers are held FOR SHARE until the batch commits, so a server deleted meanwhile gets no request, and its
 // deletion waits for the requests being stored (and then cancels their deliveries); StoreBatch need not read
-// them again.
-func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingAccept) (map[string]*ent.Server, error) {
+// them again. On PostgreSQL their tenants are locked too, for the batch's credits, and returned by id.
+func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingAccept) (map[string]*ent.Server, map[int]*billing.Locked, error) {
 	keys := make([]string, 0, len(batch))
 	seen := make(map[string]bool, len(batch))
 	for _, p := range batch {
@@ -271,48 +272,67 @@ func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingA
 		}).
 		All(ctx)
 	if err != nil {
-		return nil, storage.Err("inbound.Accept", "server", err)
+		return nil, nil, storage.Err("inbound.Accept", "server", err)
 	}
 	out := make(map[string]*ent.Server, len(list))
 	for _, s := range list {
 		out[s.InboundKey] = s
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 // serversSQL reads the servers and their live recipients in one round trip, where ent's eager loading takes
-// two: one row per recipient, or one with no recipient for a server that has none. Sorted by id, the servers
-// are locked in id order.
+// two: one row per recipient, or one with no recipient for a server that has none. The servers are locked
+// FOR SHARE in id order; then, once every server is (the array is read whole before tenants are scanned),
+// their tenants are locked as billing.Reserve locks them (NO KEY UPDATE, in id order), and each row carries
+// its tenant's balance and plan retention: the batch's reservation needs no round trip of its own.
 var serversSQL = storage.Prepared(`
+WITH s AS MATERIALIZED (
+	SELECT id, tenant_id, created_at, name, inbound_key, deliver_pending_on_connect, retention_days
+	FROM servers WHERE inbound_key = ANY($1) AND deleted_at IS NULL
+	ORDER BY id
+	FOR SHARE
+), t AS MATERIALIZED (
+	SELECT t.id, t.credit_balance, p.retention_days
+	FROM tenants AS t JOIN plans AS p ON p.id = t.plan_id
+	WHERE t.id = ANY(ARRAY(SELECT tenant_id FROM s))
+	ORDER BY t.id
+	FOR NO KEY UPDATE OF t
+)
 SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
+	t.credit_balance, t.retention_days,
 	r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
 	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
 	r.consecutive_failures, r.window_attempts, r.window_failures, r.last_success_at, r.next_probe_at,
 	r.cli_seen_until
-FROM servers s LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
-WHERE s.inbound_key = ANY($1) AND s.deleted_at IS NULL
-ORDER BY s.id, r.id
-FOR SHARE OF s`)
+FROM s JOIN t ON t.id = s.tenant_id
+LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
+ORDER BY s.id, r.id`)
 
-func serversPostgres(ctx context.Context, tx *ent.Client, keys []string) (map[string]*ent.Server, error) {
+func serversPostgres(ctx context.Context, tx *ent.Client, keys []string) (map[string]*ent.Server, map[int]*billing.Locked, error) {
 	const op = "inbound.Accept"
 	rows, err := tx.QueryContext(ctx, serversSQL, pq.Array(keys))
 	if err != nil {
-		return nil, storage.Err(op, "server", err)
+		return nil, nil, storage.Err(op, "server", err)
 	}
 	defer rows.Close()
 	out := make(map[string]*ent.Server, len(keys))
+	tenants := make(map[int]*billing.Locked)
 	var s *ent.Server
 	for rows.Next() {
 		var row ent.Server
 		var retention sql.NullInt64
+		var t billing.Locked
 		var r recipientRow
 		if err := rows.Scan(&row.ID, &row.TenantID, &row.CreatedAt, &row.Name, &row.InboundKey,
-			&row.DeliverPendingOnConnect, &retention, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
+			&row.DeliverPendingOnConnect, &retention, &t.Balance, &t.RetentionDays, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
 			&r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
 			&r.state, &r.stateReason, &r.stateChangedAt, &r.consecutiveFailures, &r.windowAttempts,
 			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil); err != nil {
-			return nil, fault.Wrap(op, fault.Internal, err)
+			return nil, nil, fault.Wrap(op, fault.Internal, err)
+		}
+		if tenants[row.TenantID] == nil {
+			tenants[row.TenantID] = &t
 		}
 		if s == nil || s.ID != row.ID {
 			s = &row
@@ -328,9 +348,9 @@ func serversPostgres(ctx context.Context, tx *ent.Client, keys []string) (map[st
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, storage.Err(op, "server", err)
+		return nil, nil, storage.Err(op, "server", err)
 	}
-	return out, nil
+	return out, tenants, nil
 }
 
 // recipientRow is a recipient's columns as the outer join returns them: all NULL for a server without one.

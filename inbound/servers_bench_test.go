@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -16,19 +17,8 @@ import (
 func BenchmarkServers(b *testing.B) {
 	db := dbtest.Open(b)
 	ctx := viewer.SystemContext(b.Context())
-	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(0).SetRetentionDays(7).
-		SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)
-	require.NoError(b, err)
 	var batch []*pendingAccept
-	for i := range 25 {
-		tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).Save(ctx)
-		require.NoError(b, err)
-		key := fmt.Sprintf("key-%d", i)
-		srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(key).Save(ctx)
-		require.NoError(b, err)
-		_, err = db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
-			SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/").Save(ctx)
-		require.NoError(b, err)
+	for _, key := range benchServers(ctx, b, db, 25) {
 		batch = append(batch, &pendingAccept{key: key})
 	}
 	bt := &batcher{postgres: db.Postgres()}
@@ -36,9 +26,29 @@ func BenchmarkServers(b *testing.B) {
 	for b.Loop() {
 		tx, err := db.Client.Tx(ctx)
 		require.NoError(b, err)
-		got, err := bt.servers(ctx, tx.Client(), batch)
+		got, _, err := bt.servers(ctx, tx.Client(), batch)
 		require.NoError(b, err)
 		require.Len(b, got, 25)
 		_ = tx.Rollback()
 	}
+}
+
+// benchServers makes n tenants with a server each, with one direct recipient, and plenty of credits; it
+// returns the servers' inbound keys.
+func benchServers(ctx context.Context, b *testing.B, db *dbtest.DB, n int) []string {
+	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(0).SetRetentionDays(7).
+		SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)
+	require.NoError(b, err)
+	keys := make([]string, n)
+	for i := range keys {
+		tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(1 << 40).Save(ctx)
+		require.NoError(b, err)
+		keys[i] = fmt.Sprintf("key-%d", i)
+		srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(keys[i]).Save(ctx)
+		require.NoError(b, err)
+		_, err = db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
+			SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/").Save(ctx)
+		require.NoError(b, err)
+	}
+	return keys
 }

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
@@ -16,7 +18,8 @@ import (
 
 // TestServersReadAsEntReadsThem: intake's one-statement read of a batch's servers and recipients on
 // PostgreSQL gives, field for field, what ent's eager loading gives — every recipient column, set or null —
-// and leaves out deleted servers and deleted recipients. A column read into the wrong field fails here; a
+// and leaves out deleted servers and deleted recipients. It also locks their tenant, as billing.Reserve would,
+// and reads its balance and plan retention. A column read into the wrong field fails here; a
 // column added to recipients must be added to serversSQL too, and set here.
 func TestServersReadAsEntReadsThem(t *testing.T) {
 	dbtest.SkipUnlessPostgres(t)
@@ -26,7 +29,7 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(0).SetRetentionDays(7).
 		SetMaxServers(3).SetMaxRecipientsPerServer(3).Save(ctx)
 	require.NoError(t, err)
-	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).Save(ctx)
+	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(5).Save(ctx)
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
 	full, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("full").SetInboundKey("k-full").
@@ -55,8 +58,13 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
 	b := &batcher{postgres: true}
-	got, err := b.servers(ctx, tx.Client(), []*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"}, {key: "k-full"}})
+	got, tenants, err := b.servers(ctx, tx.Client(), []*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"}, {key: "k-full"}})
 	require.NoError(t, err)
+	require.Equal(t, map[int]*billing.Locked{tn.ID: {Balance: 5, RetentionDays: 7}}, tenants)
+	_, err = db.Client.ExecContext(ctx, "SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE NOWAIT", tn.ID)
+	var pqErr *pq.Error
+	require.ErrorAs(t, err, &pqErr, "the tenant is locked until the batch ends")
+	require.Equal(t, pq.ErrorCode("55P03"), pqErr.Code, "lock_not_available")
 	want, err := db.Client.Server.Query().Where(server.IDIn(full.ID, bare.ID)).
 		WithRecipients(func(q *ent.RecipientQuery) {
 			q.Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID))

@@ -299,8 +299,9 @@ type Reservation struct {
 // many, in the order of wants. One statement whatever the number of tenants: it locks the tenants' rows in id
 // order (so two batches sharing tenants never deadlock) and reads their balances and plans. The rows stay
 // locked until the transaction ends, so concurrent batches of one tenant serialise and never overdraw.
-// Nothing is debited yet: Settle must follow in the same transaction, once the items exist. client must be
-// bound to a transaction. A tenant that does not exist is NOT_FOUND.
+// Nothing is debited yet: Settle must follow in the same transaction, once the items exist, or a statement
+// that writes the entries of Debits and their debit (intake's on PostgreSQL). client must be bound to a
+// transaction. A tenant that does not exist is NOT_FOUND.
 func (s *Service) Reserve(ctx context.Context, client *ent.Client, wants []Want) ([]Reservation, error) {
 	const op = "billing.Reserve"
 	if len(wants) == 0 {

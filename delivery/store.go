@@ -147,6 +147,7 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 		if err := insertEach(ctx, client, reqs, ds, owners); err != nil {
 			return nil, storage.Err(op, "request", err)
 		}
+		// The reference names the request as insertSQL's entries name it on PostgreSQL.
 		refs := make([][]string, len(reservations))
 		n := 0
 		for k, r := range reservations {

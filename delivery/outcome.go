@@ -123,12 +123,12 @@ type Completion struct {
 // status. recorded[i] is false, and nothing of cs[i] is written, when cs[i] is no longer its delivery's current
 // claim. An error means nothing of the batch was recorded.
 //
-// On PostgreSQL the batch costs a fixed handful of statements whatever its size (the completer pattern of
-// River): one that takes the tenants' key-share locks in id order, one that updates the deliveries and inserts
-// the attempts, two for the recipients' health (lock, then write back) and two for the requests' status (lock,
-// then derive). Rows are locked in one order — tenants by id, deliveries, recipients by id, requests by id — so
-// batches, single records and intake never deadlock. On SQLite, whose single writer makes round trips cheap,
-// the batch is Record's statements in one transaction.
+// On PostgreSQL the batch costs two statements whatever its size (the completer pattern of River): one updates
+// the deliveries, inserts the attempts and locks the recipients' health and the requests that the batch settles
+// (recordBatchSQL), one writes the health back and derives the requests' status (settleBatchSQL). With BEGIN and
+// COMMIT that is four round trips. Rows are locked in one order — deliveries, recipients by id, requests by id —
+// as Record locks them, so batches, single records and intake never deadlock. On SQLite, whose single writer
+// makes round trips cheap, the batch is Record's statements in one transaction.
 func (s *Service) RecordBatch(ctx context.Context, db *storage.DB, cs []Completion) (recorded []bool, err error) {
 	if len(cs) == 0 {
 		return nil, nil
@@ -185,12 +185,23 @@ func hasDuplicateDelivery(cs []Completion) bool {
 }
 
 // recordBatchSQL moves each delivery that is still under the given claim to its next state and, for exactly
-// those, inserts the Attempt row; it returns the deliveries recorded.
+// those, inserts the Attempt row; then it locks, until commit and in id order, what the rest of the batch writes:
+// the health of the direct recipients whose outcome counts for it, and the requests whose delivery became final.
+// Each lock waits for the step before it to finish (its ids are read whole from that step's rows), so rows are
+// locked in RecordBatch's order in one round trip. Its rows say, by kind: a delivery recorded (0, its id), a
+// recipient's health as it stands under the lock (1, its columns), the requests locked (2, their count).
+//
+// The requests are only locked here; their status is derived by the next statement, whose snapshot is taken
+// once the locks are held, so it sees every delivery change committed by another transaction that held one
+// (see RefreshRequestStatus). NO KEY UPDATE on recipients is the lock an UPDATE of their health columns takes:
+// it does not block intake, which reads recipients without a lock (their deliveries' recipient_id is not a
+// checked foreign key: storage.unenforcedForeignKeys).
 var recordBatchSQL = storage.Prepared(`
 WITH v AS (
 	SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, attempt bigint, owner text, status text,
 		next_at timestamptz, finished_at timestamptz, tenant_id bigint, started_at timestamptz, duration_ms bigint,
-		attempt_status text, error_kind text, http_status bigint, error_message text)
+		attempt_status text, error_kind text, http_status bigint, error_message text, recipient_id bigint,
+		request_id bigint, health boolean)
 ), upd AS (
 	UPDATE deliveries AS d SET
 		status = v.status,
@@ -202,39 +213,47 @@ WITH v AS (
 	FROM v
 	WHERE d.id = v.id AND d.status = 'IN_PROGRESS' AND d.attempt_count = v.attempt AND d.lease_owner = v.owner
 	RETURNING d.id
+), ins AS (
+	INSERT INTO attempts (tenant_id, delivery_id, number, started_at, finished_at, duration_ms, status, error_kind,
+	                      http_status, error_message)
+	SELECT v.tenant_id, v.id, v.attempt, v.started_at, v.finished_at, v.duration_ms, v.attempt_status, v.error_kind,
+	       v.http_status, v.error_message
+	FROM v JOIN upd ON upd.id = v.id
+	RETURNING delivery_id
+), h AS MATERIALIZED (
+	SELECT id, created_at, state, state_reason, state_changed_at, consecutive_failures, window_attempts,
+	       window_failures, last_success_at, next_probe_at
+	FROM recipients
+	WHERE id = ANY(ARRAY(SELECT v.recipient_id FROM v JOIN ins ON ins.delivery_id = v.id WHERE v.health))
+	  AND method = 'DIRECT_HTTP'
+	ORDER BY id FOR NO KEY UPDATE
+), q AS MATERIALIZED (
+	SELECT id FROM requests
+	WHERE id = ANY(ARRAY(SELECT v.request_id FROM v JOIN ins ON ins.delivery_id = v.id
+	                     WHERE v.next_at IS NULL AND (SELECT count(*) FROM h) >= 0))
+	ORDER BY id FOR NO KEY UPDATE
 )
-INSERT INTO attempts (tenant_id, delivery_id, number, started_at, finished_at, duration_ms, status, error_kind,
-                      http_status, error_message)
-SELECT v.tenant_id, v.id, v.attempt, v.started_at, v.finished_at, v.duration_ms, v.attempt_status, v.error_kind,
-       v.http_status, v.error_message
-FROM v JOIN upd ON upd.id = v.id
-RETURNING delivery_id`)
+SELECT 0, delivery_id, NULL::timestamptz, '', '', NULL::timestamptz, 0::bigint, 0::bigint, 0::bigint,
+       NULL::timestamptz, NULL::timestamptz FROM ins
+UNION ALL
+SELECT 1, id, created_at, state, state_reason, state_changed_at, consecutive_failures, window_attempts,
+       window_failures, last_success_at, next_probe_at FROM h
+UNION ALL
+SELECT 2, count(*), NULL, '', '', NULL, 0, 0, 0, NULL, NULL FROM q`)
 
-// lockHealthSQL reads, and locks until commit, the health of the direct recipients of a batch. NO KEY UPDATE is
-// the lock an UPDATE of these columns takes: it does not block intake, which reads recipients without a lock
-// (their deliveries' recipient_id is not a checked foreign key: storage.unenforcedForeignKeys).
-var lockHealthSQL = storage.Prepared(`
-SELECT id, created_at, state, state_reason, state_changed_at, consecutive_failures, window_attempts,
-       window_failures, last_success_at, next_probe_at
-FROM recipients WHERE id = ANY($1) AND method = 'DIRECT_HTTP' ORDER BY id FOR NO KEY UPDATE`)
-
-var writeHealthSQL = storage.Prepared(`
-UPDATE recipients AS r SET
-	state = v.state, state_reason = v.state_reason, state_changed_at = v.state_changed_at,
-	consecutive_failures = v.consecutive_failures, window_attempts = v.window_attempts,
-	window_failures = v.window_failures, last_success_at = v.last_success_at, next_probe_at = v.next_probe_at
-FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, state text, state_reason text, state_changed_at timestamptz,
-	consecutive_failures bigint, window_attempts bigint, window_failures bigint, last_success_at timestamptz,
-	next_probe_at timestamptz)
-WHERE r.id = v.id`)
-
-// lockRequestsSQL locks the requests whose status is about to be derived, before their deliveries are read:
-// the reading statement then sees every delivery change committed by another transaction that held the lock
-// (see RefreshRequestStatus).
-var lockRequestsSQL = storage.Prepared(`SELECT id FROM requests WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`)
-
-// deriveRequestsSQL is DeriveRequestStatus over the current (not superseded) deliveries of each request.
-var deriveRequestsSQL = storage.Prepared(`
+// settleBatchSQL writes the recipients' health back, and derives, as DeriveRequestStatus does over the current
+// (not superseded) deliveries, the status of the requests recordBatchSQL locked.
+var settleBatchSQL = storage.Prepared(`
+WITH health AS (
+	UPDATE recipients AS r SET
+		state = v.state, state_reason = v.state_reason, state_changed_at = v.state_changed_at,
+		consecutive_failures = v.consecutive_failures, window_attempts = v.window_attempts,
+		window_failures = v.window_failures, last_success_at = v.last_success_at, next_probe_at = v.next_probe_at
+	FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, state text, state_reason text, state_changed_at timestamptz,
+		consecutive_failures bigint, window_attempts bigint, window_failures bigint, last_success_at timestamptz,
+		next_probe_at timestamptz)
+	WHERE r.id = v.id
+)
 UPDATE requests AS r SET status = x.status
 FROM (
 	SELECT request_id, CASE
@@ -242,15 +261,17 @@ FROM (
 		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = 0 THEN 'FAILED'
 		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = count(*) THEN 'DELIVERED'
 		ELSE 'PARTIAL' END AS status
-	FROM deliveries WHERE request_id = ANY($1) AND NOT superseded
+	FROM deliveries WHERE request_id = ANY($2) AND NOT superseded
 	GROUP BY request_id
 ) AS x
 WHERE r.id = x.request_id AND r.status <> x.status`)
 
+// recordBatchPostgres is RecordBatch in two statements: recordBatchSQL, then, once the recipients' health is
+// worked out from the rows it locked, settleBatchSQL.
 func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []Completion, recorded []bool) error {
 	statuses := make([]entdelivery.Status, len(cs))
 	dues := make([]*time.Time, len(cs))
-	payload := append(make([]byte, 0, 64+320*len(cs)), '[')
+	payload := append(make([]byte, 0, 64+512*len(cs)), '[') // a row is 400–500 bytes
 	for i, c := range cs {
 		o := c.Outcome
 		status, due := s.next(c.Claim, o)
@@ -279,20 +300,19 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 			w.null("http_status")
 		}
 		w.str("error_message", o.ErrorMessage)
+		w.int("recipient_id", c.Claim.RecipientID)
+		w.int("request_id", c.Claim.RequestID)
+		w.bool("health", countsForHealth(o))
 		payload = w.close()
 	}
 	payload = append(payload, ']')
-	ids, err := queryInts(ctx, tx, recordBatchSQL, string(payload))
+	done, recs, locked, err := readRecordBatch(ctx, tx, string(payload))
 	if err != nil {
 		return fmt.Errorf("record attempts: %w", err)
 	}
-	done := make(map[int]bool, len(ids))
-	for _, id := range ids {
-		done[id] = true
-	}
 	var health []int // indexes into cs whose outcome counts for its recipient's health
 	var finalRequests []int
-	changes := make([]Change, 0, len(ids))
+	changes := make([]Change, 0, len(done))
 	for i, c := range cs {
 		if !done[c.Claim.DeliveryID] {
 			continue
@@ -308,74 +328,74 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 			RequestID: c.Claim.RequestID, DeliveryID: c.Claim.DeliveryID, Status: statuses[i], Kind: KindAttempt,
 			Due: dues[i]})
 	}
-	if err := s.recordHealthBatch(ctx, tx, cs, health); err != nil {
-		return err
+	slices.Sort(finalRequests)
+	finalRequests = slices.Compact(finalRequests)
+	if locked != len(finalRequests) {
+		return fmt.Errorf("record attempts: %d requests locked for %d deliveries that became final", locked, len(finalRequests))
 	}
-	if len(finalRequests) > 0 {
-		slices.Sort(finalRequests)
-		finalRequests = slices.Compact(finalRequests)
-		if _, err := queryInts(ctx, tx, lockRequestsSQL, pq.Array(finalRequests)); err != nil {
-			return fmt.Errorf("lock requests: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, deriveRequestsSQL, pq.Array(finalRequests)); err != nil {
-			return fmt.Errorf("derive request status: %w", err)
+	healthPayload := s.batchHealth(cs, health, recs)
+	if len(recs) > 0 || len(finalRequests) > 0 {
+		if _, err := tx.ExecContext(ctx, settleBatchSQL, healthPayload, pq.Array(finalRequests)); err != nil {
+			return fmt.Errorf("write recipient health and request status: %w", err)
 		}
 	}
 	s.notify(ctx, changes...)
 	return nil
 }
 
-// recordHealthBatch applies the outcomes cs[idx] to their recipients' health: the rows are locked and read,
-// the outcomes applied in the order the attempts finished — the same steps updateHealth takes for each — and
-// the results written back in one statement.
-func (s *Service) recordHealthBatch(ctx context.Context, tx *ent.Client, cs []Completion, idx []int) error {
-	if len(idx) == 0 {
-		return nil
-	}
-	ids := make([]int, 0, len(idx))
-	for _, i := range idx {
-		ids = append(ids, cs[i].Claim.RecipientID)
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	rows, err := tx.QueryContext(ctx, lockHealthSQL, pq.Array(ids))
+// readRecordBatch runs recordBatchSQL and sorts its rows: the deliveries recorded, the locked recipients' health
+// and the number of requests locked.
+func readRecordBatch(ctx context.Context, tx *ent.Client, payload string) (done map[int]bool, recs map[int]*ent.Recipient, locked int, err error) {
+	rows, err := tx.QueryContext(ctx, recordBatchSQL, payload)
 	if err != nil {
-		return fmt.Errorf("lock recipients: %w", err)
+		return nil, nil, 0, err
 	}
-	recs := map[int]*ent.Recipient{}
+	defer rows.Close()
+	done, recs = map[int]bool{}, map[int]*ent.Recipient{}
+	var (
+		kind      int
+		r         ent.Recipient // one row's columns: copied out only for a recipient's health
+		createdAt *time.Time
+		state     string
+	)
 	for rows.Next() {
-		r := &ent.Recipient{}
-		var state string
-		if err := rows.Scan(&r.ID, &r.CreatedAt, &state, &r.StateReason, &r.StateChangedAt, &r.ConsecutiveFailures,
-			&r.WindowAttempts, &r.WindowFailures, &r.LastSuccessAt, &r.NextProbeAt); err != nil {
-			rows.Close()
-			return fmt.Errorf("scan recipient health: %w", err)
+		if err := rows.Scan(&kind, &r.ID, &createdAt, &state, &r.StateReason, &r.StateChangedAt,
+			&r.ConsecutiveFailures, &r.WindowAttempts, &r.WindowFailures, &r.LastSuccessAt, &r.NextProbeAt); err != nil {
+			return nil, nil, 0, err
 		}
-		r.State = recipient.State(state)
-		recs[r.ID] = r
+		switch kind {
+		case 0:
+			done[r.ID] = true
+		case 1:
+			h := r
+			h.CreatedAt, h.State = *createdAt, recipient.State(state)
+			recs[h.ID] = &h
+		case 2:
+			locked = r.ID
+		}
 	}
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(recs) == 0 {
-		return nil // CLI recipients only: the health rules are for direct delivery
-	}
+	return done, recs, locked, rows.Err()
+}
+
+// batchHealth applies the outcomes cs[idx] to their recipients' health as recordBatchSQL read it under the
+// lock, in the order the attempts finished — the same steps updateHealth takes for each, as one Record after
+// another would — and returns the results, as settleBatchSQL's payload.
+func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Recipient) string {
 	order := slices.Clone(idx)
 	slices.SortStableFunc(order, func(a, b int) int { return cs[a].Outcome.FinishedAt.Compare(cs[b].Outcome.FinishedAt) })
-	for _, i := range order { // in the order the attempts ended, as one Record after another would
-		if r := recs[cs[i].Claim.RecipientID]; r != nil {
+	for _, i := range order {
+		if r := recs[cs[i].Claim.RecipientID]; r != nil { // CLI recipients have none: the rules are for direct delivery
 			s.applyHealth(r, cs[i].Outcome)
 		}
 	}
+	ids := make([]int, 0, len(recs))
+	for id := range recs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
 	payload := append(make([]byte, 0, 64+256*len(recs)), '[')
 	for _, id := range ids {
 		r := recs[id]
-		if r == nil {
-			continue
-		}
 		w := jsonRow{b: payload}
 		w.open()
 		w.int("id", r.ID)
@@ -389,11 +409,7 @@ func (s *Service) recordHealthBatch(ctx context.Context, tx *ent.Client, cs []Co
 		w.time("next_probe_at", r.NextProbeAt)
 		payload = w.close()
 	}
-	payload = append(payload, ']')
-	if _, err := tx.ExecContext(ctx, writeHealthSQL, string(payload)); err != nil {
-		return fmt.Errorf("write recipient health: %w", err)
-	}
-	return nil
+	return string(append(payload, ']'))
 }
 
 // applyHealth applies one outcome to r in memory, step for step as updateHealth does in the database: count
@@ -430,21 +446,4 @@ func (s *Service) applyHealth(r *ent.Recipient, o Outcome) {
 			r.WindowAttempts, r.WindowFailures = 0, 0
 		}
 	}
-}
-
-func queryInts(ctx context.Context, tx *ent.Client, query string, args ...any) ([]int, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int
-	for rows.Next() {
-		var id int
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }

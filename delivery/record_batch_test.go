@@ -18,6 +18,7 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -174,6 +175,70 @@ func TestRecordBatchRecordsAsRecordDoes(t *testing.T) {
 		states = append(states, r.State)
 	}
 	require.True(t, slices.Contains(states, recipient.StateDISABLED), "states %v: the fixture should disable a recipient", states)
+}
+
+// TestConcurrentBatchesSettleSiblingDeliveries records the two deliveries of each request in two batches that
+// commit at the same time. Whichever commits last must see the other's delivery final and settle the request:
+// a batch that derived the status from what it read before the other committed would leave it PENDING forever.
+func TestConcurrentBatchesSettleSiblingDeliveries(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	ctx := viewer.SystemContext(t.Context())
+	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Postgres: db.Postgres(),
+		Now: time.Now, Unit: time.Second, CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
+	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
+		SetMaxServers(1).SetMaxRecipientsPerServer(2).Save(ctx)
+	require.NoError(t, err)
+	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(1 << 20).Save(ctx)
+	require.NoError(t, err)
+	srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).Save(ctx)
+	require.NoError(t, err)
+	var recs []*ent.Recipient
+	for i := range 2 {
+		r, err := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
+			SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/" + string(rune('a'+i))).Save(ctx)
+		require.NoError(t, err)
+		recs = append(recs, r)
+	}
+	const rounds, perRound = 20, 16
+	for round := range rounds {
+		items := make([]delivery.Incoming, perRound)
+		for i := range items {
+			items[i] = delivery.Incoming{Server: srv, Recipients: recs, Key: hexID(),
+				Request: delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte("{}")}}
+		}
+		stored, err := svc.StoreBatch(ctx, db.Client, items, billing.ReasonRequestAccepted,
+			delivery.Handoff{Owner: "owner", Lease: time.Minute, Slots: 2 * perRound})
+		require.NoError(t, err)
+		batches := make([][]delivery.Completion, len(recs))
+		var requests []int
+		now := time.Now()
+		for _, st := range stored {
+			require.NoError(t, st.Err)
+			require.Len(t, st.Claimed, len(recs))
+			requests = append(requests, st.Request.ID)
+			for k, c := range st.Claimed {
+				batches[k] = append(batches[k], delivery.Completion{Claim: c.Claim,
+					Outcome: delivery.Outcome{StartedAt: now, FinishedAt: now, HTTPStatus: http.StatusOK}})
+			}
+		}
+		start := make(chan struct{})
+		errs := make(chan error, len(batches))
+		for _, cs := range batches {
+			go func() {
+				<-start
+				_, err := svc.RecordBatch(ctx, db.DB, cs)
+				errs <- err
+			}()
+		}
+		close(start)
+		for range batches {
+			require.NoError(t, <-errs)
+		}
+		n, err := db.Client.Request.Query().Where(request.IDIn(requests...), request.StatusEQ(request.StatusDELIVERED)).Count(ctx)
+		require.NoError(t, err)
+		require.Equal(t, perRound, n, "round %d: every request whose deliveries both succeeded is DELIVERED", round)
+	}
 }
 
 // TestRecordBatchEmpty records nothing without touching the database.

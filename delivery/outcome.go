@@ -187,8 +187,10 @@ func hasDuplicateDelivery(cs []Completion) bool {
 // recordBatchSQL moves each delivery that is still under the given claim to its next state and, for exactly
 // those, inserts the Attempt row; then it locks, until commit and in id order, what the rest of the batch writes:
 // the health of the direct recipients whose outcome counts for it, and the requests whose delivery became final.
-// Each lock waits for the step before it to finish (its ids are read whole from that step's rows), so rows are
-// locked in RecordBatch's order in one round trip. Its rows say, by kind: a delivery recorded (0, its id), a
+// Each lock waits for the step before it to finish (its ids are read whole into an array, in a subquery that
+// first counts that step's rows), so rows are locked in RecordBatch's order in one round trip. The ids come from
+// the deliveries' RETURNING, not from a join of the batch with the attempts inserted: planned for an unknown
+// number of rows, that join ran as a nested loop, 65,536 comparisons for a batch of 256. Its rows say, by kind: a delivery recorded (0, its id), a
 // recipient's health as it stands under the lock (1, its columns), the requests locked (2, their count).
 //
 // The requests are only locked here; their status is derived by the next statement, whose snapshot is taken
@@ -198,10 +200,9 @@ func hasDuplicateDelivery(cs []Completion) bool {
 // checked foreign key: storage.unenforcedForeignKeys).
 var recordBatchSQL = storage.Prepared(`
 WITH v AS (
-	SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, attempt bigint, owner text, status text,
+	SELECT * FROM json_to_recordset($1::json) AS v(id bigint, attempt bigint, owner text, status text,
 		next_at timestamptz, finished_at timestamptz, tenant_id bigint, started_at timestamptz, duration_ms bigint,
-		attempt_status text, error_kind text, http_status bigint, error_message text, recipient_id bigint,
-		request_id bigint, health boolean)
+		attempt_status text, error_kind text, http_status bigint, error_message text, health boolean)
 ), upd AS (
 	UPDATE deliveries AS d SET
 		status = v.status,
@@ -212,7 +213,7 @@ WITH v AS (
 		lease_owner = ''
 	FROM v
 	WHERE d.id = v.id AND d.status = 'IN_PROGRESS' AND d.attempt_count = v.attempt AND d.lease_owner = v.owner
-	RETURNING d.id
+	RETURNING d.id, d.recipient_id, d.request_id, v.health, v.next_at IS NULL AS final
 ), ins AS (
 	INSERT INTO attempts (tenant_id, delivery_id, number, started_at, finished_at, duration_ms, status, error_kind,
 	                      http_status, error_message)
@@ -224,13 +225,12 @@ WITH v AS (
 	SELECT id, created_at, state, state_reason, state_changed_at, consecutive_failures, window_attempts,
 	       window_failures, last_success_at, next_probe_at
 	FROM recipients
-	WHERE id = ANY(ARRAY(SELECT v.recipient_id FROM v JOIN ins ON ins.delivery_id = v.id WHERE v.health))
+	WHERE id = ANY(ARRAY(SELECT recipient_id FROM upd WHERE health AND (SELECT count(*) FROM ins) > 0))
 	  AND method = 'DIRECT_HTTP'
 	ORDER BY id FOR NO KEY UPDATE
 ), q AS MATERIALIZED (
 	SELECT id FROM requests
-	WHERE id = ANY(ARRAY(SELECT v.request_id FROM v JOIN ins ON ins.delivery_id = v.id
-	                     WHERE v.next_at IS NULL AND (SELECT count(*) FROM h) >= 0))
+	WHERE id = ANY(ARRAY(SELECT request_id FROM upd WHERE final AND (SELECT count(*) FROM h) >= 0))
 	ORDER BY id FOR NO KEY UPDATE
 )
 SELECT 0, delivery_id, NULL::timestamptz, '', '', NULL::timestamptz, 0::bigint, 0::bigint, 0::bigint,
@@ -249,7 +249,7 @@ WITH health AS (
 		state = v.state, state_reason = v.state_reason, state_changed_at = v.state_changed_at,
 		consecutive_failures = v.consecutive_failures, window_attempts = v.window_attempts,
 		window_failures = v.window_failures, last_success_at = v.last_success_at, next_probe_at = v.next_probe_at
-	FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, state text, state_reason text, state_changed_at timestamptz,
+	FROM json_to_recordset($1::json) AS v(id bigint, state text, state_reason text, state_changed_at timestamptz,
 		consecutive_failures bigint, window_attempts bigint, window_failures bigint, last_success_at timestamptz,
 		next_probe_at timestamptz)
 	WHERE r.id = v.id
@@ -300,8 +300,6 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 			w.null("http_status")
 		}
 		w.str("error_message", o.ErrorMessage)
-		w.int("recipient_id", c.Claim.RecipientID)
-		w.int("request_id", c.Claim.RequestID)
 		w.bool("health", countsForHealth(o))
 		payload = w.close()
 	}

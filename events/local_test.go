@@ -90,6 +90,29 @@ func TestFilterMatch(t *testing.T) {
 	}
 }
 
+// TestFilterMatchOverflowOfATenant: an overflow naming only a tenant reaches every subscriber of that tenant,
+// whatever server or request it watches, and no subscriber of another tenant.
+func TestFilterMatchOverflowOfATenant(t *testing.T) {
+	t.Parallel()
+	e := Event{TenantID: 1, Kind: KindOverflow}
+	for _, tc := range []struct {
+		f    Filter
+		want bool
+	}{
+		{Filter{}, true},
+		{Filter{TenantID: 1}, true},
+		{Filter{TenantID: 1, ServerID: 2}, true},
+		{Filter{TenantID: 1, ServerID: 2, RequestID: 3}, true},
+		{Filter{TenantID: 9}, false},
+		{Filter{TenantID: 9, ServerID: 2}, false},
+	} {
+		require.Equal(t, tc.want, tc.f.Match(e), "%+v", tc.f)
+	}
+	server := Event{TenantID: 1, ServerID: 2, Kind: KindOverflow}
+	require.True(t, Filter{TenantID: 1, ServerID: 2, RequestID: 3}.Match(server))
+	require.False(t, Filter{TenantID: 1, ServerID: 5}.Match(server), "another server's overflow")
+}
+
 func TestLocalManySubscribersGetTheirEventsInOrder(t *testing.T) {
 	t.Parallel()
 	b := startLocal(t)

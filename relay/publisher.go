@@ -17,14 +17,20 @@ type publisher struct {
 	bus    events.Bus
 	logger *slog.Logger
 	queue  chan events.Event
-	done   sync.WaitGroup
-	once   sync.Once
+	// dropped counts the changes refused by a full queue since the last report, and lost their tenants: each
+	// such tenant's viewers are told to re-read (KindOverflow), and one log line counts them, not one per
+	// event, which under a fan-out burst would be thousands a second.
+	mu      sync.Mutex
+	dropped int
+	lost    map[int]bool
+	done    sync.WaitGroup
+	once    sync.Once
 }
 
 const publishQueue = 4096
 
 func newPublisher(bus events.Bus, logger *slog.Logger) *publisher {
-	return &publisher{bus: bus, logger: logger, queue: make(chan events.Event, publishQueue)}
+	return &publisher{bus: bus, logger: logger, queue: make(chan events.Event, publishQueue), lost: map[int]bool{}}
 }
 
 // add queues changes; when the queue is full the change is dropped (live status is best effort: viewers
@@ -36,7 +42,10 @@ func (p *publisher) add(changes []delivery.Change) {
 		select {
 		case p.queue <- e:
 		default:
-			p.logger.Warn("live event dropped: publish queue full", "delivery", c.DeliveryID)
+			p.mu.Lock()
+			p.dropped++
+			p.lost[c.TenantID] = true
+			p.mu.Unlock()
 		}
 	}
 }
@@ -65,8 +74,34 @@ func (p *publisher) start() {
 				p.logger.Warn("publish live events", "err", err, "count", len(batch))
 			}
 			cancel()
+			p.reportDropped()
 		}
+		p.reportDropped()
 	}()
+}
+
+// reportDropped tells the viewers of every tenant that lost events since the last report to re-read what they
+// show, and logs how many were lost.
+func (p *publisher) reportDropped() {
+	p.mu.Lock()
+	n := p.dropped
+	if n == 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.dropped = 0
+	overflows := make([]events.Event, 0, len(p.lost))
+	for tenant := range p.lost {
+		overflows = append(overflows, events.Event{TenantID: tenant, Kind: events.KindOverflow})
+	}
+	clear(p.lost)
+	p.mu.Unlock()
+	p.logger.Warn("live events dropped: publish queue full", "count", n, "tenants", len(overflows))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.bus.Publish(ctx, overflows...); err != nil {
+		p.logger.Warn("publish live events", "err", err, "count", len(overflows))
+	}
 }
 
 // stop publishes what is queued and returns.

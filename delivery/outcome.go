@@ -190,8 +190,9 @@ func hasDuplicateDelivery(cs []Completion) bool {
 // Each lock waits for the step before it to finish (its ids are read whole into an array, in a subquery that
 // first counts that step's rows), so rows are locked in RecordBatch's order in one round trip. The ids come from
 // the deliveries' RETURNING, not from a join of the batch with the attempts inserted: planned for an unknown
-// number of rows, that join ran as a nested loop, 65,536 comparisons for a batch of 256. Its rows say, by kind: a delivery recorded (0, its id), a
-// recipient's health as it stands under the lock (1, its columns), the requests locked (2, their count).
+// number of rows, that join ran as a nested loop, 65,536 comparisons for a batch of 256. Each row's first
+// column is its kind: rowRecorded (a delivery recorded: its id), rowHealth (a recipient's health as it stands
+// under the lock) or rowLocked (the number of requests locked, in the id column).
 //
 // The requests are only locked here; their status is derived by the next statement, whose snapshot is taken
 // once the locks are held, so it sees every delivery change committed by another transaction that held one
@@ -240,6 +241,13 @@ SELECT 1, id, created_at, state, state_reason, state_changed_at, consecutive_fai
        window_failures, last_success_at, next_probe_at FROM h
 UNION ALL
 SELECT 2, count(*), NULL, '', '', NULL, 0, 0, 0, NULL, NULL FROM q`)
+
+// The kinds of recordBatchSQL's rows, the literals its three SELECTs start with.
+const (
+	rowRecorded = 0
+	rowHealth   = 1
+	rowLocked   = 2
+)
 
 // settleBatchSQL writes the recipients' health back, and derives, as DeriveRequestStatus does over the current
 // (not superseded) deliveries, the status of the requests recordBatchSQL locked.
@@ -328,8 +336,10 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 	}
 	slices.Sort(finalRequests)
 	finalRequests = slices.Compact(finalRequests)
+	// A request is never gone while its delivery is held. Were it, the batch fails, and the scheduler records
+	// its outcomes one at a time.
 	if locked != len(finalRequests) {
-		return fmt.Errorf("record attempts: %d requests locked for %d deliveries that became final", locked, len(finalRequests))
+		return fmt.Errorf("record attempts: %d requests locked for the %d that deliveries made final", locked, len(finalRequests))
 	}
 	healthPayload := s.batchHealth(cs, health, recs)
 	if len(recs) > 0 || len(finalRequests) > 0 {
@@ -362,13 +372,13 @@ func readRecordBatch(ctx context.Context, tx *ent.Client, payload string) (done 
 			return nil, nil, 0, err
 		}
 		switch kind {
-		case 0:
+		case rowRecorded:
 			done[r.ID] = true
-		case 1:
+		case rowHealth:
 			h := r
 			h.CreatedAt, h.State = *createdAt, recipient.State(state)
 			recs[h.ID] = &h
-		case 2:
+		case rowLocked:
 			locked = r.ID
 		}
 	}

@@ -17,9 +17,9 @@ type publisher struct {
 	bus    events.Bus
 	logger *slog.Logger
 	queue  chan events.Event
-	// dropped counts the changes refused by a full queue since the last report, and lost their tenants: each
-	// such tenant's viewers are told to re-read (KindOverflow), and one log line counts them, not one per
-	// event, which under a fan-out burst would be thousands a second.
+	// dropped counts the changes a full queue refused since the last report, and lost holds their tenants:
+	// each such tenant's viewers are told to re-read (KindOverflow), and one log line counts them, not one
+	// per event, which under a fan-out burst would be thousands a second.
 	mu      sync.Mutex
 	dropped int
 	lost    map[int]bool

@@ -312,7 +312,7 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 		payload = w.close()
 	}
 	payload = append(payload, ']')
-	done, recs, locked, err := readRecordBatch(ctx, tx, string(payload))
+	done, recs, locked, err := readRecordBatch(ctx, tx, payload)
 	if err != nil {
 		return fmt.Errorf("record attempts: %w", err)
 	}
@@ -353,7 +353,7 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 
 // readRecordBatch runs recordBatchSQL and sorts its rows: the deliveries recorded, the locked recipients' health
 // and the number of requests locked.
-func readRecordBatch(ctx context.Context, tx *ent.Client, payload string) (done map[int]bool, recs map[int]*ent.Recipient, locked int, err error) {
+func readRecordBatch(ctx context.Context, tx *ent.Client, payload []byte) (done map[int]bool, recs map[int]*ent.Recipient, locked int, err error) {
 	rows, err := tx.QueryContext(ctx, recordBatchSQL, payload)
 	if err != nil {
 		return nil, nil, 0, err
@@ -388,7 +388,7 @@ func readRecordBatch(ctx context.Context, tx *ent.Client, payload string) (done 
 // batchHealth applies the outcomes cs[idx] to their recipients' health as recordBatchSQL read it under the
 // lock, in the order the attempts finished — the same steps updateHealth takes for each, as one Record after
 // another would — and returns the results, as settleBatchSQL's payload.
-func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Recipient) string {
+func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Recipient) []byte {
 	order := slices.Clone(idx)
 	slices.SortStableFunc(order, func(a, b int) int { return cs[a].Outcome.FinishedAt.Compare(cs[b].Outcome.FinishedAt) })
 	for _, i := range order {
@@ -417,7 +417,7 @@ func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Reci
 		w.time("next_probe_at", r.NextProbeAt)
 		payload = w.close()
 	}
-	return string(append(payload, ']'))
+	return append(payload, ']')
 }
 
 // applyHealth applies one outcome to r in memory, step for step as updateHealth does in the database: count

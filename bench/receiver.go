@@ -31,7 +31,8 @@ type Receiver struct {
 func newReceiver(respond func(requestID int64, attempt int) int) *Receiver {
 	r := &Receiver{respond: respond}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
-	// Adal's sender keeps up to 64 idle connections per host; let the receiver keep as many.
+	// Adal's sender keeps an idle connection per worker to a host (egress.NewTransport); let the receiver keep
+	// them as long.
 	r.srv.Config.IdleTimeout = 2 * time.Minute
 	return r
 }

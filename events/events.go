@@ -131,14 +131,9 @@ type Filter struct {
 // Match reports whether e is within f. A synthetic event names the scope that may have missed events — a
 // tenant, say, with no server or request — and reaches every subscriber within it; it never crosses tenants.
 func (f Filter) Match(e Event) bool {
-	if e.Kind == KindOverflow || e.Kind == KindResync {
-		return (f.TenantID == 0 || f.TenantID == e.TenantID) &&
-			(f.ServerID == 0 || e.ServerID == 0 || f.ServerID == e.ServerID) &&
-			(f.RequestID == 0 || e.RequestID == 0 || f.RequestID == e.RequestID)
-	}
-	return (f.TenantID == 0 || f.TenantID == e.TenantID) &&
-		(f.ServerID == 0 || f.ServerID == e.ServerID) &&
-		(f.RequestID == 0 || f.RequestID == e.RequestID)
+	synthetic := e.Kind == KindOverflow || e.Kind == KindResync
+	within := func(want, got int) bool { return want == 0 || want == got || (synthetic && got == 0) }
+	return (f.TenantID == 0 || f.TenantID == e.TenantID) && within(f.ServerID, e.ServerID) && within(f.RequestID, e.RequestID)
 }
 
 // Option tunes a bus at construction.

@@ -111,6 +111,7 @@ func TestFilterMatchOverflowOfATenant(t *testing.T) {
 	server := Event{TenantID: 1, ServerID: 2, Kind: KindOverflow}
 	require.True(t, Filter{TenantID: 1, ServerID: 2, RequestID: 3}.Match(server))
 	require.False(t, Filter{TenantID: 1, ServerID: 5}.Match(server), "another server's overflow")
+	require.False(t, Filter{TenantID: 1}.Match(Event{Kind: KindOverflow}), "an overflow that names no tenant is no tenant's")
 }
 
 func TestLocalManySubscribersGetTheirEventsInOrder(t *testing.T) {

@@ -57,10 +57,7 @@ func TestPublisherCountsDroppedEvents(t *testing.T) {
 	const over = 100
 	changes := make([]delivery.Change, publishQueue+over)
 	for i := range changes {
-		changes[i].Kind = events.KindCreated
-	}
-	for i := range changes {
-		changes[i].TenantID, changes[i].DeliveryID = 7, 2+i
+		changes[i] = delivery.Change{TenantID: 7, DeliveryID: 2 + i, Kind: events.KindCreated}
 	}
 	changes[len(changes)-1].TenantID = 8 // dropped: the queue was full long before
 	p.add(changes)

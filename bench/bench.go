@@ -1,6 +1,7 @@
 // Package bench measures an Adal process against its budgets (DESIGN §7): intake, dispatch, accept-to-delivery
 // latency, retry punctuality and purge, each on a fresh PostgreSQL database, with the process running inside
-// the bench so its peak memory can be read. cmd/bench is its command line.
+// the bench so its peak memory can be read, and the load generator and the receiver in a traffic process of
+// their own. cmd/bench is its command line.
 package bench
 
 import (
@@ -128,11 +129,11 @@ type Row struct {
 	Detail   string // further figures (percentiles, ratios, counts)
 	Target   string // the budget and whether it was met
 	Settings string
-	PeakRSS  int64 // bytes; VmHWM of the bench process during the scenario
+	PeakRSS  int64 // bytes; VmHWM of the bench process (Adal under test) during the scenario
 	Void     string
 	// Load is the machine's 1-minute load average when the measurement started and ended.
 	Load string
-	// CPU is the cores kept busy during the measurement, the machine's and the bench process's (coresBusy).
+	// CPU is the cores kept busy during the measurement: the machine's, Adal's and the traffic's (coresBusy).
 	CPU string
 }
 
@@ -147,6 +148,7 @@ type Runner struct {
 	// then (see startMeasure).
 	loadAtStart float64
 	cpuAtStart  cpuReading
+	traffic     *Traffic // the current scenario's load generator and receiver
 }
 
 // startMeasure marks the start of a measured phase: a new peak-RSS window, the machine's load and the CPU
@@ -154,11 +156,16 @@ type Runner struct {
 func (b *Runner) startMeasure() {
 	resetPeakRSS()
 	b.loadAtStart = loadAverage()
-	b.cpuAtStart = readCPU()
+	b.cpuAtStart = readCPU(b.traffic)
 }
 
 // Run runs the configured scenarios and prints the table.
 func Run(ctx context.Context, cfg Config) ([]Row, error) {
+	if IsTrafficProcess() {
+		// The binary started as a traffic process did not call ServeTraffic: running the scenarios here would
+		// start traffic processes of its own, without end.
+		return nil, fmt.Errorf("started as a traffic process (%s is set): main must call bench.ServeTraffic", trafficEnv)
+	}
 	cfg.defaults()
 	for _, s := range cfg.Scenarios {
 		if !slices.Contains(Scenarios, s) {
@@ -236,7 +243,7 @@ func (b *Runner) profile(name string, several bool) (func(), error) {
 
 func (b *Runner) add(r Row) {
 	r.Load = fmt.Sprintf("%.1f → %.1f", b.loadAtStart, loadAverage())
-	r.CPU = coresBusy(b.cpuAtStart, readCPU())
+	r.CPU = coresBusy(b.cpuAtStart, readCPU(b.traffic))
 	b.rows = append(b.rows, r)
 	b.logf("%s: %s  %s  [%s]  %s  peak RSS %s, load %s, cores busy %s %s", r.Scenario, r.Figure, r.Detail, r.Target,
 		r.Settings, mib(r.PeakRSS), r.Load, r.CPU, r.Void)
@@ -259,13 +266,13 @@ func (b *Runner) print() {
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, fig, r.Detail, r.Target, rss, r.Load, r.CPU,
 			r.Settings)
 	}
-	fmt.Fprintln(out, "\n\\* peak RSS is VmHWM of the bench process during the scenario: the Adal process, the load generator "+
-		"and the receiver together.")
+	fmt.Fprintln(out, "\n\\* peak RSS is VmHWM of the bench process during the scenario: the Adal process under test and "+
+		"the bench's bookkeeping; the load generator and the receiver run in a traffic process of their own.")
 	fmt.Fprintln(out, "† the machine's 1-minute load average when the measurement started → ended; the bench shares the "+
 		"machine with whatever else runs, and a figure taken under load says little.")
 	fmt.Fprintln(out, "‡ the cores kept busy on average during the measurement: the whole machine (PostgreSQL, pgbench and "+
-		"anything else included) and, in brackets, the bench process. With the same offered load, fewer is cheaper: "+
-		"steadier from run to run than a tail latency, so the way to compare two builds.")
+		"anything else included) and, in brackets, the bench process (Adal) and the traffic process. With the same "+
+		"offered load, fewer is cheaper: steadier from run to run than a tail latency, so the way to compare two builds.")
 }
 
 func met(ok bool) string {

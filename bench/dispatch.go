@@ -15,14 +15,17 @@ import (
 // intake) over 10 tenants × 10 recipients, burned down to a receiver that answers 200 at once. It reports
 // attempts per second and the SQL statements the process sent per attempt.
 func (b *Runner) dispatch(ctx context.Context) error {
-	rcv := newReceiver(nil)
-	defer rcv.Close()
+	tr, err := b.startTraffic(Refusal{})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
 	p, err := b.startProcess("dispatch", func(c *relay.Config) { c.Workers = b.cfg.DispatchWorkers })
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	fx, err := p.setup(10, 10, rcv.URL(), false)
+	fx, err := p.setup(10, 10, tr.ReceiverURL(), false)
 	if err != nil {
 		return err
 	}
@@ -43,14 +46,18 @@ func (b *Runner) dispatch(ctx context.Context) error {
 		return err
 	}
 	deadline := start.Add(10 * time.Minute)
+	var received int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("dispatch: %d of %d deliveries received after %v", rcv.Count(), n, time.Since(start))
+		if received, err = tr.Received(ctx); err != nil {
+			return err
 		}
-		if rcv.Count() >= int64(n) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dispatch: %d of %d deliveries received after %v", received, n, time.Since(start))
+		}
+		if received >= int64(n) {
 			open, err := p.count(`SELECT COUNT(*) FROM deliveries WHERE status IN ('PENDING', 'IN_PROGRESS')`)
 			if err != nil {
 				return err
@@ -80,7 +87,7 @@ func (b *Runner) dispatch(ctx context.Context) error {
 		Scenario: "dispatch",
 		Figure:   fmt.Sprintf("%.0f attempts/s", rate),
 		Detail: fmt.Sprintf("%d attempts in %v, %d succeeded, %d received; %.2f SQL statements per attempt (%.2f with BEGIN/COMMIT)",
-			attempts, elapsed.Round(time.Millisecond), succeeded, rcv.Count(), perAttempt, withTx),
+			attempts, elapsed.Round(time.Millisecond), succeeded, received, perAttempt, withTx),
 		Target: fmt.Sprintf("≥ 5,000 attempts/s: %s; ≤ 3 statements/attempt: %s", met(rate >= 5000), met(perAttempt <= 3)),
 		Settings: fmt.Sprintf("%d due deliveries (bulk-inserted, 1 KiB bodies) over 10 tenants × 10 recipients, receiver answers 200 at once; workers %s; statements counted by a driver wrapper (pg_stat_statements not loaded)",
 			n, workers(b.cfg.DispatchWorkers)),

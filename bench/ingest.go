@@ -35,14 +35,14 @@ func (b *Runner) ingest(ctx context.Context) error {
 
 // ingestVariant runs one tenant/recipient layout at each rate and returns the best accepted rate.
 func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipients int, rates []float64, pgbenchTPS float64) (float64, error) {
-	var target string
 	paused := b.cfg.IngestRecipients == "paused"
-	var rcv *Receiver
-	if !paused {
-		rcv = newReceiver(nil)
-		defer rcv.Close()
-		target = rcv.URL()
-	} else {
+	tr, err := b.startTraffic(Refusal{})
+	if err != nil {
+		return 0, err
+	}
+	defer tr.Close()
+	target := tr.ReceiverURL()
+	if paused {
 		target = "http://127.0.0.1:9" // never called: the recipients are paused
 	}
 	p, err := b.startProcess("ingest", nil)
@@ -59,7 +59,7 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 	}
 	body := body1K()
 	best := 0.0
-	accepted, err := b.warmUp(ctx, p, fx, rates[0])
+	accepted, err := b.warmUp(ctx, tr, p, fx, rates[0])
 	if err != nil {
 		return 0, err
 	}
@@ -70,7 +70,10 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 		b.startMeasure()
 		b.counter.Breakdown()
 		before := b.counter.Read()
-		res := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body}.Run(ctx)
+		res, err := tr.Run(ctx, Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body})
+		if err != nil {
+			return best, err
+		}
 		rss := peakRSS()
 		accepted += int64(res.Accepted())
 		used := b.counter.Read().Sub(before)

@@ -20,32 +20,39 @@ func (b *Runner) latency(ctx context.Context) error {
 		return errNoCeiling
 	}
 	rate := b.ceiling / 2
-	rcv := newReceiver(nil)
-	defer rcv.Close()
+	tr, err := b.startTraffic(Refusal{})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
 	p, err := b.startProcess("latency", nil)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	fx, err := p.setup(100, 1, rcv.URL(), false)
+	fx, err := p.setup(100, 1, tr.ReceiverURL(), false)
 	if err != nil {
 		return err
 	}
 	if err := p.Start(); err != nil {
 		return err
 	}
-	warm, err := b.warmUp(ctx, p, fx, rate)
+	warm, err := b.warmUp(ctx, tr, p, fx, rate)
 	if err != nil {
 		return err
 	}
 	// The warm-up's requests are delivered, and forgotten, before the measured run.
-	drainWarm := time.Now().Add(60 * time.Second)
-	for rcv.Count() < warm && time.Now().Before(drainWarm) && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
+	if _, err := tr.awaitReceived(ctx, warm, time.Minute); err != nil {
+		return err
 	}
-	rcv.Reset()
+	if err := tr.Reset(ctx); err != nil {
+		return err
+	}
 	b.startMeasure()
-	res := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body1K(), KeepIDs: true}.Run(ctx)
+	res, err := tr.Run(ctx, Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body1K(), KeepIDs: true})
+	if err != nil {
+		return err
+	}
 	published := map[int64]time.Time{}
 	for _, s := range res.Requests {
 		if s.Status == http.StatusAccepted {
@@ -53,17 +60,17 @@ func (b *Runner) latency(ctx context.Context) error {
 		}
 	}
 	// Drain: wait (bounded) until every published request has reached the receiver.
-	drainUntil := time.Now().Add(60 * time.Second)
-	for time.Now().Before(drainUntil) && ctx.Err() == nil {
-		if rcv.Count() >= int64(len(published)) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	if _, err := tr.awaitReceived(ctx, int64(len(published)), time.Minute); err != nil {
+		return err
 	}
 	rss := peakRSS()
+	arrivals, err := tr.Arrivals(ctx)
+	if err != nil {
+		return err
+	}
 	first := map[int64]time.Time{}
 	var unknown, duplicates int
-	for _, a := range rcv.Arrivals() {
+	for _, a := range arrivals {
 		if _, ok := published[a.RequestID]; !ok {
 			unknown++
 			continue

@@ -35,7 +35,8 @@ func resetPeakRSS() bool {
 }
 
 // peakRSS is VmHWM from /proc/self/status: the largest resident set of this process since the last reset. The
-// bench process holds the Adal process under test, the load generator and the receiver together.
+// bench process holds the Adal process under test and the bench's own bookkeeping; the load generator and the
+// receiver are in the traffic process.
 func peakRSS() int64 {
 	return statusField("VmHWM:")
 }
@@ -82,16 +83,21 @@ func loadAverage() float64 {
 	return v
 }
 
-// cpuReading is the CPU time spent so far by the whole machine and by this process.
+// cpuReading is the CPU time spent so far by the whole machine, by this process and by the traffic process.
 type cpuReading struct {
-	at             time.Time
-	machineBusy    time.Duration // all CPUs, everything but idle and I/O wait: PostgreSQL's share included
-	processCPU     time.Duration // the bench process: Adal under test, the load generator and the receiver
-	machineOK, pOK bool
+	at                  time.Time
+	machineBusy         time.Duration // all CPUs, everything but idle and I/O wait: PostgreSQL's share included
+	processCPU          time.Duration // the bench process: Adal under test
+	trafficCPU          time.Duration // the load generator and the receiver
+	machineOK, pOK, tOK bool
 }
 
-func readCPU() cpuReading {
+// readCPU reads the CPU time spent so far; traffic, when not nil, is the scenario's traffic process.
+func readCPU(traffic *Traffic) cpuReading {
 	r := cpuReading{at: time.Now()}
+	if traffic != nil && !traffic.closed {
+		r.trafficCPU, r.tOK = processCPU(traffic.Pid())
+	}
 	if raw, err := os.ReadFile("/proc/stat"); err == nil {
 		r.machineBusy, r.machineOK = machineBusy(raw)
 	}
@@ -125,9 +131,9 @@ func machineBusy(stat []byte) (time.Duration, bool) {
 	return time.Duration(busy) * time.Second / userHZ, true
 }
 
-// coresBusy describes the CPU spent between two readings as cores kept busy on average: the machine's, and
-// the bench process's. With the same offered load, fewer is cheaper; it is steadier between runs than a tail
-// latency.
+// coresBusy describes the CPU spent between two readings as cores kept busy on average: the machine's, Adal's
+// (the bench process) and the traffic process's. With the same offered load, fewer is cheaper; it is steadier
+// between runs than a tail latency.
 func coresBusy(from, to cpuReading) string {
 	wall := to.at.Sub(from.at)
 	if wall <= 0 || !from.machineOK || !to.machineOK {
@@ -135,7 +141,11 @@ func coresBusy(from, to cpuReading) string {
 	}
 	s := fmt.Sprintf("%.2f", float64(to.machineBusy-from.machineBusy)/float64(wall))
 	if from.pOK && to.pOK {
-		s += fmt.Sprintf(" (bench %.2f)", float64(to.processCPU-from.processCPU)/float64(wall))
+		s += fmt.Sprintf(" (Adal %.2f", float64(to.processCPU-from.processCPU)/float64(wall))
+		if from.tOK && to.tOK {
+			s += fmt.Sprintf(", traffic %.2f", float64(to.trafficCPU-from.trafficCPU)/float64(wall))
+		}
+		s += ")"
 	}
 	return s
 }

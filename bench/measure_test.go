@@ -23,14 +23,20 @@ func TestMachineBusyCountsWhatIsNotIdle(t *testing.T) {
 }
 
 // TestCoresBusy: the CPU spent between two readings over the wall time between them, for the machine and the
-// bench process; nothing when the machine's counters could not be read.
+// bench process (Adal) and the traffic process; nothing when the machine's counters could not be read, and no
+// traffic figure when its process's could not.
 func TestCoresBusy(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	from := cpuReading{at: t0, machineBusy: 10 * time.Second, processCPU: time.Second, machineOK: true, pOK: true}
+	from := cpuReading{at: t0, machineBusy: 10 * time.Second, processCPU: time.Second, trafficCPU: 2 * time.Second,
+		machineOK: true, pOK: true, tOK: true}
 	to := cpuReading{at: t0.Add(4 * time.Second), machineBusy: 16 * time.Second, processCPU: 3 * time.Second,
-		machineOK: true, pOK: true}
-	if got := coresBusy(from, to); got != "1.50 (bench 0.50)" {
+		trafficCPU: 3 * time.Second, machineOK: true, pOK: true, tOK: true}
+	if got := coresBusy(from, to); got != "1.50 (Adal 0.50, traffic 0.25)" {
 		t.Fatalf("got %q", got)
+	}
+	to.tOK = false
+	if got := coresBusy(from, to); got != "1.50 (Adal 0.50)" {
+		t.Fatalf("got %q with the traffic process gone", got)
 	}
 	to.machineOK = false
 	if got := coresBusy(from, to); got != "" {

@@ -279,11 +279,14 @@ func (p *Process) count(query string, args ...any) (int64, error) {
 // warmUp sends load at rate for the configured warm-up and then analyzes the tables, as autovacuum would
 // have by the time a deployment is under steady load. It returns how many requests were accepted. Nothing of
 // it is measured.
-func (b *Runner) warmUp(ctx context.Context, p *Process, fx *Fixture, rate float64) (int64, error) {
+func (b *Runner) warmUp(ctx context.Context, tr *Traffic, p *Process, fx *Fixture, rate float64) (int64, error) {
 	if b.cfg.WarmUp <= 0 {
 		return 0, nil
 	}
-	res := Load{Rate: rate, Duration: b.cfg.WarmUp, Targets: fx.Inbound(), Body: body1K()}.Run(ctx)
+	res, err := tr.Run(ctx, Load{Rate: rate, Duration: b.cfg.WarmUp, Targets: fx.Inbound(), Body: body1K()})
+	if err != nil {
+		return 0, fmt.Errorf("warm-up: %w", err)
+	}
 	if _, err := p.DB.ExecContext(ctx, `ANALYZE`); err != nil {
 		return 0, fmt.Errorf("analyze after warm-up: %w", err)
 	}

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/adal-relay/adal/relay"
@@ -16,19 +15,17 @@ import (
 // arrival − due time; an arrival before its due time is early, and there must be none.
 func (b *Runner) punctuality(ctx context.Context) error {
 	unit := b.cfg.PunctualityUnit
-	rcv := newReceiver(func(id int64, attempt int) int {
-		if attempt == 2 && id%10 == 0 {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusOK
-	})
-	defer rcv.Close()
+	tr, err := b.startTraffic(Refusal{Attempt: 2, Every: 10})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
 	p, err := b.startProcess("punctuality", func(c *relay.Config) { c.RetryUnit = unit })
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	fx, err := p.setup(10, 10, rcv.URL(), false)
+	fx, err := p.setup(10, 10, tr.ReceiverURL(), false)
 	if err != nil {
 		return err
 	}
@@ -91,11 +88,15 @@ func (b *Runner) punctuality(ctx context.Context) error {
 		}
 	}
 	want := due + retried
-	deadline := t0.Add(window + 2*time.Minute)
-	for rcv.Count() < want && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
+	received, err := tr.awaitReceived(ctx, want, time.Until(t0.Add(window+2*time.Minute)))
+	if err != nil {
+		return err
 	}
 	rss := peakRSS()
+	arrivals, err := tr.Arrivals(ctx)
+	if err != nil {
+		return err
+	}
 	// Process-scheduled retries: attempt 3 is due 3² units after attempt 2 ended, as recorded.
 	retryDue := map[int64]time.Time{}
 	rows, err = p.DB.QueryContext(ctx, `SELECT d.request_id, a.finished_at FROM attempts a
@@ -115,7 +116,7 @@ func (b *Runner) punctuality(ctx context.Context) error {
 	rows.Close()
 	var late, lateRetry []time.Duration
 	var early, unexpected int
-	for _, a := range rcv.Arrivals() {
+	for _, a := range arrivals {
 		var at time.Time
 		var ok bool
 		switch a.Attempt {
@@ -145,7 +146,7 @@ func (b *Runner) punctuality(ctx context.Context) error {
 		Figure:   fmt.Sprintf("p99 late %s, %d early", ms(p99), early),
 		Detail: fmt.Sprintf("p50 late %s; %d due retries from the table (p99 %s) + %d scheduled by the process on the compressed unit (p99 %s); max %s; received %d of %d",
 			ms(p50), len(late), ms(percentile(late, 0.99)), len(lateRetry), ms(percentile(lateRetry, 0.99)),
-			ms(percentile(all, 1)), rcv.Count(), want),
+			ms(percentile(all, 1)), received, want),
 		Target: fmt.Sprintf("never early: %s; p99 late ≤ 1 s: %s", met(early == 0), met(p99 <= time.Second)),
 		Settings: fmt.Sprintf("%d PENDING retries in the table, %d of them due over %v (%.0f/s), the rest a day later; ADAL_RETRY_UNIT %v; 1 in 10 fails once more (retry due 9 units after)",
 			total, due, window, b.cfg.PunctualityRate, unit),

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,11 @@ func (b *Runner) purge(ctx context.Context) error {
 		return errNoCeiling
 	}
 	rate := b.ceiling / 2
+	tr, err := b.startTraffic(Refusal{})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
 	p, err := b.startProcess("purge", nil)
 	if err != nil {
 		return err
@@ -32,7 +38,10 @@ func (b *Runner) purge(ctx context.Context) error {
 	body := body1K()
 	load := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body}
 	b.startMeasure()
-	base := load.Run(ctx)
+	base, err := tr.Run(ctx, load)
+	if err != nil {
+		return err
+	}
 	baseP99 := percentile(base.Latencies(time.Time{}, time.Time{}), 0.99)
 
 	// The expired history belongs to a tenant of its own with two (paused) recipients.
@@ -50,17 +59,25 @@ func (b *Runner) purge(ctx context.Context) error {
 	}
 	b.startMeasure()
 	load.Duration = 2 * b.cfg.Duration
-	done := make(chan LoadResult, 1)
-	go func() { done <- load.Run(ctx) }()
+	type ran struct {
+		res LoadResult
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		res, err := tr.Run(ctx, load)
+		done <- ran{res, err}
+	}()
 	time.Sleep(time.Second)
 	purgeStart := time.Now()
 	st, err := purger.PurgeOnce(ctx)
 	purgeEnd := time.Now()
-	during := <-done
+	loaded := <-done
 	rss := peakRSS()
-	if err != nil {
+	if err := errors.Join(err, loaded.err); err != nil {
 		return err
 	}
+	during := loaded.res
 	inPurge := during.Latencies(purgeStart, purgeEnd)
 	duringP99 := percentile(inPurge, 0.99)
 	rps := st.RequestsPerSecond()

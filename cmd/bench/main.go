@@ -23,6 +23,14 @@ import (
 )
 
 func main() {
+	if bench.IsTrafficProcess() {
+		// The bench runs this binary again as its load generator and receiver (bench.Traffic).
+		if err := bench.ServeTraffic(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench traffic:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

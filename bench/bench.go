@@ -271,8 +271,8 @@ func (b *Runner) print() {
 	fmt.Fprintln(out, "† the machine's 1-minute load average when the measurement started → ended; the bench shares the "+
 		"machine with whatever else runs, and a figure taken under load says little.")
 	fmt.Fprintln(out, "‡ the cores kept busy on average during the measurement: the whole machine (PostgreSQL, pgbench and "+
-		"anything else included) and, in brackets, the bench process (Adal) and the traffic process. With the same "+
-		"offered load, fewer is cheaper: steadier from run to run than a tail latency, so the way to compare two builds.")
+		"anything else included), in brackets the bench process (Adal) and the traffic process, and how much of the "+
+		"machine's was stolen by the hypervisor for other guests. With the same offered load, fewer is cheaper: steadier from run to run than a tail latency, so the way to compare two builds.")
 }
 
 func met(ok bool) string {

@@ -87,6 +87,7 @@ func loadAverage() float64 {
 type cpuReading struct {
 	at                  time.Time
 	machineBusy         time.Duration // all CPUs, everything but idle and I/O wait: PostgreSQL's share included
+	machineSteal        time.Duration // of which the hypervisor gave to other guests
 	processCPU          time.Duration // the bench process: Adal under test
 	trafficCPU          time.Duration // the load generator and the receiver
 	machineOK, pOK, tOK bool
@@ -99,7 +100,7 @@ func readCPU(traffic *Traffic) cpuReading {
 		r.trafficCPU, r.tOK = processCPU(traffic.Pid())
 	}
 	if raw, err := os.ReadFile("/proc/stat"); err == nil {
-		r.machineBusy, r.machineOK = machineBusy(raw)
+		r.machineBusy, r.machineSteal, r.machineOK = machineBusy(raw)
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
@@ -113,27 +114,32 @@ func readCPU(traffic *Traffic) cpuReading {
 const userHZ = 100
 
 // machineBusy reads the busy time of all CPUs from the "cpu" line of /proc/stat: user, nice, system, irq,
-// softirq and steal (idle and iowait are not busy; guest time is already counted in user).
-func machineBusy(stat []byte) (time.Duration, bool) {
+// softirq and steal (idle and iowait are not busy; guest time is already counted in user), and steal apart:
+// time the virtual CPUs had work for and the hypervisor ran another guest instead.
+func machineBusy(stat []byte) (busy, steal time.Duration, ok bool) {
 	line, _, _ := bytes.Cut(stat, []byte("\n"))
 	f := bytes.Fields(line)
 	if len(f) < 9 || string(f[0]) != "cpu" {
-		return 0, false
+		return 0, 0, false
 	}
-	var busy int64
+	var ticks, stolen int64
 	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system [idle iowait] irq softirq steal
 		v, err := strconv.ParseInt(string(f[i]), 10, 64)
 		if err != nil {
-			return 0, false
+			return 0, 0, false
 		}
-		busy += v
+		ticks += v
+		if i == 8 {
+			stolen = v
+		}
 	}
-	return time.Duration(busy) * time.Second / userHZ, true
+	return time.Duration(ticks) * time.Second / userHZ, time.Duration(stolen) * time.Second / userHZ, true
 }
 
 // coresBusy describes the CPU spent between two readings as cores kept busy on average: the machine's, Adal's
-// (the bench process) and the traffic process's. With the same offered load, fewer is cheaper; it is steadier
-// between runs than a tail latency.
+// (the bench process), the traffic process's, and how much of the machine's was stolen by the hypervisor. With
+// the same offered load, fewer is cheaper; it is steadier between runs than a tail latency. Steal is not the
+// system's own work but makes it slower: a run with much of it measured a busier host, not a costlier build.
 func coresBusy(from, to cpuReading) string {
 	wall := to.at.Sub(from.at)
 	if wall <= 0 || !from.machineOK || !to.machineOK {
@@ -147,5 +153,5 @@ func coresBusy(from, to cpuReading) string {
 		}
 		s += ")"
 	}
-	return s
+	return s + fmt.Sprintf(", stolen %.2f", float64(to.machineSteal-from.machineSteal)/float64(wall))
 }

@@ -5,19 +5,20 @@ import (
 	"time"
 )
 
-// TestMachineBusyCountsWhatIsNotIdle: user, nice, system, irq, softirq and steal are busy; idle, iowait and
-// the guest columns (already in user) are not; a line that is not the all-CPU one reads as unknown.
+// TestMachineBusyCountsWhatIsNotIdle: user, nice, system, irq, softirq and steal are busy, and steal is also
+// read apart; idle, iowait and the guest columns (already in user) are not; a line that is not the all-CPU one
+// reads as unknown.
 func TestMachineBusyCountsWhatIsNotIdle(t *testing.T) {
 	//           user nice system idle   iowait irq softirq steal guest guest_nice
 	stat := "cpu  1000 20   300    900000 5000   7   80      3     400   0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
-	got, ok := machineBusy([]byte(stat))
-	if !ok || got != time.Duration(1000+20+300+7+80+3)*10*time.Millisecond {
-		t.Fatalf("busy %v, %v", got, ok)
+	got, steal, ok := machineBusy([]byte(stat))
+	if !ok || got != time.Duration(1000+20+300+7+80+3)*10*time.Millisecond || steal != 30*time.Millisecond {
+		t.Fatalf("busy %v, steal %v, %v", got, steal, ok)
 	}
-	if _, ok := machineBusy([]byte("intr 1 2 3 4 5 6 7 8 9\n")); ok {
+	if _, _, ok := machineBusy([]byte("intr 1 2 3 4 5 6 7 8 9\n")); ok {
 		t.Fatal("a line that is not the cpu line was read")
 	}
-	if _, ok := machineBusy([]byte("cpu 1 2 x 4 5 6 7 8\n")); ok {
+	if _, _, ok := machineBusy([]byte("cpu 1 2 x 4 5 6 7 8\n")); ok {
 		t.Fatal("a counter that is not a number was read")
 	}
 }
@@ -27,15 +28,15 @@ func TestMachineBusyCountsWhatIsNotIdle(t *testing.T) {
 // traffic figure when its process's could not.
 func TestCoresBusy(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	from := cpuReading{at: t0, machineBusy: 10 * time.Second, processCPU: time.Second, trafficCPU: 2 * time.Second,
-		machineOK: true, pOK: true, tOK: true}
-	to := cpuReading{at: t0.Add(4 * time.Second), machineBusy: 16 * time.Second, processCPU: 3 * time.Second,
-		trafficCPU: 3 * time.Second, machineOK: true, pOK: true, tOK: true}
-	if got := coresBusy(from, to); got != "1.50 (Adal 0.50, traffic 0.25)" {
+	from := cpuReading{at: t0, machineBusy: 10 * time.Second, machineSteal: time.Second, processCPU: time.Second,
+		trafficCPU: 2 * time.Second, machineOK: true, pOK: true, tOK: true}
+	to := cpuReading{at: t0.Add(4 * time.Second), machineBusy: 16 * time.Second, machineSteal: 1400 * time.Millisecond,
+		processCPU: 3 * time.Second, trafficCPU: 3 * time.Second, machineOK: true, pOK: true, tOK: true}
+	if got := coresBusy(from, to); got != "1.50 (Adal 0.50, traffic 0.25), stolen 0.10" {
 		t.Fatalf("got %q", got)
 	}
 	to.tOK = false
-	if got := coresBusy(from, to); got != "1.50 (Adal 0.50)" {
+	if got := coresBusy(from, to); got != "1.50 (Adal 0.50), stolen 0.10" {
 		t.Fatalf("got %q with the traffic process gone", got)
 	}
 	to.machineOK = false

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/adal-relay/adal/bench"
+	"github.com/adal-relay/adal/relay"
 )
 
 func main() {
@@ -80,6 +81,8 @@ func run() error {
 	if cfg.IngestFanoutRates, err = floats(fanoutRates); err != nil {
 		return err
 	}
+	// The relay runs in this process: with the collector's target cmd/server gives it (relay.GCPercent, or GOGC).
+	fmt.Fprintf(os.Stderr, "bench: the Adal process's GOGC is %d\n", relay.SetGCPercent())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	_, err = bench.Run(ctx, cfg)

@@ -140,6 +140,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	relay.SetGCPercent()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r, err := relay.Open(ctx, cfg)

@@ -8,8 +8,8 @@ import (
 // GCPercent is the garbage collector's target (GOGC) a server runs with when the environment does not set one.
 // A relay under load allocates tens of KB per request that die within the request, so with Go's default of
 // 100 the collector runs often for little. On two cores shared with PostgreSQL (docs/benchmarks.md, machine I),
-// 200 took the rate accepted at 7,500/s offered from 6,429–6,653/s to 7,441–7,480/s, and Adal's CPU per
-// request down by 7–16%, for a peak RSS of 90–104 MiB against 75–85 at full intake (the budget is 150 MiB).
+// 200 took the rate accepted at 7,500/s offered from 6,429–6,653/s to 7,441–7,480/s, and Adal's CPU at the
+// same rate down by 7–13%, for a peak RSS of 90–104 MiB against 75–85 at full intake (the budget is 150 MiB).
 // 300 and 400 reached 108–125 and 124–154 MiB for no saving the machine's noise would show.
 const GCPercent = 200
 

@@ -80,6 +80,13 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 		b.logBreakdown("accepted request", int64(res.Accepted()))
 		got := res.AcceptedPerSecond()
 		best = max(best, got)
+		// A tail made of one bad second (a checkpoint, a stolen core) reads differently from a steady one.
+		bySecond := res.BySecond()
+		var spread strings.Builder
+		for sec := range int(b.cfg.Duration / time.Second) {
+			fmt.Fprintf(&spread, " %.0f", float64(percentile(bySecond[sec], 0.99).Microseconds())/1000)
+		}
+		b.logf("%s @ %.0f/s: answers' p99 by second (ms):%s", name, rate, spread.String())
 		lat := res.Latencies(time.Time{}, time.Time{})
 		p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
 		detail := fmt.Sprintf("offered %.0f/s; p50 %s, p99 %s; non-202 %d, unanswered %d; %.2f statements + %.2f BEGIN/COMMIT per request",

@@ -91,11 +91,7 @@ func (b *Runner) latency(ctx context.Context) error {
 		sec := int(published[id].Sub(res.Start) / time.Second)
 		bySecond[sec] = append(bySecond[sec], d)
 	}
-	acceptBySecond := map[int][]time.Duration{}
-	for _, s := range res.Requests {
-		sec := int(s.Scheduled.Sub(res.Start) / time.Second)
-		acceptBySecond[sec] = append(acceptBySecond[sec], s.Latency)
-	}
+	acceptBySecond := res.BySecond()
 	for sec := range int(b.cfg.Duration / time.Second) {
 		d, a := bySecond[sec], acceptBySecond[sec]
 		b.logf("latency: second %d: %d delivered, p50 %s, p99 %s, max %s; answered p99 %s, max %s", sec, len(d), ms(percentile(d, 0.5)),

@@ -88,6 +88,17 @@ func (r LoadResult) Latencies(from, to time.Time) []time.Duration {
 	return out
 }
 
+// BySecond groups the answers' latencies (every status, and no answer) by the second of the run each request
+// was scheduled in, from 0.
+func (r LoadResult) BySecond() map[int][]time.Duration {
+	out := map[int][]time.Duration{}
+	for _, s := range r.Requests {
+		sec := int(s.Scheduled.Sub(r.Start) / time.Second)
+		out[sec] = append(out[sec], s.Latency)
+	}
+	return out
+}
+
 // Run sends the load and waits for every answer (or its timeout).
 func (l Load) Run(ctx context.Context) LoadResult {
 	if l.Conns == 0 {

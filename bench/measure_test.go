@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -42,5 +43,27 @@ func TestCoresBusy(t *testing.T) {
 	to.machineOK = false
 	if got := coresBusy(from, to); got != "" {
 		t.Fatalf("got %q from an unreadable /proc/stat", got)
+	}
+}
+
+// TestLoadResultBySecond: answers are grouped by the second their request was scheduled in, whatever their
+// status, counted from the run's start.
+func TestLoadResultBySecond(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	r := LoadResult{Start: t0, Requests: []Sent{
+		{Scheduled: t0, Latency: time.Millisecond, Status: 202},
+		{Scheduled: t0.Add(999 * time.Millisecond), Latency: 2 * time.Millisecond, Status: 503},
+		{Scheduled: t0.Add(time.Second), Latency: 3 * time.Millisecond, Status: 0},
+		{Scheduled: t0.Add(2500 * time.Millisecond), Latency: 4 * time.Millisecond, Status: 202},
+	}}
+	got := r.BySecond()
+	want := map[int][]time.Duration{0: {time.Millisecond, 2 * time.Millisecond}, 1: {3 * time.Millisecond}, 2: {4 * time.Millisecond}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for sec, w := range want {
+		if !slices.Equal(got[sec], w) {
+			t.Fatalf("second %d: got %v, want %v", sec, got[sec], w)
+		}
 	}
 }

@@ -8,9 +8,9 @@ import (
 // GCPercent is the garbage collector's target (GOGC) a server runs with when the environment does not set one.
 // A relay under load allocates tens of KB per request that die within the request, so with Go's default of
 // 100 the collector runs often for little. On two cores shared with PostgreSQL (docs/benchmarks.md, machine I),
-// 200 took the rate accepted at 7,500/s offered from 6,429–6,653/s to 7,441–7,480/s, and Adal's CPU at the
-// same rate down by 7–13%, for a peak RSS of 90–104 MiB against 75–85 at full intake (the budget is 150 MiB).
-// 300 and 400 reached 108–125 and 124–154 MiB for no saving the machine's noise would show.
+// 200 took Adal's CPU at the same offered load down by 6–9% (per scenario, over four interleaved pairs), for a
+// peak RSS of 88–104 MiB against 73–87 at full intake (the budget is 150 MiB). 400 saved a little more and
+// reached 124–154 MiB; 300, 108–125 MiB.
 const GCPercent = 200
 
 // SetGCPercent sets the collector's target to GCPercent unless GOGC is set, and returns the target in force

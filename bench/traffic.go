@@ -245,19 +245,24 @@ func trafficAPI(rcv *Receiver) http.Handler {
 	return mux
 }
 
-// processCPU is the user and system CPU time process pid has spent, from /proc/<pid>/stat.
-func processCPU(pid int) (time.Duration, bool) {
+// procStat returns the fields of /proc/<pid>/stat from the third (the state) on: f[0] is field 3. The command
+// name, field 2, is in parentheses and may hold spaces, so fields are counted after it.
+func procStat(pid int) (f [][]byte, ok bool) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
-	// The command name, field 2, is in parentheses and may hold spaces: fields are counted after it.
 	i := bytes.LastIndexByte(raw, ')')
 	if i < 0 {
-		return 0, false
+		return nil, false
 	}
-	f := bytes.Fields(raw[i+1:])
-	if len(f) < 13 { // f[0] is field 3 (state); utime and stime are fields 14 and 15
+	return bytes.Fields(raw[i+1:]), true
+}
+
+// processCPU is the user and system CPU time process pid has spent, from /proc/<pid>/stat.
+func processCPU(pid int) (time.Duration, bool) {
+	f, ok := procStat(pid)
+	if !ok || len(f) < 13 { // utime and stime are fields 14 and 15
 		return 0, false
 	}
 	utime, err1 := strconv.ParseInt(string(f[11]), 10, 64)

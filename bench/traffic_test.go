@@ -160,10 +160,6 @@ func TestProcessCPUReadsThisProcess(t *testing.T) {
 
 // pidAlive reports whether process pid exists and is not a zombie.
 func pidAlive(pid int) bool {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(raw, ')')
-	return i > 0 && len(raw) > i+2 && raw[i+2] != 'Z'
+	f, ok := procStat(pid)
+	return ok && len(f) > 0 && string(f[0]) != "Z"
 }

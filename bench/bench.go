@@ -51,6 +51,8 @@ type Config struct {
 
 	DispatchDeliveries int
 	DispatchWorkers    int // ADAL_WORKERS of the dispatch process; 0 keeps the default
+	// IntakeCommitters is ADAL_INTAKE_COMMITTERS of every scenario's process; 0 keeps the default.
+	IntakeCommitters int
 
 	PunctualityRows   int     // future retries in the table
 	PunctualityRate   float64 // of which so many per second come due during the window

@@ -80,6 +80,7 @@ func (b *Runner) startProcess(scenario string, configure func(*relay.Config)) (*
 		PublicURL:           "http://" + ln.Addr().String(),
 		AllowPrivateTargets: true, // the receiver is on loopback
 		Logger:              slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		IntakeCommitters:    b.cfg.IntakeCommitters,
 	}
 	if configure != nil {
 		configure(&cfg)

@@ -36,8 +36,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Observe, if set, hears the HTTP status of every answer (metrics).
 	Observe func(status int)
-	// Committers is how many batches may commit at once (default 2; SQLite has one writer, use 1). The relay
-	// sets it from ADAL_INTAKE_COMMITTERS.
+	// Committers is how many batches may commit at once (default 2; SQLite has one writer, use 1); beyond the
+	// first, only batches that have grown crowded commit beside another. The relay sets it from
+	// ADAL_INTAKE_COMMITTERS.
 	Committers int
 	// MaxBatch bounds the requests stored in one transaction. Default 256.
 	MaxBatch int

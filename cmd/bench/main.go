@@ -55,6 +55,7 @@ func run() error {
 	flag.Float64Var(&cfg.Ceiling, "ceiling", 0, "ingest ceiling (req/s) for latency and purge when ingest does not run")
 	flag.IntVar(&cfg.DispatchDeliveries, "dispatch-deliveries", 100_000, "due deliveries the dispatch scenario burns down")
 	flag.IntVar(&cfg.DispatchWorkers, "dispatch-workers", 0, "ADAL_WORKERS for dispatch (0: the default)")
+	flag.IntVar(&cfg.IntakeCommitters, "intake-committers", 0, "ADAL_INTAKE_COMMITTERS of every scenario's process (0: the default)")
 	flag.IntVar(&cfg.PunctualityRows, "punctuality-rows", 1_000_000, "future retries in the table")
 	flag.Float64Var(&cfg.PunctualityRate, "punctuality-rate", 500, "retries per second coming due during the window")
 	flag.DurationVar(&cfg.PunctualityUnit, "punctuality-unit", 100*time.Millisecond, "ADAL_RETRY_UNIT of the punctuality process")

@@ -108,8 +108,8 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 			Figure:   fmt.Sprintf("%.0f accepted req/s", got),
 			Detail:   detail,
 			Target:   tgt,
-			Settings: fmt.Sprintf("%d tenant(s) × 1 server × %d recipient(s), %s; 1 KiB bodies; open model for %v, ≤ 512 client connections",
-				tenants, recipients, mode, b.cfg.Duration),
+			Settings: fmt.Sprintf("%d tenant(s) × 1 server × %d recipient(s), %s; 1 KiB bodies; open model for %v, ≤ 512 client connections%s",
+				tenants, recipients, mode, b.cfg.Duration, b.committersSetting()),
 			PeakRSS: rss,
 		})
 	}

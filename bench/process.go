@@ -99,6 +99,14 @@ func (b *Runner) startProcess(scenario string, configure func(*relay.Config)) (*
 	return p, nil
 }
 
+// committersSetting names the intake committers in a row's settings when the run sets them.
+func (b *Runner) committersSetting() string {
+	if b.cfg.IntakeCommitters == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; ADAL_INTAKE_COMMITTERS %d", b.cfg.IntakeCommitters)
+}
+
 // Start starts the background services: scheduler, rescuer, event bus.
 func (p *Process) Start() error {
 	if p.started {

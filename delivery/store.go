@@ -24,17 +24,14 @@ type Incoming struct {
 	Request    NewRequest
 	// Key is the request's own random identity (sent as X-Adal-Idempotency).
 	Key string
-	// ServerLocked says the caller read Server, live, in this transaction and holds it shared until commit
-	// (intake does): StoreBatch then does not read it again.
+	// ServerLocked says the caller read Server, live, in this transaction and holds it until commit (intake
+	// on SQLite does): StoreBatch then does not read it again. On PostgreSQL StoreBatch's statement locks the
+	// servers itself.
 	ServerLocked bool
-	// Tenant, when set, says the caller locked the server's tenant in this transaction as billing.Reserve
-	// locks it, and read this of it (intake does on PostgreSQL): StoreBatch then grants from it rather than
-	// locking the tenants again.
-	Tenant *billing.Locked
 }
 
 // Stored is what became of one Incoming: the request and its deliveries, or why it was refused
-// (INSUFFICIENT_CREDITS).
+// (INSUFFICIENT_CREDITS, or NOT_FOUND for a server deleted meanwhile).
 type Stored struct {
 	Request    *ent.Request
 	Deliveries []*ent.Delivery
@@ -45,13 +42,51 @@ type Stored struct {
 }
 
 // StoreBatch stores many requests in the caller's transaction with a handful of statements whatever their
-// number: one lock of all its tenants (billing.Reserve), then the paid requests with their deliveries, the
-// debit and its ledger entries (on PostgreSQL one statement, the entries those billing.Settle would write; on
-// SQLite four, the last two billing.Settle's). The returned entities are the rows as written, bound to no client
-// (StoreRequest reads its request back for callers that load edges). Items beyond a tenant's balance are
-// refused (Stored.Err), in arrival order, and leave nothing behind. An error return means nothing of the batch
-// may be committed. Up to handoff.Slots deliveries, the first in arrival order, are stored claimed.
+// number: the paid requests with their deliveries, the debit and its ledger entries. On PostgreSQL that is one
+// statement (insertSQL), which also locks the servers and tenants and grants the credits, so that a batch
+// OneStatement accepts may be stored outside any transaction, in one round trip; on SQLite it is a read of
+// the servers, billing.Reserve, two bulk inserts and billing.Settle. The returned entities are the rows as
+// written, bound to no client (StoreRequest reads its request back for callers that load edges). Items beyond
+// a tenant's balance are refused (Stored.Err), in arrival order, and leave nothing behind. An error return
+// means nothing of the batch may be committed. The first handoff.Slots direct deliveries, in arrival order,
+// are stored claimed; a slot that falls to a refused item is left unused.
 func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason, handoff Handoff) ([]Stored, error) {
+	if s.cfg.Postgres {
+		return s.storePostgres(ctx, client, items, reason, handoff)
+	}
+	return s.storeSQLite(ctx, client, items, reason, handoff)
+}
+
+// storePostgres builds every item's rows and lets insertSQL decide which are stored.
+func (s *Service) storePostgres(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason, handoff Handoff) ([]Stored, error) {
+	const op = "delivery.StoreBatch"
+	out := make([]Stored, len(items))
+	now := s.cfg.Now()
+	all := make([]int, len(items))
+	for i := range all {
+		all[i] = i
+	}
+	b := s.build(items, all, nil, handoff, now) // expiry comes back from the statement
+	live, err := insertPostgres(ctx, client, b.reqs, b.ds, b.owners, reason, now)
+	if err != nil {
+		return nil, storage.Err(op, "request", err)
+	}
+	for n, r := range b.reqs {
+		switch i := b.items[n]; {
+		case r.ID != 0:
+		case !live[items[i].Server.ID]:
+			out[i].Err = fault.E(op, fault.NotFound, "server not found")
+		default:
+			out[i].Err = fault.E(op, fault.InsufficientCredits, "not enough credits: 1 needed")
+		}
+	}
+	s.finish(ctx, out, b.stored(), now)
+	return out, nil
+}
+
+// storeSQLite reads which servers are live, reserves the credits under billing.Reserve's lock, and stores the
+// paid items with ent's bulk inserts and billing.Settle.
+func (s *Service) storeSQLite(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason, handoff Handoff) ([]Stored, error) {
 	const op = "delivery.StoreBatch"
 	out := make([]Stored, len(items))
 	live, err := s.liveServers(ctx, client, items)
@@ -75,7 +110,7 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 	for k, tid := range tenantIDs {
 		wants[k] = billing.Want{TenantID: tid, N: len(byTenant[tid])}
 	}
-	reservations, err := s.reserve(ctx, client, items, byTenant, wants)
+	reservations, err := s.cfg.Billing.Reserve(ctx, client, wants)
 	if err != nil {
 		return nil, err
 	}
@@ -89,18 +124,54 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 			out[i].Err = fault.E(op, fault.InsufficientCredits, "not enough credits: 1 needed")
 		}
 	}
-	now := s.cfg.Now()
 	if len(paid) == 0 {
 		return out, nil
 	}
-
-	reqs := make([]*ent.Request, len(paid))
-	for n, i := range paid {
-		it := items[i]
-		days := retention[it.Server.TenantID]
-		if it.Server.RetentionDays != nil && *it.Server.RetentionDays < days {
-			days = *it.Server.RetentionDays
+	now := s.cfg.Now()
+	b := s.build(items, paid, retention, handoff, now)
+	if err := insertEach(ctx, client, b.reqs, b.ds, b.owners); err != nil {
+		return nil, storage.Err(op, "request", err)
+	}
+	// The reference names the request as insertSQL's entries name it on PostgreSQL.
+	refs := make([][]string, len(reservations))
+	n := 0
+	for k, r := range reservations {
+		for range r.Granted {
+			refs[k] = append(refs[k], fmt.Sprintf("request:%d", b.reqs[n].ID))
+			n++
 		}
+	}
+	if err := s.cfg.Billing.Settle(ctx, client, reservations, reason, refs); err != nil {
+		return nil, err
+	}
+	s.finish(ctx, out, b, now)
+	return out, nil
+}
+
+// batchRows are the rows StoreBatch writes for some of its items.
+type batchRows struct {
+	items      []int // for each request, the index of its item
+	reqs       []*ent.Request
+	ds         []*ent.Delivery
+	owners     []int // for each delivery, the index into reqs
+	lanes      []Lane
+	recipients []*ent.Recipient
+	claimed    []bool
+}
+
+// build makes the rows of the items at idx, in that order: a request each, kept for the shorter of its
+// tenant's retention (by tenant id; nil leaves the expiry to the statement) and its server's, and a delivery
+// per recipient, the first handoff.Slots direct ones claimed.
+func (s *Service) build(items []Incoming, idx []int, retention map[int]int, handoff Handoff, now time.Time) batchRows {
+	n := 0
+	for _, i := range idx {
+		n += len(items[i].Recipients)
+	}
+	b := batchRows{items: idx, reqs: make([]*ent.Request, len(idx)), ds: make([]*ent.Delivery, 0, n),
+		owners: make([]int, 0, n), lanes: make([]Lane, 0, n), recipients: make([]*ent.Recipient, 0, n),
+		claimed: make([]bool, 0, n)}
+	for n, i := range idx {
+		it := items[i]
 		status := request.StatusPENDING
 		if len(it.Recipients) == 0 {
 			status = request.StatusFAILED // nobody to deliver to: nothing will ever succeed
@@ -109,89 +180,81 @@ func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []In
 		if in.Body == nil {
 			in.Body = []byte{} // an empty body is still a body: the column holds no NULL (a replay reads one back as nil)
 		}
-		reqs[n] = &ent.Request{
+		b.reqs[n] = &ent.Request{
 			TenantID: it.Server.TenantID, ServerID: it.Server.ID, Key: it.Key, Method: in.Method, Path: in.Path,
 			Query: in.Query, Headers: in.Header, Body: in.Body, SourceAddr: in.SourceAddr, ReceivedAt: now,
-			ExpiresAt: now.Add(time.Duration(days) * 24 * time.Hour), Status: status, ReplayOfID: in.ReplayOf,
+			Status: status, ReplayOfID: in.ReplayOf,
+		}
+		if retention != nil {
+			days := retention[it.Server.TenantID]
+			if it.Server.RetentionDays != nil && *it.Server.RetentionDays < days {
+				days = *it.Server.RetentionDays
+			}
+			b.reqs[n].ExpiresAt = now.Add(time.Duration(days) * 24 * time.Hour)
 		}
 	}
-	var ds []*ent.Delivery
-	var owners []int // for each delivery, the index into paid
-	var lanes []Lane
-	var recipients []*ent.Recipient
-	var claimed []bool
 	slots := handoff.Slots
-	for n, i := range paid {
+	for n, i := range idx {
 		for _, r := range items[i].Recipients {
-			d := s.newDelivery(reqs[n], r, entdelivery.TriggerAUTOMATIC, now)
+			d := s.newDelivery(b.reqs[n], r, entdelivery.TriggerAUTOMATIC, now)
 			lane := LaneOf(r)
 			claim := lane == LaneDirect && slots > 0
 			if claim {
 				slots--
 				handoff.claim(d, now)
 			}
-			ds = append(ds, d)
-			owners = append(owners, n)
-			lanes = append(lanes, lane)
-			recipients = append(recipients, r)
-			claimed = append(claimed, claim)
+			b.ds = append(b.ds, d)
+			b.owners = append(b.owners, n)
+			b.lanes = append(b.lanes, lane)
+			b.recipients = append(b.recipients, r)
+			b.claimed = append(b.claimed, claim)
 		}
 	}
-	if s.cfg.Postgres {
-		// The requests' statement debits them too: billing.Settle's entries, one round trip less while every
-		// tenant of the batch is locked.
-		if err := insertPostgres(ctx, client, reqs, ds, owners, billing.Debits(reservations), reason, now); err != nil {
-			return nil, storage.Err(op, "request", err)
-		}
-	} else {
-		if err := insertEach(ctx, client, reqs, ds, owners); err != nil {
-			return nil, storage.Err(op, "request", err)
-		}
-		// The reference names the request as insertSQL's entries name it on PostgreSQL.
-		refs := make([][]string, len(reservations))
-		n := 0
-		for k, r := range reservations {
-			for range r.Granted {
-				refs[k] = append(refs[k], fmt.Sprintf("request:%d", reqs[n].ID))
-				n++
-			}
-		}
-		if err := s.cfg.Billing.Settle(ctx, client, reservations, reason, refs); err != nil {
-			return nil, err
-		}
-	}
-
-	changes := make([]Change, len(ds))
-	for k, d := range ds {
-		req := reqs[owners[k]]
-		o := &out[paid[owners[k]]]
-		o.Deliveries = append(o.Deliveries, d)
-		if claimed[k] {
-			o.Claimed = append(o.Claimed, Claimed{Claim: claimOf(d, req.ServerID, now), Request: req, Recipient: recipients[k]})
-		}
-		changes[k] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
-			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: lanes[k]}
-	}
-	for n, i := range paid {
-		out[i].Request = reqs[n]
-	}
-	s.notify(ctx, changes...)
-	return out, nil
+	return b
 }
 
-// reserve grants the batch its credits: from the tenants its caller locked (Incoming.Tenant) when it locked
-// every one of them, else under billing.Reserve's lock.
-func (s *Service) reserve(ctx context.Context, client *ent.Client, items []Incoming, byTenant map[int][]int, wants []billing.Want) ([]billing.Reservation, error) {
-	locked := make(map[int]billing.Locked, len(byTenant))
-	for tid, idx := range byTenant {
-		for _, i := range idx {
-			if items[i].Tenant == nil {
-				return s.cfg.Billing.Reserve(ctx, client, wants)
-			}
+// stored is b without the requests and deliveries that were not stored (ID 0).
+func (b batchRows) stored() batchRows {
+	out := batchRows{items: make([]int, 0, len(b.items)), reqs: make([]*ent.Request, 0, len(b.reqs)),
+		ds: make([]*ent.Delivery, 0, len(b.ds)), owners: make([]int, 0, len(b.ds)), lanes: make([]Lane, 0, len(b.ds)),
+		recipients: make([]*ent.Recipient, 0, len(b.ds)), claimed: make([]bool, 0, len(b.ds))}
+	at := make([]int, len(b.reqs)) // index into out.reqs of each request kept
+	for n, r := range b.reqs {
+		if r.ID != 0 {
+			at[n] = len(out.reqs)
+			out.items = append(out.items, b.items[n])
+			out.reqs = append(out.reqs, r)
 		}
-		locked[tid] = *items[idx[0]].Tenant
 	}
-	return billing.Grant(wants, locked)
+	for k, d := range b.ds {
+		if d.ID != 0 {
+			out.ds = append(out.ds, d)
+			out.owners = append(out.owners, at[b.owners[k]])
+			out.lanes = append(out.lanes, b.lanes[k])
+			out.recipients = append(out.recipients, b.recipients[k])
+			out.claimed = append(out.claimed, b.claimed[k])
+		}
+	}
+	return out
+}
+
+// finish reports the stored rows b in out, and their deliveries' creation once the transaction commits.
+func (s *Service) finish(ctx context.Context, out []Stored, b batchRows, now time.Time) {
+	changes := make([]Change, len(b.ds))
+	for k, d := range b.ds {
+		req := b.reqs[b.owners[k]]
+		o := &out[b.items[b.owners[k]]]
+		o.Deliveries = append(o.Deliveries, d)
+		if b.claimed[k] {
+			o.Claimed = append(o.Claimed, Claimed{Claim: claimOf(d, req.ServerID, now), Request: req, Recipient: b.recipients[k]})
+		}
+		changes[k] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
+			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: b.lanes[k]}
+	}
+	for n, i := range b.items {
+		out[i].Request = b.reqs[n]
+	}
+	s.notify(ctx, changes...)
 }
 
 // insertEach stores the requests, then their deliveries, with ent's bulk inserts (SQLite). It sets the IDs

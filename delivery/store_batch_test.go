@@ -14,6 +14,7 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -151,5 +152,96 @@ func TestStoreBatchStoresWhatItReturns(t *testing.T) {
 		require.Equal(t, int64(-1), e.Amount, "entry %d", i)
 		require.Equal(t, int64(10-i-1), e.BalanceAfter, "entry %d", i)
 		require.True(t, now.Equal(e.CreatedAt), "entry %d at %v", i, e.CreatedAt)
+	}
+}
+
+// TestStoreBatchRefusesWhatItCannotStore: a batch spanning tenants stores, per tenant, a prefix of its items
+// in arrival order as far as the balance goes, and nothing for a server deleted since the caller read it —
+// each refusal with its own kind, leaving no request, delivery, ledger entry or debit behind. On PostgreSQL
+// the batch is stored outside any transaction, as intake stores it: its one statement locks, grants and
+// writes. A handoff slot that falls to a refused item is not handed out.
+func TestStoreBatchRefusesWhatItCannotStore(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	ctx := viewer.SystemContext(t.Context())
+	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Postgres: db.Postgres()})
+	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
+		SetMaxServers(2).SetMaxRecipientsPerServer(1).Save(ctx)
+	require.NoError(t, err)
+	tenant := func(balance int64) (*ent.Server, []*ent.Recipient) {
+		tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(balance).Save(ctx)
+		require.NoError(t, err)
+		srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).Save(ctx)
+		require.NoError(t, err)
+		r, err := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
+			SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/").Save(ctx)
+		require.NoError(t, err)
+		return srv, []*ent.Recipient{r}
+	}
+	poor, poorRecs := tenant(2)
+	rich, richRecs := tenant(5)
+	gone, err := db.Client.Server.Create().SetTenantID(rich.TenantID).SetName("gone").SetInboundKey(hexID()).Save(ctx)
+	require.NoError(t, err)
+	goneRecs := richRecs // read before the server was deleted
+	require.NoError(t, db.Client.Server.UpdateOne(gone).SetDeletedAt(time.Now()).Exec(ctx))
+
+	item := func(srv *ent.Server, recs []*ent.Recipient) delivery.Incoming {
+		return delivery.Incoming{Server: srv, Recipients: recs, Key: hexID(),
+			Request: delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte("{}")}}
+	}
+	items := []delivery.Incoming{
+		item(gone, goneRecs), // 0: deleted meanwhile; its delivery takes the first slot
+		item(poor, poorRecs), // 1: paid
+		item(rich, richRecs), // 2: paid
+		item(poor, poorRecs), // 3: paid, the poor tenant's last credit
+		item(poor, poorRecs), // 4: beyond the balance
+		item(rich, richRecs), // 5: paid
+		item(poor, poorRecs), // 6: beyond the balance
+	}
+	stored, err := svc.StoreBatch(ctx, db.Client, items, billing.ReasonRequestAccepted,
+		delivery.Handoff{Owner: "me", Lease: time.Minute, Slots: 2})
+	require.NoError(t, err)
+	require.Len(t, stored, len(items))
+	want := []fault.Kind{fault.NotFound, "", "", "", fault.InsufficientCredits, "", fault.InsufficientCredits}
+	claimed := 0
+	for i, s := range stored {
+		claimed += len(s.Claimed)
+		if want[i] != "" {
+			require.Equal(t, want[i], fault.KindOf(s.Err), "item %d", i)
+			require.Nil(t, s.Request, "item %d", i)
+			require.Empty(t, s.Deliveries, "item %d", i)
+			require.Empty(t, s.Claimed, "item %d", i)
+			continue
+		}
+		require.NoError(t, s.Err, "item %d", i)
+		require.NotZero(t, s.Request.ID, "item %d", i)
+		require.Len(t, s.Deliveries, 1, "item %d", i)
+		require.Equal(t, s.Request.ID, s.Deliveries[0].RequestID, "item %d", i)
+	}
+	if db.Postgres() {
+		// In arrival order: the deleted server's delivery took the first slot and is not handed out.
+		require.Len(t, stored[1].Claimed, 1)
+		require.Equal(t, 1, claimed)
+	} else {
+		require.Equal(t, 2, claimed)
+	}
+	requests, err := db.Client.Request.Query().Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, requests, "the paid requests only")
+	deliveries, err := db.Client.Delivery.Query().Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, deliveries, "the paid requests' deliveries only")
+	require.Equal(t, int64(0), db.Client.Tenant.GetX(ctx, poor.TenantID).CreditBalance)
+	require.Equal(t, int64(3), db.Client.Tenant.GetX(ctx, rich.TenantID).CreditBalance)
+	for _, tc := range []struct {
+		tenant   int
+		balances []int64
+	}{{poor.TenantID, []int64{1, 0}}, {rich.TenantID, []int64{4, 3}}} {
+		entries, err := db.Client.LedgerEntry.Query().Where(ledgerentry.TenantID(tc.tenant)).Order(ledgerentry.ByID()).All(ctx)
+		require.NoError(t, err)
+		require.Len(t, entries, len(tc.balances), "tenant %d", tc.tenant)
+		for i, e := range entries {
+			require.Equal(t, tc.balances[i], e.BalanceAfter, "tenant %d, entry %d", tc.tenant, i)
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/storage"
@@ -18,27 +17,56 @@ import (
 // of many large requests is stored in several statements rather than in one parameter of gigabytes.
 const maxChunkBytes = 64 << 20
 
-// insertSQL stores a chunk of paid requests, their deliveries and their debit in one statement of fixed text,
-// kept prepared (storage.Prepared): the requests' insert is a data-modifying CTE whose RETURNING feeds the
-// deliveries' insert and the ledger's (one entry per request, as billing.Settle writes them, in the order of
-// the rows and with the balance each leaves); the tenants' balances go down by their requests in the chunk.
-// The tenants are locked by the batch's billing.Reserve. The last row of the result counts the entries and
-// the tenants debited. The rows travel as two JSON arrays and the requests' headers and bodies as one bytea of them all,
-// which each row slices by offset and length: four parameters whatever the size of the batch, so the server
-// neither parses nor plans a statement of a thousand placeholders per batch, and the client does not encode a
-// thousand parameters.
+// insertSQL stores a chunk of requests, their deliveries and their debit in one statement of fixed text, kept
+// prepared (storage.Prepared), and decides in it which of them are stored, so that on its own — outside any
+// transaction — it is a batch's whole transaction: one round trip and one commit.
+//
+// It locks the chunk's live servers FOR SHARE (a server deleted meanwhile gets no request, and its deletion
+// waits for the requests being stored, then cancels their deliveries), then their tenants as billing.Reserve
+// locks them (NO KEY UPDATE, in id order, so that two batches sharing tenants never deadlock), and reads each
+// tenant's balance and plan retention under the lock. Each tenant's requests to live servers are granted in
+// arrival order as far as its balance goes (g); those are stored, kept for the shorter of the plan's and the
+// server's retention, with their deliveries and one ledger entry each (as billing.Settle writes them, in the
+// order of the rows and with the balance each leaves), and the tenants' balances go down by their requests
+// stored. The result names the requests stored (with the retention they got), their deliveries, the live
+// servers, and, last, the count of entries written and of tenants debited.
+//
+// The rows travel as two JSON arrays and the requests' headers and bodies as one bytea of them all, which each
+// row slices by offset and length: four parameters whatever the size of the batch, so the server neither parses
+// nor plans a statement of a thousand placeholders per batch, and the client does not encode a thousand
+// parameters. A delivery row of a request not stored joins no request and is not inserted.
 var insertSQL = storage.Prepared(`
 WITH q AS (
 	SELECT * FROM json_to_recordset($1::json) AS q(n int, tenant_id bigint, server_id bigint, key text, method text,
 		path text, query text, headers_at int, headers_len int, body_at int, body_len int, source_addr text,
-		received_at timestamptz, expires_at timestamptz, status text, replay_of_id bigint, balance_after bigint)
+		received_at timestamptz, status text, replay_of_id bigint)
+), s AS MATERIALIZED (
+	SELECT id, tenant_id, retention_days FROM servers
+	WHERE id = ANY(ARRAY(SELECT server_id FROM q)) AND deleted_at IS NULL
+	ORDER BY id
+	FOR SHARE
+), t AS MATERIALIZED (
+	SELECT t.id, t.credit_balance, p.retention_days
+	FROM tenants AS t JOIN plans AS p ON p.id = t.plan_id
+	WHERE t.id = ANY(ARRAY(SELECT tenant_id FROM s))
+	ORDER BY t.id
+	FOR NO KEY UPDATE OF t
+), g AS MATERIALIZED (
+	SELECT q.*, t.credit_balance - q.rank AS balance_after, least(t.retention_days, q.server_retention) AS days
+	FROM (
+		SELECT q.*, s.retention_days AS server_retention,
+			row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.n) AS rank
+		FROM q JOIN s ON s.id = q.server_id AND s.tenant_id = q.tenant_id
+	) AS q
+	JOIN t ON t.id = q.tenant_id
+	WHERE q.rank <= t.credit_balance
 ), r AS (
 	INSERT INTO requests (tenant_id, server_id, key, method, path, query, headers, body, source_addr, received_at,
 		expires_at, status, replay_of_id)
-	SELECT q.tenant_id, q.server_id, q.key, q.method, q.path, q.query,
-		substring($2::bytea FROM q.headers_at FOR q.headers_len), substring($2::bytea FROM q.body_at FOR q.body_len),
-		q.source_addr, q.received_at, q.expires_at, q.status, q.replay_of_id
-	FROM q ORDER BY q.n
+	SELECT g.tenant_id, g.server_id, g.key, g.method, g.path, g.query,
+		substring($2::bytea FROM g.headers_at FOR g.headers_len), substring($2::bytea FROM g.body_at FOR g.body_len),
+		g.source_addr, g.received_at, g.received_at + g.days * interval '24 hours', g.status, g.replay_of_id
+	FROM g ORDER BY g.n
 	RETURNING id, key
 ), d AS (
 	INSERT INTO deliveries (tenant_id, created_at, request_id, recipient_id, status, trigger, attempt_count,
@@ -57,52 +85,98 @@ WITH q AS (
 	RETURNING id, request_id, recipient_id
 ), e AS (
 	INSERT INTO ledger_entries (tenant_id, created_at, reason, amount, balance_after, reference)
-	SELECT q.tenant_id, $5::timestamptz, $4::text, -1, q.balance_after, 'request:' || r.id
-	FROM q JOIN r ON r.key = q.key
-	ORDER BY q.n
+	SELECT g.tenant_id, $5::timestamptz, $4::text, -1, g.balance_after, 'request:' || r.id
+	FROM g JOIN r ON r.key = g.key
+	ORDER BY g.n
 	RETURNING 1
-), t AS (
+), u AS (
 	UPDATE tenants AS t SET credit_balance = t.credit_balance - c.n
-	FROM (SELECT tenant_id, count(*) AS n FROM q GROUP BY tenant_id) AS c
+	FROM (SELECT tenant_id, count(*) AS n FROM g GROUP BY tenant_id) AS c
 	WHERE t.id = c.tenant_id
 	RETURNING 1
 )
-SELECT id, key, 0, 0 FROM r UNION ALL SELECT id, NULL, request_id, recipient_id FROM d
-UNION ALL SELECT (SELECT count(*) FROM e), NULL, -1, (SELECT count(*) FROM t)`)
+SELECT 'request', r.id, r.key, g.days, 0 FROM r JOIN g ON g.key = r.key
+UNION ALL SELECT 'delivery', id, NULL, request_id, recipient_id FROM d
+UNION ALL SELECT 'server', id, NULL, 0, 0 FROM s
+UNION ALL SELECT 'counts', (SELECT count(*) FROM e), NULL, (SELECT count(*) FROM u), 0`)
 
-// insertPostgres stores the requests and their deliveries, and debits them (debits[n] is the ledger entry of
-// reqs[n], with the given reason and time), one statement per chunk (one for any intake batch). It sets the
-// IDs of reqs and ds, and each delivery's request (ds[k] belongs to reqs[owners[k]]).
+// insertPostgres stores what it may of the requests and their deliveries, and debits them (one ledger entry
+// per request, with the given reason and time), one statement per chunk (one for any batch OneStatement
+// accepts). It sets the IDs of the requests and deliveries stored, their requests' expiry, and each stored
+// delivery's request (ds[k] belongs to reqs[owners[k]]); a request or delivery not stored keeps ID 0. It
+// returns the servers the batch found live.
 //
 // The statement writes the rows exactly as StoreBatch built them, under the system's context, where the
 // tenant policy ent would apply allows every row: each row's tenant is its server's.
-func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, owners []int, debits []billing.Debit, reason ledgerentry.Reason, now time.Time) error {
-	if len(debits) != len(reqs) {
-		return fmt.Errorf("insert requests: %d debits for %d requests", len(debits), len(reqs))
-	}
+func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, owners []int, reason ledgerentry.Reason, now time.Time) (map[int]bool, error) {
+	live := map[int]bool{}
 	k := 0 // next delivery
-	for start := 0; start < len(reqs); {
-		st := newStatement(reqs[start:], len(ds)-k)
-		end, firstDelivery := start, k
-		for end < len(reqs) && (end == start || len(st.blob) < maxChunkBytes) {
-			if err := st.request(end-start, reqs[end], debits[end]); err != nil {
-				return err
+	start := 0
+	for _, end := range chunkEnds(reqs) {
+		st := newStatement(reqs[start:end], len(ds)-k)
+		firstDelivery := k
+		for n := start; n < end; n++ {
+			if err := st.request(n-start, reqs[n]); err != nil {
+				return nil, err
 			}
-			for k < len(ds) && owners[k] == end {
-				st.delivery(k-firstDelivery, reqs[end].Key, ds[k])
+			for k < len(ds) && owners[k] == n {
+				st.delivery(k-firstDelivery, reqs[n].Key, ds[k])
 				k++
 			}
-			end++
 		}
-		if err := st.run(ctx, client, reqs[start:end], ds[firstDelivery:k], reason, now); err != nil {
-			return err
+		if err := st.run(ctx, client, reqs[start:end], ds[firstDelivery:k], reason, now, live); err != nil {
+			return nil, err
 		}
 		for j := firstDelivery; j < k; j++ {
-			ds[j].RequestID = reqs[owners[j]].ID
+			if ds[j].ID != 0 {
+				ds[j].RequestID = reqs[owners[j]].ID
+			}
 		}
 		start = end
 	}
-	return nil
+	return live, nil
+}
+
+// OneStatement reports whether StoreBatch stores items in one statement on PostgreSQL. That statement is then
+// the batch's whole transaction: a caller may pass a client outside any, and the batch is stored whole or not
+// at all. Items whose headers and bodies pass maxChunkBytes need several, and a transaction around them.
+func OneStatement(items []Incoming) bool {
+	size := 0
+	for _, it := range items {
+		size += headerBytes(it.Request.Header) + len(it.Request.Body)
+		if size >= maxChunkBytes {
+			return false
+		}
+	}
+	return true
+}
+
+// chunkEnds splits reqs into chunks whose headers and bodies stay under maxChunkBytes (a request larger than
+// that alone is a chunk of its own), and returns where each ends.
+func chunkEnds(reqs []*ent.Request) []int {
+	var ends []int
+	size := 0
+	for n, r := range reqs {
+		b := headerBytes(r.Headers) + len(r.Body)
+		if n > 0 && size+b >= maxChunkBytes {
+			ends = append(ends, n)
+			size = 0
+		}
+		size += b
+	}
+	return append(ends, len(reqs))
+}
+
+// headerBytes is about what h takes as JSON in a statement's blob.
+func headerBytes(h map[string][]string) int {
+	n := 2
+	for k, vs := range h {
+		n += len(k) + 4
+		for _, v := range vs {
+			n += len(v) + 3
+		}
+	}
+	return n
 }
 
 // statement builds the parameters of one chunk: the requests' and the deliveries' rows as JSON, written by
@@ -111,7 +185,6 @@ type statement struct {
 	requests, deliveries []byte // JSON arrays, without their closing bracket
 	blob                 []byte
 	keys                 []string // for each delivery of the chunk, its request's key
-	tenants              map[int]bool
 }
 
 // newStatement starts the statement of a chunk of (at most) reqs and the given number of deliveries, its
@@ -129,7 +202,6 @@ func newStatement(reqs []*ent.Request, deliveries int) *statement {
 		deliveries: append(make([]byte, 0, 64+576*deliveries), '['),
 		blob:       make([]byte, 0, min(blob, maxChunkBytes+1<<20)),
 		keys:       make([]string, 0, deliveries),
-		tenants:    map[int]bool{},
 	}
 }
 
@@ -140,12 +212,8 @@ func (st *statement) slice(b []byte) int {
 	return at
 }
 
-// request adds r, the n-th request of the chunk, and its debit.
-func (st *statement) request(n int, r *ent.Request, debit billing.Debit) error {
-	if debit.TenantID != r.TenantID {
-		return fmt.Errorf("request %q of tenant %d debited to tenant %d", r.Key, r.TenantID, debit.TenantID)
-	}
-	st.tenants[r.TenantID] = true
+// request adds r, the n-th request of the chunk.
+func (st *statement) request(n int, r *ent.Request) error {
 	headers, err := json.Marshal(r.Headers)
 	if err != nil {
 		return fmt.Errorf("request headers: %w", err)
@@ -171,10 +239,8 @@ func (st *statement) request(n int, r *ent.Request, debit billing.Debit) error {
 	w.int("body_len", len(r.Body))
 	w.str("source_addr", r.SourceAddr)
 	w.time("received_at", &r.ReceivedAt)
-	w.time("expires_at", &r.ExpiresAt)
 	w.str("status", string(r.Status))
 	w.intp("replay_of_id", r.ReplayOfID)
-	w.int64("balance_after", debit.BalanceAfter)
 	st.requests = w.close()
 	return nil
 }
@@ -205,10 +271,12 @@ func (st *statement) delivery(n int, key string, d *ent.Delivery) {
 	st.deliveries = w.close()
 }
 
-// run executes the chunk's statement and sets the IDs of its requests and deliveries, matched by the
-// request's key and the delivery's (request, recipient) — both unique within a batch — not by the order of
-// RETURNING, which SQL does not promise.
-func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, reason ledgerentry.Reason, now time.Time) error {
+// run executes the chunk's statement, sets the IDs of the requests and deliveries it stored and the requests'
+// expiry, and adds the servers it found live to live. Rows are matched by the request's key and the delivery's
+// (request, recipient) — both unique within a batch — not by the order of RETURNING, which SQL does not
+// promise. It checks that the statement wrote what it reports: every delivery of each request stored, one
+// ledger entry per request, one debit per tenant.
+func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, reason ledgerentry.Reason, now time.Time, live map[int]bool) error {
 	// The rows go as bytes, not strings: with binary parameters (storage.Open) the driver sends them as they
 	// are, and a json value's binary form is its text; a string would be copied twice on the way.
 	rows, err := client.QueryContext(ctx, insertSQL, append(st.requests, ']'), st.blob,
@@ -225,39 +293,50 @@ func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Re
 	var delivered []stored
 	requests, entries, debited := 0, -1, -1
 	for rows.Next() {
+		var kind string
 		var row stored
 		var key sql.NullString
-		if err := rows.Scan(&row.id, &key, &row.requestID, &row.recipientID); err != nil {
+		if err := rows.Scan(&kind, &row.id, &key, &row.requestID, &row.recipientID); err != nil {
 			return fmt.Errorf("insert requests: %w", err)
 		}
-		if !key.Valid && row.requestID == -1 { // the counts of the ledger's CTEs
-			entries, debited = row.id, row.recipientID
-			continue
-		}
-		if !key.Valid {
+		switch kind {
+		case "request":
+			r := reqByKey[key.String]
+			if r == nil {
+				return fmt.Errorf("insert requests: a key the batch did not hold came back")
+			}
+			days := row.requestID
+			r.ID, r.ExpiresAt = row.id, r.ReceivedAt.Add(time.Duration(days)*24*time.Hour) // as the statement computes it
+			requests++
+		case "delivery":
 			delivered = append(delivered, row)
-			continue
+		case "server":
+			live[row.id] = true
+		case "counts":
+			entries, debited = row.id, row.requestID
 		}
-		r := reqByKey[key.String]
-		if r == nil {
-			return fmt.Errorf("insert requests: a key the batch did not hold came back")
-		}
-		r.ID = row.id
-		requests++
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("insert requests: %w", err)
 	}
-	if requests != len(reqs) || len(delivered) != len(ds) {
-		return fmt.Errorf("insert requests: stored %d requests of %d and %d deliveries of %d", requests, len(reqs), len(delivered), len(ds))
-	}
-	if entries != len(reqs) || debited != len(st.tenants) {
-		return fmt.Errorf("insert requests: wrote %d ledger entries of %d and debited %d tenants of %d", entries, len(reqs), debited, len(st.tenants))
-	}
 	type pair struct{ requestID, recipientID int }
 	byPair := make(map[pair]*ent.Delivery, len(ds))
 	for j, d := range ds {
-		byPair[pair{reqByKey[st.keys[j]].ID, d.RecipientID}] = d
+		if id := reqByKey[st.keys[j]].ID; id != 0 {
+			byPair[pair{id, d.RecipientID}] = d
+		}
+	}
+	tenants := map[int]bool{}
+	for _, r := range reqs {
+		if r.ID != 0 {
+			tenants[r.TenantID] = true
+		}
+	}
+	if len(delivered) != len(byPair) {
+		return fmt.Errorf("insert requests: stored %d deliveries of the %d of its %d requests", len(delivered), len(byPair), requests)
+	}
+	if entries != requests || debited != len(tenants) {
+		return fmt.Errorf("insert requests: wrote %d ledger entries for %d requests and debited %d tenants of %d", entries, requests, debited, len(tenants))
 	}
 	for _, row := range delivered {
 		d := byPair[pair{row.requestID, row.recipientID}]

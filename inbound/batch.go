@@ -231,34 +231,19 @@ func refusedData(err error) bool {
 	return class == "22" || class == "23"
 }
 
-// store stores the batch in one transaction: the servers its keys name, then the requests of the live servers.
-// Deliveries the dispatcher has free workers for are stored claimed and started once the batch commits.
+// store stores the batch: the servers its keys name, then the requests of the live servers. On PostgreSQL the
+// servers are read without a lock, and the batch is stored by one statement of its own that locks them and
+// their tenants (delivery.StoreBatch): two round trips and one commit, where a transaction around the read
+// and the write took four. Only a batch too large for one statement (delivery.OneStatement) is stored in a
+// transaction. Deliveries the dispatcher has free workers for are stored claimed and started once the batch
+// commits.
 func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
-	const op = "inbound.Accept"
 	ctx := viewer.SystemContext(context.Background())
 	results := make([]acceptResult, len(live))
 	var handoff delivery.Handoff
 	var claimed []delivery.Claimed
-	err := storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
-		clear(results)
-		servers, tenants, err := b.servers(ctx, tx, live)
-		if err != nil {
-			return err
-		}
-		items := make([]delivery.Incoming, 0, len(live))
-		var stored []int // indexes into live of the items stored
-		for i, p := range live {
-			srv := servers[p.key]
-			if srv == nil {
-				results[i].err = fault.E(op, fault.NotFound, "server not found")
-				continue
-			}
-			item := p.item
-			item.Server, item.Recipients, item.ServerLocked = srv, srv.Edges.Recipients, true
-			item.Tenant = tenants[srv.TenantID] // nil on SQLite: StoreBatch locks the tenants itself
-			items = append(items, item)
-			stored = append(stored, i)
-		}
+	// write stores items, the requests of live at the indexes stored.
+	write := func(ctx context.Context, tx *ent.Client, items []delivery.Incoming, stored []int) error {
 		if len(items) == 0 {
 			return nil
 		}
@@ -274,14 +259,57 @@ func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 			claimed = append(claimed, out[k].Claimed...)
 		}
 		return nil
-	})
+	}
+	var err error
+	if b.postgres {
+		var servers map[string]*ent.Server
+		if servers, err = serversPostgres(ctx, b.client, keysOf(live)); err == nil {
+			items, stored := b.items(live, servers, results)
+			if delivery.OneStatement(items) {
+				err = write(ctx, b.client, items, stored)
+			} else {
+				err = storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
+					return write(ctx, tx, items, stored)
+				})
+			}
+		}
+	} else {
+		err = storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
+			servers, err := serversSQLite(ctx, tx, keysOf(live))
+			if err != nil {
+				return err
+			}
+			items, stored := b.items(live, servers, results)
+			return write(ctx, tx, items, stored)
+		})
+	}
 	if b.dispatch != nil {
 		if err != nil {
-			claimed = nil // rolled back: nothing was claimed
+			claimed = nil // nothing was stored: nothing was claimed
 		}
 		b.dispatch.Run(handoff, claimed)
 	}
 	return results, err
+}
+
+// items are the requests of live to store, those of the servers found, and the index into live of each;
+// results gets NOT_FOUND for the others.
+func (b *batcher) items(live []*pendingAccept, servers map[string]*ent.Server, results []acceptResult) ([]delivery.Incoming, []int) {
+	items := make([]delivery.Incoming, 0, len(live))
+	stored := make([]int, 0, len(live))
+	for i, p := range live {
+		srv := servers[p.key]
+		if srv == nil {
+			results[i].err = fault.E("inbound.Accept", fault.NotFound, "server not found")
+			continue
+		}
+		item := p.item
+		// On SQLite the server was read in the batch's transaction, which holds the database until commit.
+		item.Server, item.Recipients, item.ServerLocked = srv, srv.Edges.Recipients, !b.postgres
+		items = append(items, item)
+		stored = append(stored, i)
+	}
+	return items, stored
 }
 
 // directDeliveries counts the deliveries items will get that a direct dispatcher may take at once.
@@ -297,11 +325,8 @@ func directDeliveries(items []delivery.Incoming) int {
 	return n
 }
 
-// servers loads the live servers the batch's keys name, with their live recipients, by key. On PostgreSQL the
-// servers are held FOR SHARE until the batch commits, so a server deleted meanwhile gets no request, and its
-// deletion waits for the requests being stored (and then cancels their deliveries); StoreBatch need not read
-// them again. On PostgreSQL their tenants are locked too, for the batch's credits, and returned by id.
-func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingAccept) (map[string]*ent.Server, map[int]*billing.Locked, error) {
+// keysOf is the distinct inbound keys of batch.
+func keysOf(batch []*pendingAccept) []string {
 	keys := make([]string, 0, len(batch))
 	seen := make(map[string]bool, len(batch))
 	for _, p := range batch {
@@ -310,9 +335,11 @@ func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingA
 			keys = append(keys, p.key)
 		}
 	}
-	if b.postgres {
-		return serversPostgres(ctx, tx, keys)
-	}
+	return keys
+}
+
+// serversSQLite loads the live servers with these keys, with their live recipients, by key.
+func serversSQLite(ctx context.Context, tx *ent.Client, keys []string) (map[string]*ent.Server, error) {
 	list, err := tx.Server.Query().
 		Where(server.InboundKeyIn(keys...), server.DeletedAtIsNil()).
 		WithRecipients(func(q *ent.RecipientQuery) {
@@ -320,67 +347,50 @@ func (b *batcher) servers(ctx context.Context, tx *ent.Client, batch []*pendingA
 		}).
 		All(ctx)
 	if err != nil {
-		return nil, nil, storage.Err("inbound.Accept", "server", err)
+		return nil, storage.Err("inbound.Accept", "server", err)
 	}
 	out := make(map[string]*ent.Server, len(list))
 	for _, s := range list {
 		out[s.InboundKey] = s
 	}
-	return out, nil, nil
+	return out, nil
 }
 
-// serversSQL reads the servers and their live recipients in one round trip, where ent's eager loading takes
-// two: one row per recipient, or one with no recipient for a server that has none. The servers are locked
-// FOR SHARE in id order; then, once every server is (the array is read whole before tenants are scanned),
-// their tenants are locked as billing.Reserve locks them (NO KEY UPDATE, in id order), and each row carries
-// its tenant's balance and plan retention: the batch's reservation needs no round trip of its own.
+// serversSQL reads the live servers with the given keys and their live recipients in one round trip, where
+// ent's eager loading takes two: one row per recipient, or one with no recipient for a server that has none.
+// It takes no lock: the batch's statement locks the servers it stores requests for, and stores none for a
+// server deleted since this read.
 var serversSQL = storage.Prepared(`
-WITH s AS MATERIALIZED (
-	SELECT id, tenant_id, created_at, name, inbound_key, deliver_pending_on_connect, retention_days
-	FROM servers WHERE inbound_key = ANY($1) AND deleted_at IS NULL
-	ORDER BY id
-	FOR SHARE
-), t AS MATERIALIZED (
-	SELECT t.id, t.credit_balance, p.retention_days
-	FROM tenants AS t JOIN plans AS p ON p.id = t.plan_id
-	WHERE t.id = ANY(ARRAY(SELECT tenant_id FROM s))
-	ORDER BY t.id
-	FOR NO KEY UPDATE OF t
-)
 SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
-	t.credit_balance, t.retention_days,
 	r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
 	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
 	r.consecutive_failures, r.window_attempts, r.window_failures, r.last_success_at, r.next_probe_at,
 	r.cli_seen_until
-FROM s JOIN t ON t.id = s.tenant_id
+FROM servers AS s
 LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
+WHERE s.inbound_key = ANY($1) AND s.deleted_at IS NULL
 ORDER BY s.id, r.id`)
 
-func serversPostgres(ctx context.Context, tx *ent.Client, keys []string) (map[string]*ent.Server, map[int]*billing.Locked, error) {
+// serversPostgres loads the live servers with these keys, with their live recipients, by key (serversSQL).
+func serversPostgres(ctx context.Context, client *ent.Client, keys []string) (map[string]*ent.Server, error) {
 	const op = "inbound.Accept"
-	rows, err := tx.QueryContext(ctx, serversSQL, pq.Array(keys))
+	rows, err := client.QueryContext(ctx, serversSQL, pq.Array(keys))
 	if err != nil {
-		return nil, nil, storage.Err(op, "server", err)
+		return nil, storage.Err(op, "server", err)
 	}
 	defer rows.Close()
 	out := make(map[string]*ent.Server, len(keys))
-	tenants := make(map[int]*billing.Locked)
 	var s *ent.Server
 	for rows.Next() {
 		var row ent.Server
 		var retention sql.NullInt64
-		var t billing.Locked
 		var r recipientRow
 		if err := rows.Scan(&row.ID, &row.TenantID, &row.CreatedAt, &row.Name, &row.InboundKey,
-			&row.DeliverPendingOnConnect, &retention, &t.Balance, &t.RetentionDays, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
+			&row.DeliverPendingOnConnect, &retention, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
 			&r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
 			&r.state, &r.stateReason, &r.stateChangedAt, &r.consecutiveFailures, &r.windowAttempts,
 			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil); err != nil {
-			return nil, nil, fault.Wrap(op, fault.Internal, err)
-		}
-		if tenants[row.TenantID] == nil {
-			tenants[row.TenantID] = &t
+			return nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
 			s = &row
@@ -396,9 +406,9 @@ func serversPostgres(ctx context.Context, tx *ent.Client, keys []string) (map[st
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, storage.Err(op, "server", err)
+		return nil, storage.Err(op, "server", err)
 	}
-	return out, tenants, nil
+	return out, nil
 }
 
 // recipientRow is a recipient's columns as the outer join returns them: all NULL for a server without one.

@@ -42,8 +42,9 @@ type Config struct {
 	Committers int
 	// MaxBatch bounds the requests stored in one transaction. Default 256.
 	MaxBatch int
-	// Postgres says the database is PostgreSQL, where a batch holds its servers FOR SHARE until it commits (on
-	// SQLite the batch's transaction holds the single write lock from BEGIN).
+	// Postgres says the database is PostgreSQL, where a batch is one statement that holds its servers FOR SHARE
+	// and its tenants' rows until it commits (on SQLite the batch's transaction holds the single write lock from
+	// BEGIN).
 	Postgres bool
 	// Dispatch, if set, takes new deliveries straight from intake when it has workers free for them, rather
 	// than from the table after a wake and a claim (delivery.Handoff).

@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
-	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
@@ -18,9 +16,9 @@ import (
 
 // TestServersReadAsEntReadsThem: intake's one-statement read of a batch's servers and recipients on
 // PostgreSQL gives, field for field, what ent's eager loading gives — every recipient column, set or null —
-// and leaves out deleted servers and deleted recipients. It also locks their tenant, as billing.Reserve would,
-// and reads its balance and plan retention. A column read into the wrong field fails here; a
-// column added to recipients must be added to serversSQL too, and set here.
+// and leaves out deleted servers and deleted recipients. It locks nothing: the batch's statement does. A
+// column read into the wrong field fails here; a column added to recipients must be added to serversSQL too,
+// and set here.
 func TestServersReadAsEntReadsThem(t *testing.T) {
 	dbtest.SkipUnlessPostgres(t)
 	t.Parallel()
@@ -54,17 +52,8 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 		SetMethod(recipient.MethodCLI).SetDeletedAt(at).Save(ctx)
 	require.NoError(t, err)
 
-	tx, err := db.Client.Tx(ctx)
+	got, err := serversPostgres(ctx, db.Client, keysOf([]*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"}, {key: "k-full"}}))
 	require.NoError(t, err)
-	defer func() { _ = tx.Rollback() }()
-	b := &batcher{postgres: true}
-	got, tenants, err := b.servers(ctx, tx.Client(), []*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"}, {key: "k-full"}})
-	require.NoError(t, err)
-	require.Equal(t, map[int]*billing.Locked{tn.ID: {Balance: 5, RetentionDays: 7}}, tenants)
-	_, err = db.Client.ExecContext(ctx, "SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE NOWAIT", tn.ID)
-	var pqErr *pq.Error
-	require.ErrorAs(t, err, &pqErr, "the tenant is locked until the batch ends")
-	require.Equal(t, pq.ErrorCode("55P03"), pqErr.Code, "lock_not_available")
 	want, err := db.Client.Server.Query().Where(server.IDIn(full.ID, bare.ID)).
 		WithRecipients(func(q *ent.RecipientQuery) {
 			q.Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID))

@@ -84,9 +84,9 @@ var migrateMu sync.Mutex
 //   - requests, deliveries, attempts and ledger entries → their tenant, requests → server, deliveries →
 //     recipient: tenants, servers and recipients are never deleted (a deleted server or recipient is marked,
 //     and keeps its row for the history that names it), and each child takes its parents' ids from rows read
-//     in its own transaction: intake reads the server (held FOR SHARE) with its recipients and takes the tenant
-//     from the server; ledger entries are written by billing under the lock of their tenant's row; an attempt
-//     takes its tenant from its delivery.
+//     in its own transaction: intake's statement holds the server FOR SHARE, live, and checks the tenant
+//     against it (its recipients, read just before, are never deleted either); ledger entries are written by
+//     billing under the lock of their tenant's row; an attempt takes its tenant from its delivery.
 //
 // Removing them from the migration's desired schema also drops them from databases created before.
 var unenforcedForeignKeys = map[string]bool{

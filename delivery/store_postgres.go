@@ -152,8 +152,11 @@ func OneStatement(items []Incoming) bool {
 }
 
 // chunkEnds splits reqs into chunks whose headers and bodies stay under maxChunkBytes (a request larger than
-// that alone is a chunk of its own), and returns where each ends.
+// that alone is a chunk of its own), and returns where each ends: none for no request.
 func chunkEnds(reqs []*ent.Request) []int {
+	if len(reqs) == 0 {
+		return nil
+	}
 	var ends []int
 	size := 0
 	for n, r := range reqs {

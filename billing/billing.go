@@ -299,9 +299,9 @@ type Reservation struct {
 // many, in the order of wants. One statement whatever the number of tenants: it locks the tenants' rows in id
 // order (so two batches sharing tenants never deadlock) and reads their balances and plans. The rows stay
 // locked until the transaction ends, so concurrent batches of one tenant serialise and never overdraw.
-// Nothing is debited yet: Settle must follow in the same transaction, once the items exist, or a statement
-// that writes the entries of Debits and their debit (intake's on PostgreSQL). client must be bound to a
-// transaction. A tenant that does not exist is NOT_FOUND.
+// Nothing is debited yet: Settle must follow in the same transaction, once the items exist. client must be
+// bound to a transaction. A tenant that does not exist is NOT_FOUND. (Intake on PostgreSQL does not come
+// here: its one statement locks, grants and debits in the same way; delivery.StoreBatch.)
 func (s *Service) Reserve(ctx context.Context, client *ent.Client, wants []Want) ([]Reservation, error) {
 	const op = "billing.Reserve"
 	if len(wants) == 0 {
@@ -315,20 +315,18 @@ func (s *Service) Reserve(ctx context.Context, client *ent.Client, wants []Want)
 	if err != nil {
 		return nil, fault.Wrap(op, fault.Internal, err)
 	}
-	return Grant(wants, locked)
+	return grant(wants, locked)
 }
 
-// Locked is what Reserve reads of a tenant under its lock.
-type Locked struct {
+// lockedTenant is what Reserve reads of a tenant under its lock.
+type lockedTenant struct {
 	Balance       int64
 	RetentionDays int // of the tenant's plan
 }
 
-// Grant is Reserve over tenants the caller has already locked as Reserve locks them — NO KEY UPDATE, in id
-// order, in the transaction that will settle — and read (locked, by tenant id). Intake on PostgreSQL takes the
-// lock in the statement that reads its servers, a round trip less per batch. A tenant not in locked is
-// NOT_FOUND.
-func Grant(wants []Want, locked map[int]Locked) ([]Reservation, error) {
+// grant is Reserve's arithmetic over the tenants it locked and read (locked, by tenant id). A tenant not in
+// locked is NOT_FOUND.
+func grant(wants []Want, locked map[int]lockedTenant) ([]Reservation, error) {
 	out := make([]Reservation, len(wants))
 	taken := make(map[int]int64, len(wants))
 	for i, w := range wants {
@@ -350,7 +348,7 @@ func Grant(wants []Want, locked map[int]Locked) ([]Reservation, error) {
 // server, recipient or outbound job) — with FOR UPDATE such inserts and a batch reserving several tenants could
 // deadlock.
 // SQLite transactions here take the write lock at BEGIN, which serialises them already.
-func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int) (map[int]Locked, error) {
+func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int) (map[int]lockedTenant, error) {
 	var (
 		query string
 		args  []any
@@ -371,10 +369,10 @@ func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int
 		return nil, fmt.Errorf("lock tenants: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[int]Locked, len(ids))
+	out := make(map[int]lockedTenant, len(ids))
 	for rows.Next() {
 		var id int
-		var lt Locked
+		var lt lockedTenant
 		if err := rows.Scan(&id, &lt.Balance, &lt.RetentionDays); err != nil {
 			return nil, fmt.Errorf("scan tenant: %w", err)
 		}
@@ -445,25 +443,23 @@ SELECT t.id, t.credit_balance, p.retention_days
 FROM tenants AS t JOIN plans AS p ON p.id = t.plan_id
 WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE OF t`)
 
-// Debit is one credit taken from a tenant for one item: one ledger entry, and the balance it leaves.
-type Debit struct {
+// ledgerDebit is one credit taken from a tenant for one item: one ledger entry, and the balance it leaves.
+type ledgerDebit struct {
 	TenantID     int
 	BalanceAfter int64
 }
 
-// Debits lists the entries that settling rs writes, in the order Settle writes them: each reservation's
-// granted items in turn, each leaving one credit less than the one before. Intake on PostgreSQL writes these
-// entries, and the debit they sum to, in the statement that stores its requests (delivery.StoreBatch): the
-// round trip of a separate Settle was a sixth of a batch's, with every tenant of the batch locked throughout.
-func Debits(rs []Reservation) []Debit {
+// ledgerDebits lists the entries that settling rs writes, in the order Settle writes them: each reservation's
+// granted items in turn, each leaving one credit less than the one before.
+func ledgerDebits(rs []Reservation) []ledgerDebit {
 	n := 0
 	for _, r := range rs {
 		n += r.Granted
 	}
-	out := make([]Debit, 0, n)
+	out := make([]ledgerDebit, 0, n)
 	for _, r := range rs {
 		for j := range r.Granted {
-			out = append(out, Debit{TenantID: r.TenantID, BalanceAfter: r.Before - int64(j+1)})
+			out = append(out, ledgerDebit{TenantID: r.TenantID, BalanceAfter: r.Before - int64(j+1)})
 		}
 	}
 	return out
@@ -476,7 +472,7 @@ func (s *Service) settlePostgres(ctx context.Context, client *ent.Client, rs []R
 	}
 	tenants := make([]int64, 0, entries)
 	after := make([]int64, 0, entries)
-	for _, d := range Debits(rs) {
+	for _, d := range ledgerDebits(rs) {
 		tenants = append(tenants, int64(d.TenantID))
 		after = append(after, d.BalanceAfter)
 	}

@@ -154,9 +154,7 @@ type batchRows struct {
 	reqs       []*ent.Request
 	ds         []*ent.Delivery
 	owners     []int // for each delivery, the index into reqs
-	lanes      []Lane
 	recipients []*ent.Recipient
-	claimed    []bool
 }
 
 // build makes the rows of the items at idx, in that order: a request each, kept for the shorter of its
@@ -168,8 +166,7 @@ func (s *Service) build(items []Incoming, idx []int, retention map[int]int, hand
 		n += len(items[i].Recipients)
 	}
 	b := batchRows{items: idx, reqs: make([]*ent.Request, len(idx)), ds: make([]*ent.Delivery, 0, n),
-		owners: make([]int, 0, n), lanes: make([]Lane, 0, n), recipients: make([]*ent.Recipient, 0, n),
-		claimed: make([]bool, 0, n)}
+		owners: make([]int, 0, n), recipients: make([]*ent.Recipient, 0, n)}
 	for n, i := range idx {
 		it := items[i]
 		status := request.StatusPENDING
@@ -197,17 +194,13 @@ func (s *Service) build(items []Incoming, idx []int, retention map[int]int, hand
 	for n, i := range idx {
 		for _, r := range items[i].Recipients {
 			d := s.newDelivery(b.reqs[n], r, entdelivery.TriggerAUTOMATIC, now)
-			lane := LaneOf(r)
-			claim := lane == LaneDirect && slots > 0
-			if claim {
+			if LaneOf(r) == LaneDirect && slots > 0 {
 				slots--
 				handoff.claim(d, now)
 			}
 			b.ds = append(b.ds, d)
 			b.owners = append(b.owners, n)
-			b.lanes = append(b.lanes, lane)
 			b.recipients = append(b.recipients, r)
-			b.claimed = append(b.claimed, claim)
 		}
 	}
 	return b
@@ -216,8 +209,8 @@ func (s *Service) build(items []Incoming, idx []int, retention map[int]int, hand
 // stored is b without the requests and deliveries that were not stored (ID 0).
 func (b batchRows) stored() batchRows {
 	out := batchRows{items: make([]int, 0, len(b.items)), reqs: make([]*ent.Request, 0, len(b.reqs)),
-		ds: make([]*ent.Delivery, 0, len(b.ds)), owners: make([]int, 0, len(b.ds)), lanes: make([]Lane, 0, len(b.ds)),
-		recipients: make([]*ent.Recipient, 0, len(b.ds)), claimed: make([]bool, 0, len(b.ds))}
+		ds: make([]*ent.Delivery, 0, len(b.ds)), owners: make([]int, 0, len(b.ds)),
+		recipients: make([]*ent.Recipient, 0, len(b.ds))}
 	at := make([]int, len(b.reqs)) // index into out.reqs of each request kept
 	for n, r := range b.reqs {
 		if r.ID != 0 {
@@ -230,9 +223,7 @@ func (b batchRows) stored() batchRows {
 		if d.ID != 0 {
 			out.ds = append(out.ds, d)
 			out.owners = append(out.owners, at[b.owners[k]])
-			out.lanes = append(out.lanes, b.lanes[k])
 			out.recipients = append(out.recipients, b.recipients[k])
-			out.claimed = append(out.claimed, b.claimed[k])
 		}
 	}
 	return out
@@ -245,11 +236,11 @@ func (s *Service) finish(ctx context.Context, out []Stored, b batchRows, now tim
 		req := b.reqs[b.owners[k]]
 		o := &out[b.items[b.owners[k]]]
 		o.Deliveries = append(o.Deliveries, d)
-		if b.claimed[k] {
+		if d.Status == entdelivery.StatusIN_PROGRESS { // only the handoff's claim stores a delivery under way
 			o.Claimed = append(o.Claimed, Claimed{Claim: claimOf(d, req.ServerID, now), Request: req, Recipient: b.recipients[k]})
 		}
 		changes[k] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
-			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: b.lanes[k]}
+			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: LaneOf(b.recipients[k])}
 	}
 	for n, i := range b.items {
 		out[i].Request = b.reqs[n]

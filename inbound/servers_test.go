@@ -17,8 +17,8 @@ import (
 // TestServersReadAsEntReadsThem: intake's one-statement read of a batch's servers and recipients on
 // PostgreSQL gives, field for field, what ent's eager loading gives — every recipient column, set or null —
 // and leaves out deleted servers and deleted recipients, read outside any transaction as a committer reads them
-// (the batch's statement takes the locks). A column read into the wrong field fails here; a column added to recipients must be added to serversSQL too,
-// and set here.
+// (the batch's statement takes the locks). A column read into the wrong field fails here; a column added to
+// recipients must be added to serversSQL too, and set here.
 func TestServersReadAsEntReadsThem(t *testing.T) {
 	dbtest.SkipUnlessPostgres(t)
 	t.Parallel()

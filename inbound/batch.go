@@ -21,41 +21,48 @@ import (
 	"github.com/adal-relay/adal/viewer"
 )
 
-// The batcher groups accepts that arrive together into one transaction. A request is still committed before
-// its 202 — it just shares the commit (and its fsync) with its neighbours — and each tenant's credit row is
-// locked once per batch instead of once per request. Nothing waits for a batch to fill: a committer takes
-// whatever is queued when it is free, so a lone request goes out at once and a burst rides together.
+// The batcher groups accepts that arrive together into one statement. A request is still committed before its
+// 202 — it just shares the commit (and its fsync) with its neighbours — and each tenant's credit row is locked
+// once per batch instead of once per request. Nothing waits for a batch to fill: a committer takes whatever is
+// queued when it is free, so a lone request goes out at once and a burst rides together.
 //
-// Each committer has a queue of its own and a request goes to the one its server's inbound key hashes to. A
-// batch holds its tenants' credit rows from its reservation to its commit; committers drawing from one shared
-// queue would all hold batches spanning the same busy tenants, and wait on each other's rows one commit after
-// another. Partitioned by server, concurrent batches share a tenant only when the tenant's servers hash apart,
-// and the committers really commit side by side.
+// Requests queue by partition, the one their server's inbound key hashes to. A batch holds its tenants' credit
+// rows until it commits: two batches drawn from one queue would span the same busy tenants and wait on each
+// other's rows one commit after another, where batches of different partitions share a tenant only when the
+// tenant's servers hash apart, and really commit side by side.
 //
-// Side by side only when the load calls for it: a committer commits when it gets the turn, which one batch holds
-// at a time, or once its batch has grown crowded. Two small batches in flight cost the database more than one of
-// their sum — the same round trips and commits twice, on two cores that PostgreSQL shares with Adal — so at
-// moderate load one batch at a time, gathering what arrives meanwhile, answers sooner for less CPU (2,500
-// requests/s from 100 tenants on 2 cores, three interleaved pairs: p50 7.9–11.6 ms against 13.2–16.9 ms, the
-// machine 1.32–1.38 cores busy against 1.66–1.73; docs/benchmarks.md, machine K). Under a load one committer
-// cannot keep up with, queues fill past the crowd and the committers run side by side as before.
+// Side by side only when the load calls for it. At moderate load one batch is in flight, the turn's, and it
+// takes what every partition has queued: two small batches in flight cost the database more than one of their
+// sum (the same round trips and commits twice, on two cores that PostgreSQL shares with Adal), and a request
+// waits for the batch in flight, not for one batch per partition before its own. A partition whose queue
+// reaches the crowd does not wait for the turn: a free committer takes it at once, beside the batch in flight,
+// never beside another crowded batch of its own. Once as many requests as the crowd wait, the turn's batch
+// takes one partition's, so that the partitions commit side by side, each its own, as the load needs — at most
+// one batch per committer. Only when the load rises past the crowd during a turn's batch that took every
+// partition does a crowded batch share tenants with the batch in flight; it then waits on their rows, which is
+// the wait it would have had in its queue (docs/benchmarks.md, machines K and M).
 type batcher struct {
 	client   *ent.Client
 	delivery *delivery.Service
 	dispatch Dispatcher // nil: deliveries wait in the table for the dispatcher's claim
 	logger   *slog.Logger
-	queues   []chan *pendingAccept
 	maxBatch int
-	// crowd is the batch size at which a committer commits without waiting for the turn.
-	crowd int
-	// turn is held by the one batch that commits without being crowded (capacity 1).
-	turn     chan struct{}
+	// crowd is the queue length at which a partition commits without waiting for the turn.
+	crowd    int
 	postgres bool
 	// commitBatch stores a batch and answers its requests: commit, or a stand-in in tests of the turn.
 	commitBatch func([]*pendingAccept)
 	wg          sync.WaitGroup
-	stop        chan struct{}
-	once        sync.Once
+
+	mu     sync.Mutex
+	wake   *sync.Cond         // a committer may have something to take, or intake is stopping
+	queues [][]*pendingAccept // by partition, in arrival order
+	queued int                // in all queues
+	flying []bool             // by partition: a crowded batch of its requests is in flight
+	turn   bool               // the turn's batch is in flight
+	first  int                // the partition the next turn's batch takes first, so that each gets its turn first
+	// stopped: intake is shutting down; committers finish the batches in flight and take no more.
+	stopped bool
 }
 
 type pendingAccept struct {
@@ -87,35 +94,30 @@ func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, lo
 // the load nears what one committer can take.
 func crowdOf(maxBatch int) int { return max(1, maxBatch/4) }
 
-// start runs the committers, one per queue.
+// start runs the committers, as many as partitions.
 func (b *batcher) start(workers int) {
-	b.queues = make([]chan *pendingAccept, workers)
-	b.stop = make(chan struct{})
-	b.turn = make(chan struct{}, 1)
-	for i := range b.queues {
-		b.queues[i] = make(chan *pendingAccept, 4*b.maxBatch)
+	b.wake = sync.NewCond(&b.mu)
+	b.queues = make([][]*pendingAccept, workers)
+	b.flying = make([]bool, workers)
+	for range workers {
 		b.wg.Add(1)
-		go b.run(b.queues[i])
+		go b.run()
 	}
 }
 
-// queueFor is the queue of the committer that stores requests for the server with this inbound key.
-func (b *batcher) queueFor(key string) chan *pendingAccept {
+// partitionOf is the partition of requests for the server with this inbound key.
+func (b *batcher) partitionOf(key string) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
-	return b.queues[h.Sum32()%uint32(len(b.queues))]
+	return int(h.Sum32() % uint32(len(b.queues)))
 }
 
 // submit queues one accept and waits for its batch to commit (or for ctx to end: the request may then still
 // commit, and the sender — who got no answer — will retry, as it must for any lost response).
 func (b *batcher) submit(ctx context.Context, key string, item delivery.Incoming) (*ent.Request, error) {
 	p := &pendingAccept{ctx: ctx, key: key, item: item, done: make(chan acceptResult, 1)}
-	select {
-	case b.queueFor(key) <- p:
-	case <-b.stop:
-		return nil, errStopped
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := b.enqueue(p); err != nil {
+		return nil, err
 	}
 	select {
 	case r := <-p.done:
@@ -125,61 +127,118 @@ func (b *batcher) submit(ctx context.Context, key string, item delivery.Incoming
 	}
 }
 
-func (b *batcher) run(queue chan *pendingAccept) {
+// enqueue queues accepts, each on its partition, together — as if they arrived during one commit — and wakes a
+// committer for each that gives one something to take. Once intake is shutting down it refuses them.
+func (b *batcher) enqueue(accepts ...*pendingAccept) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return errStopped
+	}
+	for _, p := range accepts {
+		part := b.partitionOf(p.key)
+		b.queues[part] = append(b.queues[part], p)
+		b.queued++
+		if !b.flying[part] && (!b.turn || len(b.queues[part]) >= b.crowd) {
+			b.wake.Signal()
+		}
+	}
+	return nil
+}
+
+// run is a committer: it commits the batches next hands it until intake stops.
+func (b *batcher) run() {
 	defer b.wg.Done()
-	batch := make([]*pendingAccept, 0, b.maxBatch)
-	for {
-		select {
-		case <-b.stop:
-			b.drain(queue)
-			return
-		case p := <-queue:
-			batch = append(batch[:0], p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for !b.stopped {
+		batch, crowded := b.next()
+		if len(batch) == 0 {
+			b.wake.Wait()
+			continue
 		}
-	fill:
-		for len(batch) < b.maxBatch {
-			select {
-			case p := <-queue:
-				batch = append(batch, p)
-			default:
-				break fill
-			}
-		}
-		batch, held := b.await(queue, batch)
+		b.mu.Unlock()
 		b.commitBatch(batch)
-		if held {
-			<-b.turn
+		b.mu.Lock()
+		if crowded >= 0 {
+			b.flying[crowded] = false
+		} else {
+			b.turn = false
 		}
+		b.wake.Broadcast() // a partition or the turn is free again: what waited for it may go
 	}
 }
 
-// await waits for the turn, adding to the batch what arrives meanwhile, until the batch is crowded. It reports
-// whether it took the turn, which the caller gives back after the commit. At shutdown it stops waiting: the
-// batch is committed at once, and what is still queued is answered by drain.
-func (b *batcher) await(queue chan *pendingAccept, batch []*pendingAccept) ([]*pendingAccept, bool) {
-	for len(batch) < b.crowd {
-		select {
-		case b.turn <- struct{}{}:
-			return batch, true
-		case p := <-queue:
-			batch = append(batch, p)
-		case <-b.stop:
-			return batch, false
+// next takes the next batch to commit, if any, with mu held: the queue of a crowded partition with no crowded
+// batch in flight, which it marks in flight and returns, or, when the turn is free, what the partitions with no
+// crowded batch in flight have queued — all of it while that is less than the crowd, and otherwise one
+// partition's, so that under load the others commit beside it, each its own; crowded is then -1.
+func (b *batcher) next() (batch []*pendingAccept, crowded int) {
+	for p, q := range b.queues {
+		if len(q) >= b.crowd && !b.flying[p] {
+			b.flying[p] = true
+			return b.take(p, nil), p
 		}
 	}
-	return batch, false
+	if b.turn || b.queued == 0 {
+		return nil, -1
+	}
+	free := 0 // queued in partitions with no crowded batch in flight
+	for p, q := range b.queues {
+		if !b.flying[p] {
+			free += len(q)
+		}
+	}
+	n := len(b.queues)
+	for i := range n {
+		p := (b.first + i) % n
+		if len(b.queues[p]) == 0 || b.flying[p] {
+			continue
+		}
+		batch = b.take(p, batch)
+		if free >= b.crowd || len(batch) == b.maxBatch {
+			break // under load: the other partitions commit beside this batch once crowded
+		}
+	}
+	if len(batch) == 0 { // what is queued waits for the crowded batches of its partitions in flight
+		return nil, -1
+	}
+	b.first = (b.first + 1) % n
+	b.turn = true
+	return batch, -1
 }
 
-// drain answers what is still queued at shutdown.
-func (b *batcher) drain(queue chan *pendingAccept) {
-	for {
-		select {
-		case p := <-queue:
-			p.done <- acceptResult{err: errStopped}
-		default:
-			return
-		}
+// take moves the oldest of partition p's queue to batch, as many as fit in maxBatch.
+func (b *batcher) take(p int, batch []*pendingAccept) []*pendingAccept {
+	q := b.queues[p]
+	k := min(len(q), b.maxBatch-len(batch))
+	if batch == nil {
+		batch = make([]*pendingAccept, 0, k)
 	}
+	batch = append(batch, q[:k]...)
+	rest := copy(q, q[k:])
+	clear(q[rest:]) // the queue's array must not keep answered requests alive
+	b.queues[p] = q[:rest]
+	b.queued -= k
+	return batch
+}
+
+// close stops the committers after the batches in flight, and answers what is still queued.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.stopped = true
+	b.wake.Broadcast()
+	b.mu.Unlock()
+	b.wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for p, q := range b.queues {
+		for _, a := range q {
+			a.done <- acceptResult{err: errStopped}
+		}
+		b.queues[p] = nil
+	}
+	b.queued = 0
 }
 
 func (b *batcher) commit(batch []*pendingAccept) {
@@ -439,10 +498,4 @@ func (r *recipientRow) recipient() *ent.Recipient {
 		WindowFailures: r.windowFailures.Int64, LastSuccessAt: at(r.lastSuccessAt), NextProbeAt: at(r.nextProbeAt),
 		CliSeenUntil: at(r.cliSeenUntil),
 	}
-}
-
-// close stops the committers after the batches in progress.
-func (b *batcher) close() {
-	b.once.Do(func() { close(b.stop) })
-	b.wg.Wait()
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // Scenarios are the scenario names in the order they run.
-var Scenarios = []string{"ingest", "dispatch", "latency", "punctuality", "purge"}
+var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "punctuality", "purge", "cli"}
 
 // Config configures a bench run.
 type Config struct {
@@ -50,7 +50,10 @@ type Config struct {
 	Ceiling float64
 
 	DispatchDeliveries int
-	DispatchWorkers    int // ADAL_WORKERS of the dispatch process; 0 keeps the default
+	// BacklogDeliveries is the backlog scenario's due deliveries, whose burn-down's memory is set beside
+	// dispatch's.
+	BacklogDeliveries int
+	DispatchWorkers   int // ADAL_WORKERS of the dispatch process; 0 keeps the default
 	// IntakeCommitters is ADAL_INTAKE_COMMITTERS of every scenario's process; 0 keeps the default.
 	IntakeCommitters int
 
@@ -60,6 +63,12 @@ type Config struct {
 	PunctualityWindow time.Duration
 
 	PurgeRequests int
+
+	// CLIBacklog is how many requests the cli scenario accepts before its CLI connects, CLIRate the rate it
+	// sends once connected. AdalBinary is the adal CLI to run; empty builds one from this module.
+	CLIBacklog int
+	CLIRate    float64
+	AdalBinary string
 
 	PgbenchClients int
 	PgbenchScale   int
@@ -98,6 +107,9 @@ func (c *Config) defaults() {
 	if c.DispatchDeliveries == 0 {
 		c.DispatchDeliveries = 100_000
 	}
+	if c.BacklogDeliveries == 0 {
+		c.BacklogDeliveries = 1_000_000
+	}
 	if c.PunctualityRows == 0 {
 		c.PunctualityRows = 1_000_000
 	}
@@ -112,6 +124,12 @@ func (c *Config) defaults() {
 	}
 	if c.PurgeRequests == 0 {
 		c.PurgeRequests = 100_000
+	}
+	if c.CLIBacklog == 0 {
+		c.CLIBacklog = 5000
+	}
+	if c.CLIRate == 0 {
+		c.CLIRate = 100
 	}
 	if c.PgbenchClients == 0 {
 		c.PgbenchClients = 16
@@ -145,7 +163,9 @@ type Runner struct {
 	counter *SQLCounter
 	rows    []Row
 	ceiling float64 // measured by ingest, used by latency and purge
-	logf    func(format string, args ...any)
+	// dispatchRSS is the peak RSS of dispatch's burn-down, the baseline of backlog's.
+	dispatchRSS int64
+	logf        func(format string, args ...any)
 	// loadAtStart is the load average when the current measurement started, cpuAtStart the CPU time spent
 	// then (see startMeasure).
 	loadAtStart float64
@@ -214,6 +234,10 @@ func (b *Runner) scenario(ctx context.Context, name string) error {
 		return b.punctuality(ctx)
 	case "purge":
 		return b.purge(ctx)
+	case "cli":
+		return b.cli(ctx)
+	case "backlog":
+		return b.backlog(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", name)
 }

@@ -15,12 +15,63 @@ import (
 // intake) over 10 tenants × 10 recipients, burned down to a receiver that answers 200 at once. It reports
 // attempts per second and the SQL statements the process sent per attempt.
 func (b *Runner) dispatch(ctx context.Context) error {
+	return b.burnDown(ctx, "dispatch", b.cfg.DispatchDeliveries, func(bd *burnDown) {
+		b.dispatchRSS = bd.row.PeakRSS
+		bd.row.Target = fmt.Sprintf("≥ 5,000 attempts/s: %s; ≤ 3 statements/attempt: %s", met(bd.rate >= 5000), met(bd.perAttempt <= 3))
+	})
+}
+
+// backlog holds the server's memory to the size of the backlog (DESIGN §7: flat whatever the backlog, since
+// claims and pages are bounded): BacklogDeliveries due deliveries — a million — burned down as dispatch burns
+// down its own, and the peak RSS set beside dispatch's, which runs a tenth as many. When dispatch did not run in
+// the same invocation, its burn-down runs here first as the baseline.
+func (b *Runner) backlog(ctx context.Context) error {
+	if b.dispatchRSS == 0 {
+		b.logf("backlog: burning down %d deliveries first, as dispatch does, for the baseline", b.cfg.DispatchDeliveries)
+		var void string
+		err := b.burnDown(ctx, "backlog-baseline", b.cfg.DispatchDeliveries, func(bd *burnDown) {
+			b.dispatchRSS, void = bd.row.PeakRSS, bd.row.Void
+			bd.row = Row{} // not a row of its own
+		})
+		if err != nil {
+			return err
+		}
+		if void != "" {
+			return fmt.Errorf("baseline: %s", void)
+		}
+	}
+	return b.burnDown(ctx, "backlog", b.cfg.BacklogDeliveries, func(bd *burnDown) {
+		growth := bd.row.PeakRSS - b.dispatchRSS
+		bd.row.Figure = fmt.Sprintf("peak RSS %s with %d due", mib(bd.row.PeakRSS), b.cfg.BacklogDeliveries)
+		bd.row.Detail = fmt.Sprintf("%s against %s burning down %d (%+.0f MiB); %.0f attempts/s; %s", mib(bd.row.PeakRSS),
+			mib(b.dispatchRSS), b.cfg.DispatchDeliveries, float64(growth)/(1<<20), bd.rate, bd.row.Detail)
+		bd.row.Target = fmt.Sprintf("≤ 150 MiB: %s; flat (within %s of the smaller backlog's): %s",
+			met(bd.row.PeakRSS <= 150<<20), mib(flatWithin), met(growth <= flatWithin))
+	})
+}
+
+// flatWithin is how much more a backlog ten times as large may take before the memory is not flat: the
+// collector's own swing between two runs of the same size (a GOGC of 200 lets the heap double before it runs).
+const flatWithin = 20 << 20
+
+// burnDown is a burn-down's row, before its budgets are judged, and the figures they judge.
+type burnDown struct {
+	row        Row
+	rate       float64 // attempts per second
+	perAttempt float64 // SQL statements per attempt
+}
+
+// burnDown inserts n due deliveries in bulk over 10 tenants × 10 recipients, starts the process, and waits for
+// the receiver to have them all and the table to hold none open. judge completes the row, which is then added
+// while the traffic process still runs (its CPU is read then); a row judge empties is not added.
+func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge func(*burnDown)) error {
+	var res burnDown
 	tr, err := b.startTraffic(Refusal{})
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
-	p, err := b.startProcess("dispatch", func(c *relay.Config) { c.Workers = b.cfg.DispatchWorkers })
+	p, err := b.startProcess(scenario, func(c *relay.Config) { c.Workers = b.cfg.DispatchWorkers })
 	if err != nil {
 		return err
 	}
@@ -29,8 +80,7 @@ func (b *Runner) dispatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n := b.cfg.DispatchDeliveries
-	b.logf("dispatch: inserting %d due deliveries", n)
+	b.logf("%s: inserting %d due deliveries", scenario, n)
 	err = insertDue(ctx, p.DB, fx, bulkDue{
 		KeyPrefix: "due-", From: 0, To: int64(n - 1), Body: body1K(),
 		Due: time.Now().Add(-time.Second),
@@ -55,7 +105,7 @@ func (b *Runner) dispatch(ctx context.Context) error {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("dispatch: %d of %d deliveries received after %v", received, n, time.Since(start))
+			return fmt.Errorf("%s: %d of %d deliveries received after %v", scenario, received, n, time.Since(start))
 		}
 		if received >= int64(n) {
 			open, err := p.count(`SELECT COUNT(*) FROM deliveries WHERE status IN ('PENDING', 'IN_PROGRESS')`)
@@ -80,23 +130,25 @@ func (b *Runner) dispatch(ctx context.Context) error {
 		return err
 	}
 	b.logBreakdown("attempt", attempts)
-	rate := float64(attempts) / elapsed.Seconds()
-	perAttempt := float64(used.Statements) / float64(attempts)
+	res.rate = float64(attempts) / elapsed.Seconds()
+	res.perAttempt = float64(used.Statements) / float64(attempts)
 	withTx := float64(used.Statements+used.TxControl) / float64(attempts)
-	row := Row{
-		Scenario: "dispatch",
-		Figure:   fmt.Sprintf("%.0f attempts/s", rate),
+	res.row = Row{
+		Scenario: scenario,
+		Figure:   fmt.Sprintf("%.0f attempts/s", res.rate),
 		Detail: fmt.Sprintf("%d attempts in %v, %d succeeded, %d received; %.2f SQL statements per attempt (%.2f with BEGIN/COMMIT)",
-			attempts, elapsed.Round(time.Millisecond), succeeded, received, perAttempt, withTx),
-		Target: fmt.Sprintf("≥ 5,000 attempts/s: %s; ≤ 3 statements/attempt: %s", met(rate >= 5000), met(perAttempt <= 3)),
+			attempts, elapsed.Round(time.Millisecond), succeeded, received, res.perAttempt, withTx),
 		Settings: fmt.Sprintf("%d due deliveries (bulk-inserted, 1 KiB bodies) over 10 tenants × 10 recipients, receiver answers 200 at once; workers %s; statements counted by a driver wrapper (pg_stat_statements not loaded)",
 			n, workers(b.cfg.DispatchWorkers)),
 		PeakRSS: rss,
 	}
 	if attempts != int64(n) || succeeded != int64(n) {
-		row.Void = fmt.Sprintf("%d attempts and %d succeeded for %d deliveries", attempts, succeeded, n)
+		res.row.Void = fmt.Sprintf("%d attempts and %d succeeded for %d deliveries", attempts, succeeded, n)
 	}
-	b.add(row)
+	judge(&res)
+	if res.row.Scenario != "" {
+		b.add(res.row)
+	}
 	return nil
 }
 

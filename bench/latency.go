@@ -53,12 +53,7 @@ func (b *Runner) latency(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	published := map[int64]time.Time{}
-	for _, s := range res.Requests {
-		if s.Status == http.StatusAccepted {
-			published[s.RequestID] = s.Scheduled
-		}
-	}
+	published := res.published()
 	// Drain: wait (bounded) until every published request has reached the receiver.
 	if _, err := tr.awaitReceived(ctx, int64(len(published)), time.Minute); err != nil {
 		return err
@@ -68,28 +63,12 @@ func (b *Runner) latency(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	first := map[int64]time.Time{}
-	var unknown, duplicates int
-	for _, a := range arrivals {
-		if _, ok := published[a.RequestID]; !ok {
-			unknown++
-			continue
-		}
-		if t, seen := first[a.RequestID]; seen {
-			duplicates++
-			if a.At.After(t) {
-				continue
-			}
-		}
-		first[a.RequestID] = a.At
-	}
-	lat := make([]time.Duration, 0, len(first))
+	m := matchArrivals(published, arrivals)
+	lat := m.latencies(published)
 	bySecond := map[int][]time.Duration{} // by the second of the run the request was scheduled in
-	for id, at := range first {
-		d := at.Sub(published[id])
-		lat = append(lat, d)
+	for id, at := range m.first {
 		sec := int(published[id].Sub(res.Start) / time.Second)
-		bySecond[sec] = append(bySecond[sec], d)
+		bySecond[sec] = append(bySecond[sec], at.Sub(published[id]))
 	}
 	acceptBySecond := res.BySecond()
 	for sec := range int(b.cfg.Duration / time.Second) {
@@ -97,22 +76,22 @@ func (b *Runner) latency(ctx context.Context) error {
 		b.logf("latency: second %d: %d delivered, p50 %s, p99 %s, max %s; answered p99 %s, max %s", sec, len(d), ms(percentile(d, 0.5)),
 			ms(percentile(d, 0.99)), ms(percentile(d, 1)), ms(percentile(a, 0.99)), ms(percentile(a, 1)))
 	}
-	delivered := len(first)
+	delivered := len(m.first)
 	missing := len(published) - delivered
 	p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
 	row := Row{
 		Scenario: "latency",
 		Figure:   fmt.Sprintf("p99 %s", ms(p99)),
 		Detail: fmt.Sprintf("p50 %s; ledger: published %d = delivered %d + missing %d; duplicates %d; non-202 %d, unanswered %d; accepted %.0f/s",
-			ms(p50), len(published), delivered, missing, duplicates, res.Others(), res.Failed(), res.AcceptedPerSecond()),
+			ms(p50), len(published), delivered, missing, m.duplicates, res.Others(), res.Failed(), res.AcceptedPerSecond()),
 		Target: fmt.Sprintf("accept → first byte p99 ≤ 50 ms: %s", met(p99 <= 50*time.Millisecond)),
 		Settings: fmt.Sprintf("open model %.0f/s (50%% of the %.0f/s ingest ceiling) for %v; 100 tenants × 1 recipient → loopback receiver answering 200; measured from the scheduled send to the receiver's handler",
 			rate, b.ceiling, b.cfg.Duration),
 		PeakRSS: rss,
 	}
 	var void []error
-	if unknown > 0 {
-		void = append(void, fmt.Errorf("%d deliveries of requests never published", unknown))
+	if m.unknown > 0 {
+		void = append(void, fmt.Errorf("%d deliveries of requests never published", m.unknown))
 	}
 	if missing != 0 {
 		void = append(void, fmt.Errorf("%d published requests never delivered", missing))
@@ -125,4 +104,50 @@ func (b *Runner) latency(ctx context.Context) error {
 	}
 	b.add(row)
 	return nil
+}
+
+// published is, for every request answered 202 (run with KeepIDs), its scheduled send time by request ID.
+func (r LoadResult) published() map[int64]time.Time {
+	out := make(map[int64]time.Time, len(r.Requests))
+	for _, s := range r.Requests {
+		if s.Status == http.StatusAccepted {
+			out[s.RequestID] = s.Scheduled
+		}
+	}
+	return out
+}
+
+// arrivalMatch is what the receiver saw, against what was published.
+type arrivalMatch struct {
+	first      map[int64]time.Time // the earliest arrival of each published request that arrived
+	duplicates int                 // arrivals of a published request beyond its first
+	unknown    int                 // arrivals of requests never published
+}
+
+// matchArrivals matches arrivals to the published requests (request ID → scheduled send).
+func matchArrivals(published map[int64]time.Time, arrivals []Arrival) arrivalMatch {
+	m := arrivalMatch{first: make(map[int64]time.Time, len(published))}
+	for _, a := range arrivals {
+		if _, ok := published[a.RequestID]; !ok {
+			m.unknown++
+			continue
+		}
+		if t, seen := m.first[a.RequestID]; seen {
+			m.duplicates++
+			if a.At.After(t) {
+				continue
+			}
+		}
+		m.first[a.RequestID] = a.At
+	}
+	return m
+}
+
+// latencies are, for each published request that arrived, the time from its scheduled send to its first arrival.
+func (m arrivalMatch) latencies(published map[int64]time.Time) []time.Duration {
+	out := make([]time.Duration, 0, len(m.first))
+	for id, at := range m.first {
+		out = append(out, at.Sub(published[id]))
+	}
+	return out
 }

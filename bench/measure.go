@@ -38,16 +38,17 @@ func resetPeakRSS() bool {
 // bench process holds the Adal process under test and the bench's own bookkeeping; the load generator and the
 // receiver are in the traffic process.
 func peakRSS() int64 {
-	return statusField("VmHWM:")
+	return statusField("/proc/self/status", "VmHWM:")
 }
 
 // currentRSS is VmRSS from /proc/self/status.
 func currentRSS() int64 {
-	return statusField("VmRSS:")
+	return statusField("/proc/self/status", "VmRSS:")
 }
 
-func statusField(name string) int64 {
-	raw, err := os.ReadFile("/proc/self/status")
+// statusField is a size field (name with its colon) of a /proc/<pid>/status file, in bytes; 0 if unreadable.
+func statusField(file, name string) int64 {
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		return 0
 	}

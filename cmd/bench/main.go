@@ -1,7 +1,7 @@
 // Command bench measures Adal against its budgets (DESIGN §7) on PostgreSQL and prints one Markdown table row
 // per figure:
 //
-//	go run ./cmd/bench [-scenarios ingest,dispatch,latency,punctuality,purge] [-database-url …] [-duration 10s]
+//	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,punctuality,purge,cli] [-database-url …] [-duration 10s]
 //
 // Each scenario creates a database of its own on the server of -database-url and drops it afterwards. The
 // logic is in package bench.
@@ -54,6 +54,7 @@ func run() error {
 		"paused: recipients paused, pure intake; receiver: active recipients deliver to a loopback receiver meanwhile")
 	flag.Float64Var(&cfg.Ceiling, "ceiling", 0, "ingest ceiling (req/s) for latency and purge when ingest does not run")
 	flag.IntVar(&cfg.DispatchDeliveries, "dispatch-deliveries", 100_000, "due deliveries the dispatch scenario burns down")
+	flag.IntVar(&cfg.BacklogDeliveries, "backlog-deliveries", 1_000_000, "due deliveries the backlog scenario burns down (its memory against dispatch's)")
 	flag.IntVar(&cfg.DispatchWorkers, "dispatch-workers", 0, "ADAL_WORKERS for dispatch (0: the default)")
 	flag.IntVar(&cfg.IntakeCommitters, "intake-committers", 0, "ADAL_INTAKE_COMMITTERS of every scenario's process (0: the default)")
 	flag.IntVar(&cfg.PunctualityRows, "punctuality-rows", 1_000_000, "future retries in the table")
@@ -61,6 +62,9 @@ func run() error {
 	flag.DurationVar(&cfg.PunctualityUnit, "punctuality-unit", 100*time.Millisecond, "ADAL_RETRY_UNIT of the punctuality process")
 	flag.DurationVar(&cfg.PunctualityWindow, "punctuality-window", 30*time.Second, "how long retries keep coming due")
 	flag.IntVar(&cfg.PurgeRequests, "purge-requests", 100_000, "expired requests (2 deliveries × 3 attempts each) to purge")
+	flag.IntVar(&cfg.CLIBacklog, "cli-backlog", 5000, "requests the cli scenario accepts before its CLI connects")
+	flag.Float64Var(&cfg.CLIRate, "cli-rate", 100, "requests per second the cli scenario sends while its CLI is connected")
+	flag.StringVar(&cfg.AdalBinary, "adal-binary", "", "the adal CLI the cli scenario runs (default: built from this module)")
 	flag.IntVar(&cfg.PgbenchClients, "pgbench-clients", 16, "pgbench -c")
 	flag.IntVar(&cfg.PgbenchScale, "pgbench-scale", 16, "pgbench -i -s (when its database is first created)")
 	flag.BoolVar(&cfg.SQLBreakdown, "sql-breakdown", false, "log the statements dispatch sent, by text")

@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/adal-relay/adal/storage/dbtest"
+)
+
+// TestMemoryScenarios runs, small, the scenarios that hold memory to its budgets: dispatch and backlog (the
+// same burn-down at two sizes, the larger's peak RSS set beside the smaller's) and cli (the real adal binary,
+// built here, draining a backlog and then live traffic to the receiver). Each must finish with its ledger
+// balanced — a row is void when a request answered 202 did not reach the receiver, or one never published did
+// — and with the peak RSS it is judged by read. The budgets themselves are the bench's to judge, at full size.
+// The bench runs on PostgreSQL only.
+func TestMemoryScenarios(t *testing.T) {
+	url := os.Getenv(dbtest.EnvURL)
+	if !strings.HasPrefix(url, "postgres") {
+		t.Skipf("the bench runs on PostgreSQL: set %s", dbtest.EnvURL)
+	}
+	rows, err := Run(t.Context(), Config{
+		DatabaseURL: url,
+		Scenarios:   []string{"dispatch", "backlog", "cli"},
+		Duration:    time.Second,
+		// Sizes for a test: the burn-downs a few seconds, the CLI a few hundred deliveries.
+		DispatchDeliveries: 300, BacklogDeliveries: 3000, CLIBacklog: 200, CLIRate: 50,
+		Out: io.Discard,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Row{}
+	for _, r := range rows {
+		byName[r.Scenario] = r
+	}
+	for _, name := range []string{"dispatch", "backlog", "cli"} {
+		r, ok := byName[name]
+		if !ok {
+			t.Fatalf("no %s row in %+v", name, rows)
+		}
+		if r.Void != "" {
+			t.Errorf("%s is void: %s", name, r.Void)
+		}
+		if r.PeakRSS <= 0 {
+			t.Errorf("%s: the server's peak RSS was not read", name)
+		}
+	}
+	if r := byName["cli"]; !strings.HasPrefix(r.Figure, "CLI peak RSS ") || strings.HasPrefix(r.Figure, "CLI peak RSS 0 MiB") {
+		t.Errorf("cli: figure %q does not give the CLI's peak RSS", r.Figure)
+	}
+	if r := byName["cli"]; !strings.Contains(r.Detail, "published 50 = delivered 50 + missing 0; duplicates 0") {
+		t.Errorf("cli: the live second's 50 requests were not each delivered once through the CLI: %s", r.Detail)
+	}
+	if r := byName["backlog"]; !strings.Contains(r.Detail, "3000 attempts") || !strings.Contains(r.Detail, "3000 succeeded") {
+		t.Errorf("backlog: not every one of its 3000 deliveries was attempted once and succeeded: %s", r.Detail)
+	}
+}

@@ -21,15 +21,15 @@ func (b *Runner) dispatch(ctx context.Context) error {
 	})
 }
 
-// backlog holds the server's memory to the size of the backlog (DESIGN §7: flat whatever the backlog, since
-// claims and pages are bounded): BacklogDeliveries due deliveries — a million — burned down as dispatch burns
-// down its own, and the peak RSS set beside dispatch's, which runs a tenth as many. When dispatch did not run in
-// the same invocation, its burn-down runs here first as the baseline.
+// backlog measures the server's memory against the size of the backlog (DESIGN §7: flat whatever the backlog,
+// since claims and pages are bounded): BacklogDeliveries due deliveries — a million — burned down as dispatch
+// burns down its own, and the peak RSS set beside dispatch's, whose backlog is smaller. When dispatch did not
+// run in the same invocation, its burn-down runs here first as the baseline.
 func (b *Runner) backlog(ctx context.Context) error {
 	if b.dispatchRSS == 0 {
 		b.logf("backlog: burning down %d deliveries first, as dispatch does, for the baseline", b.cfg.DispatchDeliveries)
 		var void string
-		err := b.burnDown(ctx, "backlog-baseline", b.cfg.DispatchDeliveries, func(bd *burnDown) {
+		err := b.burnDown(ctx, "backlog_baseline", b.cfg.DispatchDeliveries, func(bd *burnDown) {
 			b.dispatchRSS, void = bd.row.PeakRSS, bd.row.Void
 			bd.row = Row{} // not a row of its own
 		})
@@ -50,8 +50,9 @@ func (b *Runner) backlog(ctx context.Context) error {
 	})
 }
 
-// flatWithin is how much more a backlog ten times as large may take before the memory is not flat: the
-// collector's own swing between two runs of the same size (a GOGC of 200 lets the heap double before it runs).
+// flatWithin is how much more the larger backlog's burn-down may take before the memory is not flat. Runs of one
+// size differ by a few MiB (dispatch's 100k: 69–75 MiB on machine M); a backlog held in memory, even in part,
+// would show far beyond it, since a million 1 KiB bodies are a GiB.
 const flatWithin = 20 << 20
 
 // burnDown is a burn-down's row, before its budgets are judged, and the figures they judge.

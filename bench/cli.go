@@ -53,11 +53,12 @@ func (b *Runner) cli(ctx context.Context) error {
 	// The backlog: accepted while the recipient has no CLI, so every delivery waits, PENDING, for one.
 	backlogRate := 1000.0
 	backlog, err := tr.Run(ctx, Load{Rate: backlogRate, Duration: time.Duration(float64(b.cfg.CLIBacklog) / backlogRate * float64(time.Second)),
-		Targets: []string{srv.InboundURL}, Body: body})
+		Targets: []string{srv.InboundURL}, Body: body, KeepIDs: true})
 	if err != nil {
 		return err
 	}
-	queued := int64(backlog.Accepted())
+	queuedIDs := backlog.published()
+	queued := int64(len(queuedIDs))
 	if got, err := tr.Received(ctx); err != nil || got != 0 {
 		return fmt.Errorf("cli: the receiver saw %d deliveries before any CLI connected (%v)", got, err)
 	}
@@ -80,7 +81,11 @@ func (b *Runner) cli(ctx context.Context) error {
 	drained := time.Since(start)
 	drainRate := float64(queued) / drained.Seconds()
 	b.logf("cli: backlog of %d drained through the CLI in %v (%.0f/s)", queued, drained.Round(time.Millisecond), drainRate)
-
+	arrivals, err := tr.Arrivals(ctx)
+	if err != nil {
+		return err
+	}
+	drain := matchArrivals(queuedIDs, arrivals)
 	if err := tr.Reset(ctx); err != nil {
 		return err
 	}
@@ -92,8 +97,7 @@ func (b *Runner) cli(ctx context.Context) error {
 	if err := c.awaitReceived(ctx, tr, int64(len(published)), time.Minute); err != nil {
 		return err
 	}
-	arrivals, err := tr.Arrivals(ctx)
-	if err != nil {
+	if arrivals, err = tr.Arrivals(ctx); err != nil {
 		return err
 	}
 	m := matchArrivals(published, arrivals)
@@ -105,21 +109,15 @@ func (b *Runner) cli(ctx context.Context) error {
 	row := Row{
 		Scenario: "cli",
 		Figure:   fmt.Sprintf("CLI peak RSS %s", mib(cliRSS)),
-		Detail: fmt.Sprintf("backlog of %d drained in %v (%.0f deliveries/s, connecting included); live at %.0f/s: accept → local service p50 %s, p99 %s; ledger: published %d = delivered %d + missing %d; duplicates %d; non-202 %d, unanswered %d; the CLI's CPU %.2f cores",
-			queued, drained.Round(time.Millisecond), drainRate, b.cfg.CLIRate, ms(p50), ms(p99), len(published), len(m.first),
-			len(published)-len(m.first), m.duplicates, live.Others(), live.Failed(), cliCPU.Seconds()/elapsed.Seconds()),
+		Detail: fmt.Sprintf("backlog of %d drained in %v (%.0f deliveries/s, connecting included; %s); live at %.0f/s: accept → local service p50 %s, p99 %s; ledger: %s; non-202 %d, unanswered %d; the CLI's CPU %.2f cores",
+			queued, drained.Round(time.Millisecond), drainRate, drain.ledger(queuedIDs), b.cfg.CLIRate, ms(p50), ms(p99),
+			m.ledger(published), live.Others()+backlog.Others(), live.Failed()+backlog.Failed(), cliCPU.Seconds()/elapsed.Seconds()),
 		Target: fmt.Sprintf("CLI ≤ 30 MiB: %s", met(cliRSS > 0 && cliRSS <= 30<<20)),
 		Settings: fmt.Sprintf("one `adal listen` (the real binary) forwarding to the loopback receiver; %d requests accepted at %.0f/s before it connects (deliverPendingOnConnect on), then %.0f/s for %v; 1 KiB bodies; peak RSS* is the server's",
 			b.cfg.CLIBacklog, backlogRate, b.cfg.CLIRate, b.cfg.Duration),
 		PeakRSS: rss,
 	}
-	var void []error
-	if m.unknown > 0 {
-		void = append(void, fmt.Errorf("%d deliveries of requests never published", m.unknown))
-	}
-	if missing := len(published) - len(m.first); missing != 0 {
-		void = append(void, fmt.Errorf("%d published requests never delivered", missing))
-	}
+	void := append(drain.voids(queuedIDs), m.voids(published)...)
 	if cliRSS == 0 {
 		void = append(void, errors.New("the CLI's peak RSS could not be read"))
 	}
@@ -228,26 +226,21 @@ func (c *cliProcess) lastLines() string {
 	return strings.Join(c.tail, "\n")
 }
 
-// awaitReceived waits until the receiver has seen n attempts, failing early if the CLI exits.
+// awaitReceived waits until the receiver has seen n attempts, failing with the CLI's last words if it exits or
+// they do not come within the time given.
 func (c *cliProcess) awaitReceived(ctx context.Context, tr *Traffic, n int64, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		got, err := tr.Received(ctx)
-		switch {
-		case err != nil:
-			return err
-		case got >= n:
-			return nil
-		case !time.Now().Before(deadline):
-			return fmt.Errorf("cli: the receiver saw %d of %d deliveries within %v; the CLI said:\n%s", got, n, within, c.lastLines())
-		}
-		select {
-		case <-c.done:
-			return fmt.Errorf("cli: the CLI exited with %d of %d delivered; it said:\n%s", got, n, c.lastLines())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	got, err := tr.awaitReceivedUnless(ctx, n, within, c.done)
+	switch {
+	case err != nil:
+		return err
+	case got >= n:
+		return nil
+	}
+	select {
+	case <-c.done:
+		return fmt.Errorf("cli: the CLI exited with %d of %d delivered; it said:\n%s", got, n, c.lastLines())
+	default:
+		return fmt.Errorf("cli: the receiver saw %d of %d deliveries within %v; the CLI said:\n%s", got, n, within, c.lastLines())
 	}
 }
 

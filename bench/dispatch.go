@@ -15,9 +15,10 @@ import (
 // intake) over 10 tenants × 10 recipients, burned down to a receiver that answers 200 at once. It reports
 // attempts per second and the SQL statements the process sent per attempt.
 func (b *Runner) dispatch(ctx context.Context) error {
-	return b.burnDown(ctx, "dispatch", b.cfg.DispatchDeliveries, func(bd *burnDown) {
+	return b.burnDown(ctx, "dispatch", b.cfg.DispatchDeliveries, func(bd *burnDown) bool {
 		b.dispatchRSS = bd.row.PeakRSS
 		bd.row.Target = fmt.Sprintf("≥ 5,000 attempts/s: %s; ≤ 3 statements/attempt: %s", met(bd.rate >= 5000), met(bd.perAttempt <= 3))
+		return true
 	})
 }
 
@@ -29,9 +30,9 @@ func (b *Runner) backlog(ctx context.Context) error {
 	if b.dispatchRSS == 0 {
 		b.logf("backlog: burning down %d deliveries first, as dispatch does, for the baseline", b.cfg.DispatchDeliveries)
 		var void string
-		err := b.burnDown(ctx, "backlog_baseline", b.cfg.DispatchDeliveries, func(bd *burnDown) {
+		err := b.burnDown(ctx, "backlog_baseline", b.cfg.DispatchDeliveries, func(bd *burnDown) bool {
 			b.dispatchRSS, void = bd.row.PeakRSS, bd.row.Void
-			bd.row = Row{} // not a row of its own
+			return false // not a row of its own
 		})
 		if err != nil {
 			return err
@@ -40,13 +41,14 @@ func (b *Runner) backlog(ctx context.Context) error {
 			return fmt.Errorf("baseline: %s", void)
 		}
 	}
-	return b.burnDown(ctx, "backlog", b.cfg.BacklogDeliveries, func(bd *burnDown) {
+	return b.burnDown(ctx, "backlog", b.cfg.BacklogDeliveries, func(bd *burnDown) bool {
 		growth := bd.row.PeakRSS - b.dispatchRSS
 		bd.row.Figure = fmt.Sprintf("peak RSS %s with %d due", mib(bd.row.PeakRSS), b.cfg.BacklogDeliveries)
 		bd.row.Detail = fmt.Sprintf("%s against %s burning down %d (%+.0f MiB); %.0f attempts/s; %s", mib(bd.row.PeakRSS),
 			mib(b.dispatchRSS), b.cfg.DispatchDeliveries, float64(growth)/(1<<20), bd.rate, bd.row.Detail)
 		bd.row.Target = fmt.Sprintf("≤ 150 MiB: %s; flat (within %s of the smaller backlog's): %s",
 			met(bd.row.PeakRSS <= 150<<20), mib(flatWithin), met(growth <= flatWithin))
+		return true
 	})
 }
 
@@ -63,9 +65,9 @@ type burnDown struct {
 }
 
 // burnDown inserts n due deliveries in bulk over 10 tenants × 10 recipients, starts the process, and waits for
-// the receiver to have them all and the table to hold none open. judge completes the row, which is then added
-// while the traffic process still runs (its CPU is read then); a row judge empties is not added.
-func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge func(*burnDown)) error {
+// the receiver to have them all and the table to hold none open. judge completes the row and says whether it is
+// one of the table's; it is added while the traffic process still runs, since its CPU is read then.
+func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge func(*burnDown) bool) error {
 	var res burnDown
 	tr, err := b.startTraffic(Refusal{})
 	if err != nil {
@@ -146,8 +148,7 @@ func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge fun
 	if attempts != int64(n) || succeeded != int64(n) {
 		res.row.Void = fmt.Sprintf("%d attempts and %d succeeded for %d deliveries", attempts, succeeded, n)
 	}
-	judge(&res)
-	if res.row.Scenario != "" {
+	if judge(&res) {
 		b.add(res.row)
 	}
 	return nil

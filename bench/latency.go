@@ -76,26 +76,18 @@ func (b *Runner) latency(ctx context.Context) error {
 		b.logf("latency: second %d: %d delivered, p50 %s, p99 %s, max %s; answered p99 %s, max %s", sec, len(d), ms(percentile(d, 0.5)),
 			ms(percentile(d, 0.99)), ms(percentile(d, 1)), ms(percentile(a, 0.99)), ms(percentile(a, 1)))
 	}
-	delivered := len(m.first)
-	missing := len(published) - delivered
 	p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
 	row := Row{
 		Scenario: "latency",
 		Figure:   fmt.Sprintf("p99 %s", ms(p99)),
-		Detail: fmt.Sprintf("p50 %s; ledger: published %d = delivered %d + missing %d; duplicates %d; non-202 %d, unanswered %d; accepted %.0f/s",
-			ms(p50), len(published), delivered, missing, m.duplicates, res.Others(), res.Failed(), res.AcceptedPerSecond()),
+		Detail: fmt.Sprintf("p50 %s; ledger: %s; non-202 %d, unanswered %d; accepted %.0f/s",
+			ms(p50), m.ledger(published), res.Others(), res.Failed(), res.AcceptedPerSecond()),
 		Target: fmt.Sprintf("accept → first byte p99 ≤ 50 ms: %s", met(p99 <= 50*time.Millisecond)),
 		Settings: fmt.Sprintf("open model %.0f/s (50%% of the %.0f/s ingest ceiling) for %v; 100 tenants × 1 recipient → loopback receiver answering 200; measured from the scheduled send to the receiver's handler",
 			rate, b.ceiling, b.cfg.Duration),
 		PeakRSS: rss,
 	}
-	var void []error
-	if m.unknown > 0 {
-		void = append(void, fmt.Errorf("%d deliveries of requests never published", m.unknown))
-	}
-	if missing != 0 {
-		void = append(void, fmt.Errorf("%d published requests never delivered", missing))
-	}
+	void := m.voids(published)
 	if err := p.checkLedger(warm + int64(len(published))); err != nil { // the warm-up's requests are stored too
 		void = append(void, err)
 	}
@@ -148,6 +140,25 @@ func (m arrivalMatch) latencies(published map[int64]time.Time) []time.Duration {
 	out := make([]time.Duration, 0, len(m.first))
 	for id, at := range m.first {
 		out = append(out, at.Sub(published[id]))
+	}
+	return out
+}
+
+// ledger states the match as the run's ledger: published = delivered + missing, and the duplicates.
+func (m arrivalMatch) ledger(published map[int64]time.Time) string {
+	return fmt.Sprintf("published %d = delivered %d + missing %d; duplicates %d", len(published), len(m.first),
+		len(published)-len(m.first), m.duplicates)
+}
+
+// voids are what makes a run void: arrivals of requests never published, and published requests that never
+// arrived.
+func (m arrivalMatch) voids(published map[int64]time.Time) []error {
+	var out []error
+	if m.unknown > 0 {
+		out = append(out, fmt.Errorf("%d deliveries of requests never published", m.unknown))
+	}
+	if missing := len(published) - len(m.first); missing != 0 {
+		out = append(out, fmt.Errorf("%d published requests never delivered", missing))
 	}
 	return out
 }

@@ -51,6 +51,9 @@ func TestMemoryScenarios(t *testing.T) {
 	if r := byName["cli"]; !strings.HasPrefix(r.Figure, "CLI peak RSS ") || strings.HasPrefix(r.Figure, "CLI peak RSS 0 MiB") {
 		t.Errorf("cli: figure %q does not give the CLI's peak RSS", r.Figure)
 	}
+	if r := byName["cli"]; !strings.Contains(r.Detail, "published 200 = delivered 200 + missing 0; duplicates 0") {
+		t.Errorf("cli: the backlog's 200 requests were not each delivered once through the CLI: %s", r.Detail)
+	}
 	if r := byName["cli"]; !strings.Contains(r.Detail, "published 50 = delivered 50 + missing 0; duplicates 0") {
 		t.Errorf("cli: the live second's 50 requests were not each delivered once through the CLI: %s", r.Detail)
 	}

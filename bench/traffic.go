@@ -159,6 +159,12 @@ func (t *Traffic) Reset(ctx context.Context) error {
 // awaitReceived polls the receiver until it has seen n attempts or within has passed, and returns the last
 // count it read.
 func (t *Traffic) awaitReceived(ctx context.Context, n int64, within time.Duration) (int64, error) {
+	return t.awaitReceivedUnless(ctx, n, within, nil)
+}
+
+// awaitReceivedUnless is awaitReceived that also gives up when gone is closed (the sender of the attempts went
+// away: they will not come); a nil gone never is.
+func (t *Traffic) awaitReceivedUnless(ctx context.Context, n int64, within time.Duration, gone <-chan struct{}) (int64, error) {
 	deadline := time.Now().Add(within)
 	for {
 		got, err := t.Received(ctx)
@@ -168,6 +174,8 @@ func (t *Traffic) awaitReceived(ctx context.Context, n int64, within time.Durati
 		select {
 		case <-ctx.Done():
 			return got, ctx.Err()
+		case <-gone:
+			return got, nil
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

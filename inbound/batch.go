@@ -21,26 +21,12 @@ import (
 	"github.com/adal-relay/adal/viewer"
 )
 
-// The batcher groups accepts that arrive together into one statement. A request is still committed before its
-// 202 — it just shares the commit (and its fsync) with its neighbours — and each tenant's credit row is locked
-// once per batch instead of once per request. Nothing waits for a batch to fill: a committer takes whatever is
-// queued when it is free, so a lone request goes out at once and a burst rides together.
-//
-// Requests queue by partition, the one their server's inbound key hashes to. A batch holds its tenants' credit
-// rows until it commits: two batches drawn from one queue would span the same busy tenants and wait on each
-// other's rows one commit after another, where batches of different partitions share a tenant only when the
-// tenant's servers hash apart, and really commit side by side.
-//
-// Side by side only when the load calls for it. At moderate load one batch is in flight, the turn's, and it
-// takes what every partition has queued: two small batches in flight cost the database more than one of their
-// sum (the same round trips and commits twice, on two cores that PostgreSQL shares with Adal), and a request
-// waits for the batch in flight, not for one batch per partition before its own. A partition whose queue
-// reaches the crowd does not wait for the turn: a free committer takes it at once, beside the batch in flight,
-// never beside another crowded batch of its own. Once as many requests as the crowd wait, the turn's batch
-// takes one partition's, so that the partitions commit side by side, each its own, as the load needs — at most
-// one batch per committer. Only when the load rises past the crowd during a turn's batch that took every
-// partition does a crowded batch share tenants with the batch in flight; it then waits on their rows, which is
-// the wait it would have had in its queue (docs/benchmarks.md, machines K and M).
+// The batcher groups accepts that arrive together into one statement: each request is still committed before
+// its 202, but shares the commit with its neighbours, and each tenant's credit row is locked once per batch.
+// Nothing waits for a batch to fill: a free committer takes whatever is queued. Requests queue by partition
+// (their inbound key's hash), so batches committing side by side rarely wait on the same tenants' rows. At
+// moderate load one batch, the turn's, takes every partition's queue, since one commit costs the database less
+// than several small ones; a partition whose queue reaches the crowd commits beside it, one batch at a time.
 type batcher struct {
 	client   *ent.Client
 	delivery *delivery.Service
@@ -90,8 +76,8 @@ func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, lo
 }
 
 // crowdOf is the crowd for batches of at most maxBatch: a quarter of it (64 of the default 256), a batch big
-// enough that its round trips and commit are spread thin, which on 2 cores arrives during one commit only once
-// the load nears what one committer can take.
+// enough that its round trips and commit are spread thin, and that arrives during one commit only once the
+// load nears what one committer can take.
 func crowdOf(maxBatch int) int { return max(1, maxBatch/4) }
 
 // start runs the committers, as many as partitions.
@@ -292,8 +278,8 @@ func refusedData(err error) bool {
 
 // store stores the batch: the servers its keys name, then the requests of the live servers. On PostgreSQL the
 // servers are read without a lock, and the batch is stored by one statement of its own that locks them and
-// their tenants (delivery.StoreBatch): two round trips and one commit, where a transaction around the read
-// and the write took four. Only a batch too large for one statement (delivery.OneStatement) is stored in a
+// their tenants (delivery.StoreBatch): two round trips and one commit, half the round trips of a transaction
+// around the read and the write. Only a batch too large for one statement (delivery.OneStatement) is stored in a
 // transaction. Deliveries the dispatcher has free workers for are stored claimed and started once the batch
 // commits.
 func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {

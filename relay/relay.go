@@ -51,11 +51,9 @@ type Config struct {
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
 	// IntakeCommitters is how many intake batches may commit at once on PostgreSQL (ADAL_INTAKE_COMMITTERS;
-	// default 2). It is about the database server's cores: on 2 cores, before batches took turns, 2 committers
-	// answered 2,500 req/s with p99 24 ms and peaked at 6,640/s, 4 with 32 ms and 6,395/s, 8 with 80 ms — more
-	// concurrent batches than cores only queue on each other. Beyond the first, a committer commits beside another only once its batch
-	// is crowded (inbound's batcher): at moderate load one batch is in flight. SQLite has one writer and always
-	// uses one.
+	// default 2). Size it to the database server's cores: more concurrent batches than cores only queue on each
+	// other. Beyond the first, a committer commits beside another only once its batch is crowded (inbound's
+	// batcher), so at moderate load one batch is in flight. SQLite has one writer and always uses one.
 	IntakeCommitters int
 	// PollInterval is the longest the scheduler waits without being woken; default 1s.
 	PollInterval time.Duration

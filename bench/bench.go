@@ -1,4 +1,4 @@
-// Package bench measures an Adal process against its budgets (DESIGN §7): intake, dispatch, accept-to-delivery
+// Package bench measures an Adal process against its performance budgets: intake, dispatch, accept-to-delivery
 // latency, retry punctuality and purge, each on a fresh PostgreSQL database, with the process running inside
 // the bench so its peak memory can be read, and the load generator and the receiver in a traffic process of
 // their own. cmd/bench is its command line.

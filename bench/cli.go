@@ -20,7 +20,7 @@ import (
 // cli measures the adal CLI, the real binary, as a developer runs it: CLIBacklog requests accepted while no CLI
 // is connected (the server delivers them on connect), drained through one `adal listen` to the receiver, then
 // an open-model load at CLIRate through it while it stays connected. The CLI's peak RSS is judged against its
-// 30 MiB budget (DESIGN §7); the ledger must balance as in the latency scenario: every request answered 202
+// 30 MiB budget; the ledger must balance as in the latency scenario: every request answered 202
 // reaches the receiver through the CLI, and nothing else does.
 func (b *Runner) cli(ctx context.Context) error {
 	bin, err := b.adalBinary(ctx)

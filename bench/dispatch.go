@@ -22,7 +22,7 @@ func (b *Runner) dispatch(ctx context.Context) error {
 	})
 }
 
-// backlog measures the server's memory against the size of the backlog (DESIGN §7: flat whatever the backlog,
+// backlog measures the server's memory against the size of the backlog (the budget: flat whatever the backlog,
 // since claims and pages are bounded): BacklogDeliveries due deliveries — a million — burned down as dispatch
 // burns down its own, and the peak RSS set beside dispatch's, whose backlog is smaller. When dispatch did not
 // run in the same invocation, its burn-down runs here first as the baseline.
@@ -52,9 +52,9 @@ func (b *Runner) backlog(ctx context.Context) error {
 	})
 }
 
-// flatWithin is how much more the larger backlog's burn-down may take before the memory is not flat. Runs of one
-// size differ by a few MiB (dispatch's 100k: 69–75 MiB on machine M); a backlog held in memory, even in part,
-// would show far beyond it, since a million 1 KiB bodies are a GiB.
+// flatWithin is how much more the larger backlog's burn-down may take before the memory is not flat: more than
+// runs of one size differ by, far less than a backlog held in memory would add (a million 1 KiB bodies are a
+// GiB).
 const flatWithin = 20 << 20
 
 // burnDown is a burn-down's row, before its budgets are judged, and the figures they judge.

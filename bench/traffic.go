@@ -49,9 +49,9 @@ func (r Refusal) respond() func(requestID int64, attempt int) int {
 // Traffic is the load generator and the recipients' receiver of one scenario, in a process of their own (the
 // bench binary run again with trafficEnv set). The Adal process under test then has the bench process to
 // itself, as a server has in a deployment: its heap, its goroutines (the collector scans their stacks), its
-// peak RSS and a CPU profile of it are the server's alone, where the load generator's 512 connections and the
-// receiver's used to be half of them. The two processes share the machine's two cores all the same, and the
-// cores both keep busy are reported apart.
+// peak RSS and a CPU profile of it are the server's alone, not mixed with the load generator's connections and
+// the receiver's. The two processes still share the machine's cores, and the cores each keeps busy are
+// reported apart.
 type Traffic struct {
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser // closing it ends the process

@@ -15,7 +15,7 @@ import (
 	"github.com/adal-relay/adal/relay/relaytest"
 )
 
-// DESIGN §4: no attempt starts, and none is spent, while no CLI is connected — however long.
+// While no CLI is connected for a CLI recipient, no attempt starts and none is spent — however long.
 func TestNoCLIConnectedDeliveriesWaitWithoutSpendingAttempts(t *testing.T) {
 	t.Parallel()
 	const u = 20 * time.Millisecond

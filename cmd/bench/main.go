@@ -1,4 +1,4 @@
-// Command bench measures Adal against its budgets (DESIGN §7) on PostgreSQL and prints one Markdown table row
+// Command bench measures Adal against its performance budgets on PostgreSQL and prints one Markdown table row
 // per figure:
 //
 //	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,punctuality,purge,cli] [-database-url …] [-duration 10s]

@@ -2,9 +2,9 @@
 // changes a delivery publishes a small Event (IDs and the new status), and every subscriber whose Filter
 // matches gets it on a channel.
 //
-// Two implementations share the Bus interface so the relay does not care which database it runs on (DESIGN §5):
-// Local fans out inside one process (the SQLite deployment), Postgres crosses processes with LISTEN/NOTIFY
-// (N stateless processes on one database). Both follow the Start/Stop service pattern.
+// Two implementations share the Bus interface so the relay does not care which database it runs on: Local
+// fans out inside one process (the SQLite deployment), Postgres crosses processes with LISTEN/NOTIFY (N
+// stateless processes on one database). Both follow the Start/Stop service pattern.
 //
 // # Events are hints, not the record
 //
@@ -30,11 +30,10 @@
 //		logger.Warn("publish delivery events", "err", err) // the change stands; subscribers resync later
 //	}
 //
-// Publishing before the commit would let a subscriber read the database before the change is visible (it
-// would show the old state and then never be told again), and would announce changes that a rollback then
-// undoes. A failed publish is logged, not returned as a failure of the operation: the data is already
-// committed and the event is only a hint. Postgres could make NOTIFY part of the transaction itself, but
-// SQLite cannot, and one rule for both keeps callers from depending on the database they happen to run on.
+// Publishing before the commit would let a subscriber read the old state and never be told again, and would
+// announce changes a rollback undoes. A failed publish is logged, not returned: the data is committed and the
+// event only a hint. One rule for both databases (SQLite cannot make NOTIFY part of a transaction) keeps
+// callers from depending on the database they run on.
 package events
 
 import (

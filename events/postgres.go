@@ -25,7 +25,7 @@ const (
 	maxReconnect = 10 * time.Second
 )
 
-// Postgres is the cross-process Bus (DESIGN §5): Publish sends NOTIFY through the shared *sql.DB, and a
+// Postgres is the cross-process Bus: Publish sends NOTIFY through the shared *sql.DB, and a
 // dedicated lib/pq Listener connection per process receives every notification, its own included, and fans
 // them out to that process's subscribers. Going through the database even for local subscribers gives every
 // process the same order of events.

@@ -20,7 +20,8 @@ import (
 // added, the same path joining), sent the way the server's direct sender sends it: redirects not followed,
 // one timeout including the response body.
 
-// maxTimeout is the longest a local call may take, response body included (DESIGN §4).
+// maxTimeout is the longest a local call may take, response body included: the same bound as a direct
+// attempt's.
 const maxTimeout = 30 * time.Second
 
 // job is one cliListen JOB message.

@@ -51,9 +51,9 @@ func artifactDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-// panelURL is the base URL of a server that serves both the panel at "/" and the process's API. Once the
-// process mounts panel.Handler itself, that is env.Server; until then the test puts both behind one origin,
-// the way the binary will, so the panel reaches /graphql (HTTP and websocket) same-origin.
+// panelURL is the base URL of a server that serves both the panel at "/" and the process's API: env.Server
+// when the process serves the panel, otherwise both behind one origin, as the binary serves them, so the panel
+// reaches /graphql (HTTP and websocket) same-origin.
 func panelURL(t *testing.T, env *relaytest.Env) string {
 	t.Helper()
 	resp, err := env.Server.Client().Get(env.Server.URL + "/")
@@ -464,7 +464,7 @@ func balanceOf(env *relaytest.Env, token string) int {
 	return v.Viewer.Tenant.CreditBalance
 }
 
-// TestPanelRetryFlowInBrowser is issue 5's browser scenario: sign in, post a webhook to a failing recipient,
+// TestPanelRetryFlowInBrowser is the retry flow end to end: sign in, post a webhook to a failing recipient,
 // watch its attempt appear live, press Retry, see the new delivery succeed and the balance drop by one; then
 // replay the request, and see a retry refused for lack of credits.
 func TestPanelRetryFlowInBrowser(t *testing.T) {

@@ -29,7 +29,7 @@ type Resolver struct {
 	Now      func() time.Time
 	// CLIHub serves cliListen and reportCliAttempt (the adal CLI).
 	CLIHub *clihub.Hub
-	// Outbound serves sendOutbound (S2 outbound jobs).
+	// Outbound serves sendOutbound and its jobs: standalone HTTP calls a tenant submits through the API.
 	Outbound *outbound.Service
 }
 

@@ -16,7 +16,7 @@ import (
 // firewalls, which often drop requests without one) can tell who is calling instead of seeing Go's default.
 const UserAgent = "Adal-Webhook-Relay"
 
-// The headers Adal sets on every delivered request (DESIGN §6).
+// The headers Adal sets on every delivered request.
 const (
 	// HeaderRequestID carries the id of the accepted request, identical across attempts and recipients.
 	HeaderRequestID = "X-Adal-Request-Id"

@@ -9,9 +9,9 @@ import (
 	"entgo.io/ent/schema/index"
 )
 
-// OutboundJob is a standalone HTTP call a tenant submitted through the API (S2 "Outbound"): one target, its
-// own attempts on the STEPPED schedule, and optionally the response bodies. A submission whose idempotency key
-// is held by a live original is stored as a DUPLICATE pointing at it and is never executed.
+// OutboundJob is a standalone HTTP call a tenant submitted through the API: one target, its own attempts on
+// the STEPPED schedule, and optionally the response bodies. A submission whose idempotency key is held by a
+// live original is stored as a DUPLICATE pointing at it and is never executed.
 type OutboundJob struct {
 	ent.Schema
 }

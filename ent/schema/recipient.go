@@ -33,7 +33,8 @@ func (Recipient) Fields() []ent.Field {
 			Annotations(entgql.Type("RecipientState")),
 		field.String("state_reason").Default(""),
 		field.Time("state_changed_at").Optional().Nillable(),
-		// Health counters (S3 rules), updated in the attempt's transaction so they are exact under concurrency.
+		// Health counters for delivery.HealthRules (DISABLED over a failure ratio or a streak of failures, FROZEN
+		// after a longer streak), updated in the attempt's transaction so they are exact under concurrency.
 		field.Int64("consecutive_failures").Default(0).Annotations(entgql.Skip()),
 		field.Int64("window_attempts").Default(0).Annotations(entgql.Skip()),
 		field.Int64("window_failures").Default(0).Annotations(entgql.Skip()),

@@ -2333,7 +2333,7 @@ extend type Mutation {
   reportCliAttempt(input: ReportCliAttemptInput!): Boolean!
 }
 `, BuiltIn: false},
-	{Name: "../outbound.graphqls", Input: `# Outbound jobs (S2): a tenant asks Adal to make one HTTP call for it, with retries. sendOutbound accepts the
+	{Name: "../outbound.graphqls", Input: `# Outbound jobs: a tenant asks Adal to make one HTTP call for it, with retries. sendOutbound accepts the
 # job and answers at once; the scheduler runs it with the STEPPED schedule (waits of 1, 1, 2, 5, 10, 20, 20, 60,
 # 60 minutes after consecutive failures), up to 10 attempts, each limited to 30 s including reading the whole
 # response. Success is a 2xx answer read completely.

@@ -211,9 +211,8 @@ func NewDialer(allowPrivate bool) *net.Dialer {
 // talks to the same recipients over and over.
 //
 // inFlight is how many attempts may run at once (the scheduler's workers): one recipient may keep that many
-// idle connections. With a smaller pool, each burst to one recipient closes the connections the pool cannot
-// keep as its attempts finish, and dials them again moments later, which under load shows as a long tail of
-// delivery latency.
+// idle connections. A smaller pool would close, after each burst to one recipient, the connections it cannot
+// keep, and dial them again moments later: under load, a long tail of delivery latency.
 func NewTransport(allowPrivate bool, inFlight int) *http.Transport {
 	perHost := max(inFlight, 64)
 	return &http.Transport{

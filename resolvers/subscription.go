@@ -15,11 +15,9 @@ import (
 // each delivery is read afresh under the subscriber's own viewer, so privacy rules apply to every event and
 // a tenant never sees another tenant's data even if an ID leaked into its stream.
 //
-// A request's subscriber first gets the request's deliveries as they stand once the subscription is in
-// place. A client reads the request and then subscribes; a delivery that changed in between (an attempt that
-// finished right then) would otherwise never reach it. The snapshot is read after the subscription is in
-// place, so every change is in it or comes after it. A server's subscriber gets no snapshot: a server's
-// deliveries are its whole history.
+// A request's subscriber first gets a snapshot of the request's deliveries, read once the subscription is in
+// place, so a change between the client's read and its subscribe is in the snapshot or comes after it. A
+// server's subscriber gets none: a server's deliveries are its whole history.
 func (r *Resolver) watchDeliveries(ctx context.Context, v viewer.Viewer, serverID, requestID *int) (<-chan *ent.Delivery, error) {
 	const op = "deliveryUpdated"
 	if serverID == nil && requestID == nil {

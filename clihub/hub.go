@@ -23,6 +23,7 @@ import (
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -114,9 +115,7 @@ type Hub struct {
 	// just before a detach cannot mark the recipient connected again after the detach cleared it.
 	seenMu sync.Mutex
 
-	lifeMu sync.Mutex
-	cancel context.CancelFunc
-	done   sync.WaitGroup
+	startstop.BaseStartStop
 }
 
 // New returns a hub; it does nothing until Start.
@@ -138,40 +137,37 @@ func (h *Hub) Wake() {
 	}
 }
 
-// Start runs the claim loop and the heartbeat until Stop or ctx ends.
+// Start runs the claim loop and the heartbeat until Stop or ctx ends. When they end, every CLI is detached:
+// their subscriptions complete, so they reconnect to another process, and the jobs they had not received yet
+// are given back.
 func (h *Hub) Start(ctx context.Context) error {
-	h.lifeMu.Lock()
-	defer h.lifeMu.Unlock()
-	if h.cancel != nil {
-		return errors.New("clihub: already started")
+	ctx, ok, stopped := h.StartInit(viewer.SystemContext(ctx))
+	if !ok {
+		return nil
 	}
-	ctx, h.cancel = context.WithCancel(viewer.SystemContext(ctx))
 	h.mu.Lock()
 	h.running = true
 	h.mu.Unlock()
-	h.done.Add(2)
+	var loops sync.WaitGroup
+	loops.Add(2)
 	go func() {
-		defer h.done.Done()
+		defer loops.Done()
 		h.run(ctx)
 	}()
 	go func() {
-		defer h.done.Done()
+		defer loops.Done()
 		h.heartbeat(ctx)
+	}()
+	go func() {
+		defer stopped()
+		loops.Wait()
+		h.detachAll()
 	}()
 	return nil
 }
 
-// Stop ends the loops and detaches every CLI: their subscriptions complete, so they reconnect to another
-// process, and the jobs they had not received yet are given back.
-func (h *Hub) Stop() {
-	h.lifeMu.Lock()
-	cancel := h.cancel
-	h.lifeMu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	h.done.Wait()
+// detachAll detaches every CLI once the loops have ended.
+func (h *Hub) detachAll() {
 	h.mu.Lock()
 	h.running = false
 	var all []*Listener

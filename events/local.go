@@ -2,18 +2,15 @@ package events
 
 import (
 	"context"
-	"sync"
+
+	"github.com/adal-relay/adal/startstop"
 )
 
 // Local is the in-process Bus for a single process (the SQLite deployment): Publish fans out directly to the
 // subscribers of this process.
 type Local struct {
+	startstop.BaseStartStop
 	hub *hub
-
-	mu      sync.Mutex // serializes Start and Stop
-	gen     uint64     // counts Starts, so a stale Start ctx cannot stop a later run
-	running bool
-	unwatch func() bool
 }
 
 var _ Service = (*Local)(nil)
@@ -25,38 +22,24 @@ func NewLocal(opts ...Option) *Local {
 }
 
 // Start lets subscribers in. The bus runs until ctx is done or Stop is called; starting a running bus does
-// nothing, and a stopped bus can be started again.
+// nothing, and a stopped bus can be started again. Stop closes every subscriber's channel. Publish keeps
+// working (there is nobody to deliver to) so code that publishes during shutdown does not have to care about
+// ordering against Stop.
 func (l *Local) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.running {
+	ctx, ok, stopped := l.StartInit(ctx)
+	if !ok {
 		return nil
 	}
-	l.gen++
-	gen := l.gen
-	l.running = true
 	l.hub.start()
-	l.unwatch = context.AfterFunc(ctx, func() { l.stop(gen) })
+	go func() {
+		defer stopped()
+		<-ctx.Done()
+		l.hub.stop()
+	}()
 	return nil
-}
-
-// Stop closes every subscriber's channel. Publish keeps working (there is nobody to deliver to) so code that
-// publishes during shutdown does not have to care about ordering against Stop.
-func (l *Local) Stop() { l.stop(0) }
-
-// stop stops the run numbered gen, or whatever runs when gen is 0.
-func (l *Local) stop(gen uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.running || (gen != 0 && gen != l.gen) {
-		return
-	}
-	l.running = false
-	l.unwatch()
-	l.hub.stop()
 }
 
 // Publish delivers evs to the matching subscribers of this process, in order. It does no I/O, so it ignores

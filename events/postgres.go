@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/lib/pq"
+
+	"github.com/adal-relay/adal/startstop"
 )
 
 // maxPayload is the largest NOTIFY payload PostgreSQL accepts in its default configuration: it must be
@@ -36,11 +38,7 @@ type Postgres struct {
 	channel string
 	hub     *hub
 
-	mu       sync.Mutex // serializes Start and Stop
-	gen      uint64     // counts Starts, so a stale Start ctx cannot stop a later run
-	listener *pq.Listener
-	done     chan struct{} // closed when the dispatch goroutine has exited
-	unwatch  func() bool
+	startstop.BaseStartStop
 }
 
 var _ Service = (*Postgres)(nil)
@@ -73,9 +71,8 @@ func (p *Postgres) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.listener != nil {
+	ctx, ok, stopped := p.StartInit(ctx)
+	if !ok {
 		return nil
 	}
 
@@ -119,37 +116,26 @@ func (p *Postgres) Start(ctx context.Context) error {
 		}
 		for range l.Notify {
 		}
+		stopped()
 		return err
 	}
 
-	p.gen++
-	gen := p.gen
-	p.listener = l
-	p.done = make(chan struct{})
+	done := make(chan struct{}) // closed when the dispatch goroutine has exited
 	p.hub.start()
-	go p.dispatch(l, p.done)
-	p.unwatch = context.AfterFunc(ctx, func() { p.stop(gen) })
+	go p.dispatch(l, done)
+	go func() {
+		defer stopped()
+		<-ctx.Done()
+		// Subscribers first: from here on, notifications still in flight are dispatched to nobody.
+		p.hub.stop()
+		_ = l.Close()
+		<-done
+	}()
 	return nil
 }
 
-// Stop closes every subscriber's channel, closes the listener connection and waits for its goroutines. If the
-// listener is in the middle of a reconnect backoff, that wait can last up to maxReconnect.
-func (p *Postgres) Stop() { p.stop(0) }
-
-// stop stops the run numbered gen, or whatever runs when gen is 0.
-func (p *Postgres) stop(gen uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.listener == nil || (gen != 0 && gen != p.gen) {
-		return
-	}
-	p.unwatch()
-	// Subscribers first: from here on, notifications still in flight are dispatched to nobody.
-	p.hub.stop()
-	_ = p.listener.Close()
-	<-p.done
-	p.listener = nil
-}
+// Stop (BaseStartStop's) closes every subscriber's channel, closes the listener connection and waits for its
+// goroutines. If the listener is in the middle of a reconnect backoff, that wait can last up to maxReconnect.
 
 // dispatch feeds notifications to the hub until the listener closes its channel. It must keep reading until
 // then: lib/pq's goroutine blocks on sending to Notify, so stopping early would leak it.

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/adal-relay/adal/startstop"
 )
 
 // CronConfig configures a Cron.
@@ -46,11 +47,8 @@ func (c *CronConfig) validate() error {
 // on a follower does nothing, so leadership moving between processes needs no rescheduling. A run still going
 // when the next tick comes makes that tick skip rather than overlap.
 type Cron struct {
+	startstop.BaseStartStop
 	cfg CronConfig
-
-	mu     sync.Mutex
-	cron   *cron.Cron
-	cancel context.CancelFunc
 }
 
 // NewCron validates cfg and returns a stopped Cron.
@@ -63,14 +61,13 @@ func NewCron(cfg CronConfig) (*Cron, error) {
 	return &Cron{cfg: cfg}, nil
 }
 
-// Start schedules the job until ctx ends or Stop is called. Starting a started Cron does nothing.
+// Start schedules the job until ctx ends or Stop is called. Starting a started Cron does nothing. Stop
+// unschedules the job, cancels a run in progress and waits for it to return.
 func (c *Cron) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cron != nil {
+	ctx, ok, stopped := c.StartInit(ctx)
+	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	logger := cronLogger{c.cfg.Logger}
 	cr := cron.New(
 		cron.WithLocation(time.UTC),
@@ -78,30 +75,16 @@ func (c *Cron) Start(ctx context.Context) error {
 		cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)),
 	)
 	if _, err := cr.AddFunc(c.cfg.Spec, func() { c.tick(ctx) }); err != nil {
-		cancel()
+		stopped()
 		return fmt.Errorf("leader: schedule %s: %w", c.cfg.Name, err)
 	}
 	cr.Start()
-	c.cron, c.cancel = cr, cancel
 	go func() {
-		// A cancelled parent context stops the schedule as Stop would, minus the wait.
+		defer stopped()
 		<-ctx.Done()
-		cr.Stop()
+		<-cr.Stop().Done()
 	}()
 	return nil
-}
-
-// Stop unschedules the job, cancels a run in progress and waits for it to return.
-func (c *Cron) Stop() {
-	c.mu.Lock()
-	cr, cancel := c.cron, c.cancel
-	c.cron, c.cancel = nil, nil
-	c.mu.Unlock()
-	if cr == nil {
-		return
-	}
-	cancel()
-	<-cr.Stop().Done()
 }
 
 func (c *Cron) tick(ctx context.Context) {

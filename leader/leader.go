@@ -13,10 +13,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"sync"
+
 	"sync/atomic"
 	"time"
 
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -82,12 +83,9 @@ func (c *Config) validate() error {
 // Elector takes part in the election of one leader among the processes sharing a database. Start it once per
 // process; IsLeader is cheap and safe to call from any goroutine.
 type Elector struct {
+	startstop.BaseStartStop
 	cfg    Config
 	leader atomic.Bool
-
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	stopped chan struct{}
 }
 
 // New returns an elector; it does nothing until Start. Zero durations take the defaults.
@@ -106,19 +104,15 @@ func New(cfg Config) (*Elector, error) {
 func (e *Elector) IsLeader() bool { return e.leader.Load() }
 
 // Start begins campaigning in the background until ctx ends or Stop is called. Starting a started elector does
-// nothing.
+// nothing. Stop gives leadership up (releasing the lock at once, so another process can take over on its next
+// retry) and waits for the elector's goroutine to end.
 func (e *Elector) Start(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cancel != nil {
+	ctx, ok, stopped := e.StartInit(ctx)
+	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	e.cancel = cancel
-	stopped := make(chan struct{})
-	e.stopped = stopped
 	go func() {
-		defer close(stopped) // the local: Stop clears e.stopped under the lock while this goroutine runs
+		defer stopped()
 		if e.cfg.DB.Postgres() {
 			e.campaign(ctx)
 		} else {
@@ -129,20 +123,6 @@ func (e *Elector) Start(ctx context.Context) error {
 		e.set(false)
 	}()
 	return nil
-}
-
-// Stop gives leadership up (releasing the lock at once, so another process can take over on its next retry)
-// and waits for the elector's goroutine to end.
-func (e *Elector) Stop() {
-	e.mu.Lock()
-	cancel, stopped := e.cancel, e.stopped
-	e.cancel, e.stopped = nil, nil
-	e.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-stopped
 }
 
 func (e *Elector) set(leader bool) {

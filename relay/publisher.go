@@ -9,11 +9,13 @@ import (
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/events"
+	"github.com/adal-relay/adal/startstop"
 )
 
 // publisher hands committed delivery changes to the event bus off the hot path: the attempt that caused a
 // change does not wait for a NOTIFY round trip, and changes that arrive together go out in one publish.
 type publisher struct {
+	startstop.BaseStartStop
 	bus    events.Bus
 	logger *slog.Logger
 	queue  chan events.Event
@@ -23,8 +25,6 @@ type publisher struct {
 	mu      sync.Mutex
 	dropped int
 	lost    map[int]bool
-	done    sync.WaitGroup
-	once    sync.Once
 }
 
 const publishQueue = 4096
@@ -50,34 +50,48 @@ func (p *publisher) add(changes []delivery.Change) {
 	}
 }
 
-func (p *publisher) start() {
-	p.done.Add(1)
+// Start publishes queued changes until Stop or ctx ends, then publishes what is still queued.
+func (p *publisher) Start(ctx context.Context) error {
+	ctx, ok, stopped := p.StartInit(ctx)
+	if !ok {
+		return nil
+	}
 	go func() {
-		defer p.done.Done()
+		defer stopped()
 		batch := make([]events.Event, 0, 256)
-		for e := range p.queue {
-			batch = append(batch[:0], e)
-		drain:
-			for len(batch) < cap(batch) {
-				select {
-				case more, ok := <-p.queue:
-					if !ok {
-						break drain
-					}
-					batch = append(batch, more)
-				default:
-					break drain
+		for {
+			select {
+			case e := <-p.queue:
+				p.publish(append(batch[:0], e))
+			case <-ctx.Done():
+				for len(p.queue) > 0 {
+					p.publish(batch[:0])
 				}
+				p.reportDropped()
+				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := p.bus.Publish(ctx, batch...); err != nil {
-				p.logger.Warn("publish live events", "err", err, "count", len(batch))
-			}
-			cancel()
-			p.reportDropped()
 		}
-		p.reportDropped()
 	}()
+	return nil
+}
+
+// publish sends batch, topped up with what else is queued, and reports dropped changes.
+func (p *publisher) publish(batch []events.Event) {
+drain:
+	for len(batch) < cap(batch) {
+		select {
+		case more := <-p.queue:
+			batch = append(batch, more)
+		default:
+			break drain
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := p.bus.Publish(ctx, batch...); err != nil {
+		p.logger.Warn("publish live events", "err", err, "count", len(batch))
+	}
+	cancel()
+	p.reportDropped()
 }
 
 // reportDropped tells the viewers of every tenant that lost events since the last report to re-read what they
@@ -102,12 +116,6 @@ func (p *publisher) reportDropped() {
 	if err := p.bus.Publish(ctx, overflows...); err != nil {
 		p.logger.Warn("publish live events", "err", err, "count", len(overflows))
 	}
-}
-
-// stop publishes what is queued and returns.
-func (p *publisher) stop() {
-	p.once.Do(func() { close(p.queue) })
-	p.done.Wait()
 }
 
 // eventChannel names the NOTIFY channel after the database schema in use, so deployments (and tests)

@@ -47,7 +47,7 @@ func TestPublisherCountsDroppedEvents(t *testing.T) {
 	bus := &gatedBus{entered: make(chan struct{}), gate: make(chan struct{})}
 	var logs bytes.Buffer
 	p := newPublisher(bus, slog.New(slog.NewTextHandler(&logs, nil)))
-	p.start()
+	require.NoError(t, p.Start(context.Background()))
 	p.add([]delivery.Change{{TenantID: 7, DeliveryID: 1, Kind: events.KindCreated}})
 	select {
 	case <-bus.entered:
@@ -62,7 +62,7 @@ func TestPublisherCountsDroppedEvents(t *testing.T) {
 	changes[len(changes)-1].TenantID = 8 // dropped: the queue was full long before
 	p.add(changes)
 	close(bus.gate)
-	p.stop()
+	p.Stop()
 
 	var kept, overflows []events.Event
 	for _, e := range bus.got {

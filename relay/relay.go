@@ -32,6 +32,7 @@ import (
 	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/scheduler"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -332,48 +333,36 @@ func (r *Relay) openCron(cfg Config) error {
 	return nil
 }
 
-// Start starts the background services (scheduler, rescuer, cron jobs) under ctx.
-func (r *Relay) Start(ctx context.Context) error {
-	if err := r.Events.Start(ctx); err != nil {
-		return err
-	}
-	if err := r.Leader.Start(ctx); err != nil {
-		return err
-	}
-	if err := r.Retention.Start(ctx); err != nil {
-		return err
-	}
-	if err := r.Cycle.Start(ctx); err != nil {
-		return err
-	}
+// services are the background services in the order they start; they stop in the reverse order, so the
+// engine's attempts in flight finish and are recorded, and their changes published, before the bus stops.
+func (r *Relay) services() []startstop.Service {
+	svcs := []startstop.Service{r.Events, r.Leader, r.Retention, r.Cycle}
 	for _, c := range r.crons {
-		if err := c.Start(ctx); err != nil {
+		svcs = append(svcs, c)
+	}
+	return append(svcs, r.publisher, r.Scheduler, r.CLIHub, r.Rescuer)
+}
+
+// Start starts the background services under ctx. If one fails to start, those already started are stopped.
+func (r *Relay) Start(ctx context.Context) error {
+	svcs := r.services()
+	for i, svc := range svcs {
+		if err := svc.Start(ctx); err != nil {
+			for j := i - 1; j >= 0; j-- {
+				svcs[j].Stop()
+			}
 			return err
 		}
 	}
-	r.publisher.start()
-	if err := r.Scheduler.Start(ctx); err != nil {
-		return err
-	}
-	if err := r.CLIHub.Start(ctx); err != nil {
-		return err
-	}
-	return r.Rescuer.Start(ctx)
+	return nil
 }
 
 // Stop stops the background services and waits for them: attempts in flight finish and are recorded.
 func (r *Relay) Stop() {
-	for _, c := range r.crons {
-		c.Stop()
+	svcs := r.services()
+	for i := len(svcs) - 1; i >= 0; i-- {
+		svcs[i].Stop()
 	}
-	r.Cycle.Stop()
-	r.Retention.Stop()
-	r.Leader.Stop()
-	r.Rescuer.Stop()
-	r.CLIHub.Stop()
-	r.Scheduler.Stop()
-	r.publisher.stop()
-	r.Events.Stop()
 }
 
 // intakeCommitters is the number of intake committers for the configured value and database.

@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/request"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -34,10 +34,8 @@ type RescuerConfig struct {
 // recorded INTERRUPTED attempt (it counts) and is rescheduled or failed by its schedule, so nothing is lost
 // and attempts never exceed maxAttempts.
 type Rescuer struct {
-	cfg    RescuerConfig
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   sync.WaitGroup
+	startstop.BaseStartStop
+	cfg RescuerConfig
 }
 
 // NewRescuer returns a rescuer; it does nothing until Start.
@@ -58,15 +56,12 @@ func NewRescuer(cfg RescuerConfig) (*Rescuer, error) {
 
 // Start sweeps every Interval until Stop or ctx ends.
 func (r *Rescuer) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		return errors.New("rescuer: already started")
+	ctx, ok, stopped := r.StartInit(viewer.SystemContext(ctx))
+	if !ok {
+		return nil
 	}
-	ctx, r.cancel = context.WithCancel(viewer.SystemContext(ctx))
-	r.done.Add(1)
 	go func() {
-		defer r.done.Done()
+		defer stopped()
 		ticker := time.NewTicker(r.cfg.Interval)
 		defer ticker.Stop()
 		for {
@@ -81,17 +76,6 @@ func (r *Rescuer) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
-}
-
-// Stop ends the sweeps and waits for the current one.
-func (r *Rescuer) Stop() {
-	r.mu.Lock()
-	cancel := r.cancel
-	r.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		r.done.Wait()
-	}
 }
 
 // RescueOnce settles every delivery and outbound job whose lease has expired, and returns how many.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 	"github.com/adal-relay/adal/webhook"
@@ -145,11 +146,10 @@ type Scheduler struct {
 	lastProbe, lastOutbound, lastLanes time.Time
 	lanesSwept                         bool
 
+	startstop.BaseStartStop
 	mu        sync.Mutex
-	cancel    context.CancelFunc
-	stopped   bool // under mu: Reserve offers nothing once Stop began
-	stopOnce  sync.Once
-	loop      sync.WaitGroup // the claim loop
+	started   bool           // under mu: set by the first Start
+	stopped   bool           // under mu: Reserve offers nothing once the run began to stop
 	flights   sync.WaitGroup // attempts in flight or waiting to be recorded
 	completer sync.WaitGroup
 }
@@ -194,23 +194,27 @@ func (s *Scheduler) WakeOutbound() {
 	s.Wake()
 }
 
-// Start runs the claim loop until Stop or ctx ends.
+// Start runs the claim loop until Stop or ctx ends. A scheduler runs once: a stopped one is not started again.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cancel != nil {
-		return errors.New("scheduler: already started")
+	if s.stopped {
+		return errors.New("scheduler: stopped; a scheduler runs once")
 	}
-	ctx, s.cancel = context.WithCancel(viewer.SystemContext(ctx))
+	ctx, ok, stopped := s.StartInit(viewer.SystemContext(ctx))
+	if !ok {
+		return nil
+	}
+	s.started = true
 	s.completer.Add(1)
 	go func() {
 		defer s.completer.Done()
 		s.complete()
 	}()
-	s.loop.Add(1)
 	go func() {
-		defer s.loop.Done()
+		defer stopped()
 		s.run(ctx)
+		s.drain()
 	}()
 	return nil
 }
@@ -219,20 +223,20 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // its timeout), so a graceful shutdown leaves nothing for the rescuer.
 func (s *Scheduler) Stop() {
 	s.mu.Lock()
-	cancel := s.cancel
 	s.stopped = true
 	s.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	s.loop.Wait()
+	s.BaseStartStop.Stop()
+}
+
+// drain, once the claim loop has ended, waits for the attempts in flight and their records.
+func (s *Scheduler) drain() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
 	s.flights.Wait()
 	// Every attempt is recorded: nothing will be sent to the completer, nor to a worker, any more.
-	s.stopOnce.Do(func() {
-		close(s.completions)
-		close(s.done)
-	})
+	close(s.completions)
+	close(s.done)
 	s.completer.Wait()
 }
 
@@ -347,7 +351,7 @@ func (s *Scheduler) Reserve(n int) delivery.Handoff {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cancel == nil || s.stopped {
+	if !s.started || s.stopped {
 		return h
 	}
 take:

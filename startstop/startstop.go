@@ -1,0 +1,83 @@
+// Package startstop gives every background service of a process the same lifecycle: Start(ctx) runs it until
+// Stop or ctx ends, Stop waits for it, and both are idempotent. A service embeds BaseStartStop and calls
+// StartInit at the top of its Start.
+package startstop
+
+import (
+	"context"
+	"sync"
+)
+
+// Service is a background service.
+type Service interface {
+	// Start runs the service in the background until Stop or ctx ends; starting a running service does
+	// nothing.
+	Start(ctx context.Context) error
+	// Stop ends the service and waits for it; stopping a stopped service does nothing.
+	Stop()
+}
+
+// BaseStartStop is the bookkeeping of one run at a time: its context, and a channel closed once the run's
+// goroutines have all ended. Once a run has ended the service may be started again.
+type BaseStartStop struct {
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// StartInit begins a run. When the service already runs it returns ok false and nothing else to do.
+// Otherwise ctx is the run's context, ended by Stop or by the parent, and the service must call stopped
+// exactly once, when every goroutine of the run has ended (at once when its start failed).
+func (b *BaseStartStop) StartInit(parent context.Context) (ctx context.Context, ok bool, stopped func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped != nil {
+		return parent, false, nil
+	}
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan struct{})
+	b.cancel, b.stopped = cancel, ch
+	var once sync.Once
+	return ctx, true, func() {
+		once.Do(func() {
+			cancel()
+			b.mu.Lock()
+			if b.stopped == ch {
+				b.cancel, b.stopped = nil, nil
+			}
+			b.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Stop ends the current run, if any, and waits until it has stopped.
+func (b *BaseStartStop) Stop() {
+	b.mu.Lock()
+	cancel, stopped := b.cancel, b.stopped
+	b.mu.Unlock()
+	if stopped == nil {
+		return
+	}
+	cancel()
+	<-stopped
+}
+
+// Running reports whether a run has begun and not yet stopped.
+func (b *BaseStartStop) Running() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stopped != nil
+}
+
+// Stopped returns a channel closed once the current run has stopped; closed already when none runs.
+func (b *BaseStartStop) Stopped() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped == nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return b.stopped
+}

@@ -1,6 +1,7 @@
-// Package outbound runs standalone HTTP jobs a tenant submits through the API (S2 "Outbound"): it accepts
-// them (validation, idempotency key, one credit), records their attempts on the STEPPED schedule, and purges
-// them when their retention ends. The scheduler executes them with the same sender as deliveries.
+// Package outbound accepts standalone HTTP jobs a tenant submits through the API (validation, idempotency key,
+// one credit) and purges them when their retention ends. The jobs are a lane of the engine (package scheduler),
+// which claims, executes, records and rescues their attempts on the STEPPED schedule, with the same sender and
+// workers as deliveries.
 package outbound
 
 import (
@@ -56,8 +57,6 @@ type Config struct {
 	Billing *billing.Service
 	// Dialect is the database's (dialect.SQLite or dialect.Postgres), for the purge's row locks.
 	Dialect string
-	// Unit is one schedule "minute" (ADAL_RETRY_UNIT); default delivery.DefaultUnit.
-	Unit time.Duration
 	// Timeout bounds an attempt including reading the response; default DefaultTimeout. Tests shorten it.
 	Timeout time.Duration
 	// MaxBody caps request bodies; default DefaultMaxBody.
@@ -67,16 +66,13 @@ type Config struct {
 	Wake func()
 }
 
-// Service accepts, records and purges outbound jobs.
+// Service accepts and purges outbound jobs.
 type Service struct {
 	cfg Config
 }
 
 // New returns an outbound service.
 func New(cfg Config) *Service {
-	if cfg.Unit <= 0 {
-		cfg.Unit = delivery.DefaultUnit
-	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -346,103 +342,6 @@ func validHeaderValue(v string) bool {
 		}
 	}
 	return true
-}
-
-// Claim is a job taken for one attempt: it is IN_PROGRESS, its attempt_count already counts this attempt,
-// and its lease belongs to Owner until the lease expires.
-type Claim struct {
-	JobID             int
-	TenantID          int
-	Attempt           int // the number of this attempt, from 1
-	MaxAttempts       int
-	FirstAttemptAt    time.Time
-	StartedAt         time.Time
-	Owner             string
-	StoreResponseBody bool
-}
-
-// Record stores the outcome of a claimed attempt in one transaction: the attempt row (with the response body
-// when the job stores them, capped at MaxStoredResponse) and the job's new state: SUCCEEDED on a 2xx, FAILED
-// when the attempts are used up, else PENDING with the next STEPPED due time counted from the end of this
-// attempt. It reports false, changing nothing, when the claim is no longer the job's current one (the rescuer
-// already recorded it as interrupted, or the job was purged).
-func (s *Service) Record(ctx context.Context, client *ent.Client, c Claim, o delivery.Outcome) (bool, error) {
-	var recorded bool
-	err := storage.InTx(ctx, client, func(ctx context.Context, tx *ent.Client) error {
-		var err error
-		recorded, err = s.record(ctx, tx, c, o)
-		return err
-	})
-	return recorded, err
-}
-
-func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o delivery.Outcome) (bool, error) {
-	upd := tx.OutboundJob.Update().
-		Where(outboundjob.ID(c.JobID), outboundjob.StatusEQ(outboundjob.StatusIN_PROGRESS),
-			outboundjob.AttemptCount(c.Attempt), outboundjob.LeaseOwner(c.Owner)).
-		ClearLeaseExpiresAt().
-		ClearAttemptStartedAt().
-		SetLeaseOwner("")
-	status, due := s.next(c, o)
-	upd.SetStatus(status)
-	if due != nil {
-		upd.SetNextAttemptAt(*due)
-	} else {
-		upd.ClearNextAttemptAt().SetFinishedAt(o.FinishedAt)
-	}
-	n, err := upd.Save(ctx)
-	if err != nil {
-		return false, fmt.Errorf("update outbound job %d: %w", c.JobID, err)
-	}
-	if n == 0 {
-		return false, nil
-	}
-	create := tx.OutboundAttempt.Create().
-		SetTenantID(c.TenantID).
-		SetJobID(c.JobID).
-		SetNumber(c.Attempt).
-		SetStartedAt(o.StartedAt).
-		SetFinishedAt(o.FinishedAt).
-		SetDurationMs(o.FinishedAt.Sub(o.StartedAt).Milliseconds()).
-		SetErrorMessage(o.ErrorMessage)
-	if o.Succeeded() {
-		create.SetStatus(outboundattempt.StatusSUCCEEDED)
-	} else {
-		create.SetStatus(outboundattempt.StatusFAILED).SetErrorKind(outboundattempt.ErrorKind(o.ErrorKind))
-	}
-	if o.HTTPStatus != 0 {
-		create.SetHTTPStatus(o.HTTPStatus)
-		if c.StoreResponseBody {
-			body, truncated := o.ResponseBody, o.ResponseTruncated
-			if len(body) > MaxStoredResponse {
-				body, truncated = body[:MaxStoredResponse], true
-			}
-			if body == nil {
-				body = []byte{} // an empty answer is stored as empty, not as "not stored"
-			}
-			create.SetResponseBody(body).SetResponseTruncated(truncated)
-		}
-	}
-	if err := create.Exec(ctx); err != nil {
-		return false, fmt.Errorf("insert attempt %d of outbound job %d: %w", c.Attempt, c.JobID, err)
-	}
-	if due != nil {
-		s.wake(ctx)
-	}
-	return true, nil
-}
-
-// next decides what follows an attempt: success ends the job, a failure with attempts left schedules the next
-// one (STEPPED, counted from the end of this attempt), a failure of the last attempt fails it.
-func (s *Service) next(c Claim, o delivery.Outcome) (outboundjob.Status, *time.Time) {
-	if o.Succeeded() {
-		return outboundjob.StatusSUCCEEDED, nil
-	}
-	if c.Attempt >= c.MaxAttempts {
-		return outboundjob.StatusFAILED, nil
-	}
-	due := Schedule.NextDue(c.Attempt+1, c.FirstAttemptAt, o.FinishedAt, s.cfg.Unit)
-	return outboundjob.StatusPENDING, &due
 }
 
 // Purged counts what PurgeExpired deleted.

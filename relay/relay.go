@@ -185,7 +185,6 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 	r.Outbound = outbound.New(outbound.Config{
 		Billing: r.Billing,
 		Dialect: db.Dialect,
-		Unit:    cfg.RetryUnit,
 		Now:     cfg.Now,
 		Wake:    func() { r.Scheduler.WakeOutbound() }, // called after commits, once the scheduler exists
 	})
@@ -219,6 +218,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		DB:       db,
 		Delivery: r.Delivery,
 		Outbound: r.Outbound,
+		Wake:     r.Scheduler.WakeOutbound,
 		Interval: cfg.RescueInterval,
 		Logger:   cfg.Logger,
 		Now:      cfg.Now,

@@ -10,16 +10,16 @@ import (
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/storage"
-	"github.com/adal-relay/adal/viewer"
 )
 
-// Outbound records the attempts of outbound jobs (S2); outbound.Service implements it. The scheduler runs
-// those jobs on the same worker slots and sender as deliveries, with the slots the deliveries leave.
+// Outbound is what the engine needs of the outbound service (outbound.Service implements it). Outbound jobs
+// are a lane of the engine: claimed with the slots the deliveries leave, executed by the same HTTP sender on
+// the same workers, their outcomes recorded by the completer and their lapsed leases settled by the rescuer.
 type Outbound interface {
-	Record(ctx context.Context, client *ent.Client, c outbound.Claim, o delivery.Outcome) (bool, error)
 	// Timeout bounds one attempt, reading the response included.
 	Timeout() time.Duration
 }
@@ -63,9 +63,22 @@ WHERE id IN (
 RETURNING id, tenant_id, attempt_count, max_attempts, first_attempt_at, store_response_body,
 	url, method, headers, body`
 
+// outboundClaim is an outbound job taken for one attempt: it is IN_PROGRESS, its attempt_count already counts
+// this attempt, and its lease belongs to Owner until the lease expires.
+type outboundClaim struct {
+	JobID             int
+	TenantID          int
+	Attempt           int // the number of this attempt, from 1
+	MaxAttempts       int
+	FirstAttemptAt    time.Time
+	StartedAt         time.Time
+	Owner             string
+	StoreResponseBody bool
+}
+
 // outboundJob is a claimed outbound attempt with what it sends.
 type outboundJob struct {
-	claim  outbound.Claim
+	claim  outboundClaim
 	url    string
 	method string
 	header http.Header
@@ -73,7 +86,7 @@ type outboundJob struct {
 }
 
 // claimOutbound takes up to limit due outbound jobs for owner.
-func claimOutbound(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string) ([]outboundJob, error) {
+func claimOutbound(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string) ([]job, error) {
 	query := claimOutboundSQLite
 	if db.Postgres() {
 		query = claimOutboundPostgres
@@ -83,9 +96,9 @@ func claimOutbound(ctx context.Context, db *storage.DB, now time.Time, limit int
 		return nil, fmt.Errorf("claim outbound: %w", err)
 	}
 	defer rows.Close()
-	var jobs []outboundJob
+	var jobs []job
 	for rows.Next() {
-		j := outboundJob{claim: outbound.Claim{StartedAt: now, Owner: owner}}
+		j := &outboundJob{claim: outboundClaim{StartedAt: now, Owner: owner}}
 		var first storage.NullTime
 		var header []byte
 		if err := rows.Scan(&j.claim.JobID, &j.claim.TenantID, &j.claim.Attempt, &j.claim.MaxAttempts, &first,
@@ -103,13 +116,13 @@ func claimOutbound(ctx context.Context, db *storage.DB, now time.Time, limit int
 				j.header = nil
 			}
 		}
-		jobs = append(jobs, j)
+		jobs = append(jobs, job{outbound: j})
 	}
 	return jobs, rows.Err()
 }
 
-// dispatchOutbound claims up to free due outbound jobs and starts an attempt for each on a worker slot. It
-// returns how many it started.
+// dispatchOutbound claims up to free due outbound jobs and starts an attempt for each on a worker. It returns
+// how many it started.
 func (s *Scheduler) dispatchOutbound(ctx context.Context, free int) (int, error) {
 	if s.cfg.Outbound == nil || free <= 0 {
 		return 0, nil
@@ -121,22 +134,14 @@ func (s *Scheduler) dispatchOutbound(ctx context.Context, free int) (int, error)
 	if s.cfg.Observer != nil && len(jobs) > 0 {
 		s.cfg.Observer.Claimed(len(jobs))
 	}
-	for _, j := range jobs {
-		s.slots <- struct{}{}
-		s.flights.Add(1)
-		go func() {
-			defer func() { <-s.slots; s.flights.Done(); s.Wake() }()
-			s.attemptOutbound(j)
-		}()
-	}
+	s.start(jobs)
 	return len(jobs), nil
 }
 
-// attemptOutbound sends one outbound attempt and records its outcome. Like a delivery attempt it runs on a
-// context of its own, so a shutdown lets it finish and be recorded. The sender reads the whole response
-// within the timeout even when the body is not kept: an answer is only complete once fully read (S2).
-func (s *Scheduler) attemptOutbound(j outboundJob) {
-	ctx := viewer.SystemContext(context.Background())
+// attemptOutbound is the outbound lane's executor: it sends one attempt and queues its outcome for the
+// completer. The sender reads the whole response within the timeout even when the body is not kept: an answer
+// is only complete once fully read.
+func (s *Scheduler) attemptOutbound(j *outboundJob) {
 	out := delivery.Outgoing{
 		URL:          j.url,
 		Method:       j.method,
@@ -147,13 +152,70 @@ func (s *Scheduler) attemptOutbound(j outboundJob) {
 		Timeout:      min(s.cfg.Outbound.Timeout(), AttemptBudget(s.cfg.Lease)),
 		KeepResponse: j.claim.StoreResponseBody,
 	}
-	o := s.cfg.Sender.Send(ctx, out)
+	o := s.cfg.Sender.Send(s.attemptCtx, out)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Attempted(o)
 	}
-	if _, err := s.cfg.Outbound.Record(ctx, s.cfg.DB.Client, j.claim, o); err != nil {
-		s.cfg.Logger.Error("record outbound attempt", "job", j.claim.JobID, "attempt", j.claim.Attempt, "err", err)
+	s.finish(completion{Completion: delivery.Completion{Outcome: o}, outbound: &j.claim})
+}
+
+// recordOutboundAttempt stores the outcome of a claimed outbound attempt: the attempt row (with the response
+// body when the job stores them, capped at outbound.MaxStoredResponse) and the job's new state by the engine's
+// record rule (next). It reports false, changing nothing, when the claim is no longer the job's current one
+// (the rescuer already recorded it as interrupted, or the job was purged); due says the job was rescheduled.
+func recordOutboundAttempt(ctx context.Context, tx *ent.Client, unit time.Duration, c outboundClaim, o delivery.Outcome) (recorded, due bool, err error) {
+	upd := tx.OutboundJob.Update().
+		Where(outboundjob.ID(c.JobID), outboundjob.StatusEQ(outboundjob.StatusIN_PROGRESS),
+			outboundjob.AttemptCount(c.Attempt), outboundjob.LeaseOwner(c.Owner)).
+		ClearLeaseExpiresAt().
+		ClearAttemptStartedAt().
+		SetLeaseOwner("")
+	succeeded, nextAt := next(c.Attempt, c.MaxAttempts, outbound.Schedule, c.FirstAttemptAt, o, unit)
+	switch {
+	case nextAt != nil:
+		upd.SetStatus(outboundjob.StatusPENDING).SetNextAttemptAt(*nextAt)
+	case succeeded:
+		upd.SetStatus(outboundjob.StatusSUCCEEDED).ClearNextAttemptAt().SetFinishedAt(o.FinishedAt)
+	default:
+		upd.SetStatus(outboundjob.StatusFAILED).ClearNextAttemptAt().SetFinishedAt(o.FinishedAt)
 	}
+	n, err := upd.Save(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("update outbound job %d: %w", c.JobID, err)
+	}
+	if n == 0 {
+		return false, false, nil
+	}
+	create := tx.OutboundAttempt.Create().
+		SetTenantID(c.TenantID).
+		SetJobID(c.JobID).
+		SetNumber(c.Attempt).
+		SetStartedAt(o.StartedAt).
+		SetFinishedAt(o.FinishedAt).
+		SetDurationMs(o.FinishedAt.Sub(o.StartedAt).Milliseconds()).
+		SetErrorMessage(o.ErrorMessage)
+	if o.Succeeded() {
+		create.SetStatus(outboundattempt.StatusSUCCEEDED)
+	} else {
+		create.SetStatus(outboundattempt.StatusFAILED).SetErrorKind(outboundattempt.ErrorKind(o.ErrorKind))
+	}
+	if o.HTTPStatus != 0 {
+		create.SetHTTPStatus(o.HTTPStatus)
+		if c.StoreResponseBody {
+			body, truncated := o.ResponseBody, o.ResponseTruncated
+			if len(body) > outbound.MaxStoredResponse {
+				body, truncated = body[:outbound.MaxStoredResponse], true
+			}
+			if body == nil {
+				body = []byte{} // an empty answer is stored as empty, not as "not stored"
+			}
+			create.SetResponseBody(body).SetResponseTruncated(truncated)
+		}
+	}
+	if err := create.Exec(ctx); err != nil {
+		return false, false, fmt.Errorf("insert attempt %d of outbound job %d: %w", c.Attempt, c.JobID, err)
+	}
+	return true, nextAt != nil, nil
 }
 
 // earliestDue is the earliest future due time of pending deliveries and, when the scheduler runs them,
@@ -181,27 +243,22 @@ func (s *Scheduler) earliestDue(ctx context.Context, now time.Time) (time.Time, 
 	return t.Time, t.Valid, nil
 }
 
-// rescueOutbound settles outbound jobs whose lease expired: each gets a recorded INTERRUPTED attempt (it
-// counts) and is rescheduled or failed like any failed attempt. It returns how many it settled.
-func (r *Rescuer) rescueOutbound(ctx context.Context) (int, error) {
-	if r.cfg.Outbound == nil {
-		return 0, nil
-	}
-	total := 0
-	for {
-		now := r.cfg.Now()
-		stale, err := r.cfg.DB.Client.OutboundJob.Query().
+// lapsedOutbound returns the outbound lane's lapsed claims, at most limit.
+func lapsedOutbound(db *storage.DB) func(ctx context.Context, now time.Time, limit int) ([]completion, error) {
+	return func(ctx context.Context, now time.Time, limit int) ([]completion, error) {
+		stale, err := db.Client.OutboundJob.Query().
 			Where(outboundjob.StatusEQ(outboundjob.StatusIN_PROGRESS), outboundjob.LeaseExpiresAtLT(now)).
 			Select(outboundjob.FieldTenantID, outboundjob.FieldAttemptCount, outboundjob.FieldMaxAttempts,
 				outboundjob.FieldFirstAttemptAt, outboundjob.FieldAttemptStartedAt, outboundjob.FieldLeaseOwner,
 				outboundjob.FieldStoreResponseBody).
-			Limit(r.cfg.BatchSize).
+			Limit(limit).
 			All(ctx)
 		if err != nil {
-			return total, err
+			return nil, err
 		}
-		for _, j := range stale {
-			c := outbound.Claim{
+		batch := make([]completion, len(stale))
+		for i, j := range stale {
+			c := &outboundClaim{
 				JobID: j.ID, TenantID: j.TenantID, Attempt: j.AttemptCount, MaxAttempts: j.MaxAttempts,
 				FirstAttemptAt: now, StartedAt: now, Owner: j.LeaseOwner, StoreResponseBody: j.StoreResponseBody,
 			}
@@ -211,21 +268,8 @@ func (r *Rescuer) rescueOutbound(ctx context.Context) (int, error) {
 			if j.AttemptStartedAt != nil {
 				c.StartedAt = *j.AttemptStartedAt
 			}
-			o := delivery.Outcome{
-				StartedAt: c.StartedAt, FinishedAt: now, ErrorKind: delivery.ErrInterrupted,
-				ErrorMessage: "the process running this attempt stopped before recording its outcome",
-			}
-			ok, err := r.cfg.Outbound.Record(ctx, r.cfg.DB.Client, c, o)
-			if err != nil {
-				return total, err
-			}
-			if ok {
-				total++
-				r.cfg.Logger.Info("rescued interrupted outbound attempt", "job", j.ID, "attempt", j.AttemptCount)
-			}
+			batch[i] = completion{Completion: delivery.Completion{Outcome: interrupted(c.StartedAt, now)}, outbound: c}
 		}
-		if len(stale) < r.cfg.BatchSize {
-			return total, nil
-		}
+		return batch, nil
 	}
 }

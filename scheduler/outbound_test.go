@@ -312,8 +312,8 @@ func TestOutboundRescuerRecordsInterruptedAttempts(t *testing.T) {
 	clock := relaytest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	const unit = time.Minute
 	bill := billing.New(db.Dialect, clock.Now)
-	svc := outbound.New(outbound.Config{Billing: bill, Dialect: db.Dialect, Unit: unit, Now: clock.Now})
-	rescuer, err := scheduler.NewRescuer(scheduler.RescuerConfig{DB: db.DB, Delivery: delivery.New(delivery.Config{}), Outbound: svc, Now: clock.Now})
+	svc := outbound.New(outbound.Config{Billing: bill, Dialect: db.Dialect, Now: clock.Now})
+	rescuer, err := scheduler.NewRescuer(scheduler.RescuerConfig{DB: db.DB, Delivery: delivery.New(delivery.Config{Unit: unit}), Outbound: svc, Now: clock.Now})
 	require.NoError(t, err)
 
 	credits, days, one := int64(5), 7, 1
@@ -351,8 +351,7 @@ func TestOutboundRescuerRecordsInterruptedAttempts(t *testing.T) {
 	require.True(t, a.StartedAt.Equal(started))
 
 	// The dead process's late report no longer holds the claim and changes nothing.
-	ok, err := svc.Record(ctx, db.Client, outbound.Claim{JobID: job.ID, TenantID: tenant.ID, Attempt: 1, MaxAttempts: 10,
-		FirstAttemptAt: started, StartedAt: started, Owner: "dead"},
+	ok, err := scheduler.RecordOutbound(ctx, db.Client, unit, job.ID, tenant.ID, 1, started, "dead",
 		delivery.Outcome{StartedAt: started, FinishedAt: clock.Now(), HTTPStatus: 200})
 	require.NoError(t, err)
 	require.False(t, ok)

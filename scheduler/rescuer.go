@@ -22,6 +22,8 @@ type RescuerConfig struct {
 	Delivery *delivery.Service
 	// Outbound, when set, has expired outbound leases settled the same way (scheduler/outbound.go).
 	Outbound Outbound
+	// Wake, when set, is called when a rescued outbound job is due again (Scheduler.WakeOutbound).
+	Wake func()
 	// Interval between sweeps. Default 10s, so an expired lease is settled well within a minute.
 	Interval time.Duration
 	// BatchSize bounds one sweep. Default 500.
@@ -36,6 +38,7 @@ type RescuerConfig struct {
 type Rescuer struct {
 	startstop.BaseStartStop
 	cfg RescuerConfig
+	rec *recorder // used by one sweep at a time
 }
 
 // NewRescuer returns a rescuer; it does nothing until Start.
@@ -51,7 +54,7 @@ func NewRescuer(cfg RescuerConfig) (*Rescuer, error) {
 	if cfg.DB == nil || cfg.Delivery == nil {
 		return nil, errors.New("rescuer: DB and Delivery are required")
 	}
-	return &Rescuer{cfg: cfg}, nil
+	return &Rescuer{cfg: cfg, rec: newRecorder(cfg.DB, cfg.Delivery, cfg.Logger, cfg.Wake)}, nil
 }
 
 // Start sweeps every Interval until Stop or ctx ends.
@@ -78,24 +81,60 @@ func (r *Rescuer) Start(ctx context.Context) error {
 	return nil
 }
 
-// RescueOnce settles every delivery and outbound job whose lease has expired, and returns how many.
+// RescueOnce settles every delivery and outbound job whose lease has expired, and returns how many. Each
+// lane's lapsed claims become INTERRUPTED outcomes recorded by the engine's recorder, as the completer records
+// finished attempts.
 func (r *Rescuer) RescueOnce(ctx context.Context) (int, error) {
 	ctx = viewer.SystemContext(ctx)
-	total, err := r.rescueOutbound(ctx)
-	if err != nil {
-		return total, err
+	lanes := []func(ctx context.Context, now time.Time, limit int) ([]completion, error){lapsedDeliveries(r.cfg.DB)}
+	if r.cfg.Outbound != nil {
+		lanes = append(lanes, lapsedOutbound(r.cfg.DB))
 	}
-	for {
-		now := r.cfg.Now()
-		stale, err := r.cfg.DB.Client.Delivery.Query().
+	total := 0
+	for _, lapsed := range lanes {
+		for {
+			batch, err := lapsed(ctx, r.cfg.Now(), r.cfg.BatchSize)
+			if err != nil {
+				return total, err
+			}
+			n := 0
+			for i, ok := range r.rec.record(ctx, batch) {
+				if ok {
+					n++
+					r.cfg.Logger.Info("rescued interrupted attempt", batch[i].logArgs()...)
+				}
+			}
+			total += n
+			// A short batch was the last; a full one of which nothing could be recorded would come back as it is.
+			if len(batch) < r.cfg.BatchSize || n == 0 {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// interrupted is the outcome recorded for an attempt whose lease lapsed.
+func interrupted(started, now time.Time) delivery.Outcome {
+	return delivery.Outcome{
+		StartedAt: started, FinishedAt: now, ErrorKind: delivery.ErrInterrupted,
+		ErrorMessage: "the process running this attempt stopped before recording its outcome",
+	}
+}
+
+// lapsedDeliveries returns the direct and CLI lanes' lapsed claims, at most limit.
+func lapsedDeliveries(db *storage.DB) func(ctx context.Context, now time.Time, limit int) ([]completion, error) {
+	return func(ctx context.Context, now time.Time, limit int) ([]completion, error) {
+		stale, err := db.Client.Delivery.Query().
 			Where(entdelivery.StatusEQ(entdelivery.StatusIN_PROGRESS), entdelivery.LeaseExpiresAtLT(now)).
 			WithRequest(func(q *ent.RequestQuery) { q.Select(request.FieldID, request.FieldServerID) }).
-			Limit(r.cfg.BatchSize).
+			Limit(limit).
 			All(ctx)
 		if err != nil {
-			return total, err
+			return nil, err
 		}
-		for _, d := range stale {
+		batch := make([]completion, len(stale))
+		for i, d := range stale {
 			c := delivery.Claim{
 				DeliveryID: d.ID, TenantID: d.TenantID, RequestID: d.RequestID, RecipientID: d.RecipientID,
 				Attempt: d.AttemptCount, MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule),
@@ -112,21 +151,8 @@ func (r *Rescuer) RescueOnce(ctx context.Context) (int, error) {
 			if d.AttemptStartedAt != nil {
 				started = *d.AttemptStartedAt
 			}
-			o := delivery.Outcome{
-				StartedAt: started, FinishedAt: now, ErrorKind: delivery.ErrInterrupted,
-				ErrorMessage: "the process running this attempt stopped before recording its outcome",
-			}
-			ok, err := r.cfg.Delivery.Record(ctx, r.cfg.DB.Client, c, o)
-			if err != nil {
-				return total, err
-			}
-			if ok {
-				total++
-				r.cfg.Logger.Info("rescued interrupted attempt", "delivery", d.ID, "attempt", d.AttemptCount)
-			}
+			batch[i] = completion{Completion: delivery.Completion{Claim: c, Outcome: interrupted(started, now)}}
 		}
-		if len(stale) < r.cfg.BatchSize {
-			return total, nil
-		}
+		return batch, nil
 	}
 }

@@ -125,7 +125,7 @@ type Scheduler struct {
 	// does not wait for the previous batch's commit; the queue holds at most Workers outcomes, and an attempt
 	// that finds it full keeps its slot until there is room: when recording falls behind, claiming slows down
 	// with it. At most 3×Workers claims are outstanding: in flight, queued, and in the batch being recorded.
-	completions chan delivery.Completion
+	completions chan completion
 	// wakeAt is how many slots must be free before a finished attempt wakes the claim loop, so that under load
 	// claims come in batches rather than one slot at a time.
 	wakeAt int
@@ -152,6 +152,7 @@ type Scheduler struct {
 	stopped   bool           // under mu: Reserve offers nothing once the run began to stop
 	flights   sync.WaitGroup // attempts in flight or waiting to be recorded
 	completer sync.WaitGroup
+	rec       *recorder
 }
 
 // New returns a scheduler; it does nothing until Start.
@@ -159,16 +160,18 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Scheduler{
+	s := &Scheduler{
 		cfg:         cfg,
 		wake:        make(chan struct{}, 1),
 		slots:       make(chan struct{}, cfg.Workers),
-		completions: make(chan delivery.Completion, cfg.Workers),
+		completions: make(chan completion, cfg.Workers),
 		wakeAt:      max(1, cfg.Workers/8),
 		idle:        make(chan job),
 		done:        make(chan struct{}),
 		attemptCtx:  viewer.SystemContext(context.Background()),
-	}, nil
+	}
+	s.rec = newRecorder(cfg.DB, cfg.Delivery, cfg.Logger, s.WakeOutbound)
+	return s, nil
 }
 
 // Owner is the lease owner name of this scheduler.
@@ -424,10 +427,28 @@ func (s *Scheduler) work(j job) {
 	}
 }
 
+// job is one claimed attempt of a lane: a delivery's (claim, request, recipient) or, when outbound is set, an
+// outbound job's.
 type job struct {
 	claim     delivery.Claim
 	request   *ent.Request
 	recipient *ent.Recipient
+	outbound  *outboundJob
+}
+
+// completion is a finished attempt waiting for the completer: a delivery's, or an outbound job's when outbound
+// is set (Claim is then zero).
+type completion struct {
+	delivery.Completion
+	outbound *outboundClaim
+}
+
+// logArgs name the attempt in logs.
+func (c completion) logArgs() []any {
+	if c.outbound != nil {
+		return []any{"job", c.outbound.JobID, "attempt", c.outbound.Attempt}
+	}
+	return []any{"delivery", c.Claim.DeliveryID, "attempt", c.Claim.Attempt}
 }
 
 // load reads the requests and recipients of a batch of claims (delivery.LoadClaimed).
@@ -443,8 +464,12 @@ func load(ctx context.Context, client *ent.Client, claims []delivery.Claim) ([]j
 	return jobs, nil
 }
 
-// attempt sends one attempt and records its outcome, on attemptCtx.
+// attempt runs j through its lane's executor, on attemptCtx, and queues its outcome for the completer.
 func (s *Scheduler) attempt(j job) {
+	if j.outbound != nil {
+		s.attemptOutbound(j.outbound)
+		return
+	}
 	ctx := s.attemptCtx
 	out := delivery.Outgoing{
 		Method:    j.request.Method,
@@ -486,7 +511,12 @@ func (s *Scheduler) attempt(j job) {
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Attempted(o)
 	}
-	s.completions <- delivery.Completion{Claim: j.claim, Outcome: o}
+	s.finish(completion{Completion: delivery.Completion{Claim: j.claim, Outcome: o}})
+}
+
+// finish queues a finished attempt for the completer and frees its slot.
+func (s *Scheduler) finish(c completion) {
+	s.completions <- c
 	<-s.slots
 	if s.more.Load() && s.cfg.Workers-len(s.slots) >= s.wakeAt {
 		s.Wake()
@@ -495,10 +525,11 @@ func (s *Scheduler) attempt(j job) {
 
 // complete records finished attempts in batches: it takes whatever has finished when it is free — a lone
 // outcome is recorded at once, outcomes that finish together share one transaction and a handful of statements
-// (delivery.RecordBatch). It runs until Stop, after the last attempt is recorded.
+// (delivery.RecordBatch; outbound jobs' in a transaction of their own). It runs until Stop, after the last
+// attempt is recorded.
 func (s *Scheduler) complete() {
 	ctx := viewer.SystemContext(context.Background())
-	batch := make([]delivery.Completion, 0, s.cfg.Workers)
+	batch := make([]completion, 0, s.cfg.Workers)
 	for c := range s.completions {
 		batch = append(batch[:0], c)
 	fill:
@@ -513,27 +544,9 @@ func (s *Scheduler) complete() {
 				break fill
 			}
 		}
-		s.record(ctx, batch)
+		s.rec.record(ctx, batch)
 		for range batch {
 			s.flights.Done()
-		}
-	}
-}
-
-// record stores a batch of outcomes. If the batch cannot be stored as one, each outcome is tried on its own, so
-// one bad outcome does not cost the others their record; what still fails is left to the rescuer, which records
-// the attempt as interrupted once its lease lapses.
-func (s *Scheduler) record(ctx context.Context, batch []delivery.Completion) {
-	_, err := s.cfg.Delivery.RecordBatch(ctx, s.cfg.DB, batch)
-	if err == nil {
-		return
-	}
-	if len(batch) > 1 {
-		s.cfg.Logger.Warn("record attempts as a batch; recording one by one", "size", len(batch), "err", err)
-	}
-	for _, c := range batch {
-		if _, err := s.cfg.Delivery.Record(ctx, s.cfg.DB.Client, c.Claim, c.Outcome); err != nil {
-			s.cfg.Logger.Error("record attempt", "delivery", c.Claim.DeliveryID, "attempt", c.Claim.Attempt, "err", err)
 		}
 	}
 }

@@ -1,0 +1,134 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/storage"
+)
+
+// recorder is where the outcomes of every lane are written, for the completer and the rescuer alike: deliveries
+// through delivery.RecordBatch, outbound jobs through recordOutboundAttempt, both deciding what follows an
+// attempt by the same rule (next).
+type recorder struct {
+	db       *storage.DB
+	delivery *delivery.Service
+	logger   *slog.Logger
+	// wakeOutbound, when set, is called once an outbound job was rescheduled.
+	wakeOutbound func()
+	deliveries   []delivery.Completion // scratch, owned by the caller of record
+	outbound     []completion
+	at           []int // index in the batch of each of deliveries, then of outbound
+}
+
+func newRecorder(db *storage.DB, d *delivery.Service, logger *slog.Logger, wakeOutbound func()) *recorder {
+	return &recorder{db: db, delivery: d, logger: logger, wakeOutbound: wakeOutbound}
+}
+
+// record stores a batch of finished attempts and reports which were recorded (false: the claim was no longer
+// current, or recording failed). If a lane's part cannot be stored as one, each outcome is tried on its own, so
+// one bad outcome does not cost the others their record; what still fails is left to the rescuer, which records
+// the attempt as interrupted once its lease lapses. Not safe for concurrent use.
+func (r *recorder) record(ctx context.Context, batch []completion) []bool {
+	recorded := make([]bool, len(batch))
+	r.deliveries, r.outbound, r.at = r.deliveries[:0], r.outbound[:0], r.at[:0]
+	for i, c := range batch {
+		if c.outbound == nil {
+			r.deliveries = append(r.deliveries, c.Completion)
+			r.at = append(r.at, i)
+		}
+	}
+	for i, c := range batch {
+		if c.outbound != nil {
+			r.outbound = append(r.outbound, c)
+			r.at = append(r.at, i)
+		}
+	}
+	if len(r.deliveries) > 0 {
+		for i, ok := range r.recordDeliveries(ctx, r.deliveries) {
+			recorded[r.at[i]] = ok
+		}
+	}
+	if len(r.outbound) > 0 {
+		for i, ok := range r.recordOutbound(ctx, r.outbound) {
+			recorded[r.at[len(r.deliveries)+i]] = ok
+		}
+	}
+	return recorded
+}
+
+func (r *recorder) recordDeliveries(ctx context.Context, batch []delivery.Completion) []bool {
+	recorded, err := r.delivery.RecordBatch(ctx, r.db, batch)
+	if err == nil {
+		return recorded
+	}
+	if len(batch) > 1 {
+		r.logger.Warn("record attempts as a batch; recording one by one", "size", len(batch), "err", err)
+	}
+	recorded = make([]bool, len(batch))
+	for i, c := range batch {
+		if recorded[i], err = r.delivery.Record(ctx, r.db.Client, c.Claim, c.Outcome); err != nil {
+			r.logger.Error("record attempt", "delivery", c.Claim.DeliveryID, "attempt", c.Claim.Attempt, "err", err)
+		}
+	}
+	return recorded
+}
+
+func (r *recorder) recordOutbound(ctx context.Context, batch []completion) []bool {
+	unit := r.delivery.Unit()
+	recorded, due, err := recordOutboundTx(ctx, r.db.Client, unit, batch)
+	if err != nil {
+		if len(batch) > 1 {
+			r.logger.Warn("record outbound attempts as a batch; recording one by one", "size", len(batch), "err", err)
+		}
+		recorded, due = make([]bool, len(batch)), false
+		for i, c := range batch {
+			ok, d, err := recordOutboundTx(ctx, r.db.Client, unit, batch[i:i+1])
+			if err != nil {
+				r.logger.Error("record outbound attempt", "job", c.outbound.JobID, "attempt", c.outbound.Attempt, "err", err)
+			}
+			recorded[i], due = ok[0], due || d
+		}
+	}
+	if due && r.wakeOutbound != nil {
+		r.wakeOutbound()
+	}
+	return recorded
+}
+
+// recordOutboundTx records a batch of outbound outcomes in one transaction; due reports whether one of the jobs
+// was rescheduled.
+func recordOutboundTx(ctx context.Context, client *ent.Client, unit time.Duration, batch []completion) (recorded []bool, due bool, err error) {
+	recorded = make([]bool, len(batch))
+	err = storage.InTx(ctx, client, func(ctx context.Context, tx *ent.Client) error {
+		for i, c := range batch {
+			ok, d, err := recordOutboundAttempt(ctx, tx, unit, *c.outbound, c.Outcome)
+			if err != nil {
+				return err
+			}
+			recorded[i], due = ok, due || d
+		}
+		return nil
+	})
+	if err != nil {
+		return make([]bool, len(batch)), false, err
+	}
+	return recorded, due, nil
+}
+
+// next is the engine's record rule: what follows an attempt of a job that may be tried maxAttempts times on
+// schedule. Success ends the job; a failure with attempts left makes the next one due per the schedule,
+// counted from the end of this attempt (EXPONENTIAL: from the first); a failure of the last attempt fails it.
+func next(attempt, maxAttempts int, schedule delivery.Schedule, first time.Time, o delivery.Outcome, unit time.Duration) (succeeded bool, due *time.Time) {
+	if o.Succeeded() {
+		return true, nil
+	}
+	if attempt >= maxAttempts {
+		return false, nil
+	}
+	at := schedule.NextDue(attempt+1, first, o.FinishedAt, unit)
+	return false, &at
+}

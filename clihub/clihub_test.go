@@ -1,9 +1,7 @@
 package clihub_test
 
 import (
-	"encoding/json"
-	"io"
-	"net/http"
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
-	"github.com/adal-relay/adal/ent"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/viewer"
@@ -29,123 +26,24 @@ func setup(t *testing.T) testBundle {
 	return testBundle{env: env, tenant: env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})}
 }
 
-// cliRecipient creates a server with the given deliverPendingOnConnect and a CLI recipient on it.
-func (b testBundle) cliRecipient(t *testing.T, pendingOnConnect bool) (relaytest.Server, int) {
-	t.Helper()
-	srv := b.env.NewServer(b.tenant, "s", map[string]any{"deliverPendingOnConnect": pendingOnConnect})
-	id, err := strconv.Atoi(b.env.NewRecipient(b.tenant, srv.ID, map[string]any{"method": "CLI"}))
-	require.NoError(t, err)
-	return srv, id
-}
-
-func (b testBundle) post(t *testing.T, key string) int {
-	t.Helper()
-	resp := b.env.Post(key, "", []byte(`{}`))
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(raw))
-	var out struct{ RequestID string }
-	require.NoError(t, json.Unmarshal(raw, &out))
-	id, err := strconv.Atoi(out.RequestID)
-	require.NoError(t, err)
-	return id
-}
-
-func (b testBundle) delivery(t *testing.T, requestID int) *ent.Delivery {
-	t.Helper()
-	d, err := b.env.DB.Client.Delivery.Query().Where(entdelivery.RequestID(requestID)).Only(viewer.SystemContext(t.Context()))
-	require.NoError(t, err)
-	return d
-}
-
-func TestClaimHoldsBacklogBackUnlessPendingOnConnect(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := viewer.SystemContext(t.Context())
-	off, recOff := b.cliRecipient(t, false)
-	on, recOn := b.cliRecipient(t, true)
-	reqOff, reqOn := b.post(t, off.Key), b.post(t, on.Key)
-	require.True(t, b.delivery(t, reqOff).Backlog)
-	require.True(t, b.delivery(t, reqOn).Backlog)
-
-	later := time.Now().UTC().Add(time.Minute)
-	claims, err := clihub.ClaimForTest(ctx, b.env.DB.DB, later, 10, "cli:test:", clihub.NewAttached(recOff, later), clihub.NewAttached(recOn, later))
-	require.NoError(t, err)
-	require.Len(t, claims, 1, "only the server that delivers pending requests on connect gives up its backlog")
-	require.Equal(t, b.delivery(t, reqOn).ID, claims[0].DeliveryID)
-	require.Equal(t, 1, claims[0].Attempt)
-	require.Regexp(t, `^cli:test:[0-9a-f]{32}$`, claims[0].Owner)
-
-	// A delivery created after the CLI attached is not backlog for it, whatever its flag says (the heartbeat
-	// that sets the flag is eventually consistent).
-	long := time.Now().UTC().Add(-time.Hour)
-	claims, err = clihub.ClaimForTest(ctx, b.env.DB.DB, later, 10, "cli:test:", clihub.NewAttached(recOff, long))
-	require.NoError(t, err)
-	require.Len(t, claims, 1)
-	require.Equal(t, b.delivery(t, reqOff).ID, claims[0].DeliveryID)
-	d := b.delivery(t, reqOff)
-	require.Equal(t, entdelivery.StatusIN_PROGRESS, d.Status)
-	require.False(t, d.Backlog)
-}
-
-func TestClaimTakesOnlyAttachedActiveCLIRecipients(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := viewer.SystemContext(t.Context())
-	srv, rec := b.cliRecipient(t, true)
-	_, other := b.cliRecipient(t, true)
-	req := b.post(t, srv.Key)
-	later := time.Now().UTC().Add(time.Minute)
-
-	claims, err := clihub.ClaimForTest(ctx, b.env.DB.DB, later, 10, "cli:test:", clihub.NewAttached(other, later))
-	require.NoError(t, err)
-	require.Empty(t, claims, "not attached")
-
-	var out struct{ PauseRecipient struct{ State string } }
-	b.env.MustGraphQL(b.tenant.Owner, `mutation($id: ID!){ pauseRecipient(id: $id){ state } }`, map[string]any{"id": strconv.Itoa(rec)}, &out)
-	claims, err = clihub.ClaimForTest(ctx, b.env.DB.DB, later, 10, "cli:test:", clihub.NewAttached(rec, later))
-	require.NoError(t, err)
-	require.Empty(t, claims, "paused")
-	require.Equal(t, entdelivery.StatusPENDING, b.delivery(t, req).Status)
-	require.Zero(t, b.delivery(t, req).AttemptCount)
-}
-
-func TestReleaseUndoesAClaim(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := viewer.SystemContext(t.Context())
-	srv, rec := b.cliRecipient(t, true)
-	req := b.post(t, srv.Key)
-	later := time.Now().UTC().Add(time.Minute)
-	claims, err := clihub.ClaimForTest(ctx, b.env.DB.DB, later, 10, "cli:test:", clihub.NewAttached(rec, later))
-	require.NoError(t, err)
-	require.Len(t, claims, 1)
-
-	stale := claims[0]
-	stale.Owner = "cli:test:someone-else"
-	require.NoError(t, clihub.ReleaseForTest(ctx, b.env.DB.DB, stale))
-	require.Equal(t, entdelivery.StatusIN_PROGRESS, b.delivery(t, req).Status, "another lease is not released")
-
-	require.NoError(t, clihub.ReleaseForTest(ctx, b.env.DB.DB, claims[0]))
-	d := b.delivery(t, req)
-	require.Equal(t, entdelivery.StatusPENDING, d.Status)
-	require.Zero(t, d.AttemptCount)
-	require.Nil(t, d.FirstAttemptAt)
-	require.Empty(t, d.LeaseOwner)
-}
-
 func TestReportRecordsOnlyTheCurrentLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := viewer.SystemContext(t.Context())
-	srv, rec := b.cliRecipient(t, true)
-	req := b.post(t, srv.Key)
-	now := time.Now().UTC()
-	claims, err := clihub.ClaimForTest(ctx, b.env.DB.DB, now, 10, b.env.Relay.CLIHub.Owner(), clihub.NewAttached(rec, now))
-	require.NoError(t, err)
-	require.Len(t, claims, 1)
-	c := claims[0]
+	srv, rec := b.env.NewCLIRecipient(b.tenant, true)
+	req := b.env.Accept(srv.Key)
 	hub, client := b.env.Relay.CLIHub, b.env.DB.Client
+	l, err := hub.Attach(ctx, rec)
+	require.NoError(t, err)
+	defer l.Detach()
+	next, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	j, ok := l.Next(next)
+	require.True(t, ok, "the engine's CLI lane pushes the due delivery to the attached CLI")
+	now := time.Now().UTC()
+	c := j.Claim
+	require.Equal(t, j.LeaseToken, c.Owner)
+	require.Regexp(t, `^cli:[0-9a-f]+:[0-9a-f]{32}$`, c.Owner)
 	tenantID, _ := strconv.Atoi(b.tenant.ID)
 	member := viewer.NewContext(t.Context(), viewer.Viewer{Role: viewer.Member, TenantID: tenantID, Subject: "m"})
 	start := time.Now()
@@ -158,7 +56,7 @@ func TestReportRecordsOnlyTheCurrentLease(t *testing.T) {
 
 	wrong := report
 	wrong.LeaseToken = c.Owner + "0"
-	ok, err := hub.Report(member, client, wrong)
+	ok, err = hub.Report(member, client, wrong)
 	require.NoError(t, err)
 	require.False(t, ok, "not the lease")
 

@@ -1,75 +1,56 @@
 // Package clihub is the server side of the adal CLI: it keeps track of the CLIs attached to this process (one
-// cliListen subscription each), keeps their recipients' cliConnected heartbeat fresh in the database, claims
-// the recipients' due deliveries and hands them to the CLIs as jobs, and records the outcomes the CLIs report.
+// cliListen subscription each), keeps their recipients' cliConnected heartbeat fresh in the database, pushes
+// the jobs the engine's CLI lane claims for them (it is that lane's executor, scheduler.CLIPusher), and
+// records the outcomes the CLIs report.
 //
-// The database is the coordinator, as for the scheduler (DESIGN §5): claims use the same SKIP LOCKED pattern,
-// so a CLI attached to any process receives the deliveries accepted by every process, and the heartbeat
-// (recipients.cli_seen_until) tells every process whether a CLI is attached somewhere. Nothing claims a CLI
-// recipient's deliveries while no CLI is attached, so they wait as PENDING without spending attempts.
+// The database is the coordinator: a CLI attached to any process receives the deliveries accepted by every
+// process, and the heartbeat (recipients.cli_seen_until) tells every process whether a CLI is attached
+// somewhere. Nothing claims a CLI recipient's deliveries while no CLI is attached, so they wait as PENDING
+// without spending attempts.
 package clihub
 
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/adal-relay/adal/delivery"
-	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/scheduler"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
 
 // LeasePrefix starts every CLI lease token, so a report can never name a direct delivery's lease.
-const LeasePrefix = "cli:"
+const LeasePrefix = scheduler.CLILeasePrefix
 
 // Config configures a Hub.
 type Config struct {
 	DB       *storage.DB
 	Delivery *delivery.Service
-	// PollInterval is the longest the claim loop waits without being woken. Default 1s.
-	PollInterval time.Duration
-	// MinPollGap spaces claims apart when wake-ups come in a burst (every delivery change wakes the hub).
-	// Default 10ms.
-	MinPollGap time.Duration
+	// Wake tells the engine's CLI lane that a CLI attached, or has room again (Scheduler.WakeCLI); may be nil.
+	Wake func()
 	// Heartbeat is how often cli_seen_until is pushed forward for attached recipients. Default 5s.
 	Heartbeat time.Duration
 	// SeenFor is how far ahead each heartbeat sets cli_seen_until: how long cliConnected stays true after
 	// this process stops heartbeating without detaching (it died). Default 15s; must exceed Heartbeat.
 	SeenFor time.Duration
-	// Lease is how long a CLI has to report a job before the rescuer records it as INTERRUPTED: the local
-	// timeout (30 s) plus room for the report, or for a reconnect that reports from the CLI's journal.
-	// Default 60s.
-	Lease time.Duration
-	// MaxInFlight bounds the jobs one recipient's CLIs hold at a time in this process, so that a large
-	// backlog is not leased all at once (leases would lapse while jobs queue). Default 8.
+	// MaxInFlight bounds the jobs one recipient's CLIs hold at a time in this process. Default
+	// scheduler.DefaultCLIMaxInFlight.
 	MaxInFlight int
-	// Owner names this process in lease tokens; default a random ID.
-	Owner  string
-	Logger *slog.Logger
-	Now    func() time.Time
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 func (c *Config) validate() error {
-	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
-	c.MinPollGap = cmp.Or(c.MinPollGap, 10*time.Millisecond)
 	c.Heartbeat = cmp.Or(c.Heartbeat, 5*time.Second)
 	c.SeenFor = cmp.Or(c.SeenFor, 15*time.Second)
-	c.Lease = cmp.Or(c.Lease, delivery.DefaultTimeout+30*time.Second)
-	c.MaxInFlight = cmp.Or(c.MaxInFlight, 8)
-	if c.Owner == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		c.Owner = hex.EncodeToString(b[:])
-	}
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, scheduler.DefaultCLIMaxInFlight)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -81,8 +62,6 @@ func (c *Config) validate() error {
 		return errors.New("clihub: DB and Delivery are required")
 	case c.SeenFor <= c.Heartbeat:
 		return errors.New("clihub: SeenFor must exceed Heartbeat")
-	case c.Lease <= delivery.DefaultTimeout:
-		return fmt.Errorf("clihub: Lease must exceed the attempt timeout %v", delivery.DefaultTimeout)
 	case c.MaxInFlight < 1:
 		return errors.New("clihub: MaxInFlight must be at least 1")
 	}
@@ -90,22 +69,11 @@ func (c *Config) validate() error {
 }
 
 // Job is one attempt handed to a CLI: the claim that leases it and what to send to the local service.
-type Job struct {
-	Claim delivery.Claim
-	// LeaseToken is the claim's lease owner; the CLI passes it back with its report.
-	LeaseToken string
-	// Request is the stored request to forward.
-	Request *ent.Request
-	// IdempotencyKey is the request key when the recipient sends it, else empty.
-	IdempotencyKey string
-	// Timeout bounds the local call, reading the response included.
-	Timeout time.Duration
-}
+type Job = scheduler.CLIJob
 
 // Hub tracks the CLIs attached to this process and feeds them jobs.
 type Hub struct {
-	cfg  Config
-	wake chan struct{}
+	cfg Config
 
 	mu        sync.Mutex
 	listeners map[int][]*Listener // by recipient ID
@@ -123,21 +91,19 @@ func New(cfg Config) (*Hub, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Hub{cfg: cfg, wake: make(chan struct{}, 1), listeners: map[int][]*Listener{}}, nil
+	return &Hub{cfg: cfg, listeners: map[int][]*Listener{}}, nil
 }
 
-// Owner is the lease token prefix of this hub's claims.
-func (h *Hub) Owner() string { return LeasePrefix + h.cfg.Owner + ":" }
+var _ scheduler.CLIPusher = (*Hub)(nil)
 
-// Wake makes the hub look for due jobs now (a delivery was created or rescheduled). It never blocks.
-func (h *Hub) Wake() {
-	select {
-	case h.wake <- struct{}{}:
-	default:
+// wake tells the engine's CLI lane to look for jobs for this hub's CLIs now.
+func (h *Hub) wake() {
+	if h.cfg.Wake != nil {
+		h.cfg.Wake()
 	}
 }
 
-// Start runs the claim loop and the heartbeat until Stop or ctx ends. When they end, every CLI is detached:
+// Start runs the heartbeat until Stop or ctx ends. When it ends, every CLI is detached:
 // their subscriptions complete, so they reconnect to another process, and the jobs they had not received yet
 // are given back.
 func (h *Hub) Start(ctx context.Context) error {
@@ -148,19 +114,9 @@ func (h *Hub) Start(ctx context.Context) error {
 	h.mu.Lock()
 	h.running = true
 	h.mu.Unlock()
-	var loops sync.WaitGroup
-	loops.Add(2)
-	go func() {
-		defer loops.Done()
-		h.run(ctx)
-	}()
-	go func() {
-		defer loops.Done()
-		h.heartbeat(ctx)
-	}()
 	go func() {
 		defer stopped()
-		loops.Wait()
+		h.heartbeat(ctx)
 		h.detachAll()
 	}()
 	return nil
@@ -208,7 +164,7 @@ func (h *Hub) Attach(ctx context.Context, recipientID int) (*Listener, error) {
 		return nil, err
 	}
 	h.cfg.Logger.Info("cli attached", "recipient", recipientID)
-	h.Wake()
+	h.wake()
 	return l, nil
 }
 
@@ -308,96 +264,31 @@ func (h *Hub) dropGone(ctx context.Context, ids []int) {
 	}
 }
 
-func (h *Hub) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	gap := time.NewTimer(time.Hour)
-	defer gap.Stop()
-	for {
-		wait := h.cfg.PollInterval
-		full, ids, err := h.dispatch(ctx)
-		if err != nil && ctx.Err() == nil {
-			h.cfg.Logger.Warn("claim CLI deliveries", "err", err)
-		}
-		if full {
-			wait = 0 // more may be due right now
-		} else if due, ok, err := nextDue(ctx, h.cfg.DB, h.cfg.Now(), ids); err == nil && ok {
-			wait = min(wait, due.Sub(h.cfg.Now()))
-		}
-		// Every delivery change wakes the hub; a burst of wake-ups is served by one claim per gap.
-		gap.Reset(h.cfg.MinPollGap)
-		select {
-		case <-ctx.Done():
-			return
-		case <-gap.C:
-		}
-		if wait -= h.cfg.MinPollGap; wait <= 0 {
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.wake:
-		case <-timer.C:
-		}
-	}
-}
-
-// dispatch claims due jobs for the attached recipients with free slots and queues them on their listeners.
-// It reports whether every free slot was filled (more may be due) and the recipients it looked at.
-func (h *Hub) dispatch(ctx context.Context) (full bool, ids []int, err error) {
-	now := h.cfg.Now()
-	var recipients []attached
-	free := 0
-	h.mu.Lock()
-	for id, ls := range h.listeners {
-		f := 0
-		since := now
-		for _, l := range ls {
-			f += l.free(now)
-			if l.since.Before(since) {
-				since = l.since
-			}
-		}
-		if f > 0 {
-			recipients = append(recipients, attached{recipientID: id, since: since})
-			ids = append(ids, id)
-			free += f
-		}
-	}
-	h.mu.Unlock()
-	if free == 0 {
-		return false, nil, nil
-	}
-	sort.Ints(ids)
-	claims, err := claim(ctx, h.cfg.DB, now, free, h.cfg.Lease, h.Owner(), recipients)
-	if err != nil {
-		return false, ids, err
-	}
-	if len(claims) == 0 {
-		return false, ids, nil
-	}
-	jobs, err := h.load(ctx, claims)
-	if err != nil {
-		// The claims stay leased; the rescuer records them as interrupted and they are retried.
-		return true, ids, err
-	}
-	for _, j := range jobs {
-		if !h.hand(j, now) {
-			// The CLI left between the claim and now: the attempt never started.
-			if err := release(ctx, h.cfg.DB, j.Claim); err != nil {
-				h.cfg.Logger.Warn("release CLI job", "delivery", j.Claim.DeliveryID, "err", err)
-			}
-		}
-	}
-	return len(claims) == free, ids, nil
-}
-
-// hand queues j on the recipient's listener with the most free slots.
-func (h *Hub) hand(j Job, now time.Time) bool {
+// Ready lists the attached recipients whose CLIs have room for more jobs (scheduler.CLIPusher).
+func (h *Hub) Ready(now time.Time) []scheduler.CLIReady {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var ready []scheduler.CLIReady
+	for id, ls := range h.listeners {
+		r := scheduler.CLIReady{RecipientID: id, Since: now}
+		for _, l := range ls {
+			r.Free += l.free(now)
+			if l.since.Before(r.Since) {
+				r.Since = l.since
+			}
+		}
+		if r.Free > 0 {
+			ready = append(ready, r)
+		}
+	}
+	return ready
+}
+
+// Push queues j on the recipient's listener with the most room (scheduler.CLIPusher).
+func (h *Hub) Push(j Job, leaseExpiry time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.cfg.Now()
 	var best *Listener
 	bestFree := -1
 	for _, l := range h.listeners[j.Claim.RecipientID] {
@@ -405,33 +296,7 @@ func (h *Hub) hand(j Job, now time.Time) bool {
 			best, bestFree = l, f
 		}
 	}
-	return best != nil && best.push(j, now.Add(h.cfg.Lease))
-}
-
-// load reads the requests and recipients of a batch of claims (delivery.LoadClaimed) and makes them jobs.
-func (h *Hub) load(ctx context.Context, claims []delivery.Claim) ([]Job, error) {
-	loaded, err := delivery.LoadClaimed(ctx, h.cfg.DB.Client, claims)
-	if err != nil {
-		return nil, err
-	}
-	jobs := make([]Job, 0, len(loaded))
-	for _, l := range loaded {
-		c, req, rec := l.Claim, l.Request, l.Recipient
-		j := Job{
-			Claim:      c,
-			LeaseToken: c.Owner,
-			Request:    req,
-			Timeout:    min(time.Duration(rec.TimeoutSeconds)*time.Second, delivery.DefaultTimeout),
-		}
-		if j.Timeout <= 0 {
-			j.Timeout = delivery.DefaultTimeout
-		}
-		if rec.SendIdempotencyKey {
-			j.IdempotencyKey = req.Key
-		}
-		jobs = append(jobs, j)
-	}
-	return jobs, nil
+	return best != nil && best.push(j, leaseExpiry)
 }
 
 // settle frees the slot of a reported job, if this process handed it out.
@@ -441,7 +306,7 @@ func (h *Hub) settle(recipientID int, token string) {
 		l.settle(token)
 	}
 	h.mu.Unlock()
-	h.Wake()
+	h.wake()
 }
 
 // Listener is one attached CLI: the jobs claimed for it, in order, and the slots they hold.
@@ -530,10 +395,10 @@ func (l *Listener) Return(j Job) {
 	l.settle(j.LeaseToken)
 	ctx, cancel := context.WithTimeout(viewer.SystemContext(context.Background()), 5*time.Second)
 	defer cancel()
-	if err := release(ctx, l.hub.cfg.DB, j.Claim); err != nil {
+	if err := scheduler.ReleaseCLI(ctx, l.hub.cfg.DB, j.Claim); err != nil {
 		l.hub.cfg.Logger.Warn("release CLI job", "delivery", j.Claim.DeliveryID, "err", err)
 	}
-	l.hub.Wake()
+	l.hub.wake()
 }
 
 // Detach ends the listener: jobs it had not handed out yet are given back (no attempt started), jobs
@@ -551,11 +416,11 @@ func (l *Listener) Detach() {
 		ctx, cancel := context.WithTimeout(viewer.SystemContext(context.Background()), 5*time.Second)
 		defer cancel()
 		for _, j := range queued {
-			if err := release(ctx, l.hub.cfg.DB, j.Claim); err != nil {
+			if err := scheduler.ReleaseCLI(ctx, l.hub.cfg.DB, j.Claim); err != nil {
 				l.hub.cfg.Logger.Warn("release CLI job", "delivery", j.Claim.DeliveryID, "err", err)
 			}
 		}
 		l.hub.cfg.Logger.Info("cli detached", "recipient", l.RecipientID, "released", len(queued))
-		l.hub.Wake()
+		l.hub.wake()
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/scheduler"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -70,7 +71,11 @@ func (h *Hub) Report(ctx context.Context, client *ent.Client, in Report) (bool, 
 	if d.AttemptStartedAt != nil {
 		o.StartedAt = *d.AttemptStartedAt
 	}
-	took := min(max(in.FinishedAt.Sub(in.StartedAt), 0), h.cfg.Lease)
+	lease := scheduler.DefaultCLILease
+	if d.LeaseExpiresAt != nil {
+		lease = d.LeaseExpiresAt.Sub(o.StartedAt)
+	}
+	took := min(max(in.FinishedAt.Sub(in.StartedAt), 0), lease)
 	o.FinishedAt = o.StartedAt.Add(took)
 	if o.FinishedAt.After(now) {
 		o.FinishedAt = now

@@ -188,10 +188,21 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Now:     cfg.Now,
 		Wake:    func() { r.Scheduler.WakeOutbound() }, // called after commits, once the scheduler exists
 	})
+	if r.CLIHub, err = clihub.New(clihub.Config{
+		DB:       db,
+		Delivery: r.Delivery,
+		Wake:     func() { r.Scheduler.WakeCLI() }, // called once the scheduler exists
+		Logger:   cfg.Logger,
+		Now:      cfg.Now,
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:           db,
 		Delivery:     r.Delivery,
 		Outbound:     r.Outbound,
+		CLI:          r.CLIHub,
 		Sender:       delivery.NewHTTPSender(cfg.AllowPrivateTargets, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now),
 		Workers:      cfg.Workers,
 		PollInterval: cfg.PollInterval,
@@ -220,15 +231,6 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Outbound: r.Outbound,
 		Wake:     r.Scheduler.WakeOutbound,
 		Interval: cfg.RescueInterval,
-		Logger:   cfg.Logger,
-		Now:      cfg.Now,
-	}); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if r.CLIHub, err = clihub.New(clihub.Config{
-		DB:       db,
-		Delivery: r.Delivery,
 		Logger:   cfg.Logger,
 		Now:      cfg.Now,
 	}); err != nil {
@@ -340,7 +342,7 @@ func (r *Relay) services() []startstop.Service {
 	for _, c := range r.crons {
 		svcs = append(svcs, c)
 	}
-	return append(svcs, r.publisher, r.Scheduler, r.CLIHub, r.Rescuer)
+	return append(svcs, r.publisher, r.CLIHub, r.Scheduler, r.Rescuer)
 }
 
 // Start starts the background services under ctx. If one fails to start, those already started are stopped.
@@ -398,7 +400,7 @@ func (r *Relay) changed(changes []delivery.Change) {
 		r.Scheduler.Wake()
 	}
 	if cli {
-		r.CLIHub.Wake()
+		r.Scheduler.WakeCLI()
 	}
 	r.publisher.add(changes)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/outbound"
+	"github.com/adal-relay/adal/storage"
 )
 
 // RecordOutbound records an outcome for the claim of attempt of an outbound job leased to owner, as a late
@@ -16,4 +17,9 @@ func RecordOutbound(ctx context.Context, client *ent.Client, unit time.Duration,
 		FirstAttemptAt: started, StartedAt: started, Owner: owner}
 	ok, _, err := recordOutboundTx(ctx, client, unit, []completion{{Completion: delivery.Completion{Outcome: o}, outbound: &c}})
 	return ok[0], err
+}
+
+// ClaimCLIForTest is the CLI lane's claim statement, with a one-minute lease.
+func ClaimCLIForTest(ctx context.Context, db *storage.DB, now time.Time, limit int, owner string, recipients ...CLIReady) ([]delivery.Claim, error) {
+	return claimCLI(ctx, db, now, limit, time.Minute, owner, recipients)
 }

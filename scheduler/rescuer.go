@@ -24,9 +24,9 @@ type RescuerConfig struct {
 	Outbound Outbound
 	// Wake, when set, is called when a rescued outbound job is due again (Scheduler.WakeOutbound).
 	Wake func()
-	// Interval between sweeps. Default 10s, so an expired lease is settled well within a minute.
+	// Interval between sweeps. Default DefaultRescueInterval.
 	Interval time.Duration
-	// BatchSize bounds one sweep. Default 500.
+	// BatchSize bounds one statement of a sweep. Default DefaultRescueBatch.
 	BatchSize int
 	Logger    *slog.Logger
 	Now       func() time.Time
@@ -43,8 +43,8 @@ type Rescuer struct {
 
 // NewRescuer returns a rescuer; it does nothing until Start.
 func NewRescuer(cfg RescuerConfig) (*Rescuer, error) {
-	cfg.Interval = cmp.Or(cfg.Interval, 10*time.Second)
-	cfg.BatchSize = cmp.Or(cfg.BatchSize, 500)
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultRescueInterval)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultRescueBatch)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -1,6 +1,14 @@
-// Package scheduler dispatches due deliveries: a polling loop claims them in batches (never more than free
-// worker slots), runs each attempt through a sender and records the outcome; a rescuer turns attempts whose
-// process died into recorded INTERRUPTED attempts.
+// Package scheduler is the engine that runs every kind of work: it claims due jobs under a lease (SKIP LOCKED
+// on PostgreSQL), hands each to its lane's executor, records the outcomes in batches and rescues the claims
+// whose process died (Rescuer: an INTERRUPTED attempt, by the same recorder). The lanes:
+//   - direct deliveries (claim.go, lanes.go): executed by the HTTP Sender on the engine's workers, or handed
+//     over by intake already claimed (Reserve, Run);
+//   - outbound jobs (outbound.go): the slots the deliveries leave, the same Sender and workers;
+//   - CLI deliveries (cli.go): claimed for the CLIs attached here and pushed to them by the CLIPusher (the CLI
+//     hub); the CLI makes the attempt and its report is recorded by the hub.
+//
+// next decides what follows an outbound attempt (success, a retry on the schedule, failure on the last attempt),
+// the rule delivery.Service applies to deliveries; the defaults of every lane are in config.go.
 package scheduler
 
 import (
@@ -35,14 +43,6 @@ type Observer interface {
 	Attempted(o delivery.Outcome)
 }
 
-// DefaultWorkers is how many attempts a process has in flight at most unless configured otherwise. An attempt
-// mostly waits (on the network, and for the cores on a busy machine), so the bound is on concurrency, not
-// work: measured on two cores with intake and delivery at 4,950 requests/s each (docs/benchmarks.md), 64
-// workers fell behind at once (accept → first byte p99 2.2–2.6 s), 128 in most runs (0.5–0.9 s), and 256
-// kept up (p99 44–52 ms, 179 ms once). Below that rate the figure changed nothing, and dispatch of a backlog
-// rose by a third. Each attempt in flight holds its request's body: at most Workers × the body limit.
-const DefaultWorkers = 256
-
 // Config configures a Scheduler.
 type Config struct {
 	DB       *storage.DB
@@ -50,16 +50,24 @@ type Config struct {
 	Sender   Sender
 	// Outbound records outbound jobs' attempts; nil leaves outbound jobs alone (tests of deliveries only).
 	Outbound Outbound
+	// CLI is the CLI lane's executor (clihub.Hub); nil runs no CLI lane.
+	CLI CLIPusher
 	// Workers bounds attempts in flight in this process. Default DefaultWorkers.
 	Workers int
-	// PollInterval is the longest the loop waits without being woken. Default 1s.
+	// PollInterval is the longest a lane's loop waits without being woken. Default DefaultPollInterval.
 	PollInterval time.Duration
+	// MinPollGap spaces the CLI lane's claims apart when wake-ups come in a burst (every delivery change wakes
+	// it). Default DefaultMinPollGap.
+	MinPollGap time.Duration
 	// Lease is how long a claim is this process's before the rescuer may take it. An attempt must end, and
 	// be recorded, before its lease lapses, so attempts are cut at AttemptBudget(Lease) — three quarters of
 	// the lease — whatever the recipient's timeout: with the default 60s the 30 s limit always fits; a
 	// shorter lease (ADAL_LEASE, for tests and demos of the rescuer) shortens long attempts. At least 1s.
-	// Default 60s.
+	// Default DefaultLease.
 	Lease time.Duration
+	// CLILease is how long a CLI has to report a job before the rescuer records it as INTERRUPTED; it must
+	// exceed the attempt timeout. Default DefaultCLILease.
+	CLILease time.Duration
 	// Owner names this process in leases; default a random ID.
 	Owner    string
 	Observer Observer
@@ -69,8 +77,10 @@ type Config struct {
 
 func (c *Config) validate() error {
 	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
-	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
-	c.Lease = cmp.Or(c.Lease, 60*time.Second)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.MinPollGap = cmp.Or(c.MinPollGap, DefaultMinPollGap)
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.CLILease = cmp.Or(c.CLILease, DefaultCLILease)
 	if c.Owner == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -89,6 +99,8 @@ func (c *Config) validate() error {
 		return errors.New("scheduler: Workers must be at least 1")
 	case c.Lease < time.Second:
 		return fmt.Errorf("scheduler: Lease must be at least 1s, got %v", c.Lease)
+	case c.CLILease <= delivery.DefaultTimeout:
+		return fmt.Errorf("scheduler: CLILease must exceed the attempt timeout %v", delivery.DefaultTimeout)
 	}
 	if budget := AttemptBudget(c.Lease); budget < delivery.DefaultTimeout {
 		c.Logger.Warn("lease shorter than the longest attempt: attempts are cut to fit in the lease",
@@ -104,9 +116,10 @@ func AttemptBudget(lease time.Duration) time.Duration { return lease - lease/4 }
 
 // Scheduler is the dispatch loop of one process.
 type Scheduler struct {
-	cfg   Config
-	wake  chan struct{}
-	slots chan struct{} // one token per attempt in flight
+	cfg     Config
+	wake    chan struct{}
+	wakeCLI chan struct{}
+	slots   chan struct{} // one token per attempt in flight
 
 	// idle hands an attempt to a worker waiting for one (spawn). Workers outlive their attempts: a goroutine
 	// started per attempt grew its stack anew through the HTTP client's calls every time, and copying stacks
@@ -163,6 +176,7 @@ func New(cfg Config) (*Scheduler, error) {
 	s := &Scheduler{
 		cfg:         cfg,
 		wake:        make(chan struct{}, 1),
+		wakeCLI:     make(chan struct{}, 1),
 		slots:       make(chan struct{}, cfg.Workers),
 		completions: make(chan completion, cfg.Workers),
 		wakeAt:      max(1, cfg.Workers/8),
@@ -197,7 +211,7 @@ func (s *Scheduler) WakeOutbound() {
 	s.Wake()
 }
 
-// Start runs the claim loop until Stop or ctx ends. A scheduler runs once: a stopped one is not started again.
+// Start runs the lanes' claim loops until Stop or ctx ends. A scheduler runs once: a stopped one is not started again.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -214,9 +228,22 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		defer s.completer.Done()
 		s.complete()
 	}()
+	var loops sync.WaitGroup
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		s.run(ctx)
+	}()
+	if s.cfg.CLI != nil {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			s.runCLI(ctx)
+		}()
+	}
 	go func() {
 		defer stopped()
-		s.run(ctx)
+		loops.Wait()
 		s.drain()
 	}()
 	return nil

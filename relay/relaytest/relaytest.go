@@ -207,6 +207,38 @@ func (e *Env) Post(key, suffix string, body []byte) *http.Response {
 	return resp
 }
 
+// Accept posts an empty JSON webhook with the given key, requires it accepted and returns the request's ID.
+func (e *Env) Accept(key string) int {
+	e.T.Helper()
+	resp := e.Post(key, "", []byte(`{}`))
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		e.T.Fatalf("post webhook: %d %s", resp.StatusCode, raw)
+	}
+	var out struct{ RequestID string }
+	if err := json.Unmarshal(raw, &out); err != nil {
+		e.T.Fatalf("decode accept answer %s: %v", raw, err)
+	}
+	id, err := strconv.Atoi(out.RequestID)
+	if err != nil {
+		e.T.Fatalf("request ID %q: %v", out.RequestID, err)
+	}
+	return id
+}
+
+// NewCLIRecipient creates a server with the given deliverPendingOnConnect and a CLI recipient on it, and returns
+// both.
+func (e *Env) NewCLIRecipient(t Tenant, pendingOnConnect bool) (Server, int) {
+	e.T.Helper()
+	srv := e.NewServer(t, "s", map[string]any{"deliverPendingOnConnect": pendingOnConnect})
+	id, err := strconv.Atoi(e.NewRecipient(t, srv.ID, map[string]any{"method": "CLI"}))
+	if err != nil {
+		e.T.Fatalf("recipient ID: %v", err)
+	}
+	return srv, id
+}
+
 // Tenant is a tenant set up for a test, with tokens for its roles.
 type Tenant struct {
 	ID     string

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/adal-relay/adal/delivery"
@@ -19,9 +20,11 @@ type recorder struct {
 	logger   *slog.Logger
 	// wakeOutbound, when set, is called once an outbound job was rescheduled.
 	wakeOutbound func()
-	deliveries   []delivery.Completion // scratch, owned by the caller of record
-	outbound     []completion
-	at           []int // index in the batch of each of deliveries, then of outbound
+	// Scratch of record, reused from batch to batch.
+	deliveries []delivery.Completion
+	outbound   []completion
+	at         []int // index in the batch of each of deliveries, then of outbound
+	recorded   []bool
 }
 
 func newRecorder(db *storage.DB, d *delivery.Service, logger *slog.Logger, wakeOutbound func()) *recorder {
@@ -31,9 +34,12 @@ func newRecorder(db *storage.DB, d *delivery.Service, logger *slog.Logger, wakeO
 // record stores a batch of finished attempts and reports which were recorded (false: the claim was no longer
 // current, or recording failed). If a lane's part cannot be stored as one, each outcome is tried on its own, so
 // one bad outcome does not cost the others their record; what still fails is left to the rescuer, which records
-// the attempt as interrupted once its lease lapses. Not safe for concurrent use.
+// the attempt as interrupted once its lease lapses. The result is valid until the next call; not safe for
+// concurrent use.
 func (r *recorder) record(ctx context.Context, batch []completion) []bool {
-	recorded := make([]bool, len(batch))
+	recorded := slices.Grow(r.recorded[:0], len(batch))[:len(batch)]
+	clear(recorded)
+	r.recorded = recorded
 	r.deliveries, r.outbound, r.at = r.deliveries[:0], r.outbound[:0], r.at[:0]
 	for i, c := range batch {
 		if c.outbound == nil {

@@ -122,9 +122,9 @@ type Scheduler struct {
 	slots   chan struct{} // one token per attempt in flight
 
 	// idle hands an attempt to a worker waiting for one (spawn). Workers outlive their attempts: a goroutine
-	// started per attempt grew its stack anew through the HTTP client's calls every time, and copying stacks
-	// was 4% of the process's time in dispatch. workers counts them (never more than Workers); done, closed by
-	// Stop once nothing is in flight, lets them end.
+	// started per attempt grew its stack anew through the HTTP client's calls every time, a cost visible in
+	// dispatch. workers counts them (never more than Workers); done, closed once nothing is in flight, lets
+	// them end.
 	idle    chan job
 	workers atomic.Int32
 	done    chan struct{}

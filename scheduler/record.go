@@ -11,9 +11,8 @@ import (
 	"github.com/adal-relay/adal/storage"
 )
 
-// recorder is where the outcomes of every lane are written, for the completer and the rescuer alike: deliveries
-// through delivery.RecordBatch, outbound jobs through recordOutboundAttempt, both deciding what follows an
-// attempt by the same rule (next).
+// recorder is where the outcomes of the worker lanes are written, for the completer and the rescuer alike:
+// deliveries through delivery.RecordBatch, outbound jobs through recordOutboundAttempt (whose rule is next).
 type recorder struct {
 	db       *storage.DB
 	delivery *delivery.Service

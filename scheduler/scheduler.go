@@ -48,7 +48,7 @@ type Config struct {
 	DB       *storage.DB
 	Delivery *delivery.Service
 	Sender   Sender
-	// Outbound records outbound jobs' attempts; nil leaves outbound jobs alone (tests of deliveries only).
+	// Outbound runs the outbound lane; nil leaves outbound jobs alone (tests of deliveries only).
 	Outbound Outbound
 	// CLI is the CLI lane's executor (clihub.Hub); nil runs no CLI lane.
 	CLI CLIPusher
@@ -114,7 +114,7 @@ func (c *Config) validate() error {
 // the rescuer could take (which would record it as INTERRUPTED while it still runs, and send it again).
 func AttemptBudget(lease time.Duration) time.Duration { return lease - lease/4 }
 
-// Scheduler is the dispatch loop of one process.
+// Scheduler is the engine of one process: its lanes' claim loops, the workers and the completer.
 type Scheduler struct {
 	cfg     Config
 	wake    chan struct{}
@@ -211,7 +211,8 @@ func (s *Scheduler) WakeOutbound() {
 	s.Wake()
 }
 
-// Start runs the lanes' claim loops until Stop or ctx ends. A scheduler runs once: a stopped one is not started again.
+// Start runs the lanes' claim loops until Stop or ctx ends. A scheduler runs once: a stopped one is not
+// started again.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,7 +254,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // its timeout), so a graceful shutdown leaves nothing for the rescuer.
 func (s *Scheduler) Stop() {
 	s.mu.Lock()
-	s.stopped = true
+	s.stopped = s.started
 	s.mu.Unlock()
 	s.BaseStartStop.Stop()
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/egress"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/inbound"
@@ -43,8 +45,11 @@ type Config struct {
 	DatabaseURL string // postgres:// URL; empty means SQLite in DataDir
 	JWTSecret   string // signing secret; empty means generated once and stored with the data
 	// PublicURL is the base of inbound URLs shown to users; default http://localhost:<port>.
-	PublicURL           string
+	PublicURL string
+	// AllowPrivateTargets lets recipients reach private addresses; AllowedTargetCIDRs lets them reach these
+	// ranges only. Neither opens the cloud metadata services.
 	AllowPrivateTargets bool
+	AllowedTargetCIDRs  []netip.Prefix
 	CORSOrigins         []string
 	MaxBodyBytes        int64
 	RetryUnit           time.Duration
@@ -192,7 +197,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		DB:           db,
 		Delivery:     r.Delivery,
 		Outbound:     r.Outbound,
-		Sender:       delivery.NewHTTPSender(cfg.AllowPrivateTargets, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now),
+		Sender:       delivery.NewHTTPSender(egress.Policy{AllowPrivate: cfg.AllowPrivateTargets, AllowedCIDRs: cfg.AllowedTargetCIDRs}, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now),
 		Workers:      cfg.Workers,
 		PollInterval: cfg.PollInterval,
 		Lease:        cfg.Lease,

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/adal-relay/adal/egress"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -68,6 +69,9 @@ func configFromEnv() (relay.Config, error) {
 	var err error
 	if cfg.AllowPrivateTargets, err = envBool("ADAL_ALLOW_PRIVATE_TARGETS"); err != nil {
 		return cfg, err
+	}
+	if cfg.AllowedTargetCIDRs, err = egress.ParseCIDRs(os.Getenv(egress.AllowedCIDRsEnv)); err != nil {
+		return cfg, fmt.Errorf("%s: %w", egress.AllowedCIDRsEnv, err)
 	}
 	if cfg.Dev, err = envBool("ADAL_DEV"); err != nil {
 		return cfg, err

@@ -52,7 +52,9 @@ type Config struct {
 	AllowedTargetCIDRs  []netip.Prefix
 	CORSOrigins         []string
 	MaxBodyBytes        int64
-	RetryUnit           time.Duration
+	// MaxResponseBytes caps one GraphQL response's JSON (ADAL_GRAPHQL_MAX_RESPONSE_BYTES); 0 is the default.
+	MaxResponseBytes int
+	RetryUnit        time.Duration
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
 	// IntakeCommitters is how many intake batches may commit at once on PostgreSQL (ADAL_INTAKE_COMMITTERS;
@@ -256,15 +258,17 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			CLIHub:   r.CLIHub,
 			Outbound: r.Outbound,
 		},
-		Client:      db.Client,
-		Auth:        authn,
-		Inbound:     r.Inbound,
-		Ready:       func(ctx context.Context) error { return db.SQL.PingContext(ctx) },
-		CORSOrigins: cfg.CORSOrigins,
-		Dev:         cfg.Dev,
-		Registry:    registry,
-		Panel:       panel.Handler(),
-		Logger:      cfg.Logger,
+		Client:           db.Client,
+		Auth:             authn,
+		Inbound:          r.Inbound,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		MaxResponseBytes: cfg.MaxResponseBytes,
+		Ready:            func(ctx context.Context) error { return db.SQL.PingContext(ctx) },
+		CORSOrigins:      cfg.CORSOrigins,
+		Dev:              cfg.Dev,
+		Registry:         registry,
+		Panel:            panel.Handler(),
+		Logger:           cfg.Logger,
 	})
 	return r, nil
 }

@@ -88,6 +88,11 @@ func configFromEnv() (relay.Config, error) {
 			return cfg, fmt.Errorf("ADAL_MAX_BODY_BYTES must be a positive number of bytes, got %q", v)
 		}
 	}
+	if v := os.Getenv("ADAL_GRAPHQL_MAX_RESPONSE_BYTES"); v != "" {
+		if cfg.MaxResponseBytes, err = strconv.Atoi(v); err != nil || cfg.MaxResponseBytes <= 0 {
+			return cfg, fmt.Errorf("ADAL_GRAPHQL_MAX_RESPONSE_BYTES must be a positive number of bytes, got %q", v)
+		}
+	}
 	if v := os.Getenv("ADAL_RETRY_UNIT"); v != "" {
 		if cfg.RetryUnit, err = time.ParseDuration(v); err != nil || cfg.RetryUnit <= 0 {
 			return cfg, fmt.Errorf("ADAL_RETRY_UNIT must be a positive duration such as 1m or 100ms, got %q", v)

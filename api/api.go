@@ -60,7 +60,8 @@ type Config struct {
 	ComplexityLimit int
 	// MaxBodyBytes is the largest body a request may have (ADAL_MAX_BODY_BYTES): body fields are priced by it.
 	MaxBodyBytes int64
-	// MaxResponseBytes caps one response's JSON; 0 means DefaultMaxResponseBytes.
+	// MaxResponseBytes caps the text of one response; 0 means DefaultMaxResponseBytes, or more where the
+	// largest body needs it.
 	MaxResponseBytes int
 	Registry         *prometheus.Registry
 	Logger           *slog.Logger
@@ -80,7 +81,7 @@ func New(cfg Config) http.Handler {
 		cfg.MaxBodyBytes = 1 << 20
 	}
 	if cfg.MaxResponseBytes <= 0 {
-		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+		cfg.MaxResponseBytes = max(DefaultMaxResponseBytes, int(6*cfg.MaxBodyBytes)+1<<20)
 	}
 	mux := http.NewServeMux()
 	gql := newGraphQL(cfg)
@@ -124,9 +125,10 @@ func New(cfg Config) http.Handler {
 const inboundPrefix = "/in/"
 
 func newGraphQL(cfg Config) http.Handler {
+	costs := fieldCosts(cfg.MaxBodyBytes, cfg.ComplexityLimit)
 	srv := handler.New(pagedComplexity{
 		ExecutableSchema: generated.NewExecutableSchema(generated.Config{Resolvers: cfg.Resolver}),
-		fieldCosts:       fieldCosts(cfg.MaxBodyBytes, cfg.ComplexityLimit),
+		fieldCosts:       costs,
 	})
 	// Websocket first: it must see the upgrade before the plain HTTP transports do.
 	srv.AddTransport(transport.Websocket{
@@ -159,8 +161,10 @@ func newGraphQL(cfg Config) http.Handler {
 	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
-	srv.Use(responseCap{max: cfg.MaxResponseBytes})
+	srv.Use(responseBudget{max: int64(cfg.MaxResponseBytes)})
 	srv.Use(subscriptionLimit{max: maxSubscriptionsPerConn})
+	gate := newBodyGate(costs)
+	srv.Use(gate)
 	// Every mutation runs in one transaction: a failure anywhere leaves nothing half-written.
 	srv.Use(streamSafeTx{entgql.Transactioner{TxOpener: cfg.Client}})
 	srv.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {
@@ -170,7 +174,7 @@ func newGraphQL(cfg Config) http.Handler {
 		cfg.Logger.Error("graphql panic", "panic", p)
 		return fault.E("graphql", fault.Internal, "internal error")
 	})
-	return srv
+	return gate.Handler(srv)
 }
 
 // present gives every error an extensions.code a client can act on, and hides internal detail.

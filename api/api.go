@@ -58,8 +58,13 @@ type Config struct {
 	// Dev enables introspection and the GraphQL playground at /playground.
 	Dev             bool
 	ComplexityLimit int
-	Registry        *prometheus.Registry
-	Logger          *slog.Logger
+	// MaxBodyBytes is the largest body a request may have (ADAL_MAX_BODY_BYTES): body fields are priced by it.
+	MaxBodyBytes int64
+	// MaxResponseBytes caps the text of one response; 0 means DefaultMaxResponseBytes, or more where the
+	// largest body needs it.
+	MaxResponseBytes int
+	Registry         *prometheus.Registry
+	Logger           *slog.Logger
 	// Panel serves the web panel at /; nil serves nothing there.
 	Panel http.Handler
 }
@@ -71,6 +76,12 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.ComplexityLimit <= 0 {
 		cfg.ComplexityLimit = DefaultComplexityLimit
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = max(DefaultMaxResponseBytes, int(6*cfg.MaxBodyBytes)+1<<20)
 	}
 	mux := http.NewServeMux()
 	gql := newGraphQL(cfg)
@@ -114,7 +125,11 @@ func New(cfg Config) http.Handler {
 const inboundPrefix = "/in/"
 
 func newGraphQL(cfg Config) http.Handler {
-	srv := handler.New(pagedComplexity{generated.NewExecutableSchema(generated.Config{Resolvers: cfg.Resolver})})
+	costs := fieldCosts(cfg.MaxBodyBytes, cfg.ComplexityLimit)
+	srv := handler.New(pagedComplexity{
+		ExecutableSchema: generated.NewExecutableSchema(generated.Config{Resolvers: cfg.Resolver}),
+		fieldCosts:       costs,
+	})
 	// Websocket first: it must see the upgrade before the plain HTTP transports do.
 	srv.AddTransport(transport.Websocket{
 		KeepAlivePingInterval: 10 * time.Second,
@@ -126,6 +141,7 @@ func newGraphQL(cfg Config) http.Handler {
 		}},
 		InitFunc: func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 			v, err := cfg.Auth.ViewerFromInitPayload(p)
+			ctx = withSubscriptionCounter(ctx)
 			if errors.Is(err, auth.ErrMissingToken) {
 				return ctx, &p, nil // resolvers answer UNAUTHENTICATED per operation
 			}
@@ -139,11 +155,16 @@ func newGraphQL(cfg Config) http.Handler {
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.SetParserTokenLimit(parserTokenLimit)
 	if cfg.Dev {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
+	srv.Use(responseBudget{max: int64(cfg.MaxResponseBytes)})
+	srv.Use(subscriptionLimit{max: maxSubscriptionsPerConn})
+	gate := newBodyGate(costs)
+	srv.Use(gate)
 	// Every mutation runs in one transaction: a failure anywhere leaves nothing half-written.
 	srv.Use(streamSafeTx{entgql.Transactioner{TxOpener: cfg.Client}})
 	srv.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {
@@ -153,7 +174,7 @@ func newGraphQL(cfg Config) http.Handler {
 		cfg.Logger.Error("graphql panic", "panic", p)
 		return fault.E("graphql", fault.Internal, "internal error")
 	})
-	return srv
+	return gate.Handler(srv)
 }
 
 // present gives every error an extensions.code a client can act on, and hides internal detail.
@@ -194,12 +215,16 @@ func present(ctx context.Context, err error, logger *slog.Logger) *gqlerror.Erro
 
 // pagedComplexity makes the complexity of a list field that names its size (a connection's first/last, the
 // ids of nodes) grow with that size: gqlgen only adds up fields, so without this servers(first: 100000)
-// would cost as little as servers(first: 1).
+// would cost as little as servers(first: 1). Fields in fieldCosts cost what it says.
 type pagedComplexity struct {
 	graphql.ExecutableSchema
+	fieldCosts map[string]int
 }
 
 func (s pagedComplexity) Complexity(ctx context.Context, typeName, field string, childComplexity int, args map[string]any) (int, bool) {
+	if c, ok := s.fieldCosts[field]; ok {
+		return c, true
+	}
 	if c, ok := s.ExecutableSchema.Complexity(ctx, typeName, field, childComplexity, args); ok {
 		return c, ok
 	}

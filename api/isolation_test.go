@@ -174,7 +174,7 @@ var isolationOps = []isolationOp{
 		}},
 	{field: "server", query: `query($id: ID!){ server(id: $id){ id name inboundUrl recipients { id } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Server.ID })},
-	{field: "requests", query: `query($id: ID!){ requests(serverId: $id, first: 10){ totalCount edges { node { id body } } } }`,
+	{field: "requests", query: `query($id: ID!){ requests(serverId: $id, first: 3){ totalCount edges { node { id body } } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Server.ID })},
 	{field: "request", query: `query($id: ID!){ request(id: $id){ id body headers { name value } deliveries { id } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Request })},

@@ -24,6 +24,7 @@ type wsSub struct {
 // wsMessage is what the server sent for the subscription: data, or errors (from a "next" payload or an
 // "error" message), or the end of the stream.
 type wsMessage struct {
+	ID       string
 	Type     string
 	Data     json.RawMessage
 	Errors   []relaytest.GQLError
@@ -113,15 +114,15 @@ func (s *wsSub) parse(raw []byte) (wsMessage, bool) {
 		if err := json.Unmarshal(m.Payload, &p); err != nil {
 			return wsMessage{Type: "undecodable: " + string(raw)}, true
 		}
-		return wsMessage{Type: m.Type, Data: p.Data, Errors: p.Errors}, true
+		return wsMessage{ID: m.ID, Type: m.Type, Data: p.Data, Errors: p.Errors}, true
 	case "error":
 		var errs []relaytest.GQLError
 		if err := json.Unmarshal(m.Payload, &errs); err != nil {
 			return wsMessage{Type: "undecodable: " + string(raw)}, true
 		}
-		return wsMessage{Type: m.Type, Errors: errs}, true
+		return wsMessage{ID: m.ID, Type: m.Type, Errors: errs}, true
 	}
-	return wsMessage{Type: m.Type}, true
+	return wsMessage{ID: m.ID, Type: m.Type}, true
 }
 
 // next returns the subscription's next message, or TimedOut when none came within timeout.

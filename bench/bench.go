@@ -20,7 +20,7 @@ import (
 )
 
 // Scenarios are the scenario names in the order they run.
-var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "punctuality", "purge", "cli"}
+var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "punctuality", "purge", "cli", "graphql"}
 
 // Config configures a bench run.
 type Config struct {
@@ -69,6 +69,9 @@ type Config struct {
 	CLIBacklog int
 	CLIRate    float64
 	AdalBinary string
+
+	// GraphQLClients is how many connections the graphql scenario sends its worst query from at once.
+	GraphQLClients int
 
 	PgbenchClients int
 	PgbenchScale   int
@@ -127,6 +130,9 @@ func (c *Config) defaults() {
 	}
 	if c.CLIBacklog == 0 {
 		c.CLIBacklog = 5000
+	}
+	if c.GraphQLClients == 0 {
+		c.GraphQLClients = 16
 	}
 	if c.CLIRate == 0 {
 		c.CLIRate = 100
@@ -238,6 +244,8 @@ func (b *Runner) scenario(ctx context.Context, name string) error {
 		return b.cli(ctx)
 	case "backlog":
 		return b.backlog(ctx)
+	case "graphql":
+		return b.graphql(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", name)
 }

@@ -12,7 +12,8 @@ import (
 
 // TestMemoryScenarios runs, small, the scenarios that hold memory to its budgets: dispatch and backlog (the
 // same burn-down at two sizes, the larger's peak RSS set beside the smaller's) and cli (the real adal binary,
-// built here, draining a backlog and then live traffic to the receiver). Each must finish with its ledger
+// built here, draining a backlog and then live traffic to the receiver) and graphql (a tenant's worst query,
+// from several connections at once). Each must finish with its ledger
 // balanced — a row is void when a request answered 202 did not reach the receiver, or one never published did
 // — and with the peak RSS it is judged by read. The budgets themselves are the bench's to judge, at full size.
 // The bench runs on PostgreSQL only.
@@ -23,10 +24,10 @@ func TestMemoryScenarios(t *testing.T) {
 	}
 	rows, err := Run(t.Context(), Config{
 		DatabaseURL: url,
-		Scenarios:   []string{"dispatch", "backlog", "cli"},
+		Scenarios:   []string{"dispatch", "backlog", "cli", "graphql"},
 		Duration:    time.Second,
 		// Sizes for a test: the burn-downs a few seconds, the CLI a few hundred deliveries.
-		DispatchDeliveries: 300, BacklogDeliveries: 3000, CLIBacklog: 200, CLIRate: 50,
+		DispatchDeliveries: 300, BacklogDeliveries: 3000, CLIBacklog: 200, CLIRate: 50, GraphQLClients: 4,
 		Out: io.Discard,
 	})
 	if err != nil {
@@ -36,7 +37,7 @@ func TestMemoryScenarios(t *testing.T) {
 	for _, r := range rows {
 		byName[r.Scenario] = r
 	}
-	for _, name := range []string{"dispatch", "backlog", "cli"} {
+	for _, name := range []string{"dispatch", "backlog", "cli", "graphql"} {
 		r, ok := byName[name]
 		if !ok {
 			t.Fatalf("no %s row in %+v", name, rows)
@@ -56,6 +57,9 @@ func TestMemoryScenarios(t *testing.T) {
 	}
 	if r := byName["cli"]; !strings.Contains(r.Detail, "published 50 = delivered 50 + missing 0; duplicates 0") {
 		t.Errorf("cli: the live second's 50 requests were not each delivered once through the CLI: %s", r.Detail)
+	}
+	if r := byName["graphql"]; !strings.Contains(r.Detail, "pages of 3 bodies of 1 MiB") || strings.HasPrefix(r.Detail, "0 responses") {
+		t.Errorf("graphql: the worst query (the largest page of bodies the complexity limit allows) was not answered: %s", r.Detail)
 	}
 	if r := byName["backlog"]; !strings.Contains(r.Detail, "3000 attempts") || !strings.Contains(r.Detail, "3000 succeeded") {
 		t.Errorf("backlog: not every one of its 3000 deliveries was attempted once and succeeded: %s", r.Detail)

@@ -114,11 +114,10 @@ type HTTPSender struct {
 	now    func() time.Time
 }
 
-// NewHTTPSender returns a sender whose connections go through the egress guard (allowPrivate is
-// ADAL_ALLOW_PRIVATE_TARGETS) and are kept for up to inFlight attempts at once to one recipient. now stamps
+// NewHTTPSender returns a sender whose connections go through the egress guard with policy p and are kept for up to inFlight attempts at once to one recipient. now stamps
 // StartedAt/FinishedAt so callers can use the same clock as the scheduler; nil means time.Now.
-func NewHTTPSender(allowPrivate bool, inFlight int, now func() time.Time) *HTTPSender {
-	return newHTTPSender(egress.NewTransport(allowPrivate, inFlight), now)
+func NewHTTPSender(p egress.Policy, inFlight int, now func() time.Time) *HTTPSender {
+	return newHTTPSender(egress.NewTransport(p, inFlight), now)
 }
 
 func newHTTPSender(rt http.RoundTripper, now func() time.Time) *HTTPSender {

@@ -65,7 +65,7 @@ func releaseOnCleanup(t *testing.T, release chan struct{}) {
 
 func newSender(t *testing.T, allowPrivate bool) *HTTPSender {
 	t.Helper()
-	s := NewHTTPSender(allowPrivate, 0, nil)
+	s := NewHTTPSender(egress.Policy{AllowPrivate: allowPrivate}, 0, nil)
 	t.Cleanup(s.CloseIdleConnections)
 	return s
 }
@@ -388,7 +388,7 @@ func TestSendTLSErrors(t *testing.T) {
 		srv.StartTLS()
 		t.Cleanup(srv.Close)
 		// Trusted CA, but the certificate is for 127.0.0.1/example.com, not for the name we ask for.
-		tr := egress.NewTransport(true, 0)
+		tr := egress.NewTransport(egress.Policy{AllowPrivate: true}, 0)
 		tr.TLSClientConfig.RootCAs = x509.NewCertPool()
 		tr.TLSClientConfig.RootCAs.AddCert(srv.Certificate())
 		tr.TLSClientConfig.ServerName = "not-in-the-cert.test"
@@ -410,7 +410,7 @@ func TestSendHTTP2(t *testing.T) {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	tr := egress.NewTransport(true, 0)
+	tr := egress.NewTransport(egress.Policy{AllowPrivate: true}, 0)
 	tr.TLSClientConfig.RootCAs = x509.NewCertPool()
 	tr.TLSClientConfig.RootCAs.AddCert(srv.Certificate())
 	s := newHTTPSender(tr, nil)
@@ -478,9 +478,9 @@ func fakeNXDOMAINResolver(queries *atomic.Int32) *net.Resolver {
 func TestSendDNSError(t *testing.T) {
 	t.Parallel()
 	var queries atomic.Int32
-	d := egress.NewDialer(false)
+	d := egress.NewDialer(egress.Policy{})
 	d.Resolver = fakeNXDOMAINResolver(&queries)
-	tr := egress.NewTransport(false, 0)
+	tr := egress.NewTransport(egress.Policy{}, 0)
 	tr.DialContext = d.DialContext
 	s := newHTTPSender(tr, nil)
 	t.Cleanup(s.CloseIdleConnections)
@@ -501,7 +501,7 @@ func TestSendEgressRefusal(t *testing.T) {
 	require.Equal(t, ErrConnection, o.ErrorKind)
 	require.Zero(t, o.HTTPStatus)
 	require.Equal(t, "refused to connect to "+srv.Listener.Addr().String()+
-		": target address 127.0.0.1 is not allowed (loopback); set ADAL_ALLOW_PRIVATE_TARGETS=true to allow", o.ErrorMessage)
+		": target address 127.0.0.1 is not allowed (loopback); list its range in ADAL_ALLOWED_TARGET_CIDRS or set ADAL_ALLOW_PRIVATE_TARGETS=true to allow", o.ErrorMessage)
 	require.Empty(t, got, "nothing reached the server")
 }
 
@@ -582,7 +582,7 @@ func TestSendUsesClock(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	var ticks atomic.Int64
 	clock := func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Second) }
-	s := NewHTTPSender(true, 0, clock)
+	s := NewHTTPSender(egress.Policy{AllowPrivate: true}, 0, clock)
 	t.Cleanup(s.CloseIdleConnections)
 	o := send(t, s, Outgoing{URL: srv.URL})
 	require.Equal(t, t0.Add(time.Second), o.StartedAt)

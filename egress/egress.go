@@ -3,7 +3,8 @@
 // A webhook relay lets strangers choose where the server connects to, which makes it a ready-made SSRF
 // tool: without a guard a tenant could point a recipient at the cloud metadata service, the database on
 // localhost or anything else on the private network. The guard therefore refuses every address that is not
-// plainly on the public internet.
+// plainly on the public internet, unless the operator opens private ranges (Policy); the cloud metadata
+// services stay closed whatever the policy.
 //
 // The check runs at dial time, on the IP address the connection is actually about to use (net.Dialer's
 // ControlContext hook). Checking the URL or a DNS answer beforehand would not be enough: a hostile DNS
@@ -19,13 +20,17 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"syscall"
 	"time"
 )
 
-// AllowPrivateEnv names the setting an operator flips to let recipients reach private addresses; refusal
-// messages quote it so whoever reads an attempt's error knows how to lift the restriction.
-const AllowPrivateEnv = "ADAL_ALLOW_PRIVATE_TARGETS"
+// The settings an operator uses to let recipients reach private addresses; refusal messages quote them so
+// whoever reads an attempt's error knows how to lift the restriction.
+const (
+	AllowPrivateEnv = "ADAL_ALLOW_PRIVATE_TARGETS"
+	AllowedCIDRsEnv = "ADAL_ALLOWED_TARGET_CIDRS"
+)
 
 // ErrForbiddenTarget is matched (errors.Is) by every refusal of the guard, through any wrapping by net and
 // net/http, so callers can tell "we refused to connect" apart from "the connection failed".
@@ -42,7 +47,11 @@ type ForbiddenTargetError struct {
 
 // Error tells a human what was refused and how an operator can allow it.
 func (e *ForbiddenTargetError) Error() string {
-	return fmt.Sprintf("target address %s is not allowed (%s); set %s=true to allow", e.Addr, e.Reason, AllowPrivateEnv)
+	if strings.HasPrefix(e.Reason, metadataReason) {
+		return fmt.Sprintf("target address %s is not allowed (%s); no setting allows it", e.Addr, e.Reason)
+	}
+	return fmt.Sprintf("target address %s is not allowed (%s); list its range in %s or set %s=true to allow",
+		e.Addr, e.Reason, AllowedCIDRsEnv, AllowPrivateEnv)
 }
 
 // Is makes errors.Is(err, ErrForbiddenTarget) true for every refusal.
@@ -70,7 +79,7 @@ var ipv4Rules = rules(
 	"10.0.0.0/8", "private network (RFC 1918)",
 	"100.64.0.0/10", "shared address space (carrier-grade NAT, RFC 6598)",
 	"127.0.0.0/8", "loopback",
-	"169.254.169.254/32", "link-local (cloud metadata service)",
+	"169.254.169.254/32", metadataReason,
 	"169.254.0.0/16", "link-local",
 	"172.16.0.0/12", "private network (RFC 1918)",
 	"192.0.0.0/24", "reserved (IETF protocol assignments)",
@@ -115,7 +124,86 @@ var (
 	sixToFour      = netip.MustParsePrefix("2002::/16")
 )
 
-// Check returns nil when addr may be connected to, and a *ForbiddenTargetError otherwise. It only
+const metadataReason = "link-local (cloud metadata service)"
+
+// metadataAddrs are the cloud providers' instance metadata services, which hand out the host's credentials:
+// no policy lets a recipient reach them, however private targets are allowed.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, DigitalOcean, Oracle
+	netip.MustParseAddr("169.254.170.2"),   // AWS ECS task credentials
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS over IPv6
+}
+
+// Policy says which addresses outgoing connections may reach beyond the public internet. The zero Policy
+// allows public addresses only.
+type Policy struct {
+	// AllowPrivate (ADAL_ALLOW_PRIVATE_TARGETS) allows every address but the metadata services: for
+	// development and for deployments whose recipients live on the same private network.
+	AllowPrivate bool
+	// AllowedCIDRs (ADAL_ALLOWED_TARGET_CIDRS) allows these ranges on top of the public internet: the narrow
+	// alternative to AllowPrivate. A range never opens a metadata address.
+	AllowedCIDRs []netip.Prefix
+}
+
+// ParseCIDRs reads a comma-separated list of ranges such as "10.1.0.0/16, fd12::/64" (a bare address is a
+// range of one).
+func ParseCIDRs(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !strings.Contains(f, "/") {
+			a, err := netip.ParseAddr(f)
+			if err != nil {
+				return nil, fmt.Errorf("%q is neither an address nor a CIDR range", f)
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR range: %w", f, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// Check returns nil when the policy lets addr be connected to, and a *ForbiddenTargetError otherwise.
+func (p Policy) Check(addr netip.Addr) error {
+	a := addr.WithZone("").Unmap()
+	for _, m := range metadataAddrs {
+		if a == m || routedTo(a) == m {
+			return &ForbiddenTargetError{Addr: addr, Reason: metadataReason}
+		}
+	}
+	if p.AllowPrivate {
+		if !addr.IsValid() {
+			return &ForbiddenTargetError{Addr: addr, Reason: "invalid address"}
+		}
+		return nil
+	}
+	for _, r := range p.AllowedCIDRs {
+		if r.Contains(a) {
+			return nil
+		}
+	}
+	return Check(addr)
+}
+
+// Control is the dial-time hook (net.Dialer.ControlContext) that applies the policy to the address a socket
+// is about to connect to. It fails closed: an address it cannot parse is refused.
+func (p Policy) Control(_ context.Context, _, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return &ForbiddenTargetError{Reason: fmt.Sprintf("unparsable dial address %q", address)}
+	}
+	return p.Check(ap.Addr())
+}
+
+// Check returns nil when addr is plainly on the public internet, and a *ForbiddenTargetError otherwise. It only
 // classifies; it never touches the network. Addresses that embed an IPv4 address and are routed to it
 // (IPv4-mapped ::ffff:a.b.c.d, NAT64 64:ff9b::a.b.c.d, 6to4 2002:aabb:ccdd::) are judged by the embedded
 // address, because that is where the packets end up.
@@ -143,11 +231,9 @@ func classify(addr netip.Addr) string {
 	case a.IsLoopback():
 		return "loopback"
 	case nat64WellKnown.Contains(a):
-		b := a.As16()
-		return embedded(classify4(netip.AddrFrom4([4]byte(b[12:16]))), "via NAT64")
+		return embedded(classify4(routedTo(a)), "via NAT64")
 	case sixToFour.Contains(a):
-		b := a.As16()
-		return embedded(classify4(netip.AddrFrom4([4]byte(b[2:6]))), "via 6to4")
+		return embedded(classify4(routedTo(a)), "via 6to4")
 	}
 	if !ipv6GlobalUnicast.Contains(a) {
 		if reason := match(ipv6OutsideRules, a); reason != "" {
@@ -159,6 +245,20 @@ func classify(addr netip.Addr) string {
 }
 
 func classify4(a netip.Addr) string { return match(ipv4Rules, a) }
+
+// routedTo is the IPv4 address a NAT64 or 6to4 address is routed to, and a itself otherwise.
+func routedTo(a netip.Addr) netip.Addr {
+	b := a.As16()
+	switch {
+	case !a.Is6():
+		return a
+	case nat64WellKnown.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16]))
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6]))
+	}
+	return a
+}
 
 func embedded(reason, how string) string {
 	if reason == "" {
@@ -176,16 +276,6 @@ func match(rs []rule, a netip.Addr) string {
 	return ""
 }
 
-// Control is the dial-time hook (net.Dialer.ControlContext) that applies Check to the address a socket is
-// about to connect to. It fails closed: an address it cannot parse is refused.
-func Control(_ context.Context, _, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return &ForbiddenTargetError{Reason: fmt.Sprintf("unparsable dial address %q", address)}
-	}
-	return Check(ap.Addr())
-}
-
 // Dial-phase limits: generous enough for slow but healthy recipients, short enough that a black-holed
 // address gives up well before the attempt's own deadline would.
 const (
@@ -194,15 +284,9 @@ const (
 	tlsHandshakeTimeout = 10 * time.Second
 )
 
-// NewDialer returns a dialer that refuses forbidden addresses at connect time unless allowPrivate is set.
-// allowPrivate (ADAL_ALLOW_PRIVATE_TARGETS) switches the guard off entirely: it exists for development and
-// for deployments whose recipients live on the same private network.
-func NewDialer(allowPrivate bool) *net.Dialer {
-	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
-	if !allowPrivate {
-		d.ControlContext = Control
-	}
-	return d
+// NewDialer returns a dialer that refuses, at connect time, the addresses the policy forbids.
+func NewDialer(p Policy) *net.Dialer {
+	return &net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive, ControlContext: p.Control}
 }
 
 // NewTransport returns the http.Transport every outgoing delivery uses: guarded dialer, no proxy taken from
@@ -213,11 +297,11 @@ func NewDialer(allowPrivate bool) *net.Dialer {
 // inFlight is how many attempts may run at once (the scheduler's workers): one recipient may keep that many
 // idle connections. A smaller pool would close, after each burst to one recipient, the connections it cannot
 // keep, and dial them again moments later: under load, a long tail of delivery latency.
-func NewTransport(allowPrivate bool, inFlight int) *http.Transport {
+func NewTransport(p Policy, inFlight int) *http.Transport {
 	perHost := max(inFlight, 64)
 	return &http.Transport{
 		Proxy:                  nil,
-		DialContext:            NewDialer(allowPrivate).DialContext,
+		DialContext:            NewDialer(p).DialContext,
 		ForceAttemptHTTP2:      true,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    tlsHandshakeTimeout,

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,7 +139,11 @@ func TestCheck(t *testing.T) {
 			require.Equal(t, tt.reason, fe.Reason)
 			require.Equal(t, addr, fe.Addr)
 			require.Contains(t, err.Error(), "target address "+addr.String()+" is not allowed ("+tt.reason+")")
-			require.Contains(t, err.Error(), "set ADAL_ALLOW_PRIVATE_TARGETS=true to allow")
+			if strings.Contains(tt.reason, "metadata") {
+				require.Contains(t, err.Error(), "; no setting allows it")
+			} else {
+				require.Contains(t, err.Error(), "set ADAL_ALLOW_PRIVATE_TARGETS=true to allow")
+			}
 		})
 	}
 }
@@ -168,7 +173,7 @@ func TestControl(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.address, func(t *testing.T) {
 			t.Parallel()
-			err := egress.Control(context.Background(), "tcp", tt.address, nil)
+			err := egress.Policy{}.Control(context.Background(), "tcp", tt.address, nil)
 			if tt.allowed {
 				require.NoError(t, err)
 			} else {
@@ -184,12 +189,12 @@ func TestDialerRefusesLoopbackUnlessAllowed(t *testing.T) {
 	t.Cleanup(srv.Close)
 	addr := srv.Listener.Addr().String()
 
-	conn, err := egress.NewDialer(false).DialContext(t.Context(), "tcp", addr)
+	conn, err := egress.NewDialer(egress.Policy{}).DialContext(t.Context(), "tcp", addr)
 	require.ErrorIs(t, err, egress.ErrForbiddenTarget)
 	require.Nil(t, conn)
 	require.Contains(t, err.Error(), "target address 127.0.0.1 is not allowed (loopback)")
 
-	conn, err = egress.NewDialer(true).DialContext(t.Context(), "tcp", addr)
+	conn, err = egress.NewDialer(egress.Policy{AllowPrivate: true}).DialContext(t.Context(), "tcp", addr)
 	require.NoError(t, err)
 	require.NoError(t, conn.Close())
 }
@@ -219,7 +224,7 @@ func TestTransportRefusesLoopbackUnlessAllowed(t *testing.T) {
 			t.Cleanup(srv.Close)
 
 			get := func(allowPrivate bool) (*http.Response, error) {
-				tr := egress.NewTransport(allowPrivate, 0)
+				tr := egress.NewTransport(egress.Policy{AllowPrivate: allowPrivate}, 0)
 				t.Cleanup(tr.CloseIdleConnections)
 				req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
 				require.NoError(t, err)
@@ -243,6 +248,98 @@ func TestTransportRefusesLoopbackUnlessAllowed(t *testing.T) {
 			require.Len(t, hits, 1)
 		})
 	}
+}
+
+// TestPolicy: private targets can be opened wholesale or by range, and the metadata services by neither, in
+// any of the forms that reach them.
+func TestPolicy(t *testing.T) {
+	t.Parallel()
+	private := egress.Policy{AllowPrivate: true}
+	ranges := egress.Policy{AllowedCIDRs: []netip.Prefix{
+		netip.MustParsePrefix("10.1.0.0/16"),
+		netip.MustParsePrefix("169.254.0.0/16"),
+		netip.MustParsePrefix("fd12:3456::/32"),
+	}}
+	tests := []struct {
+		policy  egress.Policy
+		addr    string
+		allowed bool
+	}{
+		{egress.Policy{}, "10.1.2.3", false},
+		{egress.Policy{}, "8.8.8.8", true},
+		{private, "10.1.2.3", true},
+		{private, "127.0.0.1", true},
+		{private, "::1", true},
+		{private, "8.8.8.8", true},
+		{private, "169.254.169.254", false},
+		{private, "169.254.170.2", false},
+		{private, "100.100.100.200", false},
+		{private, "fd00:ec2::254", false},
+		{private, "::ffff:169.254.169.254", false},
+		{private, "64:ff9b::a9fe:a9fe", false}, // NAT64 to 169.254.169.254
+		{private, "2002:a9fe:a9fe::1", false},  // 6to4 to 169.254.169.254
+		{private, "169.254.1.1", true},
+		{ranges, "10.1.2.3", true},
+		{ranges, "::ffff:10.1.2.3", true},
+		{ranges, "10.2.0.1", false},
+		{ranges, "127.0.0.1", false},
+		{ranges, "169.254.1.1", true},
+		{ranges, "169.254.169.254", false}, // inside a listed range, still refused
+		{ranges, "fd12:3456::1", true},
+		{ranges, "fd12:3457::1", false},
+		{ranges, "8.8.8.8", true},
+	}
+	for _, tt := range tests {
+		err := tt.policy.Check(netip.MustParseAddr(tt.addr))
+		if tt.allowed {
+			assert.NoError(t, err, "%+v %s", tt.policy, tt.addr)
+		} else {
+			assert.ErrorIs(t, err, egress.ErrForbiddenTarget, "%+v %s", tt.policy, tt.addr)
+		}
+	}
+	err := private.Check(netip.MustParseAddr("169.254.169.254"))
+	require.EqualError(t, err, "target address 169.254.169.254 is not allowed (link-local (cloud metadata service)); no setting allows it")
+	err = ranges.Check(netip.MustParseAddr("10.2.0.1"))
+	require.EqualError(t, err, "target address 10.2.0.1 is not allowed (private network (RFC 1918)); "+
+		"list its range in ADAL_ALLOWED_TARGET_CIDRS or set ADAL_ALLOW_PRIVATE_TARGETS=true to allow")
+}
+
+func TestParseCIDRs(t *testing.T) {
+	t.Parallel()
+	got, err := egress.ParseCIDRs(" 10.1.2.0/24, 192.168.1.7 ,fd12::/64,,10.9.9.9/8")
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{
+		netip.MustParsePrefix("10.1.2.0/24"),
+		netip.MustParsePrefix("192.168.1.7/32"),
+		netip.MustParsePrefix("fd12::/64"),
+		netip.MustParsePrefix("10.0.0.0/8"),
+	}, got)
+	got, err = egress.ParseCIDRs("")
+	require.NoError(t, err)
+	require.Empty(t, got)
+	_, err = egress.ParseCIDRs("10.0.0.0/8, intranet")
+	require.EqualError(t, err, `"intranet" is neither an address nor a CIDR range`)
+	_, err = egress.ParseCIDRs("10.0.0.0/33")
+	require.ErrorContains(t, err, `"10.0.0.0/33" is not a CIDR range`)
+}
+
+// TestDialerAllowsListedRangesOnly dials real loopback listeners: a listed range connects, the same host
+// outside the listed range does not.
+func TestDialerAllowsListedRangesOnly(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+
+	listed := egress.Policy{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+	conn, err := egress.NewDialer(listed).DialContext(t.Context(), "tcp", addr)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+
+	other := egress.Policy{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}
+	conn, err = egress.NewDialer(other).DialContext(t.Context(), "tcp", addr)
+	require.ErrorIs(t, err, egress.ErrForbiddenTarget)
+	require.Nil(t, conn)
 }
 
 func TestForbiddenTargetErrorWrapped(t *testing.T) {
@@ -271,7 +368,7 @@ func TestTransportKeepsAConnectionPerAttemptInFlight(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	client := &http.Client{Transport: egress.NewTransport(true, inFlight)}
+	client := &http.Client{Transport: egress.NewTransport(egress.Policy{AllowPrivate: true}, inFlight)}
 	defer client.CloseIdleConnections()
 	burst := func() {
 		arrived.Add(inFlight)

@@ -19,6 +19,8 @@ const (
 	InvalidInput        Kind = "INVALID_INPUT"
 	InsufficientCredits Kind = "INSUFFICIENT_CREDITS"
 	Conflict            Kind = "CONFLICT"
+	// Unavailable: the server could not take the work now; the same call may succeed later.
+	Unavailable Kind = "UNAVAILABLE"
 )
 
 // Error is an error with the operation that failed and its kind.

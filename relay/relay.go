@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/egress"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/inbound"
@@ -44,11 +46,16 @@ type Config struct {
 	DatabaseURL string // postgres:// URL; empty means SQLite in DataDir
 	JWTSecret   string // signing secret; empty means generated once and stored with the data
 	// PublicURL is the base of inbound URLs shown to users; default http://localhost:<port>.
-	PublicURL           string
+	PublicURL string
+	// AllowPrivateTargets lets recipients reach private addresses; AllowedTargetCIDRs lets them reach these
+	// ranges only. Neither opens the cloud metadata services.
 	AllowPrivateTargets bool
+	AllowedTargetCIDRs  []netip.Prefix
 	CORSOrigins         []string
 	MaxBodyBytes        int64
-	RetryUnit           time.Duration
+	// MaxResponseBytes caps one GraphQL response's JSON (ADAL_GRAPHQL_MAX_RESPONSE_BYTES); 0 is the default.
+	MaxResponseBytes int
+	RetryUnit        time.Duration
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
 	// IntakeCommitters is how many intake batches may commit at once on PostgreSQL (ADAL_INTAKE_COMMITTERS;
@@ -203,7 +210,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Delivery:     r.Delivery,
 		Outbound:     r.Outbound,
 		CLI:          r.CLIHub,
-		Sender:       delivery.NewHTTPSender(cfg.AllowPrivateTargets, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now),
+		Sender:       delivery.NewHTTPSender(egress.Policy{AllowPrivate: cfg.AllowPrivateTargets, AllowedCIDRs: cfg.AllowedTargetCIDRs}, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now),
 		Workers:      cfg.Workers,
 		PollInterval: cfg.PollInterval,
 		Lease:        cfg.Lease,
@@ -254,15 +261,17 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			CLIHub:   r.CLIHub,
 			Outbound: r.Outbound,
 		},
-		Client:      db.Client,
-		Auth:        authn,
-		Inbound:     r.Inbound,
-		Ready:       func(ctx context.Context) error { return db.SQL.PingContext(ctx) },
-		CORSOrigins: cfg.CORSOrigins,
-		Dev:         cfg.Dev,
-		Registry:    registry,
-		Panel:       panel.Handler(),
-		Logger:      cfg.Logger,
+		Client:           db.Client,
+		Auth:             authn,
+		Inbound:          r.Inbound,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		MaxResponseBytes: cfg.MaxResponseBytes,
+		Ready:            func(ctx context.Context) error { return db.SQL.PingContext(ctx) },
+		CORSOrigins:      cfg.CORSOrigins,
+		Dev:              cfg.Dev,
+		Registry:         registry,
+		Panel:            panel.Handler(),
+		Logger:           cfg.Logger,
 	})
 	return r, nil
 }

@@ -1,7 +1,7 @@
 // Command bench measures Adal against its performance budgets on PostgreSQL and prints one Markdown table row
 // per figure:
 //
-//	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,punctuality,purge,cli] [-database-url …] [-duration 10s]
+//	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,punctuality,purge,cli,graphql] [-database-url …] [-duration 10s]
 //
 // Each scenario creates a database of its own on the server of -database-url and drops it afterwards. The
 // logic is in package bench.
@@ -63,6 +63,7 @@ func run() error {
 	flag.DurationVar(&cfg.PunctualityWindow, "punctuality-window", 30*time.Second, "how long retries keep coming due")
 	flag.IntVar(&cfg.PurgeRequests, "purge-requests", 100_000, "expired requests (2 deliveries × 3 attempts each) to purge")
 	flag.IntVar(&cfg.CLIBacklog, "cli-backlog", 5000, "requests the cli scenario accepts before its CLI connects")
+	flag.IntVar(&cfg.GraphQLClients, "graphql-clients", 16, "connections the graphql scenario sends its worst query from at once")
 	flag.Float64Var(&cfg.CLIRate, "cli-rate", 100, "requests per second the cli scenario sends while its CLI is connected")
 	flag.StringVar(&cfg.AdalBinary, "adal-binary", "", "the adal CLI the cli scenario runs (default: built from this module)")
 	flag.IntVar(&cfg.PgbenchClients, "pgbench-clients", 16, "pgbench -c")

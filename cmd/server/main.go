@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/adal-relay/adal/egress"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -69,6 +70,9 @@ func configFromEnv() (relay.Config, error) {
 	if cfg.AllowPrivateTargets, err = envBool("ADAL_ALLOW_PRIVATE_TARGETS"); err != nil {
 		return cfg, err
 	}
+	if cfg.AllowedTargetCIDRs, err = egress.ParseCIDRs(os.Getenv(egress.AllowedCIDRsEnv)); err != nil {
+		return cfg, fmt.Errorf("%s: %w", egress.AllowedCIDRsEnv, err)
+	}
 	if cfg.Dev, err = envBool("ADAL_DEV"); err != nil {
 		return cfg, err
 	}
@@ -82,6 +86,11 @@ func configFromEnv() (relay.Config, error) {
 	if v := os.Getenv("ADAL_MAX_BODY_BYTES"); v != "" {
 		if cfg.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); err != nil || cfg.MaxBodyBytes <= 0 {
 			return cfg, fmt.Errorf("ADAL_MAX_BODY_BYTES must be a positive number of bytes, got %q", v)
+		}
+	}
+	if v := os.Getenv("ADAL_GRAPHQL_MAX_RESPONSE_BYTES"); v != "" {
+		if cfg.MaxResponseBytes, err = strconv.Atoi(v); err != nil || cfg.MaxResponseBytes <= 0 {
+			return cfg, fmt.Errorf("ADAL_GRAPHQL_MAX_RESPONSE_BYTES must be a positive number of bytes, got %q", v)
 		}
 	}
 	if v := os.Getenv("ADAL_RETRY_UNIT"); v != "" {

@@ -287,7 +287,7 @@ function viewSignIn(ctx, next) {
   const form = h('form.signin-card.card',
     h('div.signin-brand', h('img', { src: '/assets/favicon.svg', alt: '', width: 40, height: 40 })),
     h('h1', 'Sign in to Adal'),
-    h('p.muted', 'Paste an API token. Operators print one with ', h('code', 'adal token --admin'),
+    h('p.muted', 'Paste an API token. Operators print one with ', h('code', 'go run ./cmd/server token --admin'),
       '; tenant owners and members get theirs from an operator.'),
     notice ? h('div.alert.alert-warning', icon('alert'), h('div.alert-body', notice)) : null,
     h('label.field-label', { for: 'token' }, 'API token'),

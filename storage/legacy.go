@@ -128,6 +128,7 @@ func baselineState(ctx context.Context, db *DB, stmts []string) (*atlas.Schema, 
 	}
 	return drv.InspectSchema(ctx, name, nil)
 }
+
 // requestsFillFactor sets RequestsFillFactor on the requests table unless it is set already (ALTER TABLE
 // takes a lock, if a light one).
 func requestsFillFactor(ctx context.Context, db *sql.DB) error {
@@ -178,4 +179,3 @@ func headersToBytea(ctx context.Context, db *sql.DB) error {
 	}
 	return nil
 }
-

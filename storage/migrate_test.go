@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/migrations"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
@@ -274,4 +276,50 @@ func indexes(t *testing.T, db *dbtest.DB, table string) map[string]string {
 		out[row[0]] = row[1]
 	}
 	return out
+}
+
+// Servers started together on one PostgreSQL schema take turns: one upgrades a database of the automatic
+// migration, and the other finds it done.
+func TestMigrateTakesTurns(t *testing.T) {
+	t.Parallel()
+	dbtest.SkipUnlessPostgres(t)
+	legacy := dbtest.OpenEmpty(t)
+	ctx := context.Background()
+	require.NoError(t, storage.AutoMigrate(ctx, legacy.DB))
+	url := legacy.URL
+	type result struct {
+		n   int
+		err error
+	}
+	results := make(chan result, 2)
+	start := make(chan struct{})
+	for range 2 {
+		db, err := storage.Connect(url, "")
+		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		go func() {
+			<-start
+			n, err := storage.Migrate(ctx, db)
+			results <- result{n, err}
+		}()
+	}
+	close(start)
+	a, b := <-results, <-results
+	require.NoError(t, a.err)
+	require.NoError(t, b.err)
+	require.Equal(t, len(migrationFiles(t))-1, a.n, "the baseline is recorded, not run")
+	require.Equal(t, a.n, b.n)
+	require.NoError(t, storage.CheckMigrated(ctx, legacy.DB))
+}
+
+// migrationFiles lists the migrations of the test's dialect.
+func migrationFiles(t *testing.T) []string {
+	t.Helper()
+	d := "sqlite"
+	if dbtest.Postgres() {
+		d = "postgres"
+	}
+	files, err := fs.Glob(migrations.FS, d+"/*.sql")
+	require.NoError(t, err)
+	return files
 }

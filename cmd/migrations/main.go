@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	atlas "ariga.io/atlas/sql/migrate"
 	_ "ariga.io/atlas/sql/postgres" // registers the postgres:// URLs of the replay
@@ -111,8 +112,14 @@ func checkDir(ctx context.Context, d, path, pgURL string) (bool, error) {
 	return len(after) != len(before), err
 }
 
+// diffMu serialises diffs: ent's migrator annotates the table descriptions it is given, which share their
+// columns and indexes with the generated ones.
+var diffMu sync.Mutex
+
 // diff writes the migration named name that brings the replayed directory path to the ent schema, if any.
 func diff(ctx context.Context, d, path, name, pgURL string) error {
+	diffMu.Lock()
+	defer diffMu.Unlock()
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return err
 	}

@@ -249,8 +249,8 @@ const (
 	rowLocked   = 2
 )
 
-// settleBatchSQL writes the recipients' health back, and derives, as DeriveRequestStatus does over the current
-// (not superseded) deliveries, the status of the requests recordBatchSQL locked.
+// settleBatchSQL writes the recipients' health back, and derives with requestStatusSQL, over the current (not
+// superseded) deliveries, the status of the requests recordBatchSQL locked.
 var settleBatchSQL = storage.Prepared(`
 WITH health AS (
 	UPDATE recipients AS r SET
@@ -264,11 +264,7 @@ WITH health AS (
 )
 UPDATE requests AS r SET status = x.status
 FROM (
-	SELECT request_id, CASE
-		WHEN bool_or(status IN ('PENDING', 'IN_PROGRESS')) THEN 'PENDING'
-		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = 0 THEN 'FAILED'
-		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = count(*) THEN 'DELIVERED'
-		ELSE 'PARTIAL' END AS status
+	SELECT request_id, ` + requestStatusSQL + ` AS status
 	FROM deliveries WHERE request_id = ANY($2) AND NOT superseded
 	GROUP BY request_id
 ) AS x

@@ -214,7 +214,7 @@ func (s *Service) CreateTenant(ctx context.Context, client *ent.Client, name str
 		return nil, storage.Err(op, "tenant", err)
 	}
 	period := Period(s.now())
-	if _, err := s.Credit(ctx, client, t.ID, p.MonthlyCredits, ReasonPlanGrant, fmt.Sprintf("plan:%d", p.ID), &period); err != nil {
+	if _, err := s.Credit(ctx, client, t.ID, p.MonthlyCredits, ReasonPlanGrant, PlanReference(p.ID), &period); err != nil {
 		return nil, err
 	}
 	return client.Tenant.Get(ctx, t.ID)
@@ -264,7 +264,7 @@ func (s *Service) ChangePlan(ctx context.Context, client *ent.Client, tenantID, 
 	if err != nil {
 		return nil, storage.Err(op, "tenant", err)
 	}
-	if _, err := s.record(ctx, client, t.ID, 0, changed.CreditBalance, ReasonPlanChange, fmt.Sprintf("plan:%d->%d", t.PlanID, p.ID), nil); err != nil {
+	if _, err := s.record(ctx, client, t.ID, 0, changed.CreditBalance, ReasonPlanChange, PlanChangeReference(t.PlanID, p.ID), nil); err != nil {
 		return nil, err
 	}
 	return changed, nil

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -208,7 +207,7 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 	if !req.ExpiresAt.After(s.cfg.Now()) {
 		return nil, fault.E(op, fault.NotFound, "the request expired and is being purged")
 	}
-	if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, fmt.Sprintf("delivery:%d", d.ID)); err != nil {
+	if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, billing.DeliveryReference(d.ID)); err != nil {
 		return nil, err
 	}
 	// Superseding is conditional on the delivery still being final and current, so two concurrent retries

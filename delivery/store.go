@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -137,7 +136,7 @@ func (s *Service) storeSQLite(ctx context.Context, client *ent.Client, items []I
 	n := 0
 	for k, r := range reservations {
 		for range r.Granted {
-			refs[k] = append(refs[k], fmt.Sprintf("request:%d", b.reqs[n].ID))
+			refs[k] = append(refs[k], billing.RequestReference(b.reqs[n].ID))
 			n++
 		}
 	}

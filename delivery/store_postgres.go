@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/storage"
@@ -85,7 +86,7 @@ WITH q AS (
 	RETURNING id, request_id, recipient_id
 ), e AS (
 	INSERT INTO ledger_entries (tenant_id, created_at, reason, amount, balance_after, reference)
-	SELECT g.tenant_id, $5::timestamptz, $4::text, -1, g.balance_after, 'request:' || r.id
+	SELECT g.tenant_id, $5::timestamptz, $4::text, -1, g.balance_after, ` + billing.RequestReferenceSQL("r.id") + `
 	FROM g JOIN r ON r.key = g.key
 	ORDER BY g.n
 	RETURNING 1

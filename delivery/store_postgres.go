@@ -11,6 +11,7 @@ import (
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -49,7 +50,7 @@ WITH q AS (
 ), t AS MATERIALIZED (` + billing.LockTenantsSQL("ARRAY(SELECT tenant_id FROM s)") + `
 ), g AS MATERIALIZED (
 	SELECT q.*, ` + billing.BalanceAfterSQL("t.credit_balance", "q.rank") + ` AS balance_after,
-		least(t.retention_days, q.server_retention) AS days
+		` + retention.DaysSQL("t.retention_days", "q.server_retention") + ` AS days
 	FROM (
 		SELECT q.*, s.retention_days AS server_retention,
 			row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.n) AS rank
@@ -62,7 +63,7 @@ WITH q AS (
 		expires_at, status, replay_of_id)
 	SELECT g.tenant_id, g.server_id, g.key, g.method, g.path, g.query,
 		substring($2::bytea FROM g.headers_at FOR g.headers_len), substring($2::bytea FROM g.body_at FOR g.body_len),
-		g.source_addr, g.received_at, g.received_at + g.days * interval '24 hours', g.status, g.replay_of_id
+		g.source_addr, g.received_at, ` + retention.ExpiresAtSQL("g.received_at", "g.days") + `, g.status, g.replay_of_id
 	FROM g ORDER BY g.n
 	RETURNING id, key
 ), d AS (
@@ -297,7 +298,7 @@ func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Re
 				return fmt.Errorf("insert requests: a key the batch did not hold came back")
 			}
 			days := row.requestID
-			r.ID, r.ExpiresAt = row.id, r.ReceivedAt.Add(time.Duration(days)*24*time.Hour) // as the statement computes it
+			r.ID, r.ExpiresAt = row.id, retention.ExpiresAt(r.ReceivedAt, days) // as the statement computes it
 			requests++
 		case "delivery":
 			delivered = append(delivered, row)

@@ -415,39 +415,3 @@ func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Reci
 	}
 	return append(payload, ']')
 }
-
-// applyHealth applies one outcome to r in memory, step for step as updateHealth does in the database: count
-// the attempt, judge the counters as they now stand, halve a full window, then move to the judged state.
-func (s *Service) applyHealth(r *ent.Recipient, o Outcome) {
-	if !countsForHealth(o) {
-		return
-	}
-	rules := s.cfg.Health
-	r.WindowAttempts++
-	if o.Succeeded() {
-		r.ConsecutiveFailures = 0
-		at := o.FinishedAt
-		r.LastSuccessAt = &at
-	} else {
-		r.ConsecutiveFailures++
-		r.WindowFailures++
-	}
-	now := o.FinishedAt
-	state, reason := s.judge(r, now)
-	if r.WindowAttempts >= 2*rules.Window {
-		r.WindowAttempts, r.WindowFailures = r.WindowAttempts/2, r.WindowFailures/2
-	}
-	if state != r.State {
-		r.State, r.StateReason = state, reason
-		r.StateChangedAt = &now
-		if state == recipient.StateDISABLED {
-			probe := now.Add(s.ProbeEvery())
-			r.NextProbeAt = &probe
-		} else {
-			r.NextProbeAt = nil
-		}
-		if state == recipient.StateACTIVE {
-			r.WindowAttempts, r.WindowFailures = 0, 0
-		}
-	}
-}

@@ -80,13 +80,9 @@ func TestRecordBatchRecordsAsRecordDoes(t *testing.T) {
 				if len(w.claims) == 5 {
 					owner = "someone-else" // the rescuer took this one meanwhile: its outcome must be dropped
 				}
-				require.NoError(t, db.Client.Delivery.UpdateOneID(d.ID).SetStatus(entdelivery.StatusIN_PROGRESS).
-					SetAttemptCount(1).SetFirstAttemptAt(base).SetAttemptStartedAt(base).SetLeaseOwner(owner).
-					SetLeaseExpiresAt(base.Add(time.Minute)).Exec(ctx))
-				w.claims = append(w.claims, delivery.Claim{DeliveryID: d.ID, TenantID: d.TenantID,
-					RequestID: d.RequestID, ServerID: srv.ID, RecipientID: d.RecipientID, Attempt: 1,
-					MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule), FirstAttemptAt: base,
-					StartedAt: base, Owner: "owner"})
+				c := claimFirst(t, ctx, db, d, srv.ID, base, owner)
+				c.Owner = "owner" // the claim the scheduler holds, stale when the owner stored differs
+				w.claims = append(w.claims, c)
 			}
 		}
 		return w
@@ -249,6 +245,17 @@ func TestRecordBatchEmpty(t *testing.T) {
 	got, err := svc.RecordBatch(context.Background(), db.DB, nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
+}
+
+// claimFirst claims the first attempt of d for owner at base, as the scheduler would have, and returns the claim.
+func claimFirst(t *testing.T, ctx context.Context, db *dbtest.DB, d *ent.Delivery, serverID int, base time.Time, owner string) delivery.Claim {
+	t.Helper()
+	require.NoError(t, db.Client.Delivery.UpdateOneID(d.ID).SetStatus(entdelivery.StatusIN_PROGRESS).
+		SetAttemptCount(1).SetFirstAttemptAt(base).SetAttemptStartedAt(base).SetLeaseOwner(owner).
+		SetLeaseExpiresAt(base.Add(time.Minute)).Exec(ctx))
+	return delivery.Claim{DeliveryID: d.ID, TenantID: d.TenantID, RequestID: d.RequestID, ServerID: serverID,
+		RecipientID: d.RecipientID, Attempt: 1, MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule),
+		FirstAttemptAt: base, StartedAt: base, Owner: owner}
 }
 
 func unixMicro(t *time.Time) any {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -179,4 +180,17 @@ SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM u)`
 	var entries, debited int
 	require.NoError(t, db.SQL.QueryRowContext(ctx, query, payload, pq.Array(ids), string(billing.ReasonRequestAccepted), now).
 		Scan(&entries, &debited))
+}
+
+// TestRequestReferenceConformance holds the SQL rendering of a request's ledger reference, which intake on
+// PostgreSQL writes, to RequestReference, on the database under test.
+func TestRequestReferenceConformance(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	for _, id := range []int{1, 42, 1 << 40} {
+		var got string
+		query := "SELECT " + billing.RequestReferenceSQL(strconv.Itoa(id))
+		require.NoError(t, db.SQL.QueryRowContext(t.Context(), query).Scan(&got))
+		require.Equal(t, billing.RequestReference(id), got)
+	}
 }

@@ -214,7 +214,7 @@ func (s *Service) CreateTenant(ctx context.Context, client *ent.Client, name str
 		return nil, storage.Err(op, "tenant", err)
 	}
 	period := Period(s.now())
-	if _, err := s.Credit(ctx, client, t.ID, p.MonthlyCredits, ReasonPlanGrant, fmt.Sprintf("plan:%d", p.ID), &period); err != nil {
+	if _, err := s.Credit(ctx, client, t.ID, p.MonthlyCredits, ReasonPlanGrant, PlanReference(p.ID), &period); err != nil {
 		return nil, err
 	}
 	return client.Tenant.Get(ctx, t.ID)
@@ -264,7 +264,7 @@ func (s *Service) ChangePlan(ctx context.Context, client *ent.Client, tenantID, 
 	if err != nil {
 		return nil, storage.Err(op, "tenant", err)
 	}
-	if _, err := s.record(ctx, client, t.ID, 0, changed.CreditBalance, ReasonPlanChange, fmt.Sprintf("plan:%d->%d", t.PlanID, p.ID), nil); err != nil {
+	if _, err := s.record(ctx, client, t.ID, 0, changed.CreditBalance, ReasonPlanChange, PlanChangeReference(t.PlanID, p.ID), nil); err != nil {
 		return nil, err
 	}
 	return changed, nil
@@ -301,7 +301,7 @@ type Reservation struct {
 // locked until the transaction ends, so concurrent batches of one tenant serialise and never overdraw.
 // Nothing is debited yet: Settle must follow in the same transaction, once the items exist. client must be
 // bound to a transaction. A tenant that does not exist is NOT_FOUND. (Intake on PostgreSQL does not come
-// here: its one statement locks, grants and debits in the same way; delivery.StoreBatch.)
+// here: its one statement locks, grants and debits with this package's SQL of the same rules, credits_sql.go.)
 func (s *Service) Reserve(ctx context.Context, client *ent.Client, wants []Want) ([]Reservation, error) {
 	const op = "billing.Reserve"
 	if len(wants) == 0 {
@@ -335,8 +335,11 @@ func grant(wants []Want, locked map[int]lockedTenant) ([]Reservation, error) {
 			return nil, fault.E("billing.Reserve", fault.NotFound, "tenant %d not found", w.TenantID)
 		}
 		before := b.Balance - taken[w.TenantID] // a tenant named twice draws on what is left
-		out[i] = Reservation{TenantID: w.TenantID, Granted: int(min(int64(w.N), before)), Before: before,
-			RetentionDays: b.RetentionDays}
+		granted := 0
+		for granted < w.N && Granted(granted+1, before) {
+			granted++
+		}
+		out[i] = Reservation{TenantID: w.TenantID, Granted: granted, Before: before, RetentionDays: b.RetentionDays}
 		taken[w.TenantID] += int64(out[i].Granted)
 	}
 	return out, nil
@@ -386,6 +389,11 @@ func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int
 // the same transaction, so the balances it read are the balances the entries record. On PostgreSQL the debit
 // and the entries are one statement; on SQLite, whose single writer makes round trips cheap, two.
 func (s *Service) Settle(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string) error {
+	return s.settle(ctx, client, rs, reason, refs, s.dialect == dialect.Postgres)
+}
+
+// settle is Settle, in one statement (setWise, PostgreSQL only) or in two that ent writes.
+func (s *Service) settle(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string, setWise bool) error {
 	const op = "billing.Settle"
 	amounts := make(map[int]int64, len(rs))
 	entries := 0
@@ -407,8 +415,8 @@ func (s *Service) Settle(ctx context.Context, client *ent.Client, rs []Reservati
 	}
 	slices.Sort(ids)
 	var err error
-	if s.dialect == dialect.Postgres {
-		err = s.settlePostgres(ctx, client, rs, reason, refs, ids, amounts, entries)
+	if setWise {
+		err = s.settlePostgres(ctx, client, rs, reason, refs, ids, entries)
 	} else {
 		err = s.settleSeparately(ctx, client, rs, reason, refs, ids, amounts)
 	}
@@ -418,30 +426,17 @@ func (s *Service) Settle(ctx context.Context, client *ent.Client, rs []Reservati
 	return nil
 }
 
-// settleSQL debits each tenant its amount and inserts the entries in one statement of fixed text, so it is
-// kept prepared (storage.Prepared): the update and the insert are data-modifying CTEs, which PostgreSQL runs to
-// completion whether or not the outer query reads them, and the outer query counts what each did. The entries
-// are inserted in the order of the arrays, so their ids follow their balances down.
+// settleSQL is Settle on PostgreSQL, of fixed text (prepared): the entries travel as three arrays, in the order
+// Settle writes them, and DebitItems writes them and takes their credits in one statement.
 var settleSQL = storage.Prepared(`
-WITH take AS (
-	UPDATE tenants AS t SET credit_balance = t.credit_balance - v.amount
-	FROM unnest($1::bigint[], $2::bigint[]) AS v(id, amount)
-	WHERE t.id = v.id
-	RETURNING 1
-), entries AS (
-	INSERT INTO ledger_entries (tenant_id, created_at, reason, amount, balance_after, reference)
-	SELECT e.tenant_id, $3, $4, -1, e.balance_after, e.reference
-	FROM unnest($5::bigint[], $6::bigint[], $7::text[]) WITH ORDINALITY AS e(tenant_id, balance_after, reference, n)
-	ORDER BY e.n
-	RETURNING 1
-)
+WITH v AS (
+	SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::text[]) WITH ORDINALITY AS v(tenant_id, balance_after, reference, n)
+), ` + DebitItems{Entries: "entries", Debits: "take", From: "v", Tenant: "v.tenant_id", BalanceAfter: "v.balance_after",
+	Reference: "v.reference", Order: "v.n", Reason: "$2", CreatedAt: "$1", Granted: "v"}.SQL() + `
 SELECT (SELECT count(*) FROM take), (SELECT count(*) FROM entries)`)
 
 // lockTenantsSQL is lockTenants on PostgreSQL, of fixed text (prepared) whatever the number of tenants.
-var lockTenantsSQL = storage.Prepared(`
-SELECT t.id, t.credit_balance, p.retention_days
-FROM tenants AS t JOIN plans AS p ON p.id = t.plan_id
-WHERE t.id = ANY($1) ORDER BY t.id FOR NO KEY UPDATE OF t`)
+var lockTenantsSQL = storage.Prepared(LockTenantsSQL("$1"))
 
 // ledgerDebit is one credit taken from a tenant for one item: one ledger entry, and the balance it leaves.
 type ledgerDebit struct {
@@ -459,17 +454,13 @@ func ledgerDebits(rs []Reservation) []ledgerDebit {
 	out := make([]ledgerDebit, 0, n)
 	for _, r := range rs {
 		for j := range r.Granted {
-			out = append(out, ledgerDebit{TenantID: r.TenantID, BalanceAfter: r.Before - int64(j+1)})
+			out = append(out, ledgerDebit{TenantID: r.TenantID, BalanceAfter: BalanceAfter(r.Before, j+1)})
 		}
 	}
 	return out
 }
 
-func (s *Service) settlePostgres(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string, ids []int, amounts map[int]int64, entries int) error {
-	debits := make([]int64, len(ids))
-	for i, id := range ids {
-		debits[i] = amounts[id]
-	}
+func (s *Service) settlePostgres(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string, ids []int, entries int) error {
 	tenants := make([]int64, 0, entries)
 	after := make([]int64, 0, entries)
 	for _, d := range ledgerDebits(rs) {
@@ -477,8 +468,8 @@ func (s *Service) settlePostgres(ctx context.Context, client *ent.Client, rs []R
 		after = append(after, d.BalanceAfter)
 	}
 	references := slices.Concat(refs...)
-	rows, err := client.QueryContext(ctx, settleSQL, pq.Array(ids), pq.Array(debits), s.now(), string(reason),
-		pq.Array(tenants), pq.Array(after), pq.Array(references))
+	rows, err := client.QueryContext(ctx, settleSQL, s.now(), string(reason), pq.Array(tenants), pq.Array(after),
+		pq.Array(references))
 	if err != nil {
 		return fmt.Errorf("settle credits: %w", err)
 	}
@@ -523,7 +514,7 @@ func (s *Service) settleSeparately(ctx context.Context, client *ent.Client, rs [
 				SetTenantID(r.TenantID).
 				SetReason(reason).
 				SetAmount(-1).
-				SetBalanceAfter(r.Before-int64(j+1)).
+				SetBalanceAfter(BalanceAfter(r.Before, j+1)).
 				SetReference(ref).
 				SetCreatedAt(now))
 		}

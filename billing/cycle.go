@@ -171,7 +171,7 @@ func (c *Cycle) GrantPeriod(ctx context.Context) (CycleStats, error) {
 func (c *Cycle) grant(ctx context.Context, t *ent.Tenant, period string) (bool, error) {
 	plan := t.Edges.Plan
 	err := storage.InTx(ctx, c.cfg.Client, func(ctx context.Context, tx *ent.Client) error {
-		_, err := c.cfg.Billing.Credit(ctx, tx, t.ID, plan.MonthlyCredits, ReasonPlanGrant, fmt.Sprintf("plan:%d", plan.ID), &period)
+		_, err := c.cfg.Billing.Credit(ctx, tx, t.ID, plan.MonthlyCredits, ReasonPlanGrant, PlanReference(plan.ID), &period)
 		return err
 	})
 	if err == nil {

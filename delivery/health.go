@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"entgo.io/ent/dialect/sql"
+
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
 )
@@ -52,54 +54,108 @@ func (s *Service) ProbeEvery() time.Duration {
 // own process dying does not, and CLI recipients' failures are the developer's local service.
 func countsForHealth(o Outcome) bool { return o.ErrorKind != ErrInterrupted }
 
-// updateHealth applies one attempt outcome to the recipient's counters and state, in the attempt's
-// transaction: the counters change by atomic increments under the row lock, so they are exact however many
-// attempts finish at once.
+// updateHealth applies one attempt outcome to the recipient's health in the attempt's transaction: it reads
+// the health under the row's lock, lets applyHealth decide, and writes the result back — two statements, the
+// rule decided in Go as RecordBatch decides it for a batch.
 func (s *Service) updateHealth(ctx context.Context, tx *ent.Client, recipientID int, o Outcome) error {
 	if !countsForHealth(o) {
 		return nil
 	}
-	rules := s.cfg.Health
-	u := tx.Recipient.UpdateOneID(recipientID).Where(recipient.MethodEQ(recipient.MethodDIRECT_HTTP)).AddWindowAttempts(1)
-	if o.Succeeded() {
-		u.SetConsecutiveFailures(0).SetLastSuccessAt(o.FinishedAt)
-	} else {
-		u.AddConsecutiveFailures(1).AddWindowFailures(1)
+	q := tx.Recipient.Query().Where(recipient.ID(recipientID), recipient.MethodEQ(recipient.MethodDIRECT_HTTP))
+	if s.cfg.Postgres {
+		// The lock recordBatchSQL takes: it does not block intake, which reads recipients unlocked. SQLite
+		// transactions already hold the database's write lock.
+		q.Modify(func(sel *sql.Selector) { sel.For(sql.LockNoKeyUpdate) })
 	}
-	r, err := u.Save(ctx)
+	r, err := q.Only(ctx)
 	if ent.IsNotFound(err) {
 		return nil // a CLI recipient: the health rules are for direct delivery
 	}
 	if err != nil {
 		return fmt.Errorf("recipient %d health: %w", recipientID, err)
 	}
-	next := tx.Recipient.UpdateOneID(r.ID)
-	changed := false
-	if r.WindowAttempts >= 2*rules.Window {
-		next.SetWindowAttempts(r.WindowAttempts / 2).SetWindowFailures(r.WindowFailures / 2)
-		changed = true
+	s.applyHealth(r, o)
+	u := tx.Recipient.Update().Where(recipient.ID(r.ID))
+	setHealth(u.Mutation(), r)
+	if err := u.Exec(ctx); err != nil {
+		return fmt.Errorf("recipient %d health: %w", recipientID, err)
+	}
+	return nil
+}
+
+// applyHealth is the health rule: it applies one outcome to r in memory — count the attempt, judge the
+// counters as they now stand, halve a full window, then move to the judged state. Record and RecordBatch
+// both decide with it, from the health they read under the recipient's lock.
+func (s *Service) applyHealth(r *ent.Recipient, o Outcome) {
+	if !countsForHealth(o) {
+		return
+	}
+	rules := s.cfg.Health
+	r.WindowAttempts++
+	if o.Succeeded() {
+		r.ConsecutiveFailures = 0
+		at := o.FinishedAt
+		r.LastSuccessAt = &at
+	} else {
+		r.ConsecutiveFailures++
+		r.WindowFailures++
 	}
 	now := o.FinishedAt
 	state, reason := s.judge(r, now)
+	if r.WindowAttempts >= 2*rules.Window {
+		r.WindowAttempts, r.WindowFailures = r.WindowAttempts/2, r.WindowFailures/2
+	}
 	if state != r.State {
-		next.SetState(state).SetStateReason(reason).SetStateChangedAt(now)
-		if state == recipient.StateDISABLED {
-			next.SetNextProbeAt(now.Add(s.ProbeEvery()))
+		moveTo(r, state, reason, now, s.ProbeEvery())
+	}
+}
+
+// moveTo puts r in state, for reason, at now: what every change of a recipient's state does, whether the rules
+// or an owner make it. A DISABLED recipient is probed every probeEvery; a recipient brought back to ACTIVE from
+// DISABLED or FROZEN starts with a clean record, its failures forgotten.
+func moveTo(r *ent.Recipient, state recipient.State, reason string, now time.Time, probeEvery time.Duration) {
+	recovered := state == recipient.StateACTIVE &&
+		(r.State == recipient.StateDISABLED || r.State == recipient.StateFROZEN)
+	r.State, r.StateReason, r.StateChangedAt = state, reason, &now
+	r.NextProbeAt = nil
+	if state == recipient.StateDISABLED {
+		probe := now.Add(probeEvery)
+		r.NextProbeAt = &probe
+	}
+	if recovered {
+		r.ConsecutiveFailures, r.WindowAttempts, r.WindowFailures = 0, 0, 0
+	}
+}
+
+// MoveRecipient applies an owner's change of r's state (pause, resume, enable; an owner never disables) as
+// the health rules apply their own, and sets on m the health columns to write.
+func MoveRecipient(m *ent.RecipientMutation, r *ent.Recipient, state recipient.State, reason string, now time.Time) {
+	moveTo(r, state, reason, now, 0)
+	setHealth(m, r)
+}
+
+// setHealth sets on m every health column of r.
+func setHealth(m *ent.RecipientMutation, r *ent.Recipient) {
+	m.SetState(r.State)
+	m.SetStateReason(r.StateReason)
+	m.SetConsecutiveFailures(r.ConsecutiveFailures)
+	m.SetWindowAttempts(r.WindowAttempts)
+	m.SetWindowFailures(r.WindowFailures)
+	for _, c := range []struct {
+		at         *time.Time
+		set        func(time.Time)
+		clearValue func()
+	}{
+		{r.StateChangedAt, m.SetStateChangedAt, m.ClearStateChangedAt},
+		{r.LastSuccessAt, m.SetLastSuccessAt, m.ClearLastSuccessAt},
+		{r.NextProbeAt, m.SetNextProbeAt, m.ClearNextProbeAt},
+	} {
+		if c.at != nil {
+			c.set(*c.at)
 		} else {
-			next.ClearNextProbeAt()
+			c.clearValue()
 		}
-		if state == recipient.StateACTIVE {
-			next.SetWindowAttempts(0).SetWindowFailures(0)
-		}
-		changed = true
 	}
-	if !changed {
-		return nil
-	}
-	if err := next.Exec(ctx); err != nil {
-		return fmt.Errorf("recipient %d state: %w", recipientID, err)
-	}
-	return nil
 }
 
 // judge returns the state the rules put r in after its counters changed, and why.

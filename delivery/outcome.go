@@ -249,8 +249,8 @@ const (
 	rowLocked   = 2
 )
 
-// settleBatchSQL writes the recipients' health back, and derives, as DeriveRequestStatus does over the current
-// (not superseded) deliveries, the status of the requests recordBatchSQL locked.
+// settleBatchSQL writes the recipients' health back, and derives with requestStatusSQL, over the current (not
+// superseded) deliveries, the status of the requests recordBatchSQL locked.
 var settleBatchSQL = storage.Prepared(`
 WITH health AS (
 	UPDATE recipients AS r SET
@@ -264,11 +264,7 @@ WITH health AS (
 )
 UPDATE requests AS r SET status = x.status
 FROM (
-	SELECT request_id, CASE
-		WHEN bool_or(status IN ('PENDING', 'IN_PROGRESS')) THEN 'PENDING'
-		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = 0 THEN 'FAILED'
-		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = count(*) THEN 'DELIVERED'
-		ELSE 'PARTIAL' END AS status
+	SELECT request_id, ` + requestStatusSQL + ` AS status
 	FROM deliveries WHERE request_id = ANY($2) AND NOT superseded
 	GROUP BY request_id
 ) AS x
@@ -418,40 +414,4 @@ func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Reci
 		payload = w.close()
 	}
 	return append(payload, ']')
-}
-
-// applyHealth applies one outcome to r in memory, step for step as updateHealth does in the database: count
-// the attempt, judge the counters as they now stand, halve a full window, then move to the judged state.
-func (s *Service) applyHealth(r *ent.Recipient, o Outcome) {
-	if !countsForHealth(o) {
-		return
-	}
-	rules := s.cfg.Health
-	r.WindowAttempts++
-	if o.Succeeded() {
-		r.ConsecutiveFailures = 0
-		at := o.FinishedAt
-		r.LastSuccessAt = &at
-	} else {
-		r.ConsecutiveFailures++
-		r.WindowFailures++
-	}
-	now := o.FinishedAt
-	state, reason := s.judge(r, now)
-	if r.WindowAttempts >= 2*rules.Window {
-		r.WindowAttempts, r.WindowFailures = r.WindowAttempts/2, r.WindowFailures/2
-	}
-	if state != r.State {
-		r.State, r.StateReason = state, reason
-		r.StateChangedAt = &now
-		if state == recipient.StateDISABLED {
-			probe := now.Add(s.ProbeEvery())
-			r.NextProbeAt = &probe
-		} else {
-			r.NextProbeAt = nil
-		}
-		if state == recipient.StateACTIVE {
-			r.WindowAttempts, r.WindowFailures = 0, 0
-		}
-	}
 }

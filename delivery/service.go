@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -205,10 +205,10 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 	if err != nil {
 		return nil, storage.Err(op, "request", err)
 	}
-	if !req.ExpiresAt.After(s.cfg.Now()) {
+	if retention.Expired(req.ExpiresAt, s.cfg.Now()) {
 		return nil, fault.E(op, fault.NotFound, "the request expired and is being purged")
 	}
-	if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, fmt.Sprintf("delivery:%d", d.ID)); err != nil {
+	if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, billing.DeliveryReference(d.ID)); err != nil {
 		return nil, err
 	}
 	// Superseding is conditional on the delivery still being final and current, so two concurrent retries
@@ -289,7 +289,7 @@ func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int,
 	if err != nil {
 		return nil, storage.Err(op, "request", err)
 	}
-	if !orig.ExpiresAt.After(s.cfg.Now()) {
+	if retention.Expired(orig.ExpiresAt, s.cfg.Now()) {
 		return nil, fault.E(op, fault.NotFound, "the request expired and is being purged")
 	}
 	srv, err := client.Server.Query().Where(server.ID(orig.ServerID)).

@@ -33,6 +33,15 @@ func DeriveRequestStatus(statuses []entdelivery.Status) request.Status {
 	return request.StatusPARTIAL
 }
 
+// requestStatusSQL is DeriveRequestStatus as an aggregate over the rows of deliveries (their status column) of
+// one request, for the statements that derive many requests' status at once. It is plain SQL that both
+// databases run, so TestRequestStatusConformance holds it to DeriveRequestStatus on either.
+const requestStatusSQL = `CASE
+		WHEN count(*) FILTER (WHERE status IN ('PENDING', 'IN_PROGRESS')) > 0 THEN 'PENDING'
+		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = 0 THEN 'FAILED'
+		WHEN count(*) FILTER (WHERE status = 'SUCCEEDED') = count(*) THEN 'DELIVERED'
+		ELSE 'PARTIAL' END`
+
 // RefreshRequestStatus recomputes the stored status of each request from its deliveries. Call it in the
 // transaction that changed a delivery, so lists filtered by status never disagree with the deliveries.
 func RefreshRequestStatus(ctx context.Context, client *ent.Client, requestIDs ...int) error {

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -114,11 +114,11 @@ func (s *Service) storeSQLite(ctx context.Context, client *ent.Client, items []I
 	if err != nil {
 		return nil, err
 	}
-	retention := map[int]int{}
+	planDays := map[int]int{}
 	var paid []int // indexes into items, grouped by tenant in reservation order
 	for _, r := range reservations {
 		idx := byTenant[r.TenantID]
-		retention[r.TenantID] = r.RetentionDays
+		planDays[r.TenantID] = r.RetentionDays
 		paid = append(paid, idx[:r.Granted]...)
 		for _, i := range idx[r.Granted:] {
 			out[i].Err = fault.E(op, fault.InsufficientCredits, "not enough credits: 1 needed")
@@ -128,7 +128,7 @@ func (s *Service) storeSQLite(ctx context.Context, client *ent.Client, items []I
 		return out, nil
 	}
 	now := s.cfg.Now()
-	b := s.build(items, paid, retention, handoff, now)
+	b := s.build(items, paid, planDays, handoff, now)
 	if err := insertEach(ctx, client, b.reqs, b.ds, b.owners); err != nil {
 		return nil, storage.Err(op, "request", err)
 	}
@@ -137,7 +137,7 @@ func (s *Service) storeSQLite(ctx context.Context, client *ent.Client, items []I
 	n := 0
 	for k, r := range reservations {
 		for range r.Granted {
-			refs[k] = append(refs[k], fmt.Sprintf("request:%d", b.reqs[n].ID))
+			refs[k] = append(refs[k], billing.RequestReference(b.reqs[n].ID))
 			n++
 		}
 	}
@@ -157,10 +157,10 @@ type batchRows struct {
 	recipients []*ent.Recipient
 }
 
-// build makes the rows of the items at idx, in that order: a request each, kept for the shorter of its
-// tenant's retention (by tenant id; nil leaves the expiry to the statement) and its server's, and a delivery
-// per recipient, the first handoff.Slots direct ones claimed.
-func (s *Service) build(items []Incoming, idx []int, retention map[int]int, handoff Handoff, now time.Time) batchRows {
+// build makes the rows of the items at idx, in that order: a request each, kept for the retention.Days of its
+// tenant's plan (planDays, by tenant id; nil leaves the expiry to the statement) and its server, and a
+// delivery per recipient, the first handoff.Slots direct ones claimed.
+func (s *Service) build(items []Incoming, idx []int, planDays map[int]int, handoff Handoff, now time.Time) batchRows {
 	n := 0
 	for _, i := range idx {
 		n += len(items[i].Recipients)
@@ -182,12 +182,8 @@ func (s *Service) build(items []Incoming, idx []int, retention map[int]int, hand
 			Query: in.Query, Headers: in.Header, Body: in.Body, SourceAddr: in.SourceAddr, ReceivedAt: now,
 			Status: status, ReplayOfID: in.ReplayOf,
 		}
-		if retention != nil {
-			days := retention[it.Server.TenantID]
-			if it.Server.RetentionDays != nil && *it.Server.RetentionDays < days {
-				days = *it.Server.RetentionDays
-			}
-			b.reqs[n].ExpiresAt = now.Add(time.Duration(days) * 24 * time.Hour)
+		if planDays != nil {
+			b.reqs[n].ExpiresAt = retention.ExpiresAt(now, retention.Days(planDays[it.Server.TenantID], it.Server.RetentionDays))
 		}
 	}
 	slots := handoff.Slots

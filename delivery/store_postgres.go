@@ -8,8 +8,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
+	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -25,11 +27,11 @@ const maxChunkBytes = 64 << 20
 // waits for the requests being stored, then cancels their deliveries), then their tenants as billing.Reserve
 // locks them (NO KEY UPDATE, in id order, so that two batches sharing tenants never deadlock), and reads each
 // tenant's balance and plan retention under the lock. Each tenant's requests to live servers are granted in
-// arrival order as far as its balance goes (g); those are stored, kept for the shorter of the plan's and the
-// server's retention, with their deliveries and one ledger entry each (as billing.Settle writes them, in the
-// order of the rows and with the balance each leaves), and the tenants' balances go down by their requests
-// stored. The result names the requests stored (with the retention they got), their deliveries, the live
-// servers, and, last, the count of entries written and of tenants debited.
+// arrival order as far as its balance goes (g, by billing.GrantedSQL); those are stored, kept for the shorter
+// of the plan's and the server's retention, with their deliveries, and billing.DebitItems writes one ledger
+// entry each (in the order of the rows, with the balance each leaves) and takes the tenants' balances down by
+// their requests stored. The result names the requests stored (with the retention they got), their
+// deliveries, the live servers, and, last, the count of entries written and of tenants debited.
 //
 // The rows travel as two JSON arrays and the requests' headers and bodies as one bytea of them all, which each
 // row slices by offset and length: four parameters whatever the size of the batch, so the server neither parses
@@ -45,27 +47,23 @@ WITH q AS (
 	WHERE id = ANY(ARRAY(SELECT server_id FROM q)) AND deleted_at IS NULL
 	ORDER BY id
 	FOR SHARE
-), t AS MATERIALIZED (
-	SELECT t.id, t.credit_balance, p.retention_days
-	FROM tenants AS t JOIN plans AS p ON p.id = t.plan_id
-	WHERE t.id = ANY(ARRAY(SELECT tenant_id FROM s))
-	ORDER BY t.id
-	FOR NO KEY UPDATE OF t
+), t AS MATERIALIZED (` + billing.LockTenantsSQL("ARRAY(SELECT tenant_id FROM s)") + `
 ), g AS MATERIALIZED (
-	SELECT q.*, t.credit_balance - q.rank AS balance_after, least(t.retention_days, q.server_retention) AS days
+	SELECT q.*, ` + billing.BalanceAfterSQL("t.credit_balance", "q.rank") + ` AS balance_after,
+		` + retention.DaysSQL("t.retention_days", "q.server_retention") + ` AS days
 	FROM (
 		SELECT q.*, s.retention_days AS server_retention,
 			row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.n) AS rank
 		FROM q JOIN s ON s.id = q.server_id AND s.tenant_id = q.tenant_id
 	) AS q
 	JOIN t ON t.id = q.tenant_id
-	WHERE q.rank <= t.credit_balance
+	WHERE ` + billing.GrantedSQL("q.rank", "t.credit_balance") + `
 ), r AS (
 	INSERT INTO requests (tenant_id, server_id, key, method, path, query, headers, body, source_addr, received_at,
 		expires_at, status, replay_of_id)
 	SELECT g.tenant_id, g.server_id, g.key, g.method, g.path, g.query,
 		substring($2::bytea FROM g.headers_at FOR g.headers_len), substring($2::bytea FROM g.body_at FOR g.body_len),
-		g.source_addr, g.received_at, g.received_at + g.days * interval '24 hours', g.status, g.replay_of_id
+		g.source_addr, g.received_at, ` + retention.ExpiresAtSQL("g.received_at", "g.days") + `, g.status, g.replay_of_id
 	FROM g ORDER BY g.n
 	RETURNING id, key
 ), d AS (
@@ -83,18 +81,9 @@ WITH q AS (
 	JOIN r ON r.key = v.key
 	ORDER BY v.n
 	RETURNING id, request_id, recipient_id
-), e AS (
-	INSERT INTO ledger_entries (tenant_id, created_at, reason, amount, balance_after, reference)
-	SELECT g.tenant_id, $5::timestamptz, $4::text, -1, g.balance_after, 'request:' || r.id
-	FROM g JOIN r ON r.key = g.key
-	ORDER BY g.n
-	RETURNING 1
-), u AS (
-	UPDATE tenants AS t SET credit_balance = t.credit_balance - c.n
-	FROM (SELECT tenant_id, count(*) AS n FROM g GROUP BY tenant_id) AS c
-	WHERE t.id = c.tenant_id
-	RETURNING 1
-)
+), ` + billing.DebitItems{Entries: "e", Debits: "u", From: "g JOIN r ON r.key = g.key", Tenant: "g.tenant_id",
+	BalanceAfter: "g.balance_after", Reference: billing.RequestReferenceSQL("r.id"), Order: "g.n",
+	Reason: "$4::text", CreatedAt: "$5::timestamptz", Granted: "g"}.SQL() + `
 SELECT 'request', r.id, r.key, g.days, 0 FROM r JOIN g ON g.key = r.key
 UNION ALL SELECT 'delivery', id, NULL, request_id, recipient_id FROM d
 UNION ALL SELECT 'server', id, NULL, 0, 0 FROM s
@@ -309,7 +298,7 @@ func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Re
 				return fmt.Errorf("insert requests: a key the batch did not hold came back")
 			}
 			days := row.requestID
-			r.ID, r.ExpiresAt = row.id, r.ReceivedAt.Add(time.Duration(days)*24*time.Hour) // as the statement computes it
+			r.ID, r.ExpiresAt = row.id, retention.ExpiresAt(r.ReceivedAt, days) // as the statement computes it
 			requests++
 		case "delivery":
 			delivered = append(delivered, row)

@@ -33,6 +33,7 @@ func main() {
 			gen.FeatureUpsert,
 			gen.FeatureNamedEdges,
 			gen.FeatureGlobalID,
+			gen.FeatureVersionedMigration,
 		},
 	}, entc.Extensions(ex))
 	if err != nil {

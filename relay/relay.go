@@ -76,9 +76,12 @@ type Config struct {
 	RescueInterval time.Duration
 	// Lease is how long a claimed delivery belongs to this process before the rescuer may record it as
 	// interrupted (ADAL_LEASE); default 60s. A lease under 40s cuts attempts to three quarters of it.
-	Lease  time.Duration
-	Dev    bool
-	Logger *slog.Logger
+	Lease time.Duration
+	// NoAutoMigrate leaves pending migrations to `server migrate` (ADAL_AUTO_MIGRATE=false): Open then refuses
+	// a database that lacks some. By default Open applies them.
+	NoAutoMigrate bool
+	Dev           bool
+	Logger        *slog.Logger
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 }
@@ -135,11 +138,35 @@ type Relay struct {
 	handler   http.Handler
 }
 
-// Open connects to the database, migrates it and builds the services. It starts nothing.
+// Migrate applies the database's pending migrations and reports how many it applied.
+func Migrate(ctx context.Context, cfg Config) (int, error) {
+	cfg.defaults()
+	db, err := storage.Connect(cfg.DatabaseURL, cfg.DataDir)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	return storage.Migrate(ctx, db)
+}
+
+// Open connects to the database, migrates it (unless NoAutoMigrate) and builds the services. It starts
+// nothing.
 func Open(ctx context.Context, cfg Config) (*Relay, error) {
 	cfg.defaults()
-	db, err := storage.Open(ctx, cfg.DatabaseURL, cfg.DataDir)
+	db, err := storage.Connect(cfg.DatabaseURL, cfg.DataDir)
 	if err != nil {
+		return nil, err
+	}
+	if cfg.NoAutoMigrate {
+		err = storage.CheckMigrated(ctx, db)
+	} else {
+		var n int
+		if n, err = storage.Migrate(ctx, db); n > 0 {
+			cfg.Logger.Info("applied migrations", "count", n)
+		}
+	}
+	if err != nil {
+		db.Close()
 		return nil, err
 	}
 	secret := []byte(cfg.JWTSecret)

@@ -304,7 +304,7 @@ func queriesFor(postgres bool) queries {
 			// A batch's commit does not wait for its WAL to reach the disk: a batch lost to a crash is deleted
 			// again by the next run, and the wait would only hold the worker (and its locks) meanwhile.
 			asyncCommit:   `SET LOCAL synchronous_commit = off`,
-			selectExpired: `SELECT id FROM requests WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
+			selectExpired: `SELECT id FROM requests WHERE ` + ExpiredSQL("expires_at", "$1") + ` ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
 			// One round trip locks what it can and lists what it could not.
 			lockDeliveries: `WITH locked AS (
 					SELECT id FROM deliveries WHERE request_id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED)
@@ -329,7 +329,7 @@ func queriesFor(postgres bool) queries {
 	// nothing to lock row by row and nothing is ever busy.
 	const in = `IN (SELECT value FROM json_each(?))`
 	return queries{
-		selectExpired:    `SELECT id FROM requests WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`,
+		selectExpired:    `SELECT id FROM requests WHERE ` + ExpiredSQL("expires_at", "?") + ` ORDER BY expires_at LIMIT ?`,
 		lockDeliveries:   `SELECT id, request_id, 1 FROM deliveries WHERE request_id ` + in,
 		deleteAttempts:   `DELETE FROM attempts WHERE delivery_id ` + in,
 		deleteDeliveries: `DELETE FROM deliveries WHERE id ` + in,

@@ -439,11 +439,13 @@ func (s *Service) ChangeRecipientState(ctx context.Context, client *ent.Client, 
 	if err := requireManager(op, v); err != nil {
 		return nil, err
 	}
-	r, err := liveRecipient(ctx, client, op, id)
+	// Locked: the move rewrites the health columns, which an attempt being recorded may be changing.
+	r, err := client.Recipient.Query().Where(recipient.ID(id), recipient.DeletedAtIsNil()).Modify(lockRow).Only(ctx)
 	if err != nil {
-		return nil, err
+		return nil, storage.Err(op, "recipient", err)
 	}
-	u := r.Update().SetStateChangedAt(s.now())
+	var to recipient.State
+	var reason string
 	switch change {
 	case Pause:
 		if r.State == recipient.StatePAUSED {
@@ -452,7 +454,7 @@ func (s *Service) ChangeRecipientState(ctx context.Context, client *ent.Client, 
 		if r.State != recipient.StateACTIVE {
 			return nil, fault.E(op, fault.Conflict, "recipient is %s; only an ACTIVE recipient can be paused", r.State)
 		}
-		u.SetState(recipient.StatePAUSED).SetStateReason("paused by " + v.Subject)
+		to, reason = recipient.StatePAUSED, "paused by "+v.Subject
 	case Resume:
 		if r.State == recipient.StateACTIVE {
 			return r, nil
@@ -460,14 +462,15 @@ func (s *Service) ChangeRecipientState(ctx context.Context, client *ent.Client, 
 		if r.State != recipient.StatePAUSED {
 			return nil, fault.E(op, fault.Conflict, "recipient is %s; use enableRecipient", r.State)
 		}
-		u.SetState(recipient.StateACTIVE).SetStateReason("")
+		to, reason = recipient.StateACTIVE, ""
 	case Enable:
 		if r.State != recipient.StateDISABLED && r.State != recipient.StateFROZEN {
 			return nil, fault.E(op, fault.Conflict, "recipient is %s; only DISABLED or FROZEN recipients are enabled", r.State)
 		}
-		u.SetState(recipient.StateACTIVE).SetStateReason("enabled by " + v.Subject).
-			SetConsecutiveFailures(0).SetWindowAttempts(0).SetWindowFailures(0)
+		to, reason = recipient.StateACTIVE, "enabled by "+v.Subject
 	}
+	u := client.Recipient.UpdateOneID(r.ID)
+	delivery.MoveRecipient(u.Mutation(), r, to, reason, s.now())
 	r, err = u.Save(ctx)
 	if err == nil && change != Pause && s.wake != nil {
 		storage.AfterCommit(ctx, s.wake)

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -394,4 +396,35 @@ func TestPlanLimitsUnderConcurrency(t *testing.T) {
 	n, err := env.DB.Client.Server.Query().Where(server.TenantID(tid)).Count(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
+}
+
+// An owner's pause, resume and enable move a recipient's health as the health rules move it: enabling a
+// DISABLED recipient forgets its failures and its probe; pausing and resuming keep its record.
+func TestOwnerStateChangesFollowTheHealthRules(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	tn := env.NewTenant("health", relaytest.PlanLimits{Credits: 1})
+	srv := env.NewServer(tn, "health", nil)
+	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": "https://example.com/hook"})
+	ctx := viewer.SystemContext(t.Context())
+	id, err := strconv.Atoi(rid)
+	require.NoError(t, err)
+	change := func(mutation, want string) *ent.Recipient {
+		t.Helper()
+		var out map[string]struct{ State string }
+		env.MustGraphQL(tn.Owner, `mutation($id: ID!){ `+mutation+`(id: $id){ state } }`, map[string]any{"id": rid}, &out)
+		require.Equal(t, want, out[mutation].State, mutation)
+		return env.DB.Client.Recipient.GetX(ctx, id)
+	}
+
+	r := change("pauseRecipient", "PAUSED")
+	require.NotNil(t, r.StateChangedAt)
+	env.DB.Client.Recipient.UpdateOneID(id).SetConsecutiveFailures(3).SetWindowAttempts(4).SetWindowFailures(3).ExecX(ctx)
+	r = change("resumeRecipient", "ACTIVE")
+	require.Equal(t, []int64{3, 4, 3}, []int64{r.ConsecutiveFailures, r.WindowAttempts, r.WindowFailures}, "resuming keeps the record")
+
+	env.DB.Client.Recipient.UpdateOneID(id).SetState(recipient.StateDISABLED).SetNextProbeAt(time.Now()).ExecX(ctx)
+	r = change("enableRecipient", "ACTIVE")
+	require.Equal(t, []int64{0, 0, 0}, []int64{r.ConsecutiveFailures, r.WindowAttempts, r.WindowFailures}, "enabling forgets the failures")
+	require.Nil(t, r.NextProbeAt, "an ACTIVE recipient has no probe due")
 }

@@ -3,54 +3,232 @@ package storage_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/migrations"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
 )
 
-// The request history's foreign keys are not in the database, whether it is created now or was created with
-// them by an earlier version; the others are.
-//
-// Not parallel: it runs the generated schema's migration itself, outside Migrate's lock, and ent's migrator
-// writes to the package-level table descriptions as it goes (see migrateMu).
-func TestMigrationLeavesHistoryUnchecked(t *testing.T) {
-	db := dbtest.Open(t)
+// The baseline migration makes the schema the automatic migration made before it, to the index and the
+// storage option.
+func TestBaselineIsTheAutomaticMigrationsSchema(t *testing.T) {
+	t.Parallel()
+	auto := dbtest.OpenEmpty(t)
+	require.NoError(t, storage.AutoMigrate(context.Background(), auto.DB))
+	require.Equal(t, schemaDump(t, auto), schemaDump(t, dbtest.Open(t)))
+}
+
+// Migrate applies what is pending once; CheckMigrated tells whether anything is.
+func TestMigrateAppliesPendingOnce(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenEmpty(t)
 	ctx := context.Background()
-	history := []string{"attempts.delivery_id", "deliveries.request_id", "requests.replay_of_id",
+	require.ErrorIs(t, storage.CheckMigrated(ctx, db.DB), storage.ErrPending)
+	n, err := storage.Migrate(ctx, db.DB)
+	require.NoError(t, err)
+	require.Positive(t, n)
+	require.NoError(t, storage.CheckMigrated(ctx, db.DB))
+	n, err = storage.Migrate(ctx, db.DB)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+// A database of the automatic migration is upgraded in place: with its rows, to the schema a fresh one gets,
+// and recorded as migrated.
+func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenEmpty(t)
+	ctx := viewer.SystemContext(context.Background())
+	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
+	req := writeRows(t, db)
+	require.ErrorIs(t, storage.CheckMigrated(ctx, db.DB), storage.ErrPending)
+
+	_, err := storage.Migrate(ctx, db.DB)
+	require.NoError(t, err)
+	require.NoError(t, storage.CheckMigrated(ctx, db.DB))
+	requireRows(t, db, req)
+	require.Equal(t, schemaDump(t, dbtest.Open(t)), schemaDump(t, db))
+}
+
+// A database of the automatic migration of earlier versions — the request history's foreign keys, the
+// deliveries' and history's indexes since replaced or dropped, jsonb headers, no fill factor — is upgraded to
+// the baseline too, its rows intact.
+func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenEmpty(t)
+	ctx := viewer.SystemContext(context.Background())
+	require.NoError(t, storage.CreateGenerated(ctx, db.DB)) // every foreign key of the generated schema
+	req := writeRows(t, db)
+	for _, stmt := range []string{ // as earlier versions created them
+		"CREATE INDEX delivery_status_next_attempt_at ON deliveries (status, next_attempt_at)",
+		"CREATE INDEX delivery_status_lease_expires_at ON deliveries (status, lease_expires_at)",
+		"CREATE INDEX delivery_recipient_id_status ON deliveries (recipient_id, status)",
+		"CREATE INDEX request_tenant_id ON requests (tenant_id)",
+		"CREATE INDEX request_replay_of_id ON requests (replay_of_id)",
+		"CREATE INDEX delivery_tenant_id ON deliveries (tenant_id)",
+		"CREATE INDEX attempt_tenant_id ON attempts (tenant_id)",
+		"CREATE INDEX ledgerentry_tenant_id ON ledger_entries (tenant_id)",
+		"DROP INDEX ledgerentry_grant_period",
+		"CREATE UNIQUE INDEX ledgerentry_tenant_id_period ON ledger_entries (tenant_id, period)",
+		"CREATE UNIQUE INDEX requests_key_key ON requests (key)",
+	} {
+		_, err := db.SQL.ExecContext(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	if db.Postgres() {
+		for _, table := range []string{"requests", "outbound_jobs"} {
+			_, err := db.SQL.ExecContext(ctx, `ALTER TABLE `+table+
+				` ALTER COLUMN headers TYPE jsonb USING convert_from(headers, 'UTF8')::jsonb`)
+			require.NoError(t, err)
+		}
+		_, err := db.SQL.ExecContext(ctx, `ALTER TABLE requests RESET (fillfactor)`)
+		require.NoError(t, err)
+	}
+	require.Contains(t, foreignKeys(t, db), "attempts.delivery_id")
+
+	_, err := storage.Migrate(ctx, db.DB)
+	require.NoError(t, err)
+	requireRows(t, db, req)
+	require.Equal(t, schemaDump(t, dbtest.Open(t)), schemaDump(t, db))
+}
+
+// The request history's foreign keys are not in the database; the others are.
+func TestMigrationsLeaveHistoryUnchecked(t *testing.T) {
+	t.Parallel()
+	fks := foreignKeys(t, dbtest.Open(t))
+	for _, fk := range []string{"attempts.delivery_id", "deliveries.request_id", "requests.replay_of_id",
 		"attempts.tenant_id", "deliveries.recipient_id", "deliveries.tenant_id", "requests.server_id",
-		"requests.tenant_id", "ledger_entries.tenant_id"}
-	kept := []string{"recipients.server_id", "recipients.tenant_id", "servers.tenant_id", "tenants.plan_id",
-		"outbound_jobs.tenant_id", "outbound_attempts.job_id"}
+		"requests.tenant_id", "ledger_entries.tenant_id"} {
+		require.NotContains(t, fks, fk, "%s is checked by the application, not the database", fk)
+	}
+	for _, fk := range []string{"recipients.server_id", "recipients.tenant_id", "servers.tenant_id",
+		"tenants.plan_id", "outbound_jobs.tenant_id", "outbound_attempts.job_id"} {
+		require.Contains(t, fks, fk)
+	}
+}
 
-	fks := foreignKeys(t, db)
-	for _, fk := range history {
-		require.False(t, fks[fk], "%s is checked by the application, not the database", fk)
+// The deliveries' indexes are partial, and the request history carries no tenant_id index, no index of the
+// requests' random keys, and only partial indexes on what few of its rows have (a replay's original, a
+// grant's period); on PostgreSQL the requests table keeps room on its pages for the status update.
+func TestMigrationsIndexTheHistorySparingly(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	all := map[string]string{}
+	for _, table := range []string{"requests", "deliveries", "attempts", "ledger_entries"} {
+		for name, def := range indexes(t, db, table) {
+			all[name] = def
+		}
 	}
-	for _, fk := range kept {
-		require.True(t, fks[fk], "%s is a foreign key", fk)
+	for name, where := range map[string]string{
+		"delivery_pending_due":       "PENDING",
+		"delivery_direct_due":        "PENDING",
+		"delivery_pending_lane":      "PENDING",
+		"delivery_in_progress_lease": "IN_PROGRESS",
+	} {
+		require.Contains(t, all[name], "'"+where+"'", "%s is partial", name)
 	}
+	require.Contains(t, all, "delivery_request_id")
+	for _, name := range []string{"request_tenant_id", "delivery_tenant_id", "attempt_tenant_id",
+		"ledgerentry_tenant_id", "ledgerentry_tenant_id_period", "requests_key_key"} {
+		require.NotContains(t, all, name)
+	}
+	require.Contains(t, all["request_replays"], "replay_of_id IS NOT NULL")
+	require.Contains(t, all["ledgerentry_grant_period"], "UNIQUE")
+	require.Contains(t, all["ledgerentry_grant_period"], "period IS NOT NULL")
+	if db.Postgres() {
+		var options string
+		require.NoError(t, db.SQL.QueryRowContext(context.Background(), `SELECT array_to_string(reloptions, ',')
+			FROM pg_class WHERE oid = to_regclass(quote_ident(current_schema()) || '.requests')`).Scan(&options))
+		require.Equal(t, fmt.Sprintf("fillfactor=%d", storage.RequestsFillFactor), options)
+	}
+}
 
-	// The schema as generated — what earlier versions migrated to — has them all.
-	require.NoError(t, db.Client.Schema.Create(ctx))
-	fks = foreignKeys(t, db)
-	for _, fk := range append(history, kept...) {
-		require.True(t, fks[fk], "the generated schema has %s", fk)
-	}
+var testHeaders = http.Header{"Content-Type": {"application/json"}, "X-Many": {"a", "b"}}
 
-	require.NoError(t, storage.Migrate(ctx, db.DB))
-	fks = foreignKeys(t, db)
-	for _, fk := range history {
-		require.False(t, fks[fk], "the upgrade drops %s", fk)
+// writeRows stores a tenant with a server, a recipient and a request with one delivery, and returns the
+// request.
+func writeRows(t *testing.T, db *dbtest.DB) *ent.Request {
+	t.Helper()
+	ctx := viewer.SystemContext(context.Background())
+	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(10).SetRetentionDays(7).
+		SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)
+	require.NoError(t, err)
+	tn, err := db.Client.Tenant.Create().SetName("acme").SetPlanID(plan.ID).Save(ctx)
+	require.NoError(t, err)
+	srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey("k").Save(ctx)
+	require.NoError(t, err)
+	rec, err := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
+		SetMethod("DIRECT_HTTP").SetURL("http://example.com/hook").Save(ctx)
+	require.NoError(t, err)
+	req, err := db.Client.Request.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetKey("r").SetMethod("POST").
+		SetHeaders(testHeaders).SetBody([]byte(`{"a":1}`)).SetExpiresAt(time.Now().Add(time.Hour)).Save(ctx)
+	require.NoError(t, err)
+	_, err = db.Client.Delivery.Create().SetTenantID(tn.ID).SetRecipientID(rec.ID).SetRequestID(req.ID).
+		SetMaxAttempts(3).SetRetrySchedule("QUADRATIC").SetCreatedAt(time.Now()).Save(ctx)
+	require.NoError(t, err)
+	return req
+}
+
+// requireRows checks that the rows of writeRows are all there, the request as stored.
+func requireRows(t *testing.T, db *dbtest.DB, want *ent.Request) {
+	t.Helper()
+	ctx := viewer.SystemContext(context.Background())
+	got, err := db.Client.Request.Get(ctx, want.ID)
+	require.NoError(t, err)
+	require.Equal(t, testHeaders, got.Headers)
+	require.Equal(t, want.Body, got.Body)
+	n, err := got.QueryDeliveries().Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	for _, count := range []func(context.Context) (int, error){db.Client.Tenant.Query().Count,
+		db.Client.Server.Query().Count, db.Client.Recipient.Query().Count, db.Client.Plan.Query().Count} {
+		n, err := count(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
 	}
-	for _, fk := range kept {
-		require.True(t, fks[fk], "the upgrade keeps %s", fk)
+}
+
+// schemaDump lists the tables' columns, constraints, indexes and storage options, sorted, without goose's
+// table: two databases with the same dump have the same schema.
+func schemaDump(t *testing.T, db *dbtest.DB) []string {
+	t.Helper()
+	query := `SELECT m.name || ' column ' || c.name, c.type || ' notnull=' || c."notnull" || ' default=' ||
+			COALESCE(c.dflt_value, '') || ' pk=' || c.pk
+		FROM sqlite_master m, pragma_table_info(m.name) c WHERE m.type = 'table'
+		UNION ALL SELECT m.name || ' fk ' || f."from", f."table" || '.' || f."to" || ' ' || f.on_update || ' ' || f.on_delete
+		FROM sqlite_master m, pragma_foreign_key_list(m.name) f WHERE m.type = 'table'
+		UNION ALL SELECT tbl_name || ' index ' || name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index'`
+	skip := []string{"goose_db_version", "sqlite_sequence"}
+	if db.Postgres() {
+		query = `SELECT table_name || ' column ' || column_name, data_type || ' ' || is_nullable || ' default=' ||
+				COALESCE(column_default, '') || ' identity=' || is_identity || COALESCE(identity_start, '')
+			FROM information_schema.columns WHERE table_schema = current_schema()
+			UNION ALL SELECT conrelid::regclass::text || ' constraint ' || conname, pg_get_constraintdef(oid)
+			FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+			UNION ALL SELECT tablename || ' index ' || indexname, replace(indexdef, current_schema() || '.', '')
+			FROM pg_indexes WHERE schemaname = current_schema()
+			UNION ALL SELECT relname || ' options', COALESCE(array_to_string(reloptions, ','), '')
+			FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'`
+		skip = skip[:1]
 	}
+	var out []string
+	for _, row := range pairs(t, db, query) {
+		if !slices.ContainsFunc(skip, func(s string) bool { return len(row[0]) > len(s) && row[0][:len(s)+1] == s+" " }) {
+			out = append(out, row[0]+": "+row[1])
+		}
+	}
+	require.Greater(t, len(out), 100, "a dump of the whole schema")
+	slices.Sort(out)
+	return out
 }
 
 // foreignKeys lists the database's foreign keys as table.column.
@@ -85,38 +263,6 @@ func pairs(t *testing.T, db *dbtest.DB, query string) [][2]string {
 	return out
 }
 
-// The deliveries' full indexes of earlier versions are dropped on upgrade, and the partial ones that replace
-// them hold only the rows of their status.
-func TestMigrationReplacesFullDeliveryIndexes(t *testing.T) {
-	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := context.Background()
-	old := map[string]string{
-		"delivery_status_next_attempt_at":  "status, next_attempt_at",
-		"delivery_status_lease_expires_at": "status, lease_expires_at",
-		"delivery_recipient_id_status":     "recipient_id, status",
-	}
-	for name, columns := range old { // as earlier versions created them
-		_, err := db.SQL.ExecContext(ctx, "CREATE INDEX "+name+" ON deliveries ("+columns+")")
-		require.NoError(t, err)
-	}
-	require.NoError(t, storage.Migrate(ctx, db.DB))
-	got := indexes(t, db, "deliveries")
-	for name := range old {
-		require.NotContains(t, got, name, "the upgrade drops %s", name)
-	}
-	for name, where := range map[string]string{
-		"delivery_pending_due":       "PENDING",
-		"delivery_direct_due":        "PENDING",
-		"delivery_pending_lane":      "PENDING",
-		"delivery_in_progress_lease": "IN_PROGRESS",
-	} {
-		require.Contains(t, got, name)
-		require.Contains(t, got[name], "'"+where+"'", "%s is partial", name)
-	}
-	require.Contains(t, got, "delivery_request_id")
-}
-
 // indexes maps the names of a table's indexes to their definitions.
 func indexes(t *testing.T, db *dbtest.DB, table string) map[string]string {
 	t.Helper()
@@ -132,92 +278,48 @@ func indexes(t *testing.T, db *dbtest.DB, table string) map[string]string {
 	return out
 }
 
-// The request history's tables carry no tenant_id index, no index of the requests' random keys, and only
-// partial indexes on what few of their rows have (a replay's original, a grant's period), whether the database is created now or upgraded from the
-// indexes earlier versions made; on PostgreSQL the requests table keeps room on its pages for the status
-// update.
-func TestMigrationIndexesTheHistorySparingly(t *testing.T) {
-	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := context.Background()
-	old := map[string]string{ // as earlier versions created them
-		"request_tenant_id":     "requests (tenant_id)",
-		"request_replay_of_id":  "requests (replay_of_id)",
-		"delivery_tenant_id":    "deliveries (tenant_id)",
-		"attempt_tenant_id":     "attempts (tenant_id)",
-		"ledgerentry_tenant_id": "ledger_entries (tenant_id)",
-	}
-	for _, fresh := range []bool{true, false} {
-		if !fresh {
-			for name, on := range old {
-				_, err := db.SQL.ExecContext(ctx, "CREATE INDEX "+name+" ON "+on)
-				require.NoError(t, err)
-			}
-			_, err := db.SQL.ExecContext(ctx, "DROP INDEX ledgerentry_grant_period")
-			require.NoError(t, err)
-			_, err = db.SQL.ExecContext(ctx, "CREATE UNIQUE INDEX ledgerentry_tenant_id_period ON ledger_entries (tenant_id, period)")
-			require.NoError(t, err)
-			_, err = db.SQL.ExecContext(ctx, "CREATE UNIQUE INDEX requests_key_key ON requests (key)")
-			require.NoError(t, err)
-			require.NoError(t, storage.Migrate(ctx, db.DB))
-		}
-		all := map[string]string{}
-		for _, table := range []string{"requests", "deliveries", "attempts", "ledger_entries"} {
-			for name, def := range indexes(t, db, table) {
-				all[name] = def
-			}
-		}
-		for name := range old {
-			require.NotContains(t, all, name, "fresh %v", fresh)
-		}
-		require.NotContains(t, all, "ledgerentry_tenant_id_period", "fresh %v", fresh)
-		require.NotContains(t, all, "requests_key_key", "fresh %v: a request's key is unique by construction", fresh)
-		require.Contains(t, all, "request_replays")
-		require.Contains(t, all["request_replays"], "replay_of_id IS NOT NULL")
-		require.Contains(t, all, "ledgerentry_grant_period")
-		require.Contains(t, all["ledgerentry_grant_period"], "UNIQUE")
-		require.Contains(t, all["ledgerentry_grant_period"], "period IS NOT NULL")
-	}
-	if db.Postgres() {
-		var options string
-		require.NoError(t, db.SQL.QueryRowContext(ctx, `SELECT array_to_string(reloptions, ',') FROM pg_class
-			WHERE oid = to_regclass(quote_ident(current_schema()) || '.requests')`).Scan(&options))
-		require.Equal(t, fmt.Sprintf("fillfactor=%d", storage.RequestsFillFactor), options)
-	}
-}
-
-// A PostgreSQL database whose header columns are jsonb, as earlier versions made them, is upgraded to bytea
-// with the stored headers intact.
-func TestMigrationTurnsJSONBHeadersIntoBytes(t *testing.T) {
+// Servers started together on one PostgreSQL schema take turns: one upgrades a database of the automatic
+// migration, and the other finds it done.
+func TestMigrateTakesTurns(t *testing.T) {
 	t.Parallel()
 	dbtest.SkipUnlessPostgres(t)
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(context.Background())
-	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(10).SetRetentionDays(7).
-		SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)
-	require.NoError(t, err)
-	tn, err := db.Client.Tenant.Create().SetName("acme").SetPlanID(plan.ID).Save(ctx)
-	require.NoError(t, err)
-	srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey("k").Save(ctx)
-	require.NoError(t, err)
-	headers := http.Header{"Content-Type": {"application/json"}, "X-Many": {"a", "b"}}
-	req, err := db.Client.Request.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetKey("r").SetMethod("POST").
-		SetHeaders(headers).SetBody([]byte("{}")).SetExpiresAt(time.Now().Add(time.Hour)).Save(ctx)
-	require.NoError(t, err)
-	for _, table := range []string{"requests", "outbound_jobs"} {
-		_, err := db.SQL.ExecContext(ctx, `ALTER TABLE `+table+
-			` ALTER COLUMN headers TYPE jsonb USING convert_from(headers, 'UTF8')::jsonb`)
+	legacy := dbtest.OpenEmpty(t)
+	ctx := context.Background()
+	require.NoError(t, storage.AutoMigrate(ctx, legacy.DB))
+	url := legacy.URL
+	type result struct {
+		n   int
+		err error
+	}
+	results := make(chan result, 2)
+	start := make(chan struct{})
+	for range 2 {
+		db, err := storage.Connect(url, "")
 		require.NoError(t, err)
+		t.Cleanup(func() { db.Close() })
+		go func() {
+			<-start
+			n, err := storage.Migrate(ctx, db)
+			results <- result{n, err}
+		}()
 	}
+	close(start)
+	a, b := <-results, <-results
+	require.NoError(t, a.err)
+	require.NoError(t, b.err)
+	require.Equal(t, len(migrationFiles(t))-1, a.n, "the baseline is recorded, not run")
+	require.Equal(t, a.n, b.n)
+	require.NoError(t, storage.CheckMigrated(ctx, legacy.DB))
+}
 
-	require.NoError(t, storage.Migrate(ctx, db.DB))
-	for _, table := range []string{"requests", "outbound_jobs"} {
-		var typ string
-		require.NoError(t, db.SQL.QueryRowContext(ctx, `SELECT data_type FROM information_schema.columns
-			WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'headers'`, table).Scan(&typ))
-		require.Equal(t, "bytea", typ, table)
+// migrationFiles lists the migrations of the test's dialect.
+func migrationFiles(t *testing.T) []string {
+	t.Helper()
+	d := "sqlite"
+	if dbtest.Postgres() {
+		d = "postgres"
 	}
-	got, err := db.Client.Request.Get(ctx, req.ID)
+	files, err := fs.Glob(migrations.FS, d+"/*.sql")
 	require.NoError(t, err)
-	require.Equal(t, headers, got.Headers)
+	return files
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -22,6 +21,7 @@ import (
 	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite": go run needs no C toolchain.
 
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/migrate"
 	_ "github.com/adal-relay/adal/ent/runtime" // privacy policies and hooks of the schema.
 )
 
@@ -40,30 +40,26 @@ func (db *DB) Postgres() bool { return db.Dialect == dialect.Postgres }
 func (db *DB) Close() error { return db.Client.Close() }
 
 // Open connects to databaseURL when it is a postgres:// URL, otherwise to SQLite in dataDir/adal.db, and
-// migrates the schema (Migrate): ent's automatic migration creates new tables, columns and indexes at start and
-// drops indexes the schema no longer names and the foreign keys of unenforcedForeignKeys; no column or table is
-// ever dropped.
+// applies the pending migrations (Migrate).
 func Open(ctx context.Context, databaseURL, dataDir string) (*DB, error) {
-	var db *DB
-	var err error
-	if databaseURL != "" {
-		db, err = openPostgres(databaseURL)
-	} else {
-		db, err = openSQLite(dataDir)
-	}
+	db, err := Connect(databaseURL, dataDir)
 	if err != nil {
 		return nil, err
 	}
-	if err := Migrate(ctx, db); err != nil {
+	if _, err := Migrate(ctx, db); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return db, nil
 }
 
-// migrateMu serialises migrations within a process: ent's migrator annotates the package-level table
-// descriptions as it runs, so two concurrent migrations (tests opening several databases) would race.
-var migrateMu sync.Mutex
+// Connect opens the database as Open does, without migrating it.
+func Connect(databaseURL, dataDir string) (*DB, error) {
+	if databaseURL != "" {
+		return openPostgres(databaseURL)
+	}
+	return openSQLite(dataDir)
+}
 
 // unenforcedForeignKeys are the links of the request history that the database does not check. The history
 // is the bulk of every write (intake, attempts, the ledger) and of every purge, and a foreign key costs the
@@ -88,7 +84,7 @@ var migrateMu sync.Mutex
 //     against it (its recipients, read just before, are never deleted either); ledger entries are written by
 //     billing under the lock of their tenant's row; an attempt takes its tenant from its delivery.
 //
-// Removing them from the migration's desired schema also drops them from databases created before.
+// The migrations leave them out (Tables), and the upgrade of a database made before them drops them.
 var unenforcedForeignKeys = map[string]bool{
 	"attempts_deliveries_attempts":     true,
 	"deliveries_requests_deliveries":   true,
@@ -101,40 +97,18 @@ var unenforcedForeignKeys = map[string]bool{
 	"requests_servers_requests":        true,
 }
 
-// Migrate creates or upgrades the schema.
-func Migrate(ctx context.Context, db *DB) error {
-	migrateMu.Lock()
-	defer migrateMu.Unlock()
-	if db.Postgres() {
-		if err := headersToBytea(ctx, db.SQL); err != nil {
-			return fmt.Errorf("migrate schema: %w", err)
-		}
-	}
-	withoutUnenforced := schema.WithHooks(func(next schema.Creator) schema.Creator {
-		return schema.CreateFunc(func(ctx context.Context, tables ...*schema.Table) error {
-			// Copies: the generated tables are package state, and stay as generated.
-			desired := make([]*schema.Table, len(tables))
-			for i, t := range tables {
-				c := *t
-				c.ForeignKeys = slices.DeleteFunc(slices.Clone(t.ForeignKeys), func(fk *schema.ForeignKey) bool {
-					return unenforcedForeignKeys[fk.Symbol]
-				})
-				desired[i] = &c
-			}
-			return next.Create(ctx, desired...)
+// Tables returns the schema's tables as the database holds them: the generated tables without the
+// unenforced foreign keys. The tables are copies; the generated ones are package state and stay as generated.
+func Tables() []*schema.Table {
+	tables := make([]*schema.Table, len(migrate.Tables))
+	for i, t := range migrate.Tables {
+		c := *t
+		c.ForeignKeys = slices.DeleteFunc(slices.Clone(t.ForeignKeys), func(fk *schema.ForeignKey) bool {
+			return unenforcedForeignKeys[fk.Symbol]
 		})
-	})
-	// Indexes the schema no longer names are dropped: an index left behind is written on every insert and
-	// update of its table for nothing (the deliveries' indexes became partial, under new names).
-	if err := db.Client.Schema.Create(ctx, withoutUnenforced, schema.WithDropIndex(true)); err != nil {
-		return fmt.Errorf("migrate schema: %w", err)
+		tables[i] = &c
 	}
-	if db.Postgres() {
-		if err := requestsFillFactor(ctx, db.SQL); err != nil {
-			return fmt.Errorf("migrate schema: %w", err)
-		}
-	}
-	return nil
+	return tables
 }
 
 // RequestsFillFactor is the fill factor of the requests table on PostgreSQL. A request row is written once at
@@ -146,59 +120,9 @@ func Migrate(ctx context.Context, db *DB) error {
 // pages filled to half. Measured at 4,000 requests/s with 1 KiB bodies (docs/benchmarks.md): at 90, 26% of
 // the updates were HOT; at 50, all of them, with a quarter less WAL per request and a lower delivery latency
 // tail. The price is space: rows whose body is stored inline (under about 2 KiB; larger ones go to TOAST and
-// leave a short row) take about two thirds more pages. Only pages filled from now on follow it.
+// leave a short row) take about two thirds more pages. The baseline migration sets it; only pages filled
+// from then on follow it.
 const RequestsFillFactor = 50
-
-// requestsFillFactor sets RequestsFillFactor on the requests table unless it is set already (ALTER TABLE
-// takes a lock, if a light one).
-func requestsFillFactor(ctx context.Context, db *sql.DB) error {
-	want := fmt.Sprintf("fillfactor=%d", RequestsFillFactor)
-	var set bool
-	err := db.QueryRowContext(ctx, `SELECT COALESCE($1 = ANY(reloptions), false) FROM pg_class
-		WHERE oid = to_regclass(quote_ident(current_schema()) || '.requests')`, want).Scan(&set)
-	if err != nil {
-		return fmt.Errorf("read requests fill factor: %w", err)
-	}
-	if set {
-		return nil
-	}
-	if _, err := db.ExecContext(ctx, `ALTER TABLE requests SET (`+want+`)`); err != nil {
-		return fmt.Errorf("set requests fill factor: %w", err)
-	}
-	return nil
-}
-
-// headersToBytea converts the header columns of a database created while they were jsonb to bytea (see
-// headersField in ent/schema), a conversion the automatic migration cannot make by itself: the JSON text is
-// kept, as bytes.
-func headersToBytea(ctx context.Context, db *sql.DB) error {
-	rows, err := db.QueryContext(ctx, `SELECT table_name FROM information_schema.columns
-		WHERE table_schema = current_schema() AND table_name IN ('requests', 'outbound_jobs')
-			AND column_name = 'headers' AND data_type = 'jsonb'`)
-	if err != nil {
-		return fmt.Errorf("find jsonb headers: %w", err)
-	}
-	var tables []string
-	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
-			rows.Close()
-			return err
-		}
-		tables = append(tables, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, t := range tables { // a name from the fixed list above
-		alter := `ALTER TABLE ` + t + ` ALTER COLUMN headers TYPE bytea USING convert_to(headers::text, 'UTF8')`
-		if _, err := db.ExecContext(ctx, alter); err != nil {
-			return fmt.Errorf("convert %s.headers to bytea: %w", t, err)
-		}
-	}
-	return nil
-}
 
 // WrapPostgresConnector, when set before Open, wraps the connector of every PostgreSQL database Open opens. It
 // is a measuring hook — cmd/bench counts the SQL statements a process sends through it — and nil otherwise.
@@ -262,4 +186,15 @@ func OpenSQLiteFile(path string) (*DB, error) {
 	sqlDB.SetMaxOpenConns(4)
 	drv := entsql.OpenDB(dialect.SQLite, sqlDB)
 	return &DB{Client: ent.NewClient(ent.Driver(drv)), SQL: sqlDB, Dialect: dialect.SQLite}, nil
+}
+
+// Dialects are the dialects Adal runs on, each with its directory of migrations (MigrationsDir).
+var Dialects = []string{dialect.Postgres, dialect.SQLite}
+
+// MigrationsDir is the directory under migrations/ that holds the migrations of dialect d.
+func MigrationsDir(d string) string {
+	if d == dialect.SQLite {
+		return "sqlite"
+	}
+	return d
 }

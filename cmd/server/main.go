@@ -1,5 +1,6 @@
-// Command server runs Adal: `server` (or `server serve`) serves the API, intake and panel; `server token`
-// prints a JWT signed with this installation's secret.
+// Command server runs Adal: `server` (or `server serve`) serves the API, intake and panel; `server migrate`
+// applies the database's pending migrations; `server token` prints a JWT signed with this installation's
+// secret.
 package main
 
 import (
@@ -36,6 +37,8 @@ func run(args []string) error {
 	switch cmd {
 	case "serve":
 		return serve(args)
+	case "migrate":
+		return migrate(args)
 	case "token":
 		return token(args)
 	case "help":
@@ -49,6 +52,7 @@ func run(args []string) error {
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   server [serve]                                   run Adal (configured by ADAL_* variables, see README)
+  server migrate                                   apply pending database migrations and exit
   server token --admin [--ttl 720h]                print an operator JWT
   server token --tenant ID --role OWNER|MEMBER     print a tenant JWT
 `)
@@ -67,15 +71,20 @@ func configFromEnv() (relay.Config, error) {
 		BillingSpec:   os.Getenv("ADAL_BILLING_SCHEDULE"),
 	}
 	var err error
-	if cfg.AllowPrivateTargets, err = envBool("ADAL_ALLOW_PRIVATE_TARGETS"); err != nil {
+	if cfg.AllowPrivateTargets, err = envBool("ADAL_ALLOW_PRIVATE_TARGETS", false); err != nil {
 		return cfg, err
 	}
 	if cfg.AllowedTargetCIDRs, err = egress.ParseCIDRs(os.Getenv(egress.AllowedCIDRsEnv)); err != nil {
 		return cfg, fmt.Errorf("%s: %w", egress.AllowedCIDRsEnv, err)
 	}
-	if cfg.Dev, err = envBool("ADAL_DEV"); err != nil {
+	if cfg.Dev, err = envBool("ADAL_DEV", false); err != nil {
 		return cfg, err
 	}
+	autoMigrate, err := envBool("ADAL_AUTO_MIGRATE", true)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.NoAutoMigrate = !autoMigrate
 	if v := os.Getenv("ADAL_CORS_ORIGINS"); v != "" {
 		for _, o := range strings.Split(v, ",") {
 			if o = strings.TrimSpace(o); o != "" {
@@ -128,10 +137,10 @@ func configFromEnv() (relay.Config, error) {
 	return cfg, nil
 }
 
-func envBool(name string) (bool, error) {
+func envBool(name string, unset bool) (bool, error) {
 	v := os.Getenv(name)
 	if v == "" {
-		return false, nil
+		return unset, nil
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
@@ -172,6 +181,24 @@ func serve(args []string) error {
 		return err
 	}
 	return r.Serve(ctx, ln)
+}
+
+// migrate applies the pending migrations, for deployments that start servers with ADAL_AUTO_MIGRATE=false.
+func migrate(args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	n, err := relay.Migrate(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("applied %d migrations\n", n)
+	return nil
 }
 
 func token(args []string) error {

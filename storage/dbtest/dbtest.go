@@ -28,14 +28,22 @@ type DB struct {
 	Dir string
 }
 
-// Open returns a migrated, empty database that lives as long as t.
+// Open returns a database that lives as long as t, with the migrations applied and no rows.
 func Open(t testing.TB) *DB {
 	t.Helper()
-	ctx := context.Background()
-	base := os.Getenv(EnvURL)
-	if base == "" {
+	db := OpenEmpty(t)
+	if _, err := storage.Migrate(context.Background(), db.DB); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+// OpenEmpty returns a database without tables that lives as long as t.
+func OpenEmpty(t testing.TB) *DB {
+	t.Helper()
+	if os.Getenv(EnvURL) == "" {
 		dir := t.TempDir()
-		db, err := storage.Open(ctx, "", dir)
+		db, err := storage.Connect("", dir)
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}
@@ -43,7 +51,7 @@ func Open(t testing.TB) *DB {
 		return &DB{DB: db, Dir: dir}
 	}
 	schemaURL := NewSchema(t)
-	db, err := storage.Open(ctx, schemaURL, "")
+	db, err := storage.Connect(schemaURL, "")
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}

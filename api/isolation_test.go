@@ -535,6 +535,7 @@ func TestMemberCannotManage(t *testing.T) {
 		{"issueToken", fmt.Sprintf(`mutation { issueToken(input: {role: MEMBER, tenantId: %q}){ token } }`, b.ID)},
 		{"grantCredits", fmt.Sprintf(`mutation { grantCredits(tenantId: %q, amount: 5){ id } }`, b.ID)},
 		{"updatePlan", fmt.Sprintf(`mutation { updatePlan(id: %q, input: {maxServers: 100}){ id } }`, b.PlanID)},
+		{"sendOutbound", `mutation { sendOutbound(input: {url: "http://127.0.0.1:9/hook", body: "x"}){ id } }`},
 	}
 	for _, op := range ops {
 		resp := env.GraphQL(b.Member, op.query, nil)

@@ -111,8 +111,12 @@ type SendInput struct {
 // transaction around Send is never aborted by the race.
 func (s *Service) Send(ctx context.Context, client *ent.Client, in SendInput) (*ent.OutboundJob, error) {
 	const op = "outbound.Send"
+	v, _ := viewer.FromContext(ctx)
+	if v.Role == viewer.Member {
+		// An outbound job is an HTTP call anywhere, paid from the tenant's credits: the owner's decision.
+		return nil, fault.E(op, fault.Forbidden, "a member cannot send outbound requests: use an owner's token")
+	}
 	if in.TenantID == 0 {
-		v, _ := viewer.FromContext(ctx)
 		in.TenantID = v.TenantID
 	}
 	if in.TenantID == 0 {

@@ -72,15 +72,16 @@ func (b *testBundle) send(token string, in map[string]any) (jobView, string) {
 
 func (b *testBundle) mustSend(in map[string]any) jobView {
 	b.env.T.Helper()
-	j, code := b.send(b.member(), in)
+	j, code := b.send(b.owner(), in)
 	require.Empty(b.env.T, code)
 	return j
 }
 
-// member returns a fresh MEMBER token of the tenant: tests that move the clock outlive the fixture's.
-func (b *testBundle) member() string {
+// owner returns a fresh OWNER token of the tenant (sending is the owner's): tests that move the clock outlive
+// the fixture's.
+func (b *testBundle) owner() string {
 	tid, _ := strconv.Atoi(b.tenant.ID)
-	return b.env.Token(viewer.Viewer{Role: viewer.Member, TenantID: tid})
+	return b.env.Token(viewer.Viewer{Role: viewer.Owner, TenantID: tid})
 }
 
 func (b *testBundle) job(t *testing.T, id string) *ent.OutboundJob {
@@ -188,7 +189,7 @@ func TestSendValidatesInput(t *testing.T) {
 		"empty key":         {"url": b.target.URL, "idempotencyKey": " "},
 		"key too long":      {"url": b.target.URL, "idempotencyKey": strings.Repeat("k", 256)},
 	} {
-		_, code := b.send(b.tenant.Member, in)
+		_, code := b.send(b.tenant.Owner, in)
 		require.Equal(t, "INVALID_INPUT", code, name)
 	}
 	_, code := b.send("", map[string]any{"url": b.target.URL})
@@ -199,7 +200,7 @@ func TestSendValidatesInput(t *testing.T) {
 	// The body limit, through the service (a GraphQL request that large is refused before it is parsed).
 	svc := outbound.New(outbound.Config{Billing: b.env.Relay.Billing, Dialect: b.env.DB.Dialect})
 	tid, _ := strconv.Atoi(b.tenant.ID)
-	ctx := viewer.NewContext(t.Context(), viewer.Viewer{Role: viewer.Member, TenantID: tid})
+	ctx := viewer.NewContext(t.Context(), viewer.Viewer{Role: viewer.Owner, TenantID: tid})
 	_, err := svc.Send(ctx, b.env.DB.Client, outbound.SendInput{URL: b.target.URL, Body: make([]byte, outbound.DefaultMaxBody+1)})
 	require.Equal(t, fault.InvalidInput, fault.KindOf(err))
 	_, err = svc.Send(ctx, b.env.DB.Client, outbound.SendInput{URL: b.target.URL, Body: make([]byte, outbound.DefaultMaxBody)})
@@ -213,9 +214,9 @@ func TestInsufficientCreditsStoresNothing(t *testing.T) {
 	b := setup(t, relaytest.PlanLimits{Credits: 1})
 	first := b.mustSend(map[string]any{"url": b.target.URL, "idempotencyKey": "k1"})
 
-	_, code := b.send(b.tenant.Member, map[string]any{"url": b.target.URL})
+	_, code := b.send(b.tenant.Owner, map[string]any{"url": b.target.URL})
 	require.Equal(t, "INSUFFICIENT_CREDITS", code)
-	_, code = b.send(b.tenant.Member, map[string]any{"url": b.target.URL, "idempotencyKey": "k2"})
+	_, code = b.send(b.tenant.Owner, map[string]any{"url": b.target.URL, "idempotencyKey": "k2"})
 	require.Equal(t, "INSUFFICIENT_CREDITS", code)
 
 	// A duplicate costs nothing, so it is recorded even at a zero balance.
@@ -253,7 +254,7 @@ func TestSameKeyIsDuplicateNotExecutedNotCharged(t *testing.T) {
 
 	// Another tenant's key space is its own.
 	other := b.env.NewTenant("other", relaytest.PlanLimits{Credits: 10})
-	theirs, code := b.send(other.Member, in)
+	theirs, code := b.send(other.Owner, in)
 	require.Empty(t, code)
 	require.Equal(t, "PENDING", theirs.Status)
 
@@ -290,7 +291,7 @@ func TestConcurrentSendsOfOneKeyExecuteOnce(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = rawSend(b.env, b.tenant.Member, body)
+			results[i], errs[i] = rawSend(b.env, b.tenant.Owner, body)
 		})
 	}
 	close(start)

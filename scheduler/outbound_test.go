@@ -70,7 +70,7 @@ const sendOutbound = `mutation($in: SendOutboundInput!){ sendOutbound(input: $in
 func send(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, in map[string]any) int {
 	t.Helper()
 	var out struct{ SendOutbound struct{ ID, Status string } }
-	env.MustGraphQL(tn.Member, sendOutbound, map[string]any{"in": in}, &out)
+	env.MustGraphQL(tn.Owner, sendOutbound, map[string]any{"in": in}, &out)
 	require.Equal(t, "PENDING", out.SendOutbound.Status)
 	id, err := strconv.Atoi(out.SendOutbound.ID)
 	require.NoError(t, err)

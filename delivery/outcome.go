@@ -98,18 +98,30 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 	return true, nil
 }
 
-// next decides what follows an attempt: success ends the delivery, a failure with attempts left schedules
-// the next one per the delivery's schedule, counted from the end of this attempt (EXPONENTIAL: from the
-// first), and a failure of the last attempt fails it.
+// next is what follows an attempt of the delivery c claimed (NextAttempt).
 func (s *Service) next(c Claim, o Outcome) (entdelivery.Status, *time.Time) {
-	if o.Succeeded() {
+	succeeded, due := NextAttempt(c.Attempt, c.MaxAttempts, c.Schedule, c.FirstAttemptAt, o, s.cfg.Unit)
+	switch {
+	case succeeded:
 		return entdelivery.StatusSUCCEEDED, nil
-	}
-	if c.Attempt >= c.MaxAttempts {
+	case due == nil:
 		return entdelivery.StatusFAILED, nil
 	}
-	due := c.Schedule.NextDue(c.Attempt+1, c.FirstAttemptAt, o.FinishedAt, s.cfg.Unit)
-	return entdelivery.StatusPENDING, &due
+	return entdelivery.StatusPENDING, due
+}
+
+// NextAttempt is the record rule of every job tried up to maxAttempts times on a schedule (deliveries and
+// outbound jobs alike): success ends it; a failure with attempts left makes the next one due per the schedule,
+// counted from the end of this attempt (EXPONENTIAL: from the first); a failure of the last attempt fails it.
+func NextAttempt(attempt, maxAttempts int, schedule Schedule, first time.Time, o Outcome, unit time.Duration) (succeeded bool, due *time.Time) {
+	if o.Succeeded() {
+		return true, nil
+	}
+	if attempt >= maxAttempts {
+		return false, nil
+	}
+	at := schedule.NextDue(attempt+1, first, o.FinishedAt, unit)
+	return false, &at
 }
 
 // Completion is a finished attempt waiting to be recorded.

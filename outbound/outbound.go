@@ -25,6 +25,7 @@ import (
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -144,7 +145,7 @@ func (s *Service) send(ctx context.Context, tx *ent.Client, in SendInput) (*ent.
 		return nil, err
 	}
 	now := s.cfg.Now()
-	expires := now.Add(time.Duration(plan.RetentionDays) * 24 * time.Hour)
+	expires := retention.ExpiresAt(now, plan.RetentionDays)
 	create := func() *ent.OutboundJobCreate {
 		return tx.OutboundJob.Create().
 			SetTenantID(in.TenantID).
@@ -191,7 +192,7 @@ func (s *Service) send(ctx context.Context, tx *ent.Client, in SendInput) (*ent.
 		if err != nil {
 			return nil, storage.Err(op, "outbound job", err)
 		}
-		if orig.ExpiresAt.After(now) {
+		if !retention.Expired(orig.ExpiresAt, now) {
 			dup, err := create().
 				SetStatus(outboundjob.StatusDUPLICATE).
 				SetDuplicateOfID(orig.ID).
@@ -216,7 +217,7 @@ func (s *Service) send(ctx context.Context, tx *ent.Client, in SendInput) (*ent.
 
 // charge debits the new job's credit in its transaction and wakes the scheduler once it commits.
 func (s *Service) charge(ctx context.Context, tx *ent.Client, job *ent.OutboundJob) (*ent.OutboundJob, error) {
-	if _, err := s.cfg.Billing.Debit(ctx, tx, job.TenantID, 1, ledgerentry.ReasonOUTBOUND, fmt.Sprintf("outbound:%d", job.ID)); err != nil {
+	if _, err := s.cfg.Billing.Debit(ctx, tx, job.TenantID, 1, ledgerentry.ReasonOUTBOUND, billing.OutboundReference(job.ID)); err != nil {
 		return nil, err
 	}
 	s.wake(ctx)

@@ -36,3 +36,6 @@ func ExpiresAtSQL(receivedAt, days string) string {
 
 // ExpiredSQL is Expired of the SQL expressions expiresAt and now, a condition both databases evaluate.
 func ExpiredSQL(expiresAt, now string) string { return expiresAt + " <= " + now }
+
+// LiveSQL is the negation of ExpiredSQL: the request may still be attempted. The claims join on it.
+func LiveSQL(expiresAt, now string) string { return expiresAt + " > " + now }

@@ -52,8 +52,9 @@ func TestExpiryConformance(t *testing.T) {
 	}
 }
 
-// TestExpiredConformance holds ExpiredSQL, with which the purge selects expired requests, to Expired, over
-// stored expiry times around the moment asked about, on the database under test.
+// TestExpiredConformance holds ExpiredSQL, with which the purge selects expired requests, and LiveSQL, with
+// which the claims pass over them, to Expired, over stored expiry times around the moment asked about, on the
+// database under test.
 func TestExpiredConformance(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -69,24 +70,31 @@ func TestExpiredConformance(t *testing.T) {
 	if b.db.Postgres() {
 		placeholder = "$1"
 	}
-	rows, err := b.db.SQL.QueryContext(b.ctx, "SELECT id FROM requests WHERE "+retention.ExpiredSQL("expires_at", placeholder), now)
-	require.NoError(t, err)
-	defer rows.Close()
-	var got []int
-	for rows.Next() {
-		var id int
-		require.NoError(t, rows.Scan(&id))
-		got = append(got, id)
+	selected := func(cond string) []int {
+		rows, err := b.db.SQL.QueryContext(b.ctx, "SELECT id FROM requests WHERE "+cond, now)
+		require.NoError(t, err)
+		defer rows.Close()
+		var got []int
+		for rows.Next() {
+			var id int
+			require.NoError(t, rows.Scan(&id))
+			got = append(got, id)
+		}
+		require.NoError(t, rows.Err())
+		slices.Sort(got)
+		return got
 	}
-	require.NoError(t, rows.Err())
-	var expired []int
+	var expired, live []int
 	for id, e := range want {
 		if e {
 			expired = append(expired, id)
+		} else {
+			live = append(live, id)
 		}
 	}
-	slices.Sort(got)
 	slices.Sort(expired)
-	require.Equal(t, expired, got)
+	slices.Sort(live)
+	require.Equal(t, expired, selected(retention.ExpiredSQL("expires_at", placeholder)))
+	require.Equal(t, live, selected(retention.LiveSQL("expires_at", placeholder)))
 	require.Len(t, expired, 4, "the cases reach both sides of the moment")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -20,7 +21,7 @@ const claimPostgresTmpl = `
 WITH due AS (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
-	JOIN requests q ON q.id = d.request_id AND q.expires_at > $1
+	JOIN requests q ON q.id = d.request_id AND %[3]s
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
 	  AND %[2]s
@@ -48,7 +49,7 @@ UPDATE deliveries SET
 WHERE id IN (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
-	JOIN requests q ON q.id = d.request_id AND q.expires_at > ?1
+	JOIN requests q ON q.id = d.request_id AND %[3]s
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
 	  AND %[2]s
@@ -61,10 +62,12 @@ RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, 
 // backlog is never walked), or the one DISABLED recipient whose probe turn came, whatever the lane of its
 // deliveries (they are parked).
 var (
-	claimPostgres      = storage.Prepared(fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND $5::bigint = 0`))
-	claimProbePostgres = storage.Prepared(fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.recipient_id = $5::bigint`))
-	claimSQLite        = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND ?5 = 0`)
-	claimProbeSQLite   = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.recipient_id = ?5`)
+	livePostgres       = retention.LiveSQL("q.expires_at", "$1")
+	liveSQLite         = retention.LiveSQL("q.expires_at", "?1")
+	claimPostgres      = storage.Prepared(fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND $5::bigint = 0`, livePostgres))
+	claimProbePostgres = storage.Prepared(fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.recipient_id = $5::bigint`, livePostgres))
+	claimSQLite        = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND ?5 = 0`, liveSQLite)
+	claimProbeSQLite   = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.recipient_id = ?5`, liveSQLite)
 )
 
 // claim takes up to limit due deliveries of ACTIVE recipients for owner, with what their attempts send; probe,

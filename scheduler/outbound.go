@@ -170,7 +170,7 @@ func recordOutboundAttempt(ctx context.Context, tx *ent.Client, unit time.Durati
 		ClearLeaseExpiresAt().
 		ClearAttemptStartedAt().
 		SetLeaseOwner("")
-	succeeded, nextAt := next(c.Attempt, c.MaxAttempts, outbound.Schedule, c.FirstAttemptAt, o, unit)
+	succeeded, nextAt := delivery.NextAttempt(c.Attempt, c.MaxAttempts, outbound.Schedule, c.FirstAttemptAt, o, unit)
 	switch {
 	case nextAt != nil:
 		upd.SetStatus(outboundjob.StatusPENDING).SetNextAttemptAt(*nextAt)

@@ -123,17 +123,3 @@ func recordOutboundTx(ctx context.Context, client *ent.Client, unit time.Duratio
 	}
 	return recorded, due, nil
 }
-
-// next is the engine's record rule: what follows an attempt of a job that may be tried maxAttempts times on
-// schedule. Success ends the job; a failure with attempts left makes the next one due per the schedule,
-// counted from the end of this attempt (EXPONENTIAL: from the first); a failure of the last attempt fails it.
-func next(attempt, maxAttempts int, schedule delivery.Schedule, first time.Time, o delivery.Outcome, unit time.Duration) (succeeded bool, due *time.Time) {
-	if o.Succeeded() {
-		return true, nil
-	}
-	if attempt >= maxAttempts {
-		return false, nil
-	}
-	at := schedule.NextDue(attempt+1, first, o.FinishedAt, unit)
-	return false, &at
-}

@@ -7,8 +7,7 @@
 //   - CLI deliveries (cli.go): claimed for the CLIs attached here and pushed to them by the CLIPusher (the CLI
 //     hub); the CLI makes the attempt and its report is recorded by the hub.
 //
-// next decides what follows an outbound attempt (success, a retry on the schedule, failure on the last attempt),
-// the rule delivery.Service applies to deliveries; the defaults of every lane are in config.go.
+// What follows an attempt of either kind is delivery.NextAttempt; the defaults of every lane are in config.go.
 package scheduler
 
 import (

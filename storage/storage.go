@@ -64,10 +64,9 @@ func Connect(databaseURL, dataDir string) (*DB, error) {
 // unenforcedForeignKeys are the links of the request history that the database does not check. The history
 // is the bulk of every write (intake, attempts, the ledger) and of every purge, and a foreign key costs the
 // database one lookup per row on both: an index lookup and a KEY SHARE lock on the parent for each inserted
-// child, and a scan of the children for each deleted parent. On a purge those checks were most of its time; at
-// intake and delivery they were a tenth of the database's work, and with them gone intake and delivery side by
-// side held their latency at rates where they had fallen behind (docs/benchmarks.md). The application keeps
-// the same guarantees itself, at one statement per batch instead of one lookup per row:
+// child, and a scan of the children for each deleted parent: most of a purge's time, and a large share of
+// intake's and delivery's. The application keeps the same guarantees itself, at one statement per batch
+// instead of one lookup per row:
 //   - attempts → deliveries: an attempt is only inserted by the statement that moves its delivery out of its
 //     claim (delivery.Service.record, recordBatchSQL), so a delivery that is gone gets none; the purge deletes
 //     a delivery's attempts with it, in the same transaction.
@@ -113,15 +112,10 @@ func Tables() []*schema.Table {
 
 // RequestsFillFactor is the fill factor of the requests table on PostgreSQL. A request row is written once at
 // intake and updated once more when its deliveries settle (its status). On a full page that update moves the
-// row to another page, writes all of it to the WAL again and gives every index of the table an entry for the
-// new version. With room left on the page it stays in place: a HOT update, no index entry, and a WAL record
-// of the changed bytes only. Rows of one page are stored, delivered and updated within milliseconds of each
-// other, before the space of their old versions can be reclaimed, so the room must be there for each of them:
-// pages filled to half. Measured at 4,000 requests/s with 1 KiB bodies (docs/benchmarks.md): at 90, 26% of
-// the updates were HOT; at 50, all of them, with a quarter less WAL per request and a lower delivery latency
-// tail. The price is space: rows whose body is stored inline (under about 2 KiB; larger ones go to TOAST and
-// leave a short row) take about two thirds more pages. The baseline migration sets it; only pages filled
-// from then on follow it.
+// row, writes all of it to the WAL again and gives every index an entry for the new version; with room left
+// on the page it is a HOT update in place. Rows of one page are stored and updated within milliseconds of each
+// other, before their old versions can be reclaimed, so the room must be there for each: pages filled to
+// half. The price is space for rows whose body is stored inline. The baseline migration sets it.
 const RequestsFillFactor = 50
 
 // WrapPostgresConnector, when set before Open, wraps the connector of every PostgreSQL database Open opens. It

@@ -79,8 +79,11 @@ type Config struct {
 	// NoAutoMigrate leaves pending migrations to `server migrate` (ADAL_AUTO_MIGRATE=false): Open then refuses
 	// a database that lacks some. By default Open applies them.
 	NoAutoMigrate bool
-	Dev           bool
-	Logger        *slog.Logger
+	// TokenRefresh is how often revoked token ids are reloaded (a revocation reaches every process within
+	// about this long, and expired or revoked tokens' websockets close); default 2s.
+	TokenRefresh time.Duration
+	Dev          bool
+	Logger       *slog.Logger
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 }
@@ -120,6 +123,7 @@ type Relay struct {
 	cfg       Config
 	DB        *storage.DB
 	Auth      *auth.Authenticator
+	Tokens    *auth.Store
 	Billing   *billing.Service
 	Routing   *routing.Service
 	Delivery  *delivery.Service
@@ -180,10 +184,18 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, fmt.Errorf("ADAL_JWT_SECRET: %w", err)
 	}
+	tokens, err := auth.NewStore(auth.StoreConfig{
+		Auth: authn, Client: db.Client, Interval: cfg.TokenRefresh, Logger: cfg.Logger, Now: cfg.Now,
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	r := &Relay{
 		cfg:     cfg,
 		DB:      db,
 		Auth:    authn,
+		Tokens:  tokens,
 		Billing: billing.New(db.Dialect, cfg.Now),
 		Routing: routing.New(cfg.PublicURL, cfg.Now),
 	}
@@ -281,6 +293,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Routing:  r.Routing,
 			Events:   r.Events,
 			Auth:     authn,
+			Tokens:   tokens,
 			Now:      cfg.Now,
 			CLIHub:   r.CLIHub,
 			Outbound: r.Outbound,
@@ -370,6 +383,9 @@ func (r *Relay) openCron(cfg Config) error {
 
 // Start starts the background services (scheduler, rescuer, cron jobs) under ctx.
 func (r *Relay) Start(ctx context.Context) error {
+	if err := r.Tokens.Start(ctx); err != nil {
+		return err
+	}
 	if err := r.Events.Start(ctx); err != nil {
 		return err
 	}
@@ -410,6 +426,7 @@ func (r *Relay) Stop() {
 	r.Scheduler.Stop()
 	r.publisher.stop()
 	r.Events.Stop()
+	r.Tokens.Stop()
 }
 
 // intakeCommitters is the number of intake committers for the configured value and database.

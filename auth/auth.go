@@ -187,7 +187,7 @@ func (a *Authenticator) VerifyToken(token string) (viewer.Viewer, Token, error) 
 	if err != nil {
 		return viewer.Viewer{}, Token{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	t := Token{ID: c.ID, ExpiresAt: c.ExpiresAt.Time}
+	t := Token{ID: c.ID, ExpiresAt: c.ExpiresAt.UTC()}
 	if a.isRevoked(t.ID) {
 		return viewer.Viewer{}, Token{}, fmt.Errorf("%w: %w", ErrInvalidToken, ErrTokenRevoked)
 	}

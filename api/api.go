@@ -136,11 +136,11 @@ func newGraphQL(cfg Config) http.Handler {
 		// Ping/pong notices a half-open connection (a CLI whose laptop slept), so its heartbeat stops.
 		PingPongInterval: 20 * time.Second,
 		InitTimeout:      10 * time.Second,
-		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{
+		Implementation: tokenLifetime{transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{
 			OriginPatterns: originHosts(cfg.CORSOrigins),
-		}},
+		}}},
 		InitFunc: func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
-			v, err := cfg.Auth.ViewerFromInitPayload(p)
+			v, tok, err := cfg.Auth.ViewerFromInitPayload(p)
 			ctx = withSubscriptionCounter(ctx)
 			if errors.Is(err, auth.ErrMissingToken) {
 				return ctx, &p, nil // resolvers answer UNAUTHENTICATED per operation
@@ -148,7 +148,10 @@ func newGraphQL(cfg Config) http.Handler {
 			if err != nil {
 				return ctx, nil, err
 			}
-			return viewer.NewContext(ctx, v), &p, nil
+			// The connection (its subscriptions, a CLI's stream) ends when the token is revoked or expires.
+			ctx = cfg.Auth.Watch(auth.NewContext(viewer.NewContext(ctx, v), tok), tok)
+			watchToken(ctx)
+			return ctx, &p, nil
 		},
 	})
 	srv.AddTransport(transport.Options{})
@@ -174,7 +177,7 @@ func newGraphQL(cfg Config) http.Handler {
 		cfg.Logger.Error("graphql panic", "panic", p)
 		return fault.E("graphql", fault.Internal, "internal error")
 	})
-	return gate.Handler(srv)
+	return withTokenLifetime(gate.Handler(srv))
 }
 
 // present gives every error an extensions.code a client can act on, and hides internal detail.

@@ -22,6 +22,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/token"
 	"github.com/adal-relay/adal/graph/generated"
 	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/viewer"
@@ -44,6 +45,8 @@ type tenantFixture struct {
 	OutboundTry  string // its attempt
 	OutboundKey  string
 	OtherPlan    string // a second plan the tenant could switch to
+	Token        string // a stored MEMBER token the owner minted
+	TokensAll    []string
 	LedgerAll    []string
 	RequestsAll  []string
 	ServersAll   []string
@@ -114,6 +117,13 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 	}}, &p)
 	f.OtherPlan = p.CreatePlan.ID
 
+	var tok struct{ IssueToken struct{ ID string } }
+	env.MustGraphQL(f.Owner, `mutation { issueToken(input: {role: MEMBER, subject: "minted"}){ id } }`, nil, &tok)
+	f.Token = tok.IssueToken.ID
+	tids, err := db.Token.Query().Where(token.TenantID(tid)).IDs(ctx)
+	require.NoError(t, err)
+	f.TokensAll = intStrings(tids)
+
 	reqs, err := db.Request.Query().Where(request.TenantID(tid)).IDs(ctx)
 	require.NoError(t, err)
 	f.RequestsAll = intStrings(reqs)
@@ -168,9 +178,11 @@ var isolationOps = []isolationOp{
 		vars: idVar(func(a tenantFixture) string { return a.Outbound })},
 	{field: "node", name: "outbound attempt", query: `query($id: ID!){ node(id: $id){ id ... on OutboundAttempt { httpStatus } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.OutboundTry })},
+	{field: "node", name: "token", query: `query($id: ID!){ node(id: $id){ id ... on Token { subject role expiresAt } } }`,
+		vars: idVar(func(a tenantFixture) string { return a.Token })},
 	{field: "nodes", query: `query($ids: [ID!]!){ nodes(ids: $ids){ id } }`,
 		vars: func(a tenantFixture) map[string]any {
-			return map[string]any{"ids": []string{a.ID, a.Server.ID, a.RcpActive, a.Request, a.DelPending, a.Attempt, a.LedgerEntry, a.Outbound, a.OutboundTry}}
+			return map[string]any{"ids": []string{a.ID, a.Server.ID, a.RcpActive, a.Request, a.DelPending, a.Attempt, a.LedgerEntry, a.Outbound, a.OutboundTry, a.Token}}
 		}},
 	{field: "server", query: `query($id: ID!){ server(id: $id){ id name inboundUrl recipients { id } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Server.ID })},
@@ -231,6 +243,9 @@ var isolationOps = []isolationOp{
 		vars: func(a tenantFixture) map[string]any {
 			return map[string]any{"id": a.ID, "plan": a.OtherPlan}
 		}},
+	{field: "revokeToken", mutation: true,
+		query: `mutation($id: ID!){ revokeToken(id: $id){ id revokedAt } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.Token })},
 	{field: "deleteRecipient", mutation: true,
 		query: `mutation($id: ID!){ deleteRecipient(id: $id){ id } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.RcpDisabled })},
@@ -266,6 +281,7 @@ var exempt = map[string]string{
 	"plans":        "the plan catalog is shared by every tenant and holds no tenant data",
 	"outboundJobs": "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's jobs",
 	"sendOutbound": "takes no ID; TestIsolation checks that B reusing A's idempotency key is not A's duplicate",
+	"tokens":       "takes no ID; TestIsolation checks that B's owner lists only B's tokens and B's member none",
 }
 
 func (op isolationOp) label() string {
@@ -420,6 +436,21 @@ func TestIsolation(t *testing.T) {
 		}
 		require.Contains(t, planIDs, a.PlanID, tk.role+": the plan catalog is shared")
 	}
+	// Tokens are listed to owners (their tenant's only, even filtered to A's id), never to members.
+	var toks struct {
+		Tokens, FTokens struct {
+			Edges []struct{ Node struct{ ID string } }
+		}
+	}
+	env.MustGraphQL(b.Owner, `query($aTok: ID!){ tokens(first: 50){ edges { node { id } } }
+		fTokens: tokens(where: {id: $aTok}){ edges { node { id } } } }`, map[string]any{"aTok": a.Token}, &toks)
+	var listed []string
+	for _, e := range toks.Tokens.Edges {
+		listed = append(listed, e.Node.ID)
+	}
+	require.Equal(t, sorted(b.TokensAll), sorted(listed), "B owner: tokens")
+	require.Empty(t, toks.FTokens.Edges, "B owner: tokens filtered to A's id")
+	require.Equal(t, "FORBIDDEN", env.GraphQL(b.Member, `{ tokens { edges { node { id } } } }`, nil).Code(), "B member: tokens")
 
 	// Nothing B tried changed anything, A's data or B's.
 	require.Equal(t, before, snapshot(t, env), "denied operations must not change the database")
@@ -536,6 +567,8 @@ func TestMemberCannotManage(t *testing.T) {
 		{"grantCredits", fmt.Sprintf(`mutation { grantCredits(tenantId: %q, amount: 5){ id } }`, b.ID)},
 		{"updatePlan", fmt.Sprintf(`mutation { updatePlan(id: %q, input: {maxServers: 100}){ id } }`, b.PlanID)},
 		{"sendOutbound", `mutation { sendOutbound(input: {url: "http://127.0.0.1:9/hook", body: "x"}){ id } }`},
+		{"revokeToken", fmt.Sprintf(`mutation { revokeToken(id: %q){ id } }`, b.Token)},
+		{"tokens", `{ tokens { edges { node { id } } } }`},
 	}
 	for _, op := range ops {
 		resp := env.GraphQL(b.Member, op.query, nil)
@@ -620,6 +653,7 @@ func snapshot(t *testing.T, env *relaytest.Env) string {
 	add(c.Request.Query().Order(ent.Asc("id")).All(ctx))
 	add(c.Delivery.Query().Order(ent.Asc("id")).All(ctx))
 	add(c.Attempt.Query().Order(ent.Asc("id")).All(ctx))
+	add(c.Token.Query().Order(ent.Asc("id")).All(ctx))
 	b, err := json.MarshalIndent(all, "", " ")
 	require.NoError(t, err)
 	return string(b)

@@ -61,7 +61,7 @@ type responseBudget struct{ max int64 }
 
 type budgetKey struct{}
 
-func (responseBudget) ExtensionName() string                    { return "ResponseBudget" }
+func (responseBudget) ExtensionName() string                   { return "ResponseBudget" }
 func (responseBudget) Validate(graphql.ExecutableSchema) error { return nil }
 
 func (r responseBudget) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {

@@ -19,6 +19,8 @@ type wsSub struct {
 	t    *testing.T
 	conn *websocket.Conn
 	msgs chan wsMessage
+	// closeErr is why the connection ended; read it only after msgs is closed.
+	closeErr error
 }
 
 // wsMessage is what the server sent for the subscription: data, or errors (from a "next" payload or an
@@ -70,6 +72,7 @@ func subscribe(t *testing.T, env *relaytest.Env, token, query string, vars map[s
 		for {
 			_, raw, err := conn.Read(context.Background())
 			if err != nil {
+				s.closeErr = err
 				return // closed
 			}
 			if m, ok := s.parse(raw); ok {

@@ -8,9 +8,12 @@
 package auth
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -42,14 +45,51 @@ var ErrInvalidToken = errors.New("invalid token")
 // does for requests without an Authorization header.
 var ErrMissingToken = errors.New("no token")
 
-// Authenticator issues and verifies Adal's JWTs. It is safe for concurrent use: all fields are read-only
-// after New.
+// ErrTokenRevoked and ErrTokenExpired are why a watched context ends (see Watch); ErrTokenRevoked is also
+// wrapped by Verify's error for a revoked token.
+var (
+	ErrTokenRevoked = errors.New("token revoked")
+	ErrTokenExpired = errors.New("token expired")
+)
+
+// Token is what a verified token says about itself beyond its viewer: its id ("jti") and when it expires.
+type Token struct {
+	ID        string
+	ExpiresAt time.Time
+}
+
+type tokenKey struct{}
+
+// NewContext returns ctx carrying the token the request was authenticated with.
+func NewContext(ctx context.Context, t Token) context.Context {
+	return context.WithValue(ctx, tokenKey{}, t)
+}
+
+// FromContext returns the token the request was authenticated with, if it was.
+func FromContext(ctx context.Context) (Token, bool) {
+	t, ok := ctx.Value(tokenKey{}).(Token)
+	return t, ok
+}
+
+// Authenticator issues and verifies Adal's JWTs. It is safe for concurrent use. Besides the signature it
+// checks a token's id against the set of revoked ids held in memory (SetRevoked, kept fresh by a Store), so
+// verifying costs no database round trip.
 type Authenticator struct {
 	secret   []byte
 	issuer   string
 	audience string
 	now      func() time.Time
 	parser   *jwt.Parser
+	revoked  atomic.Pointer[map[string]struct{}]
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+}
+
+// session is a long-lived connection authenticated by one token (a websocket), ended when the token dies.
+type session struct {
+	token  Token
+	cancel context.CancelCauseFunc
 }
 
 // claims is the token body. Tenant is a pointer so that "absent" and "0" are told apart: an ADMIN token that
@@ -75,6 +115,7 @@ func New(secret []byte, now func() time.Time) (*Authenticator, error) {
 		issuer:   Issuer,
 		audience: Audience,
 		now:      now,
+		sessions: map[*session]struct{}{},
 	}
 	// The algorithm list is explicit so a token's own "alg" header can never pick the verification method
 	// ("none", or an asymmetric alg whose public key is confused with our HMAC secret).
@@ -90,27 +131,34 @@ func New(secret []byte, now func() time.Time) (*Authenticator, error) {
 	return a, nil
 }
 
-// Issue signs a token for v that expires after ttl. It refuses what Verify would refuse, so a bug in a
-// caller (say, the issueToken mutation) cannot hand out a token that either fails later or, worse, grants
-// more than intended.
+// Issue signs a token for v that expires after ttl, with a random id and no stored row (tests and tools;
+// the API mints stored tokens through Store.Mint). It refuses what Verify would refuse, so a bug in a caller
+// cannot hand out a token that either fails later or, worse, grants more than intended.
 func (a *Authenticator) Issue(v viewer.Viewer, ttl time.Duration) (string, error) {
 	if ttl <= 0 {
 		return "", fmt.Errorf("auth: token ttl must be positive, got %v", ttl)
 	}
+	return a.sign(v, rand.Text(), a.now().Add(ttl))
+}
+
+// sign signs a token for v with id as its "jti", expiring at exp.
+func (a *Authenticator) sign(v viewer.Viewer, id string, exp time.Time) (string, error) {
 	if err := checkViewer(v); err != nil {
 		return "", fmt.Errorf("auth: refusing to issue: %w", err)
 	}
 	now := a.now()
+	if !exp.After(now) {
+		return "", fmt.Errorf("auth: token would expire at %v, not after now", exp)
+	}
 	c := claims{
 		Role: v.Role,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    a.issuer,
 			Subject:   v.Subject,
 			Audience:  jwt.ClaimStrings{a.audience},
-			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+			ExpiresAt: jwt.NewNumericDate(exp),
 			IssuedAt:  jwt.NewNumericDate(now),
-			// A random id lets a future revocation list or audit log name one token among identical ones.
-			ID: rand.Text(),
+			ID:        id,
 		},
 	}
 	if v.Role != viewer.Admin {
@@ -124,25 +172,106 @@ func (a *Authenticator) Issue(v viewer.Viewer, ttl time.Duration) (string, error
 	return s, nil
 }
 
-// Verify checks token's signature, algorithm, issuer, audience and lifetime, then the same role/tenant rules
-// Issue enforces, and returns the viewer it names. Every error wraps ErrInvalidToken.
+// Verify checks token's signature, algorithm, issuer, audience and lifetime, that its id is not revoked,
+// then the same role/tenant rules Issue enforces, and returns the viewer it names. Every error wraps
+// ErrInvalidToken.
 func (a *Authenticator) Verify(token string) (viewer.Viewer, error) {
+	v, _, err := a.VerifyToken(token)
+	return v, err
+}
+
+// VerifyToken is Verify that also returns the token's id and expiry.
+func (a *Authenticator) VerifyToken(token string) (viewer.Viewer, Token, error) {
 	var c claims
 	_, err := a.parser.ParseWithClaims(token, &c, a.key)
 	if err != nil {
-		return viewer.Viewer{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return viewer.Viewer{}, Token{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	t := Token{ID: c.ID, ExpiresAt: c.ExpiresAt.UTC()}
+	if a.isRevoked(t.ID) {
+		return viewer.Viewer{}, Token{}, fmt.Errorf("%w: %w", ErrInvalidToken, ErrTokenRevoked)
 	}
 	v := viewer.Viewer{Role: c.Role, Subject: c.Subject}
 	switch {
 	case c.Role == viewer.Admin && c.Tenant != nil:
-		return viewer.Viewer{}, fmt.Errorf("%w: role ADMIN must not name a tenant", ErrInvalidToken)
+		return viewer.Viewer{}, Token{}, fmt.Errorf("%w: role ADMIN must not name a tenant", ErrInvalidToken)
 	case c.Tenant != nil:
 		v.TenantID = *c.Tenant
 	}
 	if err := checkViewer(v); err != nil {
-		return viewer.Viewer{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return viewer.Viewer{}, Token{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	return v, nil
+	return v, t, nil
+}
+
+// isRevoked reports whether id is in the revoked set. Tokens without an id, or issued before tokens were
+// stored, are never in it: they stay valid until they expire.
+func (a *Authenticator) isRevoked(id string) bool {
+	set := a.revoked.Load()
+	if set == nil || id == "" {
+		return false
+	}
+	_, ok := (*set)[id]
+	return ok
+}
+
+// SetRevoked replaces the set of revoked token ids and ends the sessions of tokens that are now revoked or
+// expired (see Watch).
+func (a *Authenticator) SetRevoked(ids map[string]struct{}) {
+	a.revoked.Store(&ids)
+	a.sweep()
+}
+
+// revoke adds one id to the revoked set at once, ahead of the next SetRevoked, so the process that revoked a
+// token refuses it immediately.
+func (a *Authenticator) revoke(id string) {
+	next := map[string]struct{}{id: {}}
+	if set := a.revoked.Load(); set != nil {
+		for k := range *set {
+			next[k] = struct{}{}
+		}
+	}
+	a.SetRevoked(next)
+}
+
+// Watch returns a context derived from ctx that ends, with ErrTokenRevoked or ErrTokenExpired as its cause
+// (context.Cause), once t is revoked or would no longer pass Verify because it expired. Sessions are checked
+// on every SetRevoked, which a running Store calls every few seconds.
+func (a *Authenticator) Watch(ctx context.Context, t Token) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s := &session{token: t, cancel: cancel}
+	a.mu.Lock()
+	a.sessions[s] = struct{}{}
+	a.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		a.mu.Lock()
+		delete(a.sessions, s)
+		a.mu.Unlock()
+	})
+	a.check(s)
+	return ctx
+}
+
+// sweep ends the sessions whose token died.
+func (a *Authenticator) sweep() {
+	a.mu.Lock()
+	live := make([]*session, 0, len(a.sessions))
+	for s := range a.sessions {
+		live = append(live, s)
+	}
+	a.mu.Unlock()
+	for _, s := range live {
+		a.check(s)
+	}
+}
+
+func (a *Authenticator) check(s *session) {
+	switch {
+	case a.isRevoked(s.token.ID):
+		s.cancel(ErrTokenRevoked)
+	case a.now().After(s.token.ExpiresAt.Add(Leeway)):
+		s.cancel(ErrTokenExpired)
+	}
 }
 
 // key hands the parser our secret, re-checking the method itself: WithValidMethods already filters on the

@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"sync"
@@ -235,4 +236,52 @@ func TestVerifyRefuses(t *testing.T) {
 			requireInvalid(t, a, tok)
 		})
 	}
+}
+
+// A revoked id is refused; a token whose id was never revoked (one issued before tokens were stored, with a
+// random id and no row) stays valid until it expires.
+func TestRevokedSet(t *testing.T) {
+	a, _ := newAuth(t)
+	v := viewer.Viewer{Role: viewer.Owner, TenantID: 7, Subject: "o"}
+	tok, err := a.Issue(v, time.Hour)
+	require.NoError(t, err)
+	_, info, err := a.VerifyToken(tok)
+	require.NoError(t, err)
+	require.NotEmpty(t, info.ID)
+	require.Equal(t, t0.Add(time.Hour), info.ExpiresAt)
+
+	a.SetRevoked(map[string]struct{}{"42": {}})
+	_, err = a.Verify(tok)
+	require.NoError(t, err, "an id outside the set")
+
+	a.SetRevoked(map[string]struct{}{info.ID: {}})
+	err = requireInvalid(t, a, tok)
+	require.ErrorIs(t, err, auth.ErrTokenRevoked)
+
+	a.SetRevoked(nil)
+	_, err = a.Verify(tok)
+	require.NoError(t, err, "a set reloaded without the id")
+}
+
+// A watched context ends when its token is revoked, or once it would fail Verify for its age.
+func TestWatch(t *testing.T) {
+	a, c := newAuth(t)
+	exp := auth.Token{ID: "1", ExpiresAt: t0.Add(time.Minute)}
+	rev := auth.Token{ID: "2", ExpiresAt: t0.Add(time.Hour)}
+	expCtx := a.Watch(t.Context(), exp)
+	revCtx := a.Watch(t.Context(), rev)
+
+	a.SetRevoked(map[string]struct{}{"2": {}})
+	require.ErrorIs(t, context.Cause(revCtx), auth.ErrTokenRevoked)
+	require.NoError(t, expCtx.Err())
+
+	c.Set(t0.Add(time.Minute + auth.Leeway))
+	a.SetRevoked(nil)
+	require.NoError(t, expCtx.Err(), "still within the leeway Verify grants")
+	c.Set(t0.Add(time.Minute + auth.Leeway + time.Second))
+	a.SetRevoked(nil)
+	require.ErrorIs(t, context.Cause(expCtx), auth.ErrTokenExpired)
+
+	// A token already dead when watched ends at once.
+	require.ErrorIs(t, context.Cause(a.Watch(t.Context(), exp)), auth.ErrTokenExpired)
 }

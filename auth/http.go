@@ -28,14 +28,15 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		}
 		token, err := bearerToken(strings.Join(h, ","))
 		var v viewer.Viewer
+		var t Token
 		if err == nil {
-			v, err = a.Verify(token)
+			v, t, err = a.VerifyToken(token)
 		}
 		if err != nil {
 			writeUnauthenticated(w, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(viewer.NewContext(r.Context(), v)))
+		next.ServeHTTP(w, r.WithContext(NewContext(viewer.NewContext(r.Context(), v), t)))
 	})
 }
 
@@ -44,12 +45,12 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 // "Authorization": "Bearer <jwt>" (also spelled "authorization", as several clients lowercase it), or the
 // bare token under "authToken" or "token". With no token at all it returns ErrMissingToken; any other
 // error wraps ErrInvalidToken.
-func (a *Authenticator) ViewerFromInitPayload(payload map[string]any) (viewer.Viewer, error) {
+func (a *Authenticator) ViewerFromInitPayload(payload map[string]any) (viewer.Viewer, Token, error) {
 	token, err := initPayloadToken(payload)
 	if err != nil {
-		return viewer.Viewer{}, err
+		return viewer.Viewer{}, Token{}, err
 	}
-	return a.Verify(token)
+	return a.VerifyToken(token)
 }
 
 // initPayloadToken finds the raw token in a websocket init payload, in a fixed order of precedence so the

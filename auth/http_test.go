@@ -119,7 +119,7 @@ func TestViewerFromInitPayload(t *testing.T) {
 		"token":                   {"token": tok},
 		"Authorization wins":      {"Authorization": "Bearer " + tok, "token": "junk"},
 	} {
-		v, err := a.ViewerFromInitPayload(p)
+		v, _, err := a.ViewerFromInitPayload(p)
 		require.NoError(t, err, name)
 		require.Equal(t, want, v, name)
 	}
@@ -129,7 +129,7 @@ func TestViewerFromInitPayload(t *testing.T) {
 		"empty": {},
 		"other": {"foo": "bar"},
 	} {
-		_, err := a.ViewerFromInitPayload(p)
+		_, _, err := a.ViewerFromInitPayload(p)
 		require.ErrorIs(t, err, auth.ErrMissingToken, name)
 		require.NotErrorIs(t, err, auth.ErrInvalidToken, name)
 	}
@@ -142,7 +142,7 @@ func TestViewerFromInitPayload(t *testing.T) {
 		"bad token":          {"token": "nope"},
 		"bad authorization":  {"Authorization": "Bearer nope"},
 	} {
-		v, err := a.ViewerFromInitPayload(p)
+		v, _, err := a.ViewerFromInitPayload(p)
 		require.ErrorIs(t, err, auth.ErrInvalidToken, name)
 		require.Equal(t, viewer.Viewer{}, v, name)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/token"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -92,6 +93,7 @@ func checkColumn(t, c string) error {
 			request.Table:         request.ValidColumn,
 			server.Table:          server.ValidColumn,
 			tenant.Table:          tenant.ValidColumn,
+			token.Table:           token.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -14,6 +14,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/token"
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
@@ -23,7 +24,7 @@ import (
 
 // schemaGraph holds a representation of ent/schema at runtime.
 var schemaGraph = func() *sqlgraph.Schema {
-	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 10)}
+	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 11)}
 	graph.Nodes[0] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   attempt.Table,
@@ -269,6 +270,26 @@ var schemaGraph = func() *sqlgraph.Schema {
 			tenant.FieldName:          {Type: field.TypeString, Column: tenant.FieldName},
 			tenant.FieldPlanID:        {Type: field.TypeInt, Column: tenant.FieldPlanID},
 			tenant.FieldCreditBalance: {Type: field.TypeInt64, Column: tenant.FieldCreditBalance},
+		},
+	}
+	graph.Nodes[10] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   token.Table,
+			Columns: token.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: token.FieldID,
+			},
+		},
+		Type: "Token",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			token.FieldCreatedAt: {Type: field.TypeTime, Column: token.FieldCreatedAt},
+			token.FieldTenantID:  {Type: field.TypeInt, Column: token.FieldTenantID},
+			token.FieldRole:      {Type: field.TypeString, Column: token.FieldRole},
+			token.FieldSubject:   {Type: field.TypeString, Column: token.FieldSubject},
+			token.FieldIssuedBy:  {Type: field.TypeString, Column: token.FieldIssuedBy},
+			token.FieldExpiresAt: {Type: field.TypeTime, Column: token.FieldExpiresAt},
+			token.FieldRevokedAt: {Type: field.TypeTime, Column: token.FieldRevokedAt},
 		},
 	}
 	graph.MustAddE(
@@ -582,6 +603,18 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		"Tenant",
 		"Plan",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   token.TenantTable,
+			Columns: []string{token.TenantColumn},
+			Bidi:    false,
+		},
+		"Token",
+		"Tenant",
 	)
 	return graph
 }()
@@ -1935,6 +1968,95 @@ func (f *TenantFilter) WhereHasPlan() {
 // WhereHasPlanWith applies a predicate to check if query has an edge plan with a given conditions (other predicates).
 func (f *TenantFilter) WhereHasPlanWith(preds ...predicate.Plan) {
 	f.Where(entql.HasEdgeWith("plan", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
+func (_q *TokenQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the TokenQuery builder.
+func (_q *TokenQuery) Filter() *TokenFilter {
+	return &TokenFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *TokenMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the TokenMutation builder.
+func (m *TokenMutation) Filter() *TokenFilter {
+	return &TokenFilter{config: m.config, predicateAdder: m}
+}
+
+// TokenFilter provides a generic filtering capability at runtime for TokenQuery.
+type TokenFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *TokenFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *TokenFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(token.FieldID))
+}
+
+// WhereCreatedAt applies the entql time.Time predicate on the created_at field.
+func (f *TokenFilter) WhereCreatedAt(p entql.TimeP) {
+	f.Where(p.Field(token.FieldCreatedAt))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *TokenFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(token.FieldTenantID))
+}
+
+// WhereRole applies the entql string predicate on the role field.
+func (f *TokenFilter) WhereRole(p entql.StringP) {
+	f.Where(p.Field(token.FieldRole))
+}
+
+// WhereSubject applies the entql string predicate on the subject field.
+func (f *TokenFilter) WhereSubject(p entql.StringP) {
+	f.Where(p.Field(token.FieldSubject))
+}
+
+// WhereIssuedBy applies the entql string predicate on the issued_by field.
+func (f *TokenFilter) WhereIssuedBy(p entql.StringP) {
+	f.Where(p.Field(token.FieldIssuedBy))
+}
+
+// WhereExpiresAt applies the entql time.Time predicate on the expires_at field.
+func (f *TokenFilter) WhereExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(token.FieldExpiresAt))
+}
+
+// WhereRevokedAt applies the entql time.Time predicate on the revoked_at field.
+func (f *TokenFilter) WhereRevokedAt(p entql.TimeP) {
+	f.Where(p.Field(token.FieldRevokedAt))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *TokenFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *TokenFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
 		for _, p := range preds {
 			p(s)
 		}

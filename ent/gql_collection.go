@@ -17,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/token"
 )
 
 // CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
@@ -1420,6 +1421,130 @@ func newTenantPaginateArgs(rv map[string]any) *tenantPaginateArgs {
 	}
 	if v, ok := rv[whereField].(*TenantWhereInput); ok {
 		args.opts = append(args.opts, WithTenantFilter(v.Filter))
+	}
+	return args
+}
+
+// CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
+func (_q *TokenQuery) CollectFields(ctx context.Context, satisfies ...string) (*TokenQuery, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return _q, nil
+	}
+	if err := _q.collectField(ctx, false, graphql.GetOperationContext(ctx), fc.Field, nil, satisfies...); err != nil {
+		return nil, err
+	}
+	return _q, nil
+}
+
+func (_q *TokenQuery) collectField(ctx context.Context, oneNode bool, opCtx *graphql.OperationContext, collected graphql.CollectedField, path []string, satisfies ...string) error {
+	path = append([]string(nil), path...)
+	var (
+		unknownSeen    bool
+		fieldSeen      = make(map[string]struct{}, len(token.Columns))
+		selectedFields = []string{token.FieldID}
+	)
+	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
+		switch field.Name {
+
+		case "tenant":
+			var (
+				alias = field.Alias
+				path  = append(path, alias)
+				query = (&TenantClient{config: _q.config}).Query()
+			)
+			if err := query.collectField(ctx, oneNode, opCtx, field, path, mayAddCondition(satisfies, tenantImplementors)...); err != nil {
+				return err
+			}
+			_q.withTenant = query
+			if _, ok := fieldSeen[token.FieldTenantID]; !ok {
+				selectedFields = append(selectedFields, token.FieldTenantID)
+				fieldSeen[token.FieldTenantID] = struct{}{}
+			}
+		case "createdAt":
+			if _, ok := fieldSeen[token.FieldCreatedAt]; !ok {
+				selectedFields = append(selectedFields, token.FieldCreatedAt)
+				fieldSeen[token.FieldCreatedAt] = struct{}{}
+			}
+		case "subject":
+			if _, ok := fieldSeen[token.FieldSubject]; !ok {
+				selectedFields = append(selectedFields, token.FieldSubject)
+				fieldSeen[token.FieldSubject] = struct{}{}
+			}
+		case "issuedBy":
+			if _, ok := fieldSeen[token.FieldIssuedBy]; !ok {
+				selectedFields = append(selectedFields, token.FieldIssuedBy)
+				fieldSeen[token.FieldIssuedBy] = struct{}{}
+			}
+		case "expiresAt":
+			if _, ok := fieldSeen[token.FieldExpiresAt]; !ok {
+				selectedFields = append(selectedFields, token.FieldExpiresAt)
+				fieldSeen[token.FieldExpiresAt] = struct{}{}
+			}
+		case "revokedAt":
+			if _, ok := fieldSeen[token.FieldRevokedAt]; !ok {
+				selectedFields = append(selectedFields, token.FieldRevokedAt)
+				fieldSeen[token.FieldRevokedAt] = struct{}{}
+			}
+		case "id":
+		case "__typename":
+		default:
+			unknownSeen = true
+		}
+	}
+	if !unknownSeen {
+		_q.Select(selectedFields...)
+	}
+	return nil
+}
+
+type tokenPaginateArgs struct {
+	first, last   *int
+	after, before *Cursor
+	opts          []TokenPaginateOption
+}
+
+func newTokenPaginateArgs(rv map[string]any) *tokenPaginateArgs {
+	args := &tokenPaginateArgs{}
+	if rv == nil {
+		return args
+	}
+	if v := rv[firstField]; v != nil {
+		args.first = v.(*int)
+	}
+	if v := rv[lastField]; v != nil {
+		args.last = v.(*int)
+	}
+	if v := rv[afterField]; v != nil {
+		args.after = v.(*Cursor)
+	}
+	if v := rv[beforeField]; v != nil {
+		args.before = v.(*Cursor)
+	}
+	if v, ok := rv[orderByField]; ok {
+		switch v := v.(type) {
+		case map[string]any:
+			var (
+				err1, err2 error
+				order      = &TokenOrder{Field: &TokenOrderField{}, Direction: entgql.OrderDirectionAsc}
+			)
+			if d, ok := v[directionField]; ok {
+				err1 = order.Direction.UnmarshalGQL(d)
+			}
+			if f, ok := v[fieldField]; ok {
+				err2 = order.Field.UnmarshalGQL(f)
+			}
+			if err1 == nil && err2 == nil {
+				args.opts = append(args.opts, WithTokenOrder(order))
+			}
+		case *TokenOrder:
+			if v != nil {
+				args.opts = append(args.opts, WithTokenOrder(v))
+			}
+		}
+	}
+	if v, ok := rv[whereField].(*TokenWhereInput); ok {
+		args.opts = append(args.opts, WithTokenFilter(v.Filter))
 	}
 	return args
 }

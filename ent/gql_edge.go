@@ -115,3 +115,11 @@ func (_m *Tenant) Plan(ctx context.Context) (*Plan, error) {
 	}
 	return result, err
 }
+
+func (_m *Token) Tenant(ctx context.Context) (*Tenant, error) {
+	result, err := _m.Edges.TenantOrErr()
+	if IsNotLoaded(err) {
+		result, err = _m.QueryTenant().Only(ctx)
+	}
+	return result, MaskNotFound(err)
+}

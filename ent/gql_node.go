@@ -20,6 +20,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/token"
 	"github.com/hashicorp/go-multierror"
 )
 
@@ -77,6 +78,11 @@ var tenantImplementors = []string{"Tenant", "Node"}
 
 // IsNode implements the Node interface check for GQLGen.
 func (*Tenant) IsNode() {}
+
+var tokenImplementors = []string{"Token", "Node"}
+
+// IsNode implements the Node interface check for GQLGen.
+func (*Token) IsNode() {}
 
 var errNodeInvalidID = &NotFoundError{"node"}
 
@@ -241,6 +247,15 @@ func (c *Client) noder(ctx context.Context, table string, id int) (Noder, error)
 			Where(tenant.ID(id))
 		if fc := graphql.GetFieldContext(ctx); fc != nil {
 			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, tenantImplementors...); err != nil {
+				return nil, err
+			}
+		}
+		return query.Only(ctx)
+	case token.Table:
+		query := c.Token.Query().
+			Where(token.ID(id))
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, tokenImplementors...); err != nil {
 				return nil, err
 			}
 		}
@@ -466,6 +481,22 @@ func (c *Client) noders(ctx context.Context, table string, ids []int) ([]Noder, 
 		query := c.Tenant.Query().
 			Where(tenant.IDIn(ids...))
 		query, err := query.CollectFields(ctx, tenantImplementors...)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := query.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, node := range nodes {
+			for _, noder := range idmap[node.ID] {
+				*noder = node
+			}
+		}
+	case token.Table:
+		query := c.Token.Query().
+			Where(token.IDIn(ids...))
+		query, err := query.CollectFields(ctx, tokenImplementors...)
 		if err != nil {
 			return nil, err
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/token"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
@@ -3040,6 +3041,320 @@ func (_m *Tenant) ToEdge(order *TenantOrder) *TenantEdge {
 		order = DefaultTenantOrder
 	}
 	return &TenantEdge{
+		Node:   _m,
+		Cursor: order.Field.toCursor(_m),
+	}
+}
+
+// TokenEdge is the edge representation of Token.
+type TokenEdge struct {
+	Node   *Token `json:"node"`
+	Cursor Cursor `json:"cursor"`
+}
+
+// TokenConnection is the connection containing edges to Token.
+type TokenConnection struct {
+	Edges      []*TokenEdge `json:"edges"`
+	PageInfo   PageInfo     `json:"pageInfo"`
+	TotalCount int          `json:"totalCount"`
+}
+
+func (c *TokenConnection) build(nodes []*Token, pager *tokenPager, after *Cursor, first *int, before *Cursor, last *int) {
+	c.PageInfo.HasNextPage = before != nil
+	c.PageInfo.HasPreviousPage = after != nil
+	if first != nil && *first+1 == len(nodes) {
+		c.PageInfo.HasNextPage = true
+		nodes = nodes[:len(nodes)-1]
+	} else if last != nil && *last+1 == len(nodes) {
+		c.PageInfo.HasPreviousPage = true
+		nodes = nodes[:len(nodes)-1]
+	}
+	var nodeAt func(int) *Token
+	if last != nil {
+		n := len(nodes) - 1
+		nodeAt = func(i int) *Token {
+			return nodes[n-i]
+		}
+	} else {
+		nodeAt = func(i int) *Token {
+			return nodes[i]
+		}
+	}
+	c.Edges = make([]*TokenEdge, len(nodes))
+	for i := range nodes {
+		node := nodeAt(i)
+		c.Edges[i] = &TokenEdge{
+			Node:   node,
+			Cursor: pager.toCursor(node),
+		}
+	}
+	if l := len(c.Edges); l > 0 {
+		c.PageInfo.StartCursor = &c.Edges[0].Cursor
+		c.PageInfo.EndCursor = &c.Edges[l-1].Cursor
+	}
+	if c.TotalCount == 0 {
+		c.TotalCount = len(nodes)
+	}
+}
+
+// TokenPaginateOption enables pagination customization.
+type TokenPaginateOption func(*tokenPager) error
+
+// WithTokenOrder configures pagination ordering.
+func WithTokenOrder(order *TokenOrder) TokenPaginateOption {
+	if order == nil {
+		order = DefaultTokenOrder
+	}
+	o := *order
+	return func(pager *tokenPager) error {
+		if err := o.Direction.Validate(); err != nil {
+			return err
+		}
+		if o.Field == nil {
+			o.Field = DefaultTokenOrder.Field
+		}
+		pager.order = &o
+		return nil
+	}
+}
+
+// WithTokenFilter configures pagination filter.
+func WithTokenFilter(filter func(*TokenQuery) (*TokenQuery, error)) TokenPaginateOption {
+	return func(pager *tokenPager) error {
+		if filter == nil {
+			return errors.New("TokenQuery filter cannot be nil")
+		}
+		pager.filter = filter
+		return nil
+	}
+}
+
+type tokenPager struct {
+	reverse bool
+	order   *TokenOrder
+	filter  func(*TokenQuery) (*TokenQuery, error)
+}
+
+func newTokenPager(opts []TokenPaginateOption, reverse bool) (*tokenPager, error) {
+	pager := &tokenPager{reverse: reverse}
+	for _, opt := range opts {
+		if err := opt(pager); err != nil {
+			return nil, err
+		}
+	}
+	if pager.order == nil {
+		pager.order = DefaultTokenOrder
+	}
+	return pager, nil
+}
+
+func (p *tokenPager) applyFilter(query *TokenQuery) (*TokenQuery, error) {
+	if p.filter != nil {
+		return p.filter(query)
+	}
+	return query, nil
+}
+
+func (p *tokenPager) toCursor(_m *Token) Cursor {
+	return p.order.Field.toCursor(_m)
+}
+
+func (p *tokenPager) applyCursors(query *TokenQuery, after, before *Cursor) (*TokenQuery, error) {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	for _, predicate := range entgql.CursorsPredicate(after, before, DefaultTokenOrder.Field.column, p.order.Field.column, direction) {
+		query = query.Where(predicate)
+	}
+	return query, nil
+}
+
+func (p *tokenPager) applyOrder(query *TokenQuery) *TokenQuery {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	query = query.Order(p.order.Field.toTerm(direction.OrderTermOption()))
+	if p.order.Field != DefaultTokenOrder.Field {
+		query = query.Order(DefaultTokenOrder.Field.toTerm(direction.OrderTermOption()))
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return query
+}
+
+func (p *tokenPager) orderExpr(query *TokenQuery) sql.Querier {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return sql.ExprFunc(func(b *sql.Builder) {
+		b.Ident(p.order.Field.column).Pad().WriteString(string(direction))
+		if p.order.Field != DefaultTokenOrder.Field {
+			b.Comma().Ident(DefaultTokenOrder.Field.column).Pad().WriteString(string(direction))
+		}
+	})
+}
+
+// Paginate executes the query and returns a relay based cursor connection to Token.
+func (_m *TokenQuery) Paginate(
+	ctx context.Context, after *Cursor, first *int,
+	before *Cursor, last *int, opts ...TokenPaginateOption,
+) (*TokenConnection, error) {
+	if err := validateFirstLast(first, last); err != nil {
+		return nil, err
+	}
+	pager, err := newTokenPager(opts, last != nil)
+	if err != nil {
+		return nil, err
+	}
+	if _m, err = pager.applyFilter(_m); err != nil {
+		return nil, err
+	}
+	conn := &TokenConnection{Edges: []*TokenEdge{}}
+	ignoredEdges := !hasCollectedField(ctx, edgesField)
+	if hasCollectedField(ctx, totalCountField) || hasCollectedField(ctx, pageInfoField) {
+		hasPagination := after != nil || first != nil || before != nil || last != nil
+		if hasPagination || ignoredEdges {
+			c := _m.Clone()
+			c.ctx.Fields = nil
+			if conn.TotalCount, err = c.Count(ctx); err != nil {
+				return nil, err
+			}
+			conn.PageInfo.HasNextPage = first != nil && conn.TotalCount > 0
+			conn.PageInfo.HasPreviousPage = last != nil && conn.TotalCount > 0
+		}
+	}
+	if ignoredEdges || (first != nil && *first == 0) || (last != nil && *last == 0) {
+		return conn, nil
+	}
+	if _m, err = pager.applyCursors(_m, after, before); err != nil {
+		return nil, err
+	}
+	limit := paginateLimit(first, last)
+	if limit != 0 {
+		_m.Limit(limit)
+	}
+	if field := collectedField(ctx, edgesField, nodeField); field != nil {
+		if err := _m.collectField(ctx, limit == 1, graphql.GetOperationContext(ctx), *field, []string{edgesField, nodeField}); err != nil {
+			return nil, err
+		}
+	}
+	_m = pager.applyOrder(_m)
+	nodes, err := _m.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn.build(nodes, pager, after, first, before, last)
+	return conn, nil
+}
+
+var (
+	// TokenOrderFieldCreatedAt orders Token by created_at.
+	TokenOrderFieldCreatedAt = &TokenOrderField{
+		Value: func(_m *Token) (ent.Value, error) {
+			return _m.CreatedAt, nil
+		},
+		column: token.FieldCreatedAt,
+		toTerm: token.ByCreatedAt,
+		toCursor: func(_m *Token) Cursor {
+			return Cursor{
+				ID:    _m.ID,
+				Value: _m.CreatedAt,
+			}
+		},
+	}
+	// TokenOrderFieldExpiresAt orders Token by expires_at.
+	TokenOrderFieldExpiresAt = &TokenOrderField{
+		Value: func(_m *Token) (ent.Value, error) {
+			return _m.ExpiresAt, nil
+		},
+		column: token.FieldExpiresAt,
+		toTerm: token.ByExpiresAt,
+		toCursor: func(_m *Token) Cursor {
+			return Cursor{
+				ID:    _m.ID,
+				Value: _m.ExpiresAt,
+			}
+		},
+	}
+)
+
+// String implement fmt.Stringer interface.
+func (f TokenOrderField) String() string {
+	var str string
+	switch f.column {
+	case TokenOrderFieldCreatedAt.column:
+		str = "CREATED_AT"
+	case TokenOrderFieldExpiresAt.column:
+		str = "EXPIRES_AT"
+	}
+	return str
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (f TokenOrderField) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(f.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (f *TokenOrderField) UnmarshalGQL(v interface{}) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("TokenOrderField %T must be a string", v)
+	}
+	switch str {
+	case "CREATED_AT":
+		*f = *TokenOrderFieldCreatedAt
+	case "EXPIRES_AT":
+		*f = *TokenOrderFieldExpiresAt
+	default:
+		return fmt.Errorf("%s is not a valid TokenOrderField", str)
+	}
+	return nil
+}
+
+// TokenOrderField defines the ordering field of Token.
+type TokenOrderField struct {
+	// Value extracts the ordering value from the given Token.
+	Value    func(*Token) (ent.Value, error)
+	column   string // field or computed.
+	toTerm   func(...sql.OrderTermOption) token.OrderOption
+	toCursor func(*Token) Cursor
+}
+
+// TokenOrder defines the ordering of Token.
+type TokenOrder struct {
+	Direction OrderDirection   `json:"direction"`
+	Field     *TokenOrderField `json:"field"`
+}
+
+// DefaultTokenOrder is the default ordering of Token.
+var DefaultTokenOrder = &TokenOrder{
+	Direction: entgql.OrderDirectionAsc,
+	Field: &TokenOrderField{
+		Value: func(_m *Token) (ent.Value, error) {
+			return _m.ID, nil
+		},
+		column: token.FieldID,
+		toTerm: token.ByID,
+		toCursor: func(_m *Token) Cursor {
+			return Cursor{ID: _m.ID}
+		},
+	},
+}
+
+// ToEdge converts Token into TokenEdge.
+func (_m *Token) ToEdge(order *TokenOrder) *TokenEdge {
+	if order == nil {
+		order = DefaultTokenOrder
+	}
+	return &TokenEdge{
 		Node:   _m,
 		Cursor: order.Field.toCursor(_m),
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/token"
 )
 
 // AttemptWhereInput represents a where input for filtering Attempt queries.
@@ -4605,5 +4606,369 @@ func (i *TenantWhereInput) P() (predicate.Tenant, error) {
 		return predicates[0], nil
 	default:
 		return tenant.And(predicates...), nil
+	}
+}
+
+// TokenWhereInput represents a where input for filtering Token queries.
+type TokenWhereInput struct {
+	Predicates []predicate.Token  `json:"-"`
+	Not        *TokenWhereInput   `json:"not,omitempty"`
+	Or         []*TokenWhereInput `json:"or,omitempty"`
+	And        []*TokenWhereInput `json:"and,omitempty"`
+
+	// "id" field predicates.
+	ID      *int  `json:"id,omitempty"`
+	IDNEQ   *int  `json:"idNEQ,omitempty"`
+	IDIn    []int `json:"idIn,omitempty"`
+	IDNotIn []int `json:"idNotIn,omitempty"`
+	IDGT    *int  `json:"idGT,omitempty"`
+	IDGTE   *int  `json:"idGTE,omitempty"`
+	IDLT    *int  `json:"idLT,omitempty"`
+	IDLTE   *int  `json:"idLTE,omitempty"`
+
+	// "created_at" field predicates.
+	CreatedAt      *time.Time  `json:"createdAt,omitempty"`
+	CreatedAtNEQ   *time.Time  `json:"createdAtNEQ,omitempty"`
+	CreatedAtIn    []time.Time `json:"createdAtIn,omitempty"`
+	CreatedAtNotIn []time.Time `json:"createdAtNotIn,omitempty"`
+	CreatedAtGT    *time.Time  `json:"createdAtGT,omitempty"`
+	CreatedAtGTE   *time.Time  `json:"createdAtGTE,omitempty"`
+	CreatedAtLT    *time.Time  `json:"createdAtLT,omitempty"`
+	CreatedAtLTE   *time.Time  `json:"createdAtLTE,omitempty"`
+
+	// "subject" field predicates.
+	Subject             *string  `json:"subject,omitempty"`
+	SubjectNEQ          *string  `json:"subjectNEQ,omitempty"`
+	SubjectIn           []string `json:"subjectIn,omitempty"`
+	SubjectNotIn        []string `json:"subjectNotIn,omitempty"`
+	SubjectGT           *string  `json:"subjectGT,omitempty"`
+	SubjectGTE          *string  `json:"subjectGTE,omitempty"`
+	SubjectLT           *string  `json:"subjectLT,omitempty"`
+	SubjectLTE          *string  `json:"subjectLTE,omitempty"`
+	SubjectContains     *string  `json:"subjectContains,omitempty"`
+	SubjectHasPrefix    *string  `json:"subjectHasPrefix,omitempty"`
+	SubjectHasSuffix    *string  `json:"subjectHasSuffix,omitempty"`
+	SubjectEqualFold    *string  `json:"subjectEqualFold,omitempty"`
+	SubjectContainsFold *string  `json:"subjectContainsFold,omitempty"`
+
+	// "issued_by" field predicates.
+	IssuedBy             *string  `json:"issuedBy,omitempty"`
+	IssuedByNEQ          *string  `json:"issuedByNEQ,omitempty"`
+	IssuedByIn           []string `json:"issuedByIn,omitempty"`
+	IssuedByNotIn        []string `json:"issuedByNotIn,omitempty"`
+	IssuedByGT           *string  `json:"issuedByGT,omitempty"`
+	IssuedByGTE          *string  `json:"issuedByGTE,omitempty"`
+	IssuedByLT           *string  `json:"issuedByLT,omitempty"`
+	IssuedByLTE          *string  `json:"issuedByLTE,omitempty"`
+	IssuedByContains     *string  `json:"issuedByContains,omitempty"`
+	IssuedByHasPrefix    *string  `json:"issuedByHasPrefix,omitempty"`
+	IssuedByHasSuffix    *string  `json:"issuedByHasSuffix,omitempty"`
+	IssuedByEqualFold    *string  `json:"issuedByEqualFold,omitempty"`
+	IssuedByContainsFold *string  `json:"issuedByContainsFold,omitempty"`
+
+	// "expires_at" field predicates.
+	ExpiresAt      *time.Time  `json:"expiresAt,omitempty"`
+	ExpiresAtNEQ   *time.Time  `json:"expiresAtNEQ,omitempty"`
+	ExpiresAtIn    []time.Time `json:"expiresAtIn,omitempty"`
+	ExpiresAtNotIn []time.Time `json:"expiresAtNotIn,omitempty"`
+	ExpiresAtGT    *time.Time  `json:"expiresAtGT,omitempty"`
+	ExpiresAtGTE   *time.Time  `json:"expiresAtGTE,omitempty"`
+	ExpiresAtLT    *time.Time  `json:"expiresAtLT,omitempty"`
+	ExpiresAtLTE   *time.Time  `json:"expiresAtLTE,omitempty"`
+
+	// "revoked_at" field predicates.
+	RevokedAt       *time.Time  `json:"revokedAt,omitempty"`
+	RevokedAtNEQ    *time.Time  `json:"revokedAtNEQ,omitempty"`
+	RevokedAtIn     []time.Time `json:"revokedAtIn,omitempty"`
+	RevokedAtNotIn  []time.Time `json:"revokedAtNotIn,omitempty"`
+	RevokedAtGT     *time.Time  `json:"revokedAtGT,omitempty"`
+	RevokedAtGTE    *time.Time  `json:"revokedAtGTE,omitempty"`
+	RevokedAtLT     *time.Time  `json:"revokedAtLT,omitempty"`
+	RevokedAtLTE    *time.Time  `json:"revokedAtLTE,omitempty"`
+	RevokedAtIsNil  bool        `json:"revokedAtIsNil,omitempty"`
+	RevokedAtNotNil bool        `json:"revokedAtNotNil,omitempty"`
+
+	// "tenant" edge predicates.
+	HasTenant     *bool               `json:"hasTenant,omitempty"`
+	HasTenantWith []*TenantWhereInput `json:"hasTenantWith,omitempty"`
+}
+
+// AddPredicates adds custom predicates to the where input to be used during the filtering phase.
+func (i *TokenWhereInput) AddPredicates(predicates ...predicate.Token) {
+	i.Predicates = append(i.Predicates, predicates...)
+}
+
+// Filter applies the TokenWhereInput filter on the TokenQuery builder.
+func (i *TokenWhereInput) Filter(q *TokenQuery) (*TokenQuery, error) {
+	if i == nil {
+		return q, nil
+	}
+	p, err := i.P()
+	if err != nil {
+		if err == ErrEmptyTokenWhereInput {
+			return q, nil
+		}
+		return nil, err
+	}
+	return q.Where(p), nil
+}
+
+// ErrEmptyTokenWhereInput is returned in case the TokenWhereInput is empty.
+var ErrEmptyTokenWhereInput = errors.New("ent: empty predicate TokenWhereInput")
+
+// P returns a predicate for filtering tokens.
+// An error is returned if the input is empty or invalid.
+func (i *TokenWhereInput) P() (predicate.Token, error) {
+	var predicates []predicate.Token
+	if i.Not != nil {
+		p, err := i.Not.P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'not'", err)
+		}
+		predicates = append(predicates, token.Not(p))
+	}
+	switch n := len(i.Or); {
+	case n == 1:
+		p, err := i.Or[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'or'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		or := make([]predicate.Token, 0, n)
+		for _, w := range i.Or {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'or'", err)
+			}
+			or = append(or, p)
+		}
+		predicates = append(predicates, token.Or(or...))
+	}
+	switch n := len(i.And); {
+	case n == 1:
+		p, err := i.And[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'and'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		and := make([]predicate.Token, 0, n)
+		for _, w := range i.And {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'and'", err)
+			}
+			and = append(and, p)
+		}
+		predicates = append(predicates, token.And(and...))
+	}
+	predicates = append(predicates, i.Predicates...)
+	if i.ID != nil {
+		predicates = append(predicates, token.IDEQ(*i.ID))
+	}
+	if i.IDNEQ != nil {
+		predicates = append(predicates, token.IDNEQ(*i.IDNEQ))
+	}
+	if len(i.IDIn) > 0 {
+		predicates = append(predicates, token.IDIn(i.IDIn...))
+	}
+	if len(i.IDNotIn) > 0 {
+		predicates = append(predicates, token.IDNotIn(i.IDNotIn...))
+	}
+	if i.IDGT != nil {
+		predicates = append(predicates, token.IDGT(*i.IDGT))
+	}
+	if i.IDGTE != nil {
+		predicates = append(predicates, token.IDGTE(*i.IDGTE))
+	}
+	if i.IDLT != nil {
+		predicates = append(predicates, token.IDLT(*i.IDLT))
+	}
+	if i.IDLTE != nil {
+		predicates = append(predicates, token.IDLTE(*i.IDLTE))
+	}
+	if i.CreatedAt != nil {
+		predicates = append(predicates, token.CreatedAtEQ(*i.CreatedAt))
+	}
+	if i.CreatedAtNEQ != nil {
+		predicates = append(predicates, token.CreatedAtNEQ(*i.CreatedAtNEQ))
+	}
+	if len(i.CreatedAtIn) > 0 {
+		predicates = append(predicates, token.CreatedAtIn(i.CreatedAtIn...))
+	}
+	if len(i.CreatedAtNotIn) > 0 {
+		predicates = append(predicates, token.CreatedAtNotIn(i.CreatedAtNotIn...))
+	}
+	if i.CreatedAtGT != nil {
+		predicates = append(predicates, token.CreatedAtGT(*i.CreatedAtGT))
+	}
+	if i.CreatedAtGTE != nil {
+		predicates = append(predicates, token.CreatedAtGTE(*i.CreatedAtGTE))
+	}
+	if i.CreatedAtLT != nil {
+		predicates = append(predicates, token.CreatedAtLT(*i.CreatedAtLT))
+	}
+	if i.CreatedAtLTE != nil {
+		predicates = append(predicates, token.CreatedAtLTE(*i.CreatedAtLTE))
+	}
+	if i.Subject != nil {
+		predicates = append(predicates, token.SubjectEQ(*i.Subject))
+	}
+	if i.SubjectNEQ != nil {
+		predicates = append(predicates, token.SubjectNEQ(*i.SubjectNEQ))
+	}
+	if len(i.SubjectIn) > 0 {
+		predicates = append(predicates, token.SubjectIn(i.SubjectIn...))
+	}
+	if len(i.SubjectNotIn) > 0 {
+		predicates = append(predicates, token.SubjectNotIn(i.SubjectNotIn...))
+	}
+	if i.SubjectGT != nil {
+		predicates = append(predicates, token.SubjectGT(*i.SubjectGT))
+	}
+	if i.SubjectGTE != nil {
+		predicates = append(predicates, token.SubjectGTE(*i.SubjectGTE))
+	}
+	if i.SubjectLT != nil {
+		predicates = append(predicates, token.SubjectLT(*i.SubjectLT))
+	}
+	if i.SubjectLTE != nil {
+		predicates = append(predicates, token.SubjectLTE(*i.SubjectLTE))
+	}
+	if i.SubjectContains != nil {
+		predicates = append(predicates, token.SubjectContains(*i.SubjectContains))
+	}
+	if i.SubjectHasPrefix != nil {
+		predicates = append(predicates, token.SubjectHasPrefix(*i.SubjectHasPrefix))
+	}
+	if i.SubjectHasSuffix != nil {
+		predicates = append(predicates, token.SubjectHasSuffix(*i.SubjectHasSuffix))
+	}
+	if i.SubjectEqualFold != nil {
+		predicates = append(predicates, token.SubjectEqualFold(*i.SubjectEqualFold))
+	}
+	if i.SubjectContainsFold != nil {
+		predicates = append(predicates, token.SubjectContainsFold(*i.SubjectContainsFold))
+	}
+	if i.IssuedBy != nil {
+		predicates = append(predicates, token.IssuedByEQ(*i.IssuedBy))
+	}
+	if i.IssuedByNEQ != nil {
+		predicates = append(predicates, token.IssuedByNEQ(*i.IssuedByNEQ))
+	}
+	if len(i.IssuedByIn) > 0 {
+		predicates = append(predicates, token.IssuedByIn(i.IssuedByIn...))
+	}
+	if len(i.IssuedByNotIn) > 0 {
+		predicates = append(predicates, token.IssuedByNotIn(i.IssuedByNotIn...))
+	}
+	if i.IssuedByGT != nil {
+		predicates = append(predicates, token.IssuedByGT(*i.IssuedByGT))
+	}
+	if i.IssuedByGTE != nil {
+		predicates = append(predicates, token.IssuedByGTE(*i.IssuedByGTE))
+	}
+	if i.IssuedByLT != nil {
+		predicates = append(predicates, token.IssuedByLT(*i.IssuedByLT))
+	}
+	if i.IssuedByLTE != nil {
+		predicates = append(predicates, token.IssuedByLTE(*i.IssuedByLTE))
+	}
+	if i.IssuedByContains != nil {
+		predicates = append(predicates, token.IssuedByContains(*i.IssuedByContains))
+	}
+	if i.IssuedByHasPrefix != nil {
+		predicates = append(predicates, token.IssuedByHasPrefix(*i.IssuedByHasPrefix))
+	}
+	if i.IssuedByHasSuffix != nil {
+		predicates = append(predicates, token.IssuedByHasSuffix(*i.IssuedByHasSuffix))
+	}
+	if i.IssuedByEqualFold != nil {
+		predicates = append(predicates, token.IssuedByEqualFold(*i.IssuedByEqualFold))
+	}
+	if i.IssuedByContainsFold != nil {
+		predicates = append(predicates, token.IssuedByContainsFold(*i.IssuedByContainsFold))
+	}
+	if i.ExpiresAt != nil {
+		predicates = append(predicates, token.ExpiresAtEQ(*i.ExpiresAt))
+	}
+	if i.ExpiresAtNEQ != nil {
+		predicates = append(predicates, token.ExpiresAtNEQ(*i.ExpiresAtNEQ))
+	}
+	if len(i.ExpiresAtIn) > 0 {
+		predicates = append(predicates, token.ExpiresAtIn(i.ExpiresAtIn...))
+	}
+	if len(i.ExpiresAtNotIn) > 0 {
+		predicates = append(predicates, token.ExpiresAtNotIn(i.ExpiresAtNotIn...))
+	}
+	if i.ExpiresAtGT != nil {
+		predicates = append(predicates, token.ExpiresAtGT(*i.ExpiresAtGT))
+	}
+	if i.ExpiresAtGTE != nil {
+		predicates = append(predicates, token.ExpiresAtGTE(*i.ExpiresAtGTE))
+	}
+	if i.ExpiresAtLT != nil {
+		predicates = append(predicates, token.ExpiresAtLT(*i.ExpiresAtLT))
+	}
+	if i.ExpiresAtLTE != nil {
+		predicates = append(predicates, token.ExpiresAtLTE(*i.ExpiresAtLTE))
+	}
+	if i.RevokedAt != nil {
+		predicates = append(predicates, token.RevokedAtEQ(*i.RevokedAt))
+	}
+	if i.RevokedAtNEQ != nil {
+		predicates = append(predicates, token.RevokedAtNEQ(*i.RevokedAtNEQ))
+	}
+	if len(i.RevokedAtIn) > 0 {
+		predicates = append(predicates, token.RevokedAtIn(i.RevokedAtIn...))
+	}
+	if len(i.RevokedAtNotIn) > 0 {
+		predicates = append(predicates, token.RevokedAtNotIn(i.RevokedAtNotIn...))
+	}
+	if i.RevokedAtGT != nil {
+		predicates = append(predicates, token.RevokedAtGT(*i.RevokedAtGT))
+	}
+	if i.RevokedAtGTE != nil {
+		predicates = append(predicates, token.RevokedAtGTE(*i.RevokedAtGTE))
+	}
+	if i.RevokedAtLT != nil {
+		predicates = append(predicates, token.RevokedAtLT(*i.RevokedAtLT))
+	}
+	if i.RevokedAtLTE != nil {
+		predicates = append(predicates, token.RevokedAtLTE(*i.RevokedAtLTE))
+	}
+	if i.RevokedAtIsNil {
+		predicates = append(predicates, token.RevokedAtIsNil())
+	}
+	if i.RevokedAtNotNil {
+		predicates = append(predicates, token.RevokedAtNotNil())
+	}
+
+	if i.HasTenant != nil {
+		p := token.HasTenant()
+		if !*i.HasTenant {
+			p = token.Not(p)
+		}
+		predicates = append(predicates, p)
+	}
+	if len(i.HasTenantWith) > 0 {
+		with := make([]predicate.Tenant, 0, len(i.HasTenantWith))
+		for _, w := range i.HasTenantWith {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'HasTenantWith'", err)
+			}
+			with = append(with, p)
+		}
+		predicates = append(predicates, token.HasTenantWith(with...))
+	}
+	switch len(predicates) {
+	case 0:
+		return nil, ErrEmptyTokenWhereInput
+	case 1:
+		return predicates[0], nil
+	default:
+		return token.And(predicates...), nil
 	}
 }

@@ -34,6 +34,8 @@ type Tx struct {
 	Server *ServerClient
 	// Tenant is the client for interacting with the Tenant builders.
 	Tenant *TenantClient
+	// Token is the client for interacting with the Token builders.
+	Token *TokenClient
 
 	// lazily loaded.
 	client     *Client
@@ -175,6 +177,7 @@ func (tx *Tx) init() {
 	tx.Request = NewRequestClient(tx.config)
 	tx.Server = NewServerClient(tx.config)
 	tx.Tenant = NewTenantClient(tx.config)
+	tx.Token = NewTokenClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

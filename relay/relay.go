@@ -80,8 +80,11 @@ type Config struct {
 	// NoAutoMigrate leaves pending migrations to `server migrate` (ADAL_AUTO_MIGRATE=false): Open then refuses
 	// a database that lacks some. By default Open applies them.
 	NoAutoMigrate bool
-	Dev           bool
-	Logger        *slog.Logger
+	// TokenRefresh is how often revoked token ids are reloaded (a revocation reaches every process within
+	// about this long, and expired or revoked tokens' websockets close); default 2s.
+	TokenRefresh time.Duration
+	Dev          bool
+	Logger       *slog.Logger
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 }
@@ -121,6 +124,7 @@ type Relay struct {
 	cfg       Config
 	DB        *storage.DB
 	Auth      *auth.Authenticator
+	Tokens    *auth.Store
 	Billing   *billing.Service
 	Routing   *routing.Service
 	Delivery  *delivery.Service
@@ -181,10 +185,18 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, fmt.Errorf("ADAL_JWT_SECRET: %w", err)
 	}
+	tokens, err := auth.NewStore(auth.StoreConfig{
+		Auth: authn, Client: db.Client, Interval: cfg.TokenRefresh, Logger: cfg.Logger, Now: cfg.Now,
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	r := &Relay{
 		cfg:     cfg,
 		DB:      db,
 		Auth:    authn,
+		Tokens:  tokens,
 		Billing: billing.New(db.Dialect, cfg.Now),
 		Routing: routing.New(cfg.PublicURL, cfg.Now),
 	}
@@ -284,6 +296,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Routing:  r.Routing,
 			Events:   r.Events,
 			Auth:     authn,
+			Tokens:   tokens,
 			Now:      cfg.Now,
 			CLIHub:   r.CLIHub,
 			Outbound: r.Outbound,
@@ -374,7 +387,7 @@ func (r *Relay) openCron(cfg Config) error {
 // services are the background services in the order they start; they stop in the reverse order, so the
 // engine's attempts in flight finish and are recorded, and their changes published, before the bus stops.
 func (r *Relay) services() []startstop.Service {
-	svcs := []startstop.Service{r.Events, r.Leader, r.Retention, r.Cycle}
+	svcs := []startstop.Service{r.Tokens, r.Events, r.Leader, r.Retention, r.Cycle}
 	for _, c := range r.crons {
 		svcs = append(svcs, c)
 	}

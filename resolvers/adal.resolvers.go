@@ -114,11 +114,11 @@ func (r *mutationResolver) IssueToken(ctx context.Context, input model.IssueToke
 		}
 		ttl = time.Duration(*input.TTLSeconds) * time.Second
 	}
-	token, err := r.Auth.Issue(want, ttl)
+	token, row, err := r.Tokens.Mint(ctx, r.client(ctx), want, ttl)
 	if err != nil {
-		return nil, fault.E(op, fault.InvalidInput, "%v", err)
+		return nil, storage.Err(op, "token", err)
 	}
-	return &model.IssuedToken{Token: token, ExpiresAt: r.Now().Add(ttl).UTC().Truncate(time.Second)}, nil
+	return &model.IssuedToken{ID: row.ID, Token: token, ExpiresAt: row.ExpiresAt}, nil
 }
 
 // CreateServer is the resolver for the createServer field.

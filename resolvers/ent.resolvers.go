@@ -13,6 +13,7 @@ import (
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/graph/generated"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
 )
 
 // Node is the resolver for the node field.
@@ -53,6 +54,20 @@ func (r *queryResolver) Tenants(ctx context.Context, after *entgql.Cursor[int], 
 		Paginate(ctx, after, first, before, last, ent.WithTenantOrder(orderBy), ent.WithTenantFilter(where.Filter))
 }
 
+// Tokens is the resolver for the tokens field.
+func (r *queryResolver) Tokens(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TokenOrder, where *ent.TokenWhereInput) (*ent.TokenConnection, error) {
+	// Members hold tokens but do not administer them: listing who else holds one is an owner's business.
+	if _, err := require(ctx, "tokens", viewer.Admin, viewer.Owner); err != nil {
+		return nil, err
+	}
+	first, err := pageSize("tokens", first, last)
+	if err != nil {
+		return nil, err
+	}
+	return r.client(ctx).Token.Query().
+		Paginate(ctx, after, first, before, last, ent.WithTokenOrder(orderBy), ent.WithTokenFilter(where.Filter))
+}
+
 // OutboundAttempt returns generated.OutboundAttemptResolver implementation.
 func (r *Resolver) OutboundAttempt() generated.OutboundAttemptResolver {
 	return &outboundAttemptResolver{r}
@@ -76,6 +91,9 @@ func (r *Resolver) Server() generated.ServerResolver { return &serverResolver{r}
 // Tenant returns generated.TenantResolver implementation.
 func (r *Resolver) Tenant() generated.TenantResolver { return &tenantResolver{r} }
 
+// Token returns generated.TokenResolver implementation.
+func (r *Resolver) Token() generated.TokenResolver { return &tokenResolver{r} }
+
 type (
 	outboundAttemptResolver struct{ *Resolver }
 	outboundJobResolver     struct{ *Resolver }
@@ -84,4 +102,5 @@ type (
 	requestResolver         struct{ *Resolver }
 	serverResolver          struct{ *Resolver }
 	tenantResolver          struct{ *Resolver }
+	tokenResolver           struct{ *Resolver }
 )

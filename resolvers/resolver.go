@@ -26,7 +26,9 @@ type Resolver struct {
 	Events   events.Bus
 	Routing  *routing.Service
 	Auth     *auth.Authenticator
-	Now      func() time.Time
+	// Tokens mints, lists and revokes stored tokens.
+	Tokens *auth.Store
+	Now    func() time.Time
 	// CLIHub serves cliListen and reportCliAttempt (the adal CLI).
 	CLIHub *clihub.Hub
 	// Outbound serves sendOutbound and its jobs: standalone HTTP calls a tenant submits through the API.

@@ -49,6 +49,7 @@ func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
 	db := dbtest.OpenEmpty(t)
 	ctx := viewer.SystemContext(context.Background())
 	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
+	dropPostBaseline(t, db)
 	req := writeRows(t, db)
 	require.ErrorIs(t, storage.CheckMigrated(ctx, db.DB), storage.ErrPending)
 
@@ -67,6 +68,7 @@ func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
 	db := dbtest.OpenEmpty(t)
 	ctx := viewer.SystemContext(context.Background())
 	require.NoError(t, storage.CreateGenerated(ctx, db.DB)) // every foreign key of the generated schema
+	dropPostBaseline(t, db)
 	req := writeRows(t, db)
 	for _, stmt := range []string{ // as earlier versions created them
 		"CREATE INDEX delivery_status_next_attempt_at ON deliveries (status, next_attempt_at)",
@@ -99,6 +101,16 @@ func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
 	require.NoError(t, err)
 	requireRows(t, db, req)
 	require.Equal(t, schemaDump(t, dbtest.Open(t)), schemaDump(t, db))
+}
+
+// dropPostBaseline drops the tables that migrations after the baseline add: the automatic migration of
+// earlier versions never made them, and those migrations create them.
+func dropPostBaseline(t *testing.T, db *dbtest.DB) {
+	t.Helper()
+	for _, table := range []string{"tokens"} {
+		_, err := db.SQL.ExecContext(t.Context(), "DROP TABLE "+table)
+		require.NoError(t, err, table)
+	}
 }
 
 // The request history's foreign keys are not in the database; the others are.
@@ -286,6 +298,7 @@ func TestMigrateTakesTurns(t *testing.T) {
 	legacy := dbtest.OpenEmpty(t)
 	ctx := context.Background()
 	require.NoError(t, storage.AutoMigrate(ctx, legacy.DB))
+	dropPostBaseline(t, legacy)
 	url := legacy.URL
 	type result struct {
 		n   int
@@ -307,8 +320,9 @@ func TestMigrateTakesTurns(t *testing.T) {
 	a, b := <-results, <-results
 	require.NoError(t, a.err)
 	require.NoError(t, b.err)
-	require.Equal(t, len(migrationFiles(t))-1, a.n, "the baseline is recorded, not run")
-	require.Equal(t, a.n, b.n)
+	// One applies the migrations after the baseline (the baseline is recorded, not run); the other finds
+	// nothing left to do.
+	require.ElementsMatch(t, []int{len(migrationFiles(t)) - 1, 0}, []int{a.n, b.n})
 	require.NoError(t, storage.CheckMigrated(ctx, legacy.DB))
 }
 

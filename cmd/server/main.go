@@ -233,7 +233,8 @@ func token(args []string) error {
 		return err
 	}
 	defer r.Close()
-	tok, err := r.Auth.Issue(v, *ttl)
+	// The row makes the token listable and revocable like any the API mints.
+	tok, _, err := r.Tokens.Mint(viewer.SystemContext(context.Background()), r.DB.Client, v, *ttl)
 	if err != nil {
 		return err
 	}

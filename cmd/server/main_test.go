@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	enttoken "github.com/adal-relay/adal/ent/token"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/storage/dbtest"
+	"github.com/adal-relay/adal/viewer"
 )
 
 // setDatabase points the ADAL_* variables at a fresh, empty database of the test's dialect.
@@ -55,4 +58,22 @@ func TestServerMigratesAtStartByDefault(t *testing.T) {
 	t.Setenv("ADAL_AUTO_MIGRATE", "sometimes")
 	_, err = configFromEnv()
 	require.ErrorContains(t, err, "ADAL_AUTO_MIGRATE")
+}
+
+// `server token` stores the token it prints, so it can be listed and revoked like any other.
+func TestServerTokenIsStored(t *testing.T) {
+	setDatabase(t)
+	require.NoError(t, run([]string{"token", "--admin", "--subject", "ops-laptop", "--ttl", "2h"}))
+	cfg, err := configFromEnv()
+	require.NoError(t, err)
+	r, err := relay.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	defer r.Close()
+	row, err := r.DB.Client.Token.Query().Where(enttoken.Subject("ops-laptop")).
+		Only(viewer.SystemContext(context.Background()))
+	require.NoError(t, err)
+	require.Equal(t, "ADMIN", row.Role)
+	require.Equal(t, "server token", row.IssuedBy)
+	require.Nil(t, row.TenantID)
+	require.WithinDuration(t, time.Now().Add(2*time.Hour), row.ExpiresAt, time.Minute)
 }

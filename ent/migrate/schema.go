@@ -500,6 +500,46 @@ var (
 			},
 		},
 	}
+	// TokensColumns holds the columns for the "tokens" table.
+	TokensColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "role", Type: field.TypeString},
+		{Name: "subject", Type: field.TypeString},
+		{Name: "issued_by", Type: field.TypeString},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "revoked_at", Type: field.TypeTime, Nullable: true},
+		{Name: "tenant_id", Type: field.TypeInt, Nullable: true},
+	}
+	// TokensTable holds the schema information for the "tokens" table.
+	TokensTable = &schema.Table{
+		Name:       "tokens",
+		Columns:    TokensColumns,
+		PrimaryKey: []*schema.Column{TokensColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "tokens_tenants_tenant",
+				Columns:    []*schema.Column{TokensColumns[7]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "token_tenant_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{TokensColumns[7], TokensColumns[1]},
+			},
+			{
+				Name:    "token_revoked",
+				Unique:  false,
+				Columns: []*schema.Column{TokensColumns[5]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "revoked_at IS NOT NULL",
+				},
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		AttemptsTable,
@@ -512,6 +552,7 @@ var (
 		RequestsTable,
 		ServersTable,
 		TenantsTable,
+		TokensTable,
 	}
 )
 
@@ -562,5 +603,9 @@ func init() {
 	TenantsTable.ForeignKeys[0].RefTable = PlansTable
 	TenantsTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(30064771072),
+	}
+	TokensTable.ForeignKeys[0].RefTable = TenantsTable
+	TokensTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(42949672960),
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/ent/schema"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/token"
 
 	"entgo.io/ent"
 	"entgo.io/ent/privacy"
@@ -330,6 +331,24 @@ func init() {
 	tenant.DefaultCreditBalance = tenantDescCreditBalance.Default.(int64)
 	// tenant.CreditBalanceValidator is a validator for the "credit_balance" field. It is called by the builders before save.
 	tenant.CreditBalanceValidator = tenantDescCreditBalance.Validators[0].(func(int64) error)
+	tokenMixin := schema.Token{}.Mixin()
+	token.Policy = privacy.NewPolicies(schema.Token{})
+	token.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := token.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	tokenMixinFields0 := tokenMixin[0].Fields()
+	_ = tokenMixinFields0
+	tokenFields := schema.Token{}.Fields()
+	_ = tokenFields
+	// tokenDescCreatedAt is the schema descriptor for created_at field.
+	tokenDescCreatedAt := tokenMixinFields0[0].Descriptor()
+	// token.DefaultCreatedAt holds the default value on creation for the created_at field.
+	token.DefaultCreatedAt = tokenDescCreatedAt.Default.(func() time.Time)
 }
 
 const (

@@ -49,6 +49,7 @@ type ResolverRoot interface {
 	Server() ServerResolver
 	Subscription() SubscriptionResolver
 	Tenant() TenantResolver
+	Token() TokenResolver
 }
 
 type DirectiveRoot struct {
@@ -122,6 +123,7 @@ type ComplexityRoot struct {
 
 	IssuedToken struct {
 		ExpiresAt func(childComplexity int) int
+		ID        func(childComplexity int) int
 		Token     func(childComplexity int) int
 	}
 
@@ -163,6 +165,7 @@ type ComplexityRoot struct {
 		ReportCliAttempt func(childComplexity int, input model.ReportCliAttemptInput) int
 		ResumeRecipient  func(childComplexity int, id int) int
 		RetryDelivery    func(childComplexity int, id int) int
+		RevokeToken      func(childComplexity int, id int) int
 		SendOutbound     func(childComplexity int, input model.SendOutboundInput) int
 		UpdatePlan       func(childComplexity int, id int, input model.UpdatePlanInput) int
 		UpdateRecipient  func(childComplexity int, id int, input model.UpdateRecipientInput) int
@@ -246,6 +249,7 @@ type ComplexityRoot struct {
 		Server       func(childComplexity int, id int) int
 		Servers      func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) int
 		Tenants      func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) int
+		Tokens       func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TokenOrder, where *ent.TokenWhereInput) int
 		Viewer       func(childComplexity int) int
 	}
 
@@ -350,6 +354,28 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	Token struct {
+		CreatedAt func(childComplexity int) int
+		ExpiresAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		IssuedBy  func(childComplexity int) int
+		RevokedAt func(childComplexity int) int
+		Role      func(childComplexity int) int
+		Subject   func(childComplexity int) int
+		Tenant    func(childComplexity int) int
+	}
+
+	TokenConnection struct {
+		Edges      func(childComplexity int) int
+		PageInfo   func(childComplexity int) int
+		TotalCount func(childComplexity int) int
+	}
+
+	TokenEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	Usage struct {
 		CreditsGranted   func(childComplexity int) int
 		CreditsSpent     func(childComplexity int) int
@@ -391,6 +417,7 @@ type MutationResolver interface {
 	EnableRecipient(ctx context.Context, id int) (*ent.Recipient, error)
 	ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error)
 	SendOutbound(ctx context.Context, input model.SendOutboundInput) (*ent.OutboundJob, error)
+	RevokeToken(ctx context.Context, id int) (*ent.Token, error)
 }
 type OutboundAttemptResolver interface {
 	ResponseBody(ctx context.Context, obj *ent.OutboundAttempt) (*string, error)
@@ -408,6 +435,7 @@ type QueryResolver interface {
 	Nodes(ctx context.Context, ids []int) ([]ent.Noder, error)
 	Plans(ctx context.Context) ([]*ent.Plan, error)
 	Tenants(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) (*ent.TenantConnection, error)
+	Tokens(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TokenOrder, where *ent.TokenWhereInput) (*ent.TokenConnection, error)
 	Viewer(ctx context.Context) (*model.Viewer, error)
 	Servers(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) (*ent.ServerConnection, error)
 	Server(ctx context.Context, id int) (*ent.Server, error)
@@ -435,6 +463,9 @@ type SubscriptionResolver interface {
 }
 type TenantResolver interface {
 	Usage(ctx context.Context, obj *ent.Tenant, period *string) (*billing.Usage, error)
+}
+type TokenResolver interface {
+	Role(ctx context.Context, obj *ent.Token) (viewer.Role, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -749,6 +780,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.IssuedToken.ExpiresAt(childComplexity), true
+	case "IssuedToken.id":
+		if e.ComplexityRoot.IssuedToken.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IssuedToken.ID(childComplexity), true
 	case "IssuedToken.token":
 		if e.ComplexityRoot.IssuedToken.Token == nil {
 			break
@@ -1007,6 +1044,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RetryDelivery(childComplexity, args["id"].(int)), true
+	case "Mutation.revokeToken":
+		if e.ComplexityRoot.Mutation.RevokeToken == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeToken_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeToken(childComplexity, args["id"].(int)), true
 	case "Mutation.sendOutbound":
 		if e.ComplexityRoot.Mutation.SendOutbound == nil {
 			break
@@ -1451,6 +1499,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tenants(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.TenantOrder), args["where"].(*ent.TenantWhereInput)), true
+	case "Query.tokens":
+		if e.ComplexityRoot.Query.Tokens == nil {
+			break
+		}
+
+		args, err := ec.field_Query_tokens_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Tokens(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.TokenOrder), args["where"].(*ent.TokenWhereInput)), true
 	case "Query.viewer":
 		if e.ComplexityRoot.Query.Viewer == nil {
 			break
@@ -1892,6 +1951,87 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TenantEdge.Node(childComplexity), true
 
+	case "Token.createdAt":
+		if e.ComplexityRoot.Token.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.CreatedAt(childComplexity), true
+	case "Token.expiresAt":
+		if e.ComplexityRoot.Token.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.ExpiresAt(childComplexity), true
+	case "Token.id":
+		if e.ComplexityRoot.Token.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.ID(childComplexity), true
+	case "Token.issuedBy":
+		if e.ComplexityRoot.Token.IssuedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.IssuedBy(childComplexity), true
+	case "Token.revokedAt":
+		if e.ComplexityRoot.Token.RevokedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.RevokedAt(childComplexity), true
+	case "Token.role":
+		if e.ComplexityRoot.Token.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.Role(childComplexity), true
+	case "Token.subject":
+		if e.ComplexityRoot.Token.Subject == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.Subject(childComplexity), true
+	case "Token.tenant":
+		if e.ComplexityRoot.Token.Tenant == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.Tenant(childComplexity), true
+
+	case "TokenConnection.edges":
+		if e.ComplexityRoot.TokenConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenConnection.Edges(childComplexity), true
+	case "TokenConnection.pageInfo":
+		if e.ComplexityRoot.TokenConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenConnection.PageInfo(childComplexity), true
+	case "TokenConnection.totalCount":
+		if e.ComplexityRoot.TokenConnection.TotalCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenConnection.TotalCount(childComplexity), true
+
+	case "TokenEdge.cursor":
+		if e.ComplexityRoot.TokenEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenEdge.Cursor(childComplexity), true
+	case "TokenEdge.node":
+		if e.ComplexityRoot.TokenEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenEdge.Node(childComplexity), true
+
 	case "Usage.creditsGranted":
 		if e.ComplexityRoot.Usage.CreditsGranted == nil {
 			break
@@ -1983,6 +2123,8 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ServerWhereInput", ec.unmarshalInputServerWhereInput),
 			graphql.NewInputUnmarshaler("TenantOrder", ec.unmarshalInputTenantOrder),
 			graphql.NewInputUnmarshaler("TenantWhereInput", ec.unmarshalInputTenantWhereInput),
+			graphql.NewInputUnmarshaler("TokenOrder", ec.unmarshalInputTokenOrder),
+			graphql.NewInputUnmarshaler("TokenWhereInput", ec.unmarshalInputTokenWhereInput),
 			graphql.NewInputUnmarshaler("UpdatePlanInput", ec.unmarshalInputUpdatePlanInput),
 			graphql.NewInputUnmarshaler("UpdateRecipientInput", ec.unmarshalInputUpdateRecipientInput),
 			graphql.NewInputUnmarshaler("UpdateServerInput", ec.unmarshalInputUpdateServerInput),
@@ -2392,6 +2534,25 @@ extend type Mutation {
   idempotencyKey is already taken by a retained job of the tenant, DUPLICATE (free, never executed).
   """
   sendOutbound(input: SendOutboundInput!): OutboundJob!
+}
+`, BuiltIn: false},
+	{Name: "../token.graphqls", Input: `# API tokens: every token Adal issues is stored, so it can be listed and revoked.
+
+extend type Token {
+  role: Role!
+}
+
+extend type IssuedToken {
+  "The stored token, for tokens and revokeToken."
+  id: ID!
+}
+
+extend type Mutation {
+  """
+  Revokes a token: every process refuses it within seconds, and closes its websockets. Owners revoke their
+  tenant's tokens, operators any. Revoking a revoked token changes nothing.
+  """
+  revokeToken(id: ID!): Token!
 }
 `, BuiltIn: false},
 	{Name: "../ent.graphql", Input: `directive @goField(forceResolver: Boolean, name: String, omittable: Boolean) on FIELD_DEFINITION | INPUT_FIELD_DEFINITION
@@ -3566,6 +3727,37 @@ type Query {
     """
     where: TenantWhereInput
   ): TenantConnection!
+  tokens(
+    """
+    Returns the elements in the list that come after the specified cursor.
+    """
+    after: Cursor
+
+    """
+    Returns the first _n_ elements from the list.
+    """
+    first: Int
+
+    """
+    Returns the elements in the list that come before the specified cursor.
+    """
+    before: Cursor
+
+    """
+    Returns the last _n_ elements from the list.
+    """
+    last: Int
+
+    """
+    Ordering options for Tokens returned from the connection.
+    """
+    orderBy: TokenOrder
+
+    """
+    Filtering options for Tokens returned from the connection.
+    """
+    where: TokenWhereInput
+  ): TokenConnection!
 }
 type Recipient implements Node {
   id: ID!
@@ -4308,6 +4500,157 @@ input TenantWhereInput {
   hasPlan: Boolean
   hasPlanWith: [PlanWhereInput!]
 }
+type Token implements Node {
+  id: ID!
+  createdAt: Time!
+  subject: String!
+  issuedBy: String!
+  expiresAt: Time!
+  revokedAt: Time
+  tenant: Tenant
+}
+"""
+A connection to a list of items.
+"""
+type TokenConnection {
+  """
+  A list of edges.
+  """
+  edges: [TokenEdge]
+  """
+  Information to aid in pagination.
+  """
+  pageInfo: PageInfo!
+  """
+  Identifies the total count of items in the connection.
+  """
+  totalCount: Int!
+}
+"""
+An edge in a connection.
+"""
+type TokenEdge {
+  """
+  The item at the end of the edge.
+  """
+  node: Token
+  """
+  A cursor for use in pagination.
+  """
+  cursor: Cursor!
+}
+"""
+Ordering options for Token connections
+"""
+input TokenOrder {
+  """
+  The ordering direction.
+  """
+  direction: OrderDirection! = ASC
+  """
+  The field by which to order Tokens.
+  """
+  field: TokenOrderField!
+}
+"""
+Properties by which Token connections can be ordered.
+"""
+enum TokenOrderField {
+  CREATED_AT
+  EXPIRES_AT
+}
+"""
+TokenWhereInput is used for filtering Token objects.
+Input was generated by ent.
+"""
+input TokenWhereInput {
+  not: TokenWhereInput
+  and: [TokenWhereInput!]
+  or: [TokenWhereInput!]
+  """
+  id field predicates
+  """
+  id: ID
+  idNEQ: ID
+  idIn: [ID!]
+  idNotIn: [ID!]
+  idGT: ID
+  idGTE: ID
+  idLT: ID
+  idLTE: ID
+  """
+  created_at field predicates
+  """
+  createdAt: Time
+  createdAtNEQ: Time
+  createdAtIn: [Time!]
+  createdAtNotIn: [Time!]
+  createdAtGT: Time
+  createdAtGTE: Time
+  createdAtLT: Time
+  createdAtLTE: Time
+  """
+  subject field predicates
+  """
+  subject: String
+  subjectNEQ: String
+  subjectIn: [String!]
+  subjectNotIn: [String!]
+  subjectGT: String
+  subjectGTE: String
+  subjectLT: String
+  subjectLTE: String
+  subjectContains: String
+  subjectHasPrefix: String
+  subjectHasSuffix: String
+  subjectEqualFold: String
+  subjectContainsFold: String
+  """
+  issued_by field predicates
+  """
+  issuedBy: String
+  issuedByNEQ: String
+  issuedByIn: [String!]
+  issuedByNotIn: [String!]
+  issuedByGT: String
+  issuedByGTE: String
+  issuedByLT: String
+  issuedByLTE: String
+  issuedByContains: String
+  issuedByHasPrefix: String
+  issuedByHasSuffix: String
+  issuedByEqualFold: String
+  issuedByContainsFold: String
+  """
+  expires_at field predicates
+  """
+  expiresAt: Time
+  expiresAtNEQ: Time
+  expiresAtIn: [Time!]
+  expiresAtNotIn: [Time!]
+  expiresAtGT: Time
+  expiresAtGTE: Time
+  expiresAtLT: Time
+  expiresAtLTE: Time
+  """
+  revoked_at field predicates
+  """
+  revokedAt: Time
+  revokedAtNEQ: Time
+  revokedAtIn: [Time!]
+  revokedAtNotIn: [Time!]
+  revokedAtGT: Time
+  revokedAtGTE: Time
+  revokedAtLT: Time
+  revokedAtLTE: Time
+  revokedAtIsNil: Boolean
+  revokedAtNotNil: Boolean
+  """
+  tenant edge predicates
+  """
+  hasTenant: Boolean
+  hasTenantWith: [TenantWhereInput!]
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -4440,6 +4783,8 @@ func (ec *executionContext) childFields_IssuedToken(ctx context.Context, field g
 		return ec.fieldContext_IssuedToken_token(ctx, field)
 	case "expiresAt":
 		return ec.fieldContext_IssuedToken_expiresAt(ctx, field)
+	case "id":
+		return ec.fieldContext_IssuedToken_id(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type IssuedToken", field.Name)
 }
@@ -4808,6 +5153,50 @@ func (ec *executionContext) childFields_TenantEdge(ctx context.Context, field gr
 		return ec.fieldContext_TenantEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TenantEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_Token(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Token_id(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Token_createdAt(ctx, field)
+	case "subject":
+		return ec.fieldContext_Token_subject(ctx, field)
+	case "issuedBy":
+		return ec.fieldContext_Token_issuedBy(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Token_expiresAt(ctx, field)
+	case "revokedAt":
+		return ec.fieldContext_Token_revokedAt(ctx, field)
+	case "tenant":
+		return ec.fieldContext_Token_tenant(ctx, field)
+	case "role":
+		return ec.fieldContext_Token_role(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Token", field.Name)
+}
+
+func (ec *executionContext) childFields_TokenConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_TokenConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_TokenConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_TokenConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TokenConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_TokenEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_TokenEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_TokenEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TokenEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_Usage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5191,6 +5580,20 @@ func (ec *executionContext) field_Mutation_resumeRecipient_args(ctx context.Cont
 }
 
 func (ec *executionContext) field_Mutation_retryDelivery_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -5616,6 +6019,60 @@ func (ec *executionContext) field_Query_tenants_args(ctx context.Context, rawArg
 	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "where",
 		func(ctx context.Context, v any) (*ent.TenantWhereInput, error) {
 			return ec.unmarshalOTenantWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTenantWhereInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["where"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "orderBy",
+		func(ctx context.Context, v any) (*ent.TokenOrder, error) {
+			return ec.unmarshalOTokenOrder2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenOrder(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["orderBy"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "where",
+		func(ctx context.Context, v any) (*ent.TokenWhereInput, error) {
+			return ec.unmarshalOTokenWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenWhereInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -6947,6 +7404,29 @@ func (ec *executionContext) fieldContext_IssuedToken_expiresAt(_ context.Context
 	return graphql.NewScalarFieldContext("IssuedToken", field, false, false, "Time")
 }
 
+func (ec *executionContext) _IssuedToken_id(ctx context.Context, field graphql.CollectedField, obj *model.IssuedToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IssuedToken_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_IssuedToken_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IssuedToken", field, false, false, "ID")
+}
+
 func (ec *executionContext) _LedgerEntry_id(ctx context.Context, field graphql.CollectedField, obj *ent.LedgerEntry) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8124,6 +8604,50 @@ func (ec *executionContext) fieldContext_Mutation_sendOutbound(ctx context.Conte
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_sendOutbound_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeToken(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeToken(ctx, fc.Args["id"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Token) graphql.Marshaler {
+			return ec.marshalNToken2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐToken(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Token(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeToken_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -9455,6 +9979,50 @@ func (ec *executionContext) fieldContext_Query_tenants(ctx context.Context, fiel
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_tenants_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_tokens(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_tokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Tokens(ctx, fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int), fc.Args["orderBy"].(*ent.TokenOrder), fc.Args["where"].(*ent.TokenWhereInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.TokenConnection) graphql.Marshaler {
+			return ec.marshalNTokenConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_tokens(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TokenConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_tokens_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -11611,6 +12179,341 @@ func (ec *executionContext) _TenantEdge_cursor(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_TenantEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TenantEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _Token_id(ctx context.Context, field graphql.CollectedField, obj *ent.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Token_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Token_subject(ctx context.Context, field graphql.CollectedField, obj *ent.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_subject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Subject, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_subject(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "String")
+}
+
+func (ec *executionContext) _Token_issuedBy(ctx context.Context, field graphql.CollectedField, obj *ent.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_issuedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IssuedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_issuedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "String")
+}
+
+func (ec *executionContext) _Token_expiresAt(ctx context.Context, field graphql.CollectedField, obj *ent.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Token_revokedAt(ctx context.Context, field graphql.CollectedField, obj *ent.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_revokedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RevokedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Token_revokedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Token_tenant(ctx context.Context, field graphql.CollectedField, obj *ent.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_tenant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tenant(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Tenant) graphql.Marshaler {
+			return ec.marshalOTenant2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTenant(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Token_tenant(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Token",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Tenant(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Token_role(ctx context.Context, field graphql.CollectedField, obj *ent.Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Token().Role(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v viewer.Role) graphql.Marshaler {
+			return ec.marshalNRole2githubᚗcomᚋadalᚑrelayᚋadalᚋviewerᚐRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, true, true, "Role")
+}
+
+func (ec *executionContext) _TokenConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.TokenConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.TokenEdge) graphql.Marshaler {
+			return ec.marshalOTokenEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenEdge(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TokenConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TokenConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TokenEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TokenConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *ent.TokenConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.PageInfo[int]) graphql.Marshaler {
+			return ec.marshalNPageInfo2entgoᚗioᚋcontribᚋentgqlᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TokenConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TokenConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *ent.TokenConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenConnection_totalCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TotalCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TokenEdge_node(ctx context.Context, field graphql.CollectedField, obj *ent.TokenEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Token) graphql.Marshaler {
+			return ec.marshalOToken2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐToken(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TokenEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TokenEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Token(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TokenEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *ent.TokenEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.Cursor[int]) graphql.Marshaler {
+			return ec.marshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenEdge", field, false, false, "Cursor")
 }
 
 func (ec *executionContext) _Usage_period(ctx context.Context, field graphql.CollectedField, obj *billing.Usage) (ret graphql.Marshaler) {
@@ -20172,6 +21075,549 @@ func UnmarshalTenantWhereInput(ctx context.Context, raw any) (ent.TenantWhereInp
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputTokenOrder(ctx context.Context, obj any) (ent.TokenOrder, error) {
+	var it ent.TokenOrder
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["direction"]; !present {
+		asMap["direction"] = "ASC"
+	}
+
+	fieldsInOrder := [...]string{"direction", "field"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "direction":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("direction"))
+			data, err := ec.unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Direction = data
+		case "field":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("field"))
+			data, err := ec.unmarshalNTokenOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenOrderField(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Field = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTokenOrder unmarshals raw into the TokenOrder input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTokenOrder(ctx context.Context, raw any) (ent.TokenOrder, error) {
+	var out ent.TokenOrder
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TokenOrder", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputTokenWhereInput(ctx context.Context, obj any) (ent.TokenWhereInput, error) {
+	var it ent.TokenWhereInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "subject", "subjectNEQ", "subjectIn", "subjectNotIn", "subjectGT", "subjectGTE", "subjectLT", "subjectLTE", "subjectContains", "subjectHasPrefix", "subjectHasSuffix", "subjectEqualFold", "subjectContainsFold", "issuedBy", "issuedByNEQ", "issuedByIn", "issuedByNotIn", "issuedByGT", "issuedByGTE", "issuedByLT", "issuedByLTE", "issuedByContains", "issuedByHasPrefix", "issuedByHasSuffix", "issuedByEqualFold", "issuedByContainsFold", "expiresAt", "expiresAtNEQ", "expiresAtIn", "expiresAtNotIn", "expiresAtGT", "expiresAtGTE", "expiresAtLT", "expiresAtLTE", "revokedAt", "revokedAtNEQ", "revokedAtIn", "revokedAtNotIn", "revokedAtGT", "revokedAtGTE", "revokedAtLT", "revokedAtLTE", "revokedAtIsNil", "revokedAtNotNil", "hasTenant", "hasTenantWith"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "not":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("not"))
+			data, err := ec.unmarshalOTokenWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenWhereInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Not = data
+		case "and":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("and"))
+			data, err := ec.unmarshalOTokenWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.And = data
+		case "or":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("or"))
+			data, err := ec.unmarshalOTokenWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Or = data
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "idNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNEQ"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNEQ = data
+		case "idIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDIn = data
+		case "idNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNotIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNotIn = data
+		case "idGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGT = data
+		case "idGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGTE = data
+		case "idLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLT = data
+		case "idLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLTE = data
+		case "createdAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAt = data
+		case "createdAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNEQ = data
+		case "createdAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtIn = data
+		case "createdAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNotIn = data
+		case "createdAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGT = data
+		case "createdAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGTE = data
+		case "createdAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLT = data
+		case "createdAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLTE = data
+		case "subject":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subject"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Subject = data
+		case "subjectNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectNEQ = data
+		case "subjectIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectIn = data
+		case "subjectNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectNotIn = data
+		case "subjectGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectGT = data
+		case "subjectGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectGTE = data
+		case "subjectLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectLT = data
+		case "subjectLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectLTE = data
+		case "subjectContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectContains = data
+		case "subjectHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectHasPrefix = data
+		case "subjectHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectHasSuffix = data
+		case "subjectEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectEqualFold = data
+		case "subjectContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subjectContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SubjectContainsFold = data
+		case "issuedBy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedBy"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedBy = data
+		case "issuedByNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByNEQ = data
+		case "issuedByIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByIn = data
+		case "issuedByNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByNotIn = data
+		case "issuedByGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByGT = data
+		case "issuedByGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByGTE = data
+		case "issuedByLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByLT = data
+		case "issuedByLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByLTE = data
+		case "issuedByContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByContains = data
+		case "issuedByHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByHasPrefix = data
+		case "issuedByHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByHasSuffix = data
+		case "issuedByEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByEqualFold = data
+		case "issuedByContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("issuedByContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IssuedByContainsFold = data
+		case "expiresAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAt = data
+		case "expiresAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtNEQ = data
+		case "expiresAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtIn = data
+		case "expiresAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtNotIn = data
+		case "expiresAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtGT = data
+		case "expiresAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtGTE = data
+		case "expiresAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtLT = data
+		case "expiresAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAtLTE = data
+		case "revokedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAt = data
+		case "revokedAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAtNEQ = data
+		case "revokedAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAtIn = data
+		case "revokedAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAtNotIn = data
+		case "revokedAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAtGT = data
+		case "revokedAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAtGTE = data
+		case "revokedAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAtLT = data
+		case "revokedAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAtLTE = data
+		case "revokedAtIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAtIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAtIsNil = data
+		case "revokedAtNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revokedAtNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RevokedAtNotNil = data
+		case "hasTenant":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasTenant"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HasTenant = data
+		case "hasTenantWith":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasTenantWith"))
+			data, err := ec.unmarshalOTenantWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTenantWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HasTenantWith = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTokenWhereInput unmarshals raw into the TokenWhereInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTokenWhereInput(ctx context.Context, raw any) (ent.TokenWhereInput, error) {
+	var out ent.TokenWhereInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TokenWhereInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputUpdatePlanInput(ctx context.Context, obj any) (model.UpdatePlanInput, error) {
 	var it model.UpdatePlanInput
 	if obj == nil {
@@ -20390,6 +21836,11 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 	switch obj := (obj).(type) {
 	case nil:
 		return graphql.Null
+	case *ent.Token:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Token(ctx, sel, obj)
 	case *ent.Tenant:
 		if obj == nil {
 			return graphql.Null
@@ -20881,6 +22332,11 @@ func (ec *executionContext) _IssuedToken(ctx context.Context, sel ast.SelectionS
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "id":
+			out.Values[i] = ec._IssuedToken_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -21197,6 +22653,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "sendOutbound":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_sendOutbound(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeToken":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeToken(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -21677,6 +23140,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_tenants(ctx, field)
+				})
+		case "tokens":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_tokens(ctx, field)
 				})
 		case "viewer":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -22377,6 +23846,157 @@ func (ec *executionContext) _TenantEdge(ctx context.Context, sel ast.SelectionSe
 			}
 		case "cursor":
 			out.Values[i] = ec._TenantEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var tokenImplementors = []string{"Token", "Node"}
+
+func (ec *executionContext) _Token(ctx context.Context, sel ast.SelectionSet, obj *ent.Token) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Token")
+		case "id":
+			out.Values[i] = ec._Token_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Token_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "subject":
+			out.Values[i] = ec._Token_subject(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "issuedBy":
+			out.Values[i] = ec._Token_issuedBy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Token_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "revokedAt":
+			out.Values[i] = ec._Token_revokedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tenant":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Token_tenant(ctx, field, obj)
+				})
+		case "role":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Token_role(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var tokenConnectionImplementors = []string{"TokenConnection"}
+
+func (ec *executionContext) _TokenConnection(ctx context.Context, sel ast.SelectionSet, obj *ent.TokenConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TokenConnection")
+		case "edges":
+			out.Values[i] = ec._TokenConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._TokenConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalCount":
+			out.Values[i] = ec._TokenConnection_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var tokenEdgeImplementors = []string{"TokenEdge"}
+
+func (ec *executionContext) _TokenEdge(ctx context.Context, sel ast.SelectionSet, obj *ent.TokenEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TokenEdge")
+		case "node":
+			out.Values[i] = ec._TokenEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._TokenEdge_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -23560,6 +25180,41 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNToken2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐToken(ctx context.Context, sel ast.SelectionSet, v *ent.Token) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Token!")
+		return graphql.Null
+	}
+	return ec._Token(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTokenConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenConnection(ctx context.Context, sel ast.SelectionSet, v *ent.TokenConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TokenConnection!")
+		return graphql.Null
+	}
+	return ec._TokenConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNTokenOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenOrderField(ctx context.Context, v any) (*ent.TokenOrderField, error) {
+	var res = new(ent.TokenOrderField)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTokenOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenOrderField(ctx context.Context, sel ast.SelectionSet, v *ent.TokenOrderField) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TokenOrderField!")
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalNTokenWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenWhereInput(ctx context.Context, v any) (*ent.TokenWhereInput, error) {
+	res, err := ec.unmarshalInputTokenWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNUpdatePlanInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐUpdatePlanInput(ctx context.Context, v any) (model.UpdatePlanInput, error) {
@@ -25193,6 +26848,66 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	_ = ctx
 	res := graphql.MarshalTime(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOToken2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐToken(ctx context.Context, sel ast.SelectionSet, v *ent.Token) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Token(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOTokenEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenEdge(ctx context.Context, sel ast.SelectionSet, v []*ent.TokenEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalOTokenEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenEdge(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalOTokenEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenEdge(ctx context.Context, sel ast.SelectionSet, v *ent.TokenEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TokenEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOTokenOrder2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenOrder(ctx context.Context, v any) (*ent.TokenOrder, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputTokenOrder(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOTokenWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenWhereInputᚄ(ctx context.Context, v any) ([]*ent.TokenWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*ent.TokenWhereInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNTokenWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenWhereInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOTokenWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenWhereInput(ctx context.Context, v any) (*ent.TokenWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputTokenWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

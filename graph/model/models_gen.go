@@ -99,6 +99,8 @@ type IssueTokenInput struct {
 type IssuedToken struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expiresAt"`
+	// The stored token, for tokens and revokeToken.
+	ID int `json:"id"`
 }
 
 type ReportCliAttemptInput struct {

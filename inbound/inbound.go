@@ -26,9 +26,10 @@ import (
 // DefaultMaxBody is the largest body accepted unless configured otherwise.
 const DefaultMaxBody = 1 << 20
 
-// DefaultBodyBudget bounds the bytes of bodies in flight in one process unless configured otherwise: with the
-// copies a body takes on its way to the database, it keeps intake's share of memory near a hundred MiB at most,
-// while thousands of webhooks of ordinary size (a few KiB) still fit at once, more than a batch stores.
+// DefaultBodyBudget bounds the bytes of bodies in flight in one process unless configured otherwise. A body is
+// held about twice on its way to the database (read, then encoded into the statement), so this keeps intake's
+// bodies to a modest share of a process's memory, while thousands of webhooks of ordinary size (a few KiB)
+// still fit at once: more than the committers store together.
 const DefaultBodyBudget = 32 << 20
 
 // Prefix is the path under which inbound requests arrive.

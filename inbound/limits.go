@@ -42,28 +42,28 @@ type limiter struct {
 	client *ent.Client
 	now    func() time.Time
 
-	mu      sync.Mutex
-	keys    map[string]*keyEntry // live servers' keys only: unknown keys are not kept, so they cannot fill it
-	servers map[int]*bucket
-	tenants map[int]*bucket
+	// keys holds live servers' keys only (*keyEntry): unknown keys are not kept, so they cannot fill it. The
+	// maps are read by every request and written rarely, which sync.Map serves without a shared lock.
+	keys    sync.Map
+	servers sync.Map // server ID → *bucket
+	tenants sync.Map // tenant ID → *bucket
 }
 
 func newLimiter(client *ent.Client, now func() time.Time) *limiter {
-	return &limiter{client: client, now: now, keys: map[string]*keyEntry{}, servers: map[int]*bucket{}, tenants: map[int]*bucket{}}
+	return &limiter{client: client, now: now}
 }
 
 // lookup returns the key's server and limits; nil for a key of no live server.
 func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
-	l.mu.Lock()
-	e := l.keys[key]
-	if e == nil {
-		e = &keyEntry{ready: make(chan struct{})}
-		l.keys[key] = e
-		l.mu.Unlock()
-		l.load(ctx, key, e)
-		return e.info.Load(), e.err
+	v, ok := l.keys.Load(key)
+	if !ok {
+		e := &keyEntry{ready: make(chan struct{})}
+		if v, ok = l.keys.LoadOrStore(key, e); !ok {
+			l.load(ctx, key, e)
+			return e.info.Load(), e.err
+		}
 	}
-	l.mu.Unlock()
+	e := v.(*keyEntry)
 	select {
 	case <-e.ready:
 	case <-ctx.Done():
@@ -102,13 +102,7 @@ func (l *limiter) refresh(key string, e *keyEntry) {
 	}
 }
 
-func (l *limiter) forget(key string, e *keyEntry) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.keys[key] == e {
-		delete(l.keys, key)
-	}
-}
+func (l *limiter) forget(key string, e *keyEntry) { l.keys.CompareAndDelete(key, e) }
 
 // read loads the key's live server and its plan's limit: two indexed reads, once per key per keyTTL.
 func (l *limiter) read(ctx context.Context, key string) (*keyInfo, error) {
@@ -144,14 +138,12 @@ func (l *limiter) allow(info *keyInfo) (ok bool, retryAfter time.Duration) {
 	}
 	now := l.now()
 	var srv, tn *bucket
-	l.mu.Lock()
 	if info.serverRate > 0 {
-		srv = bucketOf(l.servers, info.serverID)
+		srv = bucketOf(&l.servers, info.serverID)
 	}
 	if info.tenantRate > 0 {
-		tn = bucketOf(l.tenants, info.tenantID)
+		tn = bucketOf(&l.tenants, info.tenantID)
 	}
-	l.mu.Unlock()
 	if srv != nil {
 		if ok, wait := srv.take(now, info.serverRate); !ok {
 			return false, wait
@@ -168,13 +160,12 @@ func (l *limiter) allow(info *keyInfo) (ok bool, retryAfter time.Duration) {
 	return true, 0
 }
 
-func bucketOf(m map[int]*bucket, id int) *bucket {
-	b := m[id]
-	if b == nil {
-		b = &bucket{}
-		m[id] = b
+func bucketOf(m *sync.Map, id int) *bucket {
+	v, ok := m.Load(id)
+	if !ok {
+		v, _ = m.LoadOrStore(id, &bucket{})
 	}
-	return b
+	return v.(*bucket)
 }
 
 // bucket is a token bucket refilled at rate per second, holding at most one second's worth: a sender may

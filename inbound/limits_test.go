@@ -99,6 +99,23 @@ func TestTenantRateLimit(t *testing.T) {
 	}
 }
 
+// Each process counts its own: with two processes on one database, each takes up to the server's rate.
+func TestRateLimitIsPerProcess(t *testing.T) {
+	t.Parallel()
+	b := setupLimits(t)
+	peer := b.env.Peer(t, func(c *relay.Config) { c.Now = b.clock.Now })
+	tn := b.env.NewTenant("spread", relaytest.PlanLimits{Credits: 100})
+	srv := b.env.NewServer(tn, "spread", map[string]any{"maxRequestsPerSecond": 1})
+
+	for _, env := range []*relaytest.Env{b.env, peer} {
+		status, _ := post(t, env, srv.Key)
+		require.Equal(t, http.StatusAccepted, status)
+		status, _ = post(t, env, srv.Key)
+		require.Equal(t, http.StatusTooManyRequests, status)
+	}
+	require.Equal(t, 2, stateOf(t, b.env, tn).requests)
+}
+
 // rawRequest writes a request's head declaring a body of length bytes, and only the first sent of them.
 func rawRequest(t *testing.T, env *relaytest.Env, key string, length int, sent []byte) net.Conn {
 	t.Helper()

@@ -60,3 +60,27 @@ func BenchmarkLimiterHit(b *testing.B) {
 		}
 	})
 }
+
+func TestSweepDropsIdleEntries(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	l := newLimiter(nil, func() time.Time { return now })
+	for key, expires := range map[string]time.Time{"idle": now.Add(-2 * idleAfter), "used": now} {
+		e := &keyEntry{ready: make(chan struct{})}
+		e.info.Store(&keyInfo{serverID: 1, tenantID: 1, serverRate: 1, expires: expires})
+		close(e.ready)
+		l.keys.Store(key, e)
+	}
+	bucketOf(&l.servers, 1).take(now.Add(-2*idleAfter), 1)
+	bucketOf(&l.tenants, 1).take(now, 1)
+
+	l.sweep(now)
+	_, ok := l.keys.Load("idle")
+	require.False(t, ok, "a key unused for long is dropped")
+	_, ok = l.keys.Load("used")
+	require.True(t, ok)
+	_, ok = l.servers.Load(1)
+	require.False(t, ok, "a bucket unused for long is dropped")
+	_, ok = l.tenants.Load(1)
+	require.True(t, ok)
+}

@@ -126,9 +126,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if suffix != "" || strings.HasSuffix(rest, "/") {
 		suffix = "/" + suffix
 	}
-	// Until the body is read, every answer closes the connection: net/http would otherwise read a small unread
-	// body before answering, to keep the connection alive, and the point of answering early is not to.
-	w.Header().Set("Connection", "close")
+	// Until the body is read, every answer closes an HTTP/1 connection: net/http would otherwise read a small
+	// unread body before answering, to keep the connection alive, and the point of answering early is not to.
+	// HTTP/2 resets the unread stream by itself.
+	if r.ProtoMajor < 2 {
+		w.Header().Set("Connection", "close")
+	}
 	if key == "" {
 		h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
 		return

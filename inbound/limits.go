@@ -47,7 +47,13 @@ type limiter struct {
 	keys    sync.Map
 	servers sync.Map // server ID → *bucket
 	tenants sync.Map // tenant ID → *bucket
+	// swept is when idle entries were last dropped (Unix nanoseconds).
+	swept atomic.Int64
 }
+
+// idleAfter is how long an entry or a bucket goes unused before it is dropped: a key of a deleted server or
+// a rotated-out key, a bucket that has long been full (a new one is the same).
+const idleAfter = time.Minute
 
 func newLimiter(client *ent.Client, now func() time.Time) *limiter {
 	return &limiter{client: client, now: now}
@@ -73,8 +79,11 @@ func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
 		return nil, e.err
 	}
 	info := e.info.Load()
-	if l.now().After(info.expires) && e.refreshing.CompareAndSwap(false, true) {
+	if now := l.now(); now.After(info.expires) && e.refreshing.CompareAndSwap(false, true) {
 		go l.refresh(key, e)
+		if last := l.swept.Load(); now.UnixNano()-last > int64(idleAfter) && l.swept.CompareAndSwap(last, now.UnixNano()) {
+			go l.sweep(now)
+		}
 	}
 	return info, nil
 }
@@ -99,6 +108,26 @@ func (l *limiter) refresh(key string, e *keyEntry) {
 		l.forget(key, e)
 	default:
 		e.info.Store(info)
+	}
+}
+
+// sweep drops what has not been used for idleAfter. An entry in use is refreshed once it expires, so one
+// expired for that long has had no request since.
+func (l *limiter) sweep(now time.Time) {
+	l.keys.Range(func(key, v any) bool {
+		e := v.(*keyEntry)
+		if info := e.info.Load(); info != nil && now.Sub(info.expires) > idleAfter && !e.refreshing.Load() {
+			l.forget(key.(string), e)
+		}
+		return true
+	})
+	for _, m := range []*sync.Map{&l.servers, &l.tenants} {
+		m.Range(func(id, v any) bool {
+			if v.(*bucket).idleSince(now) > idleAfter {
+				m.CompareAndDelete(id, v)
+			}
+			return true
+		})
 	}
 }
 
@@ -192,6 +221,12 @@ func (b *bucket) take(now time.Time, rate int) (bool, time.Duration) {
 		return true, 0
 	}
 	return false, time.Duration((1 - b.tokens) / float64(rate) * float64(time.Second))
+}
+
+func (b *bucket) idleSince(now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return now.Sub(b.last)
 }
 
 func (b *bucket) giveBack() {

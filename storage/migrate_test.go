@@ -42,6 +42,21 @@ func TestMigrateAppliesPendingOnce(t *testing.T) {
 	require.Zero(t, n)
 }
 
+// laterColumns are the columns that migrations after the baseline add: a database of the automatic migration,
+// which these tests build from today's schema, had none of them.
+var laterColumns = []struct{ table, column string }{
+	{"plans", "max_requests_per_second"},
+	{"servers", "max_requests_per_second"},
+}
+
+func dropLaterColumns(t *testing.T, db *dbtest.DB) {
+	t.Helper()
+	for _, c := range laterColumns {
+		_, err := db.SQL.ExecContext(t.Context(), "ALTER TABLE "+c.table+" DROP COLUMN "+c.column)
+		require.NoError(t, err, "%s.%s", c.table, c.column)
+	}
+}
+
 // A database of the automatic migration is upgraded in place: with its rows, to the schema a fresh one gets,
 // and recorded as migrated.
 func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
@@ -50,6 +65,7 @@ func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
 	ctx := viewer.SystemContext(context.Background())
 	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
 	req := writeRows(t, db)
+	dropLaterColumns(t, db)
 	require.ErrorIs(t, storage.CheckMigrated(ctx, db.DB), storage.ErrPending)
 
 	_, err := storage.Migrate(ctx, db.DB)
@@ -93,6 +109,7 @@ func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
 		_, err := db.SQL.ExecContext(ctx, `ALTER TABLE requests RESET (fillfactor)`)
 		require.NoError(t, err)
 	}
+	dropLaterColumns(t, db)
 	require.Contains(t, foreignKeys(t, db), "attempts.delivery_id")
 
 	_, err := storage.Migrate(ctx, db.DB)
@@ -286,6 +303,7 @@ func TestMigrateTakesTurns(t *testing.T) {
 	legacy := dbtest.OpenEmpty(t)
 	ctx := context.Background()
 	require.NoError(t, storage.AutoMigrate(ctx, legacy.DB))
+	dropLaterColumns(t, legacy)
 	url := legacy.URL
 	type result struct {
 		n   int
@@ -307,8 +325,8 @@ func TestMigrateTakesTurns(t *testing.T) {
 	a, b := <-results, <-results
 	require.NoError(t, a.err)
 	require.NoError(t, b.err)
-	require.Equal(t, len(migrationFiles(t))-1, a.n, "the baseline is recorded, not run")
-	require.Equal(t, a.n, b.n)
+	// One applies what follows the baseline (which is recorded, not run); the other finds it applied.
+	require.ElementsMatch(t, []int{len(migrationFiles(t)) - 1, 0}, []int{a.n, b.n})
 	require.NoError(t, storage.CheckMigrated(ctx, legacy.DB))
 }
 

@@ -133,6 +133,9 @@ type PlanInput struct {
 	RetentionDays          *int
 	MaxServers             *int
 	MaxRecipientsPerServer *int
+	// MaxRequestsPerSecond caps each tenant's intake; ClearMaxRequestsPerSecond removes the cap.
+	MaxRequestsPerSecond      *int
+	ClearMaxRequestsPerSecond bool
 }
 
 func (in PlanInput) validate(op string, create bool) error {
@@ -150,6 +153,8 @@ func (in PlanInput) validate(op string, create bool) error {
 		return fault.E(op, fault.InvalidInput, "maxServers must be 1 or more")
 	case in.MaxRecipientsPerServer != nil && *in.MaxRecipientsPerServer < 1:
 		return fault.E(op, fault.InvalidInput, "maxRecipientsPerServer must be 1 or more")
+	case in.MaxRequestsPerSecond != nil && *in.MaxRequestsPerSecond < 1:
+		return fault.E(op, fault.InvalidInput, "maxRequestsPerSecond must be 1 or more")
 	}
 	return nil
 }
@@ -166,6 +171,7 @@ func (s *Service) CreatePlan(ctx context.Context, client *ent.Client, in PlanInp
 		SetRetentionDays(*in.RetentionDays).
 		SetMaxServers(*in.MaxServers).
 		SetMaxRecipientsPerServer(*in.MaxRecipientsPerServer).
+		SetNillableMaxRequestsPerSecond(in.MaxRequestsPerSecond).
 		Save(ctx)
 	return p, storage.Err(op, "plan", err)
 }
@@ -192,6 +198,11 @@ func (s *Service) UpdatePlan(ctx context.Context, client *ent.Client, id int, in
 	}
 	if in.MaxRecipientsPerServer != nil {
 		u.SetMaxRecipientsPerServer(*in.MaxRecipientsPerServer)
+	}
+	if in.ClearMaxRequestsPerSecond {
+		u.ClearMaxRequestsPerSecond()
+	} else if in.MaxRequestsPerSecond != nil {
+		u.SetMaxRequestsPerSecond(*in.MaxRequestsPerSecond)
 	}
 	p, err := u.Save(ctx)
 	return p, storage.Err(op, "plan", err)

@@ -174,6 +174,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			plan.FieldRetentionDays:          {Type: field.TypeInt, Column: plan.FieldRetentionDays},
 			plan.FieldMaxServers:             {Type: field.TypeInt, Column: plan.FieldMaxServers},
 			plan.FieldMaxRecipientsPerServer: {Type: field.TypeInt, Column: plan.FieldMaxRecipientsPerServer},
+			plan.FieldMaxRequestsPerSecond:   {Type: field.TypeInt, Column: plan.FieldMaxRequestsPerSecond},
 		},
 	}
 	graph.Nodes[6] = &sqlgraph.Node{
@@ -252,6 +253,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			server.FieldInboundKey:              {Type: field.TypeString, Column: server.FieldInboundKey},
 			server.FieldDeliverPendingOnConnect: {Type: field.TypeBool, Column: server.FieldDeliverPendingOnConnect},
 			server.FieldRetentionDays:           {Type: field.TypeInt, Column: server.FieldRetentionDays},
+			server.FieldMaxRequestsPerSecond:    {Type: field.TypeInt, Column: server.FieldMaxRequestsPerSecond},
 			server.FieldDeletedAt:               {Type: field.TypeTime, Column: server.FieldDeletedAt},
 		},
 	}
@@ -1412,6 +1414,11 @@ func (f *PlanFilter) WhereMaxRecipientsPerServer(p entql.IntP) {
 	f.Where(p.Field(plan.FieldMaxRecipientsPerServer))
 }
 
+// WhereMaxRequestsPerSecond applies the entql int predicate on the max_requests_per_second field.
+func (f *PlanFilter) WhereMaxRequestsPerSecond(p entql.IntP) {
+	f.Where(p.Field(plan.FieldMaxRequestsPerSecond))
+}
+
 // WhereHasTenants applies a predicate to check if query has an edge tenants.
 func (f *PlanFilter) WhereHasTenants() {
 	f.Where(entql.HasEdge("tenants"))
@@ -1851,6 +1858,11 @@ func (f *ServerFilter) WhereDeliverPendingOnConnect(p entql.BoolP) {
 // WhereRetentionDays applies the entql int predicate on the retention_days field.
 func (f *ServerFilter) WhereRetentionDays(p entql.IntP) {
 	f.Where(p.Field(server.FieldRetentionDays))
+}
+
+// WhereMaxRequestsPerSecond applies the entql int predicate on the max_requests_per_second field.
+func (f *ServerFilter) WhereMaxRequestsPerSecond(p entql.IntP) {
+	f.Where(p.Field(server.FieldMaxRequestsPerSecond))
 }
 
 // WhereDeletedAt applies the entql time.Time predicate on the deleted_at field.

@@ -775,6 +775,11 @@ func (_q *PlanQuery) collectField(ctx context.Context, oneNode bool, opCtx *grap
 				selectedFields = append(selectedFields, plan.FieldMaxRecipientsPerServer)
 				fieldSeen[plan.FieldMaxRecipientsPerServer] = struct{}{}
 			}
+		case "maxRequestsPerSecond":
+			if _, ok := fieldSeen[plan.FieldMaxRequestsPerSecond]; !ok {
+				selectedFields = append(selectedFields, plan.FieldMaxRequestsPerSecond)
+				fieldSeen[plan.FieldMaxRequestsPerSecond] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:
@@ -1237,6 +1242,11 @@ func (_q *ServerQuery) collectField(ctx context.Context, oneNode bool, opCtx *gr
 			if _, ok := fieldSeen[server.FieldRetentionDays]; !ok {
 				selectedFields = append(selectedFields, server.FieldRetentionDays)
 				fieldSeen[server.FieldRetentionDays] = struct{}{}
+			}
+		case "maxRequestsPerSecond":
+			if _, ok := fieldSeen[server.FieldMaxRequestsPerSecond]; !ok {
+				selectedFields = append(selectedFields, server.FieldMaxRequestsPerSecond)
+				fieldSeen[server.FieldMaxRequestsPerSecond] = struct{}{}
 			}
 		case "deletedAt":
 			if _, ok := fieldSeen[server.FieldDeletedAt]; !ok {

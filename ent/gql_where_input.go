@@ -2450,6 +2450,18 @@ type PlanWhereInput struct {
 	MaxRecipientsPerServerGTE   *int  `json:"maxRecipientsPerServerGTE,omitempty"`
 	MaxRecipientsPerServerLT    *int  `json:"maxRecipientsPerServerLT,omitempty"`
 	MaxRecipientsPerServerLTE   *int  `json:"maxRecipientsPerServerLTE,omitempty"`
+
+	// "max_requests_per_second" field predicates.
+	MaxRequestsPerSecond       *int  `json:"maxRequestsPerSecond,omitempty"`
+	MaxRequestsPerSecondNEQ    *int  `json:"maxRequestsPerSecondNEQ,omitempty"`
+	MaxRequestsPerSecondIn     []int `json:"maxRequestsPerSecondIn,omitempty"`
+	MaxRequestsPerSecondNotIn  []int `json:"maxRequestsPerSecondNotIn,omitempty"`
+	MaxRequestsPerSecondGT     *int  `json:"maxRequestsPerSecondGT,omitempty"`
+	MaxRequestsPerSecondGTE    *int  `json:"maxRequestsPerSecondGTE,omitempty"`
+	MaxRequestsPerSecondLT     *int  `json:"maxRequestsPerSecondLT,omitempty"`
+	MaxRequestsPerSecondLTE    *int  `json:"maxRequestsPerSecondLTE,omitempty"`
+	MaxRequestsPerSecondIsNil  bool  `json:"maxRequestsPerSecondIsNil,omitempty"`
+	MaxRequestsPerSecondNotNil bool  `json:"maxRequestsPerSecondNotNil,omitempty"`
 }
 
 // AddPredicates adds custom predicates to the where input to be used during the filtering phase.
@@ -2705,6 +2717,36 @@ func (i *PlanWhereInput) P() (predicate.Plan, error) {
 	}
 	if i.MaxRecipientsPerServerLTE != nil {
 		predicates = append(predicates, plan.MaxRecipientsPerServerLTE(*i.MaxRecipientsPerServerLTE))
+	}
+	if i.MaxRequestsPerSecond != nil {
+		predicates = append(predicates, plan.MaxRequestsPerSecondEQ(*i.MaxRequestsPerSecond))
+	}
+	if i.MaxRequestsPerSecondNEQ != nil {
+		predicates = append(predicates, plan.MaxRequestsPerSecondNEQ(*i.MaxRequestsPerSecondNEQ))
+	}
+	if len(i.MaxRequestsPerSecondIn) > 0 {
+		predicates = append(predicates, plan.MaxRequestsPerSecondIn(i.MaxRequestsPerSecondIn...))
+	}
+	if len(i.MaxRequestsPerSecondNotIn) > 0 {
+		predicates = append(predicates, plan.MaxRequestsPerSecondNotIn(i.MaxRequestsPerSecondNotIn...))
+	}
+	if i.MaxRequestsPerSecondGT != nil {
+		predicates = append(predicates, plan.MaxRequestsPerSecondGT(*i.MaxRequestsPerSecondGT))
+	}
+	if i.MaxRequestsPerSecondGTE != nil {
+		predicates = append(predicates, plan.MaxRequestsPerSecondGTE(*i.MaxRequestsPerSecondGTE))
+	}
+	if i.MaxRequestsPerSecondLT != nil {
+		predicates = append(predicates, plan.MaxRequestsPerSecondLT(*i.MaxRequestsPerSecondLT))
+	}
+	if i.MaxRequestsPerSecondLTE != nil {
+		predicates = append(predicates, plan.MaxRequestsPerSecondLTE(*i.MaxRequestsPerSecondLTE))
+	}
+	if i.MaxRequestsPerSecondIsNil {
+		predicates = append(predicates, plan.MaxRequestsPerSecondIsNil())
+	}
+	if i.MaxRequestsPerSecondNotNil {
+		predicates = append(predicates, plan.MaxRequestsPerSecondNotNil())
 	}
 
 	switch len(predicates) {
@@ -4036,6 +4078,18 @@ type ServerWhereInput struct {
 	RetentionDaysIsNil  bool  `json:"retentionDaysIsNil,omitempty"`
 	RetentionDaysNotNil bool  `json:"retentionDaysNotNil,omitempty"`
 
+	// "max_requests_per_second" field predicates.
+	MaxRequestsPerSecond       *int  `json:"maxRequestsPerSecond,omitempty"`
+	MaxRequestsPerSecondNEQ    *int  `json:"maxRequestsPerSecondNEQ,omitempty"`
+	MaxRequestsPerSecondIn     []int `json:"maxRequestsPerSecondIn,omitempty"`
+	MaxRequestsPerSecondNotIn  []int `json:"maxRequestsPerSecondNotIn,omitempty"`
+	MaxRequestsPerSecondGT     *int  `json:"maxRequestsPerSecondGT,omitempty"`
+	MaxRequestsPerSecondGTE    *int  `json:"maxRequestsPerSecondGTE,omitempty"`
+	MaxRequestsPerSecondLT     *int  `json:"maxRequestsPerSecondLT,omitempty"`
+	MaxRequestsPerSecondLTE    *int  `json:"maxRequestsPerSecondLTE,omitempty"`
+	MaxRequestsPerSecondIsNil  bool  `json:"maxRequestsPerSecondIsNil,omitempty"`
+	MaxRequestsPerSecondNotNil bool  `json:"maxRequestsPerSecondNotNil,omitempty"`
+
 	// "deleted_at" field predicates.
 	DeletedAt       *time.Time  `json:"deletedAt,omitempty"`
 	DeletedAtNEQ    *time.Time  `json:"deletedAtNEQ,omitempty"`
@@ -4281,6 +4335,36 @@ func (i *ServerWhereInput) P() (predicate.Server, error) {
 	}
 	if i.RetentionDaysNotNil {
 		predicates = append(predicates, server.RetentionDaysNotNil())
+	}
+	if i.MaxRequestsPerSecond != nil {
+		predicates = append(predicates, server.MaxRequestsPerSecondEQ(*i.MaxRequestsPerSecond))
+	}
+	if i.MaxRequestsPerSecondNEQ != nil {
+		predicates = append(predicates, server.MaxRequestsPerSecondNEQ(*i.MaxRequestsPerSecondNEQ))
+	}
+	if len(i.MaxRequestsPerSecondIn) > 0 {
+		predicates = append(predicates, server.MaxRequestsPerSecondIn(i.MaxRequestsPerSecondIn...))
+	}
+	if len(i.MaxRequestsPerSecondNotIn) > 0 {
+		predicates = append(predicates, server.MaxRequestsPerSecondNotIn(i.MaxRequestsPerSecondNotIn...))
+	}
+	if i.MaxRequestsPerSecondGT != nil {
+		predicates = append(predicates, server.MaxRequestsPerSecondGT(*i.MaxRequestsPerSecondGT))
+	}
+	if i.MaxRequestsPerSecondGTE != nil {
+		predicates = append(predicates, server.MaxRequestsPerSecondGTE(*i.MaxRequestsPerSecondGTE))
+	}
+	if i.MaxRequestsPerSecondLT != nil {
+		predicates = append(predicates, server.MaxRequestsPerSecondLT(*i.MaxRequestsPerSecondLT))
+	}
+	if i.MaxRequestsPerSecondLTE != nil {
+		predicates = append(predicates, server.MaxRequestsPerSecondLTE(*i.MaxRequestsPerSecondLTE))
+	}
+	if i.MaxRequestsPerSecondIsNil {
+		predicates = append(predicates, server.MaxRequestsPerSecondIsNil())
+	}
+	if i.MaxRequestsPerSecondNotNil {
+		predicates = append(predicates, server.MaxRequestsPerSecondNotNil())
 	}
 	if i.DeletedAt != nil {
 		predicates = append(predicates, server.DeletedAtEQ(*i.DeletedAt))

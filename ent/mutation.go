@@ -6584,6 +6584,8 @@ type PlanMutation struct {
 	addmax_servers               *int
 	max_recipients_per_server    *int
 	addmax_recipients_per_server *int
+	max_requests_per_second      *int
+	addmax_requests_per_second   *int
 	clearedFields                map[string]struct{}
 	tenants                      map[int]struct{}
 	removedtenants               map[int]struct{}
@@ -6987,6 +6989,76 @@ func (m *PlanMutation) ResetMaxRecipientsPerServer() {
 	m.addmax_recipients_per_server = nil
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (m *PlanMutation) SetMaxRequestsPerSecond(i int) {
+	m.max_requests_per_second = &i
+	m.addmax_requests_per_second = nil
+}
+
+// MaxRequestsPerSecond returns the value of the "max_requests_per_second" field in the mutation.
+func (m *PlanMutation) MaxRequestsPerSecond() (r int, exists bool) {
+	v := m.max_requests_per_second
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMaxRequestsPerSecond returns the old "max_requests_per_second" field's value of the Plan entity.
+// If the Plan object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PlanMutation) OldMaxRequestsPerSecond(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMaxRequestsPerSecond is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMaxRequestsPerSecond requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMaxRequestsPerSecond: %w", err)
+	}
+	return oldValue.MaxRequestsPerSecond, nil
+}
+
+// AddMaxRequestsPerSecond adds i to the "max_requests_per_second" field.
+func (m *PlanMutation) AddMaxRequestsPerSecond(i int) {
+	if m.addmax_requests_per_second != nil {
+		*m.addmax_requests_per_second += i
+	} else {
+		m.addmax_requests_per_second = &i
+	}
+}
+
+// AddedMaxRequestsPerSecond returns the value that was added to the "max_requests_per_second" field in this mutation.
+func (m *PlanMutation) AddedMaxRequestsPerSecond() (r int, exists bool) {
+	v := m.addmax_requests_per_second
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (m *PlanMutation) ClearMaxRequestsPerSecond() {
+	m.max_requests_per_second = nil
+	m.addmax_requests_per_second = nil
+	m.clearedFields[plan.FieldMaxRequestsPerSecond] = struct{}{}
+}
+
+// MaxRequestsPerSecondCleared returns if the "max_requests_per_second" field was cleared in this mutation.
+func (m *PlanMutation) MaxRequestsPerSecondCleared() bool {
+	_, ok := m.clearedFields[plan.FieldMaxRequestsPerSecond]
+	return ok
+}
+
+// ResetMaxRequestsPerSecond resets all changes to the "max_requests_per_second" field.
+func (m *PlanMutation) ResetMaxRequestsPerSecond() {
+	m.max_requests_per_second = nil
+	m.addmax_requests_per_second = nil
+	delete(m.clearedFields, plan.FieldMaxRequestsPerSecond)
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by ids.
 func (m *PlanMutation) AddTenantIDs(ids ...int) {
 	if m.tenants == nil {
@@ -7075,7 +7147,7 @@ func (m *PlanMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PlanMutation) Fields() []string {
-	fields := make([]string, 0, 6)
+	fields := make([]string, 0, 7)
 	if m.created_at != nil {
 		fields = append(fields, plan.FieldCreatedAt)
 	}
@@ -7093,6 +7165,9 @@ func (m *PlanMutation) Fields() []string {
 	}
 	if m.max_recipients_per_server != nil {
 		fields = append(fields, plan.FieldMaxRecipientsPerServer)
+	}
+	if m.max_requests_per_second != nil {
+		fields = append(fields, plan.FieldMaxRequestsPerSecond)
 	}
 	return fields
 }
@@ -7114,6 +7189,8 @@ func (m *PlanMutation) Field(name string) (ent.Value, bool) {
 		return m.MaxServers()
 	case plan.FieldMaxRecipientsPerServer:
 		return m.MaxRecipientsPerServer()
+	case plan.FieldMaxRequestsPerSecond:
+		return m.MaxRequestsPerSecond()
 	}
 	return nil, false
 }
@@ -7135,6 +7212,8 @@ func (m *PlanMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldMaxServers(ctx)
 	case plan.FieldMaxRecipientsPerServer:
 		return m.OldMaxRecipientsPerServer(ctx)
+	case plan.FieldMaxRequestsPerSecond:
+		return m.OldMaxRequestsPerSecond(ctx)
 	}
 	return nil, fmt.Errorf("unknown Plan field %s", name)
 }
@@ -7186,6 +7265,13 @@ func (m *PlanMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetMaxRecipientsPerServer(v)
 		return nil
+	case plan.FieldMaxRequestsPerSecond:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMaxRequestsPerSecond(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Plan field %s", name)
 }
@@ -7206,6 +7292,9 @@ func (m *PlanMutation) AddedFields() []string {
 	if m.addmax_recipients_per_server != nil {
 		fields = append(fields, plan.FieldMaxRecipientsPerServer)
 	}
+	if m.addmax_requests_per_second != nil {
+		fields = append(fields, plan.FieldMaxRequestsPerSecond)
+	}
 	return fields
 }
 
@@ -7222,6 +7311,8 @@ func (m *PlanMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedMaxServers()
 	case plan.FieldMaxRecipientsPerServer:
 		return m.AddedMaxRecipientsPerServer()
+	case plan.FieldMaxRequestsPerSecond:
+		return m.AddedMaxRequestsPerSecond()
 	}
 	return nil, false
 }
@@ -7259,6 +7350,13 @@ func (m *PlanMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddMaxRecipientsPerServer(v)
 		return nil
+	case plan.FieldMaxRequestsPerSecond:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddMaxRequestsPerSecond(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Plan numeric field %s", name)
 }
@@ -7266,7 +7364,11 @@ func (m *PlanMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *PlanMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(plan.FieldMaxRequestsPerSecond) {
+		fields = append(fields, plan.FieldMaxRequestsPerSecond)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -7279,6 +7381,11 @@ func (m *PlanMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *PlanMutation) ClearField(name string) error {
+	switch name {
+	case plan.FieldMaxRequestsPerSecond:
+		m.ClearMaxRequestsPerSecond()
+		return nil
+	}
 	return fmt.Errorf("unknown Plan nullable field %s", name)
 }
 
@@ -7303,6 +7410,9 @@ func (m *PlanMutation) ResetField(name string) error {
 		return nil
 	case plan.FieldMaxRecipientsPerServer:
 		m.ResetMaxRecipientsPerServer()
+		return nil
+	case plan.FieldMaxRequestsPerSecond:
+		m.ResetMaxRequestsPerSecond()
 		return nil
 	}
 	return fmt.Errorf("unknown Plan field %s", name)
@@ -10520,6 +10630,8 @@ type ServerMutation struct {
 	deliver_pending_on_connect *bool
 	retention_days             *int
 	addretention_days          *int
+	max_requests_per_second    *int
+	addmax_requests_per_second *int
 	deleted_at                 *time.Time
 	clearedFields              map[string]struct{}
 	tenant                     *int
@@ -10883,6 +10995,76 @@ func (m *ServerMutation) ResetRetentionDays() {
 	delete(m.clearedFields, server.FieldRetentionDays)
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (m *ServerMutation) SetMaxRequestsPerSecond(i int) {
+	m.max_requests_per_second = &i
+	m.addmax_requests_per_second = nil
+}
+
+// MaxRequestsPerSecond returns the value of the "max_requests_per_second" field in the mutation.
+func (m *ServerMutation) MaxRequestsPerSecond() (r int, exists bool) {
+	v := m.max_requests_per_second
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMaxRequestsPerSecond returns the old "max_requests_per_second" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldMaxRequestsPerSecond(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMaxRequestsPerSecond is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMaxRequestsPerSecond requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMaxRequestsPerSecond: %w", err)
+	}
+	return oldValue.MaxRequestsPerSecond, nil
+}
+
+// AddMaxRequestsPerSecond adds i to the "max_requests_per_second" field.
+func (m *ServerMutation) AddMaxRequestsPerSecond(i int) {
+	if m.addmax_requests_per_second != nil {
+		*m.addmax_requests_per_second += i
+	} else {
+		m.addmax_requests_per_second = &i
+	}
+}
+
+// AddedMaxRequestsPerSecond returns the value that was added to the "max_requests_per_second" field in this mutation.
+func (m *ServerMutation) AddedMaxRequestsPerSecond() (r int, exists bool) {
+	v := m.addmax_requests_per_second
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (m *ServerMutation) ClearMaxRequestsPerSecond() {
+	m.max_requests_per_second = nil
+	m.addmax_requests_per_second = nil
+	m.clearedFields[server.FieldMaxRequestsPerSecond] = struct{}{}
+}
+
+// MaxRequestsPerSecondCleared returns if the "max_requests_per_second" field was cleared in this mutation.
+func (m *ServerMutation) MaxRequestsPerSecondCleared() bool {
+	_, ok := m.clearedFields[server.FieldMaxRequestsPerSecond]
+	return ok
+}
+
+// ResetMaxRequestsPerSecond resets all changes to the "max_requests_per_second" field.
+func (m *ServerMutation) ResetMaxRequestsPerSecond() {
+	m.max_requests_per_second = nil
+	m.addmax_requests_per_second = nil
+	delete(m.clearedFields, server.FieldMaxRequestsPerSecond)
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (m *ServerMutation) SetDeletedAt(t time.Time) {
 	m.deleted_at = &t
@@ -11101,7 +11283,7 @@ func (m *ServerMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ServerMutation) Fields() []string {
-	fields := make([]string, 0, 7)
+	fields := make([]string, 0, 8)
 	if m.tenant != nil {
 		fields = append(fields, server.FieldTenantID)
 	}
@@ -11119,6 +11301,9 @@ func (m *ServerMutation) Fields() []string {
 	}
 	if m.retention_days != nil {
 		fields = append(fields, server.FieldRetentionDays)
+	}
+	if m.max_requests_per_second != nil {
+		fields = append(fields, server.FieldMaxRequestsPerSecond)
 	}
 	if m.deleted_at != nil {
 		fields = append(fields, server.FieldDeletedAt)
@@ -11143,6 +11328,8 @@ func (m *ServerMutation) Field(name string) (ent.Value, bool) {
 		return m.DeliverPendingOnConnect()
 	case server.FieldRetentionDays:
 		return m.RetentionDays()
+	case server.FieldMaxRequestsPerSecond:
+		return m.MaxRequestsPerSecond()
 	case server.FieldDeletedAt:
 		return m.DeletedAt()
 	}
@@ -11166,6 +11353,8 @@ func (m *ServerMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldDeliverPendingOnConnect(ctx)
 	case server.FieldRetentionDays:
 		return m.OldRetentionDays(ctx)
+	case server.FieldMaxRequestsPerSecond:
+		return m.OldMaxRequestsPerSecond(ctx)
 	case server.FieldDeletedAt:
 		return m.OldDeletedAt(ctx)
 	}
@@ -11219,6 +11408,13 @@ func (m *ServerMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetRetentionDays(v)
 		return nil
+	case server.FieldMaxRequestsPerSecond:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMaxRequestsPerSecond(v)
+		return nil
 	case server.FieldDeletedAt:
 		v, ok := value.(time.Time)
 		if !ok {
@@ -11237,6 +11433,9 @@ func (m *ServerMutation) AddedFields() []string {
 	if m.addretention_days != nil {
 		fields = append(fields, server.FieldRetentionDays)
 	}
+	if m.addmax_requests_per_second != nil {
+		fields = append(fields, server.FieldMaxRequestsPerSecond)
+	}
 	return fields
 }
 
@@ -11247,6 +11446,8 @@ func (m *ServerMutation) AddedField(name string) (ent.Value, bool) {
 	switch name {
 	case server.FieldRetentionDays:
 		return m.AddedRetentionDays()
+	case server.FieldMaxRequestsPerSecond:
+		return m.AddedMaxRequestsPerSecond()
 	}
 	return nil, false
 }
@@ -11263,6 +11464,13 @@ func (m *ServerMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddRetentionDays(v)
 		return nil
+	case server.FieldMaxRequestsPerSecond:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddMaxRequestsPerSecond(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Server numeric field %s", name)
 }
@@ -11273,6 +11481,9 @@ func (m *ServerMutation) ClearedFields() []string {
 	var fields []string
 	if m.FieldCleared(server.FieldRetentionDays) {
 		fields = append(fields, server.FieldRetentionDays)
+	}
+	if m.FieldCleared(server.FieldMaxRequestsPerSecond) {
+		fields = append(fields, server.FieldMaxRequestsPerSecond)
 	}
 	if m.FieldCleared(server.FieldDeletedAt) {
 		fields = append(fields, server.FieldDeletedAt)
@@ -11293,6 +11504,9 @@ func (m *ServerMutation) ClearField(name string) error {
 	switch name {
 	case server.FieldRetentionDays:
 		m.ClearRetentionDays()
+		return nil
+	case server.FieldMaxRequestsPerSecond:
+		m.ClearMaxRequestsPerSecond()
 		return nil
 	case server.FieldDeletedAt:
 		m.ClearDeletedAt()
@@ -11322,6 +11536,9 @@ func (m *ServerMutation) ResetField(name string) error {
 		return nil
 	case server.FieldRetentionDays:
 		m.ResetRetentionDays()
+		return nil
+	case server.FieldMaxRequestsPerSecond:
+		m.ResetMaxRequestsPerSecond()
 		return nil
 	case server.FieldDeletedAt:
 		m.ResetDeletedAt()

@@ -29,6 +29,8 @@ type Plan struct {
 	MaxServers int `json:"max_servers,omitempty"`
 	// MaxRecipientsPerServer holds the value of the "max_recipients_per_server" field.
 	MaxRecipientsPerServer int `json:"max_recipients_per_server,omitempty"`
+	// MaxRequestsPerSecond holds the value of the "max_requests_per_second" field.
+	MaxRequestsPerSecond *int `json:"max_requests_per_second,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the PlanQuery when eager-loading is set.
 	Edges        PlanEdges `json:"edges"`
@@ -60,7 +62,7 @@ func (*Plan) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case plan.FieldID, plan.FieldMonthlyCredits, plan.FieldRetentionDays, plan.FieldMaxServers, plan.FieldMaxRecipientsPerServer:
+		case plan.FieldID, plan.FieldMonthlyCredits, plan.FieldRetentionDays, plan.FieldMaxServers, plan.FieldMaxRecipientsPerServer, plan.FieldMaxRequestsPerSecond:
 			values[i] = new(sql.NullInt64)
 		case plan.FieldName:
 			values[i] = new(sql.NullString)
@@ -123,6 +125,13 @@ func (_m *Plan) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.MaxRecipientsPerServer = int(value.Int64)
 			}
+		case plan.FieldMaxRequestsPerSecond:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field max_requests_per_second", values[i])
+			} else if value.Valid {
+				_m.MaxRequestsPerSecond = new(int)
+				*_m.MaxRequestsPerSecond = int(value.Int64)
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -181,6 +190,11 @@ func (_m *Plan) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("max_recipients_per_server=")
 	builder.WriteString(fmt.Sprintf("%v", _m.MaxRecipientsPerServer))
+	builder.WriteString(", ")
+	if v := _m.MaxRequestsPerSecond; v != nil {
+		builder.WriteString("max_requests_per_second=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -67,6 +67,20 @@ func (_c *PlanCreate) SetMaxRecipientsPerServer(v int) *PlanCreate {
 	return _c
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (_c *PlanCreate) SetMaxRequestsPerSecond(v int) *PlanCreate {
+	_c.mutation.SetMaxRequestsPerSecond(v)
+	return _c
+}
+
+// SetNillableMaxRequestsPerSecond sets the "max_requests_per_second" field if the given value is not nil.
+func (_c *PlanCreate) SetNillableMaxRequestsPerSecond(v *int) *PlanCreate {
+	if v != nil {
+		_c.SetMaxRequestsPerSecond(*v)
+	}
+	return _c
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by IDs.
 func (_c *PlanCreate) AddTenantIDs(ids ...int) *PlanCreate {
 	_c.mutation.AddTenantIDs(ids...)
@@ -174,6 +188,11 @@ func (_c *PlanCreate) check() error {
 			return &ValidationError{Name: "max_recipients_per_server", err: fmt.Errorf(`ent: validator failed for field "Plan.max_recipients_per_server": %w`, err)}
 		}
 	}
+	if v, ok := _c.mutation.MaxRequestsPerSecond(); ok {
+		if err := plan.MaxRequestsPerSecondValidator(v); err != nil {
+			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Plan.max_requests_per_second": %w`, err)}
+		}
+	}
 	return nil
 }
 
@@ -224,6 +243,10 @@ func (_c *PlanCreate) createSpec() (*Plan, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.MaxRecipientsPerServer(); ok {
 		_spec.SetField(plan.FieldMaxRecipientsPerServer, field.TypeInt, value)
 		_node.MaxRecipientsPerServer = value
+	}
+	if value, ok := _c.mutation.MaxRequestsPerSecond(); ok {
+		_spec.SetField(plan.FieldMaxRequestsPerSecond, field.TypeInt, value)
+		_node.MaxRequestsPerSecond = &value
 	}
 	if nodes := _c.mutation.TenantsIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -377,6 +400,30 @@ func (u *PlanUpsert) AddMaxRecipientsPerServer(v int) *PlanUpsert {
 	return u
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (u *PlanUpsert) SetMaxRequestsPerSecond(v int) *PlanUpsert {
+	u.Set(plan.FieldMaxRequestsPerSecond, v)
+	return u
+}
+
+// UpdateMaxRequestsPerSecond sets the "max_requests_per_second" field to the value that was provided on create.
+func (u *PlanUpsert) UpdateMaxRequestsPerSecond() *PlanUpsert {
+	u.SetExcluded(plan.FieldMaxRequestsPerSecond)
+	return u
+}
+
+// AddMaxRequestsPerSecond adds v to the "max_requests_per_second" field.
+func (u *PlanUpsert) AddMaxRequestsPerSecond(v int) *PlanUpsert {
+	u.Add(plan.FieldMaxRequestsPerSecond, v)
+	return u
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (u *PlanUpsert) ClearMaxRequestsPerSecond() *PlanUpsert {
+	u.SetNull(plan.FieldMaxRequestsPerSecond)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
 //
@@ -517,6 +564,34 @@ func (u *PlanUpsertOne) AddMaxRecipientsPerServer(v int) *PlanUpsertOne {
 func (u *PlanUpsertOne) UpdateMaxRecipientsPerServer() *PlanUpsertOne {
 	return u.Update(func(s *PlanUpsert) {
 		s.UpdateMaxRecipientsPerServer()
+	})
+}
+
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (u *PlanUpsertOne) SetMaxRequestsPerSecond(v int) *PlanUpsertOne {
+	return u.Update(func(s *PlanUpsert) {
+		s.SetMaxRequestsPerSecond(v)
+	})
+}
+
+// AddMaxRequestsPerSecond adds v to the "max_requests_per_second" field.
+func (u *PlanUpsertOne) AddMaxRequestsPerSecond(v int) *PlanUpsertOne {
+	return u.Update(func(s *PlanUpsert) {
+		s.AddMaxRequestsPerSecond(v)
+	})
+}
+
+// UpdateMaxRequestsPerSecond sets the "max_requests_per_second" field to the value that was provided on create.
+func (u *PlanUpsertOne) UpdateMaxRequestsPerSecond() *PlanUpsertOne {
+	return u.Update(func(s *PlanUpsert) {
+		s.UpdateMaxRequestsPerSecond()
+	})
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (u *PlanUpsertOne) ClearMaxRequestsPerSecond() *PlanUpsertOne {
+	return u.Update(func(s *PlanUpsert) {
+		s.ClearMaxRequestsPerSecond()
 	})
 }
 
@@ -826,6 +901,34 @@ func (u *PlanUpsertBulk) AddMaxRecipientsPerServer(v int) *PlanUpsertBulk {
 func (u *PlanUpsertBulk) UpdateMaxRecipientsPerServer() *PlanUpsertBulk {
 	return u.Update(func(s *PlanUpsert) {
 		s.UpdateMaxRecipientsPerServer()
+	})
+}
+
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (u *PlanUpsertBulk) SetMaxRequestsPerSecond(v int) *PlanUpsertBulk {
+	return u.Update(func(s *PlanUpsert) {
+		s.SetMaxRequestsPerSecond(v)
+	})
+}
+
+// AddMaxRequestsPerSecond adds v to the "max_requests_per_second" field.
+func (u *PlanUpsertBulk) AddMaxRequestsPerSecond(v int) *PlanUpsertBulk {
+	return u.Update(func(s *PlanUpsert) {
+		s.AddMaxRequestsPerSecond(v)
+	})
+}
+
+// UpdateMaxRequestsPerSecond sets the "max_requests_per_second" field to the value that was provided on create.
+func (u *PlanUpsertBulk) UpdateMaxRequestsPerSecond() *PlanUpsertBulk {
+	return u.Update(func(s *PlanUpsert) {
+		s.UpdateMaxRequestsPerSecond()
+	})
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (u *PlanUpsertBulk) ClearMaxRequestsPerSecond() *PlanUpsertBulk {
+	return u.Update(func(s *PlanUpsert) {
+		s.ClearMaxRequestsPerSecond()
 	})
 }
 

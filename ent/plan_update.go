@@ -127,6 +127,33 @@ func (_u *PlanUpdate) AddMaxRecipientsPerServer(v int) *PlanUpdate {
 	return _u
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (_u *PlanUpdate) SetMaxRequestsPerSecond(v int) *PlanUpdate {
+	_u.mutation.ResetMaxRequestsPerSecond()
+	_u.mutation.SetMaxRequestsPerSecond(v)
+	return _u
+}
+
+// SetNillableMaxRequestsPerSecond sets the "max_requests_per_second" field if the given value is not nil.
+func (_u *PlanUpdate) SetNillableMaxRequestsPerSecond(v *int) *PlanUpdate {
+	if v != nil {
+		_u.SetMaxRequestsPerSecond(*v)
+	}
+	return _u
+}
+
+// AddMaxRequestsPerSecond adds value to the "max_requests_per_second" field.
+func (_u *PlanUpdate) AddMaxRequestsPerSecond(v int) *PlanUpdate {
+	_u.mutation.AddMaxRequestsPerSecond(v)
+	return _u
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (_u *PlanUpdate) ClearMaxRequestsPerSecond() *PlanUpdate {
+	_u.mutation.ClearMaxRequestsPerSecond()
+	return _u
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by IDs.
 func (_u *PlanUpdate) AddTenantIDs(ids ...int) *PlanUpdate {
 	_u.mutation.AddTenantIDs(ids...)
@@ -222,6 +249,11 @@ func (_u *PlanUpdate) check() error {
 			return &ValidationError{Name: "max_recipients_per_server", err: fmt.Errorf(`ent: validator failed for field "Plan.max_recipients_per_server": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.MaxRequestsPerSecond(); ok {
+		if err := plan.MaxRequestsPerSecondValidator(v); err != nil {
+			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Plan.max_requests_per_second": %w`, err)}
+		}
+	}
 	return nil
 }
 
@@ -269,6 +301,15 @@ func (_u *PlanUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.AddedMaxRecipientsPerServer(); ok {
 		_spec.AddField(plan.FieldMaxRecipientsPerServer, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.MaxRequestsPerSecond(); ok {
+		_spec.SetField(plan.FieldMaxRequestsPerSecond, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedMaxRequestsPerSecond(); ok {
+		_spec.AddField(plan.FieldMaxRequestsPerSecond, field.TypeInt, value)
+	}
+	if _u.mutation.MaxRequestsPerSecondCleared() {
+		_spec.ClearField(plan.FieldMaxRequestsPerSecond, field.TypeInt)
 	}
 	if _u.mutation.TenantsCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -435,6 +476,33 @@ func (_u *PlanUpdateOne) AddMaxRecipientsPerServer(v int) *PlanUpdateOne {
 	return _u
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (_u *PlanUpdateOne) SetMaxRequestsPerSecond(v int) *PlanUpdateOne {
+	_u.mutation.ResetMaxRequestsPerSecond()
+	_u.mutation.SetMaxRequestsPerSecond(v)
+	return _u
+}
+
+// SetNillableMaxRequestsPerSecond sets the "max_requests_per_second" field if the given value is not nil.
+func (_u *PlanUpdateOne) SetNillableMaxRequestsPerSecond(v *int) *PlanUpdateOne {
+	if v != nil {
+		_u.SetMaxRequestsPerSecond(*v)
+	}
+	return _u
+}
+
+// AddMaxRequestsPerSecond adds value to the "max_requests_per_second" field.
+func (_u *PlanUpdateOne) AddMaxRequestsPerSecond(v int) *PlanUpdateOne {
+	_u.mutation.AddMaxRequestsPerSecond(v)
+	return _u
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (_u *PlanUpdateOne) ClearMaxRequestsPerSecond() *PlanUpdateOne {
+	_u.mutation.ClearMaxRequestsPerSecond()
+	return _u
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by IDs.
 func (_u *PlanUpdateOne) AddTenantIDs(ids ...int) *PlanUpdateOne {
 	_u.mutation.AddTenantIDs(ids...)
@@ -543,6 +611,11 @@ func (_u *PlanUpdateOne) check() error {
 			return &ValidationError{Name: "max_recipients_per_server", err: fmt.Errorf(`ent: validator failed for field "Plan.max_recipients_per_server": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.MaxRequestsPerSecond(); ok {
+		if err := plan.MaxRequestsPerSecondValidator(v); err != nil {
+			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Plan.max_requests_per_second": %w`, err)}
+		}
+	}
 	return nil
 }
 
@@ -607,6 +680,15 @@ func (_u *PlanUpdateOne) sqlSave(ctx context.Context) (_node *Plan, err error) {
 	}
 	if value, ok := _u.mutation.AddedMaxRecipientsPerServer(); ok {
 		_spec.AddField(plan.FieldMaxRecipientsPerServer, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.MaxRequestsPerSecond(); ok {
+		_spec.SetField(plan.FieldMaxRequestsPerSecond, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedMaxRequestsPerSecond(); ok {
+		_spec.AddField(plan.FieldMaxRequestsPerSecond, field.TypeInt, value)
+	}
+	if _u.mutation.MaxRequestsPerSecondCleared() {
+		_spec.ClearField(plan.FieldMaxRequestsPerSecond, field.TypeInt)
 	}
 	if _u.mutation.TenantsCleared() {
 		edge := &sqlgraph.EdgeSpec{

@@ -30,6 +30,8 @@ type Server struct {
 	DeliverPendingOnConnect bool `json:"deliver_pending_on_connect,omitempty"`
 	// RetentionDays holds the value of the "retention_days" field.
 	RetentionDays *int `json:"retention_days,omitempty"`
+	// MaxRequestsPerSecond holds the value of the "max_requests_per_second" field.
+	MaxRequestsPerSecond *int `json:"max_requests_per_second,omitempty"`
 	// DeletedAt holds the value of the "deleted_at" field.
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
@@ -90,7 +92,7 @@ func (*Server) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case server.FieldDeliverPendingOnConnect:
 			values[i] = new(sql.NullBool)
-		case server.FieldID, server.FieldTenantID, server.FieldRetentionDays:
+		case server.FieldID, server.FieldTenantID, server.FieldRetentionDays, server.FieldMaxRequestsPerSecond:
 			values[i] = new(sql.NullInt64)
 		case server.FieldName, server.FieldInboundKey:
 			values[i] = new(sql.NullString)
@@ -153,6 +155,13 @@ func (_m *Server) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.RetentionDays = new(int)
 				*_m.RetentionDays = int(value.Int64)
+			}
+		case server.FieldMaxRequestsPerSecond:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field max_requests_per_second", values[i])
+			} else if value.Valid {
+				_m.MaxRequestsPerSecond = new(int)
+				*_m.MaxRequestsPerSecond = int(value.Int64)
 			}
 		case server.FieldDeletedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
@@ -228,6 +237,11 @@ func (_m *Server) String() string {
 	builder.WriteString(", ")
 	if v := _m.RetentionDays; v != nil {
 		builder.WriteString("retention_days=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.MaxRequestsPerSecond; v != nil {
+		builder.WriteString("max_requests_per_second=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteString(", ")

@@ -85,6 +85,20 @@ func (_c *ServerCreate) SetNillableRetentionDays(v *int) *ServerCreate {
 	return _c
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (_c *ServerCreate) SetMaxRequestsPerSecond(v int) *ServerCreate {
+	_c.mutation.SetMaxRequestsPerSecond(v)
+	return _c
+}
+
+// SetNillableMaxRequestsPerSecond sets the "max_requests_per_second" field if the given value is not nil.
+func (_c *ServerCreate) SetNillableMaxRequestsPerSecond(v *int) *ServerCreate {
+	if v != nil {
+		_c.SetMaxRequestsPerSecond(*v)
+	}
+	return _c
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (_c *ServerCreate) SetDeletedAt(v time.Time) *ServerCreate {
 	_c.mutation.SetDeletedAt(v)
@@ -212,6 +226,11 @@ func (_c *ServerCreate) check() error {
 			return &ValidationError{Name: "retention_days", err: fmt.Errorf(`ent: validator failed for field "Server.retention_days": %w`, err)}
 		}
 	}
+	if v, ok := _c.mutation.MaxRequestsPerSecond(); ok {
+		if err := server.MaxRequestsPerSecondValidator(v); err != nil {
+			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Server.max_requests_per_second": %w`, err)}
+		}
+	}
 	if len(_c.mutation.TenantIDs()) == 0 {
 		return &ValidationError{Name: "tenant", err: errors.New(`ent: missing required edge "Server.tenant"`)}
 	}
@@ -261,6 +280,10 @@ func (_c *ServerCreate) createSpec() (*Server, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.RetentionDays(); ok {
 		_spec.SetField(server.FieldRetentionDays, field.TypeInt, value)
 		_node.RetentionDays = &value
+	}
+	if value, ok := _c.mutation.MaxRequestsPerSecond(); ok {
+		_spec.SetField(server.FieldMaxRequestsPerSecond, field.TypeInt, value)
+		_node.MaxRequestsPerSecond = &value
 	}
 	if value, ok := _c.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)
@@ -415,6 +438,30 @@ func (u *ServerUpsert) ClearRetentionDays() *ServerUpsert {
 	return u
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (u *ServerUpsert) SetMaxRequestsPerSecond(v int) *ServerUpsert {
+	u.Set(server.FieldMaxRequestsPerSecond, v)
+	return u
+}
+
+// UpdateMaxRequestsPerSecond sets the "max_requests_per_second" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateMaxRequestsPerSecond() *ServerUpsert {
+	u.SetExcluded(server.FieldMaxRequestsPerSecond)
+	return u
+}
+
+// AddMaxRequestsPerSecond adds v to the "max_requests_per_second" field.
+func (u *ServerUpsert) AddMaxRequestsPerSecond(v int) *ServerUpsert {
+	u.Add(server.FieldMaxRequestsPerSecond, v)
+	return u
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (u *ServerUpsert) ClearMaxRequestsPerSecond() *ServerUpsert {
+	u.SetNull(server.FieldMaxRequestsPerSecond)
+	return u
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (u *ServerUpsert) SetDeletedAt(v time.Time) *ServerUpsert {
 	u.Set(server.FieldDeletedAt, v)
@@ -537,6 +584,34 @@ func (u *ServerUpsertOne) UpdateRetentionDays() *ServerUpsertOne {
 func (u *ServerUpsertOne) ClearRetentionDays() *ServerUpsertOne {
 	return u.Update(func(s *ServerUpsert) {
 		s.ClearRetentionDays()
+	})
+}
+
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (u *ServerUpsertOne) SetMaxRequestsPerSecond(v int) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetMaxRequestsPerSecond(v)
+	})
+}
+
+// AddMaxRequestsPerSecond adds v to the "max_requests_per_second" field.
+func (u *ServerUpsertOne) AddMaxRequestsPerSecond(v int) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.AddMaxRequestsPerSecond(v)
+	})
+}
+
+// UpdateMaxRequestsPerSecond sets the "max_requests_per_second" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateMaxRequestsPerSecond() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateMaxRequestsPerSecond()
+	})
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (u *ServerUpsertOne) ClearMaxRequestsPerSecond() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearMaxRequestsPerSecond()
 	})
 }
 
@@ -831,6 +906,34 @@ func (u *ServerUpsertBulk) UpdateRetentionDays() *ServerUpsertBulk {
 func (u *ServerUpsertBulk) ClearRetentionDays() *ServerUpsertBulk {
 	return u.Update(func(s *ServerUpsert) {
 		s.ClearRetentionDays()
+	})
+}
+
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (u *ServerUpsertBulk) SetMaxRequestsPerSecond(v int) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetMaxRequestsPerSecond(v)
+	})
+}
+
+// AddMaxRequestsPerSecond adds v to the "max_requests_per_second" field.
+func (u *ServerUpsertBulk) AddMaxRequestsPerSecond(v int) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.AddMaxRequestsPerSecond(v)
+	})
+}
+
+// UpdateMaxRequestsPerSecond sets the "max_requests_per_second" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateMaxRequestsPerSecond() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateMaxRequestsPerSecond()
+	})
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (u *ServerUpsertBulk) ClearMaxRequestsPerSecond() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearMaxRequestsPerSecond()
 	})
 }
 

@@ -86,6 +86,33 @@ func (_u *ServerUpdate) ClearRetentionDays() *ServerUpdate {
 	return _u
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (_u *ServerUpdate) SetMaxRequestsPerSecond(v int) *ServerUpdate {
+	_u.mutation.ResetMaxRequestsPerSecond()
+	_u.mutation.SetMaxRequestsPerSecond(v)
+	return _u
+}
+
+// SetNillableMaxRequestsPerSecond sets the "max_requests_per_second" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillableMaxRequestsPerSecond(v *int) *ServerUpdate {
+	if v != nil {
+		_u.SetMaxRequestsPerSecond(*v)
+	}
+	return _u
+}
+
+// AddMaxRequestsPerSecond adds value to the "max_requests_per_second" field.
+func (_u *ServerUpdate) AddMaxRequestsPerSecond(v int) *ServerUpdate {
+	_u.mutation.AddMaxRequestsPerSecond(v)
+	return _u
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (_u *ServerUpdate) ClearMaxRequestsPerSecond() *ServerUpdate {
+	_u.mutation.ClearMaxRequestsPerSecond()
+	return _u
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (_u *ServerUpdate) SetDeletedAt(v time.Time) *ServerUpdate {
 	_u.mutation.SetDeletedAt(v)
@@ -222,6 +249,11 @@ func (_u *ServerUpdate) check() error {
 			return &ValidationError{Name: "retention_days", err: fmt.Errorf(`ent: validator failed for field "Server.retention_days": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.MaxRequestsPerSecond(); ok {
+		if err := server.MaxRequestsPerSecondValidator(v); err != nil {
+			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Server.max_requests_per_second": %w`, err)}
+		}
+	}
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Server.tenant"`)
 	}
@@ -260,6 +292,15 @@ func (_u *ServerUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.RetentionDaysCleared() {
 		_spec.ClearField(server.FieldRetentionDays, field.TypeInt)
+	}
+	if value, ok := _u.mutation.MaxRequestsPerSecond(); ok {
+		_spec.SetField(server.FieldMaxRequestsPerSecond, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedMaxRequestsPerSecond(); ok {
+		_spec.AddField(server.FieldMaxRequestsPerSecond, field.TypeInt, value)
+	}
+	if _u.mutation.MaxRequestsPerSecondCleared() {
+		_spec.ClearField(server.FieldMaxRequestsPerSecond, field.TypeInt)
 	}
 	if value, ok := _u.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)
@@ -434,6 +475,33 @@ func (_u *ServerUpdateOne) ClearRetentionDays() *ServerUpdateOne {
 	return _u
 }
 
+// SetMaxRequestsPerSecond sets the "max_requests_per_second" field.
+func (_u *ServerUpdateOne) SetMaxRequestsPerSecond(v int) *ServerUpdateOne {
+	_u.mutation.ResetMaxRequestsPerSecond()
+	_u.mutation.SetMaxRequestsPerSecond(v)
+	return _u
+}
+
+// SetNillableMaxRequestsPerSecond sets the "max_requests_per_second" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillableMaxRequestsPerSecond(v *int) *ServerUpdateOne {
+	if v != nil {
+		_u.SetMaxRequestsPerSecond(*v)
+	}
+	return _u
+}
+
+// AddMaxRequestsPerSecond adds value to the "max_requests_per_second" field.
+func (_u *ServerUpdateOne) AddMaxRequestsPerSecond(v int) *ServerUpdateOne {
+	_u.mutation.AddMaxRequestsPerSecond(v)
+	return _u
+}
+
+// ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
+func (_u *ServerUpdateOne) ClearMaxRequestsPerSecond() *ServerUpdateOne {
+	_u.mutation.ClearMaxRequestsPerSecond()
+	return _u
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (_u *ServerUpdateOne) SetDeletedAt(v time.Time) *ServerUpdateOne {
 	_u.mutation.SetDeletedAt(v)
@@ -583,6 +651,11 @@ func (_u *ServerUpdateOne) check() error {
 			return &ValidationError{Name: "retention_days", err: fmt.Errorf(`ent: validator failed for field "Server.retention_days": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.MaxRequestsPerSecond(); ok {
+		if err := server.MaxRequestsPerSecondValidator(v); err != nil {
+			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Server.max_requests_per_second": %w`, err)}
+		}
+	}
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Server.tenant"`)
 	}
@@ -638,6 +711,15 @@ func (_u *ServerUpdateOne) sqlSave(ctx context.Context) (_node *Server, err erro
 	}
 	if _u.mutation.RetentionDaysCleared() {
 		_spec.ClearField(server.FieldRetentionDays, field.TypeInt)
+	}
+	if value, ok := _u.mutation.MaxRequestsPerSecond(); ok {
+		_spec.SetField(server.FieldMaxRequestsPerSecond, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedMaxRequestsPerSecond(); ok {
+		_spec.AddField(server.FieldMaxRequestsPerSecond, field.TypeInt, value)
+	}
+	if _u.mutation.MaxRequestsPerSecondCleared() {
+		_spec.ClearField(server.FieldMaxRequestsPerSecond, field.TypeInt)
 	}
 	if value, ok := _u.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)

@@ -12,7 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/adal-relay/adal/delivery"
@@ -24,6 +26,12 @@ import (
 // DefaultMaxBody is the largest body accepted unless configured otherwise.
 const DefaultMaxBody = 1 << 20
 
+// DefaultBodyBudget bounds the bytes of bodies in flight in one process unless configured otherwise. A body is
+// held about twice on its way to the database (read, then encoded into the statement), so this keeps intake's
+// bodies to a modest share of a process's memory, while thousands of webhooks of ordinary size (a few KiB)
+// still fit at once: more than the committers store together.
+const DefaultBodyBudget = 32 << 20
+
 // Prefix is the path under which inbound requests arrive.
 const Prefix = "/in/"
 
@@ -33,7 +41,12 @@ type Config struct {
 	Delivery *delivery.Service
 	// MaxBody caps request bodies; larger ones get 413. Default DefaultMaxBody.
 	MaxBody int64
-	Logger  *slog.Logger
+	// BodyBudget bounds the bytes of bodies being read or stored at once; past it intake answers 503 with
+	// Retry-After. Default DefaultBodyBudget, and never less than MaxBody.
+	BodyBudget int64
+	Logger     *slog.Logger
+	// Now is the clock of the rate limits; default time.Now.
+	Now func() time.Time
 	// Observe, if set, hears the HTTP status of every answer (metrics).
 	Observe func(status int)
 	// Committers is how many batches may commit at once (default 2; SQLite has one writer, use 1); beyond the
@@ -62,8 +75,10 @@ type Dispatcher interface {
 
 // Handler serves inbound requests.
 type Handler struct {
-	cfg   Config
-	batch *batcher
+	cfg    Config
+	batch  *batcher
+	limits *limiter
+	bodies *bodyBudget
 }
 
 // New returns an inbound handler.
@@ -74,9 +89,18 @@ func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.BodyBudget = max(cmp.Or(cfg.BodyBudget, DefaultBodyBudget), cfg.MaxBody)
 	cfg.Committers = cmp.Or(cfg.Committers, 2)
 	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, 256)
-	return &Handler{cfg: cfg, batch: newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Postgres)}
+	return &Handler{
+		cfg:    cfg,
+		batch:  newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Postgres),
+		limits: newLimiter(cfg.Client, cfg.Now),
+		bodies: &bodyBudget{limit: cfg.BodyBudget},
+	}
 }
 
 // Close stops intake's committers; requests still queued are answered 503.
@@ -93,24 +117,59 @@ type Incoming struct {
 }
 
 // ServeHTTP accepts one request: 202 {"requestId"} after commit, 402 without credit, 404 for an unknown or
-// deleted server, 413 for an oversized body, 503 when the database cannot take it.
+// deleted server, 413 for an oversized body, 429 over the server's or the tenant's rate, 503 when too many
+// bodies are in flight or the database cannot take it. The key and the rates are checked before the body is
+// read, so a request refused for them costs no more than its headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.EscapedPath(), Prefix)
 	key, suffix, _ := strings.Cut(rest, "/")
 	if suffix != "" || strings.HasSuffix(rest, "/") {
 		suffix = "/" + suffix
 	}
+	// Until the body is read, every answer closes an HTTP/1 connection: net/http would otherwise read a small
+	// unread body before answering, to keep the connection alive, and the point of answering early is not to.
+	// HTTP/2 resets the unread stream by itself.
+	if r.ProtoMajor < 2 {
+		w.Header().Set("Connection", "close")
+	}
 	if key == "" {
 		h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
 		return
 	}
+	info, err := h.limits.lookup(r.Context(), key)
+	if err != nil {
+		h.unavailable(w, "look up server", err)
+		return
+	}
+	if info == nil {
+		h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
+		return
+	}
+	if r.ContentLength > h.cfg.MaxBody {
+		h.tooLarge(w)
+		return
+	}
+	if ok, wait := h.limits.allow(info); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+		h.answer(w, http.StatusTooManyRequests, map[string]string{"error": "rate limit exceeded; retry later"})
+		return
+	}
+	reserved := h.cfg.MaxBody // a body of unknown length may take up to the limit
+	if r.ContentLength >= 0 {
+		reserved = r.ContentLength
+	}
+	if !h.bodies.reserve(reserved) {
+		w.Header().Set("Retry-After", "1")
+		h.answer(w, http.StatusServiceUnavailable, map[string]string{"error": "too many request bodies in flight; retry"})
+		return
+	}
+	defer h.bodies.release(reserved)
+	w.Header().Del("Connection")
 	body, err := readBody(w, r, h.cfg.MaxBody)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			h.answer(w, http.StatusRequestEntityTooLarge, map[string]string{
-				"error": fmt.Sprintf("body larger than %d bytes", h.cfg.MaxBody),
-			})
+			h.tooLarge(w)
 			return
 		}
 		h.answer(w, http.StatusBadRequest, map[string]string{"error": "could not read body"})
@@ -135,9 +194,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case fault.InsufficientCredits:
 			h.answer(w, http.StatusPaymentRequired, map[string]string{"error": "no credits left"})
 		default:
-			h.cfg.Logger.Error("accept request", "err", err)
-			w.Header().Set("Retry-After", "1")
-			h.answer(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the request; retry"})
+			h.unavailable(w, "accept request", err)
 		}
 		return
 	}
@@ -176,6 +233,19 @@ func escapeInvalidUTF8(s string) string {
 		i += size
 	}
 	return b.String()
+}
+
+func (h *Handler) tooLarge(w http.ResponseWriter) {
+	h.answer(w, http.StatusRequestEntityTooLarge, map[string]string{
+		"error": fmt.Sprintf("body larger than %d bytes", h.cfg.MaxBody),
+	})
+}
+
+// unavailable answers 503 for a failure of the database: the sender should retry.
+func (h *Handler) unavailable(w http.ResponseWriter, what string, err error) {
+	h.cfg.Logger.Error(what, "err", err)
+	w.Header().Set("Retry-After", "1")
+	h.answer(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the request; retry"})
 }
 
 func (h *Handler) answer(w http.ResponseWriter, status int, v any) {

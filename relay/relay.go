@@ -53,6 +53,9 @@ type Config struct {
 	AllowedTargetCIDRs  []netip.Prefix
 	CORSOrigins         []string
 	MaxBodyBytes        int64
+	// IntakeBodyBudget bounds the bytes of webhook bodies in flight in this process (ADAL_INTAKE_BODY_BUDGET);
+	// 0 is inbound.DefaultBodyBudget.
+	IntakeBodyBudget int64
 	// MaxResponseBytes caps one GraphQL response's JSON (ADAL_GRAPHQL_MAX_RESPONSE_BYTES); 0 is the default.
 	MaxResponseBytes int
 	RetryUnit        time.Duration
@@ -261,11 +264,13 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r.Inbound = inbound.New(inbound.Config{
-		Client:   db.Client,
-		Delivery: r.Delivery,
-		MaxBody:  cfg.MaxBodyBytes,
-		Logger:   cfg.Logger,
-		Observe:  meters.Intake,
+		Client:     db.Client,
+		Delivery:   r.Delivery,
+		MaxBody:    cfg.MaxBodyBytes,
+		BodyBudget: cfg.IntakeBodyBudget,
+		Logger:     cfg.Logger,
+		Now:        cfg.Now,
+		Observe:    meters.Intake,
 		// SQLite has one writer: one committer, batching everything queued behind it.
 		Committers: intakeCommitters(cfg.IntakeCommitters, db.Postgres()),
 		Postgres:   db.Postgres(),

@@ -36,6 +36,7 @@ func (r *mutationResolver) CreatePlan(ctx context.Context, input model.CreatePla
 	return r.Billing.CreatePlan(ctx, r.client(ctx), billing.PlanInput{
 		Name: &input.Name, MonthlyCredits: &credits, RetentionDays: &input.RetentionDays,
 		MaxServers: &input.MaxServers, MaxRecipientsPerServer: &input.MaxRecipientsPerServer,
+		MaxRequestsPerSecond: input.MaxRequestsPerSecond,
 	})
 }
 
@@ -47,6 +48,7 @@ func (r *mutationResolver) UpdatePlan(ctx context.Context, id int, input model.U
 	return r.Billing.UpdatePlan(ctx, r.client(ctx), id, billing.PlanInput{
 		Name: input.Name, MonthlyCredits: int64p(input.MonthlyCredits), RetentionDays: input.RetentionDays,
 		MaxServers: input.MaxServers, MaxRecipientsPerServer: input.MaxRecipientsPerServer,
+		MaxRequestsPerSecond: input.MaxRequestsPerSecond, ClearMaxRequestsPerSecond: deref(input.ClearMaxRequestsPerSecond, false),
 	})
 }
 
@@ -128,7 +130,7 @@ func (r *mutationResolver) CreateServer(ctx context.Context, input model.CreateS
 	}
 	return r.Routing.CreateServer(ctx, r.client(ctx), routing.ServerInput{
 		TenantID: input.TenantID, Name: &input.Name, DeliverPendingOnConnect: input.DeliverPendingOnConnect,
-		RetentionDays: input.RetentionDays,
+		RetentionDays: input.RetentionDays, MaxRequestsPerSecond: input.MaxRequestsPerSecond,
 	})
 }
 
@@ -140,6 +142,7 @@ func (r *mutationResolver) UpdateServer(ctx context.Context, id int, input model
 	return r.Routing.UpdateServer(ctx, r.client(ctx), id, routing.ServerInput{
 		Name: input.Name, DeliverPendingOnConnect: input.DeliverPendingOnConnect,
 		RetentionDays: input.RetentionDays, ClearRetentionDays: deref(input.ClearRetentionDays, false),
+		MaxRequestsPerSecond: input.MaxRequestsPerSecond, ClearMaxRequestsPerSecond: deref(input.ClearMaxRequestsPerSecond, false),
 	})
 }
 

@@ -66,6 +66,9 @@ type ServerInput struct {
 	DeliverPendingOnConnect *bool
 	RetentionDays           *int
 	ClearRetentionDays      bool
+	// MaxRequestsPerSecond caps the server's intake; ClearMaxRequestsPerSecond removes the cap.
+	MaxRequestsPerSecond      *int
+	ClearMaxRequestsPerSecond bool
 }
 
 func requireManager(op string, v viewer.Viewer) error {
@@ -83,6 +86,8 @@ func (in ServerInput) validate(op string) error {
 		return fault.E(op, fault.InvalidInput, "name must be at most 200 characters")
 	case in.RetentionDays != nil && (*in.RetentionDays < 1 || *in.RetentionDays > 3650):
 		return fault.E(op, fault.InvalidInput, "retentionDays must be between 1 and 3650")
+	case in.MaxRequestsPerSecond != nil && *in.MaxRequestsPerSecond < 1:
+		return fault.E(op, fault.InvalidInput, "maxRequestsPerSecond must be 1 or more")
 	}
 	return nil
 }
@@ -129,6 +134,7 @@ func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in Serve
 		SetName(strings.TrimSpace(*in.Name)).
 		SetInboundKey(NewKey()).
 		SetNillableRetentionDays(in.RetentionDays).
+		SetNillableMaxRequestsPerSecond(in.MaxRequestsPerSecond).
 		SetCreatedAt(s.now())
 	if in.DeliverPendingOnConnect != nil {
 		c.SetDeliverPendingOnConnect(*in.DeliverPendingOnConnect)
@@ -177,6 +183,11 @@ func (s *Service) UpdateServer(ctx context.Context, client *ent.Client, id int, 
 		u.ClearRetentionDays()
 	} else if in.RetentionDays != nil {
 		u.SetRetentionDays(*in.RetentionDays)
+	}
+	if in.ClearMaxRequestsPerSecond {
+		u.ClearMaxRequestsPerSecond()
+	} else if in.MaxRequestsPerSecond != nil {
+		u.SetMaxRequestsPerSecond(*in.MaxRequestsPerSecond)
 	}
 	srv, err = u.Save(ctx)
 	return srv, storage.Err(op, "server", err)

@@ -42,6 +42,17 @@ func TestMigrateAppliesPendingOnce(t *testing.T) {
 	require.Zero(t, n)
 }
 
+// laterTables and laterColumns are what migrations after the baseline add: a database of the automatic
+// migration, which these tests build from today's schema, had none of them. A migration that adds a table or a
+// column adds it here.
+var (
+	laterTables  = []string{"tokens"}
+	laterColumns = []struct{ table, column string }{
+		{"plans", "max_requests_per_second"},
+		{"servers", "max_requests_per_second"},
+	}
+)
+
 // A database of the automatic migration is upgraded in place: with its rows, to the schema a fresh one gets,
 // and recorded as migrated.
 func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
@@ -49,8 +60,8 @@ func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
 	db := dbtest.OpenEmpty(t)
 	ctx := viewer.SystemContext(context.Background())
 	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
-	dropPostBaseline(t, db)
 	req := writeRows(t, db)
+	dropPostBaseline(t, db)
 	require.ErrorIs(t, storage.CheckMigrated(ctx, db.DB), storage.ErrPending)
 
 	_, err := storage.Migrate(ctx, db.DB)
@@ -68,7 +79,6 @@ func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
 	db := dbtest.OpenEmpty(t)
 	ctx := viewer.SystemContext(context.Background())
 	require.NoError(t, storage.CreateGenerated(ctx, db.DB)) // every foreign key of the generated schema
-	dropPostBaseline(t, db)
 	req := writeRows(t, db)
 	for _, stmt := range []string{ // as earlier versions created them
 		"CREATE INDEX delivery_status_next_attempt_at ON deliveries (status, next_attempt_at)",
@@ -95,6 +105,7 @@ func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
 		_, err := db.SQL.ExecContext(ctx, `ALTER TABLE requests RESET (fillfactor)`)
 		require.NoError(t, err)
 	}
+	dropPostBaseline(t, db)
 	require.Contains(t, foreignKeys(t, db), "attempts.delivery_id")
 
 	_, err := storage.Migrate(ctx, db.DB)
@@ -103,13 +114,17 @@ func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
 	require.Equal(t, schemaDump(t, dbtest.Open(t)), schemaDump(t, db))
 }
 
-// dropPostBaseline drops the tables that migrations after the baseline add: the automatic migration of
-// earlier versions never made them, and those migrations create them.
+// dropPostBaseline drops what migrations after the baseline add (laterTables, laterColumns): the automatic
+// migration of earlier versions never made them, and those migrations create them.
 func dropPostBaseline(t *testing.T, db *dbtest.DB) {
 	t.Helper()
-	for _, table := range []string{"tokens"} {
+	for _, table := range laterTables {
 		_, err := db.SQL.ExecContext(t.Context(), "DROP TABLE "+table)
 		require.NoError(t, err, table)
+	}
+	for _, c := range laterColumns {
+		_, err := db.SQL.ExecContext(t.Context(), "ALTER TABLE "+c.table+" DROP COLUMN "+c.column)
+		require.NoError(t, err, "%s.%s", c.table, c.column)
 	}
 }
 

@@ -97,6 +97,11 @@ func configFromEnv() (relay.Config, error) {
 			return cfg, fmt.Errorf("ADAL_MAX_BODY_BYTES must be a positive number of bytes, got %q", v)
 		}
 	}
+	if v := os.Getenv("ADAL_INTAKE_BODY_BUDGET"); v != "" {
+		if cfg.IntakeBodyBudget, err = strconv.ParseInt(v, 10, 64); err != nil || cfg.IntakeBodyBudget <= 0 {
+			return cfg, fmt.Errorf("ADAL_INTAKE_BODY_BUDGET must be a positive number of bytes, got %q", v)
+		}
+	}
 	if v := os.Getenv("ADAL_GRAPHQL_MAX_RESPONSE_BYTES"); v != "" {
 		if cfg.MaxResponseBytes, err = strconv.Atoi(v); err != nil || cfg.MaxResponseBytes <= 0 {
 			return cfg, fmt.Errorf("ADAL_GRAPHQL_MAX_RESPONSE_BYTES must be a positive number of bytes, got %q", v)

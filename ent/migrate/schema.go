@@ -315,6 +315,7 @@ var (
 		{Name: "retention_days", Type: field.TypeInt},
 		{Name: "max_servers", Type: field.TypeInt},
 		{Name: "max_recipients_per_server", Type: field.TypeInt},
+		{Name: "max_requests_per_second", Type: field.TypeInt, Nullable: true},
 	}
 	// PlansTable holds the schema information for the "plans" table.
 	PlansTable = &schema.Table{
@@ -454,6 +455,7 @@ var (
 		{Name: "inbound_key", Type: field.TypeString, Unique: true},
 		{Name: "deliver_pending_on_connect", Type: field.TypeBool, Default: false},
 		{Name: "retention_days", Type: field.TypeInt, Nullable: true},
+		{Name: "max_requests_per_second", Type: field.TypeInt, Nullable: true},
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
 	}
@@ -465,7 +467,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "servers_tenants_tenant",
-				Columns:    []*schema.Column{ServersColumns[7]},
+				Columns:    []*schema.Column{ServersColumns[8]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -474,7 +476,7 @@ var (
 			{
 				Name:    "server_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{ServersColumns[7]},
+				Columns: []*schema.Column{ServersColumns[8]},
 			},
 		},
 	}

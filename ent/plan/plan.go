@@ -27,6 +27,8 @@ const (
 	FieldMaxServers = "max_servers"
 	// FieldMaxRecipientsPerServer holds the string denoting the max_recipients_per_server field in the database.
 	FieldMaxRecipientsPerServer = "max_recipients_per_server"
+	// FieldMaxRequestsPerSecond holds the string denoting the max_requests_per_second field in the database.
+	FieldMaxRequestsPerSecond = "max_requests_per_second"
 	// EdgeTenants holds the string denoting the tenants edge name in mutations.
 	EdgeTenants = "tenants"
 	// Table holds the table name of the plan in the database.
@@ -49,6 +51,7 @@ var Columns = []string{
 	FieldRetentionDays,
 	FieldMaxServers,
 	FieldMaxRecipientsPerServer,
+	FieldMaxRequestsPerSecond,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -81,6 +84,8 @@ var (
 	MaxServersValidator func(int) error
 	// MaxRecipientsPerServerValidator is a validator for the "max_recipients_per_server" field. It is called by the builders before save.
 	MaxRecipientsPerServerValidator func(int) error
+	// MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
+	MaxRequestsPerSecondValidator func(int) error
 )
 
 // OrderOption defines the ordering options for the Plan queries.
@@ -119,6 +124,11 @@ func ByMaxServers(opts ...sql.OrderTermOption) OrderOption {
 // ByMaxRecipientsPerServer orders the results by the max_recipients_per_server field.
 func ByMaxRecipientsPerServer(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldMaxRecipientsPerServer, opts...).ToFunc()
+}
+
+// ByMaxRequestsPerSecond orders the results by the max_requests_per_second field.
+func ByMaxRequestsPerSecond(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldMaxRequestsPerSecond, opts...).ToFunc()
 }
 
 // ByTenantsCount orders the results by tenants count.

@@ -85,6 +85,11 @@ func MaxRecipientsPerServer(v int) predicate.Plan {
 	return predicate.Plan(sql.FieldEQ(FieldMaxRecipientsPerServer, v))
 }
 
+// MaxRequestsPerSecond applies equality check predicate on the "max_requests_per_second" field. It's identical to MaxRequestsPerSecondEQ.
+func MaxRequestsPerSecond(v int) predicate.Plan {
+	return predicate.Plan(sql.FieldEQ(FieldMaxRequestsPerSecond, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Plan {
 	return predicate.Plan(sql.FieldEQ(FieldCreatedAt, v))
@@ -348,6 +353,56 @@ func MaxRecipientsPerServerLT(v int) predicate.Plan {
 // MaxRecipientsPerServerLTE applies the LTE predicate on the "max_recipients_per_server" field.
 func MaxRecipientsPerServerLTE(v int) predicate.Plan {
 	return predicate.Plan(sql.FieldLTE(FieldMaxRecipientsPerServer, v))
+}
+
+// MaxRequestsPerSecondEQ applies the EQ predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondEQ(v int) predicate.Plan {
+	return predicate.Plan(sql.FieldEQ(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondNEQ applies the NEQ predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondNEQ(v int) predicate.Plan {
+	return predicate.Plan(sql.FieldNEQ(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondIn applies the In predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondIn(vs ...int) predicate.Plan {
+	return predicate.Plan(sql.FieldIn(FieldMaxRequestsPerSecond, vs...))
+}
+
+// MaxRequestsPerSecondNotIn applies the NotIn predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondNotIn(vs ...int) predicate.Plan {
+	return predicate.Plan(sql.FieldNotIn(FieldMaxRequestsPerSecond, vs...))
+}
+
+// MaxRequestsPerSecondGT applies the GT predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondGT(v int) predicate.Plan {
+	return predicate.Plan(sql.FieldGT(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondGTE applies the GTE predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondGTE(v int) predicate.Plan {
+	return predicate.Plan(sql.FieldGTE(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondLT applies the LT predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondLT(v int) predicate.Plan {
+	return predicate.Plan(sql.FieldLT(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondLTE applies the LTE predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondLTE(v int) predicate.Plan {
+	return predicate.Plan(sql.FieldLTE(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondIsNil applies the IsNil predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondIsNil() predicate.Plan {
+	return predicate.Plan(sql.FieldIsNull(FieldMaxRequestsPerSecond))
+}
+
+// MaxRequestsPerSecondNotNil applies the NotNil predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondNotNil() predicate.Plan {
+	return predicate.Plan(sql.FieldNotNull(FieldMaxRequestsPerSecond))
 }
 
 // HasTenants applies the HasEdge predicate on the "tenants" edge.

@@ -191,6 +191,10 @@ func init() {
 	planDescMaxRecipientsPerServer := planFields[4].Descriptor()
 	// plan.MaxRecipientsPerServerValidator is a validator for the "max_recipients_per_server" field. It is called by the builders before save.
 	plan.MaxRecipientsPerServerValidator = planDescMaxRecipientsPerServer.Validators[0].(func(int) error)
+	// planDescMaxRequestsPerSecond is the schema descriptor for max_requests_per_second field.
+	planDescMaxRequestsPerSecond := planFields[5].Descriptor()
+	// plan.MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
+	plan.MaxRequestsPerSecondValidator = planDescMaxRequestsPerSecond.Validators[0].(func(int) error)
 	recipientMixin := schema.Recipient{}.Mixin()
 	recipient.Policy = privacy.NewPolicies(recipientMixin[0], schema.Recipient{})
 	recipient.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -303,6 +307,10 @@ func init() {
 	serverDescRetentionDays := serverFields[3].Descriptor()
 	// server.RetentionDaysValidator is a validator for the "retention_days" field. It is called by the builders before save.
 	server.RetentionDaysValidator = serverDescRetentionDays.Validators[0].(func(int) error)
+	// serverDescMaxRequestsPerSecond is the schema descriptor for max_requests_per_second field.
+	serverDescMaxRequestsPerSecond := serverFields[4].Descriptor()
+	// server.MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
+	server.MaxRequestsPerSecondValidator = serverDescMaxRequestsPerSecond.Validators[0].(func(int) error)
 	tenantMixin := schema.Tenant{}.Mixin()
 	tenant.Policy = privacy.NewPolicies(schema.Tenant{})
 	tenant.Hooks[0] = func(next ent.Mutator) ent.Mutator {

@@ -26,6 +26,8 @@ func (Plan) Fields() []ent.Field {
 		field.Int("retention_days").Positive(),
 		field.Int("max_servers").Positive(),
 		field.Int("max_recipients_per_server").Positive(),
+		// max_requests_per_second caps intake across all of a tenant's servers; nil means no cap.
+		field.Int("max_requests_per_second").Optional().Nillable().Positive(),
 	}
 }
 

@@ -25,6 +25,8 @@ func (Server) Fields() []ent.Field {
 		field.Bool("deliver_pending_on_connect").Default(false),
 		// retention_days shortens the plan's retention for this server's requests; nil means the plan's.
 		field.Int("retention_days").Optional().Nillable().Positive(),
+		// max_requests_per_second caps intake for this server's key; nil means no cap beyond the plan's.
+		field.Int("max_requests_per_second").Optional().Nillable().Positive(),
 		// deleted_at stops intake at once while the server's stored requests live out their retention.
 		field.Time("deleted_at").Optional().Nillable(),
 	}

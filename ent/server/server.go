@@ -27,6 +27,8 @@ const (
 	FieldDeliverPendingOnConnect = "deliver_pending_on_connect"
 	// FieldRetentionDays holds the string denoting the retention_days field in the database.
 	FieldRetentionDays = "retention_days"
+	// FieldMaxRequestsPerSecond holds the string denoting the max_requests_per_second field in the database.
+	FieldMaxRequestsPerSecond = "max_requests_per_second"
 	// FieldDeletedAt holds the string denoting the deleted_at field in the database.
 	FieldDeletedAt = "deleted_at"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
@@ -69,6 +71,7 @@ var Columns = []string{
 	FieldInboundKey,
 	FieldDeliverPendingOnConnect,
 	FieldRetentionDays,
+	FieldMaxRequestsPerSecond,
 	FieldDeletedAt,
 }
 
@@ -98,6 +101,8 @@ var (
 	DefaultDeliverPendingOnConnect bool
 	// RetentionDaysValidator is a validator for the "retention_days" field. It is called by the builders before save.
 	RetentionDaysValidator func(int) error
+	// MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
+	MaxRequestsPerSecondValidator func(int) error
 )
 
 // OrderOption defines the ordering options for the Server queries.
@@ -136,6 +141,11 @@ func ByDeliverPendingOnConnect(opts ...sql.OrderTermOption) OrderOption {
 // ByRetentionDays orders the results by the retention_days field.
 func ByRetentionDays(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldRetentionDays, opts...).ToFunc()
+}
+
+// ByMaxRequestsPerSecond orders the results by the max_requests_per_second field.
+func ByMaxRequestsPerSecond(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldMaxRequestsPerSecond, opts...).ToFunc()
 }
 
 // ByDeletedAt orders the results by the deleted_at field.

@@ -85,6 +85,11 @@ func RetentionDays(v int) predicate.Server {
 	return predicate.Server(sql.FieldEQ(FieldRetentionDays, v))
 }
 
+// MaxRequestsPerSecond applies equality check predicate on the "max_requests_per_second" field. It's identical to MaxRequestsPerSecondEQ.
+func MaxRequestsPerSecond(v int) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldMaxRequestsPerSecond, v))
+}
+
 // DeletedAt applies equality check predicate on the "deleted_at" field. It's identical to DeletedAtEQ.
 func DeletedAt(v time.Time) predicate.Server {
 	return predicate.Server(sql.FieldEQ(FieldDeletedAt, v))
@@ -338,6 +343,56 @@ func RetentionDaysIsNil() predicate.Server {
 // RetentionDaysNotNil applies the NotNil predicate on the "retention_days" field.
 func RetentionDaysNotNil() predicate.Server {
 	return predicate.Server(sql.FieldNotNull(FieldRetentionDays))
+}
+
+// MaxRequestsPerSecondEQ applies the EQ predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondEQ(v int) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondNEQ applies the NEQ predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondNEQ(v int) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondIn applies the In predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondIn(vs ...int) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldMaxRequestsPerSecond, vs...))
+}
+
+// MaxRequestsPerSecondNotIn applies the NotIn predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondNotIn(vs ...int) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldMaxRequestsPerSecond, vs...))
+}
+
+// MaxRequestsPerSecondGT applies the GT predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondGT(v int) predicate.Server {
+	return predicate.Server(sql.FieldGT(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondGTE applies the GTE predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondGTE(v int) predicate.Server {
+	return predicate.Server(sql.FieldGTE(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondLT applies the LT predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondLT(v int) predicate.Server {
+	return predicate.Server(sql.FieldLT(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondLTE applies the LTE predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondLTE(v int) predicate.Server {
+	return predicate.Server(sql.FieldLTE(FieldMaxRequestsPerSecond, v))
+}
+
+// MaxRequestsPerSecondIsNil applies the IsNil predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondIsNil() predicate.Server {
+	return predicate.Server(sql.FieldIsNull(FieldMaxRequestsPerSecond))
+}
+
+// MaxRequestsPerSecondNotNil applies the NotNil predicate on the "max_requests_per_second" field.
+func MaxRequestsPerSecondNotNil() predicate.Server {
+	return predicate.Server(sql.FieldNotNull(FieldMaxRequestsPerSecond))
 }
 
 // DeletedAtEQ applies the EQ predicate on the "deleted_at" field.

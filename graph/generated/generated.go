@@ -232,6 +232,7 @@ type ComplexityRoot struct {
 		CreatedAt              func(childComplexity int) int
 		ID                     func(childComplexity int) int
 		MaxRecipientsPerServer func(childComplexity int) int
+		MaxRequestsPerSecond   func(childComplexity int) int
 		MaxServers             func(childComplexity int) int
 		MonthlyCredits         func(childComplexity int) int
 		Name                   func(childComplexity int) int
@@ -312,6 +313,7 @@ type ComplexityRoot struct {
 		DeliverPendingOnConnect func(childComplexity int) int
 		ID                      func(childComplexity int) int
 		InboundURL              func(childComplexity int) int
+		MaxRequestsPerSecond    func(childComplexity int) int
 		Name                    func(childComplexity int) int
 		Recipients              func(childComplexity int) int
 		RetentionDays           func(childComplexity int) int
@@ -1369,6 +1371,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plan.MaxRecipientsPerServer(childComplexity), true
+	case "Plan.maxRequestsPerSecond":
+		if e.ComplexityRoot.Plan.MaxRequestsPerSecond == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plan.MaxRequestsPerSecond(childComplexity), true
 	case "Plan.maxServers":
 		if e.ComplexityRoot.Plan.MaxServers == nil {
 			break
@@ -1797,6 +1805,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Server.InboundURL(childComplexity), true
+	case "Server.maxRequestsPerSecond":
+		if e.ComplexityRoot.Server.MaxRequestsPerSecond == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.MaxRequestsPerSecond(childComplexity), true
 	case "Server.name":
 		if e.ComplexityRoot.Server.Name == nil {
 			break
@@ -2289,6 +2303,8 @@ input CreatePlanInput {
   retentionDays: Int!
   maxServers: Int!
   maxRecipientsPerServer: Int!
+  "Intake cap across all servers of each tenant on the plan, in requests per second (per process); absent: none."
+  maxRequestsPerSecond: Int
 }
 
 input UpdatePlanInput {
@@ -2297,6 +2313,9 @@ input UpdatePlanInput {
   retentionDays: Int
   maxServers: Int
   maxRecipientsPerServer: Int
+  maxRequestsPerSecond: Int
+  "Removes the plan's intake cap."
+  clearMaxRequestsPerSecond: Boolean
 }
 
 input CreateTenantInput {
@@ -2319,6 +2338,8 @@ input CreateServerInput {
   name: String!
   deliverPendingOnConnect: Boolean
   retentionDays: Int
+  "Intake cap for this server, in requests per second (per process); absent: only the plan's."
+  maxRequestsPerSecond: Int
 }
 
 input UpdateServerInput {
@@ -2326,6 +2347,9 @@ input UpdateServerInput {
   deliverPendingOnConnect: Boolean
   retentionDays: Int
   clearRetentionDays: Boolean
+  maxRequestsPerSecond: Int
+  "Removes the server's intake cap."
+  clearMaxRequestsPerSecond: Boolean
 }
 
 input CreateRecipientInput {
@@ -3564,6 +3588,7 @@ type Plan implements Node {
   retentionDays: Int!
   maxServers: Int!
   maxRecipientsPerServer: Int!
+  maxRequestsPerSecond: Int
 }
 """
 Ordering options for Plan connections
@@ -3675,6 +3700,19 @@ input PlanWhereInput {
   maxRecipientsPerServerGTE: Int
   maxRecipientsPerServerLT: Int
   maxRecipientsPerServerLTE: Int
+  """
+  max_requests_per_second field predicates
+  """
+  maxRequestsPerSecond: Int
+  maxRequestsPerSecondNEQ: Int
+  maxRequestsPerSecondIn: [Int!]
+  maxRequestsPerSecondNotIn: [Int!]
+  maxRequestsPerSecondGT: Int
+  maxRequestsPerSecondGTE: Int
+  maxRequestsPerSecondLT: Int
+  maxRequestsPerSecondLTE: Int
+  maxRequestsPerSecondIsNil: Boolean
+  maxRequestsPerSecondNotNil: Boolean
 }
 type Query {
   """
@@ -4241,6 +4279,7 @@ type Server implements Node {
   name: String!
   deliverPendingOnConnect: Boolean!
   retentionDays: Int
+  maxRequestsPerSecond: Int
   deletedAt: Time
 }
 """
@@ -4357,6 +4396,19 @@ input ServerWhereInput {
   retentionDaysLTE: Int
   retentionDaysIsNil: Boolean
   retentionDaysNotNil: Boolean
+  """
+  max_requests_per_second field predicates
+  """
+  maxRequestsPerSecond: Int
+  maxRequestsPerSecondNEQ: Int
+  maxRequestsPerSecondIn: [Int!]
+  maxRequestsPerSecondNotIn: [Int!]
+  maxRequestsPerSecondGT: Int
+  maxRequestsPerSecondGTE: Int
+  maxRequestsPerSecondLT: Int
+  maxRequestsPerSecondLTE: Int
+  maxRequestsPerSecondIsNil: Boolean
+  maxRequestsPerSecondNotNil: Boolean
   """
   deleted_at field predicates
   """
@@ -4959,6 +5011,8 @@ func (ec *executionContext) childFields_Plan(ctx context.Context, field graphql.
 		return ec.fieldContext_Plan_maxServers(ctx, field)
 	case "maxRecipientsPerServer":
 		return ec.fieldContext_Plan_maxRecipientsPerServer(ctx, field)
+	case "maxRequestsPerSecond":
+		return ec.fieldContext_Plan_maxRequestsPerSecond(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Plan", field.Name)
 }
@@ -5081,6 +5135,8 @@ func (ec *executionContext) childFields_Server(ctx context.Context, field graphq
 		return ec.fieldContext_Server_deliverPendingOnConnect(ctx, field)
 	case "retentionDays":
 		return ec.fieldContext_Server_retentionDays(ctx, field)
+	case "maxRequestsPerSecond":
+		return ec.fieldContext_Server_maxRequestsPerSecond(ctx, field)
 	case "deletedAt":
 		return ec.fieldContext_Server_deletedAt(ctx, field)
 	case "inboundUrl":
@@ -9821,6 +9877,29 @@ func (ec *executionContext) fieldContext_Plan_maxRecipientsPerServer(_ context.C
 	return graphql.NewScalarFieldContext("Plan", field, false, false, "Int")
 }
 
+func (ec *executionContext) _Plan_maxRequestsPerSecond(ctx context.Context, field graphql.CollectedField, obj *ent.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plan_maxRequestsPerSecond(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxRequestsPerSecond, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Plan_maxRequestsPerSecond(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plan", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Query_node(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11537,6 +11616,29 @@ func (ec *executionContext) _Server_retentionDays(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_Server_retentionDays(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Server", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Server_maxRequestsPerSecond(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_maxRequestsPerSecond(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxRequestsPerSecond, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Server_maxRequestsPerSecond(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Server", field, false, false, "Int")
 }
 
@@ -14425,7 +14527,7 @@ func (ec *executionContext) unmarshalInputCreatePlanInput(ctx context.Context, o
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "monthlyCredits", "retentionDays", "maxServers", "maxRecipientsPerServer"}
+	fieldsInOrder := [...]string{"name", "monthlyCredits", "retentionDays", "maxServers", "maxRecipientsPerServer", "maxRequestsPerSecond"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -14467,6 +14569,13 @@ func (ec *executionContext) unmarshalInputCreatePlanInput(ctx context.Context, o
 				return it, err
 			}
 			it.MaxRecipientsPerServer = data
+		case "maxRequestsPerSecond":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecond"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecond = data
 		}
 	}
 	return it, nil
@@ -14586,7 +14695,7 @@ func (ec *executionContext) unmarshalInputCreateServerInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"tenantId", "name", "deliverPendingOnConnect", "retentionDays"}
+	fieldsInOrder := [...]string{"tenantId", "name", "deliverPendingOnConnect", "retentionDays", "maxRequestsPerSecond"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -14621,6 +14730,13 @@ func (ec *executionContext) unmarshalInputCreateServerInput(ctx context.Context,
 				return it, err
 			}
 			it.RetentionDays = data
+		case "maxRequestsPerSecond":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecond"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecond = data
 		}
 	}
 	return it, nil
@@ -17682,7 +17798,7 @@ func (ec *executionContext) unmarshalInputPlanWhereInput(ctx context.Context, ob
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "monthlyCredits", "monthlyCreditsNEQ", "monthlyCreditsIn", "monthlyCreditsNotIn", "monthlyCreditsGT", "monthlyCreditsGTE", "monthlyCreditsLT", "monthlyCreditsLTE", "retentionDays", "retentionDaysNEQ", "retentionDaysIn", "retentionDaysNotIn", "retentionDaysGT", "retentionDaysGTE", "retentionDaysLT", "retentionDaysLTE", "maxServers", "maxServersNEQ", "maxServersIn", "maxServersNotIn", "maxServersGT", "maxServersGTE", "maxServersLT", "maxServersLTE", "maxRecipientsPerServer", "maxRecipientsPerServerNEQ", "maxRecipientsPerServerIn", "maxRecipientsPerServerNotIn", "maxRecipientsPerServerGT", "maxRecipientsPerServerGTE", "maxRecipientsPerServerLT", "maxRecipientsPerServerLTE"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "monthlyCredits", "monthlyCreditsNEQ", "monthlyCreditsIn", "monthlyCreditsNotIn", "monthlyCreditsGT", "monthlyCreditsGTE", "monthlyCreditsLT", "monthlyCreditsLTE", "retentionDays", "retentionDaysNEQ", "retentionDaysIn", "retentionDaysNotIn", "retentionDaysGT", "retentionDaysGTE", "retentionDaysLT", "retentionDaysLTE", "maxServers", "maxServersNEQ", "maxServersIn", "maxServersNotIn", "maxServersGT", "maxServersGTE", "maxServersLT", "maxServersLTE", "maxRecipientsPerServer", "maxRecipientsPerServerNEQ", "maxRecipientsPerServerIn", "maxRecipientsPerServerNotIn", "maxRecipientsPerServerGT", "maxRecipientsPerServerGTE", "maxRecipientsPerServerLT", "maxRecipientsPerServerLTE", "maxRequestsPerSecond", "maxRequestsPerSecondNEQ", "maxRequestsPerSecondIn", "maxRequestsPerSecondNotIn", "maxRequestsPerSecondGT", "maxRequestsPerSecondGTE", "maxRequestsPerSecondLT", "maxRequestsPerSecondLTE", "maxRequestsPerSecondIsNil", "maxRequestsPerSecondNotNil"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -18137,6 +18253,76 @@ func (ec *executionContext) unmarshalInputPlanWhereInput(ctx context.Context, ob
 				return it, err
 			}
 			it.MaxRecipientsPerServerLTE = data
+		case "maxRequestsPerSecond":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecond"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecond = data
+		case "maxRequestsPerSecondNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondNEQ = data
+		case "maxRequestsPerSecondIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondIn = data
+		case "maxRequestsPerSecondNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondNotIn = data
+		case "maxRequestsPerSecondGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondGT = data
+		case "maxRequestsPerSecondGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondGTE = data
+		case "maxRequestsPerSecondLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondLT = data
+		case "maxRequestsPerSecondLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondLTE = data
+		case "maxRequestsPerSecondIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondIsNil = data
+		case "maxRequestsPerSecondNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondNotNil = data
 		}
 	}
 	return it, nil
@@ -20263,7 +20449,7 @@ func (ec *executionContext) unmarshalInputServerWhereInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "deliverPendingOnConnect", "deliverPendingOnConnectNEQ", "retentionDays", "retentionDaysNEQ", "retentionDaysIn", "retentionDaysNotIn", "retentionDaysGT", "retentionDaysGTE", "retentionDaysLT", "retentionDaysLTE", "retentionDaysIsNil", "retentionDaysNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "deliverPendingOnConnect", "deliverPendingOnConnectNEQ", "retentionDays", "retentionDaysNEQ", "retentionDaysIn", "retentionDaysNotIn", "retentionDaysGT", "retentionDaysGTE", "retentionDaysLT", "retentionDaysLTE", "retentionDaysIsNil", "retentionDaysNotNil", "maxRequestsPerSecond", "maxRequestsPerSecondNEQ", "maxRequestsPerSecondIn", "maxRequestsPerSecondNotIn", "maxRequestsPerSecondGT", "maxRequestsPerSecondGTE", "maxRequestsPerSecondLT", "maxRequestsPerSecondLTE", "maxRequestsPerSecondIsNil", "maxRequestsPerSecondNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -20578,6 +20764,76 @@ func (ec *executionContext) unmarshalInputServerWhereInput(ctx context.Context, 
 				return it, err
 			}
 			it.RetentionDaysNotNil = data
+		case "maxRequestsPerSecond":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecond"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecond = data
+		case "maxRequestsPerSecondNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondNEQ = data
+		case "maxRequestsPerSecondIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondIn = data
+		case "maxRequestsPerSecondNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondNotIn = data
+		case "maxRequestsPerSecondGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondGT = data
+		case "maxRequestsPerSecondGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondGTE = data
+		case "maxRequestsPerSecondLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondLT = data
+		case "maxRequestsPerSecondLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondLTE = data
+		case "maxRequestsPerSecondIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondIsNil = data
+		case "maxRequestsPerSecondNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecondNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecondNotNil = data
 		case "deletedAt":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("deletedAt"))
 			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
@@ -21629,7 +21885,7 @@ func (ec *executionContext) unmarshalInputUpdatePlanInput(ctx context.Context, o
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "monthlyCredits", "retentionDays", "maxServers", "maxRecipientsPerServer"}
+	fieldsInOrder := [...]string{"name", "monthlyCredits", "retentionDays", "maxServers", "maxRecipientsPerServer", "maxRequestsPerSecond", "clearMaxRequestsPerSecond"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -21671,6 +21927,20 @@ func (ec *executionContext) unmarshalInputUpdatePlanInput(ctx context.Context, o
 				return it, err
 			}
 			it.MaxRecipientsPerServer = data
+		case "maxRequestsPerSecond":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecond"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecond = data
+		case "clearMaxRequestsPerSecond":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearMaxRequestsPerSecond"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearMaxRequestsPerSecond = data
 		}
 	}
 	return it, nil
@@ -21776,7 +22046,7 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "deliverPendingOnConnect", "retentionDays", "clearRetentionDays"}
+	fieldsInOrder := [...]string{"name", "deliverPendingOnConnect", "retentionDays", "clearRetentionDays", "maxRequestsPerSecond", "clearMaxRequestsPerSecond"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -21811,6 +22081,20 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 				return it, err
 			}
 			it.ClearRetentionDays = data
+		case "maxRequestsPerSecond":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxRequestsPerSecond"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxRequestsPerSecond = data
+		case "clearMaxRequestsPerSecond":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearMaxRequestsPerSecond"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearMaxRequestsPerSecond = data
 		}
 	}
 	return it, nil
@@ -23081,6 +23365,11 @@ func (ec *executionContext) _Plan(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "maxRequestsPerSecond":
+			out.Values[i] = ec._Plan_maxRequestsPerSecond(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -23580,6 +23869,11 @@ func (ec *executionContext) _Server(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "retentionDays":
 			out.Values[i] = ec._Server_retentionDays(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxRequestsPerSecond":
+			out.Values[i] = ec._Server_maxRequestsPerSecond(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

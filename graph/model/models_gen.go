@@ -49,6 +49,8 @@ type CreatePlanInput struct {
 	RetentionDays          int    `json:"retentionDays"`
 	MaxServers             int    `json:"maxServers"`
 	MaxRecipientsPerServer int    `json:"maxRecipientsPerServer"`
+	// Intake cap across all servers of each tenant on the plan, in requests per second (per process); absent: none.
+	MaxRequestsPerSecond *int `json:"maxRequestsPerSecond,omitempty"`
 }
 
 type CreateRecipientInput struct {
@@ -68,6 +70,8 @@ type CreateServerInput struct {
 	Name                    string `json:"name"`
 	DeliverPendingOnConnect *bool  `json:"deliverPendingOnConnect,omitempty"`
 	RetentionDays           *int   `json:"retentionDays,omitempty"`
+	// Intake cap for this server, in requests per second (per process); absent: only the plan's.
+	MaxRequestsPerSecond *int `json:"maxRequestsPerSecond,omitempty"`
 }
 
 type CreateTenantInput struct {
@@ -144,6 +148,9 @@ type UpdatePlanInput struct {
 	RetentionDays          *int    `json:"retentionDays,omitempty"`
 	MaxServers             *int    `json:"maxServers,omitempty"`
 	MaxRecipientsPerServer *int    `json:"maxRecipientsPerServer,omitempty"`
+	MaxRequestsPerSecond   *int    `json:"maxRequestsPerSecond,omitempty"`
+	// Removes the plan's intake cap.
+	ClearMaxRequestsPerSecond *bool `json:"clearMaxRequestsPerSecond,omitempty"`
 }
 
 type UpdateRecipientInput struct {
@@ -160,6 +167,9 @@ type UpdateServerInput struct {
 	DeliverPendingOnConnect *bool   `json:"deliverPendingOnConnect,omitempty"`
 	RetentionDays           *int    `json:"retentionDays,omitempty"`
 	ClearRetentionDays      *bool   `json:"clearRetentionDays,omitempty"`
+	MaxRequestsPerSecond    *int    `json:"maxRequestsPerSecond,omitempty"`
+	// Removes the server's intake cap.
+	ClearMaxRequestsPerSecond *bool `json:"clearMaxRequestsPerSecond,omitempty"`
 }
 
 // Who is asking, from the token.

@@ -1,0 +1,259 @@
+package inbound
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// keyTTL is how long intake trusts what it read of a key's server and plan: a changed limit applies within
+// it, in every process. A stale entry is served while one request refreshes it in the background, so intake
+// never waits on the database for a key it has seen.
+const keyTTL = 5 * time.Second
+
+// keyInfo is what intake needs of a key before it reads the body: whether the key names a live server, and
+// the limits of that server and of its tenant's plan (0: none).
+type keyInfo struct {
+	serverID, tenantID     int
+	serverRate, tenantRate int
+	expires                time.Time
+}
+
+type keyEntry struct {
+	ready      chan struct{} // closed once info or err is set
+	info       atomic.Pointer[keyInfo]
+	err        error
+	refreshing atomic.Bool
+}
+
+// limiter answers, before a body is read, whether a key names a server and whether a request to it is within
+// its server's and its tenant's rate. Buckets live in this process only: with N processes sharing a load
+// balancer, a cluster accepts up to N times a limit. A shared counter would cost intake a round trip per
+// request (or per batch, under a lock every process contends for); the limits guard capacity, not billing.
+type limiter struct {
+	client *ent.Client
+	now    func() time.Time
+
+	// keys holds live servers' keys only (*keyEntry): unknown keys are not kept, so they cannot fill it. The
+	// maps are read by every request and written rarely, which sync.Map serves without a shared lock.
+	keys    sync.Map
+	servers sync.Map // server ID → *bucket
+	tenants sync.Map // tenant ID → *bucket
+	// swept is when idle entries were last dropped (Unix nanoseconds).
+	swept atomic.Int64
+}
+
+// idleAfter is how long an entry or a bucket goes unused before it is dropped: a key of a deleted server or
+// a rotated-out key, a bucket that has long been full (a new one is the same).
+const idleAfter = time.Minute
+
+func newLimiter(client *ent.Client, now func() time.Time) *limiter {
+	return &limiter{client: client, now: now}
+}
+
+// lookup returns the key's server and limits; nil for a key of no live server.
+func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
+	v, ok := l.keys.Load(key)
+	if !ok {
+		e := &keyEntry{ready: make(chan struct{})}
+		if v, ok = l.keys.LoadOrStore(key, e); !ok {
+			l.load(ctx, key, e)
+			return e.info.Load(), e.err
+		}
+	}
+	e := v.(*keyEntry)
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	info := e.info.Load()
+	if now := l.now(); now.After(info.expires) && e.refreshing.CompareAndSwap(false, true) {
+		go l.refresh(key, e)
+		if last := l.swept.Load(); now.UnixNano()-last > int64(idleAfter) && l.swept.CompareAndSwap(last, now.UnixNano()) {
+			go l.sweep(now)
+		}
+	}
+	return info, nil
+}
+
+// load fills a new entry; one that found no live server, or failed, leaves the map.
+func (l *limiter) load(ctx context.Context, key string, e *keyEntry) {
+	info, err := l.read(context.WithoutCancel(ctx), key)
+	e.info.Store(info)
+	e.err = err
+	close(e.ready)
+	if info == nil {
+		l.forget(key, e)
+	}
+}
+
+func (l *limiter) refresh(key string, e *keyEntry) {
+	defer e.refreshing.Store(false)
+	info, err := l.read(context.Background(), key)
+	switch {
+	case err != nil: // keep the last known limits; the next request tries again
+	case info == nil:
+		l.forget(key, e)
+	default:
+		e.info.Store(info)
+	}
+}
+
+// sweep drops what has not been used for idleAfter. An entry in use is refreshed once it expires, so one
+// expired for that long has had no request since.
+func (l *limiter) sweep(now time.Time) {
+	l.keys.Range(func(key, v any) bool {
+		e := v.(*keyEntry)
+		if info := e.info.Load(); info != nil && now.Sub(info.expires) > idleAfter && !e.refreshing.Load() {
+			l.forget(key.(string), e)
+		}
+		return true
+	})
+	for _, m := range []*sync.Map{&l.servers, &l.tenants} {
+		m.Range(func(id, v any) bool {
+			if v.(*bucket).idleSince(now) > idleAfter {
+				m.CompareAndDelete(id, v)
+			}
+			return true
+		})
+	}
+}
+
+func (l *limiter) forget(key string, e *keyEntry) { l.keys.CompareAndDelete(key, e) }
+
+// read loads the key's live server and its plan's limit: two indexed reads, once per key per keyTTL.
+func (l *limiter) read(ctx context.Context, key string) (*keyInfo, error) {
+	const op = "inbound.lookup"
+	ctx = viewer.SystemContext(ctx)
+	srv, err := l.client.Server.Query().Where(server.InboundKey(key), server.DeletedAtIsNil()).
+		Select(server.FieldTenantID, server.FieldMaxRequestsPerSecond).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, storage.Err(op, "server", err)
+	}
+	plan, err := billing.PlanOf(ctx, l.client, srv.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	info := &keyInfo{serverID: srv.ID, tenantID: srv.TenantID, expires: l.now().Add(keyTTL)}
+	if srv.MaxRequestsPerSecond != nil {
+		info.serverRate = *srv.MaxRequestsPerSecond
+	}
+	if plan.MaxRequestsPerSecond != nil {
+		info.tenantRate = *plan.MaxRequestsPerSecond
+	}
+	return info, nil
+}
+
+// allow takes one request from the server's bucket and the tenant's; when either is empty it takes none and
+// says how long until both may have one again.
+func (l *limiter) allow(info *keyInfo) (ok bool, retryAfter time.Duration) {
+	if info.serverRate == 0 && info.tenantRate == 0 {
+		return true, 0
+	}
+	now := l.now()
+	var srv, tn *bucket
+	if info.serverRate > 0 {
+		srv = bucketOf(&l.servers, info.serverID)
+	}
+	if info.tenantRate > 0 {
+		tn = bucketOf(&l.tenants, info.tenantID)
+	}
+	if srv != nil {
+		if ok, wait := srv.take(now, info.serverRate); !ok {
+			return false, wait
+		}
+	}
+	if tn != nil {
+		if ok, wait := tn.take(now, info.tenantRate); !ok {
+			if srv != nil {
+				srv.giveBack()
+			}
+			return false, wait
+		}
+	}
+	return true, 0
+}
+
+func bucketOf(m *sync.Map, id int) *bucket {
+	v, ok := m.Load(id)
+	if !ok {
+		v, _ = m.LoadOrStore(id, &bucket{})
+	}
+	return v.(*bucket)
+}
+
+// bucket is a token bucket refilled at rate per second, holding at most one second's worth: a sender may
+// burst up to its rate, then goes at the rate.
+type bucket struct {
+	mu     sync.Mutex
+	tokens float64
+	rate   int
+	last   time.Time
+}
+
+func (b *bucket) take(now time.Time, rate int) (bool, time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last.IsZero() {
+		b.tokens = float64(rate)
+	} else if d := now.Sub(b.last); d > 0 {
+		b.tokens += d.Seconds() * float64(rate)
+	}
+	b.rate, b.last = rate, now
+	b.tokens = min(b.tokens, float64(rate))
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / float64(rate) * float64(time.Second))
+}
+
+func (b *bucket) idleSince(now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return now.Sub(b.last)
+}
+
+func (b *bucket) giveBack() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens = min(b.tokens+1, float64(b.rate))
+}
+
+// retryAfterSeconds is a wait as a Retry-After value: whole seconds, at least one.
+func retryAfterSeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// bodyBudget bounds the bytes of bodies being read or stored at once in this process. A request reserves its
+// declared length, or the largest body allowed when it declares none, before its body is read.
+type bodyBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// reserve takes n bytes of the budget, or reports that they are not free.
+func (b *bodyBudget) reserve(n int64) bool {
+	if b.used.Add(n) > b.limit {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (b *bodyBudget) release(n int64) { b.used.Add(-n) }

@@ -29,6 +29,8 @@ type Plan struct {
 	MaxServers int `json:"max_servers,omitempty"`
 	// MaxRecipientsPerServer holds the value of the "max_recipients_per_server" field.
 	MaxRecipientsPerServer int `json:"max_recipients_per_server,omitempty"`
+	// Selectable holds the value of the "selectable" field.
+	Selectable bool `json:"selectable,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the PlanQuery when eager-loading is set.
 	Edges        PlanEdges `json:"edges"`
@@ -60,6 +62,8 @@ func (*Plan) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case plan.FieldSelectable:
+			values[i] = new(sql.NullBool)
 		case plan.FieldID, plan.FieldMonthlyCredits, plan.FieldRetentionDays, plan.FieldMaxServers, plan.FieldMaxRecipientsPerServer:
 			values[i] = new(sql.NullInt64)
 		case plan.FieldName:
@@ -123,6 +127,12 @@ func (_m *Plan) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.MaxRecipientsPerServer = int(value.Int64)
 			}
+		case plan.FieldSelectable:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field selectable", values[i])
+			} else if value.Valid {
+				_m.Selectable = value.Bool
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -181,6 +191,9 @@ func (_m *Plan) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("max_recipients_per_server=")
 	builder.WriteString(fmt.Sprintf("%v", _m.MaxRecipientsPerServer))
+	builder.WriteString(", ")
+	builder.WriteString("selectable=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Selectable))
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -67,6 +67,20 @@ func (_c *PlanCreate) SetMaxRecipientsPerServer(v int) *PlanCreate {
 	return _c
 }
 
+// SetSelectable sets the "selectable" field.
+func (_c *PlanCreate) SetSelectable(v bool) *PlanCreate {
+	_c.mutation.SetSelectable(v)
+	return _c
+}
+
+// SetNillableSelectable sets the "selectable" field if the given value is not nil.
+func (_c *PlanCreate) SetNillableSelectable(v *bool) *PlanCreate {
+	if v != nil {
+		_c.SetSelectable(*v)
+	}
+	return _c
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by IDs.
 func (_c *PlanCreate) AddTenantIDs(ids ...int) *PlanCreate {
 	_c.mutation.AddTenantIDs(ids...)
@@ -126,6 +140,10 @@ func (_c *PlanCreate) defaults() error {
 		v := plan.DefaultCreatedAt()
 		_c.mutation.SetCreatedAt(v)
 	}
+	if _, ok := _c.mutation.Selectable(); !ok {
+		v := plan.DefaultSelectable
+		_c.mutation.SetSelectable(v)
+	}
 	return nil
 }
 
@@ -173,6 +191,9 @@ func (_c *PlanCreate) check() error {
 		if err := plan.MaxRecipientsPerServerValidator(v); err != nil {
 			return &ValidationError{Name: "max_recipients_per_server", err: fmt.Errorf(`ent: validator failed for field "Plan.max_recipients_per_server": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.Selectable(); !ok {
+		return &ValidationError{Name: "selectable", err: errors.New(`ent: missing required field "Plan.selectable"`)}
 	}
 	return nil
 }
@@ -224,6 +245,10 @@ func (_c *PlanCreate) createSpec() (*Plan, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.MaxRecipientsPerServer(); ok {
 		_spec.SetField(plan.FieldMaxRecipientsPerServer, field.TypeInt, value)
 		_node.MaxRecipientsPerServer = value
+	}
+	if value, ok := _c.mutation.Selectable(); ok {
+		_spec.SetField(plan.FieldSelectable, field.TypeBool, value)
+		_node.Selectable = value
 	}
 	if nodes := _c.mutation.TenantsIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -377,6 +402,18 @@ func (u *PlanUpsert) AddMaxRecipientsPerServer(v int) *PlanUpsert {
 	return u
 }
 
+// SetSelectable sets the "selectable" field.
+func (u *PlanUpsert) SetSelectable(v bool) *PlanUpsert {
+	u.Set(plan.FieldSelectable, v)
+	return u
+}
+
+// UpdateSelectable sets the "selectable" field to the value that was provided on create.
+func (u *PlanUpsert) UpdateSelectable() *PlanUpsert {
+	u.SetExcluded(plan.FieldSelectable)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
 //
@@ -517,6 +554,20 @@ func (u *PlanUpsertOne) AddMaxRecipientsPerServer(v int) *PlanUpsertOne {
 func (u *PlanUpsertOne) UpdateMaxRecipientsPerServer() *PlanUpsertOne {
 	return u.Update(func(s *PlanUpsert) {
 		s.UpdateMaxRecipientsPerServer()
+	})
+}
+
+// SetSelectable sets the "selectable" field.
+func (u *PlanUpsertOne) SetSelectable(v bool) *PlanUpsertOne {
+	return u.Update(func(s *PlanUpsert) {
+		s.SetSelectable(v)
+	})
+}
+
+// UpdateSelectable sets the "selectable" field to the value that was provided on create.
+func (u *PlanUpsertOne) UpdateSelectable() *PlanUpsertOne {
+	return u.Update(func(s *PlanUpsert) {
+		s.UpdateSelectable()
 	})
 }
 
@@ -826,6 +877,20 @@ func (u *PlanUpsertBulk) AddMaxRecipientsPerServer(v int) *PlanUpsertBulk {
 func (u *PlanUpsertBulk) UpdateMaxRecipientsPerServer() *PlanUpsertBulk {
 	return u.Update(func(s *PlanUpsert) {
 		s.UpdateMaxRecipientsPerServer()
+	})
+}
+
+// SetSelectable sets the "selectable" field.
+func (u *PlanUpsertBulk) SetSelectable(v bool) *PlanUpsertBulk {
+	return u.Update(func(s *PlanUpsert) {
+		s.SetSelectable(v)
+	})
+}
+
+// UpdateSelectable sets the "selectable" field to the value that was provided on create.
+func (u *PlanUpsertBulk) UpdateSelectable() *PlanUpsertBulk {
+	return u.Update(func(s *PlanUpsert) {
+		s.UpdateSelectable()
 	})
 }
 

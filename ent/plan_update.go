@@ -127,6 +127,20 @@ func (_u *PlanUpdate) AddMaxRecipientsPerServer(v int) *PlanUpdate {
 	return _u
 }
 
+// SetSelectable sets the "selectable" field.
+func (_u *PlanUpdate) SetSelectable(v bool) *PlanUpdate {
+	_u.mutation.SetSelectable(v)
+	return _u
+}
+
+// SetNillableSelectable sets the "selectable" field if the given value is not nil.
+func (_u *PlanUpdate) SetNillableSelectable(v *bool) *PlanUpdate {
+	if v != nil {
+		_u.SetSelectable(*v)
+	}
+	return _u
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by IDs.
 func (_u *PlanUpdate) AddTenantIDs(ids ...int) *PlanUpdate {
 	_u.mutation.AddTenantIDs(ids...)
@@ -269,6 +283,9 @@ func (_u *PlanUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.AddedMaxRecipientsPerServer(); ok {
 		_spec.AddField(plan.FieldMaxRecipientsPerServer, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Selectable(); ok {
+		_spec.SetField(plan.FieldSelectable, field.TypeBool, value)
 	}
 	if _u.mutation.TenantsCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -432,6 +449,20 @@ func (_u *PlanUpdateOne) SetNillableMaxRecipientsPerServer(v *int) *PlanUpdateOn
 // AddMaxRecipientsPerServer adds value to the "max_recipients_per_server" field.
 func (_u *PlanUpdateOne) AddMaxRecipientsPerServer(v int) *PlanUpdateOne {
 	_u.mutation.AddMaxRecipientsPerServer(v)
+	return _u
+}
+
+// SetSelectable sets the "selectable" field.
+func (_u *PlanUpdateOne) SetSelectable(v bool) *PlanUpdateOne {
+	_u.mutation.SetSelectable(v)
+	return _u
+}
+
+// SetNillableSelectable sets the "selectable" field if the given value is not nil.
+func (_u *PlanUpdateOne) SetNillableSelectable(v *bool) *PlanUpdateOne {
+	if v != nil {
+		_u.SetSelectable(*v)
+	}
 	return _u
 }
 
@@ -607,6 +638,9 @@ func (_u *PlanUpdateOne) sqlSave(ctx context.Context) (_node *Plan, err error) {
 	}
 	if value, ok := _u.mutation.AddedMaxRecipientsPerServer(); ok {
 		_spec.AddField(plan.FieldMaxRecipientsPerServer, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Selectable(); ok {
+		_spec.SetField(plan.FieldSelectable, field.TypeBool, value)
 	}
 	if _u.mutation.TenantsCleared() {
 		edge := &sqlgraph.EdgeSpec{

@@ -36,6 +36,7 @@ func (r *mutationResolver) CreatePlan(ctx context.Context, input model.CreatePla
 	return r.Billing.CreatePlan(ctx, r.client(ctx), billing.PlanInput{
 		Name: &input.Name, MonthlyCredits: &credits, RetentionDays: &input.RetentionDays,
 		MaxServers: &input.MaxServers, MaxRecipientsPerServer: &input.MaxRecipientsPerServer,
+		Selectable: input.Selectable,
 	})
 }
 
@@ -47,6 +48,7 @@ func (r *mutationResolver) UpdatePlan(ctx context.Context, id int, input model.U
 	return r.Billing.UpdatePlan(ctx, r.client(ctx), id, billing.PlanInput{
 		Name: input.Name, MonthlyCredits: int64p(input.MonthlyCredits), RetentionDays: input.RetentionDays,
 		MaxServers: input.MaxServers, MaxRecipientsPerServer: input.MaxRecipientsPerServer,
+		Selectable: input.Selectable,
 	})
 }
 
@@ -149,6 +151,14 @@ func (r *mutationResolver) DeleteServer(ctx context.Context, id int) (*ent.Serve
 		return nil, err
 	}
 	return r.Routing.DeleteServer(ctx, r.client(ctx), id)
+}
+
+// RotateInboundKey is the resolver for the rotateInboundKey field.
+func (r *mutationResolver) RotateInboundKey(ctx context.Context, serverID int, graceSeconds *int) (*ent.Server, error) {
+	if _, err := require(ctx, "rotateInboundKey"); err != nil {
+		return nil, err
+	}
+	return r.Routing.RotateInboundKey(ctx, r.client(ctx), serverID, graceSeconds)
 }
 
 // CreateRecipient is the resolver for the createRecipient field.

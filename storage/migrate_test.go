@@ -50,6 +50,7 @@ func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
 	ctx := viewer.SystemContext(context.Background())
 	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
 	req := writeRows(t, db)
+	require.NoError(t, storage.DownToBaseline(ctx, db.DB))
 	require.ErrorIs(t, storage.CheckMigrated(ctx, db.DB), storage.ErrPending)
 
 	_, err := storage.Migrate(ctx, db.DB)
@@ -68,6 +69,7 @@ func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
 	ctx := viewer.SystemContext(context.Background())
 	require.NoError(t, storage.CreateGenerated(ctx, db.DB)) // every foreign key of the generated schema
 	req := writeRows(t, db)
+	require.NoError(t, storage.DownToBaseline(ctx, db.DB))
 	for _, stmt := range []string{ // as earlier versions created them
 		"CREATE INDEX delivery_status_next_attempt_at ON deliveries (status, next_attempt_at)",
 		"CREATE INDEX delivery_status_lease_expires_at ON deliveries (status, lease_expires_at)",
@@ -286,6 +288,7 @@ func TestMigrateTakesTurns(t *testing.T) {
 	legacy := dbtest.OpenEmpty(t)
 	ctx := context.Background()
 	require.NoError(t, storage.AutoMigrate(ctx, legacy.DB))
+	require.NoError(t, storage.DownToBaseline(ctx, legacy.DB))
 	url := legacy.URL
 	type result struct {
 		n   int
@@ -307,8 +310,8 @@ func TestMigrateTakesTurns(t *testing.T) {
 	a, b := <-results, <-results
 	require.NoError(t, a.err)
 	require.NoError(t, b.err)
-	require.Equal(t, len(migrationFiles(t))-1, a.n, "the baseline is recorded, not run")
-	require.Equal(t, a.n, b.n)
+	// The baseline is recorded, not run; one process applies the later migrations, the other finds them done.
+	require.ElementsMatch(t, []int{len(migrationFiles(t)) - 1, 0}, []int{a.n, b.n})
 	require.NoError(t, storage.CheckMigrated(ctx, legacy.DB))
 }
 

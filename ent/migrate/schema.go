@@ -315,6 +315,7 @@ var (
 		{Name: "retention_days", Type: field.TypeInt},
 		{Name: "max_servers", Type: field.TypeInt},
 		{Name: "max_recipients_per_server", Type: field.TypeInt},
+		{Name: "selectable", Type: field.TypeBool, Default: false},
 	}
 	// PlansTable holds the schema information for the "plans" table.
 	PlansTable = &schema.Table{
@@ -452,6 +453,8 @@ var (
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "name", Type: field.TypeString},
 		{Name: "inbound_key", Type: field.TypeString, Unique: true},
+		{Name: "previous_inbound_key", Type: field.TypeString, Nullable: true},
+		{Name: "previous_key_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "deliver_pending_on_connect", Type: field.TypeBool, Default: false},
 		{Name: "retention_days", Type: field.TypeInt, Nullable: true},
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
@@ -465,7 +468,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "servers_tenants_tenant",
-				Columns:    []*schema.Column{ServersColumns[7]},
+				Columns:    []*schema.Column{ServersColumns[9]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -474,7 +477,15 @@ var (
 			{
 				Name:    "server_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{ServersColumns[7]},
+				Columns: []*schema.Column{ServersColumns[9]},
+			},
+			{
+				Name:    "server_previous_inbound_key",
+				Unique:  true,
+				Columns: []*schema.Column{ServersColumns[4]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "previous_inbound_key IS NOT NULL",
+				},
 			},
 		},
 	}

@@ -27,6 +27,8 @@ const (
 	FieldMaxServers = "max_servers"
 	// FieldMaxRecipientsPerServer holds the string denoting the max_recipients_per_server field in the database.
 	FieldMaxRecipientsPerServer = "max_recipients_per_server"
+	// FieldSelectable holds the string denoting the selectable field in the database.
+	FieldSelectable = "selectable"
 	// EdgeTenants holds the string denoting the tenants edge name in mutations.
 	EdgeTenants = "tenants"
 	// Table holds the table name of the plan in the database.
@@ -49,6 +51,7 @@ var Columns = []string{
 	FieldRetentionDays,
 	FieldMaxServers,
 	FieldMaxRecipientsPerServer,
+	FieldSelectable,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -81,6 +84,8 @@ var (
 	MaxServersValidator func(int) error
 	// MaxRecipientsPerServerValidator is a validator for the "max_recipients_per_server" field. It is called by the builders before save.
 	MaxRecipientsPerServerValidator func(int) error
+	// DefaultSelectable holds the default value on creation for the "selectable" field.
+	DefaultSelectable bool
 )
 
 // OrderOption defines the ordering options for the Plan queries.
@@ -119,6 +124,11 @@ func ByMaxServers(opts ...sql.OrderTermOption) OrderOption {
 // ByMaxRecipientsPerServer orders the results by the max_recipients_per_server field.
 func ByMaxRecipientsPerServer(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldMaxRecipientsPerServer, opts...).ToFunc()
+}
+
+// BySelectable orders the results by the selectable field.
+func BySelectable(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSelectable, opts...).ToFunc()
 }
 
 // ByTenantsCount orders the results by tenants count.

@@ -85,6 +85,11 @@ func MaxRecipientsPerServer(v int) predicate.Plan {
 	return predicate.Plan(sql.FieldEQ(FieldMaxRecipientsPerServer, v))
 }
 
+// Selectable applies equality check predicate on the "selectable" field. It's identical to SelectableEQ.
+func Selectable(v bool) predicate.Plan {
+	return predicate.Plan(sql.FieldEQ(FieldSelectable, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Plan {
 	return predicate.Plan(sql.FieldEQ(FieldCreatedAt, v))
@@ -348,6 +353,16 @@ func MaxRecipientsPerServerLT(v int) predicate.Plan {
 // MaxRecipientsPerServerLTE applies the LTE predicate on the "max_recipients_per_server" field.
 func MaxRecipientsPerServerLTE(v int) predicate.Plan {
 	return predicate.Plan(sql.FieldLTE(FieldMaxRecipientsPerServer, v))
+}
+
+// SelectableEQ applies the EQ predicate on the "selectable" field.
+func SelectableEQ(v bool) predicate.Plan {
+	return predicate.Plan(sql.FieldEQ(FieldSelectable, v))
+}
+
+// SelectableNEQ applies the NEQ predicate on the "selectable" field.
+func SelectableNEQ(v bool) predicate.Plan {
+	return predicate.Plan(sql.FieldNEQ(FieldSelectable, v))
 }
 
 // HasTenants applies the HasEdge predicate on the "tenants" edge.

@@ -26,6 +26,8 @@ func (Plan) Fields() []ent.Field {
 		field.Int("retention_days").Positive(),
 		field.Int("max_servers").Positive(),
 		field.Int("max_recipients_per_server").Positive(),
+		// selectable plans are the ones a tenant's owner may switch to; the others only an operator assigns.
+		field.Bool("selectable").Default(false),
 	}
 }
 

@@ -49,6 +49,8 @@ type CreatePlanInput struct {
 	RetentionDays          int    `json:"retentionDays"`
 	MaxServers             int    `json:"maxServers"`
 	MaxRecipientsPerServer int    `json:"maxRecipientsPerServer"`
+	// Whether tenant owners may switch to this plan themselves; default false (only operators assign it).
+	Selectable *bool `json:"selectable,omitempty"`
 }
 
 type CreateRecipientInput struct {
@@ -142,6 +144,7 @@ type UpdatePlanInput struct {
 	RetentionDays          *int    `json:"retentionDays,omitempty"`
 	MaxServers             *int    `json:"maxServers,omitempty"`
 	MaxRecipientsPerServer *int    `json:"maxRecipientsPerServer,omitempty"`
+	Selectable             *bool   `json:"selectable,omitempty"`
 }
 
 type UpdateRecipientInput struct {

@@ -44,9 +44,9 @@ type tenantFixture struct {
 	Outbound     string // a finished outbound job, sent with idempotency key OutboundKey
 	OutboundTry  string // its attempt
 	OutboundKey  string
-	OtherPlan    string // a second plan the tenant could switch to
 	Token        string // a stored MEMBER token the owner minted
 	TokensAll    []string
+	OtherPlan    string // a second plan, selectable, that the tenant could switch to
 	LedgerAll    []string
 	RequestsAll  []string
 	ServersAll   []string
@@ -114,6 +114,7 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 	var p struct{ CreatePlan struct{ ID string } }
 	env.MustGraphQL(env.AdminToken(), `mutation($in: CreatePlanInput!){ createPlan(input: $in){ id } }`, map[string]any{"in": map[string]any{
 		"name": name + "-other-plan", "monthlyCredits": 1, "retentionDays": 1, "maxServers": 10, "maxRecipientsPerServer": 10,
+		"selectable": true,
 	}}, &p)
 	f.OtherPlan = p.CreatePlan.ID
 
@@ -174,6 +175,8 @@ var isolationOps = []isolationOp{
 		vars: idVar(func(a tenantFixture) string { return a.Attempt })},
 	{field: "node", name: "ledger entry", query: `query($id: ID!){ node(id: $id){ id ... on LedgerEntry { amount } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.LedgerEntry })},
+	{field: "node", name: "plan", query: `query($id: ID!){ node(id: $id){ id ... on Plan { name } } }`,
+		vars: idVar(func(a tenantFixture) string { return a.PlanID })},
 	{field: "node", name: "outbound job", query: `query($id: ID!){ node(id: $id){ id ... on OutboundJob { url body } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Outbound })},
 	{field: "node", name: "outbound attempt", query: `query($id: ID!){ node(id: $id){ id ... on OutboundAttempt { httpStatus } } }`,
@@ -246,6 +249,9 @@ var isolationOps = []isolationOp{
 	{field: "revokeToken", mutation: true,
 		query: `mutation($id: ID!){ revokeToken(id: $id){ id revokedAt } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.Token })},
+	{field: "rotateInboundKey", mutation: true,
+		query: `mutation($id: ID!){ rotateInboundKey(serverId: $id, graceSeconds: 0){ id inboundUrl } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.Server.ID })},
 	{field: "deleteRecipient", mutation: true,
 		query: `mutation($id: ID!){ deleteRecipient(id: $id){ id } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.RcpDisabled })},
@@ -278,7 +284,7 @@ var exempt = map[string]string{
 	"servers":      "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's servers",
 	"tenants":      "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's tenant",
 	"viewer":       "takes no ID; TestIsolation checks that it names B's tenant",
-	"plans":        "the plan catalog is shared by every tenant and holds no tenant data",
+	"plans":        "takes no ID; TestIsolation checks that B sees only the selectable plans and its own, not A's",
 	"outboundJobs": "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's jobs",
 	"sendOutbound": "takes no ID; TestIsolation checks that B reusing A's idempotency key is not A's duplicate",
 	"tokens":       "takes no ID; TestIsolation checks that B's owner lists only B's tokens and B's member none",
@@ -434,7 +440,8 @@ func TestIsolation(t *testing.T) {
 		for _, p := range lists.Plans {
 			planIDs = append(planIDs, p.ID)
 		}
-		require.Contains(t, planIDs, a.PlanID, tk.role+": the plan catalog is shared")
+		require.ElementsMatch(t, []string{b.PlanID, a.OtherPlan, b.OtherPlan}, planIDs,
+			tk.role+": its own plan and the selectable ones, not A's")
 	}
 	// Tokens are listed to owners (their tenant's only, even filtered to A's id), never to members.
 	var toks struct {
@@ -562,6 +569,7 @@ func TestMemberCannotManage(t *testing.T) {
 		{"createRecipient", fmt.Sprintf(`mutation { createRecipient(input: {serverId: %q, name: "m", method: CLI}){ id } }`, b.Server.ID)},
 		{"updateRecipient", fmt.Sprintf(`mutation { updateRecipient(id: %q, input: {name: "m"}){ id } }`, b.RcpActive)},
 		{"deleteRecipient", fmt.Sprintf(`mutation { deleteRecipient(id: %q){ id } }`, b.RcpActive)},
+		{"rotateInboundKey", fmt.Sprintf(`mutation { rotateInboundKey(serverId: %q){ id } }`, b.Server.ID)},
 		{"changeTenantPlan", fmt.Sprintf(`mutation { changeTenantPlan(tenantId: %q, planId: %q){ id } }`, b.ID, b.OtherPlan)},
 		{"issueToken", fmt.Sprintf(`mutation { issueToken(input: {role: MEMBER, tenantId: %q}){ token } }`, b.ID)},
 		{"grantCredits", fmt.Sprintf(`mutation { grantCredits(tenantId: %q, amount: 5){ id } }`, b.ID)},

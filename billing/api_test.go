@@ -119,7 +119,7 @@ func TestChangeTenantPlan(t *testing.T) {
 	admin := env.AdminToken()
 	tn := env.NewTenant("switch", relaytest.PlanLimits{Credits: 30})
 	var p struct{ CreatePlan struct{ ID string } }
-	env.MustGraphQL(admin, `mutation{ createPlan(input: {name: "bigger", monthlyCredits: 1000, retentionDays: 30, maxServers: 50, maxRecipientsPerServer: 10}){ id } }`, nil, &p)
+	env.MustGraphQL(admin, `mutation{ createPlan(input: {name: "bigger", monthlyCredits: 1000, retentionDays: 30, maxServers: 50, maxRecipientsPerServer: 10, selectable: true}){ id } }`, nil, &p)
 	bigger := p.CreatePlan.ID
 	const q = `mutation($t: ID!, $p: ID!){ changeTenantPlan(tenantId: $t, planId: $p){ id planID creditBalance plan { name } } }`
 
@@ -176,6 +176,79 @@ func TestChangeTenantPlan(t *testing.T) {
 	require.Equal(t, "NOT_FOUND", resp.Code(), "%+v", resp.Errors)
 	env.MustGraphQL(tn.Owner, ledgerQuery, nil, &page)
 	require.Equal(t, 4, page.Ledger.TotalCount, "grant, change, request, change back")
+}
+
+// TestOwnersPickOnlySelectablePlans: an owner switching to a plan operators did not open to owners gets
+// FORBIDDEN and keeps its plan; a tenant's viewers list only the selectable plans and their own, and cannot
+// read another plan by ID; operators see and assign every plan.
+func TestOwnersPickOnlySelectablePlans(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	admin := env.AdminToken()
+	tn := env.NewTenant("picker", relaytest.PlanLimits{Credits: 5})
+	other := env.NewTenant("neighbour", relaytest.PlanLimits{Credits: 5})
+	createPlan := func(name string, selectable *bool) string {
+		in := map[string]any{"name": name, "monthlyCredits": 1000000, "retentionDays": 30, "maxServers": 100, "maxRecipientsPerServer": 100}
+		if selectable != nil {
+			in["selectable"] = *selectable
+		}
+		var p struct{ CreatePlan struct{ ID string } }
+		env.MustGraphQL(admin, `mutation($in: CreatePlanInput!){ createPlan(input: $in){ id } }`, map[string]any{"in": in}, &p)
+		return p.CreatePlan.ID
+	}
+	yes, no := true, false
+	private := createPlan("operators-largest", nil) // selectable defaults to false
+	closed := createPlan("closed", &no)
+	open := createPlan("open", &yes)
+	const change = `mutation($t: ID!, $p: ID!){ changeTenantPlan(tenantId: $t, planId: $p){ planID } }`
+
+	// The attack: the owner moves its tenant to a plan it was not offered.
+	for _, p := range []string{private, closed, other.PlanID} {
+		resp := env.GraphQL(tn.Owner, change, map[string]any{"t": tn.ID, "p": p})
+		require.Equal(t, "FORBIDDEN", resp.Code(), "plan %s: %+v", p, resp.Errors)
+		_, planID := tenantBalance(t, env, admin, tn.ID)
+		require.Equal(t, tn.PlanID, planID, "the plan did not change")
+	}
+
+	listPlans := func(token string) []string {
+		var out struct {
+			Plans []struct {
+				ID         string
+				Selectable bool
+			}
+		}
+		env.MustGraphQL(token, `{ plans { id selectable } }`, nil, &out)
+		var ids []string
+		for _, p := range out.Plans {
+			ids = append(ids, p.ID)
+		}
+		return ids
+	}
+	// Tenant viewers see the selectable plans and their own current one; nothing else, not even by ID.
+	for _, token := range []string{tn.Member, tn.Owner} {
+		require.ElementsMatch(t, []string{tn.PlanID, open}, listPlans(token))
+		for _, p := range []string{private, closed, other.PlanID} {
+			resp := env.GraphQL(token, `query($id: ID!){ node(id: $id){ id } }`, map[string]any{"id": p})
+			require.Equal(t, "NOT_FOUND", resp.Code(), "plan %s by id: %+v", p, resp.Errors)
+		}
+	}
+	require.Subset(t, listPlans(admin), []string{tn.PlanID, other.PlanID, private, closed, open}, "operators see every plan")
+
+	// A selectable plan is the owner's to pick; once on it the tenant still sees its old plan only if that
+	// is selectable.
+	env.MustGraphQL(tn.Owner, change, map[string]any{"t": tn.ID, "p": open}, nil)
+	require.ElementsMatch(t, []string{open}, listPlans(tn.Member))
+
+	// Operators open and close plans, and assign any plan.
+	env.MustGraphQL(admin, `mutation($id: ID!){ updatePlan(id: $id, input: {selectable: true}){ id } }`, map[string]any{"id": closed}, nil)
+	env.MustGraphQL(tn.Owner, change, map[string]any{"t": tn.ID, "p": closed}, nil)
+	env.MustGraphQL(admin, `mutation($id: ID!){ updatePlan(id: $id, input: {selectable: false}){ id } }`, map[string]any{"id": open}, nil)
+	resp := env.GraphQL(tn.Owner, change, map[string]any{"t": tn.ID, "p": open})
+	require.Equal(t, "FORBIDDEN", resp.Code(), "a plan closed again: %+v", resp.Errors)
+	var out struct{ ChangeTenantPlan struct{ PlanID string } }
+	env.MustGraphQL(admin, change, map[string]any{"t": tn.ID, "p": private}, &out)
+	require.Equal(t, private, out.ChangeTenantPlan.PlanID)
+	require.ElementsMatch(t, []string{closed, private}, listPlans(tn.Member), "its own plan, though not selectable")
 }
 
 func TestLedgerNewestFirst(t *testing.T) {

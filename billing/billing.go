@@ -136,6 +136,8 @@ type PlanInput struct {
 	// MaxRequestsPerSecond caps each tenant's intake; ClearMaxRequestsPerSecond removes the cap.
 	MaxRequestsPerSecond      *int
 	ClearMaxRequestsPerSecond bool
+	// Selectable lets tenant owners switch to the plan themselves (default false).
+	Selectable *bool
 }
 
 func (in PlanInput) validate(op string, create bool) error {
@@ -172,6 +174,7 @@ func (s *Service) CreatePlan(ctx context.Context, client *ent.Client, in PlanInp
 		SetMaxServers(*in.MaxServers).
 		SetMaxRecipientsPerServer(*in.MaxRecipientsPerServer).
 		SetNillableMaxRequestsPerSecond(in.MaxRequestsPerSecond).
+		SetNillableSelectable(in.Selectable).
 		Save(ctx)
 	return p, storage.Err(op, "plan", err)
 }
@@ -203,6 +206,9 @@ func (s *Service) UpdatePlan(ctx context.Context, client *ent.Client, id int, in
 		u.ClearMaxRequestsPerSecond()
 	} else if in.MaxRequestsPerSecond != nil {
 		u.SetMaxRequestsPerSecond(*in.MaxRequestsPerSecond)
+	}
+	if in.Selectable != nil {
+		u.SetSelectable(*in.Selectable)
 	}
 	p, err := u.Save(ctx)
 	return p, storage.Err(op, "plan", err)
@@ -245,7 +251,8 @@ func (s *Service) GrantCredits(ctx context.Context, client *ent.Client, tenantID
 
 // ChangePlan moves a tenant to another plan. The rule: the new plan's limits and retention apply from now
 // (to requests accepted from now on); credits already granted stay, and the new plan's monthly credits come
-// with the next period's grant. A zero-amount PLAN_CHANGE ledger entry records the switch.
+// with the next period's grant. A zero-amount PLAN_CHANGE ledger entry records the switch. An owner may pick
+// only a selectable plan; operators assign any.
 func (s *Service) ChangePlan(ctx context.Context, client *ent.Client, tenantID, planID int) (*ent.Tenant, error) {
 	const op = "billing.ChangePlan"
 	v, _ := viewer.FromContext(ctx)
@@ -256,12 +263,17 @@ func (s *Service) ChangePlan(ctx context.Context, client *ent.Client, tenantID, 
 	if err != nil {
 		return nil, storage.Err(op, "tenant", err)
 	}
-	p, err := client.Plan.Get(ctx, planID)
+	// Read past the catalog's privacy filter, which hides the plans an owner may not pick: asking for one is
+	// FORBIDDEN, not NOT_FOUND (a plan holds no tenant data, so its existence is no secret worth keeping).
+	p, err := client.Plan.Get(privacy.DecisionContext(ctx, privacy.Allow), planID)
 	if err != nil {
 		return nil, storage.Err(op, "plan", err)
 	}
 	if t.PlanID == p.ID {
 		return t, nil
+	}
+	if !mayPick(v, p) {
+		return nil, fault.E(op, fault.Forbidden, "plan %q is not open to owners; an operator can assign it", p.Name)
 	}
 	// Tenants cannot write their own tenant row (the privacy policy); the check above is the authorisation,
 	// and the decision context is limited to this one update.
@@ -280,6 +292,10 @@ func (s *Service) ChangePlan(ctx context.Context, client *ent.Client, tenantID, 
 	}
 	return changed, nil
 }
+
+// mayPick reports whether the viewer may move a tenant to plan p: operators (and the system) any plan, owners
+// only the selectable ones.
+func mayPick(v viewer.Viewer, p *ent.Plan) bool { return v.Global() || p.Selectable }
 
 // PlanOf returns the tenant's current plan.
 func PlanOf(ctx context.Context, client *ent.Client, tenantID int) (*ent.Plan, error) {

@@ -175,6 +175,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			plan.FieldMaxServers:             {Type: field.TypeInt, Column: plan.FieldMaxServers},
 			plan.FieldMaxRecipientsPerServer: {Type: field.TypeInt, Column: plan.FieldMaxRecipientsPerServer},
 			plan.FieldMaxRequestsPerSecond:   {Type: field.TypeInt, Column: plan.FieldMaxRequestsPerSecond},
+			plan.FieldSelectable:             {Type: field.TypeBool, Column: plan.FieldSelectable},
 		},
 	}
 	graph.Nodes[6] = &sqlgraph.Node{
@@ -251,6 +252,8 @@ var schemaGraph = func() *sqlgraph.Schema {
 			server.FieldCreatedAt:               {Type: field.TypeTime, Column: server.FieldCreatedAt},
 			server.FieldName:                    {Type: field.TypeString, Column: server.FieldName},
 			server.FieldInboundKey:              {Type: field.TypeString, Column: server.FieldInboundKey},
+			server.FieldPreviousInboundKey:      {Type: field.TypeString, Column: server.FieldPreviousInboundKey},
+			server.FieldPreviousKeyExpiresAt:    {Type: field.TypeTime, Column: server.FieldPreviousKeyExpiresAt},
 			server.FieldDeliverPendingOnConnect: {Type: field.TypeBool, Column: server.FieldDeliverPendingOnConnect},
 			server.FieldRetentionDays:           {Type: field.TypeInt, Column: server.FieldRetentionDays},
 			server.FieldMaxRequestsPerSecond:    {Type: field.TypeInt, Column: server.FieldMaxRequestsPerSecond},
@@ -1419,6 +1422,11 @@ func (f *PlanFilter) WhereMaxRequestsPerSecond(p entql.IntP) {
 	f.Where(p.Field(plan.FieldMaxRequestsPerSecond))
 }
 
+// WhereSelectable applies the entql bool predicate on the selectable field.
+func (f *PlanFilter) WhereSelectable(p entql.BoolP) {
+	f.Where(p.Field(plan.FieldSelectable))
+}
+
 // WhereHasTenants applies a predicate to check if query has an edge tenants.
 func (f *PlanFilter) WhereHasTenants() {
 	f.Where(entql.HasEdge("tenants"))
@@ -1848,6 +1856,16 @@ func (f *ServerFilter) WhereName(p entql.StringP) {
 // WhereInboundKey applies the entql string predicate on the inbound_key field.
 func (f *ServerFilter) WhereInboundKey(p entql.StringP) {
 	f.Where(p.Field(server.FieldInboundKey))
+}
+
+// WherePreviousInboundKey applies the entql string predicate on the previous_inbound_key field.
+func (f *ServerFilter) WherePreviousInboundKey(p entql.StringP) {
+	f.Where(p.Field(server.FieldPreviousInboundKey))
+}
+
+// WherePreviousKeyExpiresAt applies the entql time.Time predicate on the previous_key_expires_at field.
+func (f *ServerFilter) WherePreviousKeyExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(server.FieldPreviousKeyExpiresAt))
 }
 
 // WhereDeliverPendingOnConnect applies the entql bool predicate on the deliver_pending_on_connect field.

@@ -780,6 +780,11 @@ func (_q *PlanQuery) collectField(ctx context.Context, oneNode bool, opCtx *grap
 				selectedFields = append(selectedFields, plan.FieldMaxRequestsPerSecond)
 				fieldSeen[plan.FieldMaxRequestsPerSecond] = struct{}{}
 			}
+		case "selectable":
+			if _, ok := fieldSeen[plan.FieldSelectable]; !ok {
+				selectedFields = append(selectedFields, plan.FieldSelectable)
+				fieldSeen[plan.FieldSelectable] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:
@@ -1232,6 +1237,11 @@ func (_q *ServerQuery) collectField(ctx context.Context, oneNode bool, opCtx *gr
 			if _, ok := fieldSeen[server.FieldName]; !ok {
 				selectedFields = append(selectedFields, server.FieldName)
 				fieldSeen[server.FieldName] = struct{}{}
+			}
+		case "previousKeyExpiresAt":
+			if _, ok := fieldSeen[server.FieldPreviousKeyExpiresAt]; !ok {
+				selectedFields = append(selectedFields, server.FieldPreviousKeyExpiresAt)
+				fieldSeen[server.FieldPreviousKeyExpiresAt] = struct{}{}
 			}
 		case "deliverPendingOnConnect":
 			if _, ok := fieldSeen[server.FieldDeliverPendingOnConnect]; !ok {

@@ -2462,6 +2462,10 @@ type PlanWhereInput struct {
 	MaxRequestsPerSecondLTE    *int  `json:"maxRequestsPerSecondLTE,omitempty"`
 	MaxRequestsPerSecondIsNil  bool  `json:"maxRequestsPerSecondIsNil,omitempty"`
 	MaxRequestsPerSecondNotNil bool  `json:"maxRequestsPerSecondNotNil,omitempty"`
+
+	// "selectable" field predicates.
+	Selectable    *bool `json:"selectable,omitempty"`
+	SelectableNEQ *bool `json:"selectableNEQ,omitempty"`
 }
 
 // AddPredicates adds custom predicates to the where input to be used during the filtering phase.
@@ -2747,6 +2751,12 @@ func (i *PlanWhereInput) P() (predicate.Plan, error) {
 	}
 	if i.MaxRequestsPerSecondNotNil {
 		predicates = append(predicates, plan.MaxRequestsPerSecondNotNil())
+	}
+	if i.Selectable != nil {
+		predicates = append(predicates, plan.SelectableEQ(*i.Selectable))
+	}
+	if i.SelectableNEQ != nil {
+		predicates = append(predicates, plan.SelectableNEQ(*i.SelectableNEQ))
 	}
 
 	switch len(predicates) {
@@ -4062,6 +4072,23 @@ type ServerWhereInput struct {
 	InboundKeyEqualFold    *string  `json:"inboundKeyEqualFold,omitempty"`
 	InboundKeyContainsFold *string  `json:"inboundKeyContainsFold,omitempty"`
 
+	// "previous_inbound_key" field predicates.
+	PreviousInboundKey             *string  `json:"previousInboundKey,omitempty"`
+	PreviousInboundKeyNEQ          *string  `json:"previousInboundKeyNEQ,omitempty"`
+	PreviousInboundKeyIn           []string `json:"previousInboundKeyIn,omitempty"`
+	PreviousInboundKeyNotIn        []string `json:"previousInboundKeyNotIn,omitempty"`
+	PreviousInboundKeyGT           *string  `json:"previousInboundKeyGT,omitempty"`
+	PreviousInboundKeyGTE          *string  `json:"previousInboundKeyGTE,omitempty"`
+	PreviousInboundKeyLT           *string  `json:"previousInboundKeyLT,omitempty"`
+	PreviousInboundKeyLTE          *string  `json:"previousInboundKeyLTE,omitempty"`
+	PreviousInboundKeyContains     *string  `json:"previousInboundKeyContains,omitempty"`
+	PreviousInboundKeyHasPrefix    *string  `json:"previousInboundKeyHasPrefix,omitempty"`
+	PreviousInboundKeyHasSuffix    *string  `json:"previousInboundKeyHasSuffix,omitempty"`
+	PreviousInboundKeyIsNil        bool     `json:"previousInboundKeyIsNil,omitempty"`
+	PreviousInboundKeyNotNil       bool     `json:"previousInboundKeyNotNil,omitempty"`
+	PreviousInboundKeyEqualFold    *string  `json:"previousInboundKeyEqualFold,omitempty"`
+	PreviousInboundKeyContainsFold *string  `json:"previousInboundKeyContainsFold,omitempty"`
+
 	// "deliver_pending_on_connect" field predicates.
 	DeliverPendingOnConnect    *bool `json:"deliverPendingOnConnect,omitempty"`
 	DeliverPendingOnConnectNEQ *bool `json:"deliverPendingOnConnectNEQ,omitempty"`
@@ -4299,6 +4326,51 @@ func (i *ServerWhereInput) P() (predicate.Server, error) {
 	}
 	if i.InboundKeyContainsFold != nil {
 		predicates = append(predicates, server.InboundKeyContainsFold(*i.InboundKeyContainsFold))
+	}
+	if i.PreviousInboundKey != nil {
+		predicates = append(predicates, server.PreviousInboundKeyEQ(*i.PreviousInboundKey))
+	}
+	if i.PreviousInboundKeyNEQ != nil {
+		predicates = append(predicates, server.PreviousInboundKeyNEQ(*i.PreviousInboundKeyNEQ))
+	}
+	if len(i.PreviousInboundKeyIn) > 0 {
+		predicates = append(predicates, server.PreviousInboundKeyIn(i.PreviousInboundKeyIn...))
+	}
+	if len(i.PreviousInboundKeyNotIn) > 0 {
+		predicates = append(predicates, server.PreviousInboundKeyNotIn(i.PreviousInboundKeyNotIn...))
+	}
+	if i.PreviousInboundKeyGT != nil {
+		predicates = append(predicates, server.PreviousInboundKeyGT(*i.PreviousInboundKeyGT))
+	}
+	if i.PreviousInboundKeyGTE != nil {
+		predicates = append(predicates, server.PreviousInboundKeyGTE(*i.PreviousInboundKeyGTE))
+	}
+	if i.PreviousInboundKeyLT != nil {
+		predicates = append(predicates, server.PreviousInboundKeyLT(*i.PreviousInboundKeyLT))
+	}
+	if i.PreviousInboundKeyLTE != nil {
+		predicates = append(predicates, server.PreviousInboundKeyLTE(*i.PreviousInboundKeyLTE))
+	}
+	if i.PreviousInboundKeyContains != nil {
+		predicates = append(predicates, server.PreviousInboundKeyContains(*i.PreviousInboundKeyContains))
+	}
+	if i.PreviousInboundKeyHasPrefix != nil {
+		predicates = append(predicates, server.PreviousInboundKeyHasPrefix(*i.PreviousInboundKeyHasPrefix))
+	}
+	if i.PreviousInboundKeyHasSuffix != nil {
+		predicates = append(predicates, server.PreviousInboundKeyHasSuffix(*i.PreviousInboundKeyHasSuffix))
+	}
+	if i.PreviousInboundKeyIsNil {
+		predicates = append(predicates, server.PreviousInboundKeyIsNil())
+	}
+	if i.PreviousInboundKeyNotNil {
+		predicates = append(predicates, server.PreviousInboundKeyNotNil())
+	}
+	if i.PreviousInboundKeyEqualFold != nil {
+		predicates = append(predicates, server.PreviousInboundKeyEqualFold(*i.PreviousInboundKeyEqualFold))
+	}
+	if i.PreviousInboundKeyContainsFold != nil {
+		predicates = append(predicates, server.PreviousInboundKeyContainsFold(*i.PreviousInboundKeyContainsFold))
 	}
 	if i.DeliverPendingOnConnect != nil {
 		predicates = append(predicates, server.DeliverPendingOnConnectEQ(*i.DeliverPendingOnConnect))

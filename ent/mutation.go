@@ -6586,6 +6586,7 @@ type PlanMutation struct {
 	addmax_recipients_per_server *int
 	max_requests_per_second      *int
 	addmax_requests_per_second   *int
+	selectable                   *bool
 	clearedFields                map[string]struct{}
 	tenants                      map[int]struct{}
 	removedtenants               map[int]struct{}
@@ -7059,6 +7060,42 @@ func (m *PlanMutation) ResetMaxRequestsPerSecond() {
 	delete(m.clearedFields, plan.FieldMaxRequestsPerSecond)
 }
 
+// SetSelectable sets the "selectable" field.
+func (m *PlanMutation) SetSelectable(b bool) {
+	m.selectable = &b
+}
+
+// Selectable returns the value of the "selectable" field in the mutation.
+func (m *PlanMutation) Selectable() (r bool, exists bool) {
+	v := m.selectable
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSelectable returns the old "selectable" field's value of the Plan entity.
+// If the Plan object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PlanMutation) OldSelectable(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSelectable is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSelectable requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSelectable: %w", err)
+	}
+	return oldValue.Selectable, nil
+}
+
+// ResetSelectable resets all changes to the "selectable" field.
+func (m *PlanMutation) ResetSelectable() {
+	m.selectable = nil
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by ids.
 func (m *PlanMutation) AddTenantIDs(ids ...int) {
 	if m.tenants == nil {
@@ -7147,7 +7184,7 @@ func (m *PlanMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PlanMutation) Fields() []string {
-	fields := make([]string, 0, 7)
+	fields := make([]string, 0, 8)
 	if m.created_at != nil {
 		fields = append(fields, plan.FieldCreatedAt)
 	}
@@ -7168,6 +7205,9 @@ func (m *PlanMutation) Fields() []string {
 	}
 	if m.max_requests_per_second != nil {
 		fields = append(fields, plan.FieldMaxRequestsPerSecond)
+	}
+	if m.selectable != nil {
+		fields = append(fields, plan.FieldSelectable)
 	}
 	return fields
 }
@@ -7191,6 +7231,8 @@ func (m *PlanMutation) Field(name string) (ent.Value, bool) {
 		return m.MaxRecipientsPerServer()
 	case plan.FieldMaxRequestsPerSecond:
 		return m.MaxRequestsPerSecond()
+	case plan.FieldSelectable:
+		return m.Selectable()
 	}
 	return nil, false
 }
@@ -7214,6 +7256,8 @@ func (m *PlanMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldMaxRecipientsPerServer(ctx)
 	case plan.FieldMaxRequestsPerSecond:
 		return m.OldMaxRequestsPerSecond(ctx)
+	case plan.FieldSelectable:
+		return m.OldSelectable(ctx)
 	}
 	return nil, fmt.Errorf("unknown Plan field %s", name)
 }
@@ -7271,6 +7315,13 @@ func (m *PlanMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetMaxRequestsPerSecond(v)
+		return nil
+	case plan.FieldSelectable:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSelectable(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Plan field %s", name)
@@ -7413,6 +7464,9 @@ func (m *PlanMutation) ResetField(name string) error {
 		return nil
 	case plan.FieldMaxRequestsPerSecond:
 		m.ResetMaxRequestsPerSecond()
+		return nil
+	case plan.FieldSelectable:
+		m.ResetSelectable()
 		return nil
 	}
 	return fmt.Errorf("unknown Plan field %s", name)
@@ -10627,6 +10681,8 @@ type ServerMutation struct {
 	created_at                 *time.Time
 	name                       *string
 	inbound_key                *string
+	previous_inbound_key       *string
+	previous_key_expires_at    *time.Time
 	deliver_pending_on_connect *bool
 	retention_days             *int
 	addretention_days          *int
@@ -10887,6 +10943,104 @@ func (m *ServerMutation) OldInboundKey(ctx context.Context) (v string, err error
 // ResetInboundKey resets all changes to the "inbound_key" field.
 func (m *ServerMutation) ResetInboundKey() {
 	m.inbound_key = nil
+}
+
+// SetPreviousInboundKey sets the "previous_inbound_key" field.
+func (m *ServerMutation) SetPreviousInboundKey(s string) {
+	m.previous_inbound_key = &s
+}
+
+// PreviousInboundKey returns the value of the "previous_inbound_key" field in the mutation.
+func (m *ServerMutation) PreviousInboundKey() (r string, exists bool) {
+	v := m.previous_inbound_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPreviousInboundKey returns the old "previous_inbound_key" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldPreviousInboundKey(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPreviousInboundKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPreviousInboundKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPreviousInboundKey: %w", err)
+	}
+	return oldValue.PreviousInboundKey, nil
+}
+
+// ClearPreviousInboundKey clears the value of the "previous_inbound_key" field.
+func (m *ServerMutation) ClearPreviousInboundKey() {
+	m.previous_inbound_key = nil
+	m.clearedFields[server.FieldPreviousInboundKey] = struct{}{}
+}
+
+// PreviousInboundKeyCleared returns if the "previous_inbound_key" field was cleared in this mutation.
+func (m *ServerMutation) PreviousInboundKeyCleared() bool {
+	_, ok := m.clearedFields[server.FieldPreviousInboundKey]
+	return ok
+}
+
+// ResetPreviousInboundKey resets all changes to the "previous_inbound_key" field.
+func (m *ServerMutation) ResetPreviousInboundKey() {
+	m.previous_inbound_key = nil
+	delete(m.clearedFields, server.FieldPreviousInboundKey)
+}
+
+// SetPreviousKeyExpiresAt sets the "previous_key_expires_at" field.
+func (m *ServerMutation) SetPreviousKeyExpiresAt(t time.Time) {
+	m.previous_key_expires_at = &t
+}
+
+// PreviousKeyExpiresAt returns the value of the "previous_key_expires_at" field in the mutation.
+func (m *ServerMutation) PreviousKeyExpiresAt() (r time.Time, exists bool) {
+	v := m.previous_key_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPreviousKeyExpiresAt returns the old "previous_key_expires_at" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldPreviousKeyExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPreviousKeyExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPreviousKeyExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPreviousKeyExpiresAt: %w", err)
+	}
+	return oldValue.PreviousKeyExpiresAt, nil
+}
+
+// ClearPreviousKeyExpiresAt clears the value of the "previous_key_expires_at" field.
+func (m *ServerMutation) ClearPreviousKeyExpiresAt() {
+	m.previous_key_expires_at = nil
+	m.clearedFields[server.FieldPreviousKeyExpiresAt] = struct{}{}
+}
+
+// PreviousKeyExpiresAtCleared returns if the "previous_key_expires_at" field was cleared in this mutation.
+func (m *ServerMutation) PreviousKeyExpiresAtCleared() bool {
+	_, ok := m.clearedFields[server.FieldPreviousKeyExpiresAt]
+	return ok
+}
+
+// ResetPreviousKeyExpiresAt resets all changes to the "previous_key_expires_at" field.
+func (m *ServerMutation) ResetPreviousKeyExpiresAt() {
+	m.previous_key_expires_at = nil
+	delete(m.clearedFields, server.FieldPreviousKeyExpiresAt)
 }
 
 // SetDeliverPendingOnConnect sets the "deliver_pending_on_connect" field.
@@ -11283,7 +11437,7 @@ func (m *ServerMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ServerMutation) Fields() []string {
-	fields := make([]string, 0, 8)
+	fields := make([]string, 0, 10)
 	if m.tenant != nil {
 		fields = append(fields, server.FieldTenantID)
 	}
@@ -11295,6 +11449,12 @@ func (m *ServerMutation) Fields() []string {
 	}
 	if m.inbound_key != nil {
 		fields = append(fields, server.FieldInboundKey)
+	}
+	if m.previous_inbound_key != nil {
+		fields = append(fields, server.FieldPreviousInboundKey)
+	}
+	if m.previous_key_expires_at != nil {
+		fields = append(fields, server.FieldPreviousKeyExpiresAt)
 	}
 	if m.deliver_pending_on_connect != nil {
 		fields = append(fields, server.FieldDeliverPendingOnConnect)
@@ -11324,6 +11484,10 @@ func (m *ServerMutation) Field(name string) (ent.Value, bool) {
 		return m.Name()
 	case server.FieldInboundKey:
 		return m.InboundKey()
+	case server.FieldPreviousInboundKey:
+		return m.PreviousInboundKey()
+	case server.FieldPreviousKeyExpiresAt:
+		return m.PreviousKeyExpiresAt()
 	case server.FieldDeliverPendingOnConnect:
 		return m.DeliverPendingOnConnect()
 	case server.FieldRetentionDays:
@@ -11349,6 +11513,10 @@ func (m *ServerMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldName(ctx)
 	case server.FieldInboundKey:
 		return m.OldInboundKey(ctx)
+	case server.FieldPreviousInboundKey:
+		return m.OldPreviousInboundKey(ctx)
+	case server.FieldPreviousKeyExpiresAt:
+		return m.OldPreviousKeyExpiresAt(ctx)
 	case server.FieldDeliverPendingOnConnect:
 		return m.OldDeliverPendingOnConnect(ctx)
 	case server.FieldRetentionDays:
@@ -11393,6 +11561,20 @@ func (m *ServerMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetInboundKey(v)
+		return nil
+	case server.FieldPreviousInboundKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPreviousInboundKey(v)
+		return nil
+	case server.FieldPreviousKeyExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPreviousKeyExpiresAt(v)
 		return nil
 	case server.FieldDeliverPendingOnConnect:
 		v, ok := value.(bool)
@@ -11479,6 +11661,12 @@ func (m *ServerMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *ServerMutation) ClearedFields() []string {
 	var fields []string
+	if m.FieldCleared(server.FieldPreviousInboundKey) {
+		fields = append(fields, server.FieldPreviousInboundKey)
+	}
+	if m.FieldCleared(server.FieldPreviousKeyExpiresAt) {
+		fields = append(fields, server.FieldPreviousKeyExpiresAt)
+	}
 	if m.FieldCleared(server.FieldRetentionDays) {
 		fields = append(fields, server.FieldRetentionDays)
 	}
@@ -11502,6 +11690,12 @@ func (m *ServerMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *ServerMutation) ClearField(name string) error {
 	switch name {
+	case server.FieldPreviousInboundKey:
+		m.ClearPreviousInboundKey()
+		return nil
+	case server.FieldPreviousKeyExpiresAt:
+		m.ClearPreviousKeyExpiresAt()
+		return nil
 	case server.FieldRetentionDays:
 		m.ClearRetentionDays()
 		return nil
@@ -11530,6 +11724,12 @@ func (m *ServerMutation) ResetField(name string) error {
 		return nil
 	case server.FieldInboundKey:
 		m.ResetInboundKey()
+		return nil
+	case server.FieldPreviousInboundKey:
+		m.ResetPreviousInboundKey()
+		return nil
+	case server.FieldPreviousKeyExpiresAt:
+		m.ResetPreviousKeyExpiresAt()
 		return nil
 	case server.FieldDeliverPendingOnConnect:
 		m.ResetDeliverPendingOnConnect()

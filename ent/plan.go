@@ -31,6 +31,8 @@ type Plan struct {
 	MaxRecipientsPerServer int `json:"max_recipients_per_server,omitempty"`
 	// MaxRequestsPerSecond holds the value of the "max_requests_per_second" field.
 	MaxRequestsPerSecond *int `json:"max_requests_per_second,omitempty"`
+	// Selectable holds the value of the "selectable" field.
+	Selectable bool `json:"selectable,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the PlanQuery when eager-loading is set.
 	Edges        PlanEdges `json:"edges"`
@@ -62,6 +64,8 @@ func (*Plan) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case plan.FieldSelectable:
+			values[i] = new(sql.NullBool)
 		case plan.FieldID, plan.FieldMonthlyCredits, plan.FieldRetentionDays, plan.FieldMaxServers, plan.FieldMaxRecipientsPerServer, plan.FieldMaxRequestsPerSecond:
 			values[i] = new(sql.NullInt64)
 		case plan.FieldName:
@@ -132,6 +136,12 @@ func (_m *Plan) assignValues(columns []string, values []any) error {
 				_m.MaxRequestsPerSecond = new(int)
 				*_m.MaxRequestsPerSecond = int(value.Int64)
 			}
+		case plan.FieldSelectable:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field selectable", values[i])
+			} else if value.Valid {
+				_m.Selectable = value.Bool
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -195,6 +205,9 @@ func (_m *Plan) String() string {
 		builder.WriteString("max_requests_per_second=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("selectable=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Selectable))
 	builder.WriteByte(')')
 	return builder.String()
 }

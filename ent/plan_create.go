@@ -81,6 +81,20 @@ func (_c *PlanCreate) SetNillableMaxRequestsPerSecond(v *int) *PlanCreate {
 	return _c
 }
 
+// SetSelectable sets the "selectable" field.
+func (_c *PlanCreate) SetSelectable(v bool) *PlanCreate {
+	_c.mutation.SetSelectable(v)
+	return _c
+}
+
+// SetNillableSelectable sets the "selectable" field if the given value is not nil.
+func (_c *PlanCreate) SetNillableSelectable(v *bool) *PlanCreate {
+	if v != nil {
+		_c.SetSelectable(*v)
+	}
+	return _c
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by IDs.
 func (_c *PlanCreate) AddTenantIDs(ids ...int) *PlanCreate {
 	_c.mutation.AddTenantIDs(ids...)
@@ -140,6 +154,10 @@ func (_c *PlanCreate) defaults() error {
 		v := plan.DefaultCreatedAt()
 		_c.mutation.SetCreatedAt(v)
 	}
+	if _, ok := _c.mutation.Selectable(); !ok {
+		v := plan.DefaultSelectable
+		_c.mutation.SetSelectable(v)
+	}
 	return nil
 }
 
@@ -192,6 +210,9 @@ func (_c *PlanCreate) check() error {
 		if err := plan.MaxRequestsPerSecondValidator(v); err != nil {
 			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Plan.max_requests_per_second": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.Selectable(); !ok {
+		return &ValidationError{Name: "selectable", err: errors.New(`ent: missing required field "Plan.selectable"`)}
 	}
 	return nil
 }
@@ -247,6 +268,10 @@ func (_c *PlanCreate) createSpec() (*Plan, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.MaxRequestsPerSecond(); ok {
 		_spec.SetField(plan.FieldMaxRequestsPerSecond, field.TypeInt, value)
 		_node.MaxRequestsPerSecond = &value
+	}
+	if value, ok := _c.mutation.Selectable(); ok {
+		_spec.SetField(plan.FieldSelectable, field.TypeBool, value)
+		_node.Selectable = value
 	}
 	if nodes := _c.mutation.TenantsIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -424,6 +449,18 @@ func (u *PlanUpsert) ClearMaxRequestsPerSecond() *PlanUpsert {
 	return u
 }
 
+// SetSelectable sets the "selectable" field.
+func (u *PlanUpsert) SetSelectable(v bool) *PlanUpsert {
+	u.Set(plan.FieldSelectable, v)
+	return u
+}
+
+// UpdateSelectable sets the "selectable" field to the value that was provided on create.
+func (u *PlanUpsert) UpdateSelectable() *PlanUpsert {
+	u.SetExcluded(plan.FieldSelectable)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
 //
@@ -592,6 +629,20 @@ func (u *PlanUpsertOne) UpdateMaxRequestsPerSecond() *PlanUpsertOne {
 func (u *PlanUpsertOne) ClearMaxRequestsPerSecond() *PlanUpsertOne {
 	return u.Update(func(s *PlanUpsert) {
 		s.ClearMaxRequestsPerSecond()
+	})
+}
+
+// SetSelectable sets the "selectable" field.
+func (u *PlanUpsertOne) SetSelectable(v bool) *PlanUpsertOne {
+	return u.Update(func(s *PlanUpsert) {
+		s.SetSelectable(v)
+	})
+}
+
+// UpdateSelectable sets the "selectable" field to the value that was provided on create.
+func (u *PlanUpsertOne) UpdateSelectable() *PlanUpsertOne {
+	return u.Update(func(s *PlanUpsert) {
+		s.UpdateSelectable()
 	})
 }
 
@@ -929,6 +980,20 @@ func (u *PlanUpsertBulk) UpdateMaxRequestsPerSecond() *PlanUpsertBulk {
 func (u *PlanUpsertBulk) ClearMaxRequestsPerSecond() *PlanUpsertBulk {
 	return u.Update(func(s *PlanUpsert) {
 		s.ClearMaxRequestsPerSecond()
+	})
+}
+
+// SetSelectable sets the "selectable" field.
+func (u *PlanUpsertBulk) SetSelectable(v bool) *PlanUpsertBulk {
+	return u.Update(func(s *PlanUpsert) {
+		s.SetSelectable(v)
+	})
+}
+
+// UpdateSelectable sets the "selectable" field to the value that was provided on create.
+func (u *PlanUpsertBulk) UpdateSelectable() *PlanUpsertBulk {
+	return u.Update(func(s *PlanUpsert) {
+		s.UpdateSelectable()
 	})
 }
 

@@ -154,6 +154,20 @@ func (_u *PlanUpdate) ClearMaxRequestsPerSecond() *PlanUpdate {
 	return _u
 }
 
+// SetSelectable sets the "selectable" field.
+func (_u *PlanUpdate) SetSelectable(v bool) *PlanUpdate {
+	_u.mutation.SetSelectable(v)
+	return _u
+}
+
+// SetNillableSelectable sets the "selectable" field if the given value is not nil.
+func (_u *PlanUpdate) SetNillableSelectable(v *bool) *PlanUpdate {
+	if v != nil {
+		_u.SetSelectable(*v)
+	}
+	return _u
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by IDs.
 func (_u *PlanUpdate) AddTenantIDs(ids ...int) *PlanUpdate {
 	_u.mutation.AddTenantIDs(ids...)
@@ -310,6 +324,9 @@ func (_u *PlanUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.MaxRequestsPerSecondCleared() {
 		_spec.ClearField(plan.FieldMaxRequestsPerSecond, field.TypeInt)
+	}
+	if value, ok := _u.mutation.Selectable(); ok {
+		_spec.SetField(plan.FieldSelectable, field.TypeBool, value)
 	}
 	if _u.mutation.TenantsCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -503,6 +520,20 @@ func (_u *PlanUpdateOne) ClearMaxRequestsPerSecond() *PlanUpdateOne {
 	return _u
 }
 
+// SetSelectable sets the "selectable" field.
+func (_u *PlanUpdateOne) SetSelectable(v bool) *PlanUpdateOne {
+	_u.mutation.SetSelectable(v)
+	return _u
+}
+
+// SetNillableSelectable sets the "selectable" field if the given value is not nil.
+func (_u *PlanUpdateOne) SetNillableSelectable(v *bool) *PlanUpdateOne {
+	if v != nil {
+		_u.SetSelectable(*v)
+	}
+	return _u
+}
+
 // AddTenantIDs adds the "tenants" edge to the Tenant entity by IDs.
 func (_u *PlanUpdateOne) AddTenantIDs(ids ...int) *PlanUpdateOne {
 	_u.mutation.AddTenantIDs(ids...)
@@ -689,6 +720,9 @@ func (_u *PlanUpdateOne) sqlSave(ctx context.Context) (_node *Plan, err error) {
 	}
 	if _u.mutation.MaxRequestsPerSecondCleared() {
 		_spec.ClearField(plan.FieldMaxRequestsPerSecond, field.TypeInt)
+	}
+	if value, ok := _u.mutation.Selectable(); ok {
+		_spec.SetField(plan.FieldSelectable, field.TypeBool, value)
 	}
 	if _u.mutation.TenantsCleared() {
 		edge := &sqlgraph.EdgeSpec{

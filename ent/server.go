@@ -26,6 +26,10 @@ type Server struct {
 	Name string `json:"name,omitempty"`
 	// InboundKey holds the value of the "inbound_key" field.
 	InboundKey string `json:"-"`
+	// PreviousInboundKey holds the value of the "previous_inbound_key" field.
+	PreviousInboundKey *string `json:"-"`
+	// When the inbound key a rotation replaced stops being accepted; null when there is none.
+	PreviousKeyExpiresAt *time.Time `json:"previous_key_expires_at,omitempty"`
 	// DeliverPendingOnConnect holds the value of the "deliver_pending_on_connect" field.
 	DeliverPendingOnConnect bool `json:"deliver_pending_on_connect,omitempty"`
 	// RetentionDays holds the value of the "retention_days" field.
@@ -94,9 +98,9 @@ func (*Server) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case server.FieldID, server.FieldTenantID, server.FieldRetentionDays, server.FieldMaxRequestsPerSecond:
 			values[i] = new(sql.NullInt64)
-		case server.FieldName, server.FieldInboundKey:
+		case server.FieldName, server.FieldInboundKey, server.FieldPreviousInboundKey:
 			values[i] = new(sql.NullString)
-		case server.FieldCreatedAt, server.FieldDeletedAt:
+		case server.FieldCreatedAt, server.FieldPreviousKeyExpiresAt, server.FieldDeletedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -142,6 +146,20 @@ func (_m *Server) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field inbound_key", values[i])
 			} else if value.Valid {
 				_m.InboundKey = value.String
+			}
+		case server.FieldPreviousInboundKey:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field previous_inbound_key", values[i])
+			} else if value.Valid {
+				_m.PreviousInboundKey = new(string)
+				*_m.PreviousInboundKey = value.String
+			}
+		case server.FieldPreviousKeyExpiresAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field previous_key_expires_at", values[i])
+			} else if value.Valid {
+				_m.PreviousKeyExpiresAt = new(time.Time)
+				*_m.PreviousKeyExpiresAt = value.Time
 			}
 		case server.FieldDeliverPendingOnConnect:
 			if value, ok := values[i].(*sql.NullBool); !ok {
@@ -231,6 +249,13 @@ func (_m *Server) String() string {
 	builder.WriteString(_m.Name)
 	builder.WriteString(", ")
 	builder.WriteString("inbound_key=<sensitive>")
+	builder.WriteString(", ")
+	builder.WriteString("previous_inbound_key=<sensitive>")
+	builder.WriteString(", ")
+	if v := _m.PreviousKeyExpiresAt; v != nil {
+		builder.WriteString("previous_key_expires_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteString(", ")
 	builder.WriteString("deliver_pending_on_connect=")
 	builder.WriteString(fmt.Sprintf("%v", _m.DeliverPendingOnConnect))

@@ -57,6 +57,34 @@ func (_c *ServerCreate) SetInboundKey(v string) *ServerCreate {
 	return _c
 }
 
+// SetPreviousInboundKey sets the "previous_inbound_key" field.
+func (_c *ServerCreate) SetPreviousInboundKey(v string) *ServerCreate {
+	_c.mutation.SetPreviousInboundKey(v)
+	return _c
+}
+
+// SetNillablePreviousInboundKey sets the "previous_inbound_key" field if the given value is not nil.
+func (_c *ServerCreate) SetNillablePreviousInboundKey(v *string) *ServerCreate {
+	if v != nil {
+		_c.SetPreviousInboundKey(*v)
+	}
+	return _c
+}
+
+// SetPreviousKeyExpiresAt sets the "previous_key_expires_at" field.
+func (_c *ServerCreate) SetPreviousKeyExpiresAt(v time.Time) *ServerCreate {
+	_c.mutation.SetPreviousKeyExpiresAt(v)
+	return _c
+}
+
+// SetNillablePreviousKeyExpiresAt sets the "previous_key_expires_at" field if the given value is not nil.
+func (_c *ServerCreate) SetNillablePreviousKeyExpiresAt(v *time.Time) *ServerCreate {
+	if v != nil {
+		_c.SetPreviousKeyExpiresAt(*v)
+	}
+	return _c
+}
+
 // SetDeliverPendingOnConnect sets the "deliver_pending_on_connect" field.
 func (_c *ServerCreate) SetDeliverPendingOnConnect(v bool) *ServerCreate {
 	_c.mutation.SetDeliverPendingOnConnect(v)
@@ -273,6 +301,14 @@ func (_c *ServerCreate) createSpec() (*Server, *sqlgraph.CreateSpec) {
 		_spec.SetField(server.FieldInboundKey, field.TypeString, value)
 		_node.InboundKey = value
 	}
+	if value, ok := _c.mutation.PreviousInboundKey(); ok {
+		_spec.SetField(server.FieldPreviousInboundKey, field.TypeString, value)
+		_node.PreviousInboundKey = &value
+	}
+	if value, ok := _c.mutation.PreviousKeyExpiresAt(); ok {
+		_spec.SetField(server.FieldPreviousKeyExpiresAt, field.TypeTime, value)
+		_node.PreviousKeyExpiresAt = &value
+	}
 	if value, ok := _c.mutation.DeliverPendingOnConnect(); ok {
 		_spec.SetField(server.FieldDeliverPendingOnConnect, field.TypeBool, value)
 		_node.DeliverPendingOnConnect = value
@@ -402,6 +438,54 @@ func (u *ServerUpsert) UpdateName() *ServerUpsert {
 	return u
 }
 
+// SetInboundKey sets the "inbound_key" field.
+func (u *ServerUpsert) SetInboundKey(v string) *ServerUpsert {
+	u.Set(server.FieldInboundKey, v)
+	return u
+}
+
+// UpdateInboundKey sets the "inbound_key" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateInboundKey() *ServerUpsert {
+	u.SetExcluded(server.FieldInboundKey)
+	return u
+}
+
+// SetPreviousInboundKey sets the "previous_inbound_key" field.
+func (u *ServerUpsert) SetPreviousInboundKey(v string) *ServerUpsert {
+	u.Set(server.FieldPreviousInboundKey, v)
+	return u
+}
+
+// UpdatePreviousInboundKey sets the "previous_inbound_key" field to the value that was provided on create.
+func (u *ServerUpsert) UpdatePreviousInboundKey() *ServerUpsert {
+	u.SetExcluded(server.FieldPreviousInboundKey)
+	return u
+}
+
+// ClearPreviousInboundKey clears the value of the "previous_inbound_key" field.
+func (u *ServerUpsert) ClearPreviousInboundKey() *ServerUpsert {
+	u.SetNull(server.FieldPreviousInboundKey)
+	return u
+}
+
+// SetPreviousKeyExpiresAt sets the "previous_key_expires_at" field.
+func (u *ServerUpsert) SetPreviousKeyExpiresAt(v time.Time) *ServerUpsert {
+	u.Set(server.FieldPreviousKeyExpiresAt, v)
+	return u
+}
+
+// UpdatePreviousKeyExpiresAt sets the "previous_key_expires_at" field to the value that was provided on create.
+func (u *ServerUpsert) UpdatePreviousKeyExpiresAt() *ServerUpsert {
+	u.SetExcluded(server.FieldPreviousKeyExpiresAt)
+	return u
+}
+
+// ClearPreviousKeyExpiresAt clears the value of the "previous_key_expires_at" field.
+func (u *ServerUpsert) ClearPreviousKeyExpiresAt() *ServerUpsert {
+	u.SetNull(server.FieldPreviousKeyExpiresAt)
+	return u
+}
+
 // SetDeliverPendingOnConnect sets the "deliver_pending_on_connect" field.
 func (u *ServerUpsert) SetDeliverPendingOnConnect(v bool) *ServerUpsert {
 	u.Set(server.FieldDeliverPendingOnConnect, v)
@@ -497,9 +581,6 @@ func (u *ServerUpsertOne) UpdateNewValues() *ServerUpsertOne {
 		if _, exists := u.create.mutation.CreatedAt(); exists {
 			s.SetIgnore(server.FieldCreatedAt)
 		}
-		if _, exists := u.create.mutation.InboundKey(); exists {
-			s.SetIgnore(server.FieldInboundKey)
-		}
 	}))
 	return u
 }
@@ -542,6 +623,62 @@ func (u *ServerUpsertOne) SetName(v string) *ServerUpsertOne {
 func (u *ServerUpsertOne) UpdateName() *ServerUpsertOne {
 	return u.Update(func(s *ServerUpsert) {
 		s.UpdateName()
+	})
+}
+
+// SetInboundKey sets the "inbound_key" field.
+func (u *ServerUpsertOne) SetInboundKey(v string) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetInboundKey(v)
+	})
+}
+
+// UpdateInboundKey sets the "inbound_key" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateInboundKey() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateInboundKey()
+	})
+}
+
+// SetPreviousInboundKey sets the "previous_inbound_key" field.
+func (u *ServerUpsertOne) SetPreviousInboundKey(v string) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetPreviousInboundKey(v)
+	})
+}
+
+// UpdatePreviousInboundKey sets the "previous_inbound_key" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdatePreviousInboundKey() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdatePreviousInboundKey()
+	})
+}
+
+// ClearPreviousInboundKey clears the value of the "previous_inbound_key" field.
+func (u *ServerUpsertOne) ClearPreviousInboundKey() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearPreviousInboundKey()
+	})
+}
+
+// SetPreviousKeyExpiresAt sets the "previous_key_expires_at" field.
+func (u *ServerUpsertOne) SetPreviousKeyExpiresAt(v time.Time) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetPreviousKeyExpiresAt(v)
+	})
+}
+
+// UpdatePreviousKeyExpiresAt sets the "previous_key_expires_at" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdatePreviousKeyExpiresAt() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdatePreviousKeyExpiresAt()
+	})
+}
+
+// ClearPreviousKeyExpiresAt clears the value of the "previous_key_expires_at" field.
+func (u *ServerUpsertOne) ClearPreviousKeyExpiresAt() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearPreviousKeyExpiresAt()
 	})
 }
 
@@ -818,9 +955,6 @@ func (u *ServerUpsertBulk) UpdateNewValues() *ServerUpsertBulk {
 			if _, exists := b.mutation.CreatedAt(); exists {
 				s.SetIgnore(server.FieldCreatedAt)
 			}
-			if _, exists := b.mutation.InboundKey(); exists {
-				s.SetIgnore(server.FieldInboundKey)
-			}
 		}
 	}))
 	return u
@@ -864,6 +998,62 @@ func (u *ServerUpsertBulk) SetName(v string) *ServerUpsertBulk {
 func (u *ServerUpsertBulk) UpdateName() *ServerUpsertBulk {
 	return u.Update(func(s *ServerUpsert) {
 		s.UpdateName()
+	})
+}
+
+// SetInboundKey sets the "inbound_key" field.
+func (u *ServerUpsertBulk) SetInboundKey(v string) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetInboundKey(v)
+	})
+}
+
+// UpdateInboundKey sets the "inbound_key" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateInboundKey() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateInboundKey()
+	})
+}
+
+// SetPreviousInboundKey sets the "previous_inbound_key" field.
+func (u *ServerUpsertBulk) SetPreviousInboundKey(v string) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetPreviousInboundKey(v)
+	})
+}
+
+// UpdatePreviousInboundKey sets the "previous_inbound_key" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdatePreviousInboundKey() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdatePreviousInboundKey()
+	})
+}
+
+// ClearPreviousInboundKey clears the value of the "previous_inbound_key" field.
+func (u *ServerUpsertBulk) ClearPreviousInboundKey() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearPreviousInboundKey()
+	})
+}
+
+// SetPreviousKeyExpiresAt sets the "previous_key_expires_at" field.
+func (u *ServerUpsertBulk) SetPreviousKeyExpiresAt(v time.Time) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetPreviousKeyExpiresAt(v)
+	})
+}
+
+// UpdatePreviousKeyExpiresAt sets the "previous_key_expires_at" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdatePreviousKeyExpiresAt() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdatePreviousKeyExpiresAt()
+	})
+}
+
+// ClearPreviousKeyExpiresAt clears the value of the "previous_key_expires_at" field.
+func (u *ServerUpsertBulk) ClearPreviousKeyExpiresAt() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearPreviousKeyExpiresAt()
 	})
 }
 

@@ -45,6 +45,60 @@ func (_u *ServerUpdate) SetNillableName(v *string) *ServerUpdate {
 	return _u
 }
 
+// SetInboundKey sets the "inbound_key" field.
+func (_u *ServerUpdate) SetInboundKey(v string) *ServerUpdate {
+	_u.mutation.SetInboundKey(v)
+	return _u
+}
+
+// SetNillableInboundKey sets the "inbound_key" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillableInboundKey(v *string) *ServerUpdate {
+	if v != nil {
+		_u.SetInboundKey(*v)
+	}
+	return _u
+}
+
+// SetPreviousInboundKey sets the "previous_inbound_key" field.
+func (_u *ServerUpdate) SetPreviousInboundKey(v string) *ServerUpdate {
+	_u.mutation.SetPreviousInboundKey(v)
+	return _u
+}
+
+// SetNillablePreviousInboundKey sets the "previous_inbound_key" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillablePreviousInboundKey(v *string) *ServerUpdate {
+	if v != nil {
+		_u.SetPreviousInboundKey(*v)
+	}
+	return _u
+}
+
+// ClearPreviousInboundKey clears the value of the "previous_inbound_key" field.
+func (_u *ServerUpdate) ClearPreviousInboundKey() *ServerUpdate {
+	_u.mutation.ClearPreviousInboundKey()
+	return _u
+}
+
+// SetPreviousKeyExpiresAt sets the "previous_key_expires_at" field.
+func (_u *ServerUpdate) SetPreviousKeyExpiresAt(v time.Time) *ServerUpdate {
+	_u.mutation.SetPreviousKeyExpiresAt(v)
+	return _u
+}
+
+// SetNillablePreviousKeyExpiresAt sets the "previous_key_expires_at" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillablePreviousKeyExpiresAt(v *time.Time) *ServerUpdate {
+	if v != nil {
+		_u.SetPreviousKeyExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearPreviousKeyExpiresAt clears the value of the "previous_key_expires_at" field.
+func (_u *ServerUpdate) ClearPreviousKeyExpiresAt() *ServerUpdate {
+	_u.mutation.ClearPreviousKeyExpiresAt()
+	return _u
+}
+
 // SetDeliverPendingOnConnect sets the "deliver_pending_on_connect" field.
 func (_u *ServerUpdate) SetDeliverPendingOnConnect(v bool) *ServerUpdate {
 	_u.mutation.SetDeliverPendingOnConnect(v)
@@ -281,6 +335,21 @@ func (_u *ServerUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Name(); ok {
 		_spec.SetField(server.FieldName, field.TypeString, value)
 	}
+	if value, ok := _u.mutation.InboundKey(); ok {
+		_spec.SetField(server.FieldInboundKey, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.PreviousInboundKey(); ok {
+		_spec.SetField(server.FieldPreviousInboundKey, field.TypeString, value)
+	}
+	if _u.mutation.PreviousInboundKeyCleared() {
+		_spec.ClearField(server.FieldPreviousInboundKey, field.TypeString)
+	}
+	if value, ok := _u.mutation.PreviousKeyExpiresAt(); ok {
+		_spec.SetField(server.FieldPreviousKeyExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.PreviousKeyExpiresAtCleared() {
+		_spec.ClearField(server.FieldPreviousKeyExpiresAt, field.TypeTime)
+	}
 	if value, ok := _u.mutation.DeliverPendingOnConnect(); ok {
 		_spec.SetField(server.FieldDeliverPendingOnConnect, field.TypeBool, value)
 	}
@@ -431,6 +500,60 @@ func (_u *ServerUpdateOne) SetNillableName(v *string) *ServerUpdateOne {
 	if v != nil {
 		_u.SetName(*v)
 	}
+	return _u
+}
+
+// SetInboundKey sets the "inbound_key" field.
+func (_u *ServerUpdateOne) SetInboundKey(v string) *ServerUpdateOne {
+	_u.mutation.SetInboundKey(v)
+	return _u
+}
+
+// SetNillableInboundKey sets the "inbound_key" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillableInboundKey(v *string) *ServerUpdateOne {
+	if v != nil {
+		_u.SetInboundKey(*v)
+	}
+	return _u
+}
+
+// SetPreviousInboundKey sets the "previous_inbound_key" field.
+func (_u *ServerUpdateOne) SetPreviousInboundKey(v string) *ServerUpdateOne {
+	_u.mutation.SetPreviousInboundKey(v)
+	return _u
+}
+
+// SetNillablePreviousInboundKey sets the "previous_inbound_key" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillablePreviousInboundKey(v *string) *ServerUpdateOne {
+	if v != nil {
+		_u.SetPreviousInboundKey(*v)
+	}
+	return _u
+}
+
+// ClearPreviousInboundKey clears the value of the "previous_inbound_key" field.
+func (_u *ServerUpdateOne) ClearPreviousInboundKey() *ServerUpdateOne {
+	_u.mutation.ClearPreviousInboundKey()
+	return _u
+}
+
+// SetPreviousKeyExpiresAt sets the "previous_key_expires_at" field.
+func (_u *ServerUpdateOne) SetPreviousKeyExpiresAt(v time.Time) *ServerUpdateOne {
+	_u.mutation.SetPreviousKeyExpiresAt(v)
+	return _u
+}
+
+// SetNillablePreviousKeyExpiresAt sets the "previous_key_expires_at" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillablePreviousKeyExpiresAt(v *time.Time) *ServerUpdateOne {
+	if v != nil {
+		_u.SetPreviousKeyExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearPreviousKeyExpiresAt clears the value of the "previous_key_expires_at" field.
+func (_u *ServerUpdateOne) ClearPreviousKeyExpiresAt() *ServerUpdateOne {
+	_u.mutation.ClearPreviousKeyExpiresAt()
 	return _u
 }
 
@@ -699,6 +822,21 @@ func (_u *ServerUpdateOne) sqlSave(ctx context.Context) (_node *Server, err erro
 	}
 	if value, ok := _u.mutation.Name(); ok {
 		_spec.SetField(server.FieldName, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.InboundKey(); ok {
+		_spec.SetField(server.FieldInboundKey, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.PreviousInboundKey(); ok {
+		_spec.SetField(server.FieldPreviousInboundKey, field.TypeString, value)
+	}
+	if _u.mutation.PreviousInboundKeyCleared() {
+		_spec.ClearField(server.FieldPreviousInboundKey, field.TypeString)
+	}
+	if value, ok := _u.mutation.PreviousKeyExpiresAt(); ok {
+		_spec.SetField(server.FieldPreviousKeyExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.PreviousKeyExpiresAtCleared() {
+		_spec.ClearField(server.FieldPreviousKeyExpiresAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.DeliverPendingOnConnect(); ok {
 		_spec.SetField(server.FieldDeliverPendingOnConnect, field.TypeBool, value)

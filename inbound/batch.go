@@ -17,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -308,7 +309,7 @@ func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 	var err error
 	if b.postgres {
 		var servers map[string]*ent.Server
-		if servers, err = serversPostgres(ctx, b.client, keysOf(live)); err == nil {
+		if servers, err = serversPostgres(ctx, b.client, keysOf(live), b.delivery.Now()); err == nil {
 			items, stored := b.items(live, servers, results)
 			if delivery.OneStatement(items) {
 				err = write(ctx, b.client, items, stored)
@@ -320,7 +321,7 @@ func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 		}
 	} else {
 		err = storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
-			servers, err := serversSQLite(ctx, tx, keysOf(live))
+			servers, err := serversSQLite(ctx, tx, keysOf(live), b.delivery.Now())
 			if err != nil {
 				return err
 			}
@@ -383,10 +384,11 @@ func keysOf(batch []*pendingAccept) []string {
 	return keys
 }
 
-// serversSQLite loads the live servers with these keys, with their live recipients, by key.
-func serversSQLite(ctx context.Context, tx *ent.Client, keys []string) (map[string]*ent.Server, error) {
+// serversSQLite loads the live servers with these keys, current or replaced, with their live recipients, by
+// the keys they accept at now.
+func serversSQLite(ctx context.Context, tx *ent.Client, keys []string, now time.Time) (map[string]*ent.Server, error) {
 	list, err := tx.Server.Query().
-		Where(server.InboundKeyIn(keys...), server.DeletedAtIsNil()).
+		Where(server.Or(server.InboundKeyIn(keys...), server.PreviousInboundKeyIn(keys...)), server.DeletedAtIsNil()).
 		WithRecipients(func(q *ent.RecipientQuery) {
 			q.Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID))
 		}).
@@ -396,28 +398,38 @@ func serversSQLite(ctx context.Context, tx *ent.Client, keys []string) (map[stri
 	}
 	out := make(map[string]*ent.Server, len(list))
 	for _, s := range list {
-		out[s.InboundKey] = s
+		byKey(out, s, now)
 	}
 	return out, nil
 }
 
-// serversSQL reads the live servers with the given keys and their live recipients in one round trip, where
+// byKey files srv under each key it accepts at now: a replaced key found after its grace is not filed, so it
+// answers 404.
+func byKey(out map[string]*ent.Server, srv *ent.Server, now time.Time) {
+	for _, k := range routing.InboundKeys(srv, now) {
+		out[k] = srv
+	}
+}
+
+// serversSQL reads the live servers with the given keys (current or replaced by a rotation: both columns are
+// uniquely indexed) and their live recipients in one round trip, where
 // ent's eager loading takes two: one row per recipient, or one with no recipient for a server that has none.
 // It takes no lock: the batch's statement locks the servers it stores requests for, and stores none for a
 // server deleted since this read.
 var serversSQL = storage.Prepared(`
 SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
-	r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
+	s.previous_inbound_key, s.previous_key_expires_at, r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
 	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
 	r.consecutive_failures, r.window_attempts, r.window_failures, r.last_success_at, r.next_probe_at,
 	r.cli_seen_until
 FROM servers AS s
 LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
-WHERE s.inbound_key = ANY($1) AND s.deleted_at IS NULL
+WHERE (s.inbound_key = ANY($1) OR s.previous_inbound_key = ANY($1)) AND s.deleted_at IS NULL
 ORDER BY s.id, r.id`)
 
-// serversPostgres loads the live servers with these keys, with their live recipients, by key (serversSQL).
-func serversPostgres(ctx context.Context, client *ent.Client, keys []string) (map[string]*ent.Server, error) {
+// serversPostgres loads the live servers with these keys, current or replaced, with their live recipients, by
+// the keys they accept at now (serversSQL).
+func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now time.Time) (map[string]*ent.Server, error) {
 	const op = "inbound.Accept"
 	rows, err := client.QueryContext(ctx, serversSQL, pq.Array(keys))
 	if err != nil {
@@ -429,9 +441,11 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string) (ma
 	for rows.Next() {
 		var row ent.Server
 		var retention sql.NullInt64
+		var previousKey sql.NullString
+		var previousUntil sql.NullTime
 		var r recipientRow
 		if err := rows.Scan(&row.ID, &row.TenantID, &row.CreatedAt, &row.Name, &row.InboundKey,
-			&row.DeliverPendingOnConnect, &retention, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
+			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
 			&r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
 			&r.state, &r.stateReason, &r.stateChangedAt, &r.consecutiveFailures, &r.windowAttempts,
 			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil); err != nil {
@@ -443,8 +457,14 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string) (ma
 				days := int(retention.Int64)
 				s.RetentionDays = &days
 			}
+			if previousKey.Valid {
+				s.PreviousInboundKey = &previousKey.String
+			}
+			if previousUntil.Valid {
+				s.PreviousKeyExpiresAt = &previousUntil.Time
+			}
 			s.Edges.Recipients = []*ent.Recipient{} // as ent's eager loading leaves a server without recipients
-			out[s.InboundKey] = s
+			byKey(out, s, now)
 		}
 		if r.id.Valid {
 			s.Edges.Recipients = append(s.Edges.Recipients, r.recipient())

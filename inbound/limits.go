@@ -3,6 +3,7 @@ package inbound
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -137,19 +139,28 @@ func (l *limiter) forget(key string, e *keyEntry) { l.keys.CompareAndDelete(key,
 func (l *limiter) read(ctx context.Context, key string) (*keyInfo, error) {
 	const op = "inbound.lookup"
 	ctx = viewer.SystemContext(ctx)
-	srv, err := l.client.Server.Query().Where(server.InboundKey(key), server.DeletedAtIsNil()).
-		Select(server.FieldTenantID, server.FieldMaxRequestsPerSecond).Only(ctx)
+	srv, err := l.client.Server.Query().
+		Where(server.Or(server.InboundKey(key), server.PreviousInboundKey(key)), server.DeletedAtIsNil()).
+		Select(server.FieldTenantID, server.FieldMaxRequestsPerSecond, server.FieldInboundKey,
+			server.FieldPreviousInboundKey, server.FieldPreviousKeyExpiresAt).Only(ctx)
 	if ent.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, storage.Err(op, "server", err)
 	}
+	now := l.now()
+	if !slices.Contains(routing.InboundKeys(srv, now), key) {
+		return nil, nil // a replaced key past its grace
+	}
 	plan, err := billing.PlanOf(ctx, l.client, srv.TenantID)
 	if err != nil {
 		return nil, err
 	}
-	info := &keyInfo{serverID: srv.ID, tenantID: srv.TenantID, expires: l.now().Add(keyTTL)}
+	info := &keyInfo{serverID: srv.ID, tenantID: srv.TenantID, expires: now.Add(keyTTL)}
+	if key != srv.InboundKey && srv.PreviousKeyExpiresAt.Before(info.expires) {
+		info.expires = *srv.PreviousKeyExpiresAt // a replaced key is looked up again when its grace ends
+	}
 	if srv.MaxRequestsPerSecond != nil {
 		info.serverRate = *srv.MaxRequestsPerSecond
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,14 +22,14 @@ func BenchmarkServers(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if db.Postgres() {
-			got, err := serversPostgres(ctx, db.Client, keys)
+			got, err := serversPostgres(ctx, db.Client, keys, time.Now())
 			require.NoError(b, err)
 			require.Len(b, got, 25)
 			continue
 		}
 		tx, err := db.Client.Tx(ctx)
 		require.NoError(b, err)
-		got, err := serversSQLite(ctx, tx.Client(), keys)
+		got, err := serversSQLite(ctx, tx.Client(), keys, time.Now())
 		require.NoError(b, err)
 		require.Len(b, got, 25)
 		_ = tx.Rollback()

@@ -18,7 +18,8 @@ import (
 // PostgreSQL gives, field for field, what ent's eager loading gives — every recipient column, set or null —
 // and leaves out deleted servers and deleted recipients, read outside any transaction as a committer reads them
 // (the batch's statement takes the locks). A column read into the wrong field fails here; a column added to
-// recipients must be added to serversSQL too, and set here.
+// recipients must be added to serversSQL too, and set here. A server is found by a key a rotation replaced
+// while its grace lasts, and not after.
 func TestServersReadAsEntReadsThem(t *testing.T) {
 	dbtest.SkipUnlessPostgres(t)
 	t.Parallel()
@@ -31,12 +32,15 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
 	full, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("full").SetInboundKey("k-full").
-		SetRetentionDays(2).SetDeliverPendingOnConnect(true).Save(ctx)
+		SetRetentionDays(2).SetDeliverPendingOnConnect(true).
+		SetPreviousInboundKey("k-full-old").SetPreviousKeyExpiresAt(at.Add(time.Second)).Save(ctx)
 	require.NoError(t, err)
 	bare, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("bare").SetInboundKey("k-bare").Save(ctx)
 	require.NoError(t, err)
 	_, err = db.Client.Server.Create().SetTenantID(tn.ID).SetName("gone").SetInboundKey("k-gone").
 		SetDeletedAt(at).Save(ctx)
+	_, err = db.Client.Server.Create().SetTenantID(tn.ID).SetName("rotated").SetInboundKey("k-rotated").
+		SetPreviousInboundKey("k-rotated-old").SetPreviousKeyExpiresAt(at).Save(ctx)
 	require.NoError(t, err)
 	_, err = db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(full.ID).SetName("paused").
 		SetMethod(recipient.MethodDIRECT_HTTP).SetURL("https://example.test/hook?x=\"1\"").SetMaxAttempts(7).
@@ -52,8 +56,17 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 		SetMethod(recipient.MethodCLI).SetDeletedAt(at).Save(ctx)
 	require.NoError(t, err)
 
-	got, err := serversPostgres(ctx, db.Client, keysOf([]*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"}, {key: "k-full"}}))
+	got, err := serversPostgres(ctx, db.Client, keysOf([]*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"},
+		{key: "k-full"}, {key: "k-full-old"}, {key: "k-rotated-old"}}), at)
 	require.NoError(t, err)
+	require.NotNil(t, got["k-full-old"], "a replaced key is accepted during its grace")
+	require.Same(t, got["k-full"], got["k-full-old"])
+	require.Equal(t, "k-full-old", *got["k-full"].PreviousInboundKey)
+	require.True(t, at.Add(time.Second).Equal(*got["k-full"].PreviousKeyExpiresAt), "%v", got["k-full"].PreviousKeyExpiresAt)
+	require.Nil(t, got["k-rotated-old"], "a replaced key is refused once its grace is over")
+	require.NotNil(t, got["k-rotated"], "a server found by a key whose grace is over is filed under its key only")
+	delete(got, "k-full-old")
+	delete(got, "k-rotated")
 	want, err := db.Client.Server.Query().Where(server.IDIn(full.ID, bare.ID)).
 		WithRecipients(func(q *ent.RecipientQuery) {
 			q.Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID))

@@ -37,6 +37,7 @@ func (r *mutationResolver) CreatePlan(ctx context.Context, input model.CreatePla
 		Name: &input.Name, MonthlyCredits: &credits, RetentionDays: &input.RetentionDays,
 		MaxServers: &input.MaxServers, MaxRecipientsPerServer: &input.MaxRecipientsPerServer,
 		MaxRequestsPerSecond: input.MaxRequestsPerSecond,
+		Selectable:           input.Selectable,
 	})
 }
 
@@ -49,6 +50,7 @@ func (r *mutationResolver) UpdatePlan(ctx context.Context, id int, input model.U
 		Name: input.Name, MonthlyCredits: int64p(input.MonthlyCredits), RetentionDays: input.RetentionDays,
 		MaxServers: input.MaxServers, MaxRecipientsPerServer: input.MaxRecipientsPerServer,
 		MaxRequestsPerSecond: input.MaxRequestsPerSecond, ClearMaxRequestsPerSecond: deref(input.ClearMaxRequestsPerSecond, false),
+		Selectable: input.Selectable,
 	})
 }
 
@@ -152,6 +154,14 @@ func (r *mutationResolver) DeleteServer(ctx context.Context, id int) (*ent.Serve
 		return nil, err
 	}
 	return r.Routing.DeleteServer(ctx, r.client(ctx), id)
+}
+
+// RotateInboundKey is the resolver for the rotateInboundKey field.
+func (r *mutationResolver) RotateInboundKey(ctx context.Context, serverID int, graceSeconds *int) (*ent.Server, error) {
+	if _, err := require(ctx, "rotateInboundKey"); err != nil {
+		return nil, err
+	}
+	return r.Routing.RotateInboundKey(ctx, r.client(ctx), serverID, graceSeconds)
 }
 
 // CreateRecipient is the resolver for the createRecipient field.

@@ -38,6 +38,7 @@ func (r *queryResolver) Plans(ctx context.Context) ([]*ent.Plan, error) {
 	if _, err := require(ctx, "plans"); err != nil {
 		return nil, err
 	}
+	// The catalog's privacy policy shows a tenant's viewers only the selectable plans and their own.
 	return r.client(ctx).Plan.Query().Order(ent.Asc(plan.FieldID)).All(ctx)
 }
 

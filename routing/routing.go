@@ -233,6 +233,52 @@ func (s *Service) deleteRecipients(ctx context.Context, client *ent.Client, now 
 	return delivery.CancelPendingOfRecipients(ctx, client, now, ids...)
 }
 
+// Bounds of a rotation's grace: how long the replaced inbound key is still accepted.
+const (
+	DefaultKeyGrace = 24 * time.Hour
+	MaxKeyGrace     = 30 * 24 * time.Hour
+)
+
+// RotateInboundKey gives a live server a new inbound key at once. The key it replaces is still accepted for
+// grace (nil: DefaultKeyGrace; 0 revokes it now), then intake answers it 404. Only one replaced key is kept:
+// rotating again during a grace ends that grace, so a leaked key never outlives two rotations.
+func (s *Service) RotateInboundKey(ctx context.Context, client *ent.Client, id int, graceSeconds *int) (*ent.Server, error) {
+	const op = "routing.RotateInboundKey"
+	v, _ := viewer.FromContext(ctx)
+	if err := requireManager(op, v); err != nil {
+		return nil, err
+	}
+	grace := DefaultKeyGrace
+	if graceSeconds != nil {
+		if *graceSeconds < 0 || time.Duration(*graceSeconds)*time.Second > MaxKeyGrace {
+			return nil, fault.E(op, fault.InvalidInput, "graceSeconds must be between 0 and %d", int(MaxKeyGrace/time.Second))
+		}
+		grace = time.Duration(*graceSeconds) * time.Second
+	}
+	// Locked, so that of two rotations at once the second replaces the first's new key, not the key both read.
+	srv, err := client.Server.Query().Where(server.ID(id), server.DeletedAtIsNil()).Modify(lockRow).Only(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "server", err)
+	}
+	u := client.Server.UpdateOneID(srv.ID).SetInboundKey(NewKey())
+	if grace > 0 {
+		u.SetPreviousInboundKey(srv.InboundKey).SetPreviousKeyExpiresAt(s.now().Add(grace).UTC())
+	} else {
+		u.ClearPreviousInboundKey().ClearPreviousKeyExpiresAt()
+	}
+	srv, err = u.Save(ctx)
+	return srv, storage.Err(op, "server", err)
+}
+
+// InboundKeys are the keys intake accepts for srv at now: its key and, during a rotation's grace, the one the
+// rotation replaced. This is the rule; intake's lookup only finds the candidates by either key.
+func InboundKeys(srv *ent.Server, now time.Time) []string {
+	if srv.PreviousInboundKey != nil && srv.PreviousKeyExpiresAt != nil && now.Before(*srv.PreviousKeyExpiresAt) {
+		return []string{srv.InboundKey, *srv.PreviousInboundKey}
+	}
+	return []string{srv.InboundKey}
+}
+
 // RecipientInput describes a recipient; nil fields keep their value on update and take defaults on create.
 type RecipientInput struct {
 	ServerID           int

@@ -17,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -427,4 +428,87 @@ func TestOwnerStateChangesFollowTheHealthRules(t *testing.T) {
 	r = change("enableRecipient", "ACTIVE")
 	require.Equal(t, []int64{0, 0, 0}, []int64{r.ConsecutiveFailures, r.WindowAttempts, r.WindowFailures}, "enabling forgets the failures")
 	require.Nil(t, r.NextProbeAt, "an ACTIVE recipient has no probe due")
+}
+
+// TestRotateInboundKey: a rotation answers with a new key at once; the old one is accepted (202) for the grace
+// and answers 404 after it, as does a key a second rotation replaced; grace 0 revokes at once. Only the
+// tenant's owner or an operator rotates: a member gets FORBIDDEN, another tenant NOT_FOUND.
+func TestRotateInboundKey(t *testing.T) {
+	t.Parallel()
+	clock := relaytest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	env := relaytest.Start(t, func(c *relay.Config) { c.Now = clock.Now })
+	tn := env.NewTenant("rotate", relaytest.PlanLimits{Credits: 100})
+	other := env.NewTenant("rotate-other", relaytest.PlanLimits{Credits: 100})
+	srv := env.NewServer(tn, "rotate", nil)
+	prefix := env.Server.URL + "/in/"
+
+	post := func(key string) int {
+		t.Helper()
+		resp := env.Post(key, "/hook", []byte(`{}`))
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	type rotated struct {
+		InboundURL           string
+		PreviousKeyExpiresAt *time.Time
+	}
+	const q = `mutation($id: ID!, $grace: Int){ rotateInboundKey(serverId: $id, graceSeconds: $grace){ inboundUrl previousKeyExpiresAt } }`
+	rotate := func(token string, grace any) (string, rotated) {
+		t.Helper()
+		var out struct{ RotateInboundKey rotated }
+		env.MustGraphQL(token, q, map[string]any{"id": srv.ID, "grace": grace}, &out)
+		key, ok := strings.CutPrefix(out.RotateInboundKey.InboundURL, prefix)
+		require.True(t, ok, out.RotateInboundKey.InboundURL)
+		return key, out.RotateInboundKey
+	}
+
+	k0 := srv.Key
+	require.Equal(t, http.StatusAccepted, post(k0))
+	k1, got := rotate(tn.Owner, 3600)
+	require.NotEqual(t, k0, k1)
+	require.NotNil(t, got.PreviousKeyExpiresAt)
+	require.True(t, clock.Now().Add(time.Hour).Equal(*got.PreviousKeyExpiresAt), "%v", got.PreviousKeyExpiresAt)
+	require.Equal(t, http.StatusAccepted, post(k1), "the new key works at once")
+	require.Equal(t, http.StatusAccepted, post(k0), "the old key works during the grace")
+	clock.Advance(time.Hour - time.Second)
+	require.Equal(t, http.StatusAccepted, post(k0), "the old key works until the grace ends")
+	clock.Advance(time.Second)
+	require.Equal(t, http.StatusNotFound, post(k0), "the old key is refused once the grace is over")
+	require.Equal(t, http.StatusAccepted, post(k1))
+
+	// The default grace is a day; a second rotation during it ends it: only one replaced key is kept.
+	k2, got := rotate(tn.Owner, nil)
+	require.True(t, clock.Now().Add(24*time.Hour).Equal(*got.PreviousKeyExpiresAt), "%v", got.PreviousKeyExpiresAt)
+	require.Equal(t, http.StatusAccepted, post(k1))
+	k3, _ := rotate(tn.Owner, 3600)
+	require.Equal(t, http.StatusNotFound, post(k1), "a key replaced twice is refused at once")
+	require.Equal(t, http.StatusAccepted, post(k2))
+	require.Equal(t, http.StatusAccepted, post(k3))
+
+	// Grace 0 revokes now, and with it the key still in its grace.
+	k4, got := rotate(env.AdminToken(), 0)
+	require.Nil(t, got.PreviousKeyExpiresAt)
+	require.Equal(t, http.StatusNotFound, post(k3))
+	require.Equal(t, http.StatusNotFound, post(k2))
+	require.Equal(t, http.StatusAccepted, post(k4))
+
+	// Refused: a grace out of bounds, a member, another tenant, a deleted server. The key stays as it was.
+	for _, grace := range []int{-1, 30*24*3600 + 1} {
+		resp := env.GraphQL(tn.Owner, q, map[string]any{"id": srv.ID, "grace": grace})
+		require.Equal(t, "INVALID_INPUT", resp.Code(), "grace %d: %+v", grace, resp.Errors)
+	}
+	for _, tc := range []struct{ who, token, code string }{
+		{"member", tn.Member, "FORBIDDEN"},
+		{"another tenant's owner", other.Owner, "NOT_FOUND"},
+		{"another tenant's member", other.Member, "FORBIDDEN"},
+	} {
+		resp := env.GraphQL(tc.token, q, map[string]any{"id": srv.ID, "grace": 3600})
+		require.Equal(t, tc.code, resp.Code(), "%s: %+v", tc.who, resp.Errors)
+		require.True(t, resp.Data == nil || string(resp.Data) == "null", "%s: %s", tc.who, resp.Data)
+	}
+	require.Equal(t, http.StatusAccepted, post(k4), "refused rotations changed nothing")
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ deleteServer(id: $id){ id } }`, map[string]any{"id": srv.ID}, nil)
+	resp := env.GraphQL(tn.Owner, q, map[string]any{"id": srv.ID})
+	require.Equal(t, "NOT_FOUND", resp.Code(), "a deleted server: %+v", resp.Errors)
+	require.Equal(t, http.StatusNotFound, post(k4))
 }

@@ -2,6 +2,10 @@ package storage
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
 
 	"entgo.io/ent/dialect/sql/schema"
 )
@@ -37,4 +41,39 @@ func CreateGenerated(ctx context.Context, db *DB) error {
 	legacyMu.Lock()
 	defer legacyMu.Unlock()
 	return db.Client.Schema.Create(ctx)
+}
+
+// DownToBaseline takes out of a schema that AutoMigrate or CreateGenerated made from today's ent schema what
+// the migrations after the baseline added, by running their Down sections newest first: the automatic
+// migration that Migrate upgrades from was replaced at the baseline and never made those. Tests write their
+// rows first, with today's ent client, then call it.
+func DownToBaseline(ctx context.Context, db *DB) error {
+	fsys, err := migrationFS(db)
+	if err != nil {
+		return err
+	}
+	files, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return err
+	}
+	slices.Sort(files)
+	for _, name := range slices.Backward(files[1:]) {
+		text, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		_, down, ok := strings.Cut(string(text), "-- +goose Down\n")
+		if !ok {
+			return fmt.Errorf("%s: no Down section", name)
+		}
+		for _, stmt := range strings.Split(down, ";\n") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if _, err := db.SQL.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("%s: down: %w", name, err)
+			}
+		}
+	}
+	return nil
 }

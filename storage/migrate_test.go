@@ -42,17 +42,6 @@ func TestMigrateAppliesPendingOnce(t *testing.T) {
 	require.Zero(t, n)
 }
 
-// laterTables and laterColumns are what migrations after the baseline add: a database of the automatic
-// migration, which these tests build from today's schema, had none of them. A migration that adds a table or a
-// column adds it here.
-var (
-	laterTables  = []string{"tokens"}
-	laterColumns = []struct{ table, column string }{
-		{"plans", "max_requests_per_second"},
-		{"servers", "max_requests_per_second"},
-	}
-)
-
 // A database of the automatic migration is upgraded in place: with its rows, to the schema a fresh one gets,
 // and recorded as migrated.
 func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
@@ -61,7 +50,7 @@ func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
 	ctx := viewer.SystemContext(context.Background())
 	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
 	req := writeRows(t, db)
-	dropPostBaseline(t, db)
+	require.NoError(t, storage.DownToBaseline(ctx, db.DB))
 	require.ErrorIs(t, storage.CheckMigrated(ctx, db.DB), storage.ErrPending)
 
 	_, err := storage.Migrate(ctx, db.DB)
@@ -80,6 +69,7 @@ func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
 	ctx := viewer.SystemContext(context.Background())
 	require.NoError(t, storage.CreateGenerated(ctx, db.DB)) // every foreign key of the generated schema
 	req := writeRows(t, db)
+	require.NoError(t, storage.DownToBaseline(ctx, db.DB))
 	for _, stmt := range []string{ // as earlier versions created them
 		"CREATE INDEX delivery_status_next_attempt_at ON deliveries (status, next_attempt_at)",
 		"CREATE INDEX delivery_status_lease_expires_at ON deliveries (status, lease_expires_at)",
@@ -105,27 +95,12 @@ func TestMigrateUpgradesEarlierAutomaticMigrations(t *testing.T) {
 		_, err := db.SQL.ExecContext(ctx, `ALTER TABLE requests RESET (fillfactor)`)
 		require.NoError(t, err)
 	}
-	dropPostBaseline(t, db)
 	require.Contains(t, foreignKeys(t, db), "attempts.delivery_id")
 
 	_, err := storage.Migrate(ctx, db.DB)
 	require.NoError(t, err)
 	requireRows(t, db, req)
 	require.Equal(t, schemaDump(t, dbtest.Open(t)), schemaDump(t, db))
-}
-
-// dropPostBaseline drops what migrations after the baseline add (laterTables, laterColumns): the automatic
-// migration of earlier versions never made them, and those migrations create them.
-func dropPostBaseline(t *testing.T, db *dbtest.DB) {
-	t.Helper()
-	for _, table := range laterTables {
-		_, err := db.SQL.ExecContext(t.Context(), "DROP TABLE "+table)
-		require.NoError(t, err, table)
-	}
-	for _, c := range laterColumns {
-		_, err := db.SQL.ExecContext(t.Context(), "ALTER TABLE "+c.table+" DROP COLUMN "+c.column)
-		require.NoError(t, err, "%s.%s", c.table, c.column)
-	}
 }
 
 // The request history's foreign keys are not in the database; the others are.
@@ -313,7 +288,7 @@ func TestMigrateTakesTurns(t *testing.T) {
 	legacy := dbtest.OpenEmpty(t)
 	ctx := context.Background()
 	require.NoError(t, storage.AutoMigrate(ctx, legacy.DB))
-	dropPostBaseline(t, legacy)
+	require.NoError(t, storage.DownToBaseline(ctx, legacy.DB))
 	url := legacy.URL
 	type result struct {
 		n   int
@@ -335,8 +310,7 @@ func TestMigrateTakesTurns(t *testing.T) {
 	a, b := <-results, <-results
 	require.NoError(t, a.err)
 	require.NoError(t, b.err)
-	// One applies the migrations after the baseline (the baseline is recorded, not run); the other finds
-	// nothing left to do.
+	// The baseline is recorded, not run; one process applies the later migrations, the other finds them done.
 	require.ElementsMatch(t, []int{len(migrationFiles(t)) - 1, 0}, []int{a.n, b.n})
 	require.NoError(t, storage.CheckMigrated(ctx, legacy.DB))
 }

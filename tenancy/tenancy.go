@@ -47,13 +47,15 @@ func TenantPolicy() ent.Policy {
 	}
 }
 
-// CatalogPolicy guards plans: every signed-in viewer may read them (an owner picks one), only operators and the
-// system change them.
+// CatalogPolicy guards plans: operators and the system see them all; a tenant's viewers see the plans an owner
+// may pick (selectable) and their tenant's current one, so an operator's private plans stay private. Only
+// operators and the system change them.
 func CatalogPolicy() ent.Policy {
 	return privacy.Policy{
 		Query: privacy.QueryPolicy{
 			denyIfNoViewer(),
-			privacy.AlwaysAllowRule(),
+			allowIfGlobal(),
+			filterSelectableOrOwn(),
 		},
 		Mutation: privacy.MutationPolicy{
 			denyIfNoViewer(),
@@ -89,6 +91,21 @@ func filterByTenant(field string) privacy.QueryMutationRule {
 			return privacy.Denyf("viewer %q has no tenant", v.Subject)
 		}
 		f.Where(entql.FieldEQ(field, v.TenantID))
+		return privacy.Skip
+	})
+}
+
+// filterSelectableOrOwn narrows plan queries to selectable plans and the plan of the viewer's tenant.
+func filterSelectableOrOwn() privacy.QueryMutationRule {
+	return privacy.FilterFunc(func(ctx context.Context, f privacy.Filter) error {
+		v, _ := viewer.FromContext(ctx)
+		if v.TenantID == 0 {
+			return privacy.Denyf("viewer %q has no tenant", v.Subject)
+		}
+		f.Where(entql.Or(
+			entql.FieldEQ("selectable", true),
+			entql.HasEdgeWith("tenants", entql.FieldEQ("id", v.TenantID)),
+		))
 		return privacy.Skip
 	})
 }

@@ -316,6 +316,7 @@ var (
 		{Name: "max_servers", Type: field.TypeInt},
 		{Name: "max_recipients_per_server", Type: field.TypeInt},
 		{Name: "max_requests_per_second", Type: field.TypeInt, Nullable: true},
+		{Name: "selectable", Type: field.TypeBool, Default: false},
 	}
 	// PlansTable holds the schema information for the "plans" table.
 	PlansTable = &schema.Table{
@@ -453,6 +454,8 @@ var (
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "name", Type: field.TypeString},
 		{Name: "inbound_key", Type: field.TypeString, Unique: true},
+		{Name: "previous_inbound_key", Type: field.TypeString, Nullable: true},
+		{Name: "previous_key_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "deliver_pending_on_connect", Type: field.TypeBool, Default: false},
 		{Name: "retention_days", Type: field.TypeInt, Nullable: true},
 		{Name: "max_requests_per_second", Type: field.TypeInt, Nullable: true},
@@ -467,7 +470,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "servers_tenants_tenant",
-				Columns:    []*schema.Column{ServersColumns[8]},
+				Columns:    []*schema.Column{ServersColumns[10]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -476,7 +479,15 @@ var (
 			{
 				Name:    "server_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{ServersColumns[8]},
+				Columns: []*schema.Column{ServersColumns[10]},
+			},
+			{
+				Name:    "server_previous_inbound_key",
+				Unique:  true,
+				Columns: []*schema.Column{ServersColumns[4]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "previous_inbound_key IS NOT NULL",
+				},
 			},
 		},
 	}

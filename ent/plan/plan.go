@@ -29,6 +29,8 @@ const (
 	FieldMaxRecipientsPerServer = "max_recipients_per_server"
 	// FieldMaxRequestsPerSecond holds the string denoting the max_requests_per_second field in the database.
 	FieldMaxRequestsPerSecond = "max_requests_per_second"
+	// FieldSelectable holds the string denoting the selectable field in the database.
+	FieldSelectable = "selectable"
 	// EdgeTenants holds the string denoting the tenants edge name in mutations.
 	EdgeTenants = "tenants"
 	// Table holds the table name of the plan in the database.
@@ -52,6 +54,7 @@ var Columns = []string{
 	FieldMaxServers,
 	FieldMaxRecipientsPerServer,
 	FieldMaxRequestsPerSecond,
+	FieldSelectable,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -86,6 +89,8 @@ var (
 	MaxRecipientsPerServerValidator func(int) error
 	// MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
 	MaxRequestsPerSecondValidator func(int) error
+	// DefaultSelectable holds the default value on creation for the "selectable" field.
+	DefaultSelectable bool
 )
 
 // OrderOption defines the ordering options for the Plan queries.
@@ -129,6 +134,11 @@ func ByMaxRecipientsPerServer(opts ...sql.OrderTermOption) OrderOption {
 // ByMaxRequestsPerSecond orders the results by the max_requests_per_second field.
 func ByMaxRequestsPerSecond(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldMaxRequestsPerSecond, opts...).ToFunc()
+}
+
+// BySelectable orders the results by the selectable field.
+func BySelectable(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSelectable, opts...).ToFunc()
 }
 
 // ByTenantsCount orders the results by tenants count.

@@ -90,6 +90,11 @@ func MaxRequestsPerSecond(v int) predicate.Plan {
 	return predicate.Plan(sql.FieldEQ(FieldMaxRequestsPerSecond, v))
 }
 
+// Selectable applies equality check predicate on the "selectable" field. It's identical to SelectableEQ.
+func Selectable(v bool) predicate.Plan {
+	return predicate.Plan(sql.FieldEQ(FieldSelectable, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Plan {
 	return predicate.Plan(sql.FieldEQ(FieldCreatedAt, v))
@@ -403,6 +408,16 @@ func MaxRequestsPerSecondIsNil() predicate.Plan {
 // MaxRequestsPerSecondNotNil applies the NotNil predicate on the "max_requests_per_second" field.
 func MaxRequestsPerSecondNotNil() predicate.Plan {
 	return predicate.Plan(sql.FieldNotNull(FieldMaxRequestsPerSecond))
+}
+
+// SelectableEQ applies the EQ predicate on the "selectable" field.
+func SelectableEQ(v bool) predicate.Plan {
+	return predicate.Plan(sql.FieldEQ(FieldSelectable, v))
+}
+
+// SelectableNEQ applies the NEQ predicate on the "selectable" field.
+func SelectableNEQ(v bool) predicate.Plan {
+	return predicate.Plan(sql.FieldNEQ(FieldSelectable, v))
 }
 
 // HasTenants applies the HasEdge predicate on the "tenants" edge.

@@ -195,6 +195,10 @@ func init() {
 	planDescMaxRequestsPerSecond := planFields[5].Descriptor()
 	// plan.MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
 	plan.MaxRequestsPerSecondValidator = planDescMaxRequestsPerSecond.Validators[0].(func(int) error)
+	// planDescSelectable is the schema descriptor for selectable field.
+	planDescSelectable := planFields[6].Descriptor()
+	// plan.DefaultSelectable holds the default value on creation for the selectable field.
+	plan.DefaultSelectable = planDescSelectable.Default.(bool)
 	recipientMixin := schema.Recipient{}.Mixin()
 	recipient.Policy = privacy.NewPolicies(recipientMixin[0], schema.Recipient{})
 	recipient.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -300,15 +304,15 @@ func init() {
 	// server.NameValidator is a validator for the "name" field. It is called by the builders before save.
 	server.NameValidator = serverDescName.Validators[0].(func(string) error)
 	// serverDescDeliverPendingOnConnect is the schema descriptor for deliver_pending_on_connect field.
-	serverDescDeliverPendingOnConnect := serverFields[2].Descriptor()
+	serverDescDeliverPendingOnConnect := serverFields[4].Descriptor()
 	// server.DefaultDeliverPendingOnConnect holds the default value on creation for the deliver_pending_on_connect field.
 	server.DefaultDeliverPendingOnConnect = serverDescDeliverPendingOnConnect.Default.(bool)
 	// serverDescRetentionDays is the schema descriptor for retention_days field.
-	serverDescRetentionDays := serverFields[3].Descriptor()
+	serverDescRetentionDays := serverFields[5].Descriptor()
 	// server.RetentionDaysValidator is a validator for the "retention_days" field. It is called by the builders before save.
 	server.RetentionDaysValidator = serverDescRetentionDays.Validators[0].(func(int) error)
 	// serverDescMaxRequestsPerSecond is the schema descriptor for max_requests_per_second field.
-	serverDescMaxRequestsPerSecond := serverFields[4].Descriptor()
+	serverDescMaxRequestsPerSecond := serverFields[6].Descriptor()
 	// server.MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
 	server.MaxRequestsPerSecondValidator = serverDescMaxRequestsPerSecond.Validators[0].(func(int) error)
 	tenantMixin := schema.Tenant{}.Mixin()

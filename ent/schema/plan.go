@@ -28,6 +28,8 @@ func (Plan) Fields() []ent.Field {
 		field.Int("max_recipients_per_server").Positive(),
 		// max_requests_per_second caps intake across all of a tenant's servers; nil means no cap.
 		field.Int("max_requests_per_second").Optional().Nillable().Positive(),
+		// selectable plans are the ones a tenant's owner may switch to; the others only an operator assigns.
+		field.Bool("selectable").Default(false),
 	}
 }
 

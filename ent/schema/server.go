@@ -3,9 +3,11 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
 )
 
 // Server is a tenant's inbound endpoint: every request to its key is accepted and fanned out to its recipients.
@@ -21,7 +23,13 @@ func (Server) Fields() []ent.Field {
 	return []ent.Field{
 		field.String("name").NotEmpty().Annotations(entgql.OrderField("NAME")),
 		// inbound_key is the secret part of the inbound URL: 32 random bytes, so it cannot be guessed.
-		field.String("inbound_key").Unique().Immutable().Sensitive(),
+		field.String("inbound_key").Unique().Sensitive(),
+		// previous_inbound_key is the key a rotation replaced: intake still accepts it until
+		// previous_key_expires_at, so senders can move to the new URL.
+		field.String("previous_inbound_key").Optional().Nillable().Sensitive(),
+		field.Time("previous_key_expires_at").Optional().Nillable().
+			Comment("When the inbound key a rotation replaced stops being accepted; null when there is none.").
+			Annotations(entgql.Skip(entgql.SkipWhereInput)),
 		field.Bool("deliver_pending_on_connect").Default(false),
 		// retention_days shortens the plan's retention for this server's requests; nil means the plan's.
 		field.Int("retention_days").Optional().Nillable().Positive(),
@@ -38,6 +46,16 @@ func (Server) Edges() []ent.Edge {
 		// Exposed by hand (graph/adal.graphqls) so that deleted recipients stay out of the list.
 		edge.To("recipients", Recipient.Type).Annotations(entgql.Skip()),
 		edge.To("requests", Request.Type).Annotations(entgql.Skip()),
+	}
+}
+
+// Indexes of the Server.
+func (Server) Indexes() []ent.Index {
+	return []ent.Index{
+		// Intake finds a server by either key through an index. Partial: most servers have no replaced key,
+		// and SQLite's planner, counting those NULLs, would otherwise scan the table.
+		index.Fields("previous_inbound_key").Unique().StorageKey("server_previous_inbound_key").
+			Annotations(entsql.IndexWhere("previous_inbound_key IS NOT NULL")),
 	}
 }
 

@@ -23,6 +23,10 @@ const (
 	FieldName = "name"
 	// FieldInboundKey holds the string denoting the inbound_key field in the database.
 	FieldInboundKey = "inbound_key"
+	// FieldPreviousInboundKey holds the string denoting the previous_inbound_key field in the database.
+	FieldPreviousInboundKey = "previous_inbound_key"
+	// FieldPreviousKeyExpiresAt holds the string denoting the previous_key_expires_at field in the database.
+	FieldPreviousKeyExpiresAt = "previous_key_expires_at"
 	// FieldDeliverPendingOnConnect holds the string denoting the deliver_pending_on_connect field in the database.
 	FieldDeliverPendingOnConnect = "deliver_pending_on_connect"
 	// FieldRetentionDays holds the string denoting the retention_days field in the database.
@@ -69,6 +73,8 @@ var Columns = []string{
 	FieldCreatedAt,
 	FieldName,
 	FieldInboundKey,
+	FieldPreviousInboundKey,
+	FieldPreviousKeyExpiresAt,
 	FieldDeliverPendingOnConnect,
 	FieldRetentionDays,
 	FieldMaxRequestsPerSecond,
@@ -131,6 +137,16 @@ func ByName(opts ...sql.OrderTermOption) OrderOption {
 // ByInboundKey orders the results by the inbound_key field.
 func ByInboundKey(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldInboundKey, opts...).ToFunc()
+}
+
+// ByPreviousInboundKey orders the results by the previous_inbound_key field.
+func ByPreviousInboundKey(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPreviousInboundKey, opts...).ToFunc()
+}
+
+// ByPreviousKeyExpiresAt orders the results by the previous_key_expires_at field.
+func ByPreviousKeyExpiresAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPreviousKeyExpiresAt, opts...).ToFunc()
 }
 
 // ByDeliverPendingOnConnect orders the results by the deliver_pending_on_connect field.

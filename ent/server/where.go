@@ -75,6 +75,16 @@ func InboundKey(v string) predicate.Server {
 	return predicate.Server(sql.FieldEQ(FieldInboundKey, v))
 }
 
+// PreviousInboundKey applies equality check predicate on the "previous_inbound_key" field. It's identical to PreviousInboundKeyEQ.
+func PreviousInboundKey(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldPreviousInboundKey, v))
+}
+
+// PreviousKeyExpiresAt applies equality check predicate on the "previous_key_expires_at" field. It's identical to PreviousKeyExpiresAtEQ.
+func PreviousKeyExpiresAt(v time.Time) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldPreviousKeyExpiresAt, v))
+}
+
 // DeliverPendingOnConnect applies equality check predicate on the "deliver_pending_on_connect" field. It's identical to DeliverPendingOnConnectEQ.
 func DeliverPendingOnConnect(v bool) predicate.Server {
 	return predicate.Server(sql.FieldEQ(FieldDeliverPendingOnConnect, v))
@@ -283,6 +293,131 @@ func InboundKeyEqualFold(v string) predicate.Server {
 // InboundKeyContainsFold applies the ContainsFold predicate on the "inbound_key" field.
 func InboundKeyContainsFold(v string) predicate.Server {
 	return predicate.Server(sql.FieldContainsFold(FieldInboundKey, v))
+}
+
+// PreviousInboundKeyEQ applies the EQ predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyNEQ applies the NEQ predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyNEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyIn applies the In predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldPreviousInboundKey, vs...))
+}
+
+// PreviousInboundKeyNotIn applies the NotIn predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyNotIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldPreviousInboundKey, vs...))
+}
+
+// PreviousInboundKeyGT applies the GT predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyGT(v string) predicate.Server {
+	return predicate.Server(sql.FieldGT(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyGTE applies the GTE predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyGTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldGTE(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyLT applies the LT predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyLT(v string) predicate.Server {
+	return predicate.Server(sql.FieldLT(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyLTE applies the LTE predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyLTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldLTE(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyContains applies the Contains predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyContains(v string) predicate.Server {
+	return predicate.Server(sql.FieldContains(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyHasPrefix applies the HasPrefix predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyHasPrefix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasPrefix(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyHasSuffix applies the HasSuffix predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyHasSuffix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasSuffix(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyIsNil applies the IsNil predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyIsNil() predicate.Server {
+	return predicate.Server(sql.FieldIsNull(FieldPreviousInboundKey))
+}
+
+// PreviousInboundKeyNotNil applies the NotNil predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyNotNil() predicate.Server {
+	return predicate.Server(sql.FieldNotNull(FieldPreviousInboundKey))
+}
+
+// PreviousInboundKeyEqualFold applies the EqualFold predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyEqualFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldEqualFold(FieldPreviousInboundKey, v))
+}
+
+// PreviousInboundKeyContainsFold applies the ContainsFold predicate on the "previous_inbound_key" field.
+func PreviousInboundKeyContainsFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldContainsFold(FieldPreviousInboundKey, v))
+}
+
+// PreviousKeyExpiresAtEQ applies the EQ predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtEQ(v time.Time) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldPreviousKeyExpiresAt, v))
+}
+
+// PreviousKeyExpiresAtNEQ applies the NEQ predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtNEQ(v time.Time) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldPreviousKeyExpiresAt, v))
+}
+
+// PreviousKeyExpiresAtIn applies the In predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtIn(vs ...time.Time) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldPreviousKeyExpiresAt, vs...))
+}
+
+// PreviousKeyExpiresAtNotIn applies the NotIn predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtNotIn(vs ...time.Time) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldPreviousKeyExpiresAt, vs...))
+}
+
+// PreviousKeyExpiresAtGT applies the GT predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtGT(v time.Time) predicate.Server {
+	return predicate.Server(sql.FieldGT(FieldPreviousKeyExpiresAt, v))
+}
+
+// PreviousKeyExpiresAtGTE applies the GTE predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtGTE(v time.Time) predicate.Server {
+	return predicate.Server(sql.FieldGTE(FieldPreviousKeyExpiresAt, v))
+}
+
+// PreviousKeyExpiresAtLT applies the LT predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtLT(v time.Time) predicate.Server {
+	return predicate.Server(sql.FieldLT(FieldPreviousKeyExpiresAt, v))
+}
+
+// PreviousKeyExpiresAtLTE applies the LTE predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtLTE(v time.Time) predicate.Server {
+	return predicate.Server(sql.FieldLTE(FieldPreviousKeyExpiresAt, v))
+}
+
+// PreviousKeyExpiresAtIsNil applies the IsNil predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtIsNil() predicate.Server {
+	return predicate.Server(sql.FieldIsNull(FieldPreviousKeyExpiresAt))
+}
+
+// PreviousKeyExpiresAtNotNil applies the NotNil predicate on the "previous_key_expires_at" field.
+func PreviousKeyExpiresAtNotNil() predicate.Server {
+	return predicate.Server(sql.FieldNotNull(FieldPreviousKeyExpiresAt))
 }
 
 // DeliverPendingOnConnectEQ applies the EQ predicate on the "deliver_pending_on_connect" field.

@@ -166,6 +166,7 @@ type ComplexityRoot struct {
 		ResumeRecipient  func(childComplexity int, id int) int
 		RetryDelivery    func(childComplexity int, id int) int
 		RevokeToken      func(childComplexity int, id int) int
+		RotateInboundKey func(childComplexity int, serverID int, graceSeconds *int) int
 		SendOutbound     func(childComplexity int, input model.SendOutboundInput) int
 		UpdatePlan       func(childComplexity int, id int, input model.UpdatePlanInput) int
 		UpdateRecipient  func(childComplexity int, id int, input model.UpdateRecipientInput) int
@@ -237,6 +238,7 @@ type ComplexityRoot struct {
 		MonthlyCredits         func(childComplexity int) int
 		Name                   func(childComplexity int) int
 		RetentionDays          func(childComplexity int) int
+		Selectable             func(childComplexity int) int
 	}
 
 	Query struct {
@@ -315,6 +317,7 @@ type ComplexityRoot struct {
 		InboundURL              func(childComplexity int) int
 		MaxRequestsPerSecond    func(childComplexity int) int
 		Name                    func(childComplexity int) int
+		PreviousKeyExpiresAt    func(childComplexity int) int
 		Recipients              func(childComplexity int) int
 		RetentionDays           func(childComplexity int) int
 	}
@@ -408,6 +411,7 @@ type MutationResolver interface {
 	CreateServer(ctx context.Context, input model.CreateServerInput) (*ent.Server, error)
 	UpdateServer(ctx context.Context, id int, input model.UpdateServerInput) (*ent.Server, error)
 	DeleteServer(ctx context.Context, id int) (*ent.Server, error)
+	RotateInboundKey(ctx context.Context, serverID int, graceSeconds *int) (*ent.Server, error)
 	CreateRecipient(ctx context.Context, input model.CreateRecipientInput) (*ent.Recipient, error)
 	UpdateRecipient(ctx context.Context, id int, input model.UpdateRecipientInput) (*ent.Recipient, error)
 	DeleteRecipient(ctx context.Context, id int) (*ent.Recipient, error)
@@ -1057,6 +1061,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeToken(childComplexity, args["id"].(int)), true
+	case "Mutation.rotateInboundKey":
+		if e.ComplexityRoot.Mutation.RotateInboundKey == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rotateInboundKey_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RotateInboundKey(childComplexity, args["serverId"].(int), args["graceSeconds"].(*int)), true
 	case "Mutation.sendOutbound":
 		if e.ComplexityRoot.Mutation.SendOutbound == nil {
 			break
@@ -1401,6 +1416,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plan.RetentionDays(childComplexity), true
+	case "Plan.selectable":
+		if e.ComplexityRoot.Plan.Selectable == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plan.Selectable(childComplexity), true
 
 	case "Query.ledger":
 		if e.ComplexityRoot.Query.Ledger == nil {
@@ -1817,6 +1838,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Server.Name(childComplexity), true
+	case "Server.previousKeyExpiresAt":
+		if e.ComplexityRoot.Server.PreviousKeyExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.PreviousKeyExpiresAt(childComplexity), true
 	case "Server.recipients":
 		if e.ComplexityRoot.Server.Recipients == nil {
 			break
@@ -2305,6 +2332,8 @@ input CreatePlanInput {
   maxRecipientsPerServer: Int!
   "Intake cap across all servers of each tenant on the plan, in requests per second (per process); absent: none."
   maxRequestsPerSecond: Int
+  "Whether tenant owners may switch to this plan themselves; default false (only operators assign it)."
+  selectable: Boolean
 }
 
 input UpdatePlanInput {
@@ -2316,6 +2345,7 @@ input UpdatePlanInput {
   maxRequestsPerSecond: Int
   "Removes the plan's intake cap."
   clearMaxRequestsPerSecond: Boolean
+  selectable: Boolean
 }
 
 input CreateTenantInput {
@@ -2385,6 +2415,8 @@ type Mutation {
   updateServer(id: ID!, input: UpdateServerInput!): Server!
   "Stops intake at once, deletes the recipients and cancels their pending deliveries; stored requests stay until they expire."
   deleteServer(id: ID!): Server!
+  "A new inbound key at once; the old one is still accepted for graceSeconds (default 86400, 0 = revoke now, at most 30 days), then answers 404. A rotation during a grace ends the earlier grace."
+  rotateInboundKey(serverId: ID!, graceSeconds: Int): Server!
   createRecipient(input: CreateRecipientInput!): Recipient!
   updateRecipient(id: ID!, input: UpdateRecipientInput!): Recipient!
   deleteRecipient(id: ID!): Recipient!
@@ -3589,6 +3621,7 @@ type Plan implements Node {
   maxServers: Int!
   maxRecipientsPerServer: Int!
   maxRequestsPerSecond: Int
+  selectable: Boolean!
 }
 """
 Ordering options for Plan connections
@@ -3713,6 +3746,11 @@ input PlanWhereInput {
   maxRequestsPerSecondLTE: Int
   maxRequestsPerSecondIsNil: Boolean
   maxRequestsPerSecondNotNil: Boolean
+  """
+  selectable field predicates
+  """
+  selectable: Boolean
+  selectableNEQ: Boolean
 }
 type Query {
   """
@@ -4277,6 +4315,10 @@ type Server implements Node {
   id: ID!
   createdAt: Time!
   name: String!
+  """
+  When the inbound key a rotation replaced stops being accepted; null when there is none.
+  """
+  previousKeyExpiresAt: Time
   deliverPendingOnConnect: Boolean!
   retentionDays: Int
   maxRequestsPerSecond: Int
@@ -5013,6 +5055,8 @@ func (ec *executionContext) childFields_Plan(ctx context.Context, field graphql.
 		return ec.fieldContext_Plan_maxRecipientsPerServer(ctx, field)
 	case "maxRequestsPerSecond":
 		return ec.fieldContext_Plan_maxRequestsPerSecond(ctx, field)
+	case "selectable":
+		return ec.fieldContext_Plan_selectable(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Plan", field.Name)
 }
@@ -5131,6 +5175,8 @@ func (ec *executionContext) childFields_Server(ctx context.Context, field graphq
 		return ec.fieldContext_Server_createdAt(ctx, field)
 	case "name":
 		return ec.fieldContext_Server_name(ctx, field)
+	case "previousKeyExpiresAt":
+		return ec.fieldContext_Server_previousKeyExpiresAt(ctx, field)
 	case "deliverPendingOnConnect":
 		return ec.fieldContext_Server_deliverPendingOnConnect(ctx, field)
 	case "retentionDays":
@@ -5660,6 +5706,28 @@ func (ec *executionContext) field_Mutation_revokeToken_args(ctx context.Context,
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_rotateInboundKey_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "serverId",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["serverId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "graceSeconds",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["graceSeconds"] = arg1
 	return args, nil
 }
 
@@ -8182,6 +8250,50 @@ func (ec *executionContext) fieldContext_Mutation_deleteServer(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_rotateInboundKey(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rotateInboundKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RotateInboundKey(ctx, fc.Args["serverId"].(int), fc.Args["graceSeconds"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Server) graphql.Marshaler {
+			return ec.marshalNServer2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐServer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rotateInboundKey(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Server(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rotateInboundKey_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createRecipient(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9900,6 +10012,29 @@ func (ec *executionContext) fieldContext_Plan_maxRequestsPerSecond(_ context.Con
 	return graphql.NewScalarFieldContext("Plan", field, false, false, "Int")
 }
 
+func (ec *executionContext) _Plan_selectable(ctx context.Context, field graphql.CollectedField, obj *ent.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plan_selectable(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Selectable, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plan_selectable(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plan", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _Query_node(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11571,6 +11706,29 @@ func (ec *executionContext) _Server_name(ctx context.Context, field graphql.Coll
 }
 func (ec *executionContext) fieldContext_Server_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Server", field, false, false, "String")
+}
+
+func (ec *executionContext) _Server_previousKeyExpiresAt(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_previousKeyExpiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PreviousKeyExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Server_previousKeyExpiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Server", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Server_deliverPendingOnConnect(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
@@ -14527,7 +14685,7 @@ func (ec *executionContext) unmarshalInputCreatePlanInput(ctx context.Context, o
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "monthlyCredits", "retentionDays", "maxServers", "maxRecipientsPerServer", "maxRequestsPerSecond"}
+	fieldsInOrder := [...]string{"name", "monthlyCredits", "retentionDays", "maxServers", "maxRecipientsPerServer", "maxRequestsPerSecond", "selectable"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -14576,6 +14734,13 @@ func (ec *executionContext) unmarshalInputCreatePlanInput(ctx context.Context, o
 				return it, err
 			}
 			it.MaxRequestsPerSecond = data
+		case "selectable":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("selectable"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Selectable = data
 		}
 	}
 	return it, nil
@@ -17798,7 +17963,7 @@ func (ec *executionContext) unmarshalInputPlanWhereInput(ctx context.Context, ob
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "monthlyCredits", "monthlyCreditsNEQ", "monthlyCreditsIn", "monthlyCreditsNotIn", "monthlyCreditsGT", "monthlyCreditsGTE", "monthlyCreditsLT", "monthlyCreditsLTE", "retentionDays", "retentionDaysNEQ", "retentionDaysIn", "retentionDaysNotIn", "retentionDaysGT", "retentionDaysGTE", "retentionDaysLT", "retentionDaysLTE", "maxServers", "maxServersNEQ", "maxServersIn", "maxServersNotIn", "maxServersGT", "maxServersGTE", "maxServersLT", "maxServersLTE", "maxRecipientsPerServer", "maxRecipientsPerServerNEQ", "maxRecipientsPerServerIn", "maxRecipientsPerServerNotIn", "maxRecipientsPerServerGT", "maxRecipientsPerServerGTE", "maxRecipientsPerServerLT", "maxRecipientsPerServerLTE", "maxRequestsPerSecond", "maxRequestsPerSecondNEQ", "maxRequestsPerSecondIn", "maxRequestsPerSecondNotIn", "maxRequestsPerSecondGT", "maxRequestsPerSecondGTE", "maxRequestsPerSecondLT", "maxRequestsPerSecondLTE", "maxRequestsPerSecondIsNil", "maxRequestsPerSecondNotNil"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "monthlyCredits", "monthlyCreditsNEQ", "monthlyCreditsIn", "monthlyCreditsNotIn", "monthlyCreditsGT", "monthlyCreditsGTE", "monthlyCreditsLT", "monthlyCreditsLTE", "retentionDays", "retentionDaysNEQ", "retentionDaysIn", "retentionDaysNotIn", "retentionDaysGT", "retentionDaysGTE", "retentionDaysLT", "retentionDaysLTE", "maxServers", "maxServersNEQ", "maxServersIn", "maxServersNotIn", "maxServersGT", "maxServersGTE", "maxServersLT", "maxServersLTE", "maxRecipientsPerServer", "maxRecipientsPerServerNEQ", "maxRecipientsPerServerIn", "maxRecipientsPerServerNotIn", "maxRecipientsPerServerGT", "maxRecipientsPerServerGTE", "maxRecipientsPerServerLT", "maxRecipientsPerServerLTE", "maxRequestsPerSecond", "maxRequestsPerSecondNEQ", "maxRequestsPerSecondIn", "maxRequestsPerSecondNotIn", "maxRequestsPerSecondGT", "maxRequestsPerSecondGTE", "maxRequestsPerSecondLT", "maxRequestsPerSecondLTE", "maxRequestsPerSecondIsNil", "maxRequestsPerSecondNotNil", "selectable", "selectableNEQ"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -18323,6 +18488,20 @@ func (ec *executionContext) unmarshalInputPlanWhereInput(ctx context.Context, ob
 				return it, err
 			}
 			it.MaxRequestsPerSecondNotNil = data
+		case "selectable":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("selectable"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Selectable = data
+		case "selectableNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("selectableNEQ"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SelectableNEQ = data
 		}
 	}
 	return it, nil
@@ -21885,7 +22064,7 @@ func (ec *executionContext) unmarshalInputUpdatePlanInput(ctx context.Context, o
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "monthlyCredits", "retentionDays", "maxServers", "maxRecipientsPerServer", "maxRequestsPerSecond", "clearMaxRequestsPerSecond"}
+	fieldsInOrder := [...]string{"name", "monthlyCredits", "retentionDays", "maxServers", "maxRecipientsPerServer", "maxRequestsPerSecond", "clearMaxRequestsPerSecond", "selectable"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -21941,6 +22120,13 @@ func (ec *executionContext) unmarshalInputUpdatePlanInput(ctx context.Context, o
 				return it, err
 			}
 			it.ClearMaxRequestsPerSecond = data
+		case "selectable":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("selectable"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Selectable = data
 		}
 	}
 	return it, nil
@@ -22864,6 +23050,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "rotateInboundKey":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rotateInboundKey(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createRecipient":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createRecipient(ctx, field)
@@ -23370,6 +23563,11 @@ func (ec *executionContext) _Plan(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "selectable":
+			out.Values[i] = ec._Plan_selectable(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -23860,6 +24058,11 @@ func (ec *executionContext) _Server(ctx context.Context, sel ast.SelectionSet, o
 		case "name":
 			out.Values[i] = ec._Server_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "previousKeyExpiresAt":
+			out.Values[i] = ec._Server_previousKeyExpiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "deliverPendingOnConnect":

@@ -51,6 +51,8 @@ type CreatePlanInput struct {
 	MaxRecipientsPerServer int    `json:"maxRecipientsPerServer"`
 	// Intake cap across all servers of each tenant on the plan, in requests per second (per process); absent: none.
 	MaxRequestsPerSecond *int `json:"maxRequestsPerSecond,omitempty"`
+	// Whether tenant owners may switch to this plan themselves; default false (only operators assign it).
+	Selectable *bool `json:"selectable,omitempty"`
 }
 
 type CreateRecipientInput struct {
@@ -151,6 +153,7 @@ type UpdatePlanInput struct {
 	MaxRequestsPerSecond   *int    `json:"maxRequestsPerSecond,omitempty"`
 	// Removes the plan's intake cap.
 	ClearMaxRequestsPerSecond *bool `json:"clearMaxRequestsPerSecond,omitempty"`
+	Selectable                *bool `json:"selectable,omitempty"`
 }
 
 type UpdateRecipientInput struct {

@@ -1,0 +1,26 @@
+package storage
+
+// PerDialect is something a domain package has one of per dialect: its statements, a setting, a behaviour.
+// The package declares both once and takes its own with For at construction, so that storage stays the only
+// package that knows which database it runs on, and a statement's text is chosen once rather than per call.
+type PerDialect[T any] struct {
+	Postgres T
+	SQLite   T
+}
+
+// For returns the value of db's dialect.
+func (p PerDialect[T]) For(db *DB) T {
+	if db.Postgres() {
+		return p.Postgres
+	}
+	return p.SQLite
+}
+
+// Writers returns how many of n concurrent writers db can use: n on PostgreSQL, one on SQLite, whose single
+// write lock would only queue the others behind it.
+func (db *DB) Writers(n int) int {
+	if db.Postgres() {
+		return n
+	}
+	return min(n, 1)
+}

@@ -1,5 +1,7 @@
 package storage
 
+import "entgo.io/ent/dialect"
+
 // PerDialect is something a domain package has one of per dialect: its statements, a setting, a behaviour.
 // The package declares both once and takes its own with For at construction, so that storage stays the only
 // package that knows which database it runs on, and a statement's text is chosen once rather than per call.
@@ -9,8 +11,11 @@ type PerDialect[T any] struct {
 }
 
 // For returns the value of db's dialect.
-func (p PerDialect[T]) For(db *DB) T {
-	if db.Postgres() {
+func (p PerDialect[T]) For(db *DB) T { return p.Of(db.Dialect) }
+
+// Of returns the value of the dialect named d (DB.Dialect), for a package configured with the name alone.
+func (p PerDialect[T]) Of(d string) T {
+	if d == dialect.Postgres {
 		return p.Postgres
 	}
 	return p.SQLite

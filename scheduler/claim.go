@@ -75,16 +75,10 @@ var (
 // requests and recipients with the claimed rows, one round trip in all; SQLite's UPDATE … RETURNING cannot
 // feed a join, and there a second and third query (in process, cheap) load them.
 func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, probe int) ([]job, error) {
-	var query string
-	switch {
-	case db.Postgres() && probe != 0:
-		query = claimProbePostgres
-	case db.Postgres():
-		query = claimPostgres
-	case probe != 0:
-		query = claimProbeSQLite
-	default:
-		query = claimSQLite
+	q := statements.For(db)
+	query := q.claim
+	if probe != 0 {
+		query = q.claimProbe
 	}
 	rows, err := db.SQL.QueryContext(ctx, query, now, limit, now.Add(lease), owner, probe)
 	if err != nil {
@@ -99,7 +93,7 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		dest := []any{&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first}
 		j := job{request: &ent.Request{}, recipient: &ent.Recipient{}}
 		var headers []byte
-		if db.Postgres() {
+		if q.claimJoined {
 			dest = append(dest, &j.request.ServerID, &j.request.Key, &j.request.Method, &j.request.Path,
 				&j.request.Query, &headers, &j.request.Body,
 				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey)
@@ -112,7 +106,7 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		if first.Valid {
 			c.FirstAttemptAt = first.Time
 		}
-		if db.Postgres() {
+		if q.claimJoined {
 			j.request.ID, j.recipient.ID = c.RequestID, c.RecipientID
 			if err := json.Unmarshal(headers, &j.request.Headers); err != nil {
 				// Stored by intake from an http.Header: corruption. The attempt still runs, without them,
@@ -127,7 +121,7 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if db.Postgres() || len(jobs) == 0 {
+	if q.claimJoined || len(jobs) == 0 {
 		return jobs, nil
 	}
 	claims := make([]delivery.Claim, len(jobs))
@@ -140,12 +134,8 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 // nextDue returns the earliest future due time of a pending delivery, so the loop can sleep exactly until
 // then instead of waiting for the next poll.
 func nextDue(ctx context.Context, db *storage.DB, now time.Time) (time.Time, bool, error) {
-	query := `SELECT MIN(next_attempt_at) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > ?`
-	if db.Postgres() {
-		query = `SELECT MIN(next_attempt_at) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > $1`
-	}
 	var t storage.NullTime
-	if err := db.SQL.QueryRowContext(ctx, query, now).Scan(&t); err != nil {
+	if err := db.SQL.QueryRowContext(ctx, statements.For(db).nextDue, now).Scan(&t); err != nil {
 		return time.Time{}, false, fmt.Errorf("next due: %w", err)
 	}
 	return t.Time, t.Valid, nil
@@ -153,12 +143,8 @@ func nextDue(ctx context.Context, db *storage.DB, now time.Time) (time.Time, boo
 
 // DueCount counts pending deliveries whose due time has passed, for the backlog gauge.
 func DueCount(ctx context.Context, db *storage.DB, now time.Time) (int, error) {
-	query := `SELECT COUNT(*) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at <= ?`
-	if db.Postgres() {
-		query = `SELECT COUNT(*) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at <= $1`
-	}
 	var n int
-	err := db.SQL.QueryRowContext(ctx, query, now).Scan(&n)
+	err := db.SQL.QueryRowContext(ctx, statements.For(db).dueCount, now).Scan(&n)
 	return n, err
 }
 
@@ -166,21 +152,7 @@ func DueCount(ctx context.Context, db *storage.DB, now time.Time) (int, error) {
 // whose probe time has come gets its next probe time set and is returned, once, to exactly one caller (the
 // update takes the row), so a disabled recipient gets one probe per interval across all processes.
 func probeTurn(ctx context.Context, db *storage.DB, now time.Time, every time.Duration) ([]int, error) {
-	query := `UPDATE recipients SET next_probe_at = ? WHERE state = 'DISABLED' AND method = 'DIRECT_HTTP'
-		AND deleted_at IS NULL AND next_probe_at <= ?
-		AND EXISTS (SELECT 1 FROM deliveries d WHERE d.recipient_id = recipients.id AND d.status = 'PENDING' AND d.next_attempt_at <= ?)
-		RETURNING id`
-	if db.Postgres() {
-		query = `UPDATE recipients SET next_probe_at = $1 WHERE state = 'DISABLED' AND method = 'DIRECT_HTTP'
-		AND deleted_at IS NULL AND next_probe_at <= $2
-		AND EXISTS (SELECT 1 FROM deliveries d WHERE d.recipient_id = recipients.id AND d.status = 'PENDING' AND d.next_attempt_at <= $2)
-		RETURNING id`
-	}
-	args := []any{now.Add(every), now}
-	if !db.Postgres() {
-		args = append(args, now)
-	}
-	rows, err := db.SQL.QueryContext(ctx, query, args...)
+	rows, err := db.SQL.QueryContext(ctx, statements.For(db).probeTurn, now.Add(every), now)
 	if err != nil {
 		return nil, fmt.Errorf("probe turns: %w", err)
 	}

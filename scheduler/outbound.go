@@ -87,11 +87,7 @@ type outboundJob struct {
 
 // claimOutbound takes up to limit due outbound jobs for owner.
 func claimOutbound(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string) ([]job, error) {
-	query := claimOutboundSQLite
-	if db.Postgres() {
-		query = claimOutboundPostgres
-	}
-	rows, err := db.SQL.QueryContext(ctx, query, now, limit, now.Add(lease), owner)
+	rows, err := db.SQL.QueryContext(ctx, statements.For(db).claimOutbound, now, limit, now.Add(lease), owner)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbound: %w", err)
 	}
@@ -224,20 +220,8 @@ func (s *Scheduler) earliestDue(ctx context.Context, now time.Time) (time.Time, 
 	if s.cfg.Outbound == nil {
 		return nextDue(ctx, s.cfg.DB, now)
 	}
-	query := `SELECT MIN(t) FROM (
-		SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > ?1
-		UNION ALL
-		SELECT MIN(next_attempt_at) AS t FROM outbound_jobs WHERE status = 'PENDING' AND next_attempt_at > ?1
-	) due`
-	if s.cfg.DB.Postgres() {
-		query = `SELECT MIN(t) FROM (
-		SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > $1
-		UNION ALL
-		SELECT MIN(next_attempt_at) AS t FROM outbound_jobs WHERE status = 'PENDING' AND next_attempt_at > $1
-	) due`
-	}
 	var t storage.NullTime
-	if err := s.cfg.DB.SQL.QueryRowContext(ctx, query, now).Scan(&t); err != nil {
+	if err := s.cfg.DB.SQL.QueryRowContext(ctx, statements.For(s.cfg.DB).nextDueWithOutbound, now).Scan(&t); err != nil {
 		return time.Time{}, false, fmt.Errorf("next due: %w", err)
 	}
 	return t.Time, t.Valid, nil

@@ -1,6 +1,10 @@
 package storage
 
-import "entgo.io/ent/dialect"
+import (
+	"regexp"
+
+	"entgo.io/ent/dialect"
+)
 
 // PerDialect is something a domain package has one of per dialect: its statements, a setting, a behaviour.
 // The package declares both once and takes its own with For at construction, so that storage stays the only
@@ -28,4 +32,13 @@ func (db *DB) Writers(n int) int {
 		return n
 	}
 	return min(n, 1)
+}
+
+var numberedParam = regexp.MustCompile(`\$([0-9])`)
+
+// Numbered is a statement that reads the same in both dialects but for its parameters, written as
+// PostgreSQL's $1, $2…: SQLite takes the same numbers as ?1, ?2…. Build it once (a package variable), not per
+// call.
+func Numbered(query string) PerDialect[string] {
+	return PerDialect[string]{Postgres: query, SQLite: numberedParam.ReplaceAllString(query, "?$1")}
 }

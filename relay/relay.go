@@ -205,12 +205,12 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		return scheduler.DueCount(ctx, db, cfg.Now())
 	})
 	r.Delivery = delivery.New(delivery.Config{
-		Billing:  r.Billing,
-		Unit:     cfg.RetryUnit,
-		Now:      cfg.Now,
-		Notify:   r.changed,
-		Health:   cfg.Health,
-		Postgres: db.Postgres(),
+		Billing: r.Billing,
+		Unit:    cfg.RetryUnit,
+		Now:     cfg.Now,
+		Notify:  r.changed,
+		Health:  cfg.Health,
+		Dialect: db.Dialect,
 		// The heartbeat of an attached CLI, kept fresh by the CLI hub of whichever process it is attached to.
 		CLIConnected: func(rec *ent.Recipient, now time.Time) bool {
 			return rec.CliSeenUntil != nil && rec.CliSeenUntil.After(now)

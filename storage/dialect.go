@@ -4,6 +4,7 @@ import (
 	"regexp"
 
 	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
 )
 
 // PerDialect is something a domain package has one of per dialect: its statements, a setting, a behaviour.
@@ -42,3 +43,24 @@ var numberedParam = regexp.MustCompile(`\$([0-9])`)
 func Numbered(query string) PerDialect[string] {
 	return PerDialect[string]{Postgres: query, SQLite: numberedParam.ReplaceAllString(query, "?$1")}
 }
+
+// RowLocks are the locks a transaction takes on the rows a query reads, to keep them until it commits, as ent
+// query modifiers (Query.Modify). PostgreSQL locks rows; SQLite's transactions hold the database's one write
+// lock from BEGIN, so there each is a modifier that does nothing.
+type RowLocks struct {
+	Share, KeyShare, NoKeyUpdate func(*entsql.Selector)
+}
+
+var rowLocks = PerDialect[RowLocks]{
+	Postgres: RowLocks{
+		Share:       func(s *entsql.Selector) { s.For(entsql.LockShare) },
+		KeyShare:    func(s *entsql.Selector) { s.For(entsql.LockKeyShare) },
+		NoKeyUpdate: func(s *entsql.Selector) { s.For(entsql.LockNoKeyUpdate) },
+	},
+	SQLite: RowLocks{Share: noLock, KeyShare: noLock, NoKeyUpdate: noLock},
+}
+
+func noLock(*entsql.Selector) {}
+
+// RowLocksOf returns the row locks of the dialect named d (DB.Dialect).
+func RowLocksOf(d string) RowLocks { return rowLocks.Of(d) }

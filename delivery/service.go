@@ -133,6 +133,10 @@ func New(cfg Config) *Service {
 	return &Service{cfg: cfg, locks: storage.RowLocksOf(cfg.Dialect), batches: dialectBatches.Of(cfg.Dialect)}
 }
 
+// Dialect is the database's dialect the service was configured for, for callers that choose their own ways
+// by it (storage.PerDialect.Of).
+func (s *Service) Dialect() string { return s.cfg.Dialect }
+
 // Unit is the schedule unit in force.
 func (s *Service) Unit() time.Duration { return s.cfg.Unit }
 

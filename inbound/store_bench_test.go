@@ -23,7 +23,7 @@ func BenchmarkStoreAccepted(b *testing.B) {
 	keys := benchServers(ctx, b, db, tenants)
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect,
 		Now: time.Now, CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
-	bt := &batcher{client: db.Client, delivery: svc, postgres: db.Postgres()}
+	bt := &batcher{client: db.Client, delivery: svc, way: storeWays.For(db.DB)}
 	body := bytes.Repeat([]byte("x"), 1024)
 	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"bench"}}
 	live := make([]*pendingAccept, size)

@@ -188,15 +188,9 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Billing: billing.New(db.Dialect, cfg.Now),
 		Routing: routing.New(cfg.PublicURL, cfg.Now),
 	}
-	if db.Postgres() {
-		bus, err := events.NewPostgres(cfg.DatabaseURL, db.SQL, cfg.Logger, events.WithChannel(eventChannel(cfg.DatabaseURL)))
-		if err != nil {
-			db.Close()
-			return nil, err
-		}
-		r.Events = bus
-	} else {
-		r.Events = events.NewLocal()
+	if r.Events, err = buses.For(db)(cfg, db); err != nil {
+		db.Close()
+		return nil, err
 	}
 	r.publisher = newPublisher(r.Events, cfg.Logger)
 	registry := prometheus.NewRegistry()
@@ -255,8 +249,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Logger:   cfg.Logger,
 		Observe:  meters.Intake,
 		// SQLite has one writer: one committer, batching everything queued behind it.
-		Committers: intakeCommitters(cfg.IntakeCommitters, db.Postgres()),
-		Postgres:   db.Postgres(),
+		Committers: db.Writers(cmp.Or(cfg.IntakeCommitters, 2)),
 		Dispatch:   r.Scheduler,
 	})
 	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
@@ -403,12 +396,13 @@ func (r *Relay) Stop() {
 	}
 }
 
-// intakeCommitters is the number of intake committers for the configured value and database.
-func intakeCommitters(configured int, postgres bool) int {
-	if !postgres {
-		return 1
-	}
-	return cmp.Or(configured, 2)
+// buses are the live-event bus of each dialect: PostgreSQL's LISTEN/NOTIFY reaches every process sharing the
+// database; SQLite's one process needs only its own.
+var buses = storage.PerDialect[func(Config, *storage.DB) (events.Service, error)]{
+	Postgres: func(cfg Config, db *storage.DB) (events.Service, error) {
+		return events.NewPostgres(cfg.DatabaseURL, db.SQL, cfg.Logger, events.WithChannel(eventChannel(cfg.DatabaseURL)))
+	},
+	SQLite: func(Config, *storage.DB) (events.Service, error) { return events.NewLocal(), nil },
 }
 
 // changed hears of every committed delivery change: it wakes the dispatcher of new or rescheduled work — only

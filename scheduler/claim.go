@@ -8,66 +8,7 @@ import (
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
-	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage"
-)
-
-// The claim takes due, pending deliveries of recipients that may be attempted now (of requests not yet
-// expired: an expired request awaits the purge and is never attempted), marks them IN_PROGRESS
-// under this process's lease and counts the attempt, in one statement. On Postgres, SKIP LOCKED lets several
-// processes claim side by side without ever taking the same row; SQLite has one writer, so a plain
-// UPDATE … WHERE id IN (…) is already exclusive.
-const claimPostgresTmpl = `
-WITH due AS (
-	SELECT d.id FROM deliveries d
-	JOIN recipients r ON r.id = d.recipient_id
-	JOIN requests q ON q.id = d.request_id AND %[3]s
-	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
-	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
-	  AND %[2]s
-	ORDER BY d.next_attempt_at
-	LIMIT $2
-	FOR UPDATE OF d SKIP LOCKED
-), claimed AS (
-	UPDATE deliveries AS d SET
-		%[1]s
-	FROM due WHERE d.id = due.id
-	RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule,
-		d.first_attempt_at
-)
-SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
-	c.first_attempt_at,
-	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body,
-	r.url, r.timeout_seconds, r.send_idempotency_key
-FROM claimed c
-JOIN requests q ON q.id = c.request_id
-JOIN recipients r ON r.id = c.recipient_id`
-
-const claimSQLiteTmpl = `
-UPDATE deliveries SET
-	%[1]s
-WHERE id IN (
-	SELECT d.id FROM deliveries d
-	JOIN recipients r ON r.id = d.recipient_id
-	JOIN requests q ON q.id = d.request_id AND %[3]s
-	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
-	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
-	  AND %[2]s
-	ORDER BY d.next_attempt_at
-	LIMIT ?2
-)
-RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at`
-
-// The claim's recipient filter: the direct lane (its partial index holds nothing parked or CLI, so a parked
-// backlog is never walked), or the one DISABLED recipient whose probe turn came, whatever the lane of its
-// deliveries (they are parked).
-var (
-	livePostgres       = retention.LiveSQL("q.expires_at", "$1")
-	liveSQLite         = retention.LiveSQL("q.expires_at", "?1")
-	claimPostgres      = storage.Prepared(fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND $5::bigint = 0`, livePostgres))
-	claimProbePostgres = storage.Prepared(fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.recipient_id = $5::bigint`, livePostgres))
-	claimSQLite        = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND ?5 = 0`, liveSQLite)
-	claimProbeSQLite   = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.recipient_id = ?5`, liveSQLite)
 )
 
 // claim takes up to limit due deliveries of ACTIVE recipients for owner, with what their attempts send; probe,

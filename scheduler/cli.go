@@ -59,47 +59,6 @@ type CLIPusher interface {
 // unless its server delivers pending requests on connect. Each claimed row gets a lease owner of its own
 // (the hub's prefix plus random bytes), which doubles as the job's lease token: a CLI can only report the
 // attempt it was given.
-const claimCLIPostgresTmpl = `
-WITH a(rid, since) AS (VALUES %[2]s),
-due AS (
-	SELECT d.id FROM deliveries d
-	JOIN a ON a.rid = d.recipient_id
-	JOIN recipients r ON r.id = d.recipient_id
-	JOIN servers s ON s.id = r.server_id
-	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
-	  AND r.state = 'ACTIVE' AND r.method = 'CLI' AND r.deleted_at IS NULL
-	  AND (NOT d.backlog OR d.attempt_count > 0 OR s.deliver_pending_on_connect OR d.created_at >= a.since)
-	ORDER BY d.next_attempt_at
-	LIMIT $2
-	FOR UPDATE OF d SKIP LOCKED
-)
-UPDATE deliveries AS d SET
-	%[1]s
-FROM due WHERE d.id = due.id
-RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule, d.first_attempt_at, d.lease_owner`
-
-// The claims' SET lists: each claimed row gets a lease owner of its own, the hub's prefix plus random bytes.
-var (
-	claimCLISetPostgres = delivery.ClaimSet("$1", "$3", `$4 || replace(gen_random_uuid()::text, '-', '')`)
-	claimCLISetSQLite   = delivery.ClaimSet("?1", "?3", `?4 || lower(hex(randomblob(16)))`)
-)
-
-const claimCLISQLiteTmpl = `
-WITH a(rid, since) AS (VALUES %[2]s)
-UPDATE deliveries SET
-	%[1]s
-WHERE id IN (
-	SELECT d.id FROM deliveries d
-	JOIN a ON a.rid = d.recipient_id
-	JOIN recipients r ON r.id = d.recipient_id
-	JOIN servers s ON s.id = r.server_id
-	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
-	  AND r.state = 'ACTIVE' AND r.method = 'CLI' AND r.deleted_at IS NULL
-	  AND (NOT d.backlog OR d.attempt_count > 0 OR s.deliver_pending_on_connect OR d.created_at >= a.since)
-	ORDER BY d.next_attempt_at
-	LIMIT ?2
-)
-RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at, lease_owner`
 
 // claimCLI takes up to limit due deliveries of the given recipients, leased until now+lease to owner-prefixed
 // lease tokens.

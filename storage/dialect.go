@@ -8,8 +8,9 @@ import (
 )
 
 // PerDialect is something a domain package has one of per dialect: its statements, a setting, a behaviour.
-// The package declares both once and takes its own with For at construction, so that storage stays the only
-// package that knows which database it runs on, and a statement's text is chosen once rather than per call.
+// The package declares both once, in a file per dialect, and takes its own with For — at construction, or at
+// the top of a function handed the database — so that storage stays the only package that knows which
+// database it runs on.
 type PerDialect[T any] struct {
 	Postgres T
 	SQLite   T
@@ -18,7 +19,8 @@ type PerDialect[T any] struct {
 // For returns the value of db's dialect.
 func (p PerDialect[T]) For(db *DB) T { return p.Of(db.Dialect) }
 
-// Of returns the value of the dialect named d (DB.Dialect), for a package configured with the name alone.
+// Of returns the value of the dialect named d (DB.Dialect), for a package configured with the name alone;
+// an empty name is SQLite, the embedded default.
 func (p PerDialect[T]) Of(d string) T {
 	if d == dialect.Postgres {
 		return p.Postgres

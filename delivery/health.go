@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"entgo.io/ent/dialect/sql"
-
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
 )
@@ -62,11 +60,8 @@ func (s *Service) updateHealth(ctx context.Context, tx *ent.Client, recipientID 
 		return nil
 	}
 	q := tx.Recipient.Query().Where(recipient.ID(recipientID), recipient.MethodEQ(recipient.MethodDIRECT_HTTP))
-	if s.cfg.Postgres {
-		// The lock recordBatchSQL takes: it does not block intake, which reads recipients unlocked. SQLite
-		// transactions already hold the database's write lock.
-		q.Modify(func(sel *sql.Selector) { sel.For(sql.LockNoKeyUpdate) })
-	}
+	// The lock recordBatchSQL takes: it does not block intake, which reads recipients unlocked.
+	q.Modify(s.locks.NoKeyUpdate)
 	r, err := q.Only(ctx)
 	if ent.IsNotFound(err) {
 		return nil // a CLI recipient: the health rules are for direct delivery

@@ -146,30 +146,26 @@ func (s *Service) RecordBatch(ctx context.Context, db *storage.DB, cs []Completi
 		return nil, nil
 	}
 	recorded = make([]bool, len(cs))
-	if !db.Postgres() || hasDuplicateDelivery(cs) {
-		err = storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
-			for _, i := range byFinish(cs) {
-				ok, err := s.record(ctx, tx, cs[i].Claim, cs[i].Outcome)
-				if err != nil {
-					return err
-				}
-				recorded[i] = ok
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		return recorded, nil
-	}
 	err = storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
 		clear(recorded)
-		return s.recordBatchPostgres(ctx, tx, cs, recorded)
+		return s.recordBatch(s, ctx, tx, cs, recorded)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return recorded, nil
+}
+
+// recordEach is RecordBatch as Record's statements, one outcome after another in the order the attempts ended.
+func (s *Service) recordEach(ctx context.Context, tx *ent.Client, cs []Completion, recorded []bool) error {
+	for _, i := range byFinish(cs) {
+		ok, err := s.record(ctx, tx, cs[i].Claim, cs[i].Outcome)
+		if err != nil {
+			return err
+		}
+		recorded[i] = ok
+	}
+	return nil
 }
 
 // byFinish returns the indexes of cs in the order the attempts ended: the order in which recording them one by
@@ -285,6 +281,9 @@ WHERE r.id = x.request_id AND r.status <> x.status`)
 // recordBatchPostgres is RecordBatch in two statements: recordBatchSQL, then, once the recipients' health is
 // worked out from the rows it locked, settleBatchSQL.
 func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []Completion, recorded []bool) error {
+	if hasDuplicateDelivery(cs) {
+		return s.recordEach(ctx, tx, cs, recorded)
+	}
 	statuses := make([]entdelivery.Status, len(cs))
 	dues := make([]*time.Time, len(cs))
 	payload := append(make([]byte, 0, 64+512*len(cs)), '[') // a row is 400–500 bytes

@@ -176,7 +176,7 @@ func TestConcurrentBatchesSettleSiblingDeliveries(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Open(t)
 	ctx := viewer.SystemContext(t.Context())
-	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Postgres: db.Postgres(),
+	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect,
 		Now: time.Now, Unit: time.Second, CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
 	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
 		SetMaxServers(1).SetMaxRecipientsPerServer(2).Save(ctx)
@@ -250,7 +250,7 @@ func setupRecord(t *testing.T, rules delivery.HealthRules) (db *dbtest.DB, ctx c
 	db = dbtest.Open(t)
 	base = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return base }
-	svc = delivery.New(delivery.Config{Billing: billing.New(db.Dialect, clock), Postgres: db.Postgres(),
+	svc = delivery.New(delivery.Config{Billing: billing.New(db.Dialect, clock), Dialect: db.Dialect,
 		Unit: time.Second, Now: clock, Health: rules})
 	return db, viewer.SystemContext(t.Context()), base, svc
 }

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"entgo.io/ent/dialect/sql"
-
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
@@ -93,14 +91,29 @@ type Config struct {
 	CLIConnected func(r *ent.Recipient, now time.Time) bool
 	// Health are the disable/freeze rules; zero means DefaultHealthRules.
 	Health HealthRules
-	// Postgres says the database takes row locks (FOR SHARE); SQLite serialises writers instead.
-	Postgres bool
+	// Dialect is the database's (storage.DB.Dialect): it chooses the statements and row locks.
+	Dialect string
 }
 
 // Service runs the delivery state machine: it stores accepted requests with their deliveries, records
 // attempt outcomes, and performs the manual actions (retry, cancel, replay).
 type Service struct {
-	cfg Config
+	cfg   Config
+	locks storage.RowLocks
+	batches
+}
+
+// batches are StoreBatch's and RecordBatch's ways on one dialect.
+type batches struct {
+	store       func(s *Service, ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason, handoff Handoff) ([]Stored, error)
+	recordBatch func(s *Service, ctx context.Context, tx *ent.Client, cs []Completion, recorded []bool) error
+}
+
+// dialectBatches are how each dialect stores and records batches: on PostgreSQL set-wise, in a few statements
+// that lock rows; on SQLite, whose single writer makes round trips cheap, with ent's statements.
+var dialectBatches = storage.PerDialect[batches]{
+	Postgres: batches{store: (*Service).storePostgres, recordBatch: (*Service).recordBatchPostgres},
+	SQLite:   batches{store: (*Service).storeSQLite, recordBatch: (*Service).recordEach},
 }
 
 // New returns a delivery service.
@@ -117,8 +130,12 @@ func New(cfg Config) *Service {
 	if cfg.CLIConnected == nil {
 		cfg.CLIConnected = func(*ent.Recipient, time.Time) bool { return false }
 	}
-	return &Service{cfg: cfg}
+	return &Service{cfg: cfg, locks: storage.RowLocksOf(cfg.Dialect), batches: dialectBatches.Of(cfg.Dialect)}
 }
+
+// Dialect is the database's dialect the service was configured for, for callers that choose their own ways
+// by it (storage.PerDialect.Of).
+func (s *Service) Dialect() string { return s.cfg.Dialect }
 
 // Unit is the schedule unit in force.
 func (s *Service) Unit() time.Duration { return s.cfg.Unit }
@@ -240,9 +257,7 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 // request cannot be purged from under them. SQLite's single writer already excludes the purge.
 func (s *Service) holdRequest(ctx context.Context, client *ent.Client, id int) (*ent.Request, error) {
 	q := client.Request.Query().Where(request.ID(id))
-	if s.cfg.Postgres {
-		q.Modify(func(sel *sql.Selector) { sel.For(sql.LockKeyShare) })
-	}
+	q.Modify(s.locks.KeyShare)
 	return q.Only(ctx)
 }
 

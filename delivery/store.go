@@ -51,10 +51,7 @@ type Stored struct {
 // means nothing of the batch may be committed. The first handoff.Slots direct deliveries, in arrival order,
 // are stored claimed; a slot that falls to a refused item is left unused.
 func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason, handoff Handoff) ([]Stored, error) {
-	if s.cfg.Postgres {
-		return s.storePostgres(ctx, client, items, reason, handoff)
-	}
-	return s.storeSQLite(ctx, client, items, reason, handoff)
+	return s.store(s, ctx, client, items, reason, handoff)
 }
 
 // storePostgres builds every item's rows and lets insertSQL decide which are stored.
@@ -348,9 +345,9 @@ func deliveryCreate(client *ent.Client, d *ent.Delivery) *ent.DeliveryCreate {
 		SetLane(d.Lane)
 }
 
-// liveServers re-reads the batch's servers inside the transaction, holding them shared on Postgres until
-// commit, so a server deleted since intake looked it up gets no request, and a deletion waits for the
-// requests already being stored (and then cancels their deliveries). Servers the caller already holds
+// liveServers re-reads the batch's servers inside storeSQLite's transaction, which holds the database's write
+// lock until commit, so a server deleted since intake looked it up gets no request, and a deletion waits for
+// the requests already being stored (and then cancels their deliveries). Servers the caller already holds
 // (Incoming.ServerLocked) are live without a second read.
 func (s *Service) liveServers(ctx context.Context, client *ent.Client, items []Incoming) (map[int]bool, error) {
 	out := make(map[int]bool, len(items))
@@ -369,11 +366,7 @@ func (s *Service) liveServers(ctx context.Context, client *ent.Client, items []I
 		return out, nil
 	}
 	slices.Sort(ids)
-	q := client.Server.Query().Where(server.IDIn(ids...), server.DeletedAtIsNil())
-	if s.cfg.Postgres {
-		q.ForShare()
-	}
-	live, err := q.IDs(ctx)
+	live, err := client.Server.Query().Where(server.IDIn(ids...), server.DeletedAtIsNil()).IDs(ctx)
 	if err != nil {
 		return nil, storage.Err("delivery.liveServers", "server", err)
 	}

@@ -68,7 +68,7 @@ func TestStoreBatchStoresWhatItReturns(t *testing.T) {
 	ctx := viewer.SystemContext(t.Context())
 	now := time.Now().UTC().Truncate(time.Microsecond) // what both databases keep of a time
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, func() time.Time { return now }),
-		Postgres: db.Postgres(), Now: func() time.Time { return now },
+		Dialect: db.Dialect, Now: func() time.Time { return now },
 		CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
 	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
 		SetMaxServers(2).SetMaxRecipientsPerServer(2).Save(ctx)
@@ -164,7 +164,7 @@ func TestStoreBatchRefusesWhatItCannotStore(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Open(t)
 	ctx := viewer.SystemContext(t.Context())
-	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Postgres: db.Postgres()})
+	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect})
 	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
 		SetMaxServers(2).SetMaxRecipientsPerServer(1).Save(ctx)
 	require.NoError(t, err)

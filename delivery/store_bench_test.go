@@ -38,7 +38,7 @@ func newIntakeBatch(b *testing.B) *intakeBatch {
 	db := dbtest.Open(b)
 	ctx := viewer.SystemContext(b.Context())
 	f := &intakeBatch{db: db, ctx: ctx, rec: map[int][]*ent.Recipient{}, items: make([]delivery.Incoming, benchBatch),
-		svc: delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Postgres: db.Postgres(),
+		svc: delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect,
 			Now: time.Now, Unit: time.Second, CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})}
 	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
 		SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)

@@ -35,8 +35,9 @@ type batcher struct {
 	logger   *slog.Logger
 	maxBatch int
 	// crowd is the queue length at which a partition commits without waiting for the turn.
-	crowd    int
-	postgres bool
+	crowd int
+	// way reads a batch's servers and stores it, as the database's dialect does best (storeWays).
+	way storeWay
 	// commitBatch stores a batch and answers its requests: commit, or a stand-in in tests of the turn.
 	commitBatch func([]*pendingAccept)
 	wg          sync.WaitGroup
@@ -66,10 +67,11 @@ type acceptResult struct {
 
 var errStopped = errors.New("intake is shutting down")
 
-func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, logger *slog.Logger, workers, maxBatch int, postgres bool) *batcher {
+// newBatcher starts a batcher. Its last parameter is unused: the dialect comes with d (delivery.Service.Dialect).
+func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, logger *slog.Logger, workers, maxBatch int) *batcher {
 	b := &batcher{
-		client: client, delivery: d, dispatch: dispatch, logger: logger, maxBatch: maxBatch, postgres: postgres,
-		crowd: crowdOf(maxBatch),
+		client: client, delivery: d, dispatch: dispatch, logger: logger, maxBatch: maxBatch,
+		crowd: crowdOf(maxBatch), way: storeWays.Of(d.Dialect()),
 	}
 	b.commitBatch = b.commit
 	b.start(workers)
@@ -286,49 +288,7 @@ func refusedData(err error) bool {
 func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 	ctx := viewer.SystemContext(context.Background())
 	results := make([]acceptResult, len(live))
-	var handoff delivery.Handoff
-	var claimed []delivery.Claimed
-	// write stores items, the requests of live at the indexes stored.
-	write := func(ctx context.Context, tx *ent.Client, items []delivery.Incoming, stored []int) error {
-		if len(items) == 0 {
-			return nil
-		}
-		if b.dispatch != nil {
-			handoff = b.dispatch.Reserve(directDeliveries(items))
-		}
-		out, err := b.delivery.StoreBatch(ctx, tx, items, billing.ReasonRequestAccepted, handoff)
-		if err != nil {
-			return err
-		}
-		for k, i := range stored {
-			results[i] = acceptResult{req: out[k].Request, err: out[k].Err}
-			claimed = append(claimed, out[k].Claimed...)
-		}
-		return nil
-	}
-	var err error
-	if b.postgres {
-		var servers map[string]*ent.Server
-		if servers, err = serversPostgres(ctx, b.client, keysOf(live), b.delivery.Now()); err == nil {
-			items, stored := b.items(live, servers, results)
-			if delivery.OneStatement(items) {
-				err = write(ctx, b.client, items, stored)
-			} else {
-				err = storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
-					return write(ctx, tx, items, stored)
-				})
-			}
-		}
-	} else {
-		err = storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
-			servers, err := serversSQLite(ctx, tx, keysOf(live), b.delivery.Now())
-			if err != nil {
-				return err
-			}
-			items, stored := b.items(live, servers, results)
-			return write(ctx, tx, items, stored)
-		})
-	}
+	handoff, claimed, err := b.way(b, ctx, live, results)
 	if b.dispatch != nil {
 		if err != nil {
 			claimed = nil // nothing was stored: nothing was claimed
@@ -338,9 +298,66 @@ func (b *batcher) store(live []*pendingAccept) ([]acceptResult, error) {
 	return results, err
 }
 
+// storeWay reads the servers of live and stores their requests (write), filling in results.
+type storeWay func(b *batcher, ctx context.Context, live []*pendingAccept, results []acceptResult) (delivery.Handoff, []delivery.Claimed, error)
+
+// storeWays are how each dialect stores a batch (store).
+var storeWays = storage.PerDialect[storeWay]{Postgres: (*batcher).storeUnlocked, SQLite: (*batcher).storeInTx}
+
+// storeUnlocked reads the servers without a lock and lets the batch's statement lock them (PostgreSQL).
+func (b *batcher) storeUnlocked(ctx context.Context, live []*pendingAccept, results []acceptResult) (handoff delivery.Handoff, claimed []delivery.Claimed, err error) {
+	servers, err := serversPostgres(ctx, b.client, keysOf(live), b.delivery.Now())
+	if err != nil {
+		return handoff, nil, err
+	}
+	items, stored := b.items(live, servers, results, false)
+	if delivery.OneStatement(items) {
+		return b.write(ctx, b.client, items, stored, results)
+	}
+	err = storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
+		handoff, claimed, err = b.write(ctx, tx, items, stored, results)
+		return err
+	})
+	return handoff, claimed, err
+}
+
+// storeInTx reads the servers in the batch's transaction, which holds the database until commit (SQLite).
+func (b *batcher) storeInTx(ctx context.Context, live []*pendingAccept, results []acceptResult) (handoff delivery.Handoff, claimed []delivery.Claimed, err error) {
+	err = storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
+		servers, err := serversSQLite(ctx, tx, keysOf(live), b.delivery.Now())
+		if err != nil {
+			return err
+		}
+		items, stored := b.items(live, servers, results, true)
+		handoff, claimed, err = b.write(ctx, tx, items, stored, results)
+		return err
+	})
+	return handoff, claimed, err
+}
+
+// write stores items, the requests of live at the indexes stored, reserving the dispatcher's free workers for
+// their direct deliveries, and fills in their results.
+func (b *batcher) write(ctx context.Context, tx *ent.Client, items []delivery.Incoming, stored []int, results []acceptResult) (handoff delivery.Handoff, claimed []delivery.Claimed, err error) {
+	if len(items) == 0 {
+		return handoff, nil, nil
+	}
+	if b.dispatch != nil {
+		handoff = b.dispatch.Reserve(directDeliveries(items))
+	}
+	out, err := b.delivery.StoreBatch(ctx, tx, items, billing.ReasonRequestAccepted, handoff)
+	if err != nil {
+		return handoff, nil, err
+	}
+	for k, i := range stored {
+		results[i] = acceptResult{req: out[k].Request, err: out[k].Err}
+		claimed = append(claimed, out[k].Claimed...)
+	}
+	return handoff, claimed, nil
+}
+
 // items are the requests of live to store, those of the servers found, and the index into live of each;
-// results gets NOT_FOUND for the others.
-func (b *batcher) items(live []*pendingAccept, servers map[string]*ent.Server, results []acceptResult) ([]delivery.Incoming, []int) {
+// results gets NOT_FOUND for the others. locked says the servers were read under a lock held until commit.
+func (b *batcher) items(live []*pendingAccept, servers map[string]*ent.Server, results []acceptResult, locked bool) ([]delivery.Incoming, []int) {
 	items := make([]delivery.Incoming, 0, len(live))
 	stored := make([]int, 0, len(live))
 	for i, p := range live {
@@ -350,8 +367,7 @@ func (b *batcher) items(live []*pendingAccept, servers map[string]*ent.Server, r
 			continue
 		}
 		item := p.item
-		// On SQLite the server was read in the batch's transaction, which holds the database until commit.
-		item.Server, item.Recipients, item.ServerLocked = srv, srv.Edges.Recipients, !b.postgres
+		item.Server, item.Recipients, item.ServerLocked = srv, srv.Edges.Recipients, locked
 		items = append(items, item)
 		stored = append(stored, i)
 	}

@@ -55,10 +55,6 @@ type Config struct {
 	Committers int
 	// MaxBatch bounds the requests stored in one transaction. Default 256.
 	MaxBatch int
-	// Postgres says the database is PostgreSQL, where a batch is one statement that holds its servers FOR SHARE
-	// and its tenants' rows until it commits (on SQLite the batch's transaction holds the single write lock from
-	// BEGIN).
-	Postgres bool
 	// Dispatch, if set, takes new deliveries straight from intake when it has workers free for them, rather
 	// than from the table after a wake and a claim (delivery.Handoff).
 	Dispatch Dispatcher
@@ -97,7 +93,7 @@ func New(cfg Config) *Handler {
 	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, 256)
 	return &Handler{
 		cfg:    cfg,
-		batch:  newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Postgres),
+		batch:  newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.Logger, cfg.Committers, cfg.MaxBatch),
 		limits: newLimiter(cfg.Client, cfg.Now),
 		bodies: &bodyBudget{limit: cfg.BodyBudget},
 	}

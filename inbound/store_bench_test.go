@@ -21,9 +21,9 @@ func BenchmarkStoreAccepted(b *testing.B) {
 	ctx := viewer.SystemContext(b.Context())
 	const tenants, size = 8, 32
 	keys := benchServers(ctx, b, db, tenants)
-	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Postgres: db.Postgres(),
+	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect,
 		Now: time.Now, CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
-	bt := &batcher{client: db.Client, delivery: svc, postgres: db.Postgres()}
+	bt := &batcher{client: db.Client, delivery: svc, way: storeWays.For(db.DB)}
 	body := bytes.Repeat([]byte("x"), 1024)
 	header := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"bench"}}
 	live := make([]*pendingAccept, size)

@@ -113,16 +113,22 @@ func (e *Elector) Start(ctx context.Context) error {
 	}
 	go func() {
 		defer stopped()
-		if e.cfg.DB.Postgres() {
-			e.campaign(ctx)
-		} else {
-			// SQLite is one process's file: nobody to compete with.
-			e.set(true)
-			<-ctx.Done()
-		}
+		campaigns.For(e.cfg.DB)(e, ctx)
 		e.set(false)
 	}()
 	return nil
+}
+
+// campaigns are how a process leads on each dialect: on PostgreSQL by holding an advisory lock, on SQLite —
+// one process's file, nobody to compete with — from the start.
+var campaigns = storage.PerDialect[func(*Elector, context.Context)]{
+	Postgres: (*Elector).campaign,
+	SQLite:   (*Elector).alone,
+}
+
+func (e *Elector) alone(ctx context.Context) {
+	e.set(true)
+	<-ctx.Done()
 }
 
 func (e *Elector) set(leader bool) {

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/adal-relay/adal/billing"
@@ -56,7 +55,7 @@ const (
 // Config configures the service.
 type Config struct {
 	Billing *billing.Service
-	// Dialect is the database's (dialect.SQLite or dialect.Postgres), for the purge's row locks.
+	// Dialect is the database's (storage.DB.Dialect), for the purge's row locks.
 	Dialect string
 	// Timeout bounds an attempt including reading the response; default DefaultTimeout. Tests shorten it.
 	Timeout time.Duration
@@ -65,6 +64,13 @@ type Config struct {
 	Now     func() time.Time
 	// Wake is called once a job became due (submitted, or rescheduled) and that change committed; may be nil.
 	Wake func()
+}
+
+// purgeLocks lock the purge's jobs on each dialect: on PostgreSQL the rows, skipping those another
+// transaction holds; on SQLite the transaction already holds the database's one write lock.
+var purgeLocks = storage.PerDialect[func(*ent.OutboundJobQuery)]{
+	Postgres: func(q *ent.OutboundJobQuery) { q.ForUpdate(entsql.WithLockAction(entsql.SkipLocked)) },
+	SQLite:   func(*ent.OutboundJobQuery) {},
 }
 
 // Service accepts and purges outbound jobs.
@@ -375,9 +381,7 @@ func (s *Service) PurgeExpired(ctx context.Context, client *ent.Client, now time
 				Where(outboundjob.ExpiresAtLTE(now)).
 				Order(ent.Asc(outboundjob.FieldExpiresAt)).
 				Limit(batch)
-			if s.cfg.Dialect == dialect.Postgres {
-				q.ForUpdate(entsql.WithLockAction(entsql.SkipLocked))
-			}
+			purgeLocks.Of(s.cfg.Dialect)(q)
 			ids, err := q.IDs(ctx)
 			if err != nil {
 				return fmt.Errorf("select expired outbound jobs: %w", err)

@@ -203,15 +203,9 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Billing: billing.New(db.Dialect, cfg.Now),
 		Routing: routing.New(cfg.PublicURL, cfg.Now),
 	}
-	if db.Postgres() {
-		bus, err := events.NewPostgres(cfg.DatabaseURL, db.SQL, cfg.Logger, events.WithChannel(eventChannel(cfg.DatabaseURL)))
-		if err != nil {
-			db.Close()
-			return nil, err
-		}
-		r.Events = bus
-	} else {
-		r.Events = events.NewLocal()
+	if r.Events, err = buses.For(db)(cfg, db); err != nil {
+		db.Close()
+		return nil, err
 	}
 	r.publisher = newPublisher(r.Events, cfg.Logger)
 	registry := prometheus.NewRegistry()
@@ -220,12 +214,12 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		return scheduler.DueCount(ctx, db, cfg.Now())
 	})
 	r.Delivery = delivery.New(delivery.Config{
-		Billing:  r.Billing,
-		Unit:     cfg.RetryUnit,
-		Now:      cfg.Now,
-		Notify:   r.changed,
-		Health:   cfg.Health,
-		Postgres: db.Postgres(),
+		Billing: r.Billing,
+		Unit:    cfg.RetryUnit,
+		Now:     cfg.Now,
+		Notify:  r.changed,
+		Health:  cfg.Health,
+		Dialect: db.Dialect,
 		// The heartbeat of an attached CLI, kept fresh by the CLI hub of whichever process it is attached to.
 		CLIConnected: func(rec *ent.Recipient, now time.Time) bool {
 			return rec.CliSeenUntil != nil && rec.CliSeenUntil.After(now)
@@ -272,8 +266,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Now:        cfg.Now,
 		Observe:    meters.Intake,
 		// SQLite has one writer: one committer, batching everything queued behind it.
-		Committers: intakeCommitters(cfg.IntakeCommitters, db.Postgres()),
-		Postgres:   db.Postgres(),
+		Committers: db.Writers(cmp.Or(cfg.IntakeCommitters, 2)),
 		Dispatch:   r.Scheduler,
 	})
 	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
@@ -421,12 +414,13 @@ func (r *Relay) Stop() {
 	}
 }
 
-// intakeCommitters is the number of intake committers for the configured value and database.
-func intakeCommitters(configured int, postgres bool) int {
-	if !postgres {
-		return 1
-	}
-	return cmp.Or(configured, 2)
+// buses are the live-event bus of each dialect: PostgreSQL's LISTEN/NOTIFY reaches every process sharing the
+// database; SQLite's one process needs only its own.
+var buses = storage.PerDialect[func(Config, *storage.DB) (events.Service, error)]{
+	Postgres: func(cfg Config, db *storage.DB) (events.Service, error) {
+		return events.NewPostgres(cfg.DatabaseURL, db.SQL, cfg.Logger, events.WithChannel(eventChannel(cfg.DatabaseURL)))
+	},
+	SQLite: func(Config, *storage.DB) (events.Service, error) { return events.NewLocal(), nil },
 }
 
 // changed hears of every committed delivery change: it wakes the dispatcher of new or rescheduled work — only

@@ -6,14 +6,11 @@ package retention
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/lib/pq"
 
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/leader"
@@ -116,10 +113,8 @@ func New(cfg Config) (*Purger, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if !cfg.DB.Postgres() {
-		cfg.Workers = 1
-	}
-	p := &Purger{cfg: cfg, q: queriesFor(cfg.DB.Postgres())}
+	cfg.Workers = cfg.DB.Writers(cfg.Workers)
+	p := &Purger{cfg: cfg, q: dialectQueries.For(cfg.DB)}
 	job, err := leader.NewCron(leader.CronConfig{
 		Name:   "retention",
 		Spec:   cfg.Spec,
@@ -298,49 +293,7 @@ type queries struct {
 	list             func([]int64) any
 }
 
-func queriesFor(postgres bool) queries {
-	if postgres {
-		return queries{
-			// A batch's commit does not wait for its WAL to reach the disk: a batch lost to a crash is deleted
-			// again by the next run, and the wait would only hold the worker (and its locks) meanwhile.
-			asyncCommit:   `SET LOCAL synchronous_commit = off`,
-			selectExpired: `SELECT id FROM requests WHERE ` + ExpiredSQL("expires_at", "$1") + ` ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-			// One round trip locks what it can and lists what it could not.
-			lockDeliveries: `WITH locked AS (
-					SELECT id FROM deliveries WHERE request_id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED)
-				SELECT d.id, d.request_id, l.id IS NOT NULL
-				FROM deliveries d LEFT JOIN locked l ON l.id = d.id
-				WHERE d.request_id = ANY($1)`,
-			// IN (SELECT unnest(…)) rather than = ANY(…): the planner then drives the delete from the id list
-			// through the index instead of filtering a sequential scan against a long array.
-			deleteAttempts:   `DELETE FROM attempts WHERE delivery_id IN (SELECT unnest($1::bigint[]))`,
-			deleteDeliveries: `DELETE FROM deliveries WHERE id IN (SELECT unnest($1::bigint[]))`,
-			// Replays that are themselves in this batch go with it; a replay another transaction holds (another
-			// worker's batch, an attempt being recorded) is skipped rather than waited for, which could deadlock
-			// two workers. Its link then names a purged request, which reads as none.
-			unlinkReplays: `UPDATE requests SET replay_of_id = NULL WHERE id IN (
-				SELECT id FROM requests WHERE replay_of_id IN (SELECT unnest($1::bigint[]))
-					AND NOT id = ANY($1) FOR NO KEY UPDATE SKIP LOCKED)`,
-			deleteRequests: `DELETE FROM requests WHERE id IN (SELECT unnest($1::bigint[]))`,
-			list:           func(ids []int64) any { return pq.Array(ids) },
-		}
-	}
-	// SQLite: the transaction holds the database's single write lock from BEGIN (_txlock=immediate), so there is
-	// nothing to lock row by row and nothing is ever busy.
-	const in = `IN (SELECT value FROM json_each(?))`
-	return queries{
-		selectExpired:    `SELECT id FROM requests WHERE ` + ExpiredSQL("expires_at", "?") + ` ORDER BY expires_at LIMIT ?`,
-		lockDeliveries:   `SELECT id, request_id, 1 FROM deliveries WHERE request_id ` + in,
-		deleteAttempts:   `DELETE FROM attempts WHERE delivery_id ` + in,
-		deleteDeliveries: `DELETE FROM deliveries WHERE id ` + in,
-		unlinkReplays:    `UPDATE requests SET replay_of_id = NULL WHERE replay_of_id ` + in,
-		deleteRequests:   `DELETE FROM requests WHERE id ` + in,
-		list: func(ids []int64) any {
-			b, _ := json.Marshal(ids) // []int64 always marshals
-			return string(b)
-		},
-	}
-}
+var dialectQueries = storage.PerDialect[queries]{Postgres: postgresQueries, SQLite: sqliteQueries}
 
 func queryIDs(ctx context.Context, tx *ent.Client, query string, args ...any) ([]int64, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)

@@ -25,13 +25,11 @@ const (
 	laneBudget = 200 * time.Millisecond
 )
 
-// laneMoves are the reconciler's statements, per dialect (true: PostgreSQL): each moves pending deliveries of
+// laneStatements are the reconciler's statements (queries.laneMoves): each moves pending deliveries of
 // recipients changed since $1 into the lane their state and method call for. On PostgreSQL SKIP LOCKED leaves
 // rows being claimed or recorded to the next run, so the reconciler never waits on, or deadlocks with, the claim
 // and the completer; SQLite has one writer and nothing to skip. A recipient whose state never changed has no
 // state_changed_at; the sweep of every recipient passes a zero $1, which matches it too.
-var laneMoves = map[bool][]string{true: laneStatements("$1", "$2", " FOR UPDATE OF d SKIP LOCKED"), false: laneStatements("?1", "?2", "")}
-
 func laneStatements(since, limit, lock string) []string {
 	moves := []struct{ to, recipients, from string }{
 		{`'PARKED'`, `r.state <> 'ACTIVE'`, `('DIRECT', 'CLI')`},
@@ -57,7 +55,7 @@ func reconcileLanes(ctx context.Context, db *storage.DB, now time.Time, all bool
 	if all {
 		since = nil
 	}
-	for _, query := range laneMoves[db.Postgres()] {
+	for _, query := range statements.For(db).laneMoves {
 		for {
 			if time.Since(start) > laneBudget {
 				return moved, false, nil

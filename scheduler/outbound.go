@@ -24,45 +24,6 @@ type Outbound interface {
 	Timeout() time.Duration
 }
 
-// The outbound claim has the shape of the delivery claim (claim.go): due PENDING jobs become IN_PROGRESS
-// under this process's lease, their attempt counted, in one statement that also returns what the attempt
-// sends, so a batch costs one round trip.
-const claimOutboundPostgres = `
-WITH due AS (
-	SELECT id FROM outbound_jobs
-	WHERE status = 'PENDING' AND next_attempt_at <= $1
-	ORDER BY next_attempt_at
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-)
-UPDATE outbound_jobs AS j SET
-	status = 'IN_PROGRESS',
-	attempt_count = j.attempt_count + 1,
-	first_attempt_at = COALESCE(j.first_attempt_at, $1),
-	attempt_started_at = $1,
-	lease_expires_at = $3,
-	lease_owner = $4
-FROM due WHERE j.id = due.id
-RETURNING j.id, j.tenant_id, j.attempt_count, j.max_attempts, j.first_attempt_at, j.store_response_body,
-	j.url, j.method, j.headers, j.body`
-
-const claimOutboundSQLite = `
-UPDATE outbound_jobs SET
-	status = 'IN_PROGRESS',
-	attempt_count = attempt_count + 1,
-	first_attempt_at = COALESCE(first_attempt_at, ?1),
-	attempt_started_at = ?1,
-	lease_expires_at = ?3,
-	lease_owner = ?4
-WHERE id IN (
-	SELECT id FROM outbound_jobs
-	WHERE status = 'PENDING' AND next_attempt_at <= ?1
-	ORDER BY next_attempt_at
-	LIMIT ?2
-)
-RETURNING id, tenant_id, attempt_count, max_attempts, first_attempt_at, store_response_body,
-	url, method, headers, body`
-
 // outboundClaim is an outbound job taken for one attempt: it is IN_PROGRESS, its attempt_count already counts
 // this attempt, and its lease belongs to Owner until the lease expires.
 type outboundClaim struct {
@@ -87,11 +48,7 @@ type outboundJob struct {
 
 // claimOutbound takes up to limit due outbound jobs for owner.
 func claimOutbound(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string) ([]job, error) {
-	query := claimOutboundSQLite
-	if db.Postgres() {
-		query = claimOutboundPostgres
-	}
-	rows, err := db.SQL.QueryContext(ctx, query, now, limit, now.Add(lease), owner)
+	rows, err := db.SQL.QueryContext(ctx, statements.For(db).claimOutbound, now, limit, now.Add(lease), owner)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbound: %w", err)
 	}
@@ -224,20 +181,8 @@ func (s *Scheduler) earliestDue(ctx context.Context, now time.Time) (time.Time, 
 	if s.cfg.Outbound == nil {
 		return nextDue(ctx, s.cfg.DB, now)
 	}
-	query := `SELECT MIN(t) FROM (
-		SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > ?1
-		UNION ALL
-		SELECT MIN(next_attempt_at) AS t FROM outbound_jobs WHERE status = 'PENDING' AND next_attempt_at > ?1
-	) due`
-	if s.cfg.DB.Postgres() {
-		query = `SELECT MIN(t) FROM (
-		SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE status = 'PENDING' AND next_attempt_at > $1
-		UNION ALL
-		SELECT MIN(next_attempt_at) AS t FROM outbound_jobs WHERE status = 'PENDING' AND next_attempt_at > $1
-	) due`
-	}
 	var t storage.NullTime
-	if err := s.cfg.DB.SQL.QueryRowContext(ctx, query, now).Scan(&t); err != nil {
+	if err := s.cfg.DB.SQL.QueryRowContext(ctx, statements.For(s.cfg.DB).nextDueWithOutbound, now).Scan(&t); err != nil {
 		return time.Time{}, false, fmt.Errorf("next due: %w", err)
 	}
 	return t.Time, t.Valid, nil

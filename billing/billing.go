@@ -379,21 +379,7 @@ func grant(wants []Want, locked map[int]lockedTenant) ([]Reservation, error) {
 // deadlock.
 // SQLite transactions here take the write lock at BEGIN, which serialises them already.
 func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int) (map[int]lockedTenant, error) {
-	var (
-		query string
-		args  []any
-	)
-	if s.dialect == dialect.Postgres {
-		query, args = lockTenantsSQL, []any{pq.Array(ids)}
-	} else {
-		t, p := entsql.Table(tenant.Table).As("t"), entsql.Table(plan.Table).As("p")
-		query, args = entsql.Dialect(s.dialect).
-			Select(t.C(tenant.FieldID), t.C(tenant.FieldCreditBalance), p.C(plan.FieldRetentionDays)).
-			From(t).Join(p).On(t.C(tenant.PlanColumn), p.C(plan.FieldID)).
-			Where(entsql.InInts(t.C(tenant.FieldID), ids...)).
-			OrderBy(t.C(tenant.FieldID)).
-			Query()
-	}
+	query, args := lockTenantsQuery.Of(s.dialect)(ids)
 	rows, err := client.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("lock tenants: %w", err)
@@ -411,12 +397,30 @@ func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int
 	return out, rows.Close()
 }
 
+// lockTenantsQuery is lockTenants' statement in each dialect.
+var lockTenantsQuery = storage.PerDialect[func(ids []int) (string, []any)]{
+	Postgres: func(ids []int) (string, []any) { return lockTenantsSQL, []any{pq.Array(ids)} },
+	SQLite: func(ids []int) (string, []any) {
+		t, p := entsql.Table(tenant.Table).As("t"), entsql.Table(plan.Table).As("p")
+		return entsql.Dialect(dialect.SQLite).
+			Select(t.C(tenant.FieldID), t.C(tenant.FieldCreditBalance), p.C(plan.FieldRetentionDays)).
+			From(t).Join(p).On(t.C(tenant.PlanColumn), p.C(plan.FieldID)).
+			Where(entsql.InInts(t.C(tenant.FieldID), ids...)).
+			OrderBy(t.C(tenant.FieldID)).
+			Query()
+	},
+}
+
+// settleSetWise is whether Settle is one statement: on PostgreSQL; on SQLite, whose single writer makes round
+// trips cheap, two that ent writes.
+var settleSetWise = storage.PerDialect[bool]{Postgres: true}
+
 // Settle debits what the reservations granted and writes one ledger entry of one credit per reference
 // (refs[i] for reservation i, len(refs[i]) == Granted). The tenants must still be locked by the Reserve of
 // the same transaction, so the balances it read are the balances the entries record. On PostgreSQL the debit
 // and the entries are one statement; on SQLite, whose single writer makes round trips cheap, two.
 func (s *Service) Settle(ctx context.Context, client *ent.Client, rs []Reservation, reason ledgerentry.Reason, refs [][]string) error {
-	return s.settle(ctx, client, rs, reason, refs, s.dialect == dialect.Postgres)
+	return s.settle(ctx, client, rs, reason, refs, settleSetWise.Of(s.dialect))
 }
 
 // settle is Settle, in one statement (setWise, PostgreSQL only) or in two that ent writes.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/adal-relay/adal/billing"
@@ -146,11 +145,7 @@ func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in Serve
 // lockRow locks the selected row until the transaction ends (callers run in one: every GraphQL mutation
 // does). Only PostgreSQL needs it: SQLite transactions begin IMMEDIATE, one writer at a time. NO KEY UPDATE
 // leaves inserts referencing the row (requests, recipients) unblocked.
-func lockRow(s *entsql.Selector) {
-	if s.Dialect() == dialect.Postgres {
-		s.For(entsql.LockNoKeyUpdate)
-	}
-}
+func lockRow(s *entsql.Selector) { storage.RowLocksOf(s.Dialect()).NoKeyUpdate(s) }
 
 // liveServer loads a server that has not been deleted.
 func liveServer(ctx context.Context, client *ent.Client, op string, id int) (*ent.Server, error) {

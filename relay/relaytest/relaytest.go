@@ -5,6 +5,7 @@ package relaytest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -259,15 +260,9 @@ type PlanLimits struct {
 // whose balance is then the plan's monthly credits.
 func (e *Env) NewTenant(name string, limits PlanLimits) Tenant {
 	e.T.Helper()
-	if limits.RetentionDays == 0 {
-		limits.RetentionDays = 7
-	}
-	if limits.MaxServers == 0 {
-		limits.MaxServers = 10
-	}
-	if limits.MaxRecipientsPerServer == 0 {
-		limits.MaxRecipientsPerServer = 10
-	}
+	limits.RetentionDays = cmp.Or(limits.RetentionDays, 7)
+	limits.MaxServers = cmp.Or(limits.MaxServers, 10)
+	limits.MaxRecipientsPerServer = cmp.Or(limits.MaxRecipientsPerServer, 10)
 	admin := e.AdminToken()
 	var p struct{ CreatePlan struct{ ID string } }
 	e.MustGraphQL(admin, `mutation($in: CreatePlanInput!){ createPlan(input: $in){ id } }`, map[string]any{"in": map[string]any{

@@ -24,32 +24,16 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/attempt"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/internal/testproc"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/viewer"
 )
 
-// adalBin is the adal binary built once for the whole package: the tests run the real CLI, as users do.
-var adalBin string
+// adalBin is the adal binary, built once for the whole package: the tests run the real CLI, as users do.
+var adalBin = &testproc.Binary{Pkg: "github.com/adal-relay/adal/cmd/adal"}
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "adal-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	adalBin = filepath.Join(dir, "adal")
-	build := exec.Command("go", "build", "-o", adalBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build adal:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testproc.Run(m)) }
 
 // unit compresses the retry schedule (ADAL_RETRY_UNIT).
 func unit(d time.Duration) func(*relay.Config) {
@@ -86,7 +70,7 @@ func startAdal(t *testing.T, home string, args ...string) *cliProcess {
 	if home == "" {
 		home = t.TempDir()
 	}
-	cmd := exec.Command(adalBin, args...)
+	cmd := exec.Command(adalBin.Path(t), args...)
 	cmd.Env = adalEnv(home)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)

@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,12 +87,8 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
-	if c.WarmUp == 0 {
-		c.WarmUp = 3 * time.Second
-	}
-	if c.Duration == 0 {
-		c.Duration = 10 * time.Second
-	}
+	c.WarmUp = cmp.Or(c.WarmUp, 3*time.Second)
+	c.Duration = cmp.Or(c.Duration, 10*time.Second)
 	if len(c.Scenarios) == 0 {
 		c.Scenarios = Scenarios
 	}
@@ -104,48 +101,20 @@ func (c *Config) defaults() {
 	if len(c.IngestFanoutRates) == 0 {
 		c.IngestFanoutRates = []float64{1000, 2500}
 	}
-	if c.IngestRecipients == "" {
-		c.IngestRecipients = "paused"
-	}
-	if c.DispatchDeliveries == 0 {
-		c.DispatchDeliveries = 100_000
-	}
-	if c.BacklogDeliveries == 0 {
-		c.BacklogDeliveries = 1_000_000
-	}
-	if c.PunctualityRows == 0 {
-		c.PunctualityRows = 1_000_000
-	}
-	if c.PunctualityRate == 0 {
-		c.PunctualityRate = 500
-	}
-	if c.PunctualityUnit == 0 {
-		c.PunctualityUnit = 100 * time.Millisecond
-	}
-	if c.PunctualityWindow == 0 {
-		c.PunctualityWindow = 30 * time.Second
-	}
-	if c.PurgeRequests == 0 {
-		c.PurgeRequests = 100_000
-	}
-	if c.CLIBacklog == 0 {
-		c.CLIBacklog = 5000
-	}
-	if c.GraphQLClients == 0 {
-		c.GraphQLClients = 16
-	}
-	if c.CLIRate == 0 {
-		c.CLIRate = 100
-	}
-	if c.PgbenchClients == 0 {
-		c.PgbenchClients = 16
-	}
-	if c.PgbenchScale == 0 {
-		c.PgbenchScale = 16
-	}
-	if c.Out == nil {
-		c.Out = os.Stdout
-	}
+	c.IngestRecipients = cmp.Or(c.IngestRecipients, "paused")
+	c.DispatchDeliveries = cmp.Or(c.DispatchDeliveries, 100_000)
+	c.BacklogDeliveries = cmp.Or(c.BacklogDeliveries, 1_000_000)
+	c.PunctualityRows = cmp.Or(c.PunctualityRows, 1_000_000)
+	c.PunctualityRate = cmp.Or(c.PunctualityRate, 500)
+	c.PunctualityUnit = cmp.Or(c.PunctualityUnit, 100*time.Millisecond)
+	c.PunctualityWindow = cmp.Or(c.PunctualityWindow, 30*time.Second)
+	c.PurgeRequests = cmp.Or(c.PurgeRequests, 100_000)
+	c.CLIBacklog = cmp.Or(c.CLIBacklog, 5000)
+	c.GraphQLClients = cmp.Or(c.GraphQLClients, 16)
+	c.CLIRate = cmp.Or(c.CLIRate, 100)
+	c.PgbenchClients = cmp.Or(c.PgbenchClients, 16)
+	c.PgbenchScale = cmp.Or(c.PgbenchScale, 16)
+	c.Out = cmp.Or(c.Out, io.Writer(os.Stdout))
 }
 
 // Row is one line of the results table.
@@ -228,26 +197,19 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	return b.rows, errors.Join(errs...)
 }
 
+// scenarioRuns runs each scenario, by name.
+var scenarioRuns = map[string]func(*Runner, context.Context) error{
+	"ingest": (*Runner).ingest, "dispatch": (*Runner).dispatch, "latency": (*Runner).latency,
+	"punctuality": (*Runner).punctuality, "purge": (*Runner).purge, "cli": (*Runner).cli,
+	"backlog": (*Runner).backlog, "graphql": (*Runner).graphql,
+}
+
 func (b *Runner) scenario(ctx context.Context, name string) error {
-	switch name {
-	case "ingest":
-		return b.ingest(ctx)
-	case "dispatch":
-		return b.dispatch(ctx)
-	case "latency":
-		return b.latency(ctx)
-	case "punctuality":
-		return b.punctuality(ctx)
-	case "purge":
-		return b.purge(ctx)
-	case "cli":
-		return b.cli(ctx)
-	case "backlog":
-		return b.backlog(ctx)
-	case "graphql":
-		return b.graphql(ctx)
+	run, ok := scenarioRuns[name]
+	if !ok {
+		return fmt.Errorf("unknown scenario %q", name)
 	}
-	return fmt.Errorf("unknown scenario %q", name)
+	return run(b, ctx)
 }
 
 // profile starts a CPU profile of one scenario when asked to.

@@ -27,21 +27,12 @@ func (b *Runner) cli(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tr, err := b.startTraffic(Refusal{})
+	s, err := b.startStage("cli", Refusal{}, nil, layout{tenants: 1})
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-	p, err := b.startProcess("cli", nil)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	fx, err := p.setup(1, 0, "", false)
-	if err != nil {
-		return err
-	}
-	srv := fx.Servers[0]
+	defer s.Close()
+	tr, p, srv := s.tr, s.p, s.fx.Servers[0]
 	recipientID, token, err := p.setupCLIRecipient(srv)
 	if err != nil {
 		return err
@@ -105,7 +96,7 @@ func (b *Runner) cli(ctx context.Context) error {
 	elapsed := time.Since(start)
 	rss := peakRSS()
 	lat := m.latencies(published)
-	p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+	p50, p99 := Percentile(lat, 0.5), Percentile(lat, 0.99)
 	row := Row{
 		Scenario: "cli",
 		Figure:   fmt.Sprintf("CLI peak RSS %s", mib(cliRSS)),

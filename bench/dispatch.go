@@ -69,20 +69,13 @@ type burnDown struct {
 // one of the table's; it is added while the traffic process still runs, since its CPU is read then.
 func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge func(*burnDown) bool) error {
 	var res burnDown
-	tr, err := b.startTraffic(Refusal{})
+	s, err := b.startStage(scenario, Refusal{}, func(c *relay.Config) { c.Workers = b.cfg.DispatchWorkers },
+		layout{tenants: 10, recipients: 10})
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-	p, err := b.startProcess(scenario, func(c *relay.Config) { c.Workers = b.cfg.DispatchWorkers })
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	fx, err := p.setup(10, 10, tr.ReceiverURL(), false)
-	if err != nil {
-		return err
-	}
+	defer s.Close()
+	tr, p, fx := s.tr, s.p, s.fx
 	b.logf("%s: inserting %d due deliveries", scenario, n)
 	err = insertDue(ctx, p.DB, fx, bulkDue{
 		KeyPrefix: "due-", From: 0, To: int64(n - 1), Body: body1K(),

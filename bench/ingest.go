@@ -35,25 +35,16 @@ func (b *Runner) ingest(ctx context.Context) error {
 
 // ingestVariant runs one tenant/recipient layout at each rate and returns the best accepted rate.
 func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipients int, rates []float64, pgbenchTPS float64) (float64, error) {
-	paused := b.cfg.IngestRecipients == "paused"
-	tr, err := b.startTraffic(Refusal{})
+	l := layout{tenants: tenants, recipients: recipients, paused: b.cfg.IngestRecipients == "paused"}
+	if l.paused {
+		l.target = "http://127.0.0.1:9" // never called: the recipients are paused
+	}
+	s, err := b.startStage("ingest", Refusal{}, nil, l)
 	if err != nil {
 		return 0, err
 	}
-	defer tr.Close()
-	target := tr.ReceiverURL()
-	if paused {
-		target = "http://127.0.0.1:9" // never called: the recipients are paused
-	}
-	p, err := b.startProcess("ingest", nil)
-	if err != nil {
-		return 0, err
-	}
-	defer p.Close()
-	fx, err := p.setup(tenants, recipients, target, paused)
-	if err != nil {
-		return 0, err
-	}
+	defer s.Close()
+	tr, p, fx := s.tr, s.p, s.fx
 	if err := p.Start(); err != nil {
 		return 0, err
 	}
@@ -84,11 +75,11 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 		bySecond := res.BySecond()
 		var spread strings.Builder
 		for sec := range int(b.cfg.Duration / time.Second) {
-			fmt.Fprintf(&spread, " %.0f", float64(percentile(bySecond[sec], 0.99).Microseconds())/1000)
+			fmt.Fprintf(&spread, " %.0f", float64(Percentile(bySecond[sec], 0.99).Microseconds())/1000)
 		}
 		b.logf("%s @ %.0f/s: answers' p99 by second (ms):%s", name, rate, spread.String())
 		lat := res.Latencies(time.Time{}, time.Time{})
-		p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+		p50, p99 := Percentile(lat, 0.5), Percentile(lat, 0.99)
 		detail := fmt.Sprintf("offered %.0f/s; p50 %s, p99 %s; non-202 %d, unanswered %d; %.2f statements + %.2f BEGIN/COMMIT per request",
 			rate, ms(p50), ms(p99), res.Others(), res.Failed(), float64(used.Statements)/float64(max(1, res.Accepted())),
 			float64(used.TxControl)/float64(max(1, res.Accepted())))
@@ -100,7 +91,7 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 			}
 		}
 		mode := "recipients paused (pure intake)"
-		if !paused {
+		if !l.paused {
 			mode = "recipients active → loopback receiver (delivery runs alongside)"
 		}
 		b.add(Row{

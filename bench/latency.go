@@ -11,32 +11,34 @@ import (
 // errNoCeiling says latency and purge need the ingest ceiling.
 var errNoCeiling = errors.New("no ingest ceiling: run the ingest scenario in the same invocation or pass -ceiling")
 
+// startAtHalfCeiling starts, for latency and purge, a stage with layout l and its background services running,
+// and returns the rate both load it at: half the ingest ceiling.
+func (b *Runner) startAtHalfCeiling(scenario string, l layout) (*stage, float64, error) {
+	if b.ceiling == 0 {
+		return nil, 0, errNoCeiling
+	}
+	s, err := b.startStage(scenario, Refusal{}, nil, l)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.p.Start(); err != nil {
+		s.Close()
+		return nil, 0, err
+	}
+	return s, b.ceiling / 2, nil
+}
+
 // latency measures accept → first byte at the receiver at half the ingest ceiling, from the scheduled send
 // time (a slow generator cannot hide delay). Its ledger must balance: every request answered 202 (published)
 // is delivered or counted missing, the receiver sees no request that was not published, and the database
 // holds exactly the published requests with one debit each.
 func (b *Runner) latency(ctx context.Context) error {
-	if b.ceiling == 0 {
-		return errNoCeiling
-	}
-	rate := b.ceiling / 2
-	tr, err := b.startTraffic(Refusal{})
+	s, rate, err := b.startAtHalfCeiling("latency", layout{tenants: 100, recipients: 1})
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-	p, err := b.startProcess("latency", nil)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	fx, err := p.setup(100, 1, tr.ReceiverURL(), false)
-	if err != nil {
-		return err
-	}
-	if err := p.Start(); err != nil {
-		return err
-	}
+	defer s.Close()
+	tr, p, fx := s.tr, s.p, s.fx
 	warm, err := b.warmUp(ctx, tr, p, fx, rate)
 	if err != nil {
 		return err
@@ -73,10 +75,10 @@ func (b *Runner) latency(ctx context.Context) error {
 	acceptBySecond := res.BySecond()
 	for sec := range int(b.cfg.Duration / time.Second) {
 		d, a := bySecond[sec], acceptBySecond[sec]
-		b.logf("latency: second %d: %d delivered, p50 %s, p99 %s, max %s; answered p99 %s, max %s", sec, len(d), ms(percentile(d, 0.5)),
-			ms(percentile(d, 0.99)), ms(percentile(d, 1)), ms(percentile(a, 0.99)), ms(percentile(a, 1)))
+		b.logf("latency: second %d: %d delivered, p50 %s, p99 %s, max %s; answered p99 %s, max %s", sec, len(d), ms(Percentile(d, 0.5)),
+			ms(Percentile(d, 0.99)), ms(Percentile(d, 1)), ms(Percentile(a, 0.99)), ms(Percentile(a, 1)))
 	}
-	p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+	p50, p99 := Percentile(lat, 0.5), Percentile(lat, 0.99)
 	row := Row{
 		Scenario: "latency",
 		Figure:   fmt.Sprintf("p99 %s", ms(p99)),

@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// percentile returns the q-quantile (0 ≤ q ≤ 1) of d by the nearest-rank method; 0 for no samples.
-func percentile(d []time.Duration, q float64) time.Duration {
+// Percentile returns the q-quantile (0 ≤ q ≤ 1) of d by the nearest-rank method; 0 for no samples.
+func Percentile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}

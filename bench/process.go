@@ -99,6 +99,49 @@ func (b *Runner) startProcess(scenario string, configure func(*relay.Config)) (*
 	return p, nil
 }
 
+// stage is where most scenarios start: a traffic process, an Adal process and the fixture set up on it.
+type stage struct {
+	tr *Traffic
+	p  *Process
+	fx *Fixture
+}
+
+// layout is the fixture a stage sets up (see Process.setup); an empty target is the traffic's receiver.
+type layout struct {
+	tenants, recipients int
+	target              string
+	paused              bool
+}
+
+// startStage starts a traffic process whose receiver answers by refuse, an Adal process for scenario
+// (configure as in startProcess) and the fixture l. On error, what was started is closed.
+func (b *Runner) startStage(scenario string, refuse Refusal, configure func(*relay.Config), l layout) (*stage, error) {
+	tr, err := b.startTraffic(refuse)
+	if err != nil {
+		return nil, err
+	}
+	p, err := b.startProcess(scenario, configure)
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	s := &stage{tr: tr, p: p}
+	if l.target == "" {
+		l.target = tr.ReceiverURL()
+	}
+	if s.fx, err = p.setup(l.tenants, l.recipients, l.target, l.paused); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close ends the Adal process, then the traffic process.
+func (s *stage) Close() {
+	s.p.Close()
+	s.tr.Close()
+}
+
 // committersSetting names the intake committers in a row's settings when the run sets them.
 func (b *Runner) committersSetting() string {
 	if b.cfg.IntakeCommitters == 0 {

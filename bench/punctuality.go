@@ -15,20 +15,13 @@ import (
 // arrival − due time; an arrival before its due time is early, and there must be none.
 func (b *Runner) punctuality(ctx context.Context) error {
 	unit := b.cfg.PunctualityUnit
-	tr, err := b.startTraffic(Refusal{Attempt: 2, Every: 10})
+	s, err := b.startStage("punctuality", Refusal{Attempt: 2, Every: 10}, func(c *relay.Config) { c.RetryUnit = unit },
+		layout{tenants: 10, recipients: 10})
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-	p, err := b.startProcess("punctuality", func(c *relay.Config) { c.RetryUnit = unit })
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	fx, err := p.setup(10, 10, tr.ReceiverURL(), false)
-	if err != nil {
-		return err
-	}
+	defer s.Close()
+	tr, p, fx := s.tr, s.p, s.fx
 	window := b.cfg.PunctualityWindow
 	due := int64(b.cfg.PunctualityRate * window.Seconds())
 	total := int64(b.cfg.PunctualityRows)
@@ -140,13 +133,13 @@ func (b *Runner) punctuality(ctx context.Context) error {
 		}
 	}
 	all := append(append([]time.Duration(nil), late...), lateRetry...)
-	p50, p99 := percentile(all, 0.5), percentile(all, 0.99)
+	p50, p99 := Percentile(all, 0.5), Percentile(all, 0.99)
 	row := Row{
 		Scenario: "punctuality",
 		Figure:   fmt.Sprintf("p99 late %s, %d early", ms(p99), early),
 		Detail: fmt.Sprintf("p50 late %s; %d due retries from the table (p99 %s) + %d scheduled by the process on the compressed unit (p99 %s); max %s; received %d of %d",
-			ms(p50), len(late), ms(percentile(late, 0.99)), len(lateRetry), ms(percentile(lateRetry, 0.99)),
-			ms(percentile(all, 1)), received, want),
+			ms(p50), len(late), ms(Percentile(late, 0.99)), len(lateRetry), ms(Percentile(lateRetry, 0.99)),
+			ms(Percentile(all, 1)), received, want),
 		Target: fmt.Sprintf("never early: %s; p99 late ≤ 1 s: %s", met(early == 0), met(p99 <= time.Second)),
 		Settings: fmt.Sprintf("%d PENDING retries in the table, %d of them due over %v (%.0f/s), the rest a day later; ADAL_RETRY_UNIT %v; 1 in 10 fails once more (retry due 9 units after)",
 			total, due, window, b.cfg.PunctualityRate, unit),

@@ -13,28 +13,13 @@ import (
 // purge measures retention: PurgeRequests expired requests (two deliveries of three attempts each) purged while
 // ingest runs at half its ceiling, and the ingest p99 during the purge against a baseline run just before.
 func (b *Runner) purge(ctx context.Context) error {
-	if b.ceiling == 0 {
-		return errNoCeiling
-	}
-	rate := b.ceiling / 2
-	tr, err := b.startTraffic(Refusal{})
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	p, err := b.startProcess("purge", nil)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
 	const nowhere = "http://127.0.0.1:9" // recipients are paused: pure intake, as in the ingest scenario
-	fx, err := p.setup(100, 1, nowhere, true)
+	s, rate, err := b.startAtHalfCeiling("purge", layout{tenants: 100, recipients: 1, target: nowhere, paused: true})
 	if err != nil {
 		return err
 	}
-	if err := p.Start(); err != nil {
-		return err
-	}
+	defer s.Close()
+	tr, p, fx := s.tr, s.p, s.fx
 	body := body1K()
 	load := Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body}
 	b.startMeasure()
@@ -42,7 +27,7 @@ func (b *Runner) purge(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	baseP99 := percentile(base.Latencies(time.Time{}, time.Time{}), 0.99)
+	baseP99 := Percentile(base.Latencies(time.Time{}, time.Time{}), 0.99)
 
 	// The expired history belongs to a tenant of its own with two (paused) recipients.
 	extra, err := p.setup(1, 2, nowhere, true)
@@ -79,7 +64,7 @@ func (b *Runner) purge(ctx context.Context) error {
 	}
 	during := loaded.res
 	inPurge := during.Latencies(purgeStart, purgeEnd)
-	duringP99 := percentile(inPurge, 0.99)
+	duringP99 := Percentile(inPurge, 0.99)
 	rps := st.RequestsPerSecond()
 	row := Row{
 		Scenario: "purge",

@@ -26,11 +26,11 @@ func TestKillRightAfterAccept(t *testing.T) {
 	)
 	db := newDatabase(t)
 	proc := newServerProcess(t, db.env...)
-	proc.start()
-	fx := setup(t, proc, credits)
+	proc.Start()
+	fx := proc.Setup(credits)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(rcv.Close)
-	fx.recipient(t, proc, rcv.URL+"/hook", 3)
+	fx.Recipient(proc, rcv.URL+"/hook", 3)
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	answered := map[string]bool{}
@@ -41,7 +41,7 @@ func TestKillRightAfterAccept(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range burst {
 			wg.Go(func() {
-				status, id := post(client, proc.url, fx.key, fmt.Sprintf(`{"round":%d,"i":%d}`, round, i))
+				status, id := post(client, proc.URL, fx.Key, fmt.Sprintf(`{"round":%d,"i":%d}`, round, i))
 				if status == http.StatusAccepted {
 					mu.Lock()
 					answered[id] = true
@@ -55,10 +55,10 @@ func TestKillRightAfterAccept(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("no request accepted")
 		}
-		proc.kill()
+		proc.Kill()
 		wg.Wait() // the others fail (connection reset or refused) or were answered before the kill
 		db.settled(t)
-		proc.start()
+		proc.Start()
 
 		for id := range answered {
 			require.Equal(t, 1, db.count(t, `SELECT COUNT(*) FROM requests WHERE id = `+mustInt(t, id)), "request %s answered 202", id)

@@ -76,12 +76,12 @@ func TestKillMidDeliveryTenTimes(t *testing.T) {
 		"ADAL_RESCUE_INTERVAL=200ms",
 		"ADAL_RETRY_UNIT=20ms", // retries after a rescue come quickly: 4, 9, 16… × 20 ms
 	)...)
-	proc.start()
-	fx := setup(t, proc, 100_000)
+	proc.Start()
+	fx := proc.Setup(100_000)
 	rcv := newSlowReceiver(t)
 	recipients := []string{"/a", "/b"}
 	for _, path := range recipients {
-		fx.recipient(t, proc, rcv.URL+path, maxAttempts)
+		fx.Recipient(proc, rcv.URL+path, maxAttempts)
 	}
 
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -90,15 +90,15 @@ func TestKillMidDeliveryTenTimes(t *testing.T) {
 	started := time.Now()
 	for round := range kills {
 		if round > 0 {
-			proc.start()
+			proc.Start()
 		}
 		for i := range perRound {
-			status, id := post(client, proc.url, fx.key, fmt.Sprintf(`{"round":%d,"i":%d}`, round, i))
+			status, id := post(client, proc.URL, fx.Key, fmt.Sprintf(`{"round":%d,"i":%d}`, round, i))
 			require.Equal(t, http.StatusAccepted, status, "round %d request %d", round, i)
 			accepted[id] = true
 		}
 		waitFor(t, 20*time.Second, "attempts in flight at the receiver", func() bool { return rcv.holding.Load() > 0 })
-		proc.kill()
+		proc.Kill()
 		db.settled(t)
 		// The dead process's database state is frozen: what is IN_PROGRESS now is every attempt the kill cut.
 		// (One cut by the previous kill may still be waiting for its lease to lapse: it counts once.)
@@ -114,7 +114,7 @@ func TestKillMidDeliveryTenTimes(t *testing.T) {
 		require.NoError(t, rows.Close())
 		t.Logf("kill %d: %d attempts in flight, receiver holding %d", round+1, inFlight, rcv.holding.Load())
 	}
-	proc.start()
+	proc.Start()
 	waitFor(t, 90*time.Second, "every delivery to be terminal", func() bool {
 		return db.count(t, `SELECT COUNT(*) FROM deliveries WHERE status NOT IN ('SUCCEEDED', 'FAILED')`) == 0
 	})
@@ -173,7 +173,7 @@ func TestKillMidDeliveryTenTimes(t *testing.T) {
 	require.LessOrEqual(t, unreceived, onlyCut, "deliveries that never reached the receiver")
 	require.Zero(t, db.count(t, `SELECT COUNT(*) FROM deliveries WHERE status = 'FAILED' AND attempt_count < max_attempts`),
 		"a delivery failed with attempts left")
-	require.Equal(t, kills+1, proc.starts)
+	require.Equal(t, kills+1, proc.Starts)
 }
 
 func mustInt(t *testing.T, s string) string {

@@ -77,8 +77,8 @@ func rideOut(t *testing.T, disrupt func(admin *sql.DB, database string) int) {
 	)
 	db, name := newOwnDatabase(t)
 	proc := newServerProcess(t, append(db.env, "ADAL_LEASE=3s", "ADAL_RESCUE_INTERVAL=500ms", "ADAL_RETRY_UNIT=50ms")...)
-	proc.start()
-	fx := setup(t, proc, 1_000_000)
+	proc.Start()
+	fx := proc.Setup(1_000_000)
 	var mu sync.Mutex
 	delivered := map[string]time.Time{}
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +89,7 @@ func rideOut(t *testing.T, disrupt func(admin *sql.DB, database string) int) {
 		mu.Unlock()
 	}))
 	t.Cleanup(rcv.Close)
-	fx.recipient(t, proc, rcv.URL+"/hook", 10)
+	fx.Recipient(proc, rcv.URL+"/hook", 10)
 
 	admin, err := sql.Open("postgres", os.Getenv(dbtest.EnvURL)) // on another database: never terminated
 	require.NoError(t, err)
@@ -115,7 +115,7 @@ func rideOut(t *testing.T, disrupt func(admin *sql.DB, database string) int) {
 			results = append(results, s)
 			mu.Unlock()
 			wg.Go(func() {
-				status, id := post(client, proc.url, fx.key, fmt.Sprintf(`{"i":%d}`, i))
+				status, id := post(client, proc.URL, fx.Key, fmt.Sprintf(`{"i":%d}`, i))
 				mu.Lock()
 				s.status, s.id, s.latency = status, id, time.Since(s.at)
 				mu.Unlock()
@@ -136,7 +136,7 @@ func rideOut(t *testing.T, disrupt func(admin *sql.DB, database string) int) {
 	<-loadDone
 	wg.Wait()
 
-	require.True(t, proc.alive(), "the server process died")
+	require.True(t, proc.Alive(), "the server process died")
 	// The load is over: results are final. Deliveries may still arrive; work on a copy.
 	mu.Lock()
 	seen := make(map[string]time.Time, len(delivered))

@@ -15,24 +15,13 @@ import (
 	"github.com/adal-relay/adal/viewer"
 )
 
-type testBundle struct {
-	env    *relaytest.Env
-	tenant relaytest.Tenant
-}
-
-func setup(t *testing.T) testBundle {
-	t.Helper()
-	env := relaytest.Start(t)
-	return testBundle{env: env, tenant: env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})}
-}
-
 func TestReportRecordsOnlyTheCurrentLease(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := relaytest.StartFixture(t, 100)
 	ctx := viewer.SystemContext(t.Context())
-	srv, rec := b.env.NewCLIRecipient(b.tenant, true)
-	req := b.env.Accept(srv.Key)
-	hub, client := b.env.Relay.CLIHub, b.env.DB.Client
+	srv, rec := b.Env.NewCLIRecipient(b.Tenant, true)
+	req := b.Env.Accept(srv.Key)
+	hub, client := b.Env.Relay.CLIHub, b.Env.DB.Client
 	l, err := hub.Attach(ctx, rec)
 	require.NoError(t, err)
 	defer l.Detach()
@@ -44,7 +33,7 @@ func TestReportRecordsOnlyTheCurrentLease(t *testing.T) {
 	c := j.Claim
 	require.Equal(t, j.LeaseToken, c.Owner)
 	require.Regexp(t, `^cli:[0-9a-f]+:[0-9a-f]{32}$`, c.Owner)
-	tenantID, _ := strconv.Atoi(b.tenant.ID)
+	tenantID, _ := strconv.Atoi(b.Tenant.ID)
 	member := viewer.NewContext(t.Context(), viewer.Viewer{Role: viewer.Member, TenantID: tenantID, Subject: "m"})
 	start := time.Now()
 	report := clihub.Report{DeliveryID: c.DeliveryID, Attempt: c.Attempt, LeaseToken: c.Owner,
@@ -78,8 +67,8 @@ func TestReportRecordsOnlyTheCurrentLease(t *testing.T) {
 
 func TestReportValidatesTheOutcome(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	hub := b.env.Relay.CLIHub
+	b := relaytest.StartFixture(t, 100)
+	hub := b.Env.Relay.CLIHub
 	ctx := viewer.SystemContext(t.Context())
 	now := time.Now()
 	base := clihub.Report{DeliveryID: 1, Attempt: 1, LeaseToken: "cli:x", StartedAt: now, FinishedAt: now}
@@ -94,7 +83,7 @@ func TestReportValidatesTheOutcome(t *testing.T) {
 	for name, mutate := range cases {
 		r := base
 		mutate(&r)
-		_, err := hub.Report(ctx, b.env.DB.Client, r)
+		_, err := hub.Report(ctx, b.Env.DB.Client, r)
 		require.Error(t, err, name)
 		require.Contains(t, err.Error(), "reportCliAttempt", name)
 	}

@@ -102,20 +102,16 @@ func (h *hook) received() []hookCall {
 	return append([]hookCall(nil), h.calls...)
 }
 
-func retryUnit(unit time.Duration) func(*relay.Config) {
-	return func(c *relay.Config) { c.RetryUnit = unit }
+// startFast starts a process whose retries come 5 ms apart, with a tenant of credits and a server of its.
+func startFast(t *testing.T, credits int) (*relaytest.Env, relaytest.Tenant, relaytest.Server) {
+	t.Helper()
+	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
+	tn, srv := env.NewTenantServer(credits)
+	return env, tn, srv
 }
 
-// post sends a webhook that must be accepted and returns the request ID.
-func post(t *testing.T, env *relaytest.Env, key, suffix, body string) string {
-	t.Helper()
-	resp := env.Post(key, suffix, []byte(body))
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(raw))
-	var out struct{ RequestID string }
-	require.NoError(t, json.Unmarshal(raw, &out))
-	return out.RequestID
+func retryUnit(unit time.Duration) func(*relay.Config) {
+	return func(c *relay.Config) { c.RetryUnit = unit }
 }
 
 type attemptView struct {

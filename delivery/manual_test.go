@@ -17,15 +17,13 @@ import (
 // other recipients' deliveries are left as they were, and the request status follows the new delivery.
 func TestRetryDeliveryCreatesNewDelivery(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	env, tn, srv := startFast(t, 10)
 	flaky := newHook(t, failFirst(1))
 	good := newHook(t, always(http.StatusOK))
 	recA := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": flaky.URL + "/a", "maxAttempts": 1, "sendIdempotencyKey": true})
 	recB := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": good.URL + "/b", "maxAttempts": 1})
 
-	reqID := post(t, env, srv.Key, "/evt", `{"n":1}`)
+	reqID := env.Send(srv.Key, "/evt", `{"n":1}`)
 	r := waitRequest(t, env, tn.Member, reqID, "request to settle", func(r requestView) bool { return r.Status != "PENDING" })
 	require.Equal(t, "PARTIAL", r.Status)
 	origA, origB := deliveryTo(t, r, recA), deliveryTo(t, r, recB)
@@ -104,13 +102,11 @@ func TestRetryDeliveryCreatesNewDelivery(t *testing.T) {
 // A FAILED request becomes PENDING with the retry and DELIVERED when it succeeds.
 func TestRetryTurnsFailedRequestIntoDelivered(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	env, tn, srv := startFast(t, 10)
 	flaky := newHook(t, failFirst(2))
 	rec := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": flaky.URL, "maxAttempts": 2, "retrySchedule": "STEPPED"})
 
-	reqID := post(t, env, srv.Key, "", `{}`)
+	reqID := env.Send(srv.Key, "", `{}`)
 	r := waitRequest(t, env, tn.Member, reqID, "request failed", func(r requestView) bool { return r.Status == "FAILED" })
 	d := deliveryTo(t, r, rec)
 	require.Equal(t, 2, d.AttemptCount)
@@ -132,9 +128,7 @@ func TestRetryTurnsFailedRequestIntoDelivered(t *testing.T) {
 // retried.
 func TestRetryAndCancelConflicts(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	env, tn, srv := startFast(t, 10)
 	held := newHook(t, always(http.StatusOK))
 	held.hold()
 	idle := newHook(t, always(http.StatusOK))
@@ -142,7 +136,7 @@ func TestRetryAndCancelConflicts(t *testing.T) {
 	recP := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": idle.URL})
 	setRecipientState(t, env, tn, "pauseRecipient", recP)
 
-	reqID := post(t, env, srv.Key, "", `{}`)
+	reqID := env.Send(srv.Key, "", `{}`)
 	r := waitRequest(t, env, tn.Member, reqID, "attempt in flight", func(r requestView) bool {
 		return deliveryTo(t, r, recH).Status == "IN_PROGRESS" && held.count() == 1
 	})
@@ -182,7 +176,7 @@ func TestRetryAndCancelConflicts(t *testing.T) {
 	// has claimed everything due for the recipient (the cancelled delivery was due earlier), and the
 	// cancelled delivery was never attempted.
 	setRecipientState(t, env, tn, "resumeRecipient", recP)
-	req2 := post(t, env, srv.Key, "", `{}`)
+	req2 := env.Send(srv.Key, "", `{}`)
 	waitRequest(t, env, tn.Member, req2, "second request delivered", func(r requestView) bool { return r.Status == "DELIVERED" })
 	r = getRequest(t, env, tn.Member, reqID)
 	after := deliveryTo(t, r, recP)
@@ -207,12 +201,11 @@ func TestCancelScheduledRetry(t *testing.T) {
 	t.Parallel()
 	const unit = 500 * time.Millisecond // the retry is due 4 units (2 s) after the first attempt
 	env := relaytest.Start(t, retryUnit(unit))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	flaky := newHook(t, failFirst(1))
 	rec := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": flaky.URL})
 
-	reqID := post(t, env, srv.Key, "", `{}`)
+	reqID := env.Send(srv.Key, "", `{}`)
 	r := waitRequest(t, env, tn.Member, reqID, "retry scheduled", func(r requestView) bool {
 		d := deliveryTo(t, r, rec)
 		return d.Status == "PENDING" && d.AttemptCount == 1
@@ -242,16 +235,14 @@ func TestCancelScheduledRetry(t *testing.T) {
 // original stays as it was.
 func TestReplayRequest(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	env, tn, srv := startFast(t, 10)
 	kept := newHook(t, always(http.StatusOK))
 	removed := newHook(t, always(http.StatusOK))
 	added := newHook(t, always(http.StatusOK))
 	recKept := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": kept.URL, "sendIdempotencyKey": true})
 	recRemoved := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": removed.URL})
 
-	origID := post(t, env, srv.Key, "/evt?x=1", `{"n":1}`)
+	origID := env.Send(srv.Key, "/evt?x=1", `{"n":1}`)
 	orig := waitRequest(t, env, tn.Member, origID, "original delivered", func(r requestView) bool { return r.Status == "DELIVERED" })
 	require.Len(t, orig.Deliveries, 2)
 
@@ -310,12 +301,10 @@ func TestReplayRequest(t *testing.T) {
 // value at all, which the body column does not take.
 func TestReplayEmptyBody(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	env, tn, srv := startFast(t, 10)
 	hook := newHook(t, always(http.StatusOK))
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": hook.URL})
-	origID := post(t, env, srv.Key, "", "")
+	origID := env.Send(srv.Key, "", "")
 	waitRequest(t, env, tn.Member, origID, "original delivered", func(r requestView) bool { return r.Status == "DELIVERED" })
 	rep, code := replay(t, env, tn.Member, origID)
 	require.Empty(t, code)
@@ -329,13 +318,11 @@ func TestReplayEmptyBody(t *testing.T) {
 // Without credits, retry and replay are refused and change nothing.
 func TestManualActionsWithoutCredits(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1})
-	srv := env.NewServer(tn, "s", nil)
+	env, tn, srv := startFast(t, 1)
 	failing := newHook(t, always(http.StatusServiceUnavailable))
 	rec := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": failing.URL, "maxAttempts": 1})
 
-	reqID := post(t, env, srv.Key, "", `{}`)
+	reqID := env.Send(srv.Key, "", `{}`)
 	before := waitRequest(t, env, tn.Member, reqID, "request failed", func(r requestView) bool { return r.Status == "FAILED" })
 	d := deliveryTo(t, before, rec)
 	require.Equal(t, 0, balance(t, env, tn))
@@ -377,8 +364,7 @@ func TestPausedRecipientWaits(t *testing.T) {
 	t.Parallel()
 	const unit = 20 * time.Millisecond
 	env := relaytest.Start(t, retryUnit(unit))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	paused := newHook(t, failFirst(1))
 	paused.hold()
 	other := newHook(t, always(http.StatusOK))
@@ -386,7 +372,7 @@ func TestPausedRecipientWaits(t *testing.T) {
 	recO := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": other.URL})
 
 	// Pause while the first attempt is in flight; it fails, and its retry is scheduled.
-	req1 := post(t, env, srv.Key, "", `{}`)
+	req1 := env.Send(srv.Key, "", `{}`)
 	waitRequest(t, env, tn.Member, req1, "first attempt in flight", func(r requestView) bool {
 		return deliveryTo(t, r, recP).Status == "IN_PROGRESS" && paused.count() == 1
 	})
@@ -399,7 +385,7 @@ func TestPausedRecipientWaits(t *testing.T) {
 	due := *deliveryTo(t, r, recP).NextAttemptAt
 
 	// A request arriving while paused waits as well; the other recipient gets it.
-	req2 := post(t, env, srv.Key, "", `{}`)
+	req2 := env.Send(srv.Key, "", `{}`)
 	waitRequest(t, env, tn.Member, req2, "other recipient served", func(r requestView) bool {
 		return deliveryTo(t, r, recO).Status == "SUCCEEDED"
 	})
@@ -432,12 +418,10 @@ func TestPausedRecipientWaits(t *testing.T) {
 // Concurrent retries of one delivery: exactly one wins, and only it is paid for.
 func TestConcurrentRetriesCreateOneDelivery(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	env, tn, srv := startFast(t, 10)
 	good := newHook(t, always(http.StatusOK))
 	rec := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": good.URL})
-	reqID := post(t, env, srv.Key, "", `{}`)
+	reqID := env.Send(srv.Key, "", `{}`)
 	r := waitRequest(t, env, tn.Member, reqID, "delivered", func(r requestView) bool { return r.Status == "DELIVERED" })
 	d := deliveryTo(t, r, rec)
 

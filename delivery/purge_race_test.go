@@ -19,11 +19,10 @@ func TestRetryAndReplayWaitForThePurge(t *testing.T) {
 	t.Parallel()
 	dbtest.SkipUnlessPostgres(t)
 	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	down := newHook(t, always(http.StatusInternalServerError))
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": down.URL, "maxAttempts": 1})
-	reqID := post(t, env, srv.Key, "/evt", `{"n":1}`)
+	reqID := env.Send(srv.Key, "/evt", `{"n":1}`)
 	r := waitRequest(t, env, tn.Member, reqID, "request failed", func(r requestView) bool { return r.Status == "FAILED" })
 	require.Equal(t, 9, balance(t, env, tn))
 

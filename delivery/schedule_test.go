@@ -43,12 +43,28 @@ func TestScheduleMaxAttempts(t *testing.T) {
 	require.Equal(t, 10, Schedule("BOGUS").MaxAttempts())
 }
 
+// step is the wait before attempt next, counted from the end of the previous attempt.
+type step struct {
+	next int
+	wait time.Duration
+}
+
+// requireWaits checks each step of a schedule that counts from the end of the previous attempt, and the sum
+// of the waits.
+func requireWaits(t *testing.T, s Schedule, total time.Duration, steps []step) {
+	t.Helper()
+	var sum time.Duration
+	for _, tt := range steps {
+		got := s.NextDue(tt.next, firstStart, lastEnd, time.Minute)
+		require.Equal(t, lastEnd.Add(tt.wait), got, "%s attempt %d counts from the end of the previous one", s, tt.next)
+		sum += got.Sub(lastEnd)
+	}
+	require.Equal(t, total, sum)
+}
+
 func TestQuadraticEveryStep(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		next int
-		wait time.Duration
-	}{
+	requireWaits(t, Quadratic, 6*time.Hour+24*time.Minute, []step{
 		{2, 4 * time.Minute},
 		{3, 9 * time.Minute},
 		{4, 16 * time.Minute},
@@ -58,22 +74,12 @@ func TestQuadraticEveryStep(t *testing.T) {
 		{8, 64 * time.Minute},
 		{9, 81 * time.Minute},
 		{10, 100 * time.Minute},
-	}
-	var total time.Duration
-	for _, tt := range tests {
-		got := Quadratic.NextDue(tt.next, firstStart, lastEnd, time.Minute)
-		require.Equal(t, lastEnd.Add(tt.wait), got, "attempt %d counts from the end of the previous one", tt.next)
-		total += got.Sub(lastEnd)
-	}
-	require.Equal(t, 6*time.Hour+24*time.Minute, total)
+	})
 }
 
 func TestSteppedEveryStep(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		next int
-		wait time.Duration
-	}{
+	requireWaits(t, Stepped, 2*time.Hour+59*time.Minute, []step{
 		{2, 1 * time.Minute}, // after the 1st failure
 		{3, 1 * time.Minute},
 		{4, 2 * time.Minute},
@@ -83,14 +89,7 @@ func TestSteppedEveryStep(t *testing.T) {
 		{8, 20 * time.Minute},
 		{9, 60 * time.Minute},
 		{10, 60 * time.Minute}, // after the 9th failure
-	}
-	var total time.Duration
-	for _, tt := range tests {
-		got := Stepped.NextDue(tt.next, firstStart, lastEnd, time.Minute)
-		require.Equal(t, lastEnd.Add(tt.wait), got, "attempt %d", tt.next)
-		total += got.Sub(lastEnd)
-	}
-	require.Equal(t, 2*time.Hour+59*time.Minute, total)
+	})
 }
 
 func TestExponentialEveryStep(t *testing.T) {

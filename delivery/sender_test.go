@@ -50,9 +50,19 @@ func capture(status int) (http.Handler, <-chan received) {
 
 func newServer(t *testing.T, h http.Handler) *httptest.Server {
 	t.Helper()
+	return startServer(t, h, (*httptest.Server).Start)
+}
+
+// newTLSServer serves h over TLS with a certificate no client trusts by default.
+func newTLSServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	return startServer(t, h, (*httptest.Server).StartTLS)
+}
+
+func startServer(t *testing.T, h http.Handler, start func(*httptest.Server)) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused TLS handshakes would only add noise
-	srv.Start()
+	start(srv)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -362,10 +372,7 @@ func TestSendTLSErrors(t *testing.T) {
 	t.Run("untrusted certificate", func(t *testing.T) {
 		t.Parallel()
 		h, got := capture(http.StatusOK)
-		srv := httptest.NewUnstartedServer(h)
-		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
+		srv := newTLSServer(t, h)
 		o := send(t, newSender(t, true), Outgoing{URL: srv.URL})
 		require.Equal(t, ErrTLS, o.ErrorKind)
 		require.Zero(t, o.HTTPStatus)
@@ -383,10 +390,7 @@ func TestSendTLSErrors(t *testing.T) {
 	t.Run("wrong host name", func(t *testing.T) {
 		t.Parallel()
 		h, _ := capture(http.StatusOK)
-		srv := httptest.NewUnstartedServer(h)
-		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
+		srv := newTLSServer(t, h)
 		// Trusted CA, but the certificate is for 127.0.0.1/example.com, not for the name we ask for.
 		tr := egress.NewTransport(egress.Policy{AllowPrivate: true}, 0)
 		tr.TLSClientConfig.RootCAs = x509.NewCertPool()

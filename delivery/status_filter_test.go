@@ -4,19 +4,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/adal-relay/adal/relay/relaytest"
 )
 
 // The derived request status is stored, so a server's requests can be filtered by it.
 func TestRequestsFilteredByStatus(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 20})
-	srv := env.NewServer(tn, "s", nil)
+	env, tn, srv := startFast(t, 20)
 	other := env.NewServer(tn, "other", nil)
 	// A fails requests whose path contains "allfail"; B fails those containing "fail" (so "allfail" too).
 	failOn := func(word string) func(int, *http.Request) int {
@@ -38,9 +33,9 @@ func TestRequestsFilteredByStatus(t *testing.T) {
 	for _, c := range []struct{ path, status string }{
 		{"/ok", "DELIVERED"}, {"/fail-1", "PARTIAL"}, {"/allfail", "FAILED"}, {"/fail-2", "PARTIAL"}, {"/ok-2", "DELIVERED"},
 	} {
-		want[post(t, env, srv.Key, c.path, `{}`)] = c.status
+		want[env.Send(srv.Key, c.path, `{}`)] = c.status
 	}
-	post(t, env, other.Key, "/fail-other", `{}`) // PARTIAL, but on another server
+	env.Send(other.Key, "/fail-other", `{}`) // PARTIAL, but on another server
 	for id, status := range want {
 		r := waitRequest(t, env, tn.Member, id, "request settled", func(r requestView) bool { return r.Status != "PENDING" })
 		require.Equal(t, status, r.Status, "request %s (%s)", id, r.Path)

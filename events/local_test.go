@@ -193,12 +193,18 @@ func TestLocalStopClosesSubscribersAndCanRestart(t *testing.T) {
 	requireClosed(t, ch)
 	require.Zero(t, b.hub.count())
 	b.Stop() // idempotent
-	_, err = b.Subscribe(t.Context(), Filter{})
+	requireRestarts(t, b)
+}
+
+// requireRestarts checks that the stopped bus b refuses subscribers, and serves them again once started.
+func requireRestarts(t *testing.T, b *Local) {
+	t.Helper()
+	_, err := b.Subscribe(t.Context(), Filter{})
 	require.ErrorIs(t, err, ErrNotRunning)
 
 	require.NoError(t, b.Start(t.Context()))
-	defer b.Stop()
-	ch, err = b.Subscribe(t.Context(), Filter{})
+	t.Cleanup(b.Stop)
+	ch, err := b.Subscribe(t.Context(), Filter{})
 	require.NoError(t, err)
 	require.NoError(t, b.Publish(t.Context(), Event{DeliveryID: 1}))
 	require.Equal(t, 1, recv(t, ch).DeliveryID)
@@ -213,17 +219,8 @@ func TestLocalStopsWhenStartContextEnds(t *testing.T) {
 	require.NoError(t, err)
 	cancel()
 	requireClosed(t, ch)
-
-	_, err = b.Subscribe(t.Context(), Filter{})
-	require.ErrorIs(t, err, ErrNotRunning)
-
 	// Started again under a live ctx, the ended ctx of the first run has no say any more.
-	require.NoError(t, b.Start(t.Context()))
-	defer b.Stop()
-	ch, err = b.Subscribe(t.Context(), Filter{})
-	require.NoError(t, err)
-	require.NoError(t, b.Publish(t.Context(), Event{DeliveryID: 3}))
-	require.Equal(t, 3, recv(t, ch).DeliveryID)
+	requireRestarts(t, b)
 }
 
 func TestLocalSlowSubscriberDoesNotBlockPublishers(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adal-relay/adal/bench"
 	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage/dbtest"
 )
@@ -63,15 +63,15 @@ func BenchmarkPurge(b *testing.B) {
 		b.ReportMetric(st.RowsPerSecond(), "rows/s")
 		b.ReportMetric(float64(st.LongestBatch.Microseconds())/1000, "longest-batch-ms")
 		b.ReportMetric(float64(st.Batches), "batches")
-		b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "intake-p99-ms")
-		b.ReportMetric(float64(percentile(lat, 1).Microseconds())/1000, "intake-max-ms")
-		b.ReportMetric(float64(percentile(base, 0.99).Microseconds())/1000, "intake-idle-p99-ms")
+		b.ReportMetric(float64(bench.Percentile(lat, 0.99).Microseconds())/1000, "intake-p99-ms")
+		b.ReportMetric(float64(bench.Percentile(lat, 1).Microseconds())/1000, "intake-max-ms")
+		b.ReportMetric(float64(bench.Percentile(base, 0.99).Microseconds())/1000, "intake-idle-p99-ms")
 		b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
 		b.Logf("purged %d requests, %d deliveries, %d attempts in %v: %.0f requests/s, %.0f rows/s; "+
 			"%d batches, longest %v; intake during purge: %d requests, p99 %v, max %v (without purge: p99 %v, max %v)",
 			st.Requests, st.Deliveries, st.Attempts, st.Elapsed.Round(time.Millisecond), st.RequestsPerSecond(),
 			st.RowsPerSecond(), st.Batches, st.LongestBatch.Round(time.Microsecond), len(lat),
-			percentile(lat, 0.99), percentile(lat, 1), percentile(base, 0.99), percentile(base, 1))
+			bench.Percentile(lat, 0.99), bench.Percentile(lat, 1), bench.Percentile(base, 0.99), bench.Percentile(base, 1))
 	}
 }
 
@@ -180,15 +180,6 @@ func accept(ctx context.Context, db *sql.DB, fx *fixture, expires time.Time, i i
 		}
 	}
 	return tx.Commit()
-}
-
-func percentile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 // peakRSS is the process's maximum resident set size in bytes.

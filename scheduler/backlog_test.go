@@ -21,8 +21,7 @@ func TestBacklogDrainsOnCompletions(t *testing.T) {
 		c.Workers = 2
 		c.PollInterval = time.Hour
 	})
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(100)
 
 	// The receiver holds every attempt until all requests are accepted: the two slots are then full and the
 	// rest of the deliveries are a backlog, with nothing left to wake the loop but finished attempts.
@@ -44,7 +43,7 @@ func TestBacklogDrainsOnCompletions(t *testing.T) {
 
 	const n = 30
 	for range n {
-		post(t, env, srv.Key, "", `{}`)
+		env.Send(srv.Key, "", `{}`)
 	}
 	close(gate)
 	relaytest.Eventually(t, 30*time.Second, "every delivery to reach the receiver", func() bool {
@@ -106,8 +105,7 @@ func TestNeverMoreAttemptsInFlightThanWorkers(t *testing.T) {
 				c.Workers = workers
 				c.PollInterval = time.Hour
 			})
-			tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})
-			srv := env.NewServer(tn, "s", nil)
+			tn, srv := env.NewTenantServer(100)
 			rcv := newHolding(t, n)
 			env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 1})
 
@@ -116,7 +114,7 @@ func TestNeverMoreAttemptsInFlightThanWorkers(t *testing.T) {
 				if outboundEvery > 0 && i%outboundEvery == 1 {
 					jobs = append(jobs, send(t, env, tn, map[string]any{"url": rcv.URL + "/job"}))
 				} else {
-					post(t, env, srv.Key, "", `{}`)
+					env.Send(srv.Key, "", `{}`)
 				}
 			}
 			if got := rcv.letThrough(t, n, workers); got != workers {

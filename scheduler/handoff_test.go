@@ -50,12 +50,11 @@ func handedOver(d *ent.Delivery) bool {
 func TestIntakeHandsNewDeliveriesToFreeWorkers(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t, func(c *relay.Config) { c.Workers = 1 })
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	rcv, arrived, release := blockingReceiver(t)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
 
-	first := post(t, env, srv.Key, "", `{"n":1}`)
+	first := env.Send(srv.Key, "", `{"n":1}`)
 	<-arrived // the only worker is now busy with the first request
 	d := deliveriesOf(t, env, first)[0]
 	require.Equal(t, entdelivery.StatusIN_PROGRESS, d.Status)
@@ -64,7 +63,7 @@ func TestIntakeHandsNewDeliveriesToFreeWorkers(t *testing.T) {
 	require.Equal(t, 1, d.AttemptCount)
 
 	// No worker is free: the second request's delivery waits in the table for the claim.
-	second := post(t, env, srv.Key, "", `{"n":2}`)
+	second := env.Send(srv.Key, "", `{"n":2}`)
 	d = deliveriesOf(t, env, second)[0]
 	require.Equal(t, entdelivery.StatusPENDING, d.Status)
 	require.Empty(t, d.LeaseOwner)
@@ -74,10 +73,7 @@ func TestIntakeHandsNewDeliveriesToFreeWorkers(t *testing.T) {
 	<-arrived
 	release <- struct{}{}
 	for _, id := range []string{first, second} {
-		relaytest.Eventually(t, 10*time.Second, "delivery of request "+id, func() bool {
-			return deliveriesOf(t, env, id)[0].Status == entdelivery.StatusSUCCEEDED
-		})
-		d := deliveriesOf(t, env, id)[0]
+		d := waitDelivered(t, env, id, 10*time.Second, "delivery of request "+id)
 		require.Equal(t, 1, d.AttemptCount)
 		require.Len(t, d.Edges.Attempts, 1)
 		require.Equal(t, attempt.StatusSUCCEEDED, d.Edges.Attempts[0].Status)
@@ -93,13 +89,11 @@ func TestIntakeHandsNewDeliveriesToFreeWorkers(t *testing.T) {
 		env.Relay.Scheduler.Run(h, nil)
 		return h.Slots == 1
 	})
-	third := post(t, env, srv.Key, "", `{"n":3}`)
+	third := env.Send(srv.Key, "", `{"n":3}`)
 	<-arrived
 	require.True(t, handedOver(deliveriesOf(t, env, third)[0]))
 	release <- struct{}{}
-	relaytest.Eventually(t, 10*time.Second, "delivery of the third request", func() bool {
-		return deliveriesOf(t, env, third)[0].Status == entdelivery.StatusSUCCEEDED
-	})
+	waitDelivered(t, env, third, 10*time.Second, "delivery of the third request")
 }
 
 // A delivery stored claimed whose process died before running it is not lost: its lease lapses, the rescuer
@@ -141,7 +135,7 @@ func TestClaimWithSpentLeaseIsLeftToTheRescuer(t *testing.T) {
 
 // storeOne stores one request for the env's only server (with one receiver as its direct recipient) as intake
 // would, under the given handoff, and returns what was stored and the receiver.
-func storeOne(t *testing.T, env *relaytest.Env, h delivery.Handoff) (delivery.Stored, *receiver) {
+func storeOne(t *testing.T, env *relaytest.Env, h delivery.Handoff) (delivery.Stored, *target) {
 	t.Helper()
 	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
 	fixture := env.NewServer(tn, "s", nil)
@@ -164,7 +158,7 @@ func storeOne(t *testing.T, env *relaytest.Env, h delivery.Handoff) (delivery.St
 
 // rescuedThenDelivered waits for the request's delivery to succeed and checks its history: an interrupted
 // first attempt, never sent, then a successful one.
-func rescuedThenDelivered(t *testing.T, env *relaytest.Env, requestID int, rcv *receiver) {
+func rescuedThenDelivered(t *testing.T, env *relaytest.Env, requestID int, rcv *target) {
 	t.Helper()
 	ctx := viewer.SystemContext(t.Context())
 	relaytest.Eventually(t, 10*time.Second, "the rescued delivery to succeed", func() bool {

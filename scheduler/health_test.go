@@ -56,6 +56,23 @@ func recipientState(t *testing.T, env *relaytest.Env, id string) recipient.State
 	return r.State
 }
 
+// healthFixture is a tenant whose server has one recipient with ten attempts on the stepped schedule, at a
+// receiver the test switches between failing and answering.
+type healthFixture struct {
+	tn  relaytest.Tenant
+	srv relaytest.Server
+	rcv *switchable
+	rid string
+}
+
+func newHealthFixture(t *testing.T, env *relaytest.Env) healthFixture {
+	t.Helper()
+	f := healthFixture{tn: env.NewTenant("acme", relaytest.PlanLimits{Credits: 20}), rcv: newSwitchable(t)}
+	f.srv = env.NewServer(f.tn, "s", nil)
+	f.rid = env.NewRecipient(f.tn, f.srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": f.rcv.URL, "maxAttempts": 10, "retrySchedule": "STEPPED"})
+	return f
+}
+
 func TestConsecutiveFailuresDisableThenProbeReenables(t *testing.T) {
 	t.Parallel()
 	const unit = 20 * time.Millisecond
@@ -63,12 +80,10 @@ func TestConsecutiveFailuresDisableThenProbeReenables(t *testing.T) {
 	rules.DisableConsecutive = 3
 	rules.ProbeUnits = 10 // one probe per 200ms
 	env := relaytest.Start(t, smallHealth(unit, rules))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 20})
-	srv := env.NewServer(tn, "s", nil)
-	rcv := newSwitchable(t)
-	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 10, "retrySchedule": "STEPPED"})
+	f := newHealthFixture(t, env)
+	tn, srv, rcv, rid := f.tn, f.srv, f.rcv, f.rid
 
-	first := post(t, env, srv.Key, "", `{}`)
+	first := env.Send(srv.Key, "", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "recipient disabled", func() bool {
 		return recipientState(t, env, rid) == recipient.StateDISABLED
 	})
@@ -84,7 +99,7 @@ func TestConsecutiveFailuresDisableThenProbeReenables(t *testing.T) {
 
 	// While disabled, attempts come only as probes: consecutive probe attempts are at least the probe
 	// interval apart.
-	second := post(t, env, srv.Key, "", `{}`)
+	second := env.Send(srv.Key, "", `{}`)
 	for len(rcv.times) > 0 {
 		<-rcv.times
 	}
@@ -120,11 +135,9 @@ func TestFailureRatioDisables(t *testing.T) {
 	// No probe may come while the test counts the attempts that led to DISABLED: the first is 1,000 s after.
 	rules.ProbeUnits = 1_000_000
 	env := relaytest.Start(t, smallHealth(time.Millisecond, rules))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 20})
-	srv := env.NewServer(tn, "s", nil)
-	rcv := newSwitchable(t)
-	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 10, "retrySchedule": "STEPPED"})
-	post(t, env, srv.Key, "", `{}`)
+	f := newHealthFixture(t, env)
+	srv, rcv, rid := f.srv, f.rcv, f.rid
+	env.Send(srv.Key, "", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "recipient disabled by ratio", func() bool {
 		return recipientState(t, env, rid) == recipient.StateDISABLED
 	})
@@ -138,11 +151,9 @@ func TestHardFreezeStopsAttemptsUntilEnabled(t *testing.T) {
 	rules.DisableConsecutive = 100
 	rules.FreezeHard = 3
 	env := relaytest.Start(t, smallHealth(time.Millisecond, rules))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 20})
-	srv := env.NewServer(tn, "s", nil)
-	rcv := newSwitchable(t)
-	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 10, "retrySchedule": "STEPPED"})
-	reqID := post(t, env, srv.Key, "", `{}`)
+	f := newHealthFixture(t, env)
+	tn, srv, rcv, rid := f.tn, f.srv, f.rcv, f.rid
+	reqID := env.Send(srv.Key, "", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "recipient frozen", func() bool {
 		return recipientState(t, env, rid) == recipient.StateFROZEN
 	})
@@ -156,8 +167,6 @@ func TestHardFreezeStopsAttemptsUntilEnabled(t *testing.T) {
 	require.Equal(t, "FORBIDDEN", resp.Code())
 	rcv.ok.Store(true)
 	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ enableRecipient(id: $id){ state } }`, map[string]any{"id": rid}, nil)
-	relaytest.Eventually(t, 20*time.Second, "delivered after enable", func() bool {
-		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusSUCCEEDED
-	})
+	waitDelivered(t, env, reqID, 20*time.Second, "delivered after enable")
 	require.EqualValues(t, 4, rcv.calls.Load())
 }

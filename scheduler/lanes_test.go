@@ -46,14 +46,13 @@ func setURL(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, recipientID, 
 func TestPausedBacklogIsParked(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(100)
 	rcv := newReceiver(t, 0)
 	// A retry due in four minutes keeps the first request's delivery pending while the recipient is still active.
 	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 2})
 	failing := newReceiver(t, 1)
 	setURL(t, env, tn, rid, failing.URL)
-	before := post(t, env, srv.Key, "", `{}`)
+	before := env.Send(srv.Key, "", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "first attempt failed, retry pending", func() bool {
 		d := deliveriesOf(t, env, before)[0]
 		return d.Status == entdelivery.StatusPENDING && d.AttemptCount == 1
@@ -66,7 +65,7 @@ func TestPausedBacklogIsParked(t *testing.T) {
 	})
 	const created = 5
 	for range created {
-		post(t, env, srv.Key, "", `{}`)
+		env.Send(srv.Key, "", `{}`)
 	}
 	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: created + 1}, lanes(t, env, rid),
 		"deliveries created while paused are parked from the start")
@@ -82,14 +81,13 @@ func TestPausedBacklogIsParked(t *testing.T) {
 
 // staleParked stores a delivery to a paused recipient, then makes the recipient active behind the service's
 // back, as changed at changedAt: the state is ACTIVE, the delivery still parked, nobody woken.
-func staleParked(t *testing.T, env *relaytest.Env, changedAt time.Time) (reqID string, rcv *receiver) {
+func staleParked(t *testing.T, env *relaytest.Env, changedAt time.Time) (reqID string, rcv *target) {
 	t.Helper()
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	rcv = newReceiver(t, 0)
 	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
 	setState(t, env, tn, "pauseRecipient", rid)
-	reqID = post(t, env, srv.Key, "", `{}`)
+	reqID = env.Send(srv.Key, "", `{}`)
 	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: 1}, lanes(t, env, rid))
 	id, _ := strconv.Atoi(rid)
 	require.NoError(t, env.DB.Client.Recipient.UpdateOneID(id).SetState(recipient.StateACTIVE).
@@ -104,9 +102,7 @@ func TestStaleParkedLaneIsRepaired(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t)
 	reqID, rcv := staleParked(t, env, time.Now())
-	relaytest.Eventually(t, 20*time.Second, "the parked delivery reconciled and delivered", func() bool {
-		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusSUCCEEDED
-	})
+	waitDelivered(t, env, reqID, 20*time.Second, "the parked delivery reconciled and delivered")
 	require.Equal(t, 1, rcv.count())
 }
 
@@ -118,8 +114,6 @@ func TestStartSweepsEveryLane(t *testing.T) {
 	env := relaytest.Start(t)
 	reqID, rcv := staleParked(t, env, time.Now().Add(-time.Hour)) // outside the running process's window
 	env.Peer(t)                                                   // a second process on the same database, as a restart would start
-	relaytest.Eventually(t, 20*time.Second, "the stale delivery swept and delivered", func() bool {
-		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusSUCCEEDED
-	})
+	waitDelivered(t, env, reqID, 20*time.Second, "the stale delivery swept and delivered")
 	require.Equal(t, 1, rcv.count())
 }

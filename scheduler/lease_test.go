@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/ent/attempt"
-	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/scheduler"
@@ -27,8 +26,7 @@ func TestAttemptEndsWithinItsLease(t *testing.T) {
 		c.Lease = lease
 		c.RescueInterval = 50 * time.Millisecond
 	})
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body) // once the body is read, the server notices the caller hanging up
 		<-r.Context().Done()
@@ -36,11 +34,8 @@ func TestAttemptEndsWithinItsLease(t *testing.T) {
 	t.Cleanup(stuck.Close)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": stuck.URL, "maxAttempts": 1, "timeoutSeconds": 30})
 
-	reqID := post(t, env, srv.Key, "", `{}`)
-	relaytest.Eventually(t, 20*time.Second, "the attempt to end", func() bool {
-		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusFAILED
-	})
-	d := deliveriesOf(t, env, reqID)[0]
+	reqID := env.Send(srv.Key, "", `{}`)
+	d := waitFailed(t, env, reqID, 20*time.Second, "the attempt to end")
 	require.Len(t, d.Edges.Attempts, 1)
 	a := d.Edges.Attempts[0]
 	require.Equal(t, attempt.ErrorKindTIMEOUT, *a.ErrorKind, a.ErrorMessage)

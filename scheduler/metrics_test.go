@@ -43,14 +43,13 @@ func metricValue(t *testing.T, text, series string) float64 {
 func TestMetricsAfterTraffic(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t, compressed(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	rcv := newReceiver(t, 1) // one failed attempt, then successes
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "retrySchedule": "STEPPED"})
 
 	var ids []string
 	for range 3 {
-		ids = append(ids, post(t, env, srv.Key, "", `{}`))
+		ids = append(ids, env.Send(srv.Key, "", `{}`))
 	}
 	resp := env.Post("no-such-key", "", []byte(`{}`))
 	resp.Body.Close()
@@ -83,13 +82,12 @@ func TestMetricsAfterTraffic(t *testing.T) {
 func TestMetricsDueBacklog(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t, compressed(5*time.Millisecond), func(c *relay.Config) { c.Workers = 1 })
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	busy, arrived, release := blockingReceiver(t)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": busy.URL})
 
 	for range 3 {
-		post(t, env, srv.Key, "", `{}`)
+		env.Send(srv.Key, "", `{}`)
 	}
 	<-arrived // one attempt in flight
 	relaytest.Eventually(t, 20*time.Second, "two due", func() bool {

@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adal-relay/adal/ent"
-	"github.com/adal-relay/adal/ent/attempt"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
@@ -31,8 +29,7 @@ func TestTwoProcessesNeverSendAnAttemptTwice(t *testing.T) {
 	}
 	a := relaytest.Start(t, small)
 	b := a.Peer(t, small)
-	tn := a.NewTenant("acme", relaytest.PlanLimits{Credits: requests})
-	srv := a.NewServer(tn, "s", nil)
+	tn, srv := a.NewTenantServer(requests)
 
 	// The receiver counts (request, attempt) pairs; there is one recipient, so a request names its delivery.
 	// Every fifth request fails its first attempt, so retries are claimed by either process too.
@@ -63,7 +60,7 @@ func TestTwoProcessesNeverSendAnAttemptTwice(t *testing.T) {
 		if i%2 == 1 {
 			env = b
 		}
-		post(t, env, srv.Key, "", strconv.Itoa(i))
+		env.Send(srv.Key, "", strconv.Itoa(i))
 	}
 
 	ctx := viewer.SystemContext(t.Context())
@@ -72,10 +69,7 @@ func TestTwoProcessesNeverSendAnAttemptTwice(t *testing.T) {
 		require.NoError(t, err)
 		return n == requests
 	})
-	ds, err := a.DB.Client.Delivery.Query().
-		WithAttempts(func(q *ent.AttemptQuery) { q.Order(ent.Asc(attempt.FieldNumber)) }).
-		All(ctx)
-	require.NoError(t, err)
+	ds := a.Deliveries()
 	require.Len(t, ds, requests)
 
 	mu.Lock()

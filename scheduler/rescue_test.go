@@ -1,193 +1,24 @@
 package scheduler_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adal-relay/adal/auth"
+	"github.com/adal-relay/adal/internal/testproc"
 	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/storage/dbtest"
-	"github.com/adal-relay/adal/viewer"
 )
 
-// binDir holds binaries built for the tests that run a real server process.
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "adal-scheduler-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "temp dir:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-var (
-	buildOnce sync.Once
-	serverBin string
-	buildErr  error
-)
-
-// serverBinary builds ./cmd/server once per test binary (only when a test needs it, so a test run filtered
-// to other tests pays nothing).
-func serverBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		bin := filepath.Join(binDir, "adal-server")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/adal-relay/adal/cmd/server").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/server: %v\n%s", err, out)
-			return
-		}
-		serverBin = bin
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return serverBin
-}
-
-// lockedBuffer collects a child process's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// serverProcess is `server serve` running as a child process, configured by ADAL_* variables.
-type serverProcess struct {
-	t    *testing.T
-	bin  string
-	env  []string
-	url  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs *lockedBuffer
-}
-
-func newServerProcess(t *testing.T, env ...string) *serverProcess {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	p := &serverProcess{
-		t:    t,
-		bin:  serverBinary(t),
-		env:  append([]string{"ADAL_ADDR=" + addr}, env...),
-		url:  "http://" + addr,
-		logs: &lockedBuffer{},
-	}
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("server output:\n%s", p.logs.String())
-		}
-	})
-	return p
-}
-
-// start launches the process and waits until it answers /readyz.
-func (p *serverProcess) start() {
-	p.t.Helper()
-	cmd := exec.Command(p.bin, "serve")
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	require.NoError(p.t, cmd.Start())
-	p.cmd, p.done = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	relaytest.Eventually(p.t, 30*time.Second, "the server to be ready", func() bool {
-		select {
-		case <-p.done:
-			p.t.Fatalf("server exited at start: %v\n%s", cmd.ProcessState, p.logs.String())
-		default:
-		}
-		resp, err := http.Get(p.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-}
-
-// kill ends the process with SIGKILL: no shutdown, nothing recorded.
-func (p *serverProcess) kill() {
-	p.t.Helper()
-	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGKILL))
-	<-p.done
-}
-
-// stop ends a running process gracefully (SIGTERM), or by force if it does not stop in time.
-func (p *serverProcess) stop() {
-	if p.cmd == nil {
-		return
-	}
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// graphql runs an operation that must succeed and decodes its data into out.
-func (p *serverProcess) graphql(token, query string, vars map[string]any, out any) {
-	p.t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, p.url+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(p.t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var r struct {
-		Data   json.RawMessage
-		Errors []any
-	}
-	require.NoError(p.t, json.Unmarshal(raw, &r), string(raw))
-	require.Empty(p.t, r.Errors, "query: %s", query)
-	if out != nil {
-		require.NoError(p.t, json.Unmarshal(r.Data, out))
-	}
-}
+func TestMain(m *testing.M) { os.Exit(testproc.Run(m)) }
 
 // holdingReceiver holds every call open until released, and records each (path, request, attempt).
 type holdingReceiver struct {
@@ -263,12 +94,9 @@ func TestKilledServerLosesNoDelivery(t *testing.T) {
 	t.Parallel()
 	const (
 		requests = 5
-		secret   = "rescue-test-secret-rescue-test-secret-0123"
 		lease    = 3 * time.Second
 	)
 	env := []string{
-		"ADAL_JWT_SECRET=" + secret,
-		"ADAL_ALLOW_PRIVATE_TARGETS=true",
 		"ADAL_RETRY_UNIT=20ms",
 		"ADAL_LEASE=" + lease.String(),
 		"ADAL_RESCUE_INTERVAL=250ms",
@@ -279,45 +107,15 @@ func TestKilledServerLosesNoDelivery(t *testing.T) {
 	} else {
 		env = append(env, "ADAL_DATA_DIR="+dbtest.DataDir(t), "ADAL_DATABASE_URL=")
 	}
-	proc := newServerProcess(t, env...)
-	proc.start()
-
-	signer, err := auth.New([]byte(secret), nil)
-	require.NoError(t, err)
-	admin, err := signer.Issue(viewer.Viewer{Role: viewer.Admin, Subject: "rescue-test"}, time.Hour)
-	require.NoError(t, err)
-	var plan struct{ CreatePlan struct{ ID string } }
-	proc.graphql(admin, `mutation($in: CreatePlanInput!){ createPlan(input: $in){ id } }`, map[string]any{"in": map[string]any{
-		"name": "p", "monthlyCredits": 100, "retentionDays": 7, "maxServers": 5, "maxRecipientsPerServer": 5,
-	}}, &plan)
-	var tenant struct{ CreateTenant struct{ ID string } }
-	proc.graphql(admin, `mutation($in: CreateTenantInput!){ createTenant(input: $in){ id } }`, map[string]any{"in": map[string]any{
-		"name": "acme", "planId": plan.CreatePlan.ID,
-	}}, &tenant)
-	tenantID, err := strconv.Atoi(tenant.CreateTenant.ID)
-	require.NoError(t, err)
-	owner, err := signer.Issue(viewer.Viewer{Role: viewer.Owner, TenantID: tenantID, Subject: "owner"}, time.Hour)
-	require.NoError(t, err)
-	var srv struct {
-		CreateServer struct{ ID, InboundURL string }
-	}
-	proc.graphql(owner, `mutation{ createServer(input: {name: "s"}){ id inboundUrl } }`, nil, &srv)
-	_, key, ok := strings.Cut(srv.CreateServer.InboundURL, "/in/")
-	require.True(t, ok, srv.CreateServer.InboundURL)
-
+	proc := testproc.NewServer(t, env...)
+	proc.Start()
+	fx := proc.Setup(100)
 	rcv := newHoldingReceiver(t)
-	createRecipient := func(path string, maxAttempts int) string {
-		var out struct{ CreateRecipient struct{ ID string } }
-		proc.graphql(owner, `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id } }`, map[string]any{"in": map[string]any{
-			"serverId": srv.CreateServer.ID, "name": path, "method": "DIRECT_HTTP", "url": rcv.URL + path, "maxAttempts": maxAttempts,
-		}}, &out)
-		return out.CreateRecipient.ID
-	}
-	retrying := createRecipient("/retrying", 3) // an interrupted attempt leaves two
-	lastTry := createRecipient("/last-try", 1)  // the interrupted attempt was its only one
+	retrying := fx.Recipient(proc, rcv.URL+"/retrying", 3) // an interrupted attempt leaves two
+	lastTry := fx.Recipient(proc, rcv.URL+"/last-try", 1)  // the interrupted attempt was its only one
 
 	for i := range requests {
-		resp, err := http.Post(proc.url+"/in/"+key, "application/json", strings.NewReader(strconv.Itoa(i)))
+		resp, err := http.Post(proc.URL+"/in/"+fx.Key, "application/json", strings.NewReader(strconv.Itoa(i)))
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, http.StatusAccepted, resp.StatusCode)
@@ -326,9 +124,9 @@ func TestKilledServerLosesNoDelivery(t *testing.T) {
 		return len(rcv.received()) == 2*requests
 	})
 	killedAt := time.Now()
-	proc.kill()
+	proc.Kill()
 	rcv.open()
-	proc.start()
+	proc.Start()
 
 	// Every delivery reaches a terminal state.
 	var deliveries []rescuedDelivery
@@ -340,9 +138,9 @@ func TestKilledServerLosesNoDelivery(t *testing.T) {
 				}
 			}
 		}
-		proc.graphql(owner, `query($s: ID!){ requests(serverId: $s, first: 100){ edges { node { deliveries {
+		proc.GraphQL(fx.Owner, `query($s: ID!){ requests(serverId: $s, first: 100){ edges { node { deliveries {
 			id status attemptCount maxAttempts recipient { id url } attempts { number status errorKind startedAt finishedAt } } } } } }`,
-			map[string]any{"s": srv.CreateServer.ID}, &out)
+			map[string]any{"s": fx.ServerID}, &out)
 		deliveries = deliveries[:0]
 		settled := len(out.Requests.Edges) == requests
 		for _, e := range out.Requests.Edges {

@@ -1,11 +1,8 @@
 package scheduler_test
 
 import (
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,13 +17,8 @@ import (
 	"github.com/adal-relay/adal/viewer"
 )
 
-// receiver is a recipient endpoint that fails its first `failures` calls with 500, then answers 200.
-type receiver struct {
-	*httptest.Server
-	mu       sync.Mutex
-	failures int
-	calls    []call
-}
+// newReceiver is a recipient endpoint that fails its first failures calls with 500, then answers 200.
+func newReceiver(t *testing.T, failures int) *target { return newTarget(t, failThenOK(failures)) }
 
 type call struct {
 	at     time.Time
@@ -36,32 +28,26 @@ type call struct {
 	body   string
 }
 
-func newReceiver(t *testing.T, failures int) *receiver {
-	r := &receiver{failures: failures}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.calls = append(r.calls, call{at: time.Now(), method: req.Method, path: req.URL.RequestURI(), header: req.Header.Clone(), body: string(body)})
-		fail := len(r.calls) <= r.failures
-		r.mu.Unlock()
-		if fail {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *receiver) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.calls)
-}
-
 func compressed(unit time.Duration) func(*relay.Config) {
 	return func(c *relay.Config) { c.RetryUnit = unit }
+}
+
+// waitDelivered waits until the request's first delivery has SUCCEEDED, and returns it with its attempts.
+func waitDelivered(t *testing.T, env *relaytest.Env, requestID string, timeout time.Duration, what string) *ent.Delivery {
+	t.Helper()
+	return waitDelivery(t, env, requestID, entdelivery.StatusSUCCEEDED, timeout, what)
+}
+
+// waitFailed waits until the request's first delivery has FAILED, and returns it with its attempts.
+func waitFailed(t *testing.T, env *relaytest.Env, requestID string, timeout time.Duration, what string) *ent.Delivery {
+	t.Helper()
+	return waitDelivery(t, env, requestID, entdelivery.StatusFAILED, timeout, what)
+}
+
+func waitDelivery(t *testing.T, env *relaytest.Env, requestID string, status entdelivery.Status, timeout time.Duration, what string) *ent.Delivery {
+	t.Helper()
+	relaytest.Eventually(t, timeout, what, func() bool { return deliveriesOf(t, env, requestID)[0].Status == status })
+	return deliveriesOf(t, env, requestID)[0]
 }
 
 // deliveriesOf reads a request's deliveries with their attempts, as the system.
@@ -69,13 +55,7 @@ func deliveriesOf(t *testing.T, env *relaytest.Env, requestID string) []*ent.Del
 	t.Helper()
 	id, err := strconv.Atoi(requestID)
 	require.NoError(t, err)
-	ds, err := env.DB.Client.Delivery.Query().
-		Where(entdelivery.RequestID(id)).
-		WithAttempts(func(q *ent.AttemptQuery) { q.Order(ent.Asc(attempt.FieldNumber)) }).
-		Order(ent.Asc(entdelivery.FieldID)).
-		All(viewer.SystemContext(t.Context()))
-	require.NoError(t, err)
-	return ds
+	return env.Deliveries(entdelivery.RequestID(id))
 }
 
 func requestStatus(t *testing.T, env *relaytest.Env, requestID string) request.Status {
@@ -86,27 +66,15 @@ func requestStatus(t *testing.T, env *relaytest.Env, requestID string) request.S
 	return r.Status
 }
 
-func post(t *testing.T, env *relaytest.Env, key, suffix, body string) string {
-	t.Helper()
-	resp := env.Post(key, suffix, []byte(body))
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(raw))
-	var out struct{ RequestID string }
-	require.NoError(t, jsonUnmarshal(raw, &out))
-	return out.RequestID
-}
-
 func TestFailsThenSucceedsOnQuadraticSchedule(t *testing.T) {
 	t.Parallel()
 	const unit = 20 * time.Millisecond
 	env := relaytest.Start(t, compressed(unit))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	rcv := newReceiver(t, 3)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL + "/hook", "sendIdempotencyKey": true})
 
-	reqID := post(t, env, srv.Key, "/evt?x=1", `{"n":1}`)
+	reqID := env.Send(srv.Key, "/evt?x=1", `{"n":1}`)
 	relaytest.Eventually(t, 20*time.Second, "delivery to succeed", func() bool {
 		ds := deliveriesOf(t, env, reqID)
 		return len(ds) == 1 && ds[0].Status == entdelivery.StatusSUCCEEDED
@@ -151,16 +119,12 @@ func TestFailsThenSucceedsOnQuadraticSchedule(t *testing.T) {
 func TestAlwaysFailingExhaustsAttempts(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t, compressed(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	rcv := newReceiver(t, 1000)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 3, "retrySchedule": "STEPPED"})
 
-	reqID := post(t, env, srv.Key, "", `{}`)
-	relaytest.Eventually(t, 20*time.Second, "delivery to fail", func() bool {
-		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusFAILED
-	})
-	d := deliveriesOf(t, env, reqID)[0]
+	reqID := env.Send(srv.Key, "", `{}`)
+	d := waitFailed(t, env, reqID, 20*time.Second, "delivery to fail")
 	require.Equal(t, 3, d.AttemptCount)
 	require.Len(t, d.Edges.Attempts, 3)
 	require.Nil(t, d.NextAttemptAt)
@@ -172,14 +136,13 @@ func TestAlwaysFailingExhaustsAttempts(t *testing.T) {
 func TestRecipientsAreIndependent(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t, compressed(5*time.Millisecond))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	good := newReceiver(t, 0)
 	bad := newReceiver(t, 1000)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": good.URL, "maxAttempts": 2})
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": bad.URL, "maxAttempts": 2})
 
-	reqID := post(t, env, srv.Key, "", `{}`)
+	reqID := env.Send(srv.Key, "", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "both deliveries final", func() bool {
 		ds := deliveriesOf(t, env, reqID)
 		return ds[0].FinishedAt != nil && ds[1].FinishedAt != nil

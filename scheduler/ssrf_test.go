@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/ent/attempt"
-	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 )
@@ -17,16 +16,12 @@ import (
 func TestPrivateTargetRefused(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t, compressed(5*time.Millisecond), func(c *relay.Config) { c.AllowPrivateTargets = false })
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(10)
 	rcv := newReceiver(t, 0)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL + "/hook", "maxAttempts": 2, "retrySchedule": "STEPPED"})
 
-	reqID := post(t, env, srv.Key, "", `{}`)
-	relaytest.Eventually(t, 20*time.Second, "delivery to fail", func() bool {
-		return deliveriesOf(t, env, reqID)[0].Status == entdelivery.StatusFAILED
-	})
-	d := deliveriesOf(t, env, reqID)[0]
+	reqID := env.Send(srv.Key, "", `{}`)
+	d := waitFailed(t, env, reqID, 20*time.Second, "delivery to fail")
 	require.Len(t, d.Edges.Attempts, 2)
 	for _, a := range d.Edges.Attempts {
 		require.Equal(t, attempt.StatusFAILED, a.Status)

@@ -27,7 +27,7 @@ func TestNoCLIConnectedDeliveriesWaitWithoutSpendingAttempts(t *testing.T) {
 	direct := env.NewRecipient(f.tenant, f.server.ID, map[string]any{"method": "DIRECT_HTTP", "url": witness.URL,
 		"maxAttempts": 5, "retrySchedule": "STEPPED"})
 
-	reqID := post(t, env, f.server.Key, "/evt", `{"n":1}`)
+	reqID := env.Send(f.server.Key, "/evt", `{"n":1}`)
 	relaytest.Eventually(t, 20*time.Second, "the direct delivery to use up its schedule", func() bool {
 		return deliveryOf(t, env, reqID, direct).Status == entdelivery.StatusFAILED
 	})
@@ -76,7 +76,7 @@ func TestDueRetryStartsRightAfterConnect(t *testing.T) {
 	journal := t.TempDir()
 	cli := listen(t, env, f.tenant.Member, f.recipient, local.URL+"/hook", journal)
 	cli.waitConnected()
-	reqID := post(t, env, f.server.Key, "/evt", `{}`)
+	reqID := env.Send(f.server.Key, "/evt", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "attempt 1 to fail", func() bool {
 		return deliveryOf(t, env, reqID, f.recipient).AttemptCount == 1 && deliveryOf(t, env, reqID, f.recipient).Status == entdelivery.StatusPENDING
 	})
@@ -122,8 +122,8 @@ func TestBacklogOnConnectFollowsServerSetting(t *testing.T) {
 	recOn := env.NewRecipient(tn, on.ID, map[string]any{"method": "CLI"})
 	recOff := env.NewRecipient(tn, off.ID, map[string]any{"method": "CLI"})
 
-	backlogOn := []string{post(t, env, on.Key, "/a", `1`), post(t, env, on.Key, "/b", `2`)}
-	backlogOff := []string{post(t, env, off.Key, "/a", `1`), post(t, env, off.Key, "/b", `2`)}
+	backlogOn := []string{env.Send(on.Key, "/a", `1`), env.Send(on.Key, "/b", `2`)}
+	backlogOff := []string{env.Send(off.Key, "/a", `1`), env.Send(off.Key, "/b", `2`)}
 
 	localOn := newLocalService(t, answer(204))
 	cliOn := listen(t, env, tn.Member, recOn, localOn.URL, t.TempDir())
@@ -138,7 +138,7 @@ func TestBacklogOnConnectFollowsServerSetting(t *testing.T) {
 	localOff := newLocalService(t, answer(200))
 	cliOff := listen(t, env, tn.Member, recOff, localOff.URL, t.TempDir())
 	cliOff.waitOutput("2 pending delivery(ies) received while disconnected are kept back")
-	fresh := post(t, env, off.Key, "/c", `3`)
+	fresh := env.Send(off.Key, "/c", `3`)
 	relaytest.Eventually(t, 20*time.Second, "a new request to be delivered", func() bool {
 		return deliveryOf(t, env, fresh, recOff).Status == entdelivery.StatusSUCCEEDED
 	})
@@ -173,7 +173,7 @@ func TestLocalServiceDownFailsAttemptsWithCLILocal(t *testing.T) {
 	cli := listen(t, env, f.tenant.Member, f.recipient, closedURL(t), t.TempDir())
 	cli.waitConnected()
 
-	reqID := post(t, env, f.server.Key, "/evt", `{}`)
+	reqID := env.Send(f.server.Key, "/evt", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "the delivery to fail", func() bool {
 		return deliveryOf(t, env, reqID, f.recipient).Status == entdelivery.StatusFAILED
 	})
@@ -207,7 +207,7 @@ func TestKilledCLIReportsFromJournalInsteadOfRerunning(t *testing.T) {
 
 	cli := listen(t, env, f.tenant.Member, f.recipient, local.URL+"/hook", journal)
 	cli.waitConnected()
-	reqID := post(t, env, f.server.Key, "/evt", `{"charge":1}`)
+	reqID := env.Send(f.server.Key, "/evt", `{"charge":1}`)
 	relaytest.Eventually(t, 20*time.Second, "the local service to get the job", func() bool { return local.count() == 1 })
 	cli.kill()
 
@@ -251,7 +251,7 @@ func TestTwoProcessesDeliverThroughCLIOnEither(t *testing.T) {
 	cli.waitConnected()
 	require.True(t, cliConnected(t, a, f.tenant.Member, f.server.ID, f.recipient), "seen by the other process")
 
-	reqID := post(t, a, f.server.Key, "/from-a", `{}`)
+	reqID := a.Send(f.server.Key, "/from-a", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "the request accepted by A to be delivered through B", func() bool {
 		return deliveryOf(t, a, reqID, f.recipient).Status == entdelivery.StatusSUCCEEDED
 	})
@@ -362,7 +362,7 @@ func TestReconnectsAndReportsTheJobInFlightAcrossADrop(t *testing.T) {
 	cli := startAdal(t, "", "listen", "--server", net.URL(), "--token", f.tenant.Member,
 		"--recipient", f.recipient, "--forward", local.URL, "--journal-dir", t.TempDir())
 	cli.waitConnected()
-	reqID := post(t, env, f.server.Key, "/evt", `{}`)
+	reqID := env.Send(f.server.Key, "/evt", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "the local call to start", func() bool { return local.count() == 1 })
 
 	net.cut()

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -22,34 +21,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/ent"
-	"github.com/adal-relay/adal/ent/attempt"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/internal/testproc"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
-	"github.com/adal-relay/adal/viewer"
 )
 
-// adalBin is the adal binary built once for the whole package: the tests run the real CLI, as users do.
-var adalBin string
+// adalBin is the adal binary, built once for the whole package: the tests run the real CLI, as users do.
+var adalBin = &testproc.Binary{Pkg: "github.com/adal-relay/adal/cmd/adal"}
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "adal-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	adalBin = filepath.Join(dir, "adal")
-	build := exec.Command("go", "build", "-o", adalBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build adal:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testproc.Run(m)) }
 
 // unit compresses the retry schedule (ADAL_RETRY_UNIT).
 func unit(d time.Duration) func(*relay.Config) {
@@ -86,7 +67,7 @@ func startAdal(t *testing.T, home string, args ...string) *cliProcess {
 	if home == "" {
 		home = t.TempDir()
 	}
-	cmd := exec.Command(adalBin, args...)
+	cmd := exec.Command(adalBin.Path(t), args...)
 	cmd.Env = adalEnv(home)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -252,18 +233,6 @@ func closedURL(t *testing.T) string {
 	return u + "/hook"
 }
 
-// post sends a webhook and returns the accepted request's ID.
-func post(t *testing.T, env *relaytest.Env, key, suffix, body string) string {
-	t.Helper()
-	resp := env.Post(key, suffix, []byte(body))
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(raw))
-	var out struct{ RequestID string }
-	require.NoError(t, json.Unmarshal(raw, &out))
-	return out.RequestID
-}
-
 // deliveryOf reads the (only) delivery of a request to a recipient, with its attempts, as the system.
 func deliveryOf(t *testing.T, env *relaytest.Env, requestID, recipientID string) *ent.Delivery {
 	t.Helper()
@@ -271,12 +240,9 @@ func deliveryOf(t *testing.T, env *relaytest.Env, requestID, recipientID string)
 	require.NoError(t, err)
 	rec, err := strconv.Atoi(recipientID)
 	require.NoError(t, err)
-	d, err := env.DB.Client.Delivery.Query().
-		Where(entdelivery.RequestID(req), entdelivery.RecipientID(rec)).
-		WithAttempts(func(q *ent.AttemptQuery) { q.Order(ent.Asc(attempt.FieldNumber)) }).
-		Only(viewer.SystemContext(t.Context()))
-	require.NoError(t, err)
-	return d
+	ds := env.Deliveries(entdelivery.RequestID(req), entdelivery.RecipientID(rec))
+	require.Len(t, ds, 1)
+	return ds[0]
 }
 
 // cliConnected asks the API, as the tenant, whether a CLI is attached for the recipient.

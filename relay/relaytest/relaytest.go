@@ -5,6 +5,7 @@ package relaytest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/attempt"
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
@@ -210,7 +215,19 @@ func (e *Env) Post(key, suffix string, body []byte) *http.Response {
 // Accept posts an empty JSON webhook with the given key, requires it accepted and returns the request's ID.
 func (e *Env) Accept(key string) int {
 	e.T.Helper()
-	resp := e.Post(key, "", []byte(`{}`))
+	raw := e.Send(key, "", "{}")
+	id, err := strconv.Atoi(raw)
+	if err != nil {
+		e.T.Fatalf("request ID %q: %v", raw, err)
+	}
+	return id
+}
+
+// Send posts a webhook with the given key, path suffix and body, requires it accepted and returns the
+// request's ID.
+func (e *Env) Send(key, suffix, body string) string {
+	e.T.Helper()
+	resp := e.Post(key, suffix, []byte(body))
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusAccepted {
@@ -220,11 +237,7 @@ func (e *Env) Accept(key string) int {
 	if err := json.Unmarshal(raw, &out); err != nil {
 		e.T.Fatalf("decode accept answer %s: %v", raw, err)
 	}
-	id, err := strconv.Atoi(out.RequestID)
-	if err != nil {
-		e.T.Fatalf("request ID %q: %v", out.RequestID, err)
-	}
-	return id
+	return out.RequestID
 }
 
 // NewCLIRecipient creates a server with the given deliverPendingOnConnect and a CLI recipient on it, and returns
@@ -259,15 +272,9 @@ type PlanLimits struct {
 // whose balance is then the plan's monthly credits.
 func (e *Env) NewTenant(name string, limits PlanLimits) Tenant {
 	e.T.Helper()
-	if limits.RetentionDays == 0 {
-		limits.RetentionDays = 7
-	}
-	if limits.MaxServers == 0 {
-		limits.MaxServers = 10
-	}
-	if limits.MaxRecipientsPerServer == 0 {
-		limits.MaxRecipientsPerServer = 10
-	}
+	limits.RetentionDays = cmp.Or(limits.RetentionDays, 7)
+	limits.MaxServers = cmp.Or(limits.MaxServers, 10)
+	limits.MaxRecipientsPerServer = cmp.Or(limits.MaxRecipientsPerServer, 10)
 	admin := e.AdminToken()
 	var p struct{ CreatePlan struct{ ID string } }
 	e.MustGraphQL(admin, `mutation($in: CreatePlanInput!){ createPlan(input: $in){ id } }`, map[string]any{"in": map[string]any{
@@ -289,6 +296,27 @@ func (e *Env) NewTenant(name string, limits PlanLimits) Tenant {
 		Owner:  e.Token(viewer.Viewer{Role: viewer.Owner, TenantID: id, Subject: name + "-owner"}),
 		Member: e.Token(viewer.Viewer{Role: viewer.Member, TenantID: id, Subject: name + "-member"}),
 	}
+}
+
+// NewTenantServer creates a tenant "acme" with credits (other limits as NewTenant gives them) and a server
+// "s" of its: the fixture most tests start from.
+func (e *Env) NewTenantServer(credits int) (Tenant, Server) {
+	e.T.Helper()
+	tn := e.NewTenant("acme", PlanLimits{Credits: credits})
+	return tn, e.NewServer(tn, "s", nil)
+}
+
+// Fixture is a running process with one tenant on it.
+type Fixture struct {
+	Env    *Env
+	Tenant Tenant
+}
+
+// StartFixture starts a process as Start does, with a tenant "acme" of credits on it.
+func StartFixture(t testing.TB, credits int, configure ...func(*relay.Config)) Fixture {
+	t.Helper()
+	env := Start(t, configure...)
+	return Fixture{Env: env, Tenant: env.NewTenant("acme", PlanLimits{Credits: credits})}
 }
 
 // Server is a server created for a test.
@@ -329,6 +357,20 @@ func (e *Env) NewRecipient(t Tenant, serverID string, in map[string]any) string 
 	e.MustGraphQL(t.Owner, `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id } }`,
 		map[string]any{"in": in}, &out)
 	return out.CreateRecipient.ID
+}
+
+// Deliveries reads, as the system, the deliveries that match where (all of them without), by ID, each with
+// its attempts by number.
+func (e *Env) Deliveries(where ...predicate.Delivery) []*ent.Delivery {
+	e.T.Helper()
+	ds, err := e.DB.Client.Delivery.Query().Where(where...).
+		WithAttempts(func(q *ent.AttemptQuery) { q.Order(ent.Asc(attempt.FieldNumber)) }).
+		Order(ent.Asc(entdelivery.FieldID)).
+		All(viewer.SystemContext(e.Ctx))
+	if err != nil {
+		e.T.Fatalf("read deliveries: %v", err)
+	}
+	return ds
 }
 
 // Eventually polls cond until it returns true or the deadline passes; it never sleeps to wait for a state

@@ -56,30 +56,21 @@ func (a *Authenticator) ViewerFromInitPayload(payload map[string]any) (viewer.Vi
 // initPayloadToken finds the raw token in a websocket init payload, in a fixed order of precedence so the
 // outcome never depends on map iteration.
 func initPayloadToken(payload map[string]any) (string, error) {
-	for _, k := range []string{"Authorization", "authorization"} {
+	for _, k := range []string{"Authorization", "authorization", "authToken", "token"} {
 		raw, ok := payload[k]
 		if !ok {
 			continue
 		}
 		s, ok := raw.(string)
-		if !ok {
+		switch {
+		case !ok:
 			return "", fmt.Errorf("%w: %s must be a string", ErrInvalidToken, k)
-		}
-		return bearerToken(s)
-	}
-	for _, k := range []string{"authToken", "token"} {
-		raw, ok := payload[k]
-		if !ok {
-			continue
-		}
-		s, ok := raw.(string)
-		if !ok {
-			return "", fmt.Errorf("%w: %s must be a string", ErrInvalidToken, k)
-		}
-		if s == "" {
+		case strings.EqualFold(k, "Authorization"):
+			return bearerToken(s)
+		case s == "":
 			return "", fmt.Errorf("%w: %s is empty", ErrInvalidToken, k)
 		}
-		return s, nil
+		return s, nil // authToken and token carry the bare token
 	}
 	return "", ErrMissingToken
 }

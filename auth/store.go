@@ -154,20 +154,13 @@ func (s *Store) Start(ctx context.Context) error {
 	}
 	go func() {
 		defer stopped()
-		ticker := time.NewTicker(s.cfg.Interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
+		startstop.Every(ctx, s.cfg.Interval, func(ctx context.Context) {
 			if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
 				// The previous set stays in force; expiry of sessions is still checked.
 				s.cfg.Logger.Warn("refresh revoked tokens", "err", err)
 				s.cfg.Auth.sweep()
 			}
-		}
+		})
 	}()
 	return nil
 }

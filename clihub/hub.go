@@ -215,27 +215,23 @@ func (h *Hub) markSeen(ctx context.Context, ids []int) error {
 }
 
 func (h *Hub) heartbeat(ctx context.Context) {
-	ticker := time.NewTicker(h.cfg.Heartbeat)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		h.seenMu.Lock()
-		h.mu.Lock()
-		ids := make([]int, 0, len(h.listeners))
-		for id := range h.listeners {
-			ids = append(ids, id)
-		}
-		h.mu.Unlock()
-		if err := h.markSeen(ctx, ids); err != nil && ctx.Err() == nil {
-			h.cfg.Logger.Warn("cli heartbeat", "err", err)
-		}
-		h.seenMu.Unlock()
-		h.dropGone(ctx, ids)
+	startstop.Every(ctx, h.cfg.Heartbeat, h.beat)
+}
+
+// beat marks the recipients of the CLIs attached here as seen, and drops those whose recipient is gone.
+func (h *Hub) beat(ctx context.Context) {
+	h.seenMu.Lock()
+	h.mu.Lock()
+	ids := make([]int, 0, len(h.listeners))
+	for id := range h.listeners {
+		ids = append(ids, id)
 	}
+	h.mu.Unlock()
+	if err := h.markSeen(ctx, ids); err != nil && ctx.Err() == nil {
+		h.cfg.Logger.Warn("cli heartbeat", "err", err)
+	}
+	h.seenMu.Unlock()
+	h.dropGone(ctx, ids)
 }
 
 // dropGone detaches the CLIs of recipients that were deleted (or stopped being CLI recipients) while they

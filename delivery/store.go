@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"time"
 
@@ -374,4 +375,54 @@ func (s *Service) liveServers(ctx context.Context, client *ent.Client, items []I
 		out[id] = true
 	}
 	return out, nil
+}
+
+// NewRequest is a request to store: as received, or copied by a replay.
+type NewRequest struct {
+	Method     string
+	Path       string
+	Query      string
+	Header     http.Header
+	Body       []byte
+	SourceAddr string
+	ReplayOf   *int
+}
+
+// StoreRequest stores one request for srv, debits one credit for it (reason says why) and creates one
+// pending delivery per recipient. client must be bound to a transaction: all of it commits, or none.
+func (s *Service) StoreRequest(ctx context.Context, client *ent.Client, srv *ent.Server, recipients []*ent.Recipient, in NewRequest, reason ledgerentry.Reason, key string) (*ent.Request, []*ent.Delivery, error) {
+	stored, err := s.StoreBatch(ctx, client, []Incoming{{Server: srv, Recipients: recipients, Request: in, Key: key}}, reason, Handoff{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if stored[0].Err != nil {
+		return nil, nil, stored[0].Err
+	}
+	// StoreBatch's entities are the rows it wrote, bound to no client; the caller gets the request as ent
+	// reads it, so its edges load.
+	req, err := client.Request.Get(ctx, stored[0].Request.ID)
+	if err != nil {
+		return nil, nil, storage.Err("delivery.StoreRequest", "request", err)
+	}
+	return req, stored[0].Deliveries, nil
+}
+
+// createDeliveries creates one pending delivery of req per recipient (manual retries).
+func (s *Service) createDeliveries(ctx context.Context, client *ent.Client, req *ent.Request, recipients []*ent.Recipient, trigger entdelivery.Trigger) ([]*ent.Delivery, error) {
+	now := s.cfg.Now()
+	builders := make([]*ent.DeliveryCreate, len(recipients))
+	for i, r := range recipients {
+		builders[i] = deliveryCreate(client, s.newDelivery(req, r, trigger, now))
+	}
+	ds, err := client.Delivery.CreateBulk(builders...).Save(ctx)
+	if err != nil {
+		return nil, storage.Err("delivery.create", "delivery", err)
+	}
+	changes := make([]Change, len(ds))
+	for i, d := range ds {
+		changes[i] = Change{TenantID: d.TenantID, ServerID: req.ServerID, RequestID: req.ID, DeliveryID: d.ID,
+			Status: d.Status, Kind: KindCreated, Due: d.NextAttemptAt, Lane: LaneOf(recipients[i])}
+	}
+	s.notify(ctx, changes...)
+	return ds, nil
 }

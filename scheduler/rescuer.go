@@ -63,20 +63,15 @@ func (r *Rescuer) Start(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	sweep := func(ctx context.Context) {
+		if _, err := r.RescueOnce(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("rescue interrupted attempts", "err", err)
+		}
+	}
 	go func() {
 		defer stopped()
-		ticker := time.NewTicker(r.cfg.Interval)
-		defer ticker.Stop()
-		for {
-			if _, err := r.RescueOnce(ctx); err != nil && ctx.Err() == nil {
-				r.cfg.Logger.Warn("rescue interrupted attempts", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-		}
+		sweep(ctx)
+		startstop.Every(ctx, r.cfg.Interval, sweep)
 	}()
 	return nil
 }

@@ -6,6 +6,7 @@ package startstop
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Service is a background service.
@@ -80,4 +81,19 @@ func (b *BaseStartStop) Stopped() <-chan struct{} {
 		return ch
 	}
 	return b.stopped
+}
+
+// Every calls fn each interval until ctx ends: the loop of every service that works on a period. The first
+// call comes one interval after Every is called.
+func Every(ctx context.Context, interval time.Duration, fn func(ctx context.Context)) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		fn(ctx)
+	}
 }

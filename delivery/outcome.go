@@ -66,21 +66,11 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 	if n == 0 {
 		return false, nil
 	}
-	create := tx.Attempt.Create().
-		SetTenantID(c.TenantID).
-		SetDeliveryID(c.DeliveryID).
-		SetNumber(c.Attempt).
-		SetStartedAt(o.StartedAt).
-		SetFinishedAt(o.FinishedAt).
-		SetDurationMs(o.FinishedAt.Sub(o.StartedAt).Milliseconds()).
-		SetErrorMessage(o.ErrorMessage)
+	create := FillAttempt(tx.Attempt.Create().SetTenantID(c.TenantID).SetDeliveryID(c.DeliveryID), c.Attempt, o)
 	if o.Succeeded() {
 		create.SetStatus(attempt.StatusSUCCEEDED)
 	} else {
 		create.SetStatus(attempt.StatusFAILED).SetErrorKind(attempt.ErrorKind(o.ErrorKind))
-	}
-	if o.HTTPStatus != 0 {
-		create.SetHTTPStatus(o.HTTPStatus)
 	}
 	if err := create.Exec(ctx); err != nil {
 		return false, fmt.Errorf("insert attempt %d of delivery %d: %w", c.Attempt, c.DeliveryID, err)
@@ -425,4 +415,26 @@ func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Reci
 		payload = w.close()
 	}
 	return append(payload, ']')
+}
+
+// AttemptBuilder is what the attempt rows of deliveries and of outbound jobs are written with alike.
+type AttemptBuilder[B any] interface {
+	SetNumber(int) B
+	SetStartedAt(time.Time) B
+	SetFinishedAt(time.Time) B
+	SetDurationMs(int64) B
+	SetErrorMessage(string) B
+	SetHTTPStatus(int) B
+}
+
+// FillAttempt sets what an attempt row records of its outcome o, as attempt number n: times, duration, error
+// message and HTTP status (none when the attempt got no answer). Status and error kind, whose types differ by
+// row, are the caller's.
+func FillAttempt[B AttemptBuilder[B]](b B, n int, o Outcome) B {
+	b.SetNumber(n).SetStartedAt(o.StartedAt).SetFinishedAt(o.FinishedAt).
+		SetDurationMs(o.FinishedAt.Sub(o.StartedAt).Milliseconds()).SetErrorMessage(o.ErrorMessage)
+	if o.HTTPStatus != 0 {
+		b.SetHTTPStatus(o.HTTPStatus)
+	}
+	return b
 }

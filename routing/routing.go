@@ -70,6 +70,12 @@ type ServerInput struct {
 	ClearMaxRequestsPerSecond bool
 }
 
+// requireManagerOf is requireManager of the viewer in ctx.
+func requireManagerOf(ctx context.Context, op string) error {
+	v, _ := viewer.FromContext(ctx)
+	return requireManager(op, v)
+}
+
 func requireManager(op string, v viewer.Viewer) error {
 	if !v.CanManage() {
 		return fault.E(op, fault.Forbidden, "only an operator or the tenant's owner can change servers and recipients")
@@ -156,8 +162,7 @@ func liveServer(ctx context.Context, client *ent.Client, op string, id int) (*en
 // UpdateServer changes a server's name and settings.
 func (s *Service) UpdateServer(ctx context.Context, client *ent.Client, id int, in ServerInput) (*ent.Server, error) {
 	const op = "routing.UpdateServer"
-	v, _ := viewer.FromContext(ctx)
-	if err := requireManager(op, v); err != nil {
+	if err := requireManagerOf(ctx, op); err != nil {
 		return nil, err
 	}
 	if err := in.validate(op); err != nil {
@@ -192,8 +197,7 @@ func (s *Service) UpdateServer(ctx context.Context, client *ent.Client, id int, 
 // their pending deliveries. Stored requests stay readable until their retention ends.
 func (s *Service) DeleteServer(ctx context.Context, client *ent.Client, id int) (*ent.Server, error) {
 	const op = "routing.DeleteServer"
-	v, _ := viewer.FromContext(ctx)
-	if err := requireManager(op, v); err != nil {
+	if err := requireManagerOf(ctx, op); err != nil {
 		return nil, err
 	}
 	srv, err := liveServer(ctx, client, op, id)
@@ -239,8 +243,7 @@ const (
 // rotating again during a grace ends that grace, so a leaked key never outlives two rotations.
 func (s *Service) RotateInboundKey(ctx context.Context, client *ent.Client, id int, graceSeconds *int) (*ent.Server, error) {
 	const op = "routing.RotateInboundKey"
-	v, _ := viewer.FromContext(ctx)
-	if err := requireManager(op, v); err != nil {
+	if err := requireManagerOf(ctx, op); err != nil {
 		return nil, err
 	}
 	grace := DefaultKeyGrace
@@ -364,8 +367,7 @@ func (rs *recipientSettings) validate(op string) error {
 // CreateRecipient adds a recipient to a live server, within the plan's recipient limit.
 func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in RecipientInput) (*ent.Recipient, error) {
 	const op = "routing.CreateRecipient"
-	v, _ := viewer.FromContext(ctx)
-	if err := requireManager(op, v); err != nil {
+	if err := requireManagerOf(ctx, op); err != nil {
 		return nil, err
 	}
 	rs := recipientSettings{
@@ -423,8 +425,7 @@ func liveRecipient(ctx context.Context, client *ent.Client, op string, id int) (
 // they were created with; new ones use the new settings.
 func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id int, in RecipientInput) (*ent.Recipient, error) {
 	const op = "routing.UpdateRecipient"
-	v, _ := viewer.FromContext(ctx)
-	if err := requireManager(op, v); err != nil {
+	if err := requireManagerOf(ctx, op); err != nil {
 		return nil, err
 	}
 	r, err := liveRecipient(ctx, client, op, id)
@@ -456,8 +457,7 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 // DeleteRecipient removes a recipient and cancels its pending deliveries; its history stays with the requests.
 func (s *Service) DeleteRecipient(ctx context.Context, client *ent.Client, id int) (*ent.Recipient, error) {
 	const op = "routing.DeleteRecipient"
-	v, _ := viewer.FromContext(ctx)
-	if err := requireManager(op, v); err != nil {
+	if err := requireManagerOf(ctx, op); err != nil {
 		return nil, err
 	}
 	r, err := liveRecipient(ctx, client, op, id)

@@ -143,21 +143,13 @@ func recordOutboundAttempt(ctx context.Context, tx *ent.Client, unit time.Durati
 	if n == 0 {
 		return false, false, nil
 	}
-	create := tx.OutboundAttempt.Create().
-		SetTenantID(c.TenantID).
-		SetJobID(c.JobID).
-		SetNumber(c.Attempt).
-		SetStartedAt(o.StartedAt).
-		SetFinishedAt(o.FinishedAt).
-		SetDurationMs(o.FinishedAt.Sub(o.StartedAt).Milliseconds()).
-		SetErrorMessage(o.ErrorMessage)
+	create := delivery.FillAttempt(tx.OutboundAttempt.Create().SetTenantID(c.TenantID).SetJobID(c.JobID), c.Attempt, o)
 	if o.Succeeded() {
 		create.SetStatus(outboundattempt.StatusSUCCEEDED)
 	} else {
 		create.SetStatus(outboundattempt.StatusFAILED).SetErrorKind(outboundattempt.ErrorKind(o.ErrorKind))
 	}
 	if o.HTTPStatus != 0 {
-		create.SetHTTPStatus(o.HTTPStatus)
 		if c.StoreResponseBody {
 			body, truncated := o.ResponseBody, o.ResponseTruncated
 			if len(body) > outbound.MaxStoredResponse {

@@ -215,8 +215,8 @@ func (a *Authenticator) isRevoked(id string) bool {
 	return ok
 }
 
-// SetRevoked replaces the set of revoked token ids and ends the sessions of tokens that are now revoked or
-// expired (see Watch).
+// SetRevoked replaces the set of revoked token ids and ends the sessions of tokens in it or past their
+// expiry (see Watch).
 func (a *Authenticator) SetRevoked(ids map[string]struct{}) {
 	a.revoked.Store(&ids)
 	a.sweep()
@@ -252,7 +252,7 @@ func (a *Authenticator) Watch(ctx context.Context, t Token) context.Context {
 	return ctx
 }
 
-// sweep ends the sessions whose token died.
+// sweep ends the sessions whose token is revoked or expired.
 func (a *Authenticator) sweep() {
 	a.mu.Lock()
 	live := make([]*session, 0, len(a.sessions))

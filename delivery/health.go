@@ -9,7 +9,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 )
 
-// HealthRules are the S3 rules that disable and freeze a recipient that keeps failing. The defaults are the
+// HealthRules are the rules that disable and freeze a recipient that keeps failing. The defaults are the
 // product's; tests make them small.
 type HealthRules struct {
 	// DisableRatio and DisableMinAttempts: DISABLED when more than DisableRatio of the attempts in the window
@@ -31,7 +31,8 @@ type HealthRules struct {
 	Window int64
 }
 
-// DefaultHealthRules are the rules of the product brief (S3).
+// DefaultHealthRules are the product's rules: disabled past 70% failures over more than 100 attempts or
+// after 2,000 consecutive failures; frozen past 2,000 with no success for 72 h, or after 50,000.
 var DefaultHealthRules = HealthRules{
 	DisableRatio:       0.7,
 	DisableMinAttempts: 100,

@@ -187,8 +187,8 @@ func hasDuplicateDelivery(cs []Completion) bool {
 // the health of the direct recipients whose outcome counts for it, and the requests whose delivery became final.
 // Each lock waits for the step before it to finish (its ids are read whole into an array, in a subquery that
 // first counts that step's rows), so rows are locked in RecordBatch's order in one round trip. The ids come from
-// the deliveries' RETURNING, not from a join of the batch with the attempts inserted: planned for an unknown
-// number of rows, that join ran as a nested loop, 65,536 comparisons for a batch of 256. Each row's first
+// the deliveries' RETURNING, not from a join of the batch with the attempts inserted, which the planner runs as
+// a nested loop over rows it cannot count. Each row's first
 // column is its kind: rowRecorded (a delivery recorded: its id), rowHealth (a recipient's health as it stands
 // under the lock) or rowLocked (the number of requests locked, in the id column).
 //

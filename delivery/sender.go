@@ -24,7 +24,7 @@ import (
 // user can filter on them and the panel can explain them without parsing messages.
 type ErrorKind string
 
-// The error kinds of DESIGN §6. An attempt without error has the empty kind.
+// The error kinds an attempt records (Attempt.errorKind). An attempt without error has the empty kind.
 const (
 	// ErrHTTPStatus: the recipient answered, but not with a 2xx (including 1xx and 3xx: redirects are not
 	// followed).

@@ -29,7 +29,7 @@ import (
 	"github.com/adal-relay/adal/viewer"
 )
 
-// Limits of a job (S2): the attempts and the schedule are the product's, not the tenant's.
+// Limits of a job: the attempts and the schedule are the product's, not the tenant's.
 const (
 	// MaxAttempts is the number of attempts of a job, the first included.
 	MaxAttempts = 10
@@ -209,7 +209,7 @@ func (s *Service) send(ctx context.Context, tx *ent.Client, in SendInput) (*ent.
 			}
 			return dup, nil
 		}
-		// The holder's retention ended but the purge has not come by yet: the key is free again (S2), so
+		// The holder's retention ended but the purge has not come by yet: the key is free again, so
 		// the expired job gives up its claim. The condition makes one of several concurrent releases win.
 		if err := tx.OutboundJob.Update().
 			Where(outboundjob.ID(orig.ID), outboundjob.IdempotencyClaim(key)).

@@ -38,9 +38,9 @@ type Config struct {
 	// BatchSize is the number of requests deleted per transaction; default DefaultBatchSize.
 	BatchSize int
 	// Workers is the number of batches purged at once on PostgreSQL; default 2: a purge is CPU-bound in the
-	// database, and two workers purge at about twice the rate of one (13.6k against 7.0k requests/s on 2 cores
-	// beside intake at 3,000/s) for a shorter burst of the same work; four are faster still, but take intake's
-	// p99 from 0.2 s to 0.4 s meanwhile. SQLite, with its single writer, always uses one.
+	// database, and two workers purge at about twice the rate of one for a shorter burst of the same work;
+	// more take too much of intake's share of the database meanwhile. SQLite, with its single writer, always
+	// uses one.
 	Workers int
 	// Now is the clock that decides what has expired; default time.Now.
 	Now func() time.Time

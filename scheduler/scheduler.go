@@ -357,7 +357,7 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 		s.cfg.Observer.Claimed(len(claims))
 	}
 	s.start(claims)
-	// Outbound jobs (S2, scheduler/outbound.go) take the slots the deliveries left.
+	// Outbound jobs (outbound.go) take the slots the deliveries left.
 	if rest := free - len(claims); rest > 0 && (s.outboundDue.Load() || now.Sub(s.lastOutbound) >= s.cfg.PollInterval) {
 		s.outboundDue.Store(false)
 		s.lastOutbound = now

@@ -193,7 +193,8 @@ func dialWS(ctx context.Context, server, token string, ka keepAlive) (*wsClient,
 		switch m.Type {
 		case "connection_ack":
 			go c.readLoop()
-			go c.keepAlive(ka)
+			// The sleep detector starts now: a sleep after the dial is one the connection lived through.
+			go c.keepAlive(ka, newWakeDetector(ka.wall, ka.mono))
 			return c, nil
 		case "ping":
 			_ = c.write(dctx, wsMessage{Type: "pong"})
@@ -305,12 +306,11 @@ loop:
 // ka.pongWait, so that a dead network is noticed in seconds instead of when the OS gives up on the socket. It
 // also notices that the computer slept (see wakeDetector) and then checks the connection at once: after a
 // sleep the connection is usually dead, and the regular ping would come too late.
-func (c *wsClient) keepAlive(ka keepAlive) {
+func (c *wsClient) keepAlive(ka keepAlive, sleep *wakeDetector) {
 	t := time.NewTicker(ka.every)
 	defer t.Stop()
 	w := time.NewTicker(ka.wakeTick)
 	defer w.Stop()
-	sleep := newWakeDetector(ka.wall, ka.mono)
 	for {
 		var why string
 		select {

@@ -32,15 +32,16 @@ const requestsQuery = `query($server: ID!, $first: Int!, $where: RequestWhereInp
   }
 }`
 
+// listedRequest is a request as requestsQuery reads it.
 type listedRequest struct {
-	ID         string               `json:"id"`
-	Method     string               `json:"method"`
-	Path       string               `json:"path"`
-	Query      string               `json:"query"`
-	ReceivedAt time.Time            `json:"receivedAt"`
-	Status     string               `json:"status"`
-	ReplayOf   *struct{ ID string } `json:"-"`
-	Deliveries []listedDelivery     `json:"-"`
+	ID         string
+	Method     string
+	Path       string
+	Query      string
+	ReceivedAt time.Time
+	Status     string
+	ReplayOf   *struct{ ID string }
+	Deliveries []listedDelivery
 }
 
 type listedDelivery struct {
@@ -67,7 +68,12 @@ type listedAttempt struct {
 // requestEvent is one listed request, for --format json.
 type requestEvent struct {
 	eventHead
-	listedRequest
+	ID         string          `json:"id"`
+	Method     string          `json:"method"`
+	Path       string          `json:"path"`
+	Query      string          `json:"query"`
+	ReceivedAt time.Time       `json:"receivedAt"`
+	Status     string          `json:"status"`
 	ReplayOf   *string         `json:"replayOf"`
 	Deliveries []deliveryState `json:"deliveries"`
 }
@@ -147,7 +153,8 @@ func contains(list []string, s string) bool {
 }
 
 func requestJSON(r listedRequest) requestEvent {
-	ev := requestEvent{eventHead: head("request", time.Time{}), listedRequest: r, Deliveries: []deliveryState{}}
+	ev := requestEvent{eventHead: head("request", time.Time{}), ID: r.ID, Method: r.Method, Path: r.Path, Query: r.Query,
+		ReceivedAt: r.ReceivedAt, Status: r.Status, Deliveries: []deliveryState{}}
 	if r.ReplayOf != nil {
 		ev.ReplayOf = &r.ReplayOf.ID
 	}

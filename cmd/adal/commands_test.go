@@ -18,7 +18,9 @@ import (
 // balance reads the tenant's credit balance from the API.
 func balance(t *testing.T, env *relaytest.Env, token string) int {
 	t.Helper()
-	var out struct{ Viewer struct{ Tenant struct{ CreditBalance int } } }
+	var out struct {
+		Viewer struct{ Tenant struct{ CreditBalance int } }
+	}
 	env.MustGraphQL(token, `{ viewer { tenant { creditBalance } } }`, nil, &out)
 	return out.Viewer.Tenant.CreditBalance
 }
@@ -133,7 +135,9 @@ func TestTriggerListRetryReplayFromTheTerminal(t *testing.T) {
 	require.Equal(t, before-2, replayed.Balance)
 	require.Len(t, replayed.Deliveries, 1)
 	require.Equal(t, "api", replayed.Deliveries[0].Recipient)
-	var orig struct{ Request struct{ ReplayOf struct{ ID string } } }
+	var orig struct {
+		Request struct{ ReplayOf struct{ ID string } }
+	}
 	env.MustGraphQL(tn.Member, `query($id: ID!){ request(id: $id){ replayOf { id } } }`, map[string]any{"id": replayed.NewRequestID}, &orig)
 	require.Equal(t, reqID, orig.Request.ReplayOf.ID)
 }

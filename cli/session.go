@@ -287,7 +287,7 @@ func (l *listener) session(ctx context.Context) (attached bool, err error) {
 		r.op, r.attached = "", false
 		r.backoff = min(max(r.backoff*2, firstBackoff), maxBackoff)
 		r.retryAt = l.now().Add(r.backoff)
-		l.disconnected(fmt.Errorf("recipient %s: %w", r.label, why), r.backoff, "disconnected", r.RecipientID)
+		l.disconnected(fmt.Errorf("recipient %q: %w", r.label, why), r.backoff, "disconnected", r.RecipientID)
 		rearm()
 	}
 	for {
@@ -298,7 +298,7 @@ func (l *listener) session(ctx context.Context) (attached bool, err error) {
 					if permanent(err) {
 						return attached, err
 					}
-					l.out.logf(yellow, "reporting from the journal of recipient %s: %v (will retry)", r.label, err)
+					l.out.logf(yellow, "reporting from the journal of recipient %q: %v (will retry)", r.label, err)
 				}
 			}
 		case <-ctx.Done():
@@ -363,7 +363,7 @@ func (l *listener) session(ctx context.Context) (attached bool, err error) {
 					case announced:
 						now := l.now()
 						l.out.emit(now, readyEvent{eventHead: head("reconnected", now), RecipientID: r.RecipientID},
-							l.out.paint(green, fmt.Sprintf("recipient %s reconnected", r.label)))
+							l.out.paint(green, fmt.Sprintf("recipient %q reconnected", r.label)))
 					case l.allAttached():
 						announced = true
 						l.announce()
@@ -407,13 +407,13 @@ func (l *listener) refused(r *route, errs gqlErrors, later func(*route, error)) 
 	r.gone, r.op, r.attached = true, "", false
 	left := len(l.live())
 	now := l.now()
-	msg := fmt.Sprintf("recipient %s is gone (%v): no longer listening for it", r.label, errs)
+	msg := fmt.Sprintf("recipient %q is gone (%v): no longer listening for it", r.label, errs)
 	if left > 0 {
 		msg += fmt.Sprintf("; still listening for %d other(s)", left)
 	}
 	l.out.emit(now, errorEvent{eventHead: head("error", now), Message: msg, RecipientID: r.RecipientID}, l.out.paint(red, msg))
 	if left == 0 {
-		return &lostError{fmt.Errorf("every recipient is gone; the last: %s: %w", r.label, errs)}
+		return &lostError{fmt.Errorf("every recipient is gone; the last: %q: %w", r.label, errs)}
 	}
 	return nil
 }

@@ -105,6 +105,14 @@ func TestListenForwardsSeveralRecipientsOverOneConnection(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"recipient-" + billing, "recipient-" + ci},
 		[]string{dirs[0][strings.LastIndex(dirs[0], "recipient-"):], dirs[1][strings.LastIndex(dirs[1], "recipient-"):]})
+
+	// One recipient deleted: the listen says so and goes on for the other.
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ deleteRecipient(id: $id){ id } }`, map[string]any{"id": ci}, nil)
+	cli.waitOutput(`recipient "ci" is gone (recipient not found (NOT_FOUND)): no longer listening for it; still listening for 1 other(s)`)
+	again := env.Send(stripe.Key, "/again", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "the other recipient to go on", func() bool {
+		return deliveryOf(t, env, again, billing).Status == entdelivery.StatusSUCCEEDED
+	})
 	cli.interrupt()
 	require.NotContains(t, cli.output(), "\x1b[", "no colour when stdout is not a terminal")
 }

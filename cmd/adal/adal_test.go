@@ -361,15 +361,15 @@ func TestReconnectsAndReportsTheJobInFlightAcrossADrop(t *testing.T) {
 	f := newFixture(t, env, nil, nil)
 	local := newLocalService(t, answer(200))
 	local.hold()
-	net := flakynet.New(t, env.Server.URL)
+	flaky := flakynet.New(t, env.Server.URL)
 
-	cli := startAdal(t, "", "listen", "--api", net.URL(), "--token", f.tenant.Member,
+	cli := startAdal(t, "", "listen", "--api", flaky.URL(), "--token", f.tenant.Member,
 		"--recipient", f.recipient, "--forward", local.URL, "--journal-dir", t.TempDir())
 	cli.waitConnected()
 	reqID := env.Send(f.server.Key, "/evt", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "the local call to start", func() bool { return local.count() == 1 })
 
-	net.Cut()
+	flaky.Cut()
 	cli.waitOutput("disconnected: ")
 	cli.waitOutput("retrying in 1s")
 	local.release()

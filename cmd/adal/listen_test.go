@@ -78,10 +78,10 @@ func TestListenForwardsSeveralRecipientsOverOneConnection(t *testing.T) {
 	billing := env.NewRecipient(tn, stripe.ID, map[string]any{"method": "CLI", "name": "billing"})
 	ci := env.NewRecipient(tn, github.ID, map[string]any{"method": "CLI", "name": "ci"})
 	localA, localB := newLocalService(t, answer(200)), newLocalService(t, answer(202))
-	net := flakynet.New(t, env.Server.URL)
+	flaky := flakynet.New(t, env.Server.URL)
 	journal := t.TempDir()
 
-	cli := startAdal(t, "", "listen", "--api", net.URL(), "--token", tn.Member, "--journal-dir", journal,
+	cli := startAdal(t, "", "listen", "--api", flaky.URL(), "--token", tn.Member, "--journal-dir", journal,
 		"--recipient", billing, "--forward", localA.URL+"/a", "--recipient", ci, "--forward", localB.URL+"/b")
 	cli.waitOutput("ready — listening for 2 recipients")
 	require.True(t, cliConnected(t, env, tn.Member, stripe.ID, billing))
@@ -99,7 +99,7 @@ func TestListenForwardsSeveralRecipientsOverOneConnection(t *testing.T) {
 	require.Equal(t, "/b/push", localB.callsCopy()[0].uri)
 	cli.waitOutput("[billing] POST /charge → 200 OK")
 	cli.waitOutput("[ci] POST /push → 202 Accepted")
-	require.Equal(t, 1, net.Websockets(), "one connection carries both subscriptions")
+	require.Equal(t, 1, flaky.Websockets(), "one connection carries both subscriptions")
 
 	dirs, err := filepath.Glob(filepath.Join(journal, "*-recipient-*"))
 	require.NoError(t, err)
@@ -167,8 +167,8 @@ func TestListenPrintsJSONLines(t *testing.T) {
 		}
 		return 500
 	})
-	net := flakynet.New(t, env.Server.URL)
-	cli := start(t, run{split: true}, "listen", "--api", net.URL(), "--token", f.tenant.Member, "--journal-dir", t.TempDir(),
+	flaky := flakynet.New(t, env.Server.URL)
+	cli := start(t, run{split: true}, "listen", "--api", flaky.URL(), "--token", f.tenant.Member, "--journal-dir", t.TempDir(),
 		"--recipient", f.recipient, "--forward", local.URL+"/hook", "--format", "json")
 
 	ready := cli.waitEvent("ready", 1, nil)
@@ -202,7 +202,7 @@ func TestListenPrintsJSONLines(t *testing.T) {
 	require.Equal(t, false, d["ok"])
 	require.Equal(t, "HTTP_STATUS", d.str("errorKind"))
 
-	net.Cut()
+	flaky.Cut()
 	dis := cli.waitEvent("disconnected", 1, nil)
 	require.NotEmpty(t, dis.str("error"))
 	require.EqualValues(t, 1000, dis.num("retryInMs"))
@@ -212,7 +212,7 @@ func TestListenPrintsJSONLines(t *testing.T) {
 	require.Equal(t, 0, cli.exit(40*time.Second))
 	evs := cli.events()
 	require.Equal(t, "stopped", evs[len(evs)-1].str("type"))
-	require.Contains(t, cli.stderr(), "connecting to "+net.URL())
+	require.Contains(t, cli.stderr(), "connecting to "+flaky.URL())
 }
 
 // Exit status: 1 for what the user must fix (command line, token, recipient), 2 when the listen is lost for
@@ -314,15 +314,15 @@ func TestListenReplacesAConnectionThatStoppedAnswering(t *testing.T) {
 	env := relaytest.Start(t, unit(20*time.Millisecond))
 	f := newFixture(t, env, nil, nil)
 	local := newLocalService(t, answer(200))
-	net := flakynet.New(t, env.Server.URL)
-	cli := start(t, run{env: []string{"ADAL_KEEPALIVE=1s"}}, "listen", "--api", net.URL(), "--token", f.tenant.Member,
+	flaky := flakynet.New(t, env.Server.URL)
+	cli := start(t, run{env: []string{"ADAL_KEEPALIVE=1s"}}, "listen", "--api", flaky.URL(), "--token", f.tenant.Member,
 		"--journal-dir", t.TempDir(), "--recipient", f.recipient, "--forward", local.URL)
 	cli.waitOutput("ready — waiting for deliveries")
 
-	net.Freeze()
+	flaky.Freeze()
 	cli.waitOutput("disconnected: no answer to a ping within 1s; retrying in 1s")
 	cli.waitOutput("reconnected — waiting for deliveries")
-	require.Equal(t, 2, net.Websockets())
+	require.Equal(t, 2, flaky.Websockets())
 	reqID := env.Send(f.server.Key, "/after", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "the delivery to go through the new connection", func() bool {
 		return deliveryOf(t, env, reqID, f.recipient).Status == entdelivery.StatusSUCCEEDED

@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 )
 
-// Config is what `adal login` saves: where the server is and the token to use.
+// Config is what `adal login` saves: where the API is and the token to use.
 type Config struct {
-	Server string `json:"server"`
-	Token  string `json:"token"`
+	API   string `json:"api"`
+	Token string `json:"token"`
+	// Legacy is the API URL as earlier versions saved it; read, never written.
+	Legacy string `json:"server,omitempty"`
 }
 
 // configDir is the CLI's directory under the user's configuration directory (~/.config/adal on Linux,
@@ -51,6 +53,10 @@ func loadConfig() (Config, string, error) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return Config{}, path, fmt.Errorf("%s: %w", path, err)
 	}
+	if c.API == "" {
+		c.API = c.Legacy
+	}
+	c.Legacy = ""
 	return c, path, nil
 }
 

@@ -20,6 +20,9 @@ import (
 // added, the same path joining), sent the way the server's direct sender sends it: redirects not followed,
 // one timeout including the response body.
 
+// localUnreachable starts the message of an attempt whose local service could not be reached.
+const localUnreachable = "local service unreachable"
+
 // maxTimeout is the longest a local call may take, response body included: the same bound as a direct
 // attempt's.
 const maxTimeout = 30 * time.Second
@@ -103,7 +106,7 @@ func forward(ctx context.Context, client *http.Client, base string, j *job, body
 		if actx.Err() != nil && ctx.Err() == nil {
 			return done(0, "TIMEOUT", fmt.Sprintf("the local service sent no response within %s", timeout))
 		}
-		return done(0, "CLI_LOCAL", "local service unreachable: "+localError(err))
+		return done(0, "CLI_LOCAL", localUnreachable+": "+localError(err))
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()

@@ -70,6 +70,16 @@ func (es gqlErrors) permanent() bool {
 	return false
 }
 
+// has reports whether one of the errors has code.
+func (es gqlErrors) has(code string) bool {
+	for _, e := range es {
+		if e.code() == code {
+			return true
+		}
+	}
+	return false
+}
+
 // rejects reports whether the server will never take this report (its delivery is gone, or the report is
 // malformed), so keeping it is pointless. A refused token is not such a case: the result is kept until the
 // user logs in again.
@@ -121,7 +131,9 @@ type wsClient struct {
 	err    error // why the connection ended, once it has
 
 	done     chan struct{} // closed when the reader stops
-	lastRead time.Time
+	lastRead time.Time     // with its monotonic reading: compared with the time a ping was sent
+	heard    chan struct{} // signalled on every message read
+	dead     error         // why keepAlive gave up on the connection
 }
 
 // operation is one started operation: its messages, and a signal that its caller stopped reading.
@@ -135,7 +147,7 @@ func (op *operation) abandon() { op.goneOnce.Do(func() { close(op.gone) }) }
 
 // dialWS opens a connection to server and authenticates with token (in the handshake and in
 // connection_init, as browsers cannot set headers). A refused token is an *authError.
-func dialWS(ctx context.Context, server, token string) (*wsClient, error) {
+func dialWS(ctx context.Context, server, token string, ka keepAlive) (*wsClient, error) {
 	u, err := wsURL(server)
 	if err != nil {
 		return nil, err
@@ -163,7 +175,7 @@ func dialWS(ctx context.Context, server, token string) (*wsClient, error) {
 		return nil, fmt.Errorf("%s does not speak %s", u, subprotocol)
 	}
 	conn.SetReadLimit(maxMessage)
-	c := &wsClient{conn: conn, ops: map[string]*operation{}, done: make(chan struct{}), lastRead: time.Now()}
+	c := &wsClient{conn: conn, ops: map[string]*operation{}, done: make(chan struct{}), lastRead: time.Now(), heard: make(chan struct{}, 1)}
 	payload, _ := json.Marshal(map[string]string{"Authorization": "Bearer " + token})
 	if err := c.write(dctx, wsMessage{Type: "connection_init", Payload: payload}); err != nil {
 		conn.CloseNow()
@@ -181,7 +193,8 @@ func dialWS(ctx context.Context, server, token string) (*wsClient, error) {
 		switch m.Type {
 		case "connection_ack":
 			go c.readLoop()
-			go c.keepAlive()
+			// The sleep detector starts now: a sleep after the dial is one the connection lived through.
+			go c.keepAlive(ka, newWakeDetector(ka.wall, ka.mono))
 			return c, nil
 		case "ping":
 			_ = c.write(dctx, wsMessage{Type: "pong"})
@@ -209,6 +222,10 @@ func (c *wsClient) read(ctx context.Context) (wsMessage, error) {
 	c.mu.Lock()
 	c.lastRead = time.Now()
 	c.mu.Unlock()
+	select {
+	case c.heard <- struct{}{}:
+	default:
+	}
 	return m, nil
 }
 
@@ -261,7 +278,12 @@ loop:
 			}
 		}
 	}
+	c.mu.Lock()
+	dead := c.dead
+	c.mu.Unlock()
 	switch reason := closeReason(err); {
+	case dead != nil:
+		err = dead
 	case reason != "":
 		err = fmt.Errorf("the server closed the connection: %s", reason)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -280,26 +302,65 @@ loop:
 	close(c.done)
 }
 
-// keepAlive pings the server and closes a connection that stopped answering, so that a dead network is
-// noticed within a minute instead of when the OS gives up on the socket.
-func (c *wsClient) keepAlive() {
-	const every = 15 * time.Second
-	t := time.NewTicker(every)
+// keepAlive pings the server every ka.every and closes a connection that does not answer within
+// ka.pongWait, so that a dead network is noticed in seconds instead of when the OS gives up on the socket. It
+// also notices that the computer slept (see wakeDetector) and then checks the connection at once: after a
+// sleep the connection is usually dead, and the regular ping would come too late.
+func (c *wsClient) keepAlive(ka keepAlive, sleep *wakeDetector) {
+	t := time.NewTicker(ka.every)
 	defer t.Stop()
+	w := time.NewTicker(ka.wakeTick)
+	defer w.Stop()
 	for {
+		var why string
 		select {
 		case <-c.done:
 			return
 		case <-t.C:
+			why = "no answer to a ping within " + ka.pongWait.String()
+		case <-w.C:
+			slept := sleep.check()
+			if slept == 0 {
+				continue
+			}
+			if ka.onWake != nil {
+				ka.onWake(slept)
+			}
+			why = fmt.Sprintf("no answer from the server after the computer slept for about %s", slept.Round(time.Second))
 		}
-		c.mu.Lock()
-		silent := time.Since(c.lastRead)
-		c.mu.Unlock()
-		if silent > 3*every {
-			c.conn.Close(websocket.StatusGoingAway, "no answer to pings")
+		if !c.ping(ka.pongWait) {
+			c.mu.Lock()
+			c.dead = errors.New(why)
+			c.mu.Unlock()
+			// No close handshake: the peer is not answering.
+			c.conn.CloseNow()
 			return
 		}
-		_ = c.write(context.Background(), wsMessage{Type: "ping"})
+	}
+}
+
+// ping sends a ping and reports whether anything arrived from the server within wait.
+func (c *wsClient) ping(wait time.Duration) bool {
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := c.write(ctx, wsMessage{Type: "ping"}); err != nil {
+		return c.isDone() // the reader has seen the end already and says why
+	}
+	for {
+		c.mu.Lock()
+		answered := c.lastRead.After(sent)
+		c.mu.Unlock()
+		if answered {
+			return true
+		}
+		select {
+		case <-c.done:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-c.heard:
+		}
 	}
 }
 

@@ -53,6 +53,7 @@ type entry struct {
 	RecipientID string    `json:"recipientId"`
 	DeliveryID  string    `json:"deliveryId"`
 	Attempt     int       `json:"attempt"`
+	RequestID   string    `json:"requestId,omitempty"`
 	LeaseToken  string    `json:"leaseToken"`
 	Method      string    `json:"method"`
 	Path        string    `json:"path"`

@@ -280,16 +280,19 @@ func (h *Hub) Ready(now time.Time) []scheduler.CLIReady {
 	return ready
 }
 
-// Push queues j on the recipient's listener with the most room (scheduler.CLIPusher).
+// Push queues j on the recipient's listener with the most room, the newest on a tie
+// (scheduler.CLIPusher): a CLI that reconnects after its computer slept leaves behind a connection this
+// process has not yet found dead, and jobs pushed there would wait for their lease to lapse.
 func (h *Hub) Push(j Job, leaseExpiry time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.cfg.Now()
 	var best *Listener
 	bestFree := -1
-	for _, l := range h.listeners[j.Claim.RecipientID] {
-		if f := l.free(now); f > bestFree {
-			best, bestFree = l, f
+	ls := h.listeners[j.Claim.RecipientID]
+	for i := len(ls) - 1; i >= 0; i-- {
+		if f := ls[i].free(now); f > bestFree {
+			best, bestFree = ls[i], f
 		}
 	}
 	return best != nil && best.push(j, leaseExpiry)

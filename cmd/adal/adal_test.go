@@ -12,6 +12,7 @@ import (
 
 	"github.com/adal-relay/adal/ent/attempt"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/internal/flakynet"
 	"github.com/adal-relay/adal/relay/relaytest"
 )
 
@@ -273,7 +274,7 @@ func TestLoginThenListenForwardsTheRequest(t *testing.T) {
 	f := newFixture(t, env, nil, map[string]any{"sendIdempotencyKey": true})
 	home := t.TempDir()
 
-	login := startAdal(t, home, "login", "--server", env.Server.URL, "--token", f.tenant.Member)
+	login := startAdal(t, home, "login", "--api", env.Server.URL, "--token", f.tenant.Member)
 	require.Equal(t, 0, login.exit(20*time.Second), login.output())
 	require.Contains(t, login.output(), "Logged in to "+env.Server.URL)
 	cfg := filepath.Join(home, ".config", "adal", "config.json")
@@ -341,12 +342,15 @@ func TestHelpDocumentsEveryCommandAndFlag(t *testing.T) {
 	p := startAdal(t, "", "--help")
 	require.Equal(t, 0, p.exit(10*time.Second))
 	out := p.output()
-	for _, s := range []string{"adal login", "adal listen", "-server", "-token", "-recipient", "-forward", "-journal-dir",
-		"ADAL_SERVER", "ADAL_TOKEN", "config.json"} {
+	for _, s := range []string{"adal login", "adal listen", "adal requests", "adal retry", "adal replay", "adal trigger",
+		"-api", "-server", "-token", "-recipient", "-forward", "-journal-dir", "-format", "-check-local", "-give-up-after",
+		"-status", "-limit", "-data", "-header", "-method", "-path",
+		"ADAL_API", "ADAL_TOKEN", "ADAL_KEEPALIVE", "NO_COLOR", "config.json", "Exit status"} {
 		require.Contains(t, out, s)
 	}
+	// A wrong command line is a configuration error.
 	p = startAdal(t, "", "bogus")
-	require.Equal(t, 2, p.exit(10*time.Second))
+	require.Equal(t, 1, p.exit(10*time.Second))
 }
 
 // A dropped connection is retried with backoff; a job whose local call was in flight when it dropped is
@@ -357,15 +361,15 @@ func TestReconnectsAndReportsTheJobInFlightAcrossADrop(t *testing.T) {
 	f := newFixture(t, env, nil, nil)
 	local := newLocalService(t, answer(200))
 	local.hold()
-	net := newProxy(t, env.Server.URL)
+	flaky := flakynet.New(t, env.Server.URL)
 
-	cli := startAdal(t, "", "listen", "--server", net.URL(), "--token", f.tenant.Member,
+	cli := startAdal(t, "", "listen", "--api", flaky.URL(), "--token", f.tenant.Member,
 		"--recipient", f.recipient, "--forward", local.URL, "--journal-dir", t.TempDir())
 	cli.waitConnected()
 	reqID := env.Send(f.server.Key, "/evt", `{}`)
 	relaytest.Eventually(t, 20*time.Second, "the local call to start", func() bool { return local.count() == 1 })
 
-	net.cut()
+	flaky.Cut()
 	cli.waitOutput("disconnected: ")
 	cli.waitOutput("retrying in 1s")
 	local.release()
@@ -380,7 +384,8 @@ func TestReconnectsAndReportsTheJobInFlightAcrossADrop(t *testing.T) {
 	cli.interrupt()
 }
 
-// Deleting the recipient while a CLI listens ends the listen with an error rather than leaving it waiting.
+// Deleting the recipient while a CLI listens ends the listen — lost for good, exit status 2 — rather than
+// leaving it waiting.
 func TestDeletingTheRecipientStopsListen(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t)
@@ -388,6 +393,7 @@ func TestDeletingTheRecipientStopsListen(t *testing.T) {
 	cli := listen(t, env, f.tenant.Member, f.recipient, "http://127.0.0.1:9/hook", t.TempDir())
 	cli.waitConnected()
 	env.MustGraphQL(f.tenant.Owner, `mutation($id: ID!){ deleteRecipient(id: $id){ id } }`, map[string]any{"id": f.recipient}, nil)
-	require.Equal(t, 1, cli.exit(30*time.Second), cli.output())
+	require.Equal(t, 2, cli.exit(30*time.Second), cli.output())
 	require.Contains(t, cli.output(), "NOT_FOUND")
+	require.Contains(t, cli.output(), "every recipient is gone")
 }

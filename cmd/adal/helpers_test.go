@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,10 +41,18 @@ type cliProcess struct {
 	cmd  *exec.Cmd
 	home string
 
-	mu    sync.Mutex
-	lines []string
-	done  chan struct{}
-	err   error // the exit, once done
+	mu       sync.Mutex
+	lines    []string // stdout, and stderr too unless split
+	errLines []string // stderr, when split
+	done     chan struct{}
+	err      error // the exit, once done
+}
+
+// run is how to start adal.
+type run struct {
+	home  string   // config home; "" for a fresh one
+	env   []string // extra environment
+	split bool     // keep stderr apart from stdout
 }
 
 // adalEnv is a clean environment whose config dir is home: the tests never read or write the real one.
@@ -64,27 +70,50 @@ func adalEnv(home string, extra ...string) []string {
 // startAdal runs adal with args; home is its config home ("" for a fresh one).
 func startAdal(t *testing.T, home string, args ...string) *cliProcess {
 	t.Helper()
-	if home == "" {
-		home = t.TempDir()
+	return start(t, run{home: home}, args...)
+}
+
+// start runs adal as r says.
+func start(t *testing.T, r run, args ...string) *cliProcess {
+	t.Helper()
+	if r.home == "" {
+		r.home = t.TempDir()
 	}
 	cmd := exec.Command(adalBin.Path(t), args...)
-	cmd.Env = adalEnv(home)
+	cmd.Env = adalEnv(r.home, r.env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	cmd.Stderr = cmd.Stdout // one stream, in order
+	var stderr io.ReadCloser
+	if r.split {
+		stderr, err = cmd.StderrPipe()
+		require.NoError(t, err)
+	} else {
+		cmd.Stderr = cmd.Stdout // one stream, in order
+	}
 	require.NoError(t, cmd.Start())
-	p := &cliProcess{t: t, cmd: cmd, home: home, done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stdout)
+	p := &cliProcess{t: t, cmd: cmd, home: r.home, done: make(chan struct{})}
+	var readers sync.WaitGroup
+	collect := func(from io.Reader, into *[]string, tag string) {
+		defer readers.Done()
+		sc := bufio.NewScanner(from)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
+			*into = append(*into, sc.Text())
 			p.mu.Unlock()
 			if testing.Verbose() {
-				t.Logf("adal[%d]: %s", cmd.Process.Pid, sc.Text())
+				t.Logf("adal[%d]%s: %s", cmd.Process.Pid, tag, sc.Text())
 			}
 		}
+	}
+	readers.Add(1)
+	go collect(stdout, &p.lines, "")
+	if stderr != nil {
+		readers.Add(1)
+		go collect(stderr, &p.errLines, " stderr")
+	}
+	go func() {
+		readers.Wait()
 		err := cmd.Wait()
 		p.mu.Lock()
 		p.err = err
@@ -102,10 +131,21 @@ func startAdal(t *testing.T, home string, args ...string) *cliProcess {
 	return p
 }
 
+// runAdal runs a command to its end and returns its exit code, stdout and stderr.
+func runAdal(t *testing.T, r run, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	r.split = true
+	p := start(t, r, args...)
+	code = p.exit(30 * time.Second)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return code, strings.Join(p.lines, "\n"), strings.Join(p.errLines, "\n")
+}
+
 // listen starts `adal listen` for recipientID, forwarding to forward, with the given journal directory.
 func listen(t *testing.T, env *relaytest.Env, token, recipientID, forward, journal string) *cliProcess {
 	t.Helper()
-	return startAdal(t, "", "listen", "--server", env.Server.URL, "--token", token,
+	return startAdal(t, "", "listen", "--api", env.Server.URL, "--token", token,
 		"--recipient", recipientID, "--forward", forward, "--journal-dir", journal)
 }
 
@@ -292,56 +332,4 @@ func newWebhook(url, body string) (*http.Request, error) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	return req, err
-}
-
-// proxy is a TCP proxy in front of a server whose connections the test can cut, as a flaky network would.
-type proxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newProxy(t *testing.T, targetURL string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	u, err := url.Parse(targetURL)
-	require.NoError(t, err)
-	p := &proxy{ln: ln, target: u.Host}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	return p
-}
-
-// URL is the proxy's base URL.
-func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
-
-// cut drops every open connection; new ones are accepted again.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	conns := p.conns
-	p.conns = nil
-	p.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
 }

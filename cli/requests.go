@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// defaultLimit is how many requests `adal requests` lists unless told otherwise.
+const defaultLimit = 20
+
+// maxLimit is the API's largest page.
+const maxLimit = 500
+
+var requestStatuses = []string{"PENDING", "DELIVERED", "FAILED", "PARTIAL"}
+
+const requestsQuery = `query($server: ID!, $first: Int!, $where: RequestWhereInput) {
+  requests(serverId: $server, first: $first, where: $where) {
+    totalCount
+    edges { node {
+      id method path query receivedAt status replayOf { id }
+      deliveries {
+        id status trigger attemptCount maxAttempts nextAttemptAt superseded
+        recipient { id name method }
+        attempts { number status httpStatus errorKind errorMessage durationMs }
+      }
+    } }
+  }
+}`
+
+// listedRequest is a request as requestsQuery reads it.
+type listedRequest struct {
+	ID         string
+	Method     string
+	Path       string
+	Query      string
+	ReceivedAt time.Time
+	Status     string
+	ReplayOf   *struct{ ID string }
+	Deliveries []listedDelivery
+}
+
+type listedDelivery struct {
+	ID            string
+	Status        string
+	Trigger       string
+	AttemptCount  int
+	MaxAttempts   int
+	NextAttemptAt *time.Time
+	Superseded    bool
+	Recipient     struct{ ID, Name, Method string }
+	Attempts      []listedAttempt
+}
+
+type listedAttempt struct {
+	Number       int     `json:"number"`
+	Status       string  `json:"status"`
+	HTTPStatus   *int    `json:"httpStatus"`
+	ErrorKind    *string `json:"errorKind"`
+	ErrorMessage string  `json:"errorMessage"`
+	DurationMs   *int    `json:"durationMs"`
+}
+
+// requestEvent is one listed request, for --format json.
+type requestEvent struct {
+	eventHead
+	ID         string          `json:"id"`
+	Method     string          `json:"method"`
+	Path       string          `json:"path"`
+	Query      string          `json:"query"`
+	ReceivedAt time.Time       `json:"receivedAt"`
+	Status     string          `json:"status"`
+	ReplayOf   *string         `json:"replayOf"`
+	Deliveries []deliveryState `json:"deliveries"`
+}
+
+type deliveryState struct {
+	ID            string         `json:"id"`
+	RecipientID   string         `json:"recipientId"`
+	Recipient     string         `json:"recipient"`
+	Status        string         `json:"status"`
+	Trigger       string         `json:"trigger"`
+	AttemptCount  int            `json:"attemptCount"`
+	MaxAttempts   int            `json:"maxAttempts"`
+	NextAttemptAt *time.Time     `json:"nextAttemptAt"`
+	Superseded    bool           `json:"superseded"`
+	LastAttempt   *listedAttempt `json:"lastAttempt"`
+}
+
+func requests(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	in, err := begin("requests", args, 0, stderr)
+	if err != nil {
+		return err
+	}
+	server := flagValue(in.fs, "server")
+	if server == "" {
+		in.problemf("--server is required")
+	}
+	status := strings.ToUpper(flagValue(in.fs, "status"))
+	if status != "" && !contains(requestStatuses, status) {
+		in.problemf("--status must be one of %s", strings.Join(requestStatuses, ", "))
+	}
+	limit := in.fs.Lookup("limit").Value.(flag.Getter).Get().(int)
+	if limit < 1 || limit > maxLimit {
+		in.problemf("--limit must be between 1 and %d", maxLimit)
+	}
+	client, out, err := in.finish(stdout, stderr)
+	if err != nil {
+		return err
+	}
+	s, err := findServer(ctx, client, server, "")
+	if err != nil {
+		return out.fail(err)
+	}
+	vars := map[string]any{"server": s.ID, "first": limit}
+	if status != "" {
+		vars["where"] = map[string]any{"status": status}
+	}
+	var res struct {
+		Requests struct {
+			TotalCount int
+			Edges      []struct{ Node listedRequest }
+		}
+	}
+	if err := client.do(ctx, requestsQuery, vars, &res); err != nil {
+		return out.fail(explainAuth(err))
+	}
+	list := make([]listedRequest, len(res.Requests.Edges))
+	for i, e := range res.Requests.Edges {
+		list[i] = e.Node
+	}
+	if out.json {
+		for _, r := range list {
+			out.record(requestJSON(r), "")
+		}
+		return nil
+	}
+	out.record(nil, requestTable(out, s, status, list, res.Requests.TotalCount))
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func requestJSON(r listedRequest) requestEvent {
+	ev := requestEvent{eventHead: head("request", time.Time{}), ID: r.ID, Method: r.Method, Path: r.Path, Query: r.Query,
+		ReceivedAt: r.ReceivedAt, Status: r.Status, Deliveries: []deliveryState{}}
+	if r.ReplayOf != nil {
+		ev.ReplayOf = &r.ReplayOf.ID
+	}
+	for _, d := range r.Deliveries {
+		ds := deliveryState{ID: d.ID, RecipientID: d.Recipient.ID, Recipient: d.Recipient.Name, Status: d.Status,
+			Trigger: d.Trigger, AttemptCount: d.AttemptCount, MaxAttempts: d.MaxAttempts, NextAttemptAt: d.NextAttemptAt,
+			Superseded: d.Superseded}
+		if n := len(d.Attempts); n > 0 {
+			ds.LastAttempt = &d.Attempts[n-1]
+		}
+		ev.Deliveries = append(ev.Deliveries, ds)
+	}
+	return ev
+}
+
+// requestTable renders requests for people: a row per request, and under it a line per current delivery
+// (a retried delivery gives way to its retry).
+func requestTable(o *output, s *serverInfo, status string, list []listedRequest, total int) string {
+	var b strings.Builder
+	what := "requests"
+	if status != "" {
+		what = status + " requests"
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(&b, "No %s on server %q.\n", what, s.Name)
+		return b.String()
+	}
+	rows := [][]string{{"REQUEST", "RECEIVED", "METHOD", "PATH", "STATUS"}}
+	for _, r := range list {
+		rows = append(rows, []string{r.ID, r.ReceivedAt.Local().Format(stampLayout), r.Method, truncate(displayPath(r.Path, r.Query), 60), r.Status})
+	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, cell := range row {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	pad := func(s string, w int) string { return s + strings.Repeat(" ", w-utf8.RuneCountInString(s)) }
+	for i, row := range rows {
+		var cells []string
+		for c, cell := range row {
+			text := cell
+			if c < len(row)-1 {
+				text = pad(cell, widths[c])
+			}
+			switch {
+			case i == 0:
+				text = o.paint(bold, text)
+			case c == len(row)-1:
+				text = o.paint(statusTone(cell), text)
+			}
+			cells = append(cells, text)
+		}
+		b.WriteString(strings.TrimRight(strings.Join(cells, "  "), " ") + "\n")
+		if i == 0 {
+			continue
+		}
+		r := list[i-1]
+		if r.ReplayOf != nil {
+			fmt.Fprintf(&b, "%s  %s\n", strings.Repeat(" ", widths[0]), o.paint(dim, "replay of request "+r.ReplayOf.ID))
+		}
+		for _, d := range r.Deliveries {
+			if !d.Superseded {
+				fmt.Fprintf(&b, "%s  %s\n", strings.Repeat(" ", widths[0]), deliveryLine(o, d))
+			}
+		}
+	}
+	if total > len(list) {
+		fmt.Fprintf(&b, "%d of %d %s; --limit N shows more.\n", len(list), total, what)
+	}
+	return b.String()
+}
+
+// deliveryLine describes one delivery: `delivery 12 → "my laptop": FAILED after 3/3 attempts, last 500 …`.
+func deliveryLine(o *output, d listedDelivery) string {
+	s := fmt.Sprintf("delivery %s → %q: %s", d.ID, d.Recipient.Name, o.paint(statusTone(d.Status), d.Status))
+	if d.Trigger == "MANUAL_RETRY" {
+		s += " (manual retry)"
+	}
+	s += fmt.Sprintf(", %d/%d attempts", d.AttemptCount, d.MaxAttempts)
+	if n := len(d.Attempts); n > 0 {
+		s += ", last: " + attemptText(d.Attempts[n-1])
+	}
+	if d.NextAttemptAt != nil && d.Status == "PENDING" {
+		s += ", next at " + d.NextAttemptAt.Local().Format(stampLayout)
+	}
+	return s
+}
+
+func attemptText(a listedAttempt) string {
+	switch {
+	case a.HTTPStatus != nil && (a.ErrorKind == nil || *a.ErrorKind == "HTTP_STATUS"):
+		return statusText(*a.HTTPStatus)
+	case a.ErrorMessage != "":
+		return truncate(a.ErrorMessage, 80)
+	case a.ErrorKind != nil:
+		return *a.ErrorKind
+	}
+	return a.Status
+}
+
+func statusTone(status string) tone {
+	switch status {
+	case "DELIVERED", "SUCCEEDED":
+		return green
+	case "FAILED":
+		return red
+	case "PARTIAL", "CANCELED":
+		return yellow
+	}
+	return plain
+}
+
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}

@@ -181,7 +181,9 @@ func TestWebsocketClosedAtRevocation(t *testing.T) {
 		m := untouched.next(200 * time.Millisecond)
 		require.NotEqual(t, "closed", m.Type)
 		require.Empty(t, m.Errors, "%+v", m)
-		var d struct{ DeliveryUpdated struct{ Request struct{ ID string } } }
+		var d struct {
+			DeliveryUpdated struct{ Request struct{ ID string } }
+		}
 		if !m.TimedOut {
 			require.NoError(t, json.Unmarshal(m.Data, &d))
 		}

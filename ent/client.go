@@ -15,6 +15,8 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/adal-relay/adal/ent/alertevent"
+	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
@@ -35,6 +37,10 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// AlertEvent is the client for interacting with the AlertEvent builders.
+	AlertEvent *AlertEventClient
+	// AlertSubscription is the client for interacting with the AlertSubscription builders.
+	AlertSubscription *AlertSubscriptionClient
 	// Attempt is the client for interacting with the Attempt builders.
 	Attempt *AttemptClient
 	// Delivery is the client for interacting with the Delivery builders.
@@ -68,6 +74,8 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.AlertEvent = NewAlertEventClient(c.config)
+	c.AlertSubscription = NewAlertSubscriptionClient(c.config)
 	c.Attempt = NewAttemptClient(c.config)
 	c.Delivery = NewDeliveryClient(c.config)
 	c.LedgerEntry = NewLedgerEntryClient(c.config)
@@ -169,19 +177,21 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:             ctx,
-		config:          cfg,
-		Attempt:         NewAttemptClient(cfg),
-		Delivery:        NewDeliveryClient(cfg),
-		LedgerEntry:     NewLedgerEntryClient(cfg),
-		OutboundAttempt: NewOutboundAttemptClient(cfg),
-		OutboundJob:     NewOutboundJobClient(cfg),
-		Plan:            NewPlanClient(cfg),
-		Recipient:       NewRecipientClient(cfg),
-		Request:         NewRequestClient(cfg),
-		Server:          NewServerClient(cfg),
-		Tenant:          NewTenantClient(cfg),
-		Token:           NewTokenClient(cfg),
+		ctx:               ctx,
+		config:            cfg,
+		AlertEvent:        NewAlertEventClient(cfg),
+		AlertSubscription: NewAlertSubscriptionClient(cfg),
+		Attempt:           NewAttemptClient(cfg),
+		Delivery:          NewDeliveryClient(cfg),
+		LedgerEntry:       NewLedgerEntryClient(cfg),
+		OutboundAttempt:   NewOutboundAttemptClient(cfg),
+		OutboundJob:       NewOutboundJobClient(cfg),
+		Plan:              NewPlanClient(cfg),
+		Recipient:         NewRecipientClient(cfg),
+		Request:           NewRequestClient(cfg),
+		Server:            NewServerClient(cfg),
+		Tenant:            NewTenantClient(cfg),
+		Token:             NewTokenClient(cfg),
 	}, nil
 }
 
@@ -199,26 +209,28 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:             ctx,
-		config:          cfg,
-		Attempt:         NewAttemptClient(cfg),
-		Delivery:        NewDeliveryClient(cfg),
-		LedgerEntry:     NewLedgerEntryClient(cfg),
-		OutboundAttempt: NewOutboundAttemptClient(cfg),
-		OutboundJob:     NewOutboundJobClient(cfg),
-		Plan:            NewPlanClient(cfg),
-		Recipient:       NewRecipientClient(cfg),
-		Request:         NewRequestClient(cfg),
-		Server:          NewServerClient(cfg),
-		Tenant:          NewTenantClient(cfg),
-		Token:           NewTokenClient(cfg),
+		ctx:               ctx,
+		config:            cfg,
+		AlertEvent:        NewAlertEventClient(cfg),
+		AlertSubscription: NewAlertSubscriptionClient(cfg),
+		Attempt:           NewAttemptClient(cfg),
+		Delivery:          NewDeliveryClient(cfg),
+		LedgerEntry:       NewLedgerEntryClient(cfg),
+		OutboundAttempt:   NewOutboundAttemptClient(cfg),
+		OutboundJob:       NewOutboundJobClient(cfg),
+		Plan:              NewPlanClient(cfg),
+		Recipient:         NewRecipientClient(cfg),
+		Request:           NewRequestClient(cfg),
+		Server:            NewServerClient(cfg),
+		Tenant:            NewTenantClient(cfg),
+		Token:             NewTokenClient(cfg),
 	}, nil
 }
 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Attempt.
+//		AlertEvent.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -241,8 +253,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.Plan,
-		c.Recipient, c.Request, c.Server, c.Tenant, c.Token,
+		c.AlertEvent, c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry,
+		c.OutboundAttempt, c.OutboundJob, c.Plan, c.Recipient, c.Request, c.Server,
+		c.Tenant, c.Token,
 	} {
 		n.Use(hooks...)
 	}
@@ -252,8 +265,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.Plan,
-		c.Recipient, c.Request, c.Server, c.Tenant, c.Token,
+		c.AlertEvent, c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry,
+		c.OutboundAttempt, c.OutboundJob, c.Plan, c.Recipient, c.Request, c.Server,
+		c.Tenant, c.Token,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -262,6 +276,10 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *AlertEventMutation:
+		return c.AlertEvent.mutate(ctx, m)
+	case *AlertSubscriptionMutation:
+		return c.AlertSubscription.mutate(ctx, m)
 	case *AttemptMutation:
 		return c.Attempt.mutate(ctx, m)
 	case *DeliveryMutation:
@@ -286,6 +304,322 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Token.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// AlertEventClient is a client for the AlertEvent schema.
+type AlertEventClient struct {
+	config
+}
+
+// NewAlertEventClient returns a client for the AlertEvent from the given config.
+func NewAlertEventClient(c config) *AlertEventClient {
+	return &AlertEventClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `alertevent.Hooks(f(g(h())))`.
+func (c *AlertEventClient) Use(hooks ...Hook) {
+	c.hooks.AlertEvent = append(c.hooks.AlertEvent, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `alertevent.Intercept(f(g(h())))`.
+func (c *AlertEventClient) Intercept(interceptors ...Interceptor) {
+	c.inters.AlertEvent = append(c.inters.AlertEvent, interceptors...)
+}
+
+// Create returns a builder for creating a AlertEvent entity.
+func (c *AlertEventClient) Create() *AlertEventCreate {
+	mutation := newAlertEventMutation(c.config, OpCreate)
+	return &AlertEventCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of AlertEvent entities.
+func (c *AlertEventClient) CreateBulk(builders ...*AlertEventCreate) *AlertEventCreateBulk {
+	return &AlertEventCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *AlertEventClient) MapCreateBulk(slice any, setFunc func(*AlertEventCreate, int)) *AlertEventCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &AlertEventCreateBulk{err: fmt.Errorf("calling to AlertEventClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*AlertEventCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &AlertEventCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for AlertEvent.
+func (c *AlertEventClient) Update() *AlertEventUpdate {
+	mutation := newAlertEventMutation(c.config, OpUpdate)
+	return &AlertEventUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *AlertEventClient) UpdateOne(_m *AlertEvent) *AlertEventUpdateOne {
+	mutation := newAlertEventMutation(c.config, OpUpdateOne, withAlertEvent(_m))
+	return &AlertEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *AlertEventClient) UpdateOneID(id int) *AlertEventUpdateOne {
+	mutation := newAlertEventMutation(c.config, OpUpdateOne, withAlertEventID(id))
+	return &AlertEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for AlertEvent.
+func (c *AlertEventClient) Delete() *AlertEventDelete {
+	mutation := newAlertEventMutation(c.config, OpDelete)
+	return &AlertEventDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *AlertEventClient) DeleteOne(_m *AlertEvent) *AlertEventDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *AlertEventClient) DeleteOneID(id int) *AlertEventDeleteOne {
+	builder := c.Delete().Where(alertevent.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &AlertEventDeleteOne{builder}
+}
+
+// Query returns a query builder for AlertEvent.
+func (c *AlertEventClient) Query() *AlertEventQuery {
+	return &AlertEventQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeAlertEvent},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a AlertEvent entity by its id.
+func (c *AlertEventClient) Get(ctx context.Context, id int) (*AlertEvent, error) {
+	return c.Query().Where(alertevent.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *AlertEventClient) GetX(ctx context.Context, id int) *AlertEvent {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a AlertEvent.
+func (c *AlertEventClient) QueryTenant(_m *AlertEvent) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(alertevent.Table, alertevent.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, alertevent.TenantTable, alertevent.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *AlertEventClient) Hooks() []Hook {
+	hooks := c.hooks.AlertEvent
+	return append(hooks[:len(hooks):len(hooks)], alertevent.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *AlertEventClient) Interceptors() []Interceptor {
+	return c.inters.AlertEvent
+}
+
+func (c *AlertEventClient) mutate(ctx context.Context, m *AlertEventMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&AlertEventCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&AlertEventUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&AlertEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&AlertEventDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown AlertEvent mutation op: %q", m.Op())
+	}
+}
+
+// AlertSubscriptionClient is a client for the AlertSubscription schema.
+type AlertSubscriptionClient struct {
+	config
+}
+
+// NewAlertSubscriptionClient returns a client for the AlertSubscription from the given config.
+func NewAlertSubscriptionClient(c config) *AlertSubscriptionClient {
+	return &AlertSubscriptionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `alertsubscription.Hooks(f(g(h())))`.
+func (c *AlertSubscriptionClient) Use(hooks ...Hook) {
+	c.hooks.AlertSubscription = append(c.hooks.AlertSubscription, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `alertsubscription.Intercept(f(g(h())))`.
+func (c *AlertSubscriptionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.AlertSubscription = append(c.inters.AlertSubscription, interceptors...)
+}
+
+// Create returns a builder for creating a AlertSubscription entity.
+func (c *AlertSubscriptionClient) Create() *AlertSubscriptionCreate {
+	mutation := newAlertSubscriptionMutation(c.config, OpCreate)
+	return &AlertSubscriptionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of AlertSubscription entities.
+func (c *AlertSubscriptionClient) CreateBulk(builders ...*AlertSubscriptionCreate) *AlertSubscriptionCreateBulk {
+	return &AlertSubscriptionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *AlertSubscriptionClient) MapCreateBulk(slice any, setFunc func(*AlertSubscriptionCreate, int)) *AlertSubscriptionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &AlertSubscriptionCreateBulk{err: fmt.Errorf("calling to AlertSubscriptionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*AlertSubscriptionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &AlertSubscriptionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for AlertSubscription.
+func (c *AlertSubscriptionClient) Update() *AlertSubscriptionUpdate {
+	mutation := newAlertSubscriptionMutation(c.config, OpUpdate)
+	return &AlertSubscriptionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *AlertSubscriptionClient) UpdateOne(_m *AlertSubscription) *AlertSubscriptionUpdateOne {
+	mutation := newAlertSubscriptionMutation(c.config, OpUpdateOne, withAlertSubscription(_m))
+	return &AlertSubscriptionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *AlertSubscriptionClient) UpdateOneID(id int) *AlertSubscriptionUpdateOne {
+	mutation := newAlertSubscriptionMutation(c.config, OpUpdateOne, withAlertSubscriptionID(id))
+	return &AlertSubscriptionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for AlertSubscription.
+func (c *AlertSubscriptionClient) Delete() *AlertSubscriptionDelete {
+	mutation := newAlertSubscriptionMutation(c.config, OpDelete)
+	return &AlertSubscriptionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *AlertSubscriptionClient) DeleteOne(_m *AlertSubscription) *AlertSubscriptionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *AlertSubscriptionClient) DeleteOneID(id int) *AlertSubscriptionDeleteOne {
+	builder := c.Delete().Where(alertsubscription.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &AlertSubscriptionDeleteOne{builder}
+}
+
+// Query returns a query builder for AlertSubscription.
+func (c *AlertSubscriptionClient) Query() *AlertSubscriptionQuery {
+	return &AlertSubscriptionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeAlertSubscription},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a AlertSubscription entity by its id.
+func (c *AlertSubscriptionClient) Get(ctx context.Context, id int) (*AlertSubscription, error) {
+	return c.Query().Where(alertsubscription.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *AlertSubscriptionClient) GetX(ctx context.Context, id int) *AlertSubscription {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a AlertSubscription.
+func (c *AlertSubscriptionClient) QueryTenant(_m *AlertSubscription) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(alertsubscription.Table, alertsubscription.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, alertsubscription.TenantTable, alertsubscription.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryRecipient queries the recipient edge of a AlertSubscription.
+func (c *AlertSubscriptionClient) QueryRecipient(_m *AlertSubscription) *RecipientQuery {
+	query := (&RecipientClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(alertsubscription.Table, alertsubscription.FieldID, id),
+			sqlgraph.To(recipient.Table, recipient.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, alertsubscription.RecipientTable, alertsubscription.RecipientColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *AlertSubscriptionClient) Hooks() []Hook {
+	hooks := c.hooks.AlertSubscription
+	return append(hooks[:len(hooks):len(hooks)], alertsubscription.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *AlertSubscriptionClient) Interceptors() []Interceptor {
+	return c.inters.AlertSubscription
+}
+
+func (c *AlertSubscriptionClient) mutate(ctx context.Context, m *AlertSubscriptionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&AlertSubscriptionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&AlertSubscriptionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&AlertSubscriptionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&AlertSubscriptionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown AlertSubscription mutation op: %q", m.Op())
 	}
 }
 
@@ -2198,12 +2532,12 @@ func (c *TokenClient) mutate(ctx context.Context, m *TokenMutation) (Value, erro
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob, Plan, Recipient,
-		Request, Server, Tenant, Token []ent.Hook
+		AlertEvent, AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt,
+		OutboundJob, Plan, Recipient, Request, Server, Tenant, Token []ent.Hook
 	}
 	inters struct {
-		Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob, Plan, Recipient,
-		Request, Server, Tenant, Token []ent.Interceptor
+		AlertEvent, AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt,
+		OutboundJob, Plan, Recipient, Request, Server, Tenant, Token []ent.Interceptor
 	}
 )
 

@@ -14,6 +14,10 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// AlertEvent is the client for interacting with the AlertEvent builders.
+	AlertEvent *AlertEventClient
+	// AlertSubscription is the client for interacting with the AlertSubscription builders.
+	AlertSubscription *AlertSubscriptionClient
 	// Attempt is the client for interacting with the Attempt builders.
 	Attempt *AttemptClient
 	// Delivery is the client for interacting with the Delivery builders.
@@ -167,6 +171,8 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.AlertEvent = NewAlertEventClient(tx.config)
+	tx.AlertSubscription = NewAlertSubscriptionClient(tx.config)
 	tx.Attempt = NewAttemptClient(tx.config)
 	tx.Delivery = NewDeliveryClient(tx.config)
 	tx.LedgerEntry = NewLedgerEntryClient(tx.config)
@@ -187,7 +193,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Attempt.QueryXXX(), the query will be executed
+// applies a query, for example: AlertEvent.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

@@ -9,6 +9,30 @@ import (
 	"github.com/adal-relay/adal/ent"
 )
 
+// The AlertEventFunc type is an adapter to allow the use of ordinary
+// function as AlertEvent mutator.
+type AlertEventFunc func(context.Context, *ent.AlertEventMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f AlertEventFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.AlertEventMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AlertEventMutation", m)
+}
+
+// The AlertSubscriptionFunc type is an adapter to allow the use of ordinary
+// function as AlertSubscription mutator.
+type AlertSubscriptionFunc func(context.Context, *ent.AlertSubscriptionMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f AlertSubscriptionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.AlertSubscriptionMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AlertSubscriptionMutation", m)
+}
+
 // The AttemptFunc type is an adapter to allow the use of ordinary
 // function as Attempt mutator.
 type AttemptFunc func(context.Context, *ent.AttemptMutation) (ent.Value, error)

@@ -8,6 +8,8 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/alertevent"
+	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
@@ -76,6 +78,60 @@ func (f TraverseFunc) Traverse(ctx context.Context, q ent.Query) error {
 		return err
 	}
 	return f(ctx, query)
+}
+
+// The AlertEventFunc type is an adapter to allow the use of ordinary function as a Querier.
+type AlertEventFunc func(context.Context, *ent.AlertEventQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f AlertEventFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.AlertEventQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.AlertEventQuery", q)
+}
+
+// The TraverseAlertEvent type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseAlertEvent func(context.Context, *ent.AlertEventQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseAlertEvent) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseAlertEvent) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.AlertEventQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.AlertEventQuery", q)
+}
+
+// The AlertSubscriptionFunc type is an adapter to allow the use of ordinary function as a Querier.
+type AlertSubscriptionFunc func(context.Context, *ent.AlertSubscriptionQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f AlertSubscriptionFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.AlertSubscriptionQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.AlertSubscriptionQuery", q)
+}
+
+// The TraverseAlertSubscription type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseAlertSubscription func(context.Context, *ent.AlertSubscriptionQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseAlertSubscription) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseAlertSubscription) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.AlertSubscriptionQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.AlertSubscriptionQuery", q)
 }
 
 // The AttemptFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -378,6 +434,10 @@ func (f TraverseToken) Traverse(ctx context.Context, q ent.Query) error {
 // NewQuery returns the generic Query interface for the given typed query.
 func NewQuery(q ent.Query) (Query, error) {
 	switch q := q.(type) {
+	case *ent.AlertEventQuery:
+		return &query[*ent.AlertEventQuery, predicate.AlertEvent, alertevent.OrderOption]{typ: ent.TypeAlertEvent, tq: q}, nil
+	case *ent.AlertSubscriptionQuery:
+		return &query[*ent.AlertSubscriptionQuery, predicate.AlertSubscription, alertsubscription.OrderOption]{typ: ent.TypeAlertSubscription, tq: q}, nil
 	case *ent.AttemptQuery:
 		return &query[*ent.AttemptQuery, predicate.Attempt, attempt.OrderOption]{typ: ent.TypeAttempt, tq: q}, nil
 	case *ent.DeliveryQuery:

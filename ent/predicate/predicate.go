@@ -6,6 +6,12 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// AlertEvent is the predicate function for alertevent builders.
+type AlertEvent func(*sql.Selector)
+
+// AlertSubscription is the predicate function for alertsubscription builders.
+type AlertSubscription func(*sql.Selector)
+
 // Attempt is the predicate function for attempt builders.
 type Attempt func(*sql.Selector)
 

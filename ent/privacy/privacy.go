@@ -111,6 +111,54 @@ func DenyMutationOperationRule(op ent.Op) MutationRule {
 	return OnMutationOperation(rule, op)
 }
 
+// The AlertEventQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type AlertEventQueryRuleFunc func(context.Context, *ent.AlertEventQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f AlertEventQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.AlertEventQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.AlertEventQuery", q)
+}
+
+// The AlertEventMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type AlertEventMutationRuleFunc func(context.Context, *ent.AlertEventMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f AlertEventMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.AlertEventMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.AlertEventMutation", m)
+}
+
+// The AlertSubscriptionQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type AlertSubscriptionQueryRuleFunc func(context.Context, *ent.AlertSubscriptionQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f AlertSubscriptionQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.AlertSubscriptionQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.AlertSubscriptionQuery", q)
+}
+
+// The AlertSubscriptionMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type AlertSubscriptionMutationRuleFunc func(context.Context, *ent.AlertSubscriptionMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f AlertSubscriptionMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.AlertSubscriptionMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.AlertSubscriptionMutation", m)
+}
+
 // The AttemptQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type AttemptQueryRuleFunc func(context.Context, *ent.AttemptQuery) error
@@ -410,6 +458,10 @@ var _ QueryMutationRule = FilterFunc(nil)
 
 func queryFilter(q ent.Query) (Filter, error) {
 	switch q := q.(type) {
+	case *ent.AlertEventQuery:
+		return q.Filter(), nil
+	case *ent.AlertSubscriptionQuery:
+		return q.Filter(), nil
 	case *ent.AttemptQuery:
 		return q.Filter(), nil
 	case *ent.DeliveryQuery:
@@ -439,6 +491,10 @@ func queryFilter(q ent.Query) (Filter, error) {
 
 func mutationFilter(m ent.Mutation) (Filter, error) {
 	switch m := m.(type) {
+	case *ent.AlertEventMutation:
+		return m.Filter(), nil
+	case *ent.AlertSubscriptionMutation:
+		return m.Filter(), nil
 	case *ent.AttemptMutation:
 		return m.Filter(), nil
 	case *ent.DeliveryMutation:

@@ -6,6 +6,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/adal-relay/adal/ent/alertevent"
+	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
@@ -27,6 +29,34 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	alerteventMixin := schema.AlertEvent{}.Mixin()
+	alertevent.Policy = privacy.NewPolicies(alerteventMixin[0], schema.AlertEvent{})
+	alertevent.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := alertevent.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	alertsubscriptionMixin := schema.AlertSubscription{}.Mixin()
+	alertsubscription.Policy = privacy.NewPolicies(alertsubscriptionMixin[0], schema.AlertSubscription{})
+	alertsubscription.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := alertsubscription.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	alertsubscriptionMixinFields1 := alertsubscriptionMixin[1].Fields()
+	_ = alertsubscriptionMixinFields1
+	alertsubscriptionFields := schema.AlertSubscription{}.Fields()
+	_ = alertsubscriptionFields
+	// alertsubscriptionDescCreatedAt is the schema descriptor for created_at field.
+	alertsubscriptionDescCreatedAt := alertsubscriptionMixinFields1[0].Descriptor()
+	// alertsubscription.DefaultCreatedAt holds the default value on creation for the created_at field.
+	alertsubscription.DefaultCreatedAt = alertsubscriptionDescCreatedAt.Default.(func() time.Time)
 	attemptMixin := schema.Attempt{}.Mixin()
 	attempt.Policy = privacy.NewPolicies(attemptMixin[0], schema.Attempt{})
 	attempt.Hooks[0] = func(next ent.Mutator) ent.Mutator {

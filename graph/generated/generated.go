@@ -339,13 +339,14 @@ type ComplexityRoot struct {
 	}
 
 	Tenant struct {
-		CreatedAt     func(childComplexity int) int
-		CreditBalance func(childComplexity int) int
-		ID            func(childComplexity int) int
-		Name          func(childComplexity int) int
-		Plan          func(childComplexity int) int
-		PlanID        func(childComplexity int) int
-		Usage         func(childComplexity int, period *string) int
+		CreatedAt          func(childComplexity int) int
+		CreditBalance      func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		LowCreditThreshold func(childComplexity int) int
+		Name               func(childComplexity int) int
+		Plan               func(childComplexity int) int
+		PlanID             func(childComplexity int) int
+		Usage              func(childComplexity int, period *string) int
 	}
 
 	TenantConnection struct {
@@ -1930,6 +1931,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tenant.ID(childComplexity), true
+	case "Tenant.lowCreditThreshold":
+		if e.ComplexityRoot.Tenant.LowCreditThreshold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tenant.LowCreditThreshold(childComplexity), true
 	case "Tenant.name":
 		if e.ComplexityRoot.Tenant.Name == nil {
 			break
@@ -4471,6 +4478,7 @@ type Tenant implements Node {
   name: String!
   planID: ID!
   creditBalance: Int!
+  lowCreditThreshold: Int
   plan: Plan!
 }
 """
@@ -5227,6 +5235,8 @@ func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphq
 		return ec.fieldContext_Tenant_planID(ctx, field)
 	case "creditBalance":
 		return ec.fieldContext_Tenant_creditBalance(ctx, field)
+	case "lowCreditThreshold":
+		return ec.fieldContext_Tenant_lowCreditThreshold(ctx, field)
 	case "plan":
 		return ec.fieldContext_Tenant_plan(ctx, field)
 	case "usage":
@@ -12220,6 +12230,29 @@ func (ec *executionContext) _Tenant_creditBalance(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_Tenant_creditBalance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tenant", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Tenant_lowCreditThreshold(ctx context.Context, field graphql.CollectedField, obj *ent.Tenant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tenant_lowCreditThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LowCreditThreshold, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Tenant_lowCreditThreshold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Tenant", field, false, false, "Int")
 }
 
@@ -24251,6 +24284,11 @@ func (ec *executionContext) _Tenant(ctx context.Context, sel ast.SelectionSet, o
 		case "creditBalance":
 			out.Values[i] = ec._Tenant_creditBalance(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lowCreditThreshold":
+			out.Values[i] = ec._Tenant_lowCreditThreshold(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "plan":

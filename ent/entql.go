@@ -3,13 +3,13 @@
 package ent
 
 import (
-	"github.com/adal-relay/adal/ent/alertevent"
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -29,25 +29,6 @@ var schemaGraph = func() *sqlgraph.Schema {
 	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 13)}
 	graph.Nodes[0] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
-			Table:   alertevent.Table,
-			Columns: alertevent.Columns,
-			ID: &sqlgraph.FieldSpec{
-				Type:   field.TypeInt,
-				Column: alertevent.FieldID,
-			},
-		},
-		Type: "AlertEvent",
-		Fields: map[string]*sqlgraph.FieldSpec{
-			alertevent.FieldTenantID:    {Type: field.TypeInt, Column: alertevent.FieldTenantID},
-			alertevent.FieldType:        {Type: field.TypeString, Column: alertevent.FieldType},
-			alertevent.FieldRecipientID: {Type: field.TypeInt, Column: alertevent.FieldRecipientID},
-			alertevent.FieldData:        {Type: field.TypeBytes, Column: alertevent.FieldData},
-			alertevent.FieldOccurredAt:  {Type: field.TypeTime, Column: alertevent.FieldOccurredAt},
-			alertevent.FieldDueAt:       {Type: field.TypeTime, Column: alertevent.FieldDueAt},
-		},
-	}
-	graph.Nodes[1] = &sqlgraph.Node{
-		NodeSpec: sqlgraph.NodeSpec{
 			Table:   alertsubscription.Table,
 			Columns: alertsubscription.Columns,
 			ID: &sqlgraph.FieldSpec{
@@ -64,7 +45,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			alertsubscription.FieldEvents:      {Type: field.TypeJSON, Column: alertsubscription.FieldEvents},
 		},
 	}
-	graph.Nodes[2] = &sqlgraph.Node{
+	graph.Nodes[1] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   attempt.Table,
 			Columns: attempt.Columns,
@@ -87,7 +68,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			attempt.FieldErrorMessage: {Type: field.TypeString, Column: attempt.FieldErrorMessage},
 		},
 	}
-	graph.Nodes[3] = &sqlgraph.Node{
+	graph.Nodes[2] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   delivery.Table,
 			Columns: delivery.Columns,
@@ -118,7 +99,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			delivery.FieldFinishedAt:       {Type: field.TypeTime, Column: delivery.FieldFinishedAt},
 		},
 	}
-	graph.Nodes[4] = &sqlgraph.Node{
+	graph.Nodes[3] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   ledgerentry.Table,
 			Columns: ledgerentry.Columns,
@@ -138,7 +119,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			ledgerentry.FieldPeriod:       {Type: field.TypeString, Column: ledgerentry.FieldPeriod},
 		},
 	}
-	graph.Nodes[5] = &sqlgraph.Node{
+	graph.Nodes[4] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   outboundattempt.Table,
 			Columns: outboundattempt.Columns,
@@ -163,7 +144,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			outboundattempt.FieldResponseTruncated: {Type: field.TypeBool, Column: outboundattempt.FieldResponseTruncated},
 		},
 	}
-	graph.Nodes[6] = &sqlgraph.Node{
+	graph.Nodes[5] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   outboundjob.Table,
 			Columns: outboundjob.Columns,
@@ -194,6 +175,25 @@ var schemaGraph = func() *sqlgraph.Schema {
 			outboundjob.FieldAttemptStartedAt:  {Type: field.TypeTime, Column: outboundjob.FieldAttemptStartedAt},
 			outboundjob.FieldExpiresAt:         {Type: field.TypeTime, Column: outboundjob.FieldExpiresAt},
 			outboundjob.FieldFinishedAt:        {Type: field.TypeTime, Column: outboundjob.FieldFinishedAt},
+		},
+	}
+	graph.Nodes[6] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   pendingalert.Table,
+			Columns: pendingalert.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: pendingalert.FieldID,
+			},
+		},
+		Type: "PendingAlert",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			pendingalert.FieldTenantID:    {Type: field.TypeInt, Column: pendingalert.FieldTenantID},
+			pendingalert.FieldType:        {Type: field.TypeString, Column: pendingalert.FieldType},
+			pendingalert.FieldRecipientID: {Type: field.TypeInt, Column: pendingalert.FieldRecipientID},
+			pendingalert.FieldData:        {Type: field.TypeBytes, Column: pendingalert.FieldData},
+			pendingalert.FieldOccurredAt:  {Type: field.TypeTime, Column: pendingalert.FieldOccurredAt},
+			pendingalert.FieldDueAt:       {Type: field.TypeTime, Column: pendingalert.FieldDueAt},
 		},
 	}
 	graph.Nodes[7] = &sqlgraph.Node{
@@ -342,18 +342,6 @@ var schemaGraph = func() *sqlgraph.Schema {
 			token.FieldRevokedAt: {Type: field.TypeTime, Column: token.FieldRevokedAt},
 		},
 	}
-	graph.MustAddE(
-		"tenant",
-		&sqlgraph.EdgeSpec{
-			Rel:     sqlgraph.M2O,
-			Inverse: false,
-			Table:   alertevent.TenantTable,
-			Columns: []string{alertevent.TenantColumn},
-			Bidi:    false,
-		},
-		"AlertEvent",
-		"Tenant",
-	)
 	graph.MustAddE(
 		"tenant",
 		&sqlgraph.EdgeSpec{
@@ -535,6 +523,18 @@ var schemaGraph = func() *sqlgraph.Schema {
 		"OutboundJob",
 	)
 	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   pendingalert.TenantTable,
+			Columns: []string{pendingalert.TenantColumn},
+			Bidi:    false,
+		},
+		"PendingAlert",
+		"Tenant",
+	)
+	graph.MustAddE(
 		"tenants",
 		&sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.O2M,
@@ -712,90 +712,6 @@ type predicateAdder interface {
 }
 
 // addPredicate implements the predicateAdder interface.
-func (_q *AlertEventQuery) addPredicate(pred func(s *sql.Selector)) {
-	_q.predicates = append(_q.predicates, pred)
-}
-
-// Filter returns a Filter implementation to apply filters on the AlertEventQuery builder.
-func (_q *AlertEventQuery) Filter() *AlertEventFilter {
-	return &AlertEventFilter{config: _q.config, predicateAdder: _q}
-}
-
-// addPredicate implements the predicateAdder interface.
-func (m *AlertEventMutation) addPredicate(pred func(s *sql.Selector)) {
-	m.predicates = append(m.predicates, pred)
-}
-
-// Filter returns an entql.Where implementation to apply filters on the AlertEventMutation builder.
-func (m *AlertEventMutation) Filter() *AlertEventFilter {
-	return &AlertEventFilter{config: m.config, predicateAdder: m}
-}
-
-// AlertEventFilter provides a generic filtering capability at runtime for AlertEventQuery.
-type AlertEventFilter struct {
-	predicateAdder
-	config
-}
-
-// Where applies the entql predicate on the query filter.
-func (f *AlertEventFilter) Where(p entql.P) {
-	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[0].Type, p, s); err != nil {
-			s.AddError(err)
-		}
-	})
-}
-
-// WhereID applies the entql int predicate on the id field.
-func (f *AlertEventFilter) WhereID(p entql.IntP) {
-	f.Where(p.Field(alertevent.FieldID))
-}
-
-// WhereTenantID applies the entql int predicate on the tenant_id field.
-func (f *AlertEventFilter) WhereTenantID(p entql.IntP) {
-	f.Where(p.Field(alertevent.FieldTenantID))
-}
-
-// WhereType applies the entql string predicate on the type field.
-func (f *AlertEventFilter) WhereType(p entql.StringP) {
-	f.Where(p.Field(alertevent.FieldType))
-}
-
-// WhereRecipientID applies the entql int predicate on the recipient_id field.
-func (f *AlertEventFilter) WhereRecipientID(p entql.IntP) {
-	f.Where(p.Field(alertevent.FieldRecipientID))
-}
-
-// WhereData applies the entql []byte predicate on the data field.
-func (f *AlertEventFilter) WhereData(p entql.BytesP) {
-	f.Where(p.Field(alertevent.FieldData))
-}
-
-// WhereOccurredAt applies the entql time.Time predicate on the occurred_at field.
-func (f *AlertEventFilter) WhereOccurredAt(p entql.TimeP) {
-	f.Where(p.Field(alertevent.FieldOccurredAt))
-}
-
-// WhereDueAt applies the entql time.Time predicate on the due_at field.
-func (f *AlertEventFilter) WhereDueAt(p entql.TimeP) {
-	f.Where(p.Field(alertevent.FieldDueAt))
-}
-
-// WhereHasTenant applies a predicate to check if query has an edge tenant.
-func (f *AlertEventFilter) WhereHasTenant() {
-	f.Where(entql.HasEdge("tenant"))
-}
-
-// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
-func (f *AlertEventFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
-	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
-		for _, p := range preds {
-			p(s)
-		}
-	})))
-}
-
-// addPredicate implements the predicateAdder interface.
 func (_q *AlertSubscriptionQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -824,7 +740,7 @@ type AlertSubscriptionFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *AlertSubscriptionFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[1].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[0].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -917,7 +833,7 @@ type AttemptFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *AttemptFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[2].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[1].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1035,7 +951,7 @@ type DeliveryFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *DeliveryFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[3].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[2].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1221,7 +1137,7 @@ type LedgerEntryFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *LedgerEntryFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[4].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[3].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1310,7 +1226,7 @@ type OutboundAttemptFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *OutboundAttemptFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[4].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1438,7 +1354,7 @@ type OutboundJobFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *OutboundJobFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1599,6 +1515,90 @@ func (f *OutboundJobFilter) WhereHasDuplicates() {
 // WhereHasDuplicatesWith applies a predicate to check if query has an edge duplicates with a given conditions (other predicates).
 func (f *OutboundJobFilter) WhereHasDuplicatesWith(preds ...predicate.OutboundJob) {
 	f.Where(entql.HasEdgeWith("duplicates", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
+func (_q *PendingAlertQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the PendingAlertQuery builder.
+func (_q *PendingAlertQuery) Filter() *PendingAlertFilter {
+	return &PendingAlertFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *PendingAlertMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the PendingAlertMutation builder.
+func (m *PendingAlertMutation) Filter() *PendingAlertFilter {
+	return &PendingAlertFilter{config: m.config, predicateAdder: m}
+}
+
+// PendingAlertFilter provides a generic filtering capability at runtime for PendingAlertQuery.
+type PendingAlertFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *PendingAlertFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *PendingAlertFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(pendingalert.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *PendingAlertFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(pendingalert.FieldTenantID))
+}
+
+// WhereType applies the entql string predicate on the type field.
+func (f *PendingAlertFilter) WhereType(p entql.StringP) {
+	f.Where(p.Field(pendingalert.FieldType))
+}
+
+// WhereRecipientID applies the entql int predicate on the recipient_id field.
+func (f *PendingAlertFilter) WhereRecipientID(p entql.IntP) {
+	f.Where(p.Field(pendingalert.FieldRecipientID))
+}
+
+// WhereData applies the entql []byte predicate on the data field.
+func (f *PendingAlertFilter) WhereData(p entql.BytesP) {
+	f.Where(p.Field(pendingalert.FieldData))
+}
+
+// WhereOccurredAt applies the entql time.Time predicate on the occurred_at field.
+func (f *PendingAlertFilter) WhereOccurredAt(p entql.TimeP) {
+	f.Where(p.Field(pendingalert.FieldOccurredAt))
+}
+
+// WhereDueAt applies the entql time.Time predicate on the due_at field.
+func (f *PendingAlertFilter) WhereDueAt(p entql.TimeP) {
+	f.Where(p.Field(pendingalert.FieldDueAt))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *PendingAlertFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *PendingAlertFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
 		for _, p := range preds {
 			p(s)
 		}

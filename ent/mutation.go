@@ -12,13 +12,13 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
-	"github.com/adal-relay/adal/ent/alertevent"
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -37,13 +37,13 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeAlertEvent        = "AlertEvent"
 	TypeAlertSubscription = "AlertSubscription"
 	TypeAttempt           = "Attempt"
 	TypeDelivery          = "Delivery"
 	TypeLedgerEntry       = "LedgerEntry"
 	TypeOutboundAttempt   = "OutboundAttempt"
 	TypeOutboundJob       = "OutboundJob"
+	TypePendingAlert      = "PendingAlert"
 	TypePlan              = "Plan"
 	TypeRecipient         = "Recipient"
 	TypeRequest           = "Request"
@@ -51,715 +51,6 @@ const (
 	TypeTenant            = "Tenant"
 	TypeToken             = "Token"
 )
-
-// AlertEventMutation represents an operation that mutates the AlertEvent nodes in the graph.
-type AlertEventMutation struct {
-	config
-	op              Op
-	typ             string
-	id              *int
-	_type           *string
-	recipient_id    *int
-	addrecipient_id *int
-	data            *[]byte
-	occurred_at     *time.Time
-	due_at          *time.Time
-	clearedFields   map[string]struct{}
-	tenant          *int
-	clearedtenant   bool
-	done            bool
-	oldValue        func(context.Context) (*AlertEvent, error)
-	predicates      []predicate.AlertEvent
-}
-
-var _ ent.Mutation = (*AlertEventMutation)(nil)
-
-// alerteventOption allows management of the mutation configuration using functional options.
-type alerteventOption func(*AlertEventMutation)
-
-// newAlertEventMutation creates new mutation for the AlertEvent entity.
-func newAlertEventMutation(c config, op Op, opts ...alerteventOption) *AlertEventMutation {
-	m := &AlertEventMutation{
-		config:        c,
-		op:            op,
-		typ:           TypeAlertEvent,
-		clearedFields: make(map[string]struct{}),
-	}
-	for _, opt := range opts {
-		opt(m)
-	}
-	return m
-}
-
-// withAlertEventID sets the ID field of the mutation.
-func withAlertEventID(id int) alerteventOption {
-	return func(m *AlertEventMutation) {
-		var (
-			err   error
-			once  sync.Once
-			value *AlertEvent
-		)
-		m.oldValue = func(ctx context.Context) (*AlertEvent, error) {
-			once.Do(func() {
-				if m.done {
-					err = errors.New("querying old values post mutation is not allowed")
-				} else {
-					value, err = m.Client().AlertEvent.Get(ctx, id)
-				}
-			})
-			return value, err
-		}
-		m.id = &id
-	}
-}
-
-// withAlertEvent sets the old AlertEvent of the mutation.
-func withAlertEvent(node *AlertEvent) alerteventOption {
-	return func(m *AlertEventMutation) {
-		m.oldValue = func(context.Context) (*AlertEvent, error) {
-			return node, nil
-		}
-		m.id = &node.ID
-	}
-}
-
-// Client returns a new `ent.Client` from the mutation. If the mutation was
-// executed in a transaction (ent.Tx), a transactional client is returned.
-func (m AlertEventMutation) Client() *Client {
-	client := &Client{config: m.config}
-	client.init()
-	return client
-}
-
-// Tx returns an `ent.Tx` for mutations that were executed in transactions;
-// it returns an error otherwise.
-func (m AlertEventMutation) Tx() (*Tx, error) {
-	if _, ok := m.driver.(*txDriver); !ok {
-		return nil, errors.New("ent: mutation is not running in a transaction")
-	}
-	tx := &Tx{config: m.config}
-	tx.init()
-	return tx, nil
-}
-
-// ID returns the ID value in the mutation. Note that the ID is only available
-// if it was provided to the builder or after it was returned from the database.
-func (m *AlertEventMutation) ID() (id int, exists bool) {
-	if m.id == nil {
-		return
-	}
-	return *m.id, true
-}
-
-// IDs queries the database and returns the entity ids that match the mutation's predicate.
-// That means, if the mutation is applied within a transaction with an isolation level such
-// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
-// or updated by the mutation.
-func (m *AlertEventMutation) IDs(ctx context.Context) ([]int, error) {
-	switch {
-	case m.op.Is(OpUpdateOne | OpDeleteOne):
-		id, exists := m.ID()
-		if exists {
-			return []int{id}, nil
-		}
-		fallthrough
-	case m.op.Is(OpUpdate | OpDelete):
-		return m.Client().AlertEvent.Query().Where(m.predicates...).IDs(ctx)
-	default:
-		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
-	}
-}
-
-// SetTenantID sets the "tenant_id" field.
-func (m *AlertEventMutation) SetTenantID(i int) {
-	m.tenant = &i
-}
-
-// TenantID returns the value of the "tenant_id" field in the mutation.
-func (m *AlertEventMutation) TenantID() (r int, exists bool) {
-	v := m.tenant
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldTenantID returns the old "tenant_id" field's value of the AlertEvent entity.
-// If the AlertEvent object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *AlertEventMutation) OldTenantID(ctx context.Context) (v int, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldTenantID requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
-	}
-	return oldValue.TenantID, nil
-}
-
-// ResetTenantID resets all changes to the "tenant_id" field.
-func (m *AlertEventMutation) ResetTenantID() {
-	m.tenant = nil
-}
-
-// SetType sets the "type" field.
-func (m *AlertEventMutation) SetType(s string) {
-	m._type = &s
-}
-
-// GetType returns the value of the "type" field in the mutation.
-func (m *AlertEventMutation) GetType() (r string, exists bool) {
-	v := m._type
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldType returns the old "type" field's value of the AlertEvent entity.
-// If the AlertEvent object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *AlertEventMutation) OldType(ctx context.Context) (v string, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldType is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldType requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldType: %w", err)
-	}
-	return oldValue.Type, nil
-}
-
-// ResetType resets all changes to the "type" field.
-func (m *AlertEventMutation) ResetType() {
-	m._type = nil
-}
-
-// SetRecipientID sets the "recipient_id" field.
-func (m *AlertEventMutation) SetRecipientID(i int) {
-	m.recipient_id = &i
-	m.addrecipient_id = nil
-}
-
-// RecipientID returns the value of the "recipient_id" field in the mutation.
-func (m *AlertEventMutation) RecipientID() (r int, exists bool) {
-	v := m.recipient_id
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldRecipientID returns the old "recipient_id" field's value of the AlertEvent entity.
-// If the AlertEvent object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *AlertEventMutation) OldRecipientID(ctx context.Context) (v *int, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldRecipientID is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldRecipientID requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldRecipientID: %w", err)
-	}
-	return oldValue.RecipientID, nil
-}
-
-// AddRecipientID adds i to the "recipient_id" field.
-func (m *AlertEventMutation) AddRecipientID(i int) {
-	if m.addrecipient_id != nil {
-		*m.addrecipient_id += i
-	} else {
-		m.addrecipient_id = &i
-	}
-}
-
-// AddedRecipientID returns the value that was added to the "recipient_id" field in this mutation.
-func (m *AlertEventMutation) AddedRecipientID() (r int, exists bool) {
-	v := m.addrecipient_id
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// ClearRecipientID clears the value of the "recipient_id" field.
-func (m *AlertEventMutation) ClearRecipientID() {
-	m.recipient_id = nil
-	m.addrecipient_id = nil
-	m.clearedFields[alertevent.FieldRecipientID] = struct{}{}
-}
-
-// RecipientIDCleared returns if the "recipient_id" field was cleared in this mutation.
-func (m *AlertEventMutation) RecipientIDCleared() bool {
-	_, ok := m.clearedFields[alertevent.FieldRecipientID]
-	return ok
-}
-
-// ResetRecipientID resets all changes to the "recipient_id" field.
-func (m *AlertEventMutation) ResetRecipientID() {
-	m.recipient_id = nil
-	m.addrecipient_id = nil
-	delete(m.clearedFields, alertevent.FieldRecipientID)
-}
-
-// SetData sets the "data" field.
-func (m *AlertEventMutation) SetData(b []byte) {
-	m.data = &b
-}
-
-// Data returns the value of the "data" field in the mutation.
-func (m *AlertEventMutation) Data() (r []byte, exists bool) {
-	v := m.data
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldData returns the old "data" field's value of the AlertEvent entity.
-// If the AlertEvent object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *AlertEventMutation) OldData(ctx context.Context) (v []byte, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldData is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldData requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldData: %w", err)
-	}
-	return oldValue.Data, nil
-}
-
-// ResetData resets all changes to the "data" field.
-func (m *AlertEventMutation) ResetData() {
-	m.data = nil
-}
-
-// SetOccurredAt sets the "occurred_at" field.
-func (m *AlertEventMutation) SetOccurredAt(t time.Time) {
-	m.occurred_at = &t
-}
-
-// OccurredAt returns the value of the "occurred_at" field in the mutation.
-func (m *AlertEventMutation) OccurredAt() (r time.Time, exists bool) {
-	v := m.occurred_at
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldOccurredAt returns the old "occurred_at" field's value of the AlertEvent entity.
-// If the AlertEvent object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *AlertEventMutation) OldOccurredAt(ctx context.Context) (v time.Time, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldOccurredAt is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldOccurredAt requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldOccurredAt: %w", err)
-	}
-	return oldValue.OccurredAt, nil
-}
-
-// ResetOccurredAt resets all changes to the "occurred_at" field.
-func (m *AlertEventMutation) ResetOccurredAt() {
-	m.occurred_at = nil
-}
-
-// SetDueAt sets the "due_at" field.
-func (m *AlertEventMutation) SetDueAt(t time.Time) {
-	m.due_at = &t
-}
-
-// DueAt returns the value of the "due_at" field in the mutation.
-func (m *AlertEventMutation) DueAt() (r time.Time, exists bool) {
-	v := m.due_at
-	if v == nil {
-		return
-	}
-	return *v, true
-}
-
-// OldDueAt returns the old "due_at" field's value of the AlertEvent entity.
-// If the AlertEvent object wasn't provided to the builder, the object is fetched from the database.
-// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *AlertEventMutation) OldDueAt(ctx context.Context) (v time.Time, err error) {
-	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldDueAt is only allowed on UpdateOne operations")
-	}
-	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldDueAt requires an ID field in the mutation")
-	}
-	oldValue, err := m.oldValue(ctx)
-	if err != nil {
-		return v, fmt.Errorf("querying old value for OldDueAt: %w", err)
-	}
-	return oldValue.DueAt, nil
-}
-
-// ResetDueAt resets all changes to the "due_at" field.
-func (m *AlertEventMutation) ResetDueAt() {
-	m.due_at = nil
-}
-
-// ClearTenant clears the "tenant" edge to the Tenant entity.
-func (m *AlertEventMutation) ClearTenant() {
-	m.clearedtenant = true
-	m.clearedFields[alertevent.FieldTenantID] = struct{}{}
-}
-
-// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
-func (m *AlertEventMutation) TenantCleared() bool {
-	return m.clearedtenant
-}
-
-// TenantIDs returns the "tenant" edge IDs in the mutation.
-// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
-// TenantID instead. It exists only for internal usage by the builders.
-func (m *AlertEventMutation) TenantIDs() (ids []int) {
-	if id := m.tenant; id != nil {
-		ids = append(ids, *id)
-	}
-	return
-}
-
-// ResetTenant resets all changes to the "tenant" edge.
-func (m *AlertEventMutation) ResetTenant() {
-	m.tenant = nil
-	m.clearedtenant = false
-}
-
-// Where appends a list predicates to the AlertEventMutation builder.
-func (m *AlertEventMutation) Where(ps ...predicate.AlertEvent) {
-	m.predicates = append(m.predicates, ps...)
-}
-
-// WhereP appends storage-level predicates to the AlertEventMutation builder. Using this method,
-// users can use type-assertion to append predicates that do not depend on any generated package.
-func (m *AlertEventMutation) WhereP(ps ...func(*sql.Selector)) {
-	p := make([]predicate.AlertEvent, len(ps))
-	for i := range ps {
-		p[i] = ps[i]
-	}
-	m.Where(p...)
-}
-
-// Op returns the operation name.
-func (m *AlertEventMutation) Op() Op {
-	return m.op
-}
-
-// SetOp allows setting the mutation operation.
-func (m *AlertEventMutation) SetOp(op Op) {
-	m.op = op
-}
-
-// Type returns the node type of this mutation (AlertEvent).
-func (m *AlertEventMutation) Type() string {
-	return m.typ
-}
-
-// Fields returns all fields that were changed during this mutation. Note that in
-// order to get all numeric fields that were incremented/decremented, call
-// AddedFields().
-func (m *AlertEventMutation) Fields() []string {
-	fields := make([]string, 0, 6)
-	if m.tenant != nil {
-		fields = append(fields, alertevent.FieldTenantID)
-	}
-	if m._type != nil {
-		fields = append(fields, alertevent.FieldType)
-	}
-	if m.recipient_id != nil {
-		fields = append(fields, alertevent.FieldRecipientID)
-	}
-	if m.data != nil {
-		fields = append(fields, alertevent.FieldData)
-	}
-	if m.occurred_at != nil {
-		fields = append(fields, alertevent.FieldOccurredAt)
-	}
-	if m.due_at != nil {
-		fields = append(fields, alertevent.FieldDueAt)
-	}
-	return fields
-}
-
-// Field returns the value of a field with the given name. The second boolean
-// return value indicates that this field was not set, or was not defined in the
-// schema.
-func (m *AlertEventMutation) Field(name string) (ent.Value, bool) {
-	switch name {
-	case alertevent.FieldTenantID:
-		return m.TenantID()
-	case alertevent.FieldType:
-		return m.GetType()
-	case alertevent.FieldRecipientID:
-		return m.RecipientID()
-	case alertevent.FieldData:
-		return m.Data()
-	case alertevent.FieldOccurredAt:
-		return m.OccurredAt()
-	case alertevent.FieldDueAt:
-		return m.DueAt()
-	}
-	return nil, false
-}
-
-// OldField returns the old value of the field from the database. An error is
-// returned if the mutation operation is not UpdateOne, or the query to the
-// database failed.
-func (m *AlertEventMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
-	switch name {
-	case alertevent.FieldTenantID:
-		return m.OldTenantID(ctx)
-	case alertevent.FieldType:
-		return m.OldType(ctx)
-	case alertevent.FieldRecipientID:
-		return m.OldRecipientID(ctx)
-	case alertevent.FieldData:
-		return m.OldData(ctx)
-	case alertevent.FieldOccurredAt:
-		return m.OldOccurredAt(ctx)
-	case alertevent.FieldDueAt:
-		return m.OldDueAt(ctx)
-	}
-	return nil, fmt.Errorf("unknown AlertEvent field %s", name)
-}
-
-// SetField sets the value of a field with the given name. It returns an error if
-// the field is not defined in the schema, or if the type mismatched the field
-// type.
-func (m *AlertEventMutation) SetField(name string, value ent.Value) error {
-	switch name {
-	case alertevent.FieldTenantID:
-		v, ok := value.(int)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetTenantID(v)
-		return nil
-	case alertevent.FieldType:
-		v, ok := value.(string)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetType(v)
-		return nil
-	case alertevent.FieldRecipientID:
-		v, ok := value.(int)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetRecipientID(v)
-		return nil
-	case alertevent.FieldData:
-		v, ok := value.([]byte)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetData(v)
-		return nil
-	case alertevent.FieldOccurredAt:
-		v, ok := value.(time.Time)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetOccurredAt(v)
-		return nil
-	case alertevent.FieldDueAt:
-		v, ok := value.(time.Time)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.SetDueAt(v)
-		return nil
-	}
-	return fmt.Errorf("unknown AlertEvent field %s", name)
-}
-
-// AddedFields returns all numeric fields that were incremented/decremented during
-// this mutation.
-func (m *AlertEventMutation) AddedFields() []string {
-	var fields []string
-	if m.addrecipient_id != nil {
-		fields = append(fields, alertevent.FieldRecipientID)
-	}
-	return fields
-}
-
-// AddedField returns the numeric value that was incremented/decremented on a field
-// with the given name. The second boolean return value indicates that this field
-// was not set, or was not defined in the schema.
-func (m *AlertEventMutation) AddedField(name string) (ent.Value, bool) {
-	switch name {
-	case alertevent.FieldRecipientID:
-		return m.AddedRecipientID()
-	}
-	return nil, false
-}
-
-// AddField adds the value to the field with the given name. It returns an error if
-// the field is not defined in the schema, or if the type mismatched the field
-// type.
-func (m *AlertEventMutation) AddField(name string, value ent.Value) error {
-	switch name {
-	case alertevent.FieldRecipientID:
-		v, ok := value.(int)
-		if !ok {
-			return fmt.Errorf("unexpected type %T for field %s", value, name)
-		}
-		m.AddRecipientID(v)
-		return nil
-	}
-	return fmt.Errorf("unknown AlertEvent numeric field %s", name)
-}
-
-// ClearedFields returns all nullable fields that were cleared during this
-// mutation.
-func (m *AlertEventMutation) ClearedFields() []string {
-	var fields []string
-	if m.FieldCleared(alertevent.FieldRecipientID) {
-		fields = append(fields, alertevent.FieldRecipientID)
-	}
-	return fields
-}
-
-// FieldCleared returns a boolean indicating if a field with the given name was
-// cleared in this mutation.
-func (m *AlertEventMutation) FieldCleared(name string) bool {
-	_, ok := m.clearedFields[name]
-	return ok
-}
-
-// ClearField clears the value of the field with the given name. It returns an
-// error if the field is not defined in the schema.
-func (m *AlertEventMutation) ClearField(name string) error {
-	switch name {
-	case alertevent.FieldRecipientID:
-		m.ClearRecipientID()
-		return nil
-	}
-	return fmt.Errorf("unknown AlertEvent nullable field %s", name)
-}
-
-// ResetField resets all changes in the mutation for the field with the given name.
-// It returns an error if the field is not defined in the schema.
-func (m *AlertEventMutation) ResetField(name string) error {
-	switch name {
-	case alertevent.FieldTenantID:
-		m.ResetTenantID()
-		return nil
-	case alertevent.FieldType:
-		m.ResetType()
-		return nil
-	case alertevent.FieldRecipientID:
-		m.ResetRecipientID()
-		return nil
-	case alertevent.FieldData:
-		m.ResetData()
-		return nil
-	case alertevent.FieldOccurredAt:
-		m.ResetOccurredAt()
-		return nil
-	case alertevent.FieldDueAt:
-		m.ResetDueAt()
-		return nil
-	}
-	return fmt.Errorf("unknown AlertEvent field %s", name)
-}
-
-// AddedEdges returns all edge names that were set/added in this mutation.
-func (m *AlertEventMutation) AddedEdges() []string {
-	edges := make([]string, 0, 1)
-	if m.tenant != nil {
-		edges = append(edges, alertevent.EdgeTenant)
-	}
-	return edges
-}
-
-// AddedIDs returns all IDs (to other nodes) that were added for the given edge
-// name in this mutation.
-func (m *AlertEventMutation) AddedIDs(name string) []ent.Value {
-	switch name {
-	case alertevent.EdgeTenant:
-		if id := m.tenant; id != nil {
-			return []ent.Value{*id}
-		}
-	}
-	return nil
-}
-
-// RemovedEdges returns all edge names that were removed in this mutation.
-func (m *AlertEventMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 1)
-	return edges
-}
-
-// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
-// the given name in this mutation.
-func (m *AlertEventMutation) RemovedIDs(name string) []ent.Value {
-	return nil
-}
-
-// ClearedEdges returns all edge names that were cleared in this mutation.
-func (m *AlertEventMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 1)
-	if m.clearedtenant {
-		edges = append(edges, alertevent.EdgeTenant)
-	}
-	return edges
-}
-
-// EdgeCleared returns a boolean which indicates if the edge with the given name
-// was cleared in this mutation.
-func (m *AlertEventMutation) EdgeCleared(name string) bool {
-	switch name {
-	case alertevent.EdgeTenant:
-		return m.clearedtenant
-	}
-	return false
-}
-
-// ClearEdge clears the value of the edge with the given name. It returns an error
-// if that edge is not defined in the schema.
-func (m *AlertEventMutation) ClearEdge(name string) error {
-	switch name {
-	case alertevent.EdgeTenant:
-		m.ClearTenant()
-		return nil
-	}
-	return fmt.Errorf("unknown AlertEvent unique edge %s", name)
-}
-
-// ResetEdge resets all changes to the edge with the given name in this mutation.
-// It returns an error if the edge is not defined in the schema.
-func (m *AlertEventMutation) ResetEdge(name string) error {
-	switch name {
-	case alertevent.EdgeTenant:
-		m.ResetTenant()
-		return nil
-	}
-	return fmt.Errorf("unknown AlertEvent edge %s", name)
-}
 
 // AlertSubscriptionMutation represents an operation that mutates the AlertSubscription nodes in the graph.
 type AlertSubscriptionMutation struct {
@@ -7940,6 +7231,715 @@ func (m *OutboundJobMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown OutboundJob edge %s", name)
+}
+
+// PendingAlertMutation represents an operation that mutates the PendingAlert nodes in the graph.
+type PendingAlertMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *int
+	_type           *string
+	recipient_id    *int
+	addrecipient_id *int
+	data            *[]byte
+	occurred_at     *time.Time
+	due_at          *time.Time
+	clearedFields   map[string]struct{}
+	tenant          *int
+	clearedtenant   bool
+	done            bool
+	oldValue        func(context.Context) (*PendingAlert, error)
+	predicates      []predicate.PendingAlert
+}
+
+var _ ent.Mutation = (*PendingAlertMutation)(nil)
+
+// pendingalertOption allows management of the mutation configuration using functional options.
+type pendingalertOption func(*PendingAlertMutation)
+
+// newPendingAlertMutation creates new mutation for the PendingAlert entity.
+func newPendingAlertMutation(c config, op Op, opts ...pendingalertOption) *PendingAlertMutation {
+	m := &PendingAlertMutation{
+		config:        c,
+		op:            op,
+		typ:           TypePendingAlert,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withPendingAlertID sets the ID field of the mutation.
+func withPendingAlertID(id int) pendingalertOption {
+	return func(m *PendingAlertMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *PendingAlert
+		)
+		m.oldValue = func(ctx context.Context) (*PendingAlert, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().PendingAlert.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withPendingAlert sets the old PendingAlert of the mutation.
+func withPendingAlert(node *PendingAlert) pendingalertOption {
+	return func(m *PendingAlertMutation) {
+		m.oldValue = func(context.Context) (*PendingAlert, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m PendingAlertMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m PendingAlertMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *PendingAlertMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *PendingAlertMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().PendingAlert.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *PendingAlertMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *PendingAlertMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *PendingAlertMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetType sets the "type" field.
+func (m *PendingAlertMutation) SetType(s string) {
+	m._type = &s
+}
+
+// GetType returns the value of the "type" field in the mutation.
+func (m *PendingAlertMutation) GetType() (r string, exists bool) {
+	v := m._type
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldType returns the old "type" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldType(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldType is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldType requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldType: %w", err)
+	}
+	return oldValue.Type, nil
+}
+
+// ResetType resets all changes to the "type" field.
+func (m *PendingAlertMutation) ResetType() {
+	m._type = nil
+}
+
+// SetRecipientID sets the "recipient_id" field.
+func (m *PendingAlertMutation) SetRecipientID(i int) {
+	m.recipient_id = &i
+	m.addrecipient_id = nil
+}
+
+// RecipientID returns the value of the "recipient_id" field in the mutation.
+func (m *PendingAlertMutation) RecipientID() (r int, exists bool) {
+	v := m.recipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecipientID returns the old "recipient_id" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldRecipientID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecipientID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecipientID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecipientID: %w", err)
+	}
+	return oldValue.RecipientID, nil
+}
+
+// AddRecipientID adds i to the "recipient_id" field.
+func (m *PendingAlertMutation) AddRecipientID(i int) {
+	if m.addrecipient_id != nil {
+		*m.addrecipient_id += i
+	} else {
+		m.addrecipient_id = &i
+	}
+}
+
+// AddedRecipientID returns the value that was added to the "recipient_id" field in this mutation.
+func (m *PendingAlertMutation) AddedRecipientID() (r int, exists bool) {
+	v := m.addrecipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearRecipientID clears the value of the "recipient_id" field.
+func (m *PendingAlertMutation) ClearRecipientID() {
+	m.recipient_id = nil
+	m.addrecipient_id = nil
+	m.clearedFields[pendingalert.FieldRecipientID] = struct{}{}
+}
+
+// RecipientIDCleared returns if the "recipient_id" field was cleared in this mutation.
+func (m *PendingAlertMutation) RecipientIDCleared() bool {
+	_, ok := m.clearedFields[pendingalert.FieldRecipientID]
+	return ok
+}
+
+// ResetRecipientID resets all changes to the "recipient_id" field.
+func (m *PendingAlertMutation) ResetRecipientID() {
+	m.recipient_id = nil
+	m.addrecipient_id = nil
+	delete(m.clearedFields, pendingalert.FieldRecipientID)
+}
+
+// SetData sets the "data" field.
+func (m *PendingAlertMutation) SetData(b []byte) {
+	m.data = &b
+}
+
+// Data returns the value of the "data" field in the mutation.
+func (m *PendingAlertMutation) Data() (r []byte, exists bool) {
+	v := m.data
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldData returns the old "data" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldData(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldData is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldData requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldData: %w", err)
+	}
+	return oldValue.Data, nil
+}
+
+// ResetData resets all changes to the "data" field.
+func (m *PendingAlertMutation) ResetData() {
+	m.data = nil
+}
+
+// SetOccurredAt sets the "occurred_at" field.
+func (m *PendingAlertMutation) SetOccurredAt(t time.Time) {
+	m.occurred_at = &t
+}
+
+// OccurredAt returns the value of the "occurred_at" field in the mutation.
+func (m *PendingAlertMutation) OccurredAt() (r time.Time, exists bool) {
+	v := m.occurred_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOccurredAt returns the old "occurred_at" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldOccurredAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOccurredAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOccurredAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOccurredAt: %w", err)
+	}
+	return oldValue.OccurredAt, nil
+}
+
+// ResetOccurredAt resets all changes to the "occurred_at" field.
+func (m *PendingAlertMutation) ResetOccurredAt() {
+	m.occurred_at = nil
+}
+
+// SetDueAt sets the "due_at" field.
+func (m *PendingAlertMutation) SetDueAt(t time.Time) {
+	m.due_at = &t
+}
+
+// DueAt returns the value of the "due_at" field in the mutation.
+func (m *PendingAlertMutation) DueAt() (r time.Time, exists bool) {
+	v := m.due_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDueAt returns the old "due_at" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldDueAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDueAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDueAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDueAt: %w", err)
+	}
+	return oldValue.DueAt, nil
+}
+
+// ResetDueAt resets all changes to the "due_at" field.
+func (m *PendingAlertMutation) ResetDueAt() {
+	m.due_at = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *PendingAlertMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[pendingalert.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *PendingAlertMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *PendingAlertMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *PendingAlertMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the PendingAlertMutation builder.
+func (m *PendingAlertMutation) Where(ps ...predicate.PendingAlert) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the PendingAlertMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *PendingAlertMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.PendingAlert, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *PendingAlertMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *PendingAlertMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (PendingAlert).
+func (m *PendingAlertMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *PendingAlertMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.tenant != nil {
+		fields = append(fields, pendingalert.FieldTenantID)
+	}
+	if m._type != nil {
+		fields = append(fields, pendingalert.FieldType)
+	}
+	if m.recipient_id != nil {
+		fields = append(fields, pendingalert.FieldRecipientID)
+	}
+	if m.data != nil {
+		fields = append(fields, pendingalert.FieldData)
+	}
+	if m.occurred_at != nil {
+		fields = append(fields, pendingalert.FieldOccurredAt)
+	}
+	if m.due_at != nil {
+		fields = append(fields, pendingalert.FieldDueAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *PendingAlertMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case pendingalert.FieldTenantID:
+		return m.TenantID()
+	case pendingalert.FieldType:
+		return m.GetType()
+	case pendingalert.FieldRecipientID:
+		return m.RecipientID()
+	case pendingalert.FieldData:
+		return m.Data()
+	case pendingalert.FieldOccurredAt:
+		return m.OccurredAt()
+	case pendingalert.FieldDueAt:
+		return m.DueAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *PendingAlertMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case pendingalert.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case pendingalert.FieldType:
+		return m.OldType(ctx)
+	case pendingalert.FieldRecipientID:
+		return m.OldRecipientID(ctx)
+	case pendingalert.FieldData:
+		return m.OldData(ctx)
+	case pendingalert.FieldOccurredAt:
+		return m.OldOccurredAt(ctx)
+	case pendingalert.FieldDueAt:
+		return m.OldDueAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown PendingAlert field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PendingAlertMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case pendingalert.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case pendingalert.FieldType:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetType(v)
+		return nil
+	case pendingalert.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecipientID(v)
+		return nil
+	case pendingalert.FieldData:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetData(v)
+		return nil
+	case pendingalert.FieldOccurredAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOccurredAt(v)
+		return nil
+	case pendingalert.FieldDueAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDueAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *PendingAlertMutation) AddedFields() []string {
+	var fields []string
+	if m.addrecipient_id != nil {
+		fields = append(fields, pendingalert.FieldRecipientID)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *PendingAlertMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case pendingalert.FieldRecipientID:
+		return m.AddedRecipientID()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PendingAlertMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case pendingalert.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRecipientID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *PendingAlertMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(pendingalert.FieldRecipientID) {
+		fields = append(fields, pendingalert.FieldRecipientID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *PendingAlertMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *PendingAlertMutation) ClearField(name string) error {
+	switch name {
+	case pendingalert.FieldRecipientID:
+		m.ClearRecipientID()
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *PendingAlertMutation) ResetField(name string) error {
+	switch name {
+	case pendingalert.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case pendingalert.FieldType:
+		m.ResetType()
+		return nil
+	case pendingalert.FieldRecipientID:
+		m.ResetRecipientID()
+		return nil
+	case pendingalert.FieldData:
+		m.ResetData()
+		return nil
+	case pendingalert.FieldOccurredAt:
+		m.ResetOccurredAt()
+		return nil
+	case pendingalert.FieldDueAt:
+		m.ResetDueAt()
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *PendingAlertMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, pendingalert.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *PendingAlertMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case pendingalert.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *PendingAlertMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *PendingAlertMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *PendingAlertMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, pendingalert.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *PendingAlertMutation) EdgeCleared(name string) bool {
+	switch name {
+	case pendingalert.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *PendingAlertMutation) ClearEdge(name string) error {
+	switch name {
+	case pendingalert.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *PendingAlertMutation) ResetEdge(name string) error {
+	switch name {
+	case pendingalert.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert edge %s", name)
 }
 
 // PlanMutation represents an operation that mutates the Plan nodes in the graph.

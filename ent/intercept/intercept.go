@@ -8,13 +8,13 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"github.com/adal-relay/adal/ent"
-	"github.com/adal-relay/adal/ent/alertevent"
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -78,33 +78,6 @@ func (f TraverseFunc) Traverse(ctx context.Context, q ent.Query) error {
 		return err
 	}
 	return f(ctx, query)
-}
-
-// The AlertEventFunc type is an adapter to allow the use of ordinary function as a Querier.
-type AlertEventFunc func(context.Context, *ent.AlertEventQuery) (ent.Value, error)
-
-// Query calls f(ctx, q).
-func (f AlertEventFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
-	if q, ok := q.(*ent.AlertEventQuery); ok {
-		return f(ctx, q)
-	}
-	return nil, fmt.Errorf("unexpected query type %T. expect *ent.AlertEventQuery", q)
-}
-
-// The TraverseAlertEvent type is an adapter to allow the use of ordinary function as Traverser.
-type TraverseAlertEvent func(context.Context, *ent.AlertEventQuery) error
-
-// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
-func (f TraverseAlertEvent) Intercept(next ent.Querier) ent.Querier {
-	return next
-}
-
-// Traverse calls f(ctx, q).
-func (f TraverseAlertEvent) Traverse(ctx context.Context, q ent.Query) error {
-	if q, ok := q.(*ent.AlertEventQuery); ok {
-		return f(ctx, q)
-	}
-	return fmt.Errorf("unexpected query type %T. expect *ent.AlertEventQuery", q)
 }
 
 // The AlertSubscriptionFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -267,6 +240,33 @@ func (f TraverseOutboundJob) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.OutboundJobQuery", q)
+}
+
+// The PendingAlertFunc type is an adapter to allow the use of ordinary function as a Querier.
+type PendingAlertFunc func(context.Context, *ent.PendingAlertQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f PendingAlertFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.PendingAlertQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.PendingAlertQuery", q)
+}
+
+// The TraversePendingAlert type is an adapter to allow the use of ordinary function as Traverser.
+type TraversePendingAlert func(context.Context, *ent.PendingAlertQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraversePendingAlert) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraversePendingAlert) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.PendingAlertQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.PendingAlertQuery", q)
 }
 
 // The PlanFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -434,8 +434,6 @@ func (f TraverseToken) Traverse(ctx context.Context, q ent.Query) error {
 // NewQuery returns the generic Query interface for the given typed query.
 func NewQuery(q ent.Query) (Query, error) {
 	switch q := q.(type) {
-	case *ent.AlertEventQuery:
-		return &query[*ent.AlertEventQuery, predicate.AlertEvent, alertevent.OrderOption]{typ: ent.TypeAlertEvent, tq: q}, nil
 	case *ent.AlertSubscriptionQuery:
 		return &query[*ent.AlertSubscriptionQuery, predicate.AlertSubscription, alertsubscription.OrderOption]{typ: ent.TypeAlertSubscription, tq: q}, nil
 	case *ent.AttemptQuery:
@@ -448,6 +446,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.OutboundAttemptQuery, predicate.OutboundAttempt, outboundattempt.OrderOption]{typ: ent.TypeOutboundAttempt, tq: q}, nil
 	case *ent.OutboundJobQuery:
 		return &query[*ent.OutboundJobQuery, predicate.OutboundJob, outboundjob.OrderOption]{typ: ent.TypeOutboundJob, tq: q}, nil
+	case *ent.PendingAlertQuery:
+		return &query[*ent.PendingAlertQuery, predicate.PendingAlert, pendingalert.OrderOption]{typ: ent.TypePendingAlert, tq: q}, nil
 	case *ent.PlanQuery:
 		return &query[*ent.PlanQuery, predicate.Plan, plan.OrderOption]{typ: ent.TypePlan, tq: q}, nil
 	case *ent.RecipientQuery:

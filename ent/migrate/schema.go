@@ -9,42 +9,6 @@ import (
 )
 
 var (
-	// AlertEventsColumns holds the columns for the "alert_events" table.
-	AlertEventsColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt, Increment: true},
-		{Name: "type", Type: field.TypeString},
-		{Name: "recipient_id", Type: field.TypeInt, Nullable: true},
-		{Name: "data", Type: field.TypeBytes},
-		{Name: "occurred_at", Type: field.TypeTime},
-		{Name: "due_at", Type: field.TypeTime},
-		{Name: "tenant_id", Type: field.TypeInt},
-	}
-	// AlertEventsTable holds the schema information for the "alert_events" table.
-	AlertEventsTable = &schema.Table{
-		Name:       "alert_events",
-		Columns:    AlertEventsColumns,
-		PrimaryKey: []*schema.Column{AlertEventsColumns[0]},
-		ForeignKeys: []*schema.ForeignKey{
-			{
-				Symbol:     "alert_events_tenants_tenant",
-				Columns:    []*schema.Column{AlertEventsColumns[6]},
-				RefColumns: []*schema.Column{TenantsColumns[0]},
-				OnDelete:   schema.NoAction,
-			},
-		},
-		Indexes: []*schema.Index{
-			{
-				Name:    "alertevent_due_at",
-				Unique:  false,
-				Columns: []*schema.Column{AlertEventsColumns[5]},
-			},
-			{
-				Name:    "alertevent_recipient_id_type",
-				Unique:  false,
-				Columns: []*schema.Column{AlertEventsColumns[2], AlertEventsColumns[1]},
-			},
-		},
-	}
 	// AlertSubscriptionsColumns holds the columns for the "alert_subscriptions" table.
 	AlertSubscriptionsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -378,6 +342,42 @@ var (
 			},
 		},
 	}
+	// PendingAlertsColumns holds the columns for the "pending_alerts" table.
+	PendingAlertsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "type", Type: field.TypeString},
+		{Name: "recipient_id", Type: field.TypeInt, Nullable: true},
+		{Name: "data", Type: field.TypeBytes},
+		{Name: "occurred_at", Type: field.TypeTime},
+		{Name: "due_at", Type: field.TypeTime},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// PendingAlertsTable holds the schema information for the "pending_alerts" table.
+	PendingAlertsTable = &schema.Table{
+		Name:       "pending_alerts",
+		Columns:    PendingAlertsColumns,
+		PrimaryKey: []*schema.Column{PendingAlertsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "pending_alerts_tenants_tenant",
+				Columns:    []*schema.Column{PendingAlertsColumns[6]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "pendingalert_due_at",
+				Unique:  false,
+				Columns: []*schema.Column{PendingAlertsColumns[5]},
+			},
+			{
+				Name:    "pendingalert_recipient_id_type",
+				Unique:  false,
+				Columns: []*schema.Column{PendingAlertsColumns[2], PendingAlertsColumns[1]},
+			},
+		},
+	}
 	// PlansColumns holds the columns for the "plans" table.
 	PlansColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -633,13 +633,13 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
-		AlertEventsTable,
 		AlertSubscriptionsTable,
 		AttemptsTable,
 		DeliveriesTable,
 		LedgerEntriesTable,
 		OutboundAttemptsTable,
 		OutboundJobsTable,
+		PendingAlertsTable,
 		PlansTable,
 		RecipientsTable,
 		RequestsTable,
@@ -650,10 +650,6 @@ var (
 )
 
 func init() {
-	AlertEventsTable.ForeignKeys[0].RefTable = TenantsTable
-	AlertEventsTable.Annotation = &entsql.Annotation{
-		IncrementStart: func(i int) *int { return &i }(47244640256),
-	}
 	AlertSubscriptionsTable.ForeignKeys[0].RefTable = TenantsTable
 	AlertSubscriptionsTable.ForeignKeys[1].RefTable = RecipientsTable
 	AlertSubscriptionsTable.Annotation = &entsql.Annotation{
@@ -683,6 +679,10 @@ func init() {
 	OutboundJobsTable.ForeignKeys[1].RefTable = OutboundJobsTable
 	OutboundJobsTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(38654705664),
+	}
+	PendingAlertsTable.ForeignKeys[0].RefTable = TenantsTable
+	PendingAlertsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(55834574848),
 	}
 	PlansTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(12884901888),

@@ -6,9 +6,6 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
-// AlertEvent is the predicate function for alertevent builders.
-type AlertEvent func(*sql.Selector)
-
 // AlertSubscription is the predicate function for alertsubscription builders.
 type AlertSubscription func(*sql.Selector)
 
@@ -26,6 +23,9 @@ type OutboundAttempt func(*sql.Selector)
 
 // OutboundJob is the predicate function for outboundjob builders.
 type OutboundJob func(*sql.Selector)
+
+// PendingAlert is the predicate function for pendingalert builders.
+type PendingAlert func(*sql.Selector)
 
 // Plan is the predicate function for plan builders.
 type Plan func(*sql.Selector)

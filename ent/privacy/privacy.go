@@ -111,30 +111,6 @@ func DenyMutationOperationRule(op ent.Op) MutationRule {
 	return OnMutationOperation(rule, op)
 }
 
-// The AlertEventQueryRuleFunc type is an adapter to allow the use of ordinary
-// functions as a query rule.
-type AlertEventQueryRuleFunc func(context.Context, *ent.AlertEventQuery) error
-
-// EvalQuery return f(ctx, q).
-func (f AlertEventQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
-	if q, ok := q.(*ent.AlertEventQuery); ok {
-		return f(ctx, q)
-	}
-	return Denyf("ent/privacy: unexpected query type %T, expect *ent.AlertEventQuery", q)
-}
-
-// The AlertEventMutationRuleFunc type is an adapter to allow the use of ordinary
-// functions as a mutation rule.
-type AlertEventMutationRuleFunc func(context.Context, *ent.AlertEventMutation) error
-
-// EvalMutation calls f(ctx, m).
-func (f AlertEventMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
-	if m, ok := m.(*ent.AlertEventMutation); ok {
-		return f(ctx, m)
-	}
-	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.AlertEventMutation", m)
-}
-
 // The AlertSubscriptionQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type AlertSubscriptionQueryRuleFunc func(context.Context, *ent.AlertSubscriptionQuery) error
@@ -277,6 +253,30 @@ func (f OutboundJobMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mut
 		return f(ctx, m)
 	}
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.OutboundJobMutation", m)
+}
+
+// The PendingAlertQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type PendingAlertQueryRuleFunc func(context.Context, *ent.PendingAlertQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f PendingAlertQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.PendingAlertQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.PendingAlertQuery", q)
+}
+
+// The PendingAlertMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type PendingAlertMutationRuleFunc func(context.Context, *ent.PendingAlertMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f PendingAlertMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.PendingAlertMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.PendingAlertMutation", m)
 }
 
 // The PlanQueryRuleFunc type is an adapter to allow the use of ordinary
@@ -458,8 +458,6 @@ var _ QueryMutationRule = FilterFunc(nil)
 
 func queryFilter(q ent.Query) (Filter, error) {
 	switch q := q.(type) {
-	case *ent.AlertEventQuery:
-		return q.Filter(), nil
 	case *ent.AlertSubscriptionQuery:
 		return q.Filter(), nil
 	case *ent.AttemptQuery:
@@ -471,6 +469,8 @@ func queryFilter(q ent.Query) (Filter, error) {
 	case *ent.OutboundAttemptQuery:
 		return q.Filter(), nil
 	case *ent.OutboundJobQuery:
+		return q.Filter(), nil
+	case *ent.PendingAlertQuery:
 		return q.Filter(), nil
 	case *ent.PlanQuery:
 		return q.Filter(), nil
@@ -491,8 +491,6 @@ func queryFilter(q ent.Query) (Filter, error) {
 
 func mutationFilter(m ent.Mutation) (Filter, error) {
 	switch m := m.(type) {
-	case *ent.AlertEventMutation:
-		return m.Filter(), nil
 	case *ent.AlertSubscriptionMutation:
 		return m.Filter(), nil
 	case *ent.AttemptMutation:
@@ -504,6 +502,8 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 	case *ent.OutboundAttemptMutation:
 		return m.Filter(), nil
 	case *ent.OutboundJobMutation:
+		return m.Filter(), nil
+	case *ent.PendingAlertMutation:
 		return m.Filter(), nil
 	case *ent.PlanMutation:
 		return m.Filter(), nil

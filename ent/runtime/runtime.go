@@ -6,13 +6,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/adal-relay/adal/ent/alertevent"
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -29,16 +29,6 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
-	alerteventMixin := schema.AlertEvent{}.Mixin()
-	alertevent.Policy = privacy.NewPolicies(alerteventMixin[0], schema.AlertEvent{})
-	alertevent.Hooks[0] = func(next ent.Mutator) ent.Mutator {
-		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-			if err := alertevent.Policy.EvalMutation(ctx, m); err != nil {
-				return nil, err
-			}
-			return next.Mutate(ctx, m)
-		})
-	}
 	alertsubscriptionMixin := schema.AlertSubscription{}.Mixin()
 	alertsubscription.Policy = privacy.NewPolicies(alertsubscriptionMixin[0], schema.AlertSubscription{})
 	alertsubscription.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -183,6 +173,16 @@ func init() {
 	outboundjobDescLeaseOwner := outboundjobFields[14].Descriptor()
 	// outboundjob.DefaultLeaseOwner holds the default value on creation for the lease_owner field.
 	outboundjob.DefaultLeaseOwner = outboundjobDescLeaseOwner.Default.(string)
+	pendingalertMixin := schema.PendingAlert{}.Mixin()
+	pendingalert.Policy = privacy.NewPolicies(pendingalertMixin[0], schema.PendingAlert{})
+	pendingalert.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := pendingalert.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
 	planMixin := schema.Plan{}.Mixin()
 	plan.Policy = privacy.NewPolicies(schema.Plan{})
 	plan.Hooks[0] = func(next ent.Mutator) ent.Mutator {

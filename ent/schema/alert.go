@@ -10,18 +10,18 @@ import (
 	"entgo.io/ent/schema/index"
 )
 
-// AlertEvent is something a tenant may want to hear about (a recipient disabled, a delivery failed for good,
+// PendingAlert is an event a tenant may want to hear about (a recipient disabled, a delivery failed for good,
 // credits running low), written in the transaction of the change that caused it and taken from here by the
 // alert dispatcher (package alerting), which turns it into alerts: an outbox.
-type AlertEvent struct {
+type PendingAlert struct {
 	ent.Schema
 }
 
-// Mixin of the AlertEvent.
-func (AlertEvent) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{History: true}} }
+// Mixin of the PendingAlert.
+func (PendingAlert) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{History: true}} }
 
-// Fields of the AlertEvent.
-func (AlertEvent) Fields() []ent.Field {
+// Fields of the PendingAlert.
+func (PendingAlert) Fields() []ent.Field {
 	return []ent.Field{
 		// type is the event's dotted name (alert.Type): "recipient.disabled", "credits.low", …
 		field.String("type").Immutable(),
@@ -35,16 +35,16 @@ func (AlertEvent) Fields() []ent.Field {
 	}
 }
 
-// Indexes of the AlertEvent.
-func (AlertEvent) Indexes() []ent.Index {
+// Indexes of the PendingAlert.
+func (PendingAlert) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("due_at"),
 		index.Fields("recipient_id", "type"),
 	}
 }
 
-// Annotations of the AlertEvent.
-func (AlertEvent) Annotations() []schema.Annotation {
+// Annotations of the PendingAlert.
+func (PendingAlert) Annotations() []schema.Annotation {
 	return []schema.Annotation{entgql.Skip(entgql.SkipAll)}
 }
 

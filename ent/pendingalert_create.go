@@ -11,38 +11,38 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/adal-relay/adal/ent/alertevent"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/tenant"
 )
 
-// AlertEventCreate is the builder for creating a AlertEvent entity.
-type AlertEventCreate struct {
+// PendingAlertCreate is the builder for creating a PendingAlert entity.
+type PendingAlertCreate struct {
 	config
-	mutation *AlertEventMutation
+	mutation *PendingAlertMutation
 	hooks    []Hook
 	conflict []sql.ConflictOption
 }
 
 // SetTenantID sets the "tenant_id" field.
-func (_c *AlertEventCreate) SetTenantID(v int) *AlertEventCreate {
+func (_c *PendingAlertCreate) SetTenantID(v int) *PendingAlertCreate {
 	_c.mutation.SetTenantID(v)
 	return _c
 }
 
 // SetType sets the "type" field.
-func (_c *AlertEventCreate) SetType(v string) *AlertEventCreate {
+func (_c *PendingAlertCreate) SetType(v string) *PendingAlertCreate {
 	_c.mutation.SetType(v)
 	return _c
 }
 
 // SetRecipientID sets the "recipient_id" field.
-func (_c *AlertEventCreate) SetRecipientID(v int) *AlertEventCreate {
+func (_c *PendingAlertCreate) SetRecipientID(v int) *PendingAlertCreate {
 	_c.mutation.SetRecipientID(v)
 	return _c
 }
 
 // SetNillableRecipientID sets the "recipient_id" field if the given value is not nil.
-func (_c *AlertEventCreate) SetNillableRecipientID(v *int) *AlertEventCreate {
+func (_c *PendingAlertCreate) SetNillableRecipientID(v *int) *PendingAlertCreate {
 	if v != nil {
 		_c.SetRecipientID(*v)
 	}
@@ -50,40 +50,40 @@ func (_c *AlertEventCreate) SetNillableRecipientID(v *int) *AlertEventCreate {
 }
 
 // SetData sets the "data" field.
-func (_c *AlertEventCreate) SetData(v []byte) *AlertEventCreate {
+func (_c *PendingAlertCreate) SetData(v []byte) *PendingAlertCreate {
 	_c.mutation.SetData(v)
 	return _c
 }
 
 // SetOccurredAt sets the "occurred_at" field.
-func (_c *AlertEventCreate) SetOccurredAt(v time.Time) *AlertEventCreate {
+func (_c *PendingAlertCreate) SetOccurredAt(v time.Time) *PendingAlertCreate {
 	_c.mutation.SetOccurredAt(v)
 	return _c
 }
 
 // SetDueAt sets the "due_at" field.
-func (_c *AlertEventCreate) SetDueAt(v time.Time) *AlertEventCreate {
+func (_c *PendingAlertCreate) SetDueAt(v time.Time) *PendingAlertCreate {
 	_c.mutation.SetDueAt(v)
 	return _c
 }
 
 // SetTenant sets the "tenant" edge to the Tenant entity.
-func (_c *AlertEventCreate) SetTenant(v *Tenant) *AlertEventCreate {
+func (_c *PendingAlertCreate) SetTenant(v *Tenant) *PendingAlertCreate {
 	return _c.SetTenantID(v.ID)
 }
 
-// Mutation returns the AlertEventMutation object of the builder.
-func (_c *AlertEventCreate) Mutation() *AlertEventMutation {
+// Mutation returns the PendingAlertMutation object of the builder.
+func (_c *PendingAlertCreate) Mutation() *PendingAlertMutation {
 	return _c.mutation
 }
 
-// Save creates the AlertEvent in the database.
-func (_c *AlertEventCreate) Save(ctx context.Context) (*AlertEvent, error) {
+// Save creates the PendingAlert in the database.
+func (_c *PendingAlertCreate) Save(ctx context.Context) (*PendingAlert, error) {
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
 // SaveX calls Save and panics if Save returns an error.
-func (_c *AlertEventCreate) SaveX(ctx context.Context) *AlertEvent {
+func (_c *PendingAlertCreate) SaveX(ctx context.Context) *PendingAlert {
 	v, err := _c.Save(ctx)
 	if err != nil {
 		panic(err)
@@ -92,42 +92,42 @@ func (_c *AlertEventCreate) SaveX(ctx context.Context) *AlertEvent {
 }
 
 // Exec executes the query.
-func (_c *AlertEventCreate) Exec(ctx context.Context) error {
+func (_c *PendingAlertCreate) Exec(ctx context.Context) error {
 	_, err := _c.Save(ctx)
 	return err
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_c *AlertEventCreate) ExecX(ctx context.Context) {
+func (_c *PendingAlertCreate) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
 		panic(err)
 	}
 }
 
 // check runs all checks and user-defined validators on the builder.
-func (_c *AlertEventCreate) check() error {
+func (_c *PendingAlertCreate) check() error {
 	if _, ok := _c.mutation.TenantID(); !ok {
-		return &ValidationError{Name: "tenant_id", err: errors.New(`ent: missing required field "AlertEvent.tenant_id"`)}
+		return &ValidationError{Name: "tenant_id", err: errors.New(`ent: missing required field "PendingAlert.tenant_id"`)}
 	}
 	if _, ok := _c.mutation.GetType(); !ok {
-		return &ValidationError{Name: "type", err: errors.New(`ent: missing required field "AlertEvent.type"`)}
+		return &ValidationError{Name: "type", err: errors.New(`ent: missing required field "PendingAlert.type"`)}
 	}
 	if _, ok := _c.mutation.Data(); !ok {
-		return &ValidationError{Name: "data", err: errors.New(`ent: missing required field "AlertEvent.data"`)}
+		return &ValidationError{Name: "data", err: errors.New(`ent: missing required field "PendingAlert.data"`)}
 	}
 	if _, ok := _c.mutation.OccurredAt(); !ok {
-		return &ValidationError{Name: "occurred_at", err: errors.New(`ent: missing required field "AlertEvent.occurred_at"`)}
+		return &ValidationError{Name: "occurred_at", err: errors.New(`ent: missing required field "PendingAlert.occurred_at"`)}
 	}
 	if _, ok := _c.mutation.DueAt(); !ok {
-		return &ValidationError{Name: "due_at", err: errors.New(`ent: missing required field "AlertEvent.due_at"`)}
+		return &ValidationError{Name: "due_at", err: errors.New(`ent: missing required field "PendingAlert.due_at"`)}
 	}
 	if len(_c.mutation.TenantIDs()) == 0 {
-		return &ValidationError{Name: "tenant", err: errors.New(`ent: missing required edge "AlertEvent.tenant"`)}
+		return &ValidationError{Name: "tenant", err: errors.New(`ent: missing required edge "PendingAlert.tenant"`)}
 	}
 	return nil
 }
 
-func (_c *AlertEventCreate) sqlSave(ctx context.Context) (*AlertEvent, error) {
+func (_c *PendingAlertCreate) sqlSave(ctx context.Context) (*PendingAlert, error) {
 	if err := _c.check(); err != nil {
 		return nil, err
 	}
@@ -145,38 +145,38 @@ func (_c *AlertEventCreate) sqlSave(ctx context.Context) (*AlertEvent, error) {
 	return _node, nil
 }
 
-func (_c *AlertEventCreate) createSpec() (*AlertEvent, *sqlgraph.CreateSpec) {
+func (_c *PendingAlertCreate) createSpec() (*PendingAlert, *sqlgraph.CreateSpec) {
 	var (
-		_node = &AlertEvent{config: _c.config}
-		_spec = sqlgraph.NewCreateSpec(alertevent.Table, sqlgraph.NewFieldSpec(alertevent.FieldID, field.TypeInt))
+		_node = &PendingAlert{config: _c.config}
+		_spec = sqlgraph.NewCreateSpec(pendingalert.Table, sqlgraph.NewFieldSpec(pendingalert.FieldID, field.TypeInt))
 	)
 	_spec.OnConflict = _c.conflict
 	if value, ok := _c.mutation.GetType(); ok {
-		_spec.SetField(alertevent.FieldType, field.TypeString, value)
+		_spec.SetField(pendingalert.FieldType, field.TypeString, value)
 		_node.Type = value
 	}
 	if value, ok := _c.mutation.RecipientID(); ok {
-		_spec.SetField(alertevent.FieldRecipientID, field.TypeInt, value)
+		_spec.SetField(pendingalert.FieldRecipientID, field.TypeInt, value)
 		_node.RecipientID = &value
 	}
 	if value, ok := _c.mutation.Data(); ok {
-		_spec.SetField(alertevent.FieldData, field.TypeBytes, value)
+		_spec.SetField(pendingalert.FieldData, field.TypeBytes, value)
 		_node.Data = value
 	}
 	if value, ok := _c.mutation.OccurredAt(); ok {
-		_spec.SetField(alertevent.FieldOccurredAt, field.TypeTime, value)
+		_spec.SetField(pendingalert.FieldOccurredAt, field.TypeTime, value)
 		_node.OccurredAt = value
 	}
 	if value, ok := _c.mutation.DueAt(); ok {
-		_spec.SetField(alertevent.FieldDueAt, field.TypeTime, value)
+		_spec.SetField(pendingalert.FieldDueAt, field.TypeTime, value)
 		_node.DueAt = value
 	}
 	if nodes := _c.mutation.TenantIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
 			Inverse: false,
-			Table:   alertevent.TenantTable,
-			Columns: []string{alertevent.TenantColumn},
+			Table:   pendingalert.TenantTable,
+			Columns: []string{pendingalert.TenantColumn},
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(tenant.FieldID, field.TypeInt),
@@ -194,7 +194,7 @@ func (_c *AlertEventCreate) createSpec() (*AlertEvent, *sqlgraph.CreateSpec) {
 // OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
 // of the `INSERT` statement. For example:
 //
-//	client.AlertEvent.Create().
+//	client.PendingAlert.Create().
 //		SetTenantID(v).
 //		OnConflict(
 //			// Update the row with the new values
@@ -203,13 +203,13 @@ func (_c *AlertEventCreate) createSpec() (*AlertEvent, *sqlgraph.CreateSpec) {
 //		).
 //		// Override some of the fields with custom
 //		// update values.
-//		Update(func(u *ent.AlertEventUpsert) {
+//		Update(func(u *ent.PendingAlertUpsert) {
 //			SetTenantID(v+v).
 //		}).
 //		Exec(ctx)
-func (_c *AlertEventCreate) OnConflict(opts ...sql.ConflictOption) *AlertEventUpsertOne {
+func (_c *PendingAlertCreate) OnConflict(opts ...sql.ConflictOption) *PendingAlertUpsertOne {
 	_c.conflict = opts
-	return &AlertEventUpsertOne{
+	return &PendingAlertUpsertOne{
 		create: _c,
 	}
 }
@@ -217,66 +217,66 @@ func (_c *AlertEventCreate) OnConflict(opts ...sql.ConflictOption) *AlertEventUp
 // OnConflictColumns calls `OnConflict` and configures the columns
 // as conflict target. Using this option is equivalent to using:
 //
-//	client.AlertEvent.Create().
+//	client.PendingAlert.Create().
 //		OnConflict(sql.ConflictColumns(columns...)).
 //		Exec(ctx)
-func (_c *AlertEventCreate) OnConflictColumns(columns ...string) *AlertEventUpsertOne {
+func (_c *PendingAlertCreate) OnConflictColumns(columns ...string) *PendingAlertUpsertOne {
 	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
-	return &AlertEventUpsertOne{
+	return &PendingAlertUpsertOne{
 		create: _c,
 	}
 }
 
 type (
-	// AlertEventUpsertOne is the builder for "upsert"-ing
-	//  one AlertEvent node.
-	AlertEventUpsertOne struct {
-		create *AlertEventCreate
+	// PendingAlertUpsertOne is the builder for "upsert"-ing
+	//  one PendingAlert node.
+	PendingAlertUpsertOne struct {
+		create *PendingAlertCreate
 	}
 
-	// AlertEventUpsert is the "OnConflict" setter.
-	AlertEventUpsert struct {
+	// PendingAlertUpsert is the "OnConflict" setter.
+	PendingAlertUpsert struct {
 		*sql.UpdateSet
 	}
 )
 
 // SetDueAt sets the "due_at" field.
-func (u *AlertEventUpsert) SetDueAt(v time.Time) *AlertEventUpsert {
-	u.Set(alertevent.FieldDueAt, v)
+func (u *PendingAlertUpsert) SetDueAt(v time.Time) *PendingAlertUpsert {
+	u.Set(pendingalert.FieldDueAt, v)
 	return u
 }
 
 // UpdateDueAt sets the "due_at" field to the value that was provided on create.
-func (u *AlertEventUpsert) UpdateDueAt() *AlertEventUpsert {
-	u.SetExcluded(alertevent.FieldDueAt)
+func (u *PendingAlertUpsert) UpdateDueAt() *PendingAlertUpsert {
+	u.SetExcluded(pendingalert.FieldDueAt)
 	return u
 }
 
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
 //
-//	client.AlertEvent.Create().
+//	client.PendingAlert.Create().
 //		OnConflict(
 //			sql.ResolveWithNewValues(),
 //		).
 //		Exec(ctx)
-func (u *AlertEventUpsertOne) UpdateNewValues() *AlertEventUpsertOne {
+func (u *PendingAlertUpsertOne) UpdateNewValues() *PendingAlertUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
 		if _, exists := u.create.mutation.TenantID(); exists {
-			s.SetIgnore(alertevent.FieldTenantID)
+			s.SetIgnore(pendingalert.FieldTenantID)
 		}
 		if _, exists := u.create.mutation.GetType(); exists {
-			s.SetIgnore(alertevent.FieldType)
+			s.SetIgnore(pendingalert.FieldType)
 		}
 		if _, exists := u.create.mutation.RecipientID(); exists {
-			s.SetIgnore(alertevent.FieldRecipientID)
+			s.SetIgnore(pendingalert.FieldRecipientID)
 		}
 		if _, exists := u.create.mutation.Data(); exists {
-			s.SetIgnore(alertevent.FieldData)
+			s.SetIgnore(pendingalert.FieldData)
 		}
 		if _, exists := u.create.mutation.OccurredAt(); exists {
-			s.SetIgnore(alertevent.FieldOccurredAt)
+			s.SetIgnore(pendingalert.FieldOccurredAt)
 		}
 	}))
 	return u
@@ -285,61 +285,61 @@ func (u *AlertEventUpsertOne) UpdateNewValues() *AlertEventUpsertOne {
 // Ignore sets each column to itself in case of conflict.
 // Using this option is equivalent to using:
 //
-//	client.AlertEvent.Create().
+//	client.PendingAlert.Create().
 //	    OnConflict(sql.ResolveWithIgnore()).
 //	    Exec(ctx)
-func (u *AlertEventUpsertOne) Ignore() *AlertEventUpsertOne {
+func (u *PendingAlertUpsertOne) Ignore() *PendingAlertUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
 	return u
 }
 
 // DoNothing configures the conflict_action to `DO NOTHING`.
 // Supported only by SQLite and PostgreSQL.
-func (u *AlertEventUpsertOne) DoNothing() *AlertEventUpsertOne {
+func (u *PendingAlertUpsertOne) DoNothing() *PendingAlertUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.DoNothing())
 	return u
 }
 
-// Update allows overriding fields `UPDATE` values. See the AlertEventCreate.OnConflict
+// Update allows overriding fields `UPDATE` values. See the PendingAlertCreate.OnConflict
 // documentation for more info.
-func (u *AlertEventUpsertOne) Update(set func(*AlertEventUpsert)) *AlertEventUpsertOne {
+func (u *PendingAlertUpsertOne) Update(set func(*PendingAlertUpsert)) *PendingAlertUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
-		set(&AlertEventUpsert{UpdateSet: update})
+		set(&PendingAlertUpsert{UpdateSet: update})
 	}))
 	return u
 }
 
 // SetDueAt sets the "due_at" field.
-func (u *AlertEventUpsertOne) SetDueAt(v time.Time) *AlertEventUpsertOne {
-	return u.Update(func(s *AlertEventUpsert) {
+func (u *PendingAlertUpsertOne) SetDueAt(v time.Time) *PendingAlertUpsertOne {
+	return u.Update(func(s *PendingAlertUpsert) {
 		s.SetDueAt(v)
 	})
 }
 
 // UpdateDueAt sets the "due_at" field to the value that was provided on create.
-func (u *AlertEventUpsertOne) UpdateDueAt() *AlertEventUpsertOne {
-	return u.Update(func(s *AlertEventUpsert) {
+func (u *PendingAlertUpsertOne) UpdateDueAt() *PendingAlertUpsertOne {
+	return u.Update(func(s *PendingAlertUpsert) {
 		s.UpdateDueAt()
 	})
 }
 
 // Exec executes the query.
-func (u *AlertEventUpsertOne) Exec(ctx context.Context) error {
+func (u *PendingAlertUpsertOne) Exec(ctx context.Context) error {
 	if len(u.create.conflict) == 0 {
-		return errors.New("ent: missing options for AlertEventCreate.OnConflict")
+		return errors.New("ent: missing options for PendingAlertCreate.OnConflict")
 	}
 	return u.create.Exec(ctx)
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (u *AlertEventUpsertOne) ExecX(ctx context.Context) {
+func (u *PendingAlertUpsertOne) ExecX(ctx context.Context) {
 	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}
 }
 
 // Exec executes the UPSERT query and returns the inserted/updated ID.
-func (u *AlertEventUpsertOne) ID(ctx context.Context) (id int, err error) {
+func (u *PendingAlertUpsertOne) ID(ctx context.Context) (id int, err error) {
 	node, err := u.create.Save(ctx)
 	if err != nil {
 		return id, err
@@ -348,7 +348,7 @@ func (u *AlertEventUpsertOne) ID(ctx context.Context) (id int, err error) {
 }
 
 // IDX is like ID, but panics if an error occurs.
-func (u *AlertEventUpsertOne) IDX(ctx context.Context) int {
+func (u *PendingAlertUpsertOne) IDX(ctx context.Context) int {
 	id, err := u.ID(ctx)
 	if err != nil {
 		panic(err)
@@ -356,27 +356,27 @@ func (u *AlertEventUpsertOne) IDX(ctx context.Context) int {
 	return id
 }
 
-// AlertEventCreateBulk is the builder for creating many AlertEvent entities in bulk.
-type AlertEventCreateBulk struct {
+// PendingAlertCreateBulk is the builder for creating many PendingAlert entities in bulk.
+type PendingAlertCreateBulk struct {
 	config
 	err      error
-	builders []*AlertEventCreate
+	builders []*PendingAlertCreate
 	conflict []sql.ConflictOption
 }
 
-// Save creates the AlertEvent entities in the database.
-func (_c *AlertEventCreateBulk) Save(ctx context.Context) ([]*AlertEvent, error) {
+// Save creates the PendingAlert entities in the database.
+func (_c *PendingAlertCreateBulk) Save(ctx context.Context) ([]*PendingAlert, error) {
 	if _c.err != nil {
 		return nil, _c.err
 	}
 	specs := make([]*sqlgraph.CreateSpec, len(_c.builders))
-	nodes := make([]*AlertEvent, len(_c.builders))
+	nodes := make([]*PendingAlert, len(_c.builders))
 	mutators := make([]Mutator, len(_c.builders))
 	for i := range _c.builders {
 		func(i int, root context.Context) {
 			builder := _c.builders[i]
 			var mut Mutator = MutateFunc(func(ctx context.Context, m Mutation) (Value, error) {
-				mutation, ok := m.(*AlertEventMutation)
+				mutation, ok := m.(*PendingAlertMutation)
 				if !ok {
 					return nil, fmt.Errorf("unexpected mutation type %T", m)
 				}
@@ -424,7 +424,7 @@ func (_c *AlertEventCreateBulk) Save(ctx context.Context) ([]*AlertEvent, error)
 }
 
 // SaveX is like Save, but panics if an error occurs.
-func (_c *AlertEventCreateBulk) SaveX(ctx context.Context) []*AlertEvent {
+func (_c *PendingAlertCreateBulk) SaveX(ctx context.Context) []*PendingAlert {
 	v, err := _c.Save(ctx)
 	if err != nil {
 		panic(err)
@@ -433,13 +433,13 @@ func (_c *AlertEventCreateBulk) SaveX(ctx context.Context) []*AlertEvent {
 }
 
 // Exec executes the query.
-func (_c *AlertEventCreateBulk) Exec(ctx context.Context) error {
+func (_c *PendingAlertCreateBulk) Exec(ctx context.Context) error {
 	_, err := _c.Save(ctx)
 	return err
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_c *AlertEventCreateBulk) ExecX(ctx context.Context) {
+func (_c *PendingAlertCreateBulk) ExecX(ctx context.Context) {
 	if err := _c.Exec(ctx); err != nil {
 		panic(err)
 	}
@@ -448,7 +448,7 @@ func (_c *AlertEventCreateBulk) ExecX(ctx context.Context) {
 // OnConflict allows configuring the `ON CONFLICT` / `ON DUPLICATE KEY` clause
 // of the `INSERT` statement. For example:
 //
-//	client.AlertEvent.CreateBulk(builders...).
+//	client.PendingAlert.CreateBulk(builders...).
 //		OnConflict(
 //			// Update the row with the new values
 //			// the was proposed for insertion.
@@ -456,13 +456,13 @@ func (_c *AlertEventCreateBulk) ExecX(ctx context.Context) {
 //		).
 //		// Override some of the fields with custom
 //		// update values.
-//		Update(func(u *ent.AlertEventUpsert) {
+//		Update(func(u *ent.PendingAlertUpsert) {
 //			SetTenantID(v+v).
 //		}).
 //		Exec(ctx)
-func (_c *AlertEventCreateBulk) OnConflict(opts ...sql.ConflictOption) *AlertEventUpsertBulk {
+func (_c *PendingAlertCreateBulk) OnConflict(opts ...sql.ConflictOption) *PendingAlertUpsertBulk {
 	_c.conflict = opts
-	return &AlertEventUpsertBulk{
+	return &PendingAlertUpsertBulk{
 		create: _c,
 	}
 }
@@ -470,48 +470,48 @@ func (_c *AlertEventCreateBulk) OnConflict(opts ...sql.ConflictOption) *AlertEve
 // OnConflictColumns calls `OnConflict` and configures the columns
 // as conflict target. Using this option is equivalent to using:
 //
-//	client.AlertEvent.Create().
+//	client.PendingAlert.Create().
 //		OnConflict(sql.ConflictColumns(columns...)).
 //		Exec(ctx)
-func (_c *AlertEventCreateBulk) OnConflictColumns(columns ...string) *AlertEventUpsertBulk {
+func (_c *PendingAlertCreateBulk) OnConflictColumns(columns ...string) *PendingAlertUpsertBulk {
 	_c.conflict = append(_c.conflict, sql.ConflictColumns(columns...))
-	return &AlertEventUpsertBulk{
+	return &PendingAlertUpsertBulk{
 		create: _c,
 	}
 }
 
-// AlertEventUpsertBulk is the builder for "upsert"-ing
-// a bulk of AlertEvent nodes.
-type AlertEventUpsertBulk struct {
-	create *AlertEventCreateBulk
+// PendingAlertUpsertBulk is the builder for "upsert"-ing
+// a bulk of PendingAlert nodes.
+type PendingAlertUpsertBulk struct {
+	create *PendingAlertCreateBulk
 }
 
 // UpdateNewValues updates the mutable fields using the new values that
 // were set on create. Using this option is equivalent to using:
 //
-//	client.AlertEvent.Create().
+//	client.PendingAlert.Create().
 //		OnConflict(
 //			sql.ResolveWithNewValues(),
 //		).
 //		Exec(ctx)
-func (u *AlertEventUpsertBulk) UpdateNewValues() *AlertEventUpsertBulk {
+func (u *PendingAlertUpsertBulk) UpdateNewValues() *PendingAlertUpsertBulk {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWithNewValues())
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
 		for _, b := range u.create.builders {
 			if _, exists := b.mutation.TenantID(); exists {
-				s.SetIgnore(alertevent.FieldTenantID)
+				s.SetIgnore(pendingalert.FieldTenantID)
 			}
 			if _, exists := b.mutation.GetType(); exists {
-				s.SetIgnore(alertevent.FieldType)
+				s.SetIgnore(pendingalert.FieldType)
 			}
 			if _, exists := b.mutation.RecipientID(); exists {
-				s.SetIgnore(alertevent.FieldRecipientID)
+				s.SetIgnore(pendingalert.FieldRecipientID)
 			}
 			if _, exists := b.mutation.Data(); exists {
-				s.SetIgnore(alertevent.FieldData)
+				s.SetIgnore(pendingalert.FieldData)
 			}
 			if _, exists := b.mutation.OccurredAt(); exists {
-				s.SetIgnore(alertevent.FieldOccurredAt)
+				s.SetIgnore(pendingalert.FieldOccurredAt)
 			}
 		}
 	}))
@@ -521,62 +521,62 @@ func (u *AlertEventUpsertBulk) UpdateNewValues() *AlertEventUpsertBulk {
 // Ignore sets each column to itself in case of conflict.
 // Using this option is equivalent to using:
 //
-//	client.AlertEvent.Create().
+//	client.PendingAlert.Create().
 //		OnConflict(sql.ResolveWithIgnore()).
 //		Exec(ctx)
-func (u *AlertEventUpsertBulk) Ignore() *AlertEventUpsertBulk {
+func (u *PendingAlertUpsertBulk) Ignore() *PendingAlertUpsertBulk {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWithIgnore())
 	return u
 }
 
 // DoNothing configures the conflict_action to `DO NOTHING`.
 // Supported only by SQLite and PostgreSQL.
-func (u *AlertEventUpsertBulk) DoNothing() *AlertEventUpsertBulk {
+func (u *PendingAlertUpsertBulk) DoNothing() *PendingAlertUpsertBulk {
 	u.create.conflict = append(u.create.conflict, sql.DoNothing())
 	return u
 }
 
-// Update allows overriding fields `UPDATE` values. See the AlertEventCreateBulk.OnConflict
+// Update allows overriding fields `UPDATE` values. See the PendingAlertCreateBulk.OnConflict
 // documentation for more info.
-func (u *AlertEventUpsertBulk) Update(set func(*AlertEventUpsert)) *AlertEventUpsertBulk {
+func (u *PendingAlertUpsertBulk) Update(set func(*PendingAlertUpsert)) *PendingAlertUpsertBulk {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(update *sql.UpdateSet) {
-		set(&AlertEventUpsert{UpdateSet: update})
+		set(&PendingAlertUpsert{UpdateSet: update})
 	}))
 	return u
 }
 
 // SetDueAt sets the "due_at" field.
-func (u *AlertEventUpsertBulk) SetDueAt(v time.Time) *AlertEventUpsertBulk {
-	return u.Update(func(s *AlertEventUpsert) {
+func (u *PendingAlertUpsertBulk) SetDueAt(v time.Time) *PendingAlertUpsertBulk {
+	return u.Update(func(s *PendingAlertUpsert) {
 		s.SetDueAt(v)
 	})
 }
 
 // UpdateDueAt sets the "due_at" field to the value that was provided on create.
-func (u *AlertEventUpsertBulk) UpdateDueAt() *AlertEventUpsertBulk {
-	return u.Update(func(s *AlertEventUpsert) {
+func (u *PendingAlertUpsertBulk) UpdateDueAt() *PendingAlertUpsertBulk {
+	return u.Update(func(s *PendingAlertUpsert) {
 		s.UpdateDueAt()
 	})
 }
 
 // Exec executes the query.
-func (u *AlertEventUpsertBulk) Exec(ctx context.Context) error {
+func (u *PendingAlertUpsertBulk) Exec(ctx context.Context) error {
 	if u.create.err != nil {
 		return u.create.err
 	}
 	for i, b := range u.create.builders {
 		if len(b.conflict) != 0 {
-			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the AlertEventCreateBulk instead", i)
+			return fmt.Errorf("ent: OnConflict was set for builder %d. Set it on the PendingAlertCreateBulk instead", i)
 		}
 	}
 	if len(u.create.conflict) == 0 {
-		return errors.New("ent: missing options for AlertEventCreateBulk.OnConflict")
+		return errors.New("ent: missing options for PendingAlertCreateBulk.OnConflict")
 	}
 	return u.create.Exec(ctx)
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (u *AlertEventUpsertBulk) ExecX(ctx context.Context) {
+func (u *PendingAlertUpsertBulk) ExecX(ctx context.Context) {
 	if err := u.create.Exec(ctx); err != nil {
 		panic(err)
 	}

@@ -8,30 +8,30 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/adal-relay/adal/ent/alertevent"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/predicate"
 )
 
-// AlertEventDelete is the builder for deleting a AlertEvent entity.
-type AlertEventDelete struct {
+// PendingAlertDelete is the builder for deleting a PendingAlert entity.
+type PendingAlertDelete struct {
 	config
 	hooks    []Hook
-	mutation *AlertEventMutation
+	mutation *PendingAlertMutation
 }
 
-// Where appends a list predicates to the AlertEventDelete builder.
-func (_d *AlertEventDelete) Where(ps ...predicate.AlertEvent) *AlertEventDelete {
+// Where appends a list predicates to the PendingAlertDelete builder.
+func (_d *PendingAlertDelete) Where(ps ...predicate.PendingAlert) *PendingAlertDelete {
 	_d.mutation.Where(ps...)
 	return _d
 }
 
 // Exec executes the deletion query and returns how many vertices were deleted.
-func (_d *AlertEventDelete) Exec(ctx context.Context) (int, error) {
+func (_d *PendingAlertDelete) Exec(ctx context.Context) (int, error) {
 	return withHooks(ctx, _d.sqlExec, _d.mutation, _d.hooks)
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_d *AlertEventDelete) ExecX(ctx context.Context) int {
+func (_d *PendingAlertDelete) ExecX(ctx context.Context) int {
 	n, err := _d.Exec(ctx)
 	if err != nil {
 		panic(err)
@@ -39,8 +39,8 @@ func (_d *AlertEventDelete) ExecX(ctx context.Context) int {
 	return n
 }
 
-func (_d *AlertEventDelete) sqlExec(ctx context.Context) (int, error) {
-	_spec := sqlgraph.NewDeleteSpec(alertevent.Table, sqlgraph.NewFieldSpec(alertevent.FieldID, field.TypeInt))
+func (_d *PendingAlertDelete) sqlExec(ctx context.Context) (int, error) {
+	_spec := sqlgraph.NewDeleteSpec(pendingalert.Table, sqlgraph.NewFieldSpec(pendingalert.FieldID, field.TypeInt))
 	if ps := _d.mutation.predicates; len(ps) > 0 {
 		_spec.Predicate = func(selector *sql.Selector) {
 			for i := range ps {
@@ -56,32 +56,32 @@ func (_d *AlertEventDelete) sqlExec(ctx context.Context) (int, error) {
 	return affected, err
 }
 
-// AlertEventDeleteOne is the builder for deleting a single AlertEvent entity.
-type AlertEventDeleteOne struct {
-	_d *AlertEventDelete
+// PendingAlertDeleteOne is the builder for deleting a single PendingAlert entity.
+type PendingAlertDeleteOne struct {
+	_d *PendingAlertDelete
 }
 
-// Where appends a list predicates to the AlertEventDelete builder.
-func (_d *AlertEventDeleteOne) Where(ps ...predicate.AlertEvent) *AlertEventDeleteOne {
+// Where appends a list predicates to the PendingAlertDelete builder.
+func (_d *PendingAlertDeleteOne) Where(ps ...predicate.PendingAlert) *PendingAlertDeleteOne {
 	_d._d.mutation.Where(ps...)
 	return _d
 }
 
 // Exec executes the deletion query.
-func (_d *AlertEventDeleteOne) Exec(ctx context.Context) error {
+func (_d *PendingAlertDeleteOne) Exec(ctx context.Context) error {
 	n, err := _d._d.Exec(ctx)
 	switch {
 	case err != nil:
 		return err
 	case n == 0:
-		return &NotFoundError{alertevent.Label}
+		return &NotFoundError{pendingalert.Label}
 	default:
 		return nil
 	}
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_d *AlertEventDeleteOne) ExecX(ctx context.Context) {
+func (_d *PendingAlertDeleteOne) ExecX(ctx context.Context) {
 	if err := _d.Exec(ctx); err != nil {
 		panic(err)
 	}

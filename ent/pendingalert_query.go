@@ -13,59 +13,59 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/adal-relay/adal/ent/alertevent"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/tenant"
 )
 
-// AlertEventQuery is the builder for querying AlertEvent entities.
-type AlertEventQuery struct {
+// PendingAlertQuery is the builder for querying PendingAlert entities.
+type PendingAlertQuery struct {
 	config
 	ctx        *QueryContext
-	order      []alertevent.OrderOption
+	order      []pendingalert.OrderOption
 	inters     []Interceptor
-	predicates []predicate.AlertEvent
+	predicates []predicate.PendingAlert
 	withTenant *TenantQuery
-	loadTotal  []func(context.Context, []*AlertEvent) error
+	loadTotal  []func(context.Context, []*PendingAlert) error
 	modifiers  []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
 }
 
-// Where adds a new predicate for the AlertEventQuery builder.
-func (_q *AlertEventQuery) Where(ps ...predicate.AlertEvent) *AlertEventQuery {
+// Where adds a new predicate for the PendingAlertQuery builder.
+func (_q *PendingAlertQuery) Where(ps ...predicate.PendingAlert) *PendingAlertQuery {
 	_q.predicates = append(_q.predicates, ps...)
 	return _q
 }
 
 // Limit the number of records to be returned by this query.
-func (_q *AlertEventQuery) Limit(limit int) *AlertEventQuery {
+func (_q *PendingAlertQuery) Limit(limit int) *PendingAlertQuery {
 	_q.ctx.Limit = &limit
 	return _q
 }
 
 // Offset to start from.
-func (_q *AlertEventQuery) Offset(offset int) *AlertEventQuery {
+func (_q *PendingAlertQuery) Offset(offset int) *PendingAlertQuery {
 	_q.ctx.Offset = &offset
 	return _q
 }
 
 // Unique configures the query builder to filter duplicate records on query.
 // By default, unique is set to true, and can be disabled using this method.
-func (_q *AlertEventQuery) Unique(unique bool) *AlertEventQuery {
+func (_q *PendingAlertQuery) Unique(unique bool) *PendingAlertQuery {
 	_q.ctx.Unique = &unique
 	return _q
 }
 
 // Order specifies how the records should be ordered.
-func (_q *AlertEventQuery) Order(o ...alertevent.OrderOption) *AlertEventQuery {
+func (_q *PendingAlertQuery) Order(o ...pendingalert.OrderOption) *PendingAlertQuery {
 	_q.order = append(_q.order, o...)
 	return _q
 }
 
 // QueryTenant chains the current query on the "tenant" edge.
-func (_q *AlertEventQuery) QueryTenant() *TenantQuery {
+func (_q *PendingAlertQuery) QueryTenant() *TenantQuery {
 	query := (&TenantClient{config: _q.config}).Query()
 	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
 		if err := _q.prepareQuery(ctx); err != nil {
@@ -76,9 +76,9 @@ func (_q *AlertEventQuery) QueryTenant() *TenantQuery {
 			return nil, err
 		}
 		step := sqlgraph.NewStep(
-			sqlgraph.From(alertevent.Table, alertevent.FieldID, selector),
+			sqlgraph.From(pendingalert.Table, pendingalert.FieldID, selector),
 			sqlgraph.To(tenant.Table, tenant.FieldID),
-			sqlgraph.Edge(sqlgraph.M2O, false, alertevent.TenantTable, alertevent.TenantColumn),
+			sqlgraph.Edge(sqlgraph.M2O, false, pendingalert.TenantTable, pendingalert.TenantColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -86,21 +86,21 @@ func (_q *AlertEventQuery) QueryTenant() *TenantQuery {
 	return query
 }
 
-// First returns the first AlertEvent entity from the query.
-// Returns a *NotFoundError when no AlertEvent was found.
-func (_q *AlertEventQuery) First(ctx context.Context) (*AlertEvent, error) {
+// First returns the first PendingAlert entity from the query.
+// Returns a *NotFoundError when no PendingAlert was found.
+func (_q *PendingAlertQuery) First(ctx context.Context) (*PendingAlert, error) {
 	nodes, err := _q.Limit(1).All(setContextOp(ctx, _q.ctx, ent.OpQueryFirst))
 	if err != nil {
 		return nil, err
 	}
 	if len(nodes) == 0 {
-		return nil, &NotFoundError{alertevent.Label}
+		return nil, &NotFoundError{pendingalert.Label}
 	}
 	return nodes[0], nil
 }
 
 // FirstX is like First, but panics if an error occurs.
-func (_q *AlertEventQuery) FirstX(ctx context.Context) *AlertEvent {
+func (_q *PendingAlertQuery) FirstX(ctx context.Context) *PendingAlert {
 	node, err := _q.First(ctx)
 	if err != nil && !IsNotFound(err) {
 		panic(err)
@@ -108,22 +108,22 @@ func (_q *AlertEventQuery) FirstX(ctx context.Context) *AlertEvent {
 	return node
 }
 
-// FirstID returns the first AlertEvent ID from the query.
-// Returns a *NotFoundError when no AlertEvent ID was found.
-func (_q *AlertEventQuery) FirstID(ctx context.Context) (id int, err error) {
+// FirstID returns the first PendingAlert ID from the query.
+// Returns a *NotFoundError when no PendingAlert ID was found.
+func (_q *PendingAlertQuery) FirstID(ctx context.Context) (id int, err error) {
 	var ids []int
 	if ids, err = _q.Limit(1).IDs(setContextOp(ctx, _q.ctx, ent.OpQueryFirstID)); err != nil {
 		return
 	}
 	if len(ids) == 0 {
-		err = &NotFoundError{alertevent.Label}
+		err = &NotFoundError{pendingalert.Label}
 		return
 	}
 	return ids[0], nil
 }
 
 // FirstIDX is like FirstID, but panics if an error occurs.
-func (_q *AlertEventQuery) FirstIDX(ctx context.Context) int {
+func (_q *PendingAlertQuery) FirstIDX(ctx context.Context) int {
 	id, err := _q.FirstID(ctx)
 	if err != nil && !IsNotFound(err) {
 		panic(err)
@@ -131,10 +131,10 @@ func (_q *AlertEventQuery) FirstIDX(ctx context.Context) int {
 	return id
 }
 
-// Only returns a single AlertEvent entity found by the query, ensuring it only returns one.
-// Returns a *NotSingularError when more than one AlertEvent entity is found.
-// Returns a *NotFoundError when no AlertEvent entities are found.
-func (_q *AlertEventQuery) Only(ctx context.Context) (*AlertEvent, error) {
+// Only returns a single PendingAlert entity found by the query, ensuring it only returns one.
+// Returns a *NotSingularError when more than one PendingAlert entity is found.
+// Returns a *NotFoundError when no PendingAlert entities are found.
+func (_q *PendingAlertQuery) Only(ctx context.Context) (*PendingAlert, error) {
 	nodes, err := _q.Limit(2).All(setContextOp(ctx, _q.ctx, ent.OpQueryOnly))
 	if err != nil {
 		return nil, err
@@ -143,14 +143,14 @@ func (_q *AlertEventQuery) Only(ctx context.Context) (*AlertEvent, error) {
 	case 1:
 		return nodes[0], nil
 	case 0:
-		return nil, &NotFoundError{alertevent.Label}
+		return nil, &NotFoundError{pendingalert.Label}
 	default:
-		return nil, &NotSingularError{alertevent.Label}
+		return nil, &NotSingularError{pendingalert.Label}
 	}
 }
 
 // OnlyX is like Only, but panics if an error occurs.
-func (_q *AlertEventQuery) OnlyX(ctx context.Context) *AlertEvent {
+func (_q *PendingAlertQuery) OnlyX(ctx context.Context) *PendingAlert {
 	node, err := _q.Only(ctx)
 	if err != nil {
 		panic(err)
@@ -158,10 +158,10 @@ func (_q *AlertEventQuery) OnlyX(ctx context.Context) *AlertEvent {
 	return node
 }
 
-// OnlyID is like Only, but returns the only AlertEvent ID in the query.
-// Returns a *NotSingularError when more than one AlertEvent ID is found.
+// OnlyID is like Only, but returns the only PendingAlert ID in the query.
+// Returns a *NotSingularError when more than one PendingAlert ID is found.
 // Returns a *NotFoundError when no entities are found.
-func (_q *AlertEventQuery) OnlyID(ctx context.Context) (id int, err error) {
+func (_q *PendingAlertQuery) OnlyID(ctx context.Context) (id int, err error) {
 	var ids []int
 	if ids, err = _q.Limit(2).IDs(setContextOp(ctx, _q.ctx, ent.OpQueryOnlyID)); err != nil {
 		return
@@ -170,15 +170,15 @@ func (_q *AlertEventQuery) OnlyID(ctx context.Context) (id int, err error) {
 	case 1:
 		id = ids[0]
 	case 0:
-		err = &NotFoundError{alertevent.Label}
+		err = &NotFoundError{pendingalert.Label}
 	default:
-		err = &NotSingularError{alertevent.Label}
+		err = &NotSingularError{pendingalert.Label}
 	}
 	return
 }
 
 // OnlyIDX is like OnlyID, but panics if an error occurs.
-func (_q *AlertEventQuery) OnlyIDX(ctx context.Context) int {
+func (_q *PendingAlertQuery) OnlyIDX(ctx context.Context) int {
 	id, err := _q.OnlyID(ctx)
 	if err != nil {
 		panic(err)
@@ -186,18 +186,18 @@ func (_q *AlertEventQuery) OnlyIDX(ctx context.Context) int {
 	return id
 }
 
-// All executes the query and returns a list of AlertEvents.
-func (_q *AlertEventQuery) All(ctx context.Context) ([]*AlertEvent, error) {
+// All executes the query and returns a list of PendingAlerts.
+func (_q *PendingAlertQuery) All(ctx context.Context) ([]*PendingAlert, error) {
 	ctx = setContextOp(ctx, _q.ctx, ent.OpQueryAll)
 	if err := _q.prepareQuery(ctx); err != nil {
 		return nil, err
 	}
-	qr := querierAll[[]*AlertEvent, *AlertEventQuery]()
-	return withInterceptors[[]*AlertEvent](ctx, _q, qr, _q.inters)
+	qr := querierAll[[]*PendingAlert, *PendingAlertQuery]()
+	return withInterceptors[[]*PendingAlert](ctx, _q, qr, _q.inters)
 }
 
 // AllX is like All, but panics if an error occurs.
-func (_q *AlertEventQuery) AllX(ctx context.Context) []*AlertEvent {
+func (_q *PendingAlertQuery) AllX(ctx context.Context) []*PendingAlert {
 	nodes, err := _q.All(ctx)
 	if err != nil {
 		panic(err)
@@ -205,20 +205,20 @@ func (_q *AlertEventQuery) AllX(ctx context.Context) []*AlertEvent {
 	return nodes
 }
 
-// IDs executes the query and returns a list of AlertEvent IDs.
-func (_q *AlertEventQuery) IDs(ctx context.Context) (ids []int, err error) {
+// IDs executes the query and returns a list of PendingAlert IDs.
+func (_q *PendingAlertQuery) IDs(ctx context.Context) (ids []int, err error) {
 	if _q.ctx.Unique == nil && _q.path != nil {
 		_q.Unique(true)
 	}
 	ctx = setContextOp(ctx, _q.ctx, ent.OpQueryIDs)
-	if err = _q.Select(alertevent.FieldID).Scan(ctx, &ids); err != nil {
+	if err = _q.Select(pendingalert.FieldID).Scan(ctx, &ids); err != nil {
 		return nil, err
 	}
 	return ids, nil
 }
 
 // IDsX is like IDs, but panics if an error occurs.
-func (_q *AlertEventQuery) IDsX(ctx context.Context) []int {
+func (_q *PendingAlertQuery) IDsX(ctx context.Context) []int {
 	ids, err := _q.IDs(ctx)
 	if err != nil {
 		panic(err)
@@ -227,16 +227,16 @@ func (_q *AlertEventQuery) IDsX(ctx context.Context) []int {
 }
 
 // Count returns the count of the given query.
-func (_q *AlertEventQuery) Count(ctx context.Context) (int, error) {
+func (_q *PendingAlertQuery) Count(ctx context.Context) (int, error) {
 	ctx = setContextOp(ctx, _q.ctx, ent.OpQueryCount)
 	if err := _q.prepareQuery(ctx); err != nil {
 		return 0, err
 	}
-	return withInterceptors[int](ctx, _q, querierCount[*AlertEventQuery](), _q.inters)
+	return withInterceptors[int](ctx, _q, querierCount[*PendingAlertQuery](), _q.inters)
 }
 
 // CountX is like Count, but panics if an error occurs.
-func (_q *AlertEventQuery) CountX(ctx context.Context) int {
+func (_q *PendingAlertQuery) CountX(ctx context.Context) int {
 	count, err := _q.Count(ctx)
 	if err != nil {
 		panic(err)
@@ -245,7 +245,7 @@ func (_q *AlertEventQuery) CountX(ctx context.Context) int {
 }
 
 // Exist returns true if the query has elements in the graph.
-func (_q *AlertEventQuery) Exist(ctx context.Context) (bool, error) {
+func (_q *PendingAlertQuery) Exist(ctx context.Context) (bool, error) {
 	ctx = setContextOp(ctx, _q.ctx, ent.OpQueryExist)
 	switch _, err := _q.FirstID(ctx); {
 	case IsNotFound(err):
@@ -258,7 +258,7 @@ func (_q *AlertEventQuery) Exist(ctx context.Context) (bool, error) {
 }
 
 // ExistX is like Exist, but panics if an error occurs.
-func (_q *AlertEventQuery) ExistX(ctx context.Context) bool {
+func (_q *PendingAlertQuery) ExistX(ctx context.Context) bool {
 	exist, err := _q.Exist(ctx)
 	if err != nil {
 		panic(err)
@@ -266,18 +266,18 @@ func (_q *AlertEventQuery) ExistX(ctx context.Context) bool {
 	return exist
 }
 
-// Clone returns a duplicate of the AlertEventQuery builder, including all associated steps. It can be
+// Clone returns a duplicate of the PendingAlertQuery builder, including all associated steps. It can be
 // used to prepare common query builders and use them differently after the clone is made.
-func (_q *AlertEventQuery) Clone() *AlertEventQuery {
+func (_q *PendingAlertQuery) Clone() *PendingAlertQuery {
 	if _q == nil {
 		return nil
 	}
-	return &AlertEventQuery{
+	return &PendingAlertQuery{
 		config:     _q.config,
 		ctx:        _q.ctx.Clone(),
-		order:      append([]alertevent.OrderOption{}, _q.order...),
+		order:      append([]pendingalert.OrderOption{}, _q.order...),
 		inters:     append([]Interceptor{}, _q.inters...),
-		predicates: append([]predicate.AlertEvent{}, _q.predicates...),
+		predicates: append([]predicate.PendingAlert{}, _q.predicates...),
 		withTenant: _q.withTenant.Clone(),
 		// clone intermediate query.
 		sql:       _q.sql.Clone(),
@@ -288,7 +288,7 @@ func (_q *AlertEventQuery) Clone() *AlertEventQuery {
 
 // WithTenant tells the query-builder to eager-load the nodes that are connected to
 // the "tenant" edge. The optional arguments are used to configure the query builder of the edge.
-func (_q *AlertEventQuery) WithTenant(opts ...func(*TenantQuery)) *AlertEventQuery {
+func (_q *PendingAlertQuery) WithTenant(opts ...func(*TenantQuery)) *PendingAlertQuery {
 	query := (&TenantClient{config: _q.config}).Query()
 	for _, opt := range opts {
 		opt(query)
@@ -307,15 +307,15 @@ func (_q *AlertEventQuery) WithTenant(opts ...func(*TenantQuery)) *AlertEventQue
 //		Count int `json:"count,omitempty"`
 //	}
 //
-//	client.AlertEvent.Query().
-//		GroupBy(alertevent.FieldTenantID).
+//	client.PendingAlert.Query().
+//		GroupBy(pendingalert.FieldTenantID).
 //		Aggregate(ent.Count()).
 //		Scan(ctx, &v)
-func (_q *AlertEventQuery) GroupBy(field string, fields ...string) *AlertEventGroupBy {
+func (_q *PendingAlertQuery) GroupBy(field string, fields ...string) *PendingAlertGroupBy {
 	_q.ctx.Fields = append([]string{field}, fields...)
-	grbuild := &AlertEventGroupBy{build: _q}
+	grbuild := &PendingAlertGroupBy{build: _q}
 	grbuild.flds = &_q.ctx.Fields
-	grbuild.label = alertevent.Label
+	grbuild.label = pendingalert.Label
 	grbuild.scan = grbuild.Scan
 	return grbuild
 }
@@ -329,23 +329,23 @@ func (_q *AlertEventQuery) GroupBy(field string, fields ...string) *AlertEventGr
 //		TenantID int `json:"tenant_id,omitempty"`
 //	}
 //
-//	client.AlertEvent.Query().
-//		Select(alertevent.FieldTenantID).
+//	client.PendingAlert.Query().
+//		Select(pendingalert.FieldTenantID).
 //		Scan(ctx, &v)
-func (_q *AlertEventQuery) Select(fields ...string) *AlertEventSelect {
+func (_q *PendingAlertQuery) Select(fields ...string) *PendingAlertSelect {
 	_q.ctx.Fields = append(_q.ctx.Fields, fields...)
-	sbuild := &AlertEventSelect{AlertEventQuery: _q}
-	sbuild.label = alertevent.Label
+	sbuild := &PendingAlertSelect{PendingAlertQuery: _q}
+	sbuild.label = pendingalert.Label
 	sbuild.flds, sbuild.scan = &_q.ctx.Fields, sbuild.Scan
 	return sbuild
 }
 
-// Aggregate returns a AlertEventSelect configured with the given aggregations.
-func (_q *AlertEventQuery) Aggregate(fns ...AggregateFunc) *AlertEventSelect {
+// Aggregate returns a PendingAlertSelect configured with the given aggregations.
+func (_q *PendingAlertQuery) Aggregate(fns ...AggregateFunc) *PendingAlertSelect {
 	return _q.Select().Aggregate(fns...)
 }
 
-func (_q *AlertEventQuery) prepareQuery(ctx context.Context) error {
+func (_q *PendingAlertQuery) prepareQuery(ctx context.Context) error {
 	for _, inter := range _q.inters {
 		if inter == nil {
 			return fmt.Errorf("ent: uninitialized interceptor (forgotten import ent/runtime?)")
@@ -357,7 +357,7 @@ func (_q *AlertEventQuery) prepareQuery(ctx context.Context) error {
 		}
 	}
 	for _, f := range _q.ctx.Fields {
-		if !alertevent.ValidColumn(f) {
+		if !pendingalert.ValidColumn(f) {
 			return &ValidationError{Name: f, err: fmt.Errorf("ent: invalid field %q for query", f)}
 		}
 	}
@@ -368,28 +368,28 @@ func (_q *AlertEventQuery) prepareQuery(ctx context.Context) error {
 		}
 		_q.sql = prev
 	}
-	if alertevent.Policy == nil {
-		return errors.New("ent: uninitialized alertevent.Policy (forgotten import ent/runtime?)")
+	if pendingalert.Policy == nil {
+		return errors.New("ent: uninitialized pendingalert.Policy (forgotten import ent/runtime?)")
 	}
-	if err := alertevent.Policy.EvalQuery(ctx, _q); err != nil {
+	if err := pendingalert.Policy.EvalQuery(ctx, _q); err != nil {
 		return err
 	}
 	return nil
 }
 
-func (_q *AlertEventQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*AlertEvent, error) {
+func (_q *PendingAlertQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*PendingAlert, error) {
 	var (
-		nodes       = []*AlertEvent{}
+		nodes       = []*PendingAlert{}
 		_spec       = _q.querySpec()
 		loadedTypes = [1]bool{
 			_q.withTenant != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
-		return (*AlertEvent).scanValues(nil, columns)
+		return (*PendingAlert).scanValues(nil, columns)
 	}
 	_spec.Assign = func(columns []string, values []any) error {
-		node := &AlertEvent{config: _q.config}
+		node := &PendingAlert{config: _q.config}
 		nodes = append(nodes, node)
 		node.Edges.loadedTypes = loadedTypes
 		return node.assignValues(columns, values)
@@ -408,7 +408,7 @@ func (_q *AlertEventQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*A
 	}
 	if query := _q.withTenant; query != nil {
 		if err := _q.loadTenant(ctx, query, nodes, nil,
-			func(n *AlertEvent, e *Tenant) { n.Edges.Tenant = e }); err != nil {
+			func(n *PendingAlert, e *Tenant) { n.Edges.Tenant = e }); err != nil {
 			return nil, err
 		}
 	}
@@ -420,9 +420,9 @@ func (_q *AlertEventQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*A
 	return nodes, nil
 }
 
-func (_q *AlertEventQuery) loadTenant(ctx context.Context, query *TenantQuery, nodes []*AlertEvent, init func(*AlertEvent), assign func(*AlertEvent, *Tenant)) error {
+func (_q *PendingAlertQuery) loadTenant(ctx context.Context, query *TenantQuery, nodes []*PendingAlert, init func(*PendingAlert), assign func(*PendingAlert, *Tenant)) error {
 	ids := make([]int, 0, len(nodes))
-	nodeids := make(map[int][]*AlertEvent)
+	nodeids := make(map[int][]*PendingAlert)
 	for i := range nodes {
 		fk := nodes[i].TenantID
 		if _, ok := nodeids[fk]; !ok {
@@ -450,7 +450,7 @@ func (_q *AlertEventQuery) loadTenant(ctx context.Context, query *TenantQuery, n
 	return nil
 }
 
-func (_q *AlertEventQuery) sqlCount(ctx context.Context) (int, error) {
+func (_q *PendingAlertQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
 	if len(_q.modifiers) > 0 {
 		_spec.Modifiers = _q.modifiers
@@ -462,8 +462,8 @@ func (_q *AlertEventQuery) sqlCount(ctx context.Context) (int, error) {
 	return sqlgraph.CountNodes(ctx, _q.driver, _spec)
 }
 
-func (_q *AlertEventQuery) querySpec() *sqlgraph.QuerySpec {
-	_spec := sqlgraph.NewQuerySpec(alertevent.Table, alertevent.Columns, sqlgraph.NewFieldSpec(alertevent.FieldID, field.TypeInt))
+func (_q *PendingAlertQuery) querySpec() *sqlgraph.QuerySpec {
+	_spec := sqlgraph.NewQuerySpec(pendingalert.Table, pendingalert.Columns, sqlgraph.NewFieldSpec(pendingalert.FieldID, field.TypeInt))
 	_spec.From = _q.sql
 	if unique := _q.ctx.Unique; unique != nil {
 		_spec.Unique = *unique
@@ -472,14 +472,14 @@ func (_q *AlertEventQuery) querySpec() *sqlgraph.QuerySpec {
 	}
 	if fields := _q.ctx.Fields; len(fields) > 0 {
 		_spec.Node.Columns = make([]string, 0, len(fields))
-		_spec.Node.Columns = append(_spec.Node.Columns, alertevent.FieldID)
+		_spec.Node.Columns = append(_spec.Node.Columns, pendingalert.FieldID)
 		for i := range fields {
-			if fields[i] != alertevent.FieldID {
+			if fields[i] != pendingalert.FieldID {
 				_spec.Node.Columns = append(_spec.Node.Columns, fields[i])
 			}
 		}
 		if _q.withTenant != nil {
-			_spec.Node.AddColumnOnce(alertevent.FieldTenantID)
+			_spec.Node.AddColumnOnce(pendingalert.FieldTenantID)
 		}
 	}
 	if ps := _q.predicates; len(ps) > 0 {
@@ -505,12 +505,12 @@ func (_q *AlertEventQuery) querySpec() *sqlgraph.QuerySpec {
 	return _spec
 }
 
-func (_q *AlertEventQuery) sqlQuery(ctx context.Context) *sql.Selector {
+func (_q *PendingAlertQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	builder := sql.Dialect(_q.driver.Dialect())
-	t1 := builder.Table(alertevent.Table)
+	t1 := builder.Table(pendingalert.Table)
 	columns := _q.ctx.Fields
 	if len(columns) == 0 {
-		columns = alertevent.Columns
+		columns = pendingalert.Columns
 	}
 	selector := builder.Select(t1.Columns(columns...)...).From(t1)
 	if _q.sql != nil {
@@ -543,7 +543,7 @@ func (_q *AlertEventQuery) sqlQuery(ctx context.Context) *sql.Selector {
 // ForUpdate locks the selected rows against concurrent updates, and prevent them from being
 // updated, deleted or "selected ... for update" by other sessions, until the transaction is
 // either committed or rolled-back.
-func (_q *AlertEventQuery) ForUpdate(opts ...sql.LockOption) *AlertEventQuery {
+func (_q *PendingAlertQuery) ForUpdate(opts ...sql.LockOption) *PendingAlertQuery {
 	if _q.driver.Dialect() == dialect.Postgres {
 		_q.Unique(false)
 	}
@@ -556,7 +556,7 @@ func (_q *AlertEventQuery) ForUpdate(opts ...sql.LockOption) *AlertEventQuery {
 // ForShare behaves similarly to ForUpdate, except that it acquires a shared mode lock
 // on any rows that are read. Other sessions can read the rows, but cannot modify them
 // until your transaction commits.
-func (_q *AlertEventQuery) ForShare(opts ...sql.LockOption) *AlertEventQuery {
+func (_q *PendingAlertQuery) ForShare(opts ...sql.LockOption) *PendingAlertQuery {
 	if _q.driver.Dialect() == dialect.Postgres {
 		_q.Unique(false)
 	}
@@ -567,33 +567,33 @@ func (_q *AlertEventQuery) ForShare(opts ...sql.LockOption) *AlertEventQuery {
 }
 
 // Modify adds a query modifier for attaching custom logic to queries.
-func (_q *AlertEventQuery) Modify(modifiers ...func(s *sql.Selector)) *AlertEventSelect {
+func (_q *PendingAlertQuery) Modify(modifiers ...func(s *sql.Selector)) *PendingAlertSelect {
 	_q.modifiers = append(_q.modifiers, modifiers...)
 	return _q.Select()
 }
 
-// AlertEventGroupBy is the group-by builder for AlertEvent entities.
-type AlertEventGroupBy struct {
+// PendingAlertGroupBy is the group-by builder for PendingAlert entities.
+type PendingAlertGroupBy struct {
 	selector
-	build *AlertEventQuery
+	build *PendingAlertQuery
 }
 
 // Aggregate adds the given aggregation functions to the group-by query.
-func (_g *AlertEventGroupBy) Aggregate(fns ...AggregateFunc) *AlertEventGroupBy {
+func (_g *PendingAlertGroupBy) Aggregate(fns ...AggregateFunc) *PendingAlertGroupBy {
 	_g.fns = append(_g.fns, fns...)
 	return _g
 }
 
 // Scan applies the selector query and scans the result into the given value.
-func (_g *AlertEventGroupBy) Scan(ctx context.Context, v any) error {
+func (_g *PendingAlertGroupBy) Scan(ctx context.Context, v any) error {
 	ctx = setContextOp(ctx, _g.build.ctx, ent.OpQueryGroupBy)
 	if err := _g.build.prepareQuery(ctx); err != nil {
 		return err
 	}
-	return scanWithInterceptors[*AlertEventQuery, *AlertEventGroupBy](ctx, _g.build, _g, _g.build.inters, v)
+	return scanWithInterceptors[*PendingAlertQuery, *PendingAlertGroupBy](ctx, _g.build, _g, _g.build.inters, v)
 }
 
-func (_g *AlertEventGroupBy) sqlScan(ctx context.Context, root *AlertEventQuery, v any) error {
+func (_g *PendingAlertGroupBy) sqlScan(ctx context.Context, root *PendingAlertQuery, v any) error {
 	selector := root.sqlQuery(ctx).Select()
 	aggregation := make([]string, 0, len(_g.fns))
 	for _, fn := range _g.fns {
@@ -620,28 +620,28 @@ func (_g *AlertEventGroupBy) sqlScan(ctx context.Context, root *AlertEventQuery,
 	return sql.ScanSlice(rows, v)
 }
 
-// AlertEventSelect is the builder for selecting fields of AlertEvent entities.
-type AlertEventSelect struct {
-	*AlertEventQuery
+// PendingAlertSelect is the builder for selecting fields of PendingAlert entities.
+type PendingAlertSelect struct {
+	*PendingAlertQuery
 	selector
 }
 
 // Aggregate adds the given aggregation functions to the selector query.
-func (_s *AlertEventSelect) Aggregate(fns ...AggregateFunc) *AlertEventSelect {
+func (_s *PendingAlertSelect) Aggregate(fns ...AggregateFunc) *PendingAlertSelect {
 	_s.fns = append(_s.fns, fns...)
 	return _s
 }
 
 // Scan applies the selector query and scans the result into the given value.
-func (_s *AlertEventSelect) Scan(ctx context.Context, v any) error {
+func (_s *PendingAlertSelect) Scan(ctx context.Context, v any) error {
 	ctx = setContextOp(ctx, _s.ctx, ent.OpQuerySelect)
 	if err := _s.prepareQuery(ctx); err != nil {
 		return err
 	}
-	return scanWithInterceptors[*AlertEventQuery, *AlertEventSelect](ctx, _s.AlertEventQuery, _s, _s.inters, v)
+	return scanWithInterceptors[*PendingAlertQuery, *PendingAlertSelect](ctx, _s.PendingAlertQuery, _s, _s.inters, v)
 }
 
-func (_s *AlertEventSelect) sqlScan(ctx context.Context, root *AlertEventQuery, v any) error {
+func (_s *PendingAlertSelect) sqlScan(ctx context.Context, root *PendingAlertQuery, v any) error {
 	selector := root.sqlQuery(ctx)
 	aggregation := make([]string, 0, len(_s.fns))
 	for _, fn := range _s.fns {
@@ -663,7 +663,7 @@ func (_s *AlertEventSelect) sqlScan(ctx context.Context, root *AlertEventQuery, 
 }
 
 // Modify adds a query modifier for attaching custom logic to queries.
-func (_s *AlertEventSelect) Modify(modifiers ...func(s *sql.Selector)) *AlertEventSelect {
+func (_s *PendingAlertSelect) Modify(modifiers ...func(s *sql.Selector)) *PendingAlertSelect {
 	_s.modifiers = append(_s.modifiers, modifiers...)
 	return _s
 }

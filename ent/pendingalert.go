@@ -9,12 +9,12 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
-	"github.com/adal-relay/adal/ent/alertevent"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/tenant"
 )
 
-// AlertEvent is the model entity for the AlertEvent schema.
-type AlertEvent struct {
+// PendingAlert is the model entity for the PendingAlert schema.
+type PendingAlert struct {
 	config `json:"-"`
 	// ID of the ent.
 	ID int `json:"id,omitempty"`
@@ -31,13 +31,13 @@ type AlertEvent struct {
 	// DueAt holds the value of the "due_at" field.
 	DueAt time.Time `json:"due_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
-	// The values are being populated by the AlertEventQuery when eager-loading is set.
-	Edges        AlertEventEdges `json:"edges"`
+	// The values are being populated by the PendingAlertQuery when eager-loading is set.
+	Edges        PendingAlertEdges `json:"edges"`
 	selectValues sql.SelectValues
 }
 
-// AlertEventEdges holds the relations/edges for other nodes in the graph.
-type AlertEventEdges struct {
+// PendingAlertEdges holds the relations/edges for other nodes in the graph.
+type PendingAlertEdges struct {
 	// Tenant holds the value of the tenant edge.
 	Tenant *Tenant `json:"tenant,omitempty"`
 	// loadedTypes holds the information for reporting if a
@@ -47,7 +47,7 @@ type AlertEventEdges struct {
 
 // TenantOrErr returns the Tenant value or an error if the edge
 // was not loaded in eager-loading, or loaded but was not found.
-func (e AlertEventEdges) TenantOrErr() (*Tenant, error) {
+func (e PendingAlertEdges) TenantOrErr() (*Tenant, error) {
 	if e.Tenant != nil {
 		return e.Tenant, nil
 	} else if e.loadedTypes[0] {
@@ -57,17 +57,17 @@ func (e AlertEventEdges) TenantOrErr() (*Tenant, error) {
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
-func (*AlertEvent) scanValues(columns []string) ([]any, error) {
+func (*PendingAlert) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case alertevent.FieldData:
+		case pendingalert.FieldData:
 			values[i] = new([]byte)
-		case alertevent.FieldID, alertevent.FieldTenantID, alertevent.FieldRecipientID:
+		case pendingalert.FieldID, pendingalert.FieldTenantID, pendingalert.FieldRecipientID:
 			values[i] = new(sql.NullInt64)
-		case alertevent.FieldType:
+		case pendingalert.FieldType:
 			values[i] = new(sql.NullString)
-		case alertevent.FieldOccurredAt, alertevent.FieldDueAt:
+		case pendingalert.FieldOccurredAt, pendingalert.FieldDueAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -77,51 +77,51 @@ func (*AlertEvent) scanValues(columns []string) ([]any, error) {
 }
 
 // assignValues assigns the values that were returned from sql.Rows (after scanning)
-// to the AlertEvent fields.
-func (_m *AlertEvent) assignValues(columns []string, values []any) error {
+// to the PendingAlert fields.
+func (_m *PendingAlert) assignValues(columns []string, values []any) error {
 	if m, n := len(values), len(columns); m < n {
 		return fmt.Errorf("mismatch number of scan values: %d != %d", m, n)
 	}
 	for i := range columns {
 		switch columns[i] {
-		case alertevent.FieldID:
+		case pendingalert.FieldID:
 			value, ok := values[i].(*sql.NullInt64)
 			if !ok {
 				return fmt.Errorf("unexpected type %T for field id", value)
 			}
 			_m.ID = int(value.Int64)
-		case alertevent.FieldTenantID:
+		case pendingalert.FieldTenantID:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
 				return fmt.Errorf("unexpected type %T for field tenant_id", values[i])
 			} else if value.Valid {
 				_m.TenantID = int(value.Int64)
 			}
-		case alertevent.FieldType:
+		case pendingalert.FieldType:
 			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field type", values[i])
 			} else if value.Valid {
 				_m.Type = value.String
 			}
-		case alertevent.FieldRecipientID:
+		case pendingalert.FieldRecipientID:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
 				return fmt.Errorf("unexpected type %T for field recipient_id", values[i])
 			} else if value.Valid {
 				_m.RecipientID = new(int)
 				*_m.RecipientID = int(value.Int64)
 			}
-		case alertevent.FieldData:
+		case pendingalert.FieldData:
 			if value, ok := values[i].(*[]byte); !ok {
 				return fmt.Errorf("unexpected type %T for field data", values[i])
 			} else if value != nil {
 				_m.Data = *value
 			}
-		case alertevent.FieldOccurredAt:
+		case pendingalert.FieldOccurredAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
 				return fmt.Errorf("unexpected type %T for field occurred_at", values[i])
 			} else if value.Valid {
 				_m.OccurredAt = value.Time
 			}
-		case alertevent.FieldDueAt:
+		case pendingalert.FieldDueAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
 				return fmt.Errorf("unexpected type %T for field due_at", values[i])
 			} else if value.Valid {
@@ -134,39 +134,39 @@ func (_m *AlertEvent) assignValues(columns []string, values []any) error {
 	return nil
 }
 
-// Value returns the ent.Value that was dynamically selected and assigned to the AlertEvent.
+// Value returns the ent.Value that was dynamically selected and assigned to the PendingAlert.
 // This includes values selected through modifiers, order, etc.
-func (_m *AlertEvent) Value(name string) (ent.Value, error) {
+func (_m *PendingAlert) Value(name string) (ent.Value, error) {
 	return _m.selectValues.Get(name)
 }
 
-// QueryTenant queries the "tenant" edge of the AlertEvent entity.
-func (_m *AlertEvent) QueryTenant() *TenantQuery {
-	return NewAlertEventClient(_m.config).QueryTenant(_m)
+// QueryTenant queries the "tenant" edge of the PendingAlert entity.
+func (_m *PendingAlert) QueryTenant() *TenantQuery {
+	return NewPendingAlertClient(_m.config).QueryTenant(_m)
 }
 
-// Update returns a builder for updating this AlertEvent.
-// Note that you need to call AlertEvent.Unwrap() before calling this method if this AlertEvent
+// Update returns a builder for updating this PendingAlert.
+// Note that you need to call PendingAlert.Unwrap() before calling this method if this PendingAlert
 // was returned from a transaction, and the transaction was committed or rolled back.
-func (_m *AlertEvent) Update() *AlertEventUpdateOne {
-	return NewAlertEventClient(_m.config).UpdateOne(_m)
+func (_m *PendingAlert) Update() *PendingAlertUpdateOne {
+	return NewPendingAlertClient(_m.config).UpdateOne(_m)
 }
 
-// Unwrap unwraps the AlertEvent entity that was returned from a transaction after it was closed,
+// Unwrap unwraps the PendingAlert entity that was returned from a transaction after it was closed,
 // so that all future queries will be executed through the driver which created the transaction.
-func (_m *AlertEvent) Unwrap() *AlertEvent {
+func (_m *PendingAlert) Unwrap() *PendingAlert {
 	_tx, ok := _m.config.driver.(*txDriver)
 	if !ok {
-		panic("ent: AlertEvent is not a transactional entity")
+		panic("ent: PendingAlert is not a transactional entity")
 	}
 	_m.config.driver = _tx.drv
 	return _m
 }
 
 // String implements the fmt.Stringer.
-func (_m *AlertEvent) String() string {
+func (_m *PendingAlert) String() string {
 	var builder strings.Builder
-	builder.WriteString("AlertEvent(")
+	builder.WriteString("PendingAlert(")
 	builder.WriteString(fmt.Sprintf("id=%v, ", _m.ID))
 	builder.WriteString("tenant_id=")
 	builder.WriteString(fmt.Sprintf("%v", _m.TenantID))
@@ -191,5 +191,5 @@ func (_m *AlertEvent) String() string {
 	return builder.String()
 }
 
-// AlertEvents is a parsable slice of AlertEvent.
-type AlertEvents []*AlertEvent
+// PendingAlerts is a parsable slice of PendingAlert.
+type PendingAlerts []*PendingAlert

@@ -11,50 +11,50 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/adal-relay/adal/ent/alertevent"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/predicate"
 )
 
-// AlertEventUpdate is the builder for updating AlertEvent entities.
-type AlertEventUpdate struct {
+// PendingAlertUpdate is the builder for updating PendingAlert entities.
+type PendingAlertUpdate struct {
 	config
 	hooks     []Hook
-	mutation  *AlertEventMutation
+	mutation  *PendingAlertMutation
 	modifiers []func(*sql.UpdateBuilder)
 }
 
-// Where appends a list predicates to the AlertEventUpdate builder.
-func (_u *AlertEventUpdate) Where(ps ...predicate.AlertEvent) *AlertEventUpdate {
+// Where appends a list predicates to the PendingAlertUpdate builder.
+func (_u *PendingAlertUpdate) Where(ps ...predicate.PendingAlert) *PendingAlertUpdate {
 	_u.mutation.Where(ps...)
 	return _u
 }
 
 // SetDueAt sets the "due_at" field.
-func (_u *AlertEventUpdate) SetDueAt(v time.Time) *AlertEventUpdate {
+func (_u *PendingAlertUpdate) SetDueAt(v time.Time) *PendingAlertUpdate {
 	_u.mutation.SetDueAt(v)
 	return _u
 }
 
 // SetNillableDueAt sets the "due_at" field if the given value is not nil.
-func (_u *AlertEventUpdate) SetNillableDueAt(v *time.Time) *AlertEventUpdate {
+func (_u *PendingAlertUpdate) SetNillableDueAt(v *time.Time) *PendingAlertUpdate {
 	if v != nil {
 		_u.SetDueAt(*v)
 	}
 	return _u
 }
 
-// Mutation returns the AlertEventMutation object of the builder.
-func (_u *AlertEventUpdate) Mutation() *AlertEventMutation {
+// Mutation returns the PendingAlertMutation object of the builder.
+func (_u *PendingAlertUpdate) Mutation() *PendingAlertMutation {
 	return _u.mutation
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
-func (_u *AlertEventUpdate) Save(ctx context.Context) (int, error) {
+func (_u *PendingAlertUpdate) Save(ctx context.Context) (int, error) {
 	return withHooks(ctx, _u.sqlSave, _u.mutation, _u.hooks)
 }
 
 // SaveX is like Save, but panics if an error occurs.
-func (_u *AlertEventUpdate) SaveX(ctx context.Context) int {
+func (_u *PendingAlertUpdate) SaveX(ctx context.Context) int {
 	affected, err := _u.Save(ctx)
 	if err != nil {
 		panic(err)
@@ -63,37 +63,37 @@ func (_u *AlertEventUpdate) SaveX(ctx context.Context) int {
 }
 
 // Exec executes the query.
-func (_u *AlertEventUpdate) Exec(ctx context.Context) error {
+func (_u *PendingAlertUpdate) Exec(ctx context.Context) error {
 	_, err := _u.Save(ctx)
 	return err
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_u *AlertEventUpdate) ExecX(ctx context.Context) {
+func (_u *PendingAlertUpdate) ExecX(ctx context.Context) {
 	if err := _u.Exec(ctx); err != nil {
 		panic(err)
 	}
 }
 
 // check runs all checks and user-defined validators on the builder.
-func (_u *AlertEventUpdate) check() error {
+func (_u *PendingAlertUpdate) check() error {
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "AlertEvent.tenant"`)
+		return errors.New(`ent: clearing a required unique edge "PendingAlert.tenant"`)
 	}
 	return nil
 }
 
 // Modify adds a statement modifier for attaching custom logic to the UPDATE statement.
-func (_u *AlertEventUpdate) Modify(modifiers ...func(u *sql.UpdateBuilder)) *AlertEventUpdate {
+func (_u *PendingAlertUpdate) Modify(modifiers ...func(u *sql.UpdateBuilder)) *PendingAlertUpdate {
 	_u.modifiers = append(_u.modifiers, modifiers...)
 	return _u
 }
 
-func (_u *AlertEventUpdate) sqlSave(ctx context.Context) (_node int, err error) {
+func (_u *PendingAlertUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if err := _u.check(); err != nil {
 		return _node, err
 	}
-	_spec := sqlgraph.NewUpdateSpec(alertevent.Table, alertevent.Columns, sqlgraph.NewFieldSpec(alertevent.FieldID, field.TypeInt))
+	_spec := sqlgraph.NewUpdateSpec(pendingalert.Table, pendingalert.Columns, sqlgraph.NewFieldSpec(pendingalert.FieldID, field.TypeInt))
 	if ps := _u.mutation.predicates; len(ps) > 0 {
 		_spec.Predicate = func(selector *sql.Selector) {
 			for i := range ps {
@@ -102,15 +102,15 @@ func (_u *AlertEventUpdate) sqlSave(ctx context.Context) (_node int, err error) 
 		}
 	}
 	if _u.mutation.RecipientIDCleared() {
-		_spec.ClearField(alertevent.FieldRecipientID, field.TypeInt)
+		_spec.ClearField(pendingalert.FieldRecipientID, field.TypeInt)
 	}
 	if value, ok := _u.mutation.DueAt(); ok {
-		_spec.SetField(alertevent.FieldDueAt, field.TypeTime, value)
+		_spec.SetField(pendingalert.FieldDueAt, field.TypeTime, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
-			err = &NotFoundError{alertevent.Label}
+			err = &NotFoundError{pendingalert.Label}
 		} else if sqlgraph.IsConstraintError(err) {
 			err = &ConstraintError{msg: err.Error(), wrap: err}
 		}
@@ -120,54 +120,54 @@ func (_u *AlertEventUpdate) sqlSave(ctx context.Context) (_node int, err error) 
 	return _node, nil
 }
 
-// AlertEventUpdateOne is the builder for updating a single AlertEvent entity.
-type AlertEventUpdateOne struct {
+// PendingAlertUpdateOne is the builder for updating a single PendingAlert entity.
+type PendingAlertUpdateOne struct {
 	config
 	fields    []string
 	hooks     []Hook
-	mutation  *AlertEventMutation
+	mutation  *PendingAlertMutation
 	modifiers []func(*sql.UpdateBuilder)
 }
 
 // SetDueAt sets the "due_at" field.
-func (_u *AlertEventUpdateOne) SetDueAt(v time.Time) *AlertEventUpdateOne {
+func (_u *PendingAlertUpdateOne) SetDueAt(v time.Time) *PendingAlertUpdateOne {
 	_u.mutation.SetDueAt(v)
 	return _u
 }
 
 // SetNillableDueAt sets the "due_at" field if the given value is not nil.
-func (_u *AlertEventUpdateOne) SetNillableDueAt(v *time.Time) *AlertEventUpdateOne {
+func (_u *PendingAlertUpdateOne) SetNillableDueAt(v *time.Time) *PendingAlertUpdateOne {
 	if v != nil {
 		_u.SetDueAt(*v)
 	}
 	return _u
 }
 
-// Mutation returns the AlertEventMutation object of the builder.
-func (_u *AlertEventUpdateOne) Mutation() *AlertEventMutation {
+// Mutation returns the PendingAlertMutation object of the builder.
+func (_u *PendingAlertUpdateOne) Mutation() *PendingAlertMutation {
 	return _u.mutation
 }
 
-// Where appends a list predicates to the AlertEventUpdate builder.
-func (_u *AlertEventUpdateOne) Where(ps ...predicate.AlertEvent) *AlertEventUpdateOne {
+// Where appends a list predicates to the PendingAlertUpdate builder.
+func (_u *PendingAlertUpdateOne) Where(ps ...predicate.PendingAlert) *PendingAlertUpdateOne {
 	_u.mutation.Where(ps...)
 	return _u
 }
 
 // Select allows selecting one or more fields (columns) of the returned entity.
 // The default is selecting all fields defined in the entity schema.
-func (_u *AlertEventUpdateOne) Select(field string, fields ...string) *AlertEventUpdateOne {
+func (_u *PendingAlertUpdateOne) Select(field string, fields ...string) *PendingAlertUpdateOne {
 	_u.fields = append([]string{field}, fields...)
 	return _u
 }
 
-// Save executes the query and returns the updated AlertEvent entity.
-func (_u *AlertEventUpdateOne) Save(ctx context.Context) (*AlertEvent, error) {
+// Save executes the query and returns the updated PendingAlert entity.
+func (_u *PendingAlertUpdateOne) Save(ctx context.Context) (*PendingAlert, error) {
 	return withHooks(ctx, _u.sqlSave, _u.mutation, _u.hooks)
 }
 
 // SaveX is like Save, but panics if an error occurs.
-func (_u *AlertEventUpdateOne) SaveX(ctx context.Context) *AlertEvent {
+func (_u *PendingAlertUpdateOne) SaveX(ctx context.Context) *PendingAlert {
 	node, err := _u.Save(ctx)
 	if err != nil {
 		panic(err)
@@ -176,50 +176,50 @@ func (_u *AlertEventUpdateOne) SaveX(ctx context.Context) *AlertEvent {
 }
 
 // Exec executes the query on the entity.
-func (_u *AlertEventUpdateOne) Exec(ctx context.Context) error {
+func (_u *PendingAlertUpdateOne) Exec(ctx context.Context) error {
 	_, err := _u.Save(ctx)
 	return err
 }
 
 // ExecX is like Exec, but panics if an error occurs.
-func (_u *AlertEventUpdateOne) ExecX(ctx context.Context) {
+func (_u *PendingAlertUpdateOne) ExecX(ctx context.Context) {
 	if err := _u.Exec(ctx); err != nil {
 		panic(err)
 	}
 }
 
 // check runs all checks and user-defined validators on the builder.
-func (_u *AlertEventUpdateOne) check() error {
+func (_u *PendingAlertUpdateOne) check() error {
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "AlertEvent.tenant"`)
+		return errors.New(`ent: clearing a required unique edge "PendingAlert.tenant"`)
 	}
 	return nil
 }
 
 // Modify adds a statement modifier for attaching custom logic to the UPDATE statement.
-func (_u *AlertEventUpdateOne) Modify(modifiers ...func(u *sql.UpdateBuilder)) *AlertEventUpdateOne {
+func (_u *PendingAlertUpdateOne) Modify(modifiers ...func(u *sql.UpdateBuilder)) *PendingAlertUpdateOne {
 	_u.modifiers = append(_u.modifiers, modifiers...)
 	return _u
 }
 
-func (_u *AlertEventUpdateOne) sqlSave(ctx context.Context) (_node *AlertEvent, err error) {
+func (_u *PendingAlertUpdateOne) sqlSave(ctx context.Context) (_node *PendingAlert, err error) {
 	if err := _u.check(); err != nil {
 		return _node, err
 	}
-	_spec := sqlgraph.NewUpdateSpec(alertevent.Table, alertevent.Columns, sqlgraph.NewFieldSpec(alertevent.FieldID, field.TypeInt))
+	_spec := sqlgraph.NewUpdateSpec(pendingalert.Table, pendingalert.Columns, sqlgraph.NewFieldSpec(pendingalert.FieldID, field.TypeInt))
 	id, ok := _u.mutation.ID()
 	if !ok {
-		return nil, &ValidationError{Name: "id", err: errors.New(`ent: missing "AlertEvent.id" for update`)}
+		return nil, &ValidationError{Name: "id", err: errors.New(`ent: missing "PendingAlert.id" for update`)}
 	}
 	_spec.Node.ID.Value = id
 	if fields := _u.fields; len(fields) > 0 {
 		_spec.Node.Columns = make([]string, 0, len(fields))
-		_spec.Node.Columns = append(_spec.Node.Columns, alertevent.FieldID)
+		_spec.Node.Columns = append(_spec.Node.Columns, pendingalert.FieldID)
 		for _, f := range fields {
-			if !alertevent.ValidColumn(f) {
+			if !pendingalert.ValidColumn(f) {
 				return nil, &ValidationError{Name: f, err: fmt.Errorf("ent: invalid field %q for query", f)}
 			}
-			if f != alertevent.FieldID {
+			if f != pendingalert.FieldID {
 				_spec.Node.Columns = append(_spec.Node.Columns, f)
 			}
 		}
@@ -232,18 +232,18 @@ func (_u *AlertEventUpdateOne) sqlSave(ctx context.Context) (_node *AlertEvent, 
 		}
 	}
 	if _u.mutation.RecipientIDCleared() {
-		_spec.ClearField(alertevent.FieldRecipientID, field.TypeInt)
+		_spec.ClearField(pendingalert.FieldRecipientID, field.TypeInt)
 	}
 	if value, ok := _u.mutation.DueAt(); ok {
-		_spec.SetField(alertevent.FieldDueAt, field.TypeTime, value)
+		_spec.SetField(pendingalert.FieldDueAt, field.TypeTime, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
-	_node = &AlertEvent{config: _u.config}
+	_node = &PendingAlert{config: _u.config}
 	_spec.Assign = _node.assignValues
 	_spec.ScanValues = _node.scanValues
 	if err = sqlgraph.UpdateNode(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
-			err = &NotFoundError{alertevent.Label}
+			err = &NotFoundError{pendingalert.Label}
 		} else if sqlgraph.IsConstraintError(err) {
 			err = &ConstraintError{msg: err.Error(), wrap: err}
 		}

@@ -43,8 +43,8 @@ const (
 	MaxSubscriptions = 10
 	// FailureWindow is the least time between two delivery.failed alerts about one recipient.
 	FailureWindow = time.Hour
-	// hintEvery is how often a process passes on that a tenant's requests are refused for want of credit:
-	// intake may refuse thousands a second, and the first refusal after a credit is all that matters.
+	// hintEvery is how often a refusal for want of credit wakes the dispatcher: intake may refuse thousands a
+	// second, and the first refusal after a credit is all that matters. The others wait for its next run.
 	hintEvery = 10 * time.Second
 	// batch is how many events one transaction of the dispatcher takes.
 	batch = 200
@@ -133,17 +133,18 @@ func (s *Service) Wake() {
 	}
 }
 
-// NoCredit hears that intake refused a request of the tenant for want of credit. It never blocks: the hint is
-// taken at most once per tenant every few seconds, and acted on by the dispatcher.
+// NoCredit hears that intake refused a request of the tenant for want of credit. It never blocks, and costs
+// the database nothing: the dispatcher's next run marks the tenant (one statement per tenant and run, however
+// many refusals), and wakes for it at once at most every hintEvery per tenant.
 func (s *Service) NoCredit(tenantID int) {
+	s.mu.Lock()
+	s.noCredit[tenantID] = true
+	s.mu.Unlock()
 	now := s.cfg.Now()
 	if last, ok := s.hinted.Load(tenantID); ok && now.Sub(last.(time.Time)) < hintEvery {
 		return
 	}
 	s.hinted.Store(tenantID, now)
-	s.mu.Lock()
-	s.noCredit[tenantID] = true
-	s.mu.Unlock()
 	s.Wake()
 }
 

@@ -69,7 +69,7 @@ func (s *Service) run(ctx context.Context) {
 }
 
 // markExhausted passes the refusals heard since the last run to billing, which records a credits.exhausted
-// event for a tenant whose refusals just began. A hint that fails is dropped: the next refusal raises it again.
+// event for a tenant whose refusals just began. A mark that fails is dropped: the next refusal raises it again.
 func (s *Service) markExhausted(ctx context.Context) {
 	s.mu.Lock()
 	tenants := make([]int, 0, len(s.noCredit))
@@ -87,7 +87,6 @@ func (s *Service) markExhausted(ctx context.Context) {
 			return err
 		})
 		if err != nil {
-			s.hinted.Delete(id)
 			if ctx.Err() == nil {
 				s.cfg.Logger.Error("mark credits exhausted", "tenant", id, "err", err)
 			}

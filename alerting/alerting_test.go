@@ -280,7 +280,9 @@ func TestCreditAlerts(t *testing.T) {
 	// Nine webhooks were accepted and nothing else was paid for.
 	var v struct {
 		Viewer struct{ Tenant struct{ CreditBalance int } }
-		Ledger struct{ Edges []struct{ Node struct{ Reason string } } }
+		Ledger struct {
+			Edges []struct{ Node struct{ Reason string } }
+		}
 	}
 	env.MustGraphQL(tn.Owner, `{ viewer { tenant { creditBalance } } ledger(first: 100) { edges { node { reason } } } }`, nil, &v)
 	require.Zero(t, v.Viewer.Tenant.CreditBalance)
@@ -357,8 +359,12 @@ func TestAlertsAreRetriedAndShownAsDeliveries(t *testing.T) {
 
 	// The alert is a request of its own, listed with the tenant's alerts and not among its servers.
 	var alerts struct {
-		Alerts  struct{ Edges []struct{ Node struct{ Body string } } }
-		Servers struct{ Edges []struct{ Node struct{ Name string } } }
+		Alerts struct {
+			Edges []struct{ Node struct{ Body string } }
+		}
+		Servers struct {
+			Edges []struct{ Node struct{ Name string } }
+		}
 	}
 	env.MustGraphQL(tn.Member, `{ alerts { edges { node { body } } } servers { edges { node { name } } } }`, nil, &alerts)
 	require.Len(t, alerts.Alerts.Edges, 1)
@@ -458,7 +464,9 @@ func TestAlertTenantIsolation(t *testing.T) {
 
 	var listB struct {
 		AlertSubscriptions []struct{ ID string }
-		Alerts             struct{ Edges []struct{ Node struct{ ID string } } }
+		Alerts             struct {
+			Edges []struct{ Node struct{ ID string } }
+		}
 	}
 	env.MustGraphQL(b.Member, `{ alertSubscriptions { id } alerts { edges { node { id } } } }`, nil, &listB)
 	require.Len(t, listB.AlertSubscriptions, 1)
@@ -469,7 +477,9 @@ func TestAlertTenantIsolation(t *testing.T) {
 	require.Empty(t, rcvB.alerts())
 
 	// A subscription's recipient is changed only with the subscription.
-	var subs struct{ AlertSubscriptions []struct{ Recipient struct{ ID string } } }
+	var subs struct {
+		AlertSubscriptions []struct{ Recipient struct{ ID string } }
+	}
 	env.MustGraphQL(a.Owner, `{ alertSubscriptions { recipient { id } } }`, nil, &subs)
 	res := env.GraphQL(a.Owner, `mutation($id: ID!){ updateRecipient(id: $id, input: {url: "http://127.0.0.1:1/x"}){ id } }`,
 		map[string]any{"id": subs.AlertSubscriptions[0].Recipient.ID})

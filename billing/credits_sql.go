@@ -53,14 +53,14 @@ func LockTenantsSQL(ids string) string {
 // all); the tenants must be locked already (LockTenantsSQL), so the balances the entries record hold.
 type DebitItems struct {
 	Entries, Debits, Alerts string // the CTEs' names
-	From            string // the relation of the items debited
-	Tenant          string
-	BalanceAfter    string // BalanceAfterSQL of the balance under the lock and the item's rank
-	Reference       string
-	Order           string
-	Reason          string
-	CreatedAt       string
-	Granted         string // a relation with a column tenant_id, one row per item debited
+	From                    string // the relation of the items debited
+	Tenant                  string
+	BalanceAfter            string // BalanceAfterSQL of the balance under the lock and the item's rank
+	Reference               string
+	Order                   string
+	Reason                  string
+	CreatedAt               string
+	Granted                 string // a relation with a column tenant_id, one row per item debited
 }
 
 // SQL renders the CTEs, "Entries AS (…), Debits AS (…), Alerts AS (…)", to follow a WITH list's comma.

@@ -331,6 +331,7 @@ func TestAlertsAreRetriedAndShownAsDeliveries(t *testing.T) {
 			Deliveries      struct {
 				Edges []struct {
 					Node struct {
+						ID           string
 						Status       string
 						AttemptCount int
 						Attempts     []struct{ HTTPStatus *int }
@@ -340,7 +341,7 @@ func TestAlertsAreRetriedAndShownAsDeliveries(t *testing.T) {
 		}
 	}
 	q := `{ alertSubscriptions { id url format events recipient { state }
-		deliveries { edges { node { status attemptCount attempts { httpStatus } } } } } }`
+		deliveries { edges { node { id status attemptCount attempts { httpStatus } } } } } }`
 	relaytest.Eventually(t, 10*time.Second, "delivery recorded", func() bool {
 		env.MustGraphQL(tn.Member, q, nil, &out)
 		return len(out.AlertSubscriptions) == 1 && len(out.AlertSubscriptions[0].Deliveries.Edges) == 1 &&
@@ -371,6 +372,16 @@ func TestAlertsAreRetriedAndShownAsDeliveries(t *testing.T) {
 	require.Contains(t, alerts.Alerts.Edges[0].Node.Body, `"type":"recipient.disabled"`)
 	require.Len(t, alerts.Servers.Edges, 1)
 	require.Equal(t, "s", alerts.Servers.Edges[0].Node.Name)
+
+	// Retrying an alert costs nothing either.
+	var before, after struct {
+		Viewer struct{ Tenant struct{ CreditBalance int } }
+	}
+	env.MustGraphQL(tn.Owner, `{ viewer { tenant { creditBalance } } }`, nil, &before)
+	env.MustGraphQL(tn.Member, `mutation($id: ID!){ retryDelivery(id: $id){ id } }`, map[string]any{"id": n.ID}, nil)
+	rcv.waitFor(t, 2, "the retried alert")
+	env.MustGraphQL(tn.Owner, `{ viewer { tenant { creditBalance } } }`, nil, &after)
+	require.Equal(t, before.Viewer.Tenant.CreditBalance, after.Viewer.Tenant.CreditBalance)
 }
 
 // An alert that cannot reach its URL fails for good like any delivery, and raises no alert about itself.

@@ -202,6 +202,13 @@ func (s *Service) tenantEvents(ctx context.Context, tx *ent.Client, tenantID int
 // failures sends one delivery.failed alert about rec counting all its failures not yet told, unless its last
 // was less than FailureWindow ago: then the events wait for the window's end.
 func (s *Service) failures(ctx context.Context, tx *ent.Client, t *target, rec *ent.Recipient, events []*ent.PendingAlert, now time.Time) error {
+	if len(t.formats[alert.DeliveryFailed]) == 0 { // nobody listens: nothing to tell, no hour to start
+		ids := make([]int, len(events))
+		for i, e := range events {
+			ids[i] = e.ID
+		}
+		return deleteEvents(ctx, tx, ids)
+	}
 	if last := rec.FailureAlertedAt; last != nil && now.Before(last.Add(FailureWindow)) {
 		ids := make([]int, len(events))
 		for i, e := range events {

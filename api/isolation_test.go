@@ -52,6 +52,7 @@ type tenantFixture struct {
 	ServersAll   []string
 	DeliveryAll  []string
 	RecipientAll []string
+	Alert        string // an alert subscription (made last: its hidden server is none of ServersAll)
 }
 
 // newTenantFixture builds a tenant's data; target is where its outbound job goes (answers 200).
@@ -137,6 +138,10 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 	rids, err := db.Recipient.Query().Where(recipient.TenantID(tid)).IDs(ctx)
 	require.NoError(t, err)
 	f.RecipientAll = intStrings(rids)
+	var sub struct{ CreateAlertSubscription struct{ ID string } }
+	env.MustGraphQL(f.Owner, `mutation($url: String!){ createAlertSubscription(input: {url: $url, events: [CREDITS_LOW]}){ id } }`,
+		map[string]any{"url": target}, &sub)
+	f.Alert = sub.CreateAlertSubscription.ID
 	return f
 }
 
@@ -195,6 +200,8 @@ var isolationOps = []isolationOp{
 		vars: idVar(func(a tenantFixture) string { return a.Request })},
 	{field: "ledger", query: `query($id: ID!){ ledger(tenantId: $id, first: 10){ totalCount edges { node { id amount } } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.ID })},
+	{field: "testFilter", query: `query($id: ID!){ testFilter(filter: {method: "POST"}, requestId: $id){ matches error } }`,
+		vars: idVar(func(a tenantFixture) string { return a.Request })},
 
 	{field: "updatePlan", adminOnly: true, mutation: true,
 		query: `mutation($id: ID!){ updatePlan(id: $id, input: {monthlyCredits: 999999}){ id } }`,
@@ -246,6 +253,15 @@ var isolationOps = []isolationOp{
 		vars: func(a tenantFixture) map[string]any {
 			return map[string]any{"id": a.ID, "plan": a.OtherPlan}
 		}},
+	{field: "createAlertSubscription", mutation: true,
+		query: `mutation($id: ID!){ createAlertSubscription(input: {tenantId: $id, url: "http://127.0.0.1:9/alerts", events: [CREDITS_LOW]}){ id } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.ID })},
+	{field: "setLowCreditThreshold", mutation: true,
+		query: `mutation($id: ID!){ setLowCreditThreshold(tenantId: $id, threshold: 1){ id lowCreditThreshold } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.ID })},
+	{field: "deleteAlertSubscription", mutation: true,
+		query: `mutation($id: ID!){ deleteAlertSubscription(id: $id){ id } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.Alert })},
 	{field: "revokeToken", mutation: true,
 		query: `mutation($id: ID!){ revokeToken(id: $id){ id revokedAt } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.Token })},
@@ -281,13 +297,15 @@ var adminOnlyOps = []isolationOp{
 
 // exempt names Query/Mutation fields outside the ID table, with why.
 var exempt = map[string]string{
-	"servers":      "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's servers",
-	"tenants":      "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's tenant",
-	"viewer":       "takes no ID; TestIsolation checks that it names B's tenant",
-	"plans":        "takes no ID; TestIsolation checks that B sees only the selectable plans and its own, not A's",
-	"outboundJobs": "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's jobs",
-	"sendOutbound": "takes no ID; TestIsolation checks that B reusing A's idempotency key is not A's duplicate",
-	"tokens":       "takes no ID; TestIsolation checks that B's owner lists only B's tokens and B's member none",
+	"servers":            "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's servers",
+	"tenants":            "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's tenant",
+	"viewer":             "takes no ID; TestIsolation checks that it names B's tenant",
+	"plans":              "takes no ID; TestIsolation checks that B sees only the selectable plans and its own, not A's",
+	"outboundJobs":       "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's jobs",
+	"sendOutbound":       "takes no ID; TestIsolation checks that B reusing A's idempotency key is not A's duplicate",
+	"tokens":             "takes no ID; TestIsolation checks that B's owner lists only B's tokens and B's member none",
+	"alertSubscriptions": "takes no ID; alerting's TestAlertTenantIsolation checks that B lists only its own",
+	"alerts":             "takes no ID; alerting's TestAlertTenantIsolation checks that B lists only its own alerts",
 }
 
 func (op isolationOp) label() string {

@@ -14,6 +14,7 @@ import (
 	entsql "entgo.io/ent/dialect/sql"
 	"github.com/lib/pq"
 
+	"github.com/adal-relay/adal/alert"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/plan"
@@ -59,14 +60,25 @@ func (s *Service) Debit(ctx context.Context, client *ent.Client, tenantID int, a
 	if amount <= 0 {
 		return nil, fault.E(op, fault.InvalidInput, "debit amount must be positive")
 	}
-	balance, ok, err := s.add(ctx, client, tenantID, -amount)
+	balance, threshold, ok, err := s.add(ctx, client, tenantID, -amount)
 	if err != nil {
 		return nil, fault.Wrap(op, fault.Internal, err)
 	}
 	if !ok {
 		return nil, fault.E(op, fault.InsufficientCredits, "not enough credits: %d needed", amount)
 	}
+	if CrossedLow(balance+amount, balance, threshold) {
+		if err := s.alertLow(ctx, client, tenantID, balance, threshold); err != nil {
+			return nil, fault.Wrap(op, fault.Internal, err)
+		}
+	}
 	return s.record(ctx, client, tenantID, -amount, balance, reason, reference, nil)
+}
+
+// alertLow records a credits.low event for the tenant, whose balance crossed its threshold.
+func (s *Service) alertLow(ctx context.Context, client *ent.Client, tenantID int, balance int64, threshold *int64) error {
+	return alert.Record(ctx, client, alert.Event{TenantID: tenantID, Type: alert.CreditsLow, At: s.now(),
+		Data: alert.Credits{Balance: balance, Threshold: threshold}})
 }
 
 // Credit adds amount credits to the tenant with a ledger entry; period is set for plan grants only.
@@ -75,7 +87,7 @@ func (s *Service) Credit(ctx context.Context, client *ent.Client, tenantID int, 
 	if amount < 0 {
 		return nil, fault.E(op, fault.InvalidInput, "credit amount must not be negative")
 	}
-	balance, ok, err := s.add(ctx, client, tenantID, amount)
+	balance, _, ok, err := s.add(ctx, client, tenantID, amount)
 	if err != nil {
 		return nil, fault.Wrap(op, fault.Internal, err)
 	}
@@ -85,29 +97,34 @@ func (s *Service) Credit(ctx context.Context, client *ent.Client, tenantID int, 
 	return s.record(ctx, client, tenantID, amount, balance, reason, reference, period)
 }
 
-// add changes the balance by delta unless that would take it below zero, and returns the new balance. One
-// statement, so concurrent debits serialise on the row and never overdraw it.
-func (s *Service) add(ctx context.Context, client *ent.Client, tenantID int, delta int64) (int64, bool, error) {
+// add changes the balance by delta unless that would take it below zero, and returns the new balance and the
+// tenant's low-credit threshold. One statement, so concurrent debits serialise on the row and never overdraw
+// it. A credit ends a stretch of exhausted credits (MarkExhausted).
+func (s *Service) add(ctx context.Context, client *ent.Client, tenantID int, delta int64) (int64, *int64, bool, error) {
 	b := entsql.Dialect(s.dialect).Update(tenant.Table).
 		Add(tenant.FieldCreditBalance, delta).
 		Where(entsql.EQ(tenant.FieldID, tenantID))
 	if delta < 0 {
 		b.Where(entsql.GTE(tenant.FieldCreditBalance, -delta))
 	}
-	query, args := b.Returning(tenant.FieldCreditBalance).Query()
+	if delta > 0 {
+		b.SetNull(tenant.FieldCreditsExhaustedAt)
+	}
+	query, args := b.Returning(tenant.FieldCreditBalance, tenant.FieldLowCreditThreshold).Query()
 	rows, err := client.QueryContext(ctx, query, args...)
 	if err != nil {
-		return 0, false, fmt.Errorf("update balance: %w", err)
+		return 0, nil, false, fmt.Errorf("update balance: %w", err)
 	}
 	defer rows.Close()
 	if !rows.Next() {
-		return 0, false, rows.Err()
+		return 0, nil, false, rows.Err()
 	}
 	var balance int64
-	if err := rows.Scan(&balance); err != nil {
-		return 0, false, fmt.Errorf("scan balance: %w", err)
+	var threshold *int64
+	if err := rows.Scan(&balance, &threshold); err != nil {
+		return 0, nil, false, fmt.Errorf("scan balance: %w", err)
 	}
-	return balance, true, rows.Close()
+	return balance, threshold, true, rows.Close()
 }
 
 func (s *Service) record(ctx context.Context, client *ent.Client, tenantID int, amount, balance int64, reason ledgerentry.Reason, reference string, period *string) (*ent.LedgerEntry, error) {
@@ -320,6 +337,8 @@ type Reservation struct {
 	// RetentionDays is the retention of the tenant's plan as it stood under the lock: what the batch's
 	// requests are kept for, at most.
 	RetentionDays int
+	// LowThreshold is the tenant's low-credit threshold under the lock (nil: none), for Settle's alert.
+	LowThreshold *int64
 }
 
 // Reserve grants each tenant up to the credits it wants — as many as its balance allows — and reports how
@@ -349,6 +368,7 @@ func (s *Service) Reserve(ctx context.Context, client *ent.Client, wants []Want)
 type lockedTenant struct {
 	Balance       int64
 	RetentionDays int // of the tenant's plan
+	LowThreshold  *int64
 }
 
 // grant is Reserve's arithmetic over the tenants it locked and read (locked, by tenant id). A tenant not in
@@ -366,7 +386,8 @@ func grant(wants []Want, locked map[int]lockedTenant) ([]Reservation, error) {
 		for granted < w.N && Granted(granted+1, before) {
 			granted++
 		}
-		out[i] = Reservation{TenantID: w.TenantID, Granted: granted, Before: before, RetentionDays: b.RetentionDays}
+		out[i] = Reservation{TenantID: w.TenantID, Granted: granted, Before: before, RetentionDays: b.RetentionDays,
+			LowThreshold: b.LowThreshold}
 		taken[w.TenantID] += int64(out[i].Granted)
 	}
 	return out, nil
@@ -389,7 +410,7 @@ func (s *Service) lockTenants(ctx context.Context, client *ent.Client, ids []int
 	for rows.Next() {
 		var id int
 		var lt lockedTenant
-		if err := rows.Scan(&id, &lt.Balance, &lt.RetentionDays); err != nil {
+		if err := rows.Scan(&id, &lt.Balance, &lt.RetentionDays, &lt.LowThreshold); err != nil {
 			return nil, fmt.Errorf("scan tenant: %w", err)
 		}
 		out[id] = lt
@@ -403,7 +424,8 @@ var lockTenantsQuery = storage.PerDialect[func(ids []int) (string, []any)]{
 	SQLite: func(ids []int) (string, []any) {
 		t, p := entsql.Table(tenant.Table).As("t"), entsql.Table(plan.Table).As("p")
 		return entsql.Dialect(dialect.SQLite).
-			Select(t.C(tenant.FieldID), t.C(tenant.FieldCreditBalance), p.C(plan.FieldRetentionDays)).
+			Select(t.C(tenant.FieldID), t.C(tenant.FieldCreditBalance), p.C(plan.FieldRetentionDays),
+				t.C(tenant.FieldLowCreditThreshold)).
 			From(t).Join(p).On(t.C(tenant.PlanColumn), p.C(plan.FieldID)).
 			Where(entsql.InInts(t.C(tenant.FieldID), ids...)).
 			OrderBy(t.C(tenant.FieldID)).
@@ -462,7 +484,7 @@ func (s *Service) settle(ctx context.Context, client *ent.Client, rs []Reservati
 var settleSQL = storage.Prepared(`
 WITH v AS (
 	SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::text[]) WITH ORDINALITY AS v(tenant_id, balance_after, reference, n)
-), ` + DebitItems{Entries: "entries", Debits: "take", From: "v", Tenant: "v.tenant_id", BalanceAfter: "v.balance_after",
+), ` + DebitItems{Entries: "entries", Debits: "take", Alerts: "low", From: "v", Tenant: "v.tenant_id", BalanceAfter: "v.balance_after",
 	Reference: "v.reference", Order: "v.n", Reason: "$2", CreatedAt: "$1", Granted: "v"}.SQL() + `
 SELECT (SELECT count(*) FROM take), (SELECT count(*) FROM entries)`)
 
@@ -550,5 +572,25 @@ func (s *Service) settleSeparately(ctx context.Context, client *ent.Client, rs [
 				SetCreatedAt(now))
 		}
 	}
-	return client.LedgerEntry.CreateBulk(builders...).Exec(ctx)
+	if err := client.LedgerEntry.CreateBulk(builders...).Exec(ctx); err != nil {
+		return err
+	}
+	// The reservations read each tenant's balance under its lock: the first of a tenant's is its balance before
+	// this debit.
+	before, taken := map[int]int64{}, map[int]int64{}
+	thresholds := map[int]*int64{}
+	for _, r := range rs {
+		if _, ok := before[r.TenantID]; !ok {
+			before[r.TenantID], thresholds[r.TenantID] = r.Before, r.LowThreshold
+		}
+		taken[r.TenantID] += int64(r.Granted)
+	}
+	for _, id := range ids {
+		if after := before[id] - taken[id]; CrossedLow(before[id], after, thresholds[id]) {
+			if err := s.alertLow(ctx, client, id, after, thresholds[id]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -173,7 +173,7 @@ WITH q AS (
 	FROM (SELECT q.*, row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.n) AS rank FROM q) AS q
 	JOIN t ON t.id = q.tenant_id
 	WHERE ` + billing.GrantedSQL("q.rank", "t.credit_balance") + `
-), ` + billing.DebitItems{Entries: "e", Debits: "u", From: "g", Tenant: "g.tenant_id", BalanceAfter: "g.balance_after",
+), ` + billing.DebitItems{Entries: "e", Debits: "u", Alerts: "lo", From: "g", Tenant: "g.tenant_id", BalanceAfter: "g.balance_after",
 		Reference: billing.RequestReferenceSQL("g.n"), Order: "g.n", Reason: "$3::text", CreatedAt: "$4::timestamptz",
 		Granted: "g"}.SQL() + `
 SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM u)`

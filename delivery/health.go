@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/adal-relay/adal/alert"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/storage"
 )
 
 // HealthRules are the rules that disable and freeze a recipient that keeps failing. The defaults are the
@@ -55,7 +57,8 @@ func countsForHealth(o Outcome) bool { return o.ErrorKind != ErrInterrupted }
 
 // updateHealth applies one attempt outcome to the recipient's health in the attempt's transaction: it reads
 // the health under the row's lock, lets applyHealth decide, and writes the result back — two statements, the
-// rule decided in Go as RecordBatch decides it for a batch.
+// rule decided in Go as RecordBatch decides it for a batch — and, when the recipient changed state, the alert
+// event of the change.
 func (s *Service) updateHealth(ctx context.Context, tx *ent.Client, recipientID int, o Outcome) error {
 	if !countsForHealth(o) {
 		return nil
@@ -70,13 +73,60 @@ func (s *Service) updateHealth(ctx context.Context, tx *ent.Client, recipientID 
 	if err != nil {
 		return fmt.Errorf("recipient %d health: %w", recipientID, err)
 	}
+	was := r.State
 	s.applyHealth(r, o)
 	u := tx.Recipient.Update().Where(recipient.ID(r.ID))
 	setHealth(u.Mutation(), r)
 	if err := u.Exec(ctx); err != nil {
 		return fmt.Errorf("recipient %d health: %w", recipientID, err)
 	}
+	if e, ok := healthEvent(r, was, r.TenantID); ok {
+		return s.recordAlerts(ctx, tx, e)
+	}
 	return nil
+}
+
+// healthEvent is the alert event of r's move from state was to its state now, if the move is one alerts are
+// about: to DISABLED or FROZEN, or back to ACTIVE from either.
+func healthEvent(r *ent.Recipient, was recipient.State, tenantID int) (alert.Event, bool) {
+	var t alert.Type
+	switch {
+	case r.State == was:
+		return alert.Event{}, false
+	case r.State == recipient.StateDISABLED:
+		t = alert.RecipientDisabled
+	case r.State == recipient.StateFROZEN:
+		t = alert.RecipientFrozen
+	case r.State == recipient.StateACTIVE && (was == recipient.StateDISABLED || was == recipient.StateFROZEN):
+		t = alert.RecipientRecovered
+	default:
+		return alert.Event{}, false
+	}
+	return alert.Event{TenantID: tenantID, Type: t, RecipientID: r.ID, At: *r.StateChangedAt,
+		Data: alert.RecipientState{State: string(r.State), Reason: r.StateReason}}, true
+}
+
+// failedEvent is the delivery.failed event of the delivery c claimed, whose attempt o was its last.
+func failedEvent(c Claim, o Outcome) alert.Event {
+	return alert.Event{TenantID: c.TenantID, Type: alert.DeliveryFailed, RecipientID: c.RecipientID, At: o.FinishedAt,
+		Data: alert.Failure{DeliveryID: c.DeliveryID, RequestID: c.RequestID, ErrorKind: string(o.ErrorKind),
+			HTTPStatus: o.HTTPStatus, Error: o.ErrorMessage}}
+}
+
+// recordAlerts records events in the caller's transaction and wakes the alert dispatcher once it commits.
+func (s *Service) recordAlerts(ctx context.Context, tx *ent.Client, events ...alert.Event) error {
+	if err := alert.Record(ctx, tx, events...); err != nil {
+		return err
+	}
+	s.alerted(ctx)
+	return nil
+}
+
+// alerted wakes the alert dispatcher once ctx's transaction commits.
+func (s *Service) alerted(ctx context.Context) {
+	if s.cfg.Alerted != nil {
+		storage.AfterCommit(ctx, s.cfg.Alerted)
+	}
 }
 
 // applyHealth is the health rule: it applies one outcome to r in memory — count the attempt, judge the

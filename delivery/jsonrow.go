@@ -55,6 +55,23 @@ func (w *jsonRow) intp(n string, v *int) {
 	w.int(n, *v)
 }
 
+// ints writes vs as a JSON array, or null when there are none.
+func (w *jsonRow) ints(n string, vs []int) {
+	if len(vs) == 0 {
+		w.null(n)
+		return
+	}
+	w.name(n)
+	w.b = append(w.b, '[')
+	for i, v := range vs {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = strconv.AppendInt(w.b, int64(v), 10)
+	}
+	w.b = append(w.b, ']')
+}
+
 func (w *jsonRow) bool(n string, v bool) {
 	w.name(n)
 	w.b = strconv.AppendBool(w.b, v)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lib/pq"
 
+	"github.com/adal-relay/adal/alert"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/attempt"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
@@ -77,6 +78,11 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 	}
 	if err := s.updateHealth(ctx, tx, c.RecipientID, o); err != nil {
 		return false, err
+	}
+	if status == entdelivery.StatusFAILED {
+		if err := s.recordAlerts(ctx, tx, failedEvent(c, o)); err != nil {
+			return false, err
+		}
 	}
 	if due == nil {
 		if err := RefreshRequestStatus(ctx, tx, c.RequestID); err != nil {
@@ -247,10 +253,13 @@ const (
 	rowLocked   = 2
 )
 
-// settleBatchSQL writes the recipients' health back, and derives with requestStatusSQL, over the current (not
-// superseded) deliveries, the status of the requests recordBatchSQL locked.
+// settleBatchSQL writes the recipients' health back, records the alert events of the batch (recipients that
+// changed state, deliveries that failed for good: $3, alert.Rows), and derives with requestStatusSQL, over the
+// current (not superseded) deliveries, the status of the requests recordBatchSQL locked.
 var settleBatchSQL = storage.Prepared(`
-WITH health AS (
+WITH alerts AS (
+	` + alert.InsertRowsSQL("$3") + `
+), health AS (
 	UPDATE recipients AS r SET
 		state = v.state, state_reason = v.state_reason, state_changed_at = v.state_changed_at,
 		consecutive_failures = v.consecutive_failures, window_attempts = v.window_attempts,
@@ -338,11 +347,23 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 	if locked != len(finalRequests) {
 		return fmt.Errorf("record attempts: %d requests locked for the %d that deliveries made final", locked, len(finalRequests))
 	}
-	healthPayload := s.batchHealth(cs, health, recs)
+	healthPayload, events := s.batchHealth(cs, health, recs)
+	for i, c := range cs {
+		if recorded[i] && statuses[i] == entdelivery.StatusFAILED {
+			events = append(events, failedEvent(c.Claim, c.Outcome))
+		}
+	}
+	alerts, err := alert.Rows(events)
+	if err != nil {
+		return err
+	}
 	if len(recs) > 0 || len(finalRequests) > 0 {
-		if _, err := tx.ExecContext(ctx, settleBatchSQL, healthPayload, pq.Array(finalRequests)); err != nil {
+		if _, err := tx.ExecContext(ctx, settleBatchSQL, healthPayload, pq.Array(finalRequests), alerts); err != nil {
 			return fmt.Errorf("write recipient health and request status: %w", err)
 		}
+	}
+	if len(events) > 0 {
+		s.alerted(ctx)
 	}
 	s.notify(ctx, changes...)
 	return nil
@@ -384,13 +405,19 @@ func readRecordBatch(ctx context.Context, tx *ent.Client, payload []byte) (done 
 
 // batchHealth applies the outcomes cs[idx] to their recipients' health as recordBatchSQL read it under the
 // lock, in the order the attempts finished — the same steps updateHealth takes for each, as one Record after
-// another would — and returns the results, as settleBatchSQL's payload.
-func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Recipient) []byte {
+// another would — and returns the results, as settleBatchSQL's payload, with the alert events of the
+// recipients' changes of state.
+func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Recipient) ([]byte, []alert.Event) {
 	order := slices.Clone(idx)
 	slices.SortStableFunc(order, func(a, b int) int { return cs[a].Outcome.FinishedAt.Compare(cs[b].Outcome.FinishedAt) })
+	var events []alert.Event
 	for _, i := range order {
 		if r := recs[cs[i].Claim.RecipientID]; r != nil { // CLI recipients have none: the rules are for direct delivery
+			was := r.State
 			s.applyHealth(r, cs[i].Outcome)
+			if e, ok := healthEvent(r, was, cs[i].Claim.TenantID); ok {
+				events = append(events, e)
+			}
 		}
 	}
 	ids := make([]int, 0, len(recs))
@@ -414,7 +441,7 @@ func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Reci
 		w.time("next_probe_at", r.NextProbeAt)
 		payload = w.close()
 	}
-	return append(payload, ']')
+	return append(payload, ']'), events
 }
 
 // AttemptBuilder is what the attempt rows of deliveries and of outbound jobs are written with alike.

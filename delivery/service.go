@@ -92,6 +92,9 @@ type Config struct {
 	Health HealthRules
 	// Dialect is the database's (storage.DB.Dialect): it chooses the statements and row locks.
 	Dialect string
+	// Alerted, if set, is called after a commit that recorded alert events (package alert), to wake their
+	// dispatcher.
+	Alerted func()
 }
 
 // Service runs the delivery state machine: it stores accepted requests with their deliveries, records
@@ -151,8 +154,8 @@ func (s *Service) notify(ctx context.Context, changes ...Change) {
 }
 
 // Retry creates a new delivery of the same request to the same recipient (trigger MANUAL_RETRY) with the
-// recipient's current settings, for 1 credit. Allowed from FAILED, CANCELED or SUCCEEDED, on the newest
-// delivery of that request to that recipient; other recipients are untouched.
+// recipient's current settings, for 1 credit (none for an alert). Allowed from FAILED, CANCELED or SUCCEEDED,
+// on the newest delivery of that request to that recipient; other recipients are untouched.
 func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int) (*ent.Delivery, error) {
 	const op = "delivery.Retry"
 	d, err := client.Delivery.Query().Where(entdelivery.ID(deliveryID)).WithRecipient().Only(ctx)
@@ -174,8 +177,14 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 	if retention.Expired(req.ExpiresAt, s.cfg.Now()) {
 		return nil, fault.E(op, fault.NotFound, "the request expired and is being purged")
 	}
-	if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, billing.DeliveryReference(d.ID)); err != nil {
-		return nil, err
+	isAlert, err := free(ctx, client, req.ServerID)
+	if err != nil {
+		return nil, storage.Err(op, "server", err)
+	}
+	if !isAlert {
+		if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, billing.DeliveryReference(d.ID)); err != nil {
+			return nil, err
+		}
 	}
 	// Superseding is conditional on the delivery still being final and current, so two concurrent retries
 	// cannot both succeed.
@@ -246,7 +255,8 @@ func (s *Service) Cancel(ctx context.Context, client *ent.Client, deliveryID int
 }
 
 // Replay stores a new request copied from a stored one (replayOf points back, new key), delivered to the
-// server's recipients as configured now, for 1 credit. The original is unchanged.
+// server's recipients as configured now (their routing filters too), for 1 credit (none for an alert). The
+// original is unchanged.
 func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int, key string) (*ent.Request, error) {
 	const op = "delivery.Replay"
 	orig, err := s.holdRequest(ctx, client, requestID)
@@ -267,9 +277,22 @@ func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int,
 	if srv.DeletedAt != nil {
 		return nil, fault.E(op, fault.Conflict, "the server was deleted; its requests can no longer be replayed")
 	}
-	req, _, err := s.StoreRequest(ctx, client, srv, srv.Edges.Recipients, NewRequest{
+	in := NewRequest{
 		Method: orig.Method, Path: orig.Path, Query: orig.Query, Header: orig.Headers, Body: orig.Body,
 		SourceAddr: orig.SourceAddr, ReplayOf: &orig.ID,
-	}, billing.ReasonReplay, key)
+	}
+	if srv.Kind == server.KindALERTS {
+		plan, err := billing.PlanOf(ctx, client, srv.TenantID)
+		if err != nil {
+			return nil, err
+		}
+		req, _, err := s.StoreFree(ctx, client, srv, srv.Edges.Recipients, in, key, plan.RetentionDays)
+		if err != nil {
+			return nil, err
+		}
+		req, err = client.Request.Get(ctx, req.ID) // bound to the client, so its edges load
+		return req, storage.Err(op, "request", err)
+	}
+	req, _, err := s.StoreRequest(ctx, client, srv, srv.Edges.Recipients, in, billing.ReasonReplay, key)
 	return req, err
 }

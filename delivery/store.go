@@ -25,6 +25,9 @@ type Incoming struct {
 	Request    NewRequest
 	// Key is the request's own random identity (sent as X-Adal-Idempotency).
 	Key string
+	// FilteredOut are the recipients of the server whose routing filter the request did not match: StoreBatch
+	// moves them here from Recipients.
+	FilteredOut []int
 	// ServerLocked says the caller read Server, live, in this transaction and holds it until commit (intake
 	// on SQLite does): StoreBatch then does not read it again. On PostgreSQL StoreBatch's statement locks the
 	// servers itself.
@@ -48,10 +51,12 @@ type Stored struct {
 // OneStatement accepts may be stored outside any transaction, in one round trip; on SQLite it is a read of
 // the servers, billing.Reserve, two bulk inserts and billing.Settle. The returned entities are the rows as
 // written, bound to no client (StoreRequest reads its request back for callers that load edges). Items beyond
-// a tenant's balance are refused (Stored.Err), in arrival order, and leave nothing behind. An error return
+// a tenant's balance are refused (Stored.Err), in arrival order, and leave nothing behind. Each request goes to
+// the recipients whose routing filter it matches; the others are noted on it as filtered out. An error return
 // means nothing of the batch may be committed. The first handoff.Slots direct deliveries, in arrival order,
 // are stored claimed; a slot that falls to a refused item is left unused.
 func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason, handoff Handoff) ([]Stored, error) {
+	route(items)
 	return s.store(s, ctx, client, items, reason, handoff)
 }
 
@@ -178,7 +183,7 @@ func (s *Service) build(items []Incoming, idx []int, planDays map[int]int, hando
 		b.reqs[n] = &ent.Request{
 			TenantID: it.Server.TenantID, ServerID: it.Server.ID, Key: it.Key, Method: in.Method, Path: in.Path,
 			Query: in.Query, Headers: in.Header, Body: in.Body, SourceAddr: in.SourceAddr, ReceivedAt: now,
-			Status: status, ReplayOfID: in.ReplayOf,
+			Status: status, ReplayOfID: in.ReplayOf, FilteredOut: it.FilteredOut,
 		}
 		if planDays != nil {
 			b.reqs[n].ExpiresAt = retention.ExpiresAt(now, retention.Days(planDays[it.Server.TenantID], it.Server.RetentionDays))
@@ -261,6 +266,9 @@ func insertEach(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds
 			SetExpiresAt(r.ExpiresAt).
 			SetStatus(r.Status).
 			SetNillableReplayOfID(r.ReplayOfID)
+		if len(r.FilteredOut) > 0 {
+			creates[n].SetFilteredOut(r.FilteredOut)
+		}
 	}
 	saved, err := inChunks(creates, func(c []*ent.RequestCreate) ([]*ent.Request, error) {
 		return client.Request.CreateBulk(c...).Save(ctx)

@@ -31,7 +31,8 @@ const maxChunkBytes = 64 << 20
 // of the plan's and the server's retention, with their deliveries, and billing.DebitItems writes one ledger
 // entry each (in the order of the rows, with the balance each leaves) and takes the tenants' balances down by
 // their requests stored. The result names the requests stored (with the retention they got), their
-// deliveries, the live servers, and, last, the count of entries written and of tenants debited.
+// deliveries, the live servers, and, last, the count of entries written, of tenants debited and of credits.low
+// alerts raised (billing.DebitItems).
 //
 // The rows travel as two JSON arrays and the requests' headers and bodies as one bytea of them all, which each
 // row slices by offset and length: four parameters whatever the size of the batch, so the server neither parses
@@ -41,7 +42,7 @@ var insertSQL = storage.Prepared(`
 WITH q AS (
 	SELECT * FROM json_to_recordset($1::json) AS q(n int, tenant_id bigint, server_id bigint, key text, method text,
 		path text, query text, headers_at int, headers_len int, body_at int, body_len int, source_addr text,
-		received_at timestamptz, status text, replay_of_id bigint)
+		received_at timestamptz, status text, replay_of_id bigint, filtered_out json)
 ), s AS MATERIALIZED (
 	SELECT id, tenant_id, retention_days FROM servers
 	WHERE id = ANY(ARRAY(SELECT server_id FROM q)) AND deleted_at IS NULL
@@ -60,10 +61,11 @@ WITH q AS (
 	WHERE ` + billing.GrantedSQL("q.rank", "t.credit_balance") + `
 ), r AS (
 	INSERT INTO requests (tenant_id, server_id, key, method, path, query, headers, body, source_addr, received_at,
-		expires_at, status, replay_of_id)
+		expires_at, status, replay_of_id, filtered_out)
 	SELECT g.tenant_id, g.server_id, g.key, g.method, g.path, g.query,
 		substring($2::bytea FROM g.headers_at FOR g.headers_len), substring($2::bytea FROM g.body_at FOR g.body_len),
-		g.source_addr, g.received_at, ` + retention.ExpiresAtSQL("g.received_at", "g.days") + `, g.status, g.replay_of_id
+		g.source_addr, g.received_at, ` + retention.ExpiresAtSQL("g.received_at", "g.days") + `, g.status, g.replay_of_id,
+		convert_to(g.filtered_out::text, 'UTF8')
 	FROM g ORDER BY g.n
 	RETURNING id, key
 ), d AS (
@@ -81,13 +83,13 @@ WITH q AS (
 	JOIN r ON r.key = v.key
 	ORDER BY v.n
 	RETURNING id, request_id, recipient_id
-), ` + billing.DebitItems{Entries: "e", Debits: "u", From: "g JOIN r ON r.key = g.key", Tenant: "g.tenant_id",
+), ` + billing.DebitItems{Entries: "e", Debits: "u", Alerts: "lo", From: "g JOIN r ON r.key = g.key", Tenant: "g.tenant_id",
 	BalanceAfter: "g.balance_after", Reference: billing.RequestReferenceSQL("r.id"), Order: "g.n",
 	Reason: "$4::text", CreatedAt: "$5::timestamptz", Granted: "g"}.SQL() + `
 SELECT 'request', r.id, r.key, g.days, 0 FROM r JOIN g ON g.key = r.key
 UNION ALL SELECT 'delivery', id, NULL, request_id, recipient_id FROM d
 UNION ALL SELECT 'server', id, NULL, 0, 0 FROM s
-UNION ALL SELECT 'counts', (SELECT count(*) FROM e), NULL, (SELECT count(*) FROM u), 0`)
+UNION ALL SELECT 'counts', (SELECT count(*) FROM e), NULL, (SELECT count(*) FROM u), (SELECT count(*) FROM lo)`)
 
 // insertPostgres stores what it may of the requests and their deliveries, and debits them (one ledger entry
 // per request, with the given reason and time), one statement per chunk (one for any batch OneStatement
@@ -233,6 +235,7 @@ func (st *statement) request(n int, r *ent.Request) error {
 	w.time("received_at", &r.ReceivedAt)
 	w.str("status", string(r.Status))
 	w.intp("replay_of_id", r.ReplayOfID)
+	w.ints("filtered_out", r.FilteredOut)
 	st.requests = w.close()
 	return nil
 }

@@ -15,11 +15,13 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -35,6 +37,8 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// AlertSubscription is the client for interacting with the AlertSubscription builders.
+	AlertSubscription *AlertSubscriptionClient
 	// Attempt is the client for interacting with the Attempt builders.
 	Attempt *AttemptClient
 	// Delivery is the client for interacting with the Delivery builders.
@@ -45,6 +49,8 @@ type Client struct {
 	OutboundAttempt *OutboundAttemptClient
 	// OutboundJob is the client for interacting with the OutboundJob builders.
 	OutboundJob *OutboundJobClient
+	// PendingAlert is the client for interacting with the PendingAlert builders.
+	PendingAlert *PendingAlertClient
 	// Plan is the client for interacting with the Plan builders.
 	Plan *PlanClient
 	// Recipient is the client for interacting with the Recipient builders.
@@ -68,11 +74,13 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.AlertSubscription = NewAlertSubscriptionClient(c.config)
 	c.Attempt = NewAttemptClient(c.config)
 	c.Delivery = NewDeliveryClient(c.config)
 	c.LedgerEntry = NewLedgerEntryClient(c.config)
 	c.OutboundAttempt = NewOutboundAttemptClient(c.config)
 	c.OutboundJob = NewOutboundJobClient(c.config)
+	c.PendingAlert = NewPendingAlertClient(c.config)
 	c.Plan = NewPlanClient(c.config)
 	c.Recipient = NewRecipientClient(c.config)
 	c.Request = NewRequestClient(c.config)
@@ -169,19 +177,21 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:             ctx,
-		config:          cfg,
-		Attempt:         NewAttemptClient(cfg),
-		Delivery:        NewDeliveryClient(cfg),
-		LedgerEntry:     NewLedgerEntryClient(cfg),
-		OutboundAttempt: NewOutboundAttemptClient(cfg),
-		OutboundJob:     NewOutboundJobClient(cfg),
-		Plan:            NewPlanClient(cfg),
-		Recipient:       NewRecipientClient(cfg),
-		Request:         NewRequestClient(cfg),
-		Server:          NewServerClient(cfg),
-		Tenant:          NewTenantClient(cfg),
-		Token:           NewTokenClient(cfg),
+		ctx:               ctx,
+		config:            cfg,
+		AlertSubscription: NewAlertSubscriptionClient(cfg),
+		Attempt:           NewAttemptClient(cfg),
+		Delivery:          NewDeliveryClient(cfg),
+		LedgerEntry:       NewLedgerEntryClient(cfg),
+		OutboundAttempt:   NewOutboundAttemptClient(cfg),
+		OutboundJob:       NewOutboundJobClient(cfg),
+		PendingAlert:      NewPendingAlertClient(cfg),
+		Plan:              NewPlanClient(cfg),
+		Recipient:         NewRecipientClient(cfg),
+		Request:           NewRequestClient(cfg),
+		Server:            NewServerClient(cfg),
+		Tenant:            NewTenantClient(cfg),
+		Token:             NewTokenClient(cfg),
 	}, nil
 }
 
@@ -199,26 +209,28 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:             ctx,
-		config:          cfg,
-		Attempt:         NewAttemptClient(cfg),
-		Delivery:        NewDeliveryClient(cfg),
-		LedgerEntry:     NewLedgerEntryClient(cfg),
-		OutboundAttempt: NewOutboundAttemptClient(cfg),
-		OutboundJob:     NewOutboundJobClient(cfg),
-		Plan:            NewPlanClient(cfg),
-		Recipient:       NewRecipientClient(cfg),
-		Request:         NewRequestClient(cfg),
-		Server:          NewServerClient(cfg),
-		Tenant:          NewTenantClient(cfg),
-		Token:           NewTokenClient(cfg),
+		ctx:               ctx,
+		config:            cfg,
+		AlertSubscription: NewAlertSubscriptionClient(cfg),
+		Attempt:           NewAttemptClient(cfg),
+		Delivery:          NewDeliveryClient(cfg),
+		LedgerEntry:       NewLedgerEntryClient(cfg),
+		OutboundAttempt:   NewOutboundAttemptClient(cfg),
+		OutboundJob:       NewOutboundJobClient(cfg),
+		PendingAlert:      NewPendingAlertClient(cfg),
+		Plan:              NewPlanClient(cfg),
+		Recipient:         NewRecipientClient(cfg),
+		Request:           NewRequestClient(cfg),
+		Server:            NewServerClient(cfg),
+		Tenant:            NewTenantClient(cfg),
+		Token:             NewTokenClient(cfg),
 	}, nil
 }
 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Attempt.
+//		AlertSubscription.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -241,8 +253,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.Plan,
-		c.Recipient, c.Request, c.Server, c.Tenant, c.Token,
+		c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt,
+		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Request, c.Server,
+		c.Tenant, c.Token,
 	} {
 		n.Use(hooks...)
 	}
@@ -252,8 +265,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.Plan,
-		c.Recipient, c.Request, c.Server, c.Tenant, c.Token,
+		c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt,
+		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Request, c.Server,
+		c.Tenant, c.Token,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -262,6 +276,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *AlertSubscriptionMutation:
+		return c.AlertSubscription.mutate(ctx, m)
 	case *AttemptMutation:
 		return c.Attempt.mutate(ctx, m)
 	case *DeliveryMutation:
@@ -272,6 +288,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.OutboundAttempt.mutate(ctx, m)
 	case *OutboundJobMutation:
 		return c.OutboundJob.mutate(ctx, m)
+	case *PendingAlertMutation:
+		return c.PendingAlert.mutate(ctx, m)
 	case *PlanMutation:
 		return c.Plan.mutate(ctx, m)
 	case *RecipientMutation:
@@ -286,6 +304,172 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Token.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// AlertSubscriptionClient is a client for the AlertSubscription schema.
+type AlertSubscriptionClient struct {
+	config
+}
+
+// NewAlertSubscriptionClient returns a client for the AlertSubscription from the given config.
+func NewAlertSubscriptionClient(c config) *AlertSubscriptionClient {
+	return &AlertSubscriptionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `alertsubscription.Hooks(f(g(h())))`.
+func (c *AlertSubscriptionClient) Use(hooks ...Hook) {
+	c.hooks.AlertSubscription = append(c.hooks.AlertSubscription, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `alertsubscription.Intercept(f(g(h())))`.
+func (c *AlertSubscriptionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.AlertSubscription = append(c.inters.AlertSubscription, interceptors...)
+}
+
+// Create returns a builder for creating a AlertSubscription entity.
+func (c *AlertSubscriptionClient) Create() *AlertSubscriptionCreate {
+	mutation := newAlertSubscriptionMutation(c.config, OpCreate)
+	return &AlertSubscriptionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of AlertSubscription entities.
+func (c *AlertSubscriptionClient) CreateBulk(builders ...*AlertSubscriptionCreate) *AlertSubscriptionCreateBulk {
+	return &AlertSubscriptionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *AlertSubscriptionClient) MapCreateBulk(slice any, setFunc func(*AlertSubscriptionCreate, int)) *AlertSubscriptionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &AlertSubscriptionCreateBulk{err: fmt.Errorf("calling to AlertSubscriptionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*AlertSubscriptionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &AlertSubscriptionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for AlertSubscription.
+func (c *AlertSubscriptionClient) Update() *AlertSubscriptionUpdate {
+	mutation := newAlertSubscriptionMutation(c.config, OpUpdate)
+	return &AlertSubscriptionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *AlertSubscriptionClient) UpdateOne(_m *AlertSubscription) *AlertSubscriptionUpdateOne {
+	mutation := newAlertSubscriptionMutation(c.config, OpUpdateOne, withAlertSubscription(_m))
+	return &AlertSubscriptionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *AlertSubscriptionClient) UpdateOneID(id int) *AlertSubscriptionUpdateOne {
+	mutation := newAlertSubscriptionMutation(c.config, OpUpdateOne, withAlertSubscriptionID(id))
+	return &AlertSubscriptionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for AlertSubscription.
+func (c *AlertSubscriptionClient) Delete() *AlertSubscriptionDelete {
+	mutation := newAlertSubscriptionMutation(c.config, OpDelete)
+	return &AlertSubscriptionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *AlertSubscriptionClient) DeleteOne(_m *AlertSubscription) *AlertSubscriptionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *AlertSubscriptionClient) DeleteOneID(id int) *AlertSubscriptionDeleteOne {
+	builder := c.Delete().Where(alertsubscription.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &AlertSubscriptionDeleteOne{builder}
+}
+
+// Query returns a query builder for AlertSubscription.
+func (c *AlertSubscriptionClient) Query() *AlertSubscriptionQuery {
+	return &AlertSubscriptionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeAlertSubscription},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a AlertSubscription entity by its id.
+func (c *AlertSubscriptionClient) Get(ctx context.Context, id int) (*AlertSubscription, error) {
+	return c.Query().Where(alertsubscription.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *AlertSubscriptionClient) GetX(ctx context.Context, id int) *AlertSubscription {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a AlertSubscription.
+func (c *AlertSubscriptionClient) QueryTenant(_m *AlertSubscription) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(alertsubscription.Table, alertsubscription.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, alertsubscription.TenantTable, alertsubscription.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryRecipient queries the recipient edge of a AlertSubscription.
+func (c *AlertSubscriptionClient) QueryRecipient(_m *AlertSubscription) *RecipientQuery {
+	query := (&RecipientClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(alertsubscription.Table, alertsubscription.FieldID, id),
+			sqlgraph.To(recipient.Table, recipient.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, alertsubscription.RecipientTable, alertsubscription.RecipientColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *AlertSubscriptionClient) Hooks() []Hook {
+	hooks := c.hooks.AlertSubscription
+	return append(hooks[:len(hooks):len(hooks)], alertsubscription.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *AlertSubscriptionClient) Interceptors() []Interceptor {
+	return c.inters.AlertSubscription
+}
+
+func (c *AlertSubscriptionClient) mutate(ctx context.Context, m *AlertSubscriptionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&AlertSubscriptionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&AlertSubscriptionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&AlertSubscriptionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&AlertSubscriptionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown AlertSubscription mutation op: %q", m.Op())
 	}
 }
 
@@ -1164,6 +1348,156 @@ func (c *OutboundJobClient) mutate(ctx context.Context, m *OutboundJobMutation) 
 		return (&OutboundJobDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown OutboundJob mutation op: %q", m.Op())
+	}
+}
+
+// PendingAlertClient is a client for the PendingAlert schema.
+type PendingAlertClient struct {
+	config
+}
+
+// NewPendingAlertClient returns a client for the PendingAlert from the given config.
+func NewPendingAlertClient(c config) *PendingAlertClient {
+	return &PendingAlertClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `pendingalert.Hooks(f(g(h())))`.
+func (c *PendingAlertClient) Use(hooks ...Hook) {
+	c.hooks.PendingAlert = append(c.hooks.PendingAlert, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `pendingalert.Intercept(f(g(h())))`.
+func (c *PendingAlertClient) Intercept(interceptors ...Interceptor) {
+	c.inters.PendingAlert = append(c.inters.PendingAlert, interceptors...)
+}
+
+// Create returns a builder for creating a PendingAlert entity.
+func (c *PendingAlertClient) Create() *PendingAlertCreate {
+	mutation := newPendingAlertMutation(c.config, OpCreate)
+	return &PendingAlertCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of PendingAlert entities.
+func (c *PendingAlertClient) CreateBulk(builders ...*PendingAlertCreate) *PendingAlertCreateBulk {
+	return &PendingAlertCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PendingAlertClient) MapCreateBulk(slice any, setFunc func(*PendingAlertCreate, int)) *PendingAlertCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PendingAlertCreateBulk{err: fmt.Errorf("calling to PendingAlertClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PendingAlertCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PendingAlertCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for PendingAlert.
+func (c *PendingAlertClient) Update() *PendingAlertUpdate {
+	mutation := newPendingAlertMutation(c.config, OpUpdate)
+	return &PendingAlertUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PendingAlertClient) UpdateOne(_m *PendingAlert) *PendingAlertUpdateOne {
+	mutation := newPendingAlertMutation(c.config, OpUpdateOne, withPendingAlert(_m))
+	return &PendingAlertUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PendingAlertClient) UpdateOneID(id int) *PendingAlertUpdateOne {
+	mutation := newPendingAlertMutation(c.config, OpUpdateOne, withPendingAlertID(id))
+	return &PendingAlertUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for PendingAlert.
+func (c *PendingAlertClient) Delete() *PendingAlertDelete {
+	mutation := newPendingAlertMutation(c.config, OpDelete)
+	return &PendingAlertDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PendingAlertClient) DeleteOne(_m *PendingAlert) *PendingAlertDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PendingAlertClient) DeleteOneID(id int) *PendingAlertDeleteOne {
+	builder := c.Delete().Where(pendingalert.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PendingAlertDeleteOne{builder}
+}
+
+// Query returns a query builder for PendingAlert.
+func (c *PendingAlertClient) Query() *PendingAlertQuery {
+	return &PendingAlertQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePendingAlert},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a PendingAlert entity by its id.
+func (c *PendingAlertClient) Get(ctx context.Context, id int) (*PendingAlert, error) {
+	return c.Query().Where(pendingalert.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PendingAlertClient) GetX(ctx context.Context, id int) *PendingAlert {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a PendingAlert.
+func (c *PendingAlertClient) QueryTenant(_m *PendingAlert) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(pendingalert.Table, pendingalert.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, pendingalert.TenantTable, pendingalert.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *PendingAlertClient) Hooks() []Hook {
+	hooks := c.hooks.PendingAlert
+	return append(hooks[:len(hooks):len(hooks)], pendingalert.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *PendingAlertClient) Interceptors() []Interceptor {
+	return c.inters.PendingAlert
+}
+
+func (c *PendingAlertClient) mutate(ctx context.Context, m *PendingAlertMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PendingAlertCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PendingAlertUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PendingAlertUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PendingAlertDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown PendingAlert mutation op: %q", m.Op())
 	}
 }
 
@@ -2198,12 +2532,12 @@ func (c *TokenClient) mutate(ctx context.Context, m *TokenMutation) (Value, erro
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob, Plan, Recipient,
-		Request, Server, Tenant, Token []ent.Hook
+		AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob,
+		PendingAlert, Plan, Recipient, Request, Server, Tenant, Token []ent.Hook
 	}
 	inters struct {
-		Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob, Plan, Recipient,
-		Request, Server, Tenant, Token []ent.Interceptor
+		AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob,
+		PendingAlert, Plan, Recipient, Request, Server, Tenant, Token []ent.Interceptor
 	}
 )
 

@@ -12,11 +12,13 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -83,17 +85,19 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			attempt.Table:         attempt.ValidColumn,
-			delivery.Table:        delivery.ValidColumn,
-			ledgerentry.Table:     ledgerentry.ValidColumn,
-			outboundattempt.Table: outboundattempt.ValidColumn,
-			outboundjob.Table:     outboundjob.ValidColumn,
-			plan.Table:            plan.ValidColumn,
-			recipient.Table:       recipient.ValidColumn,
-			request.Table:         request.ValidColumn,
-			server.Table:          server.ValidColumn,
-			tenant.Table:          tenant.ValidColumn,
-			token.Table:           token.ValidColumn,
+			alertsubscription.Table: alertsubscription.ValidColumn,
+			attempt.Table:           attempt.ValidColumn,
+			delivery.Table:          delivery.ValidColumn,
+			ledgerentry.Table:       ledgerentry.ValidColumn,
+			outboundattempt.Table:   outboundattempt.ValidColumn,
+			outboundjob.Table:       outboundjob.ValidColumn,
+			pendingalert.Table:      pendingalert.ValidColumn,
+			plan.Table:              plan.ValidColumn,
+			recipient.Table:         recipient.ValidColumn,
+			request.Table:           request.ValidColumn,
+			server.Table:            server.ValidColumn,
+			tenant.Table:            tenant.ValidColumn,
+			token.Table:             token.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

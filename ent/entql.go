@@ -3,11 +3,13 @@
 package ent
 
 import (
+	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -24,8 +26,26 @@ import (
 
 // schemaGraph holds a representation of ent/schema at runtime.
 var schemaGraph = func() *sqlgraph.Schema {
-	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 11)}
+	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 13)}
 	graph.Nodes[0] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   alertsubscription.Table,
+			Columns: alertsubscription.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: alertsubscription.FieldID,
+			},
+		},
+		Type: "AlertSubscription",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			alertsubscription.FieldTenantID:    {Type: field.TypeInt, Column: alertsubscription.FieldTenantID},
+			alertsubscription.FieldCreatedAt:   {Type: field.TypeTime, Column: alertsubscription.FieldCreatedAt},
+			alertsubscription.FieldRecipientID: {Type: field.TypeInt, Column: alertsubscription.FieldRecipientID},
+			alertsubscription.FieldFormat:      {Type: field.TypeEnum, Column: alertsubscription.FieldFormat},
+			alertsubscription.FieldEvents:      {Type: field.TypeJSON, Column: alertsubscription.FieldEvents},
+		},
+	}
+	graph.Nodes[1] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   attempt.Table,
 			Columns: attempt.Columns,
@@ -48,7 +68,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			attempt.FieldErrorMessage: {Type: field.TypeString, Column: attempt.FieldErrorMessage},
 		},
 	}
-	graph.Nodes[1] = &sqlgraph.Node{
+	graph.Nodes[2] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   delivery.Table,
 			Columns: delivery.Columns,
@@ -79,7 +99,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			delivery.FieldFinishedAt:       {Type: field.TypeTime, Column: delivery.FieldFinishedAt},
 		},
 	}
-	graph.Nodes[2] = &sqlgraph.Node{
+	graph.Nodes[3] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   ledgerentry.Table,
 			Columns: ledgerentry.Columns,
@@ -99,7 +119,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			ledgerentry.FieldPeriod:       {Type: field.TypeString, Column: ledgerentry.FieldPeriod},
 		},
 	}
-	graph.Nodes[3] = &sqlgraph.Node{
+	graph.Nodes[4] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   outboundattempt.Table,
 			Columns: outboundattempt.Columns,
@@ -124,7 +144,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			outboundattempt.FieldResponseTruncated: {Type: field.TypeBool, Column: outboundattempt.FieldResponseTruncated},
 		},
 	}
-	graph.Nodes[4] = &sqlgraph.Node{
+	graph.Nodes[5] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   outboundjob.Table,
 			Columns: outboundjob.Columns,
@@ -157,7 +177,26 @@ var schemaGraph = func() *sqlgraph.Schema {
 			outboundjob.FieldFinishedAt:        {Type: field.TypeTime, Column: outboundjob.FieldFinishedAt},
 		},
 	}
-	graph.Nodes[5] = &sqlgraph.Node{
+	graph.Nodes[6] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   pendingalert.Table,
+			Columns: pendingalert.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: pendingalert.FieldID,
+			},
+		},
+		Type: "PendingAlert",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			pendingalert.FieldTenantID:    {Type: field.TypeInt, Column: pendingalert.FieldTenantID},
+			pendingalert.FieldType:        {Type: field.TypeString, Column: pendingalert.FieldType},
+			pendingalert.FieldRecipientID: {Type: field.TypeInt, Column: pendingalert.FieldRecipientID},
+			pendingalert.FieldData:        {Type: field.TypeBytes, Column: pendingalert.FieldData},
+			pendingalert.FieldOccurredAt:  {Type: field.TypeTime, Column: pendingalert.FieldOccurredAt},
+			pendingalert.FieldDueAt:       {Type: field.TypeTime, Column: pendingalert.FieldDueAt},
+		},
+	}
+	graph.Nodes[7] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   plan.Table,
 			Columns: plan.Columns,
@@ -178,7 +217,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			plan.FieldSelectable:             {Type: field.TypeBool, Column: plan.FieldSelectable},
 		},
 	}
-	graph.Nodes[6] = &sqlgraph.Node{
+	graph.Nodes[8] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   recipient.Table,
 			Columns: recipient.Columns,
@@ -209,9 +248,11 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipient.FieldNextProbeAt:         {Type: field.TypeTime, Column: recipient.FieldNextProbeAt},
 			recipient.FieldCliSeenUntil:        {Type: field.TypeTime, Column: recipient.FieldCliSeenUntil},
 			recipient.FieldDeletedAt:           {Type: field.TypeTime, Column: recipient.FieldDeletedAt},
+			recipient.FieldRoutingFilter:       {Type: field.TypeString, Column: recipient.FieldRoutingFilter},
+			recipient.FieldFailureAlertedAt:    {Type: field.TypeTime, Column: recipient.FieldFailureAlertedAt},
 		},
 	}
-	graph.Nodes[7] = &sqlgraph.Node{
+	graph.Nodes[9] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   request.Table,
 			Columns: request.Columns,
@@ -222,22 +263,23 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		Type: "Request",
 		Fields: map[string]*sqlgraph.FieldSpec{
-			request.FieldTenantID:   {Type: field.TypeInt, Column: request.FieldTenantID},
-			request.FieldServerID:   {Type: field.TypeInt, Column: request.FieldServerID},
-			request.FieldKey:        {Type: field.TypeString, Column: request.FieldKey},
-			request.FieldMethod:     {Type: field.TypeString, Column: request.FieldMethod},
-			request.FieldPath:       {Type: field.TypeString, Column: request.FieldPath},
-			request.FieldQuery:      {Type: field.TypeString, Column: request.FieldQuery},
-			request.FieldHeaders:    {Type: field.TypeJSON, Column: request.FieldHeaders},
-			request.FieldBody:       {Type: field.TypeBytes, Column: request.FieldBody},
-			request.FieldSourceAddr: {Type: field.TypeString, Column: request.FieldSourceAddr},
-			request.FieldReceivedAt: {Type: field.TypeTime, Column: request.FieldReceivedAt},
-			request.FieldExpiresAt:  {Type: field.TypeTime, Column: request.FieldExpiresAt},
-			request.FieldStatus:     {Type: field.TypeEnum, Column: request.FieldStatus},
-			request.FieldReplayOfID: {Type: field.TypeInt, Column: request.FieldReplayOfID},
+			request.FieldTenantID:    {Type: field.TypeInt, Column: request.FieldTenantID},
+			request.FieldServerID:    {Type: field.TypeInt, Column: request.FieldServerID},
+			request.FieldKey:         {Type: field.TypeString, Column: request.FieldKey},
+			request.FieldMethod:      {Type: field.TypeString, Column: request.FieldMethod},
+			request.FieldPath:        {Type: field.TypeString, Column: request.FieldPath},
+			request.FieldQuery:       {Type: field.TypeString, Column: request.FieldQuery},
+			request.FieldHeaders:     {Type: field.TypeJSON, Column: request.FieldHeaders},
+			request.FieldBody:        {Type: field.TypeBytes, Column: request.FieldBody},
+			request.FieldSourceAddr:  {Type: field.TypeString, Column: request.FieldSourceAddr},
+			request.FieldReceivedAt:  {Type: field.TypeTime, Column: request.FieldReceivedAt},
+			request.FieldExpiresAt:   {Type: field.TypeTime, Column: request.FieldExpiresAt},
+			request.FieldStatus:      {Type: field.TypeEnum, Column: request.FieldStatus},
+			request.FieldReplayOfID:  {Type: field.TypeInt, Column: request.FieldReplayOfID},
+			request.FieldFilteredOut: {Type: field.TypeJSON, Column: request.FieldFilteredOut},
 		},
 	}
-	graph.Nodes[8] = &sqlgraph.Node{
+	graph.Nodes[10] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   server.Table,
 			Columns: server.Columns,
@@ -258,9 +300,10 @@ var schemaGraph = func() *sqlgraph.Schema {
 			server.FieldRetentionDays:           {Type: field.TypeInt, Column: server.FieldRetentionDays},
 			server.FieldMaxRequestsPerSecond:    {Type: field.TypeInt, Column: server.FieldMaxRequestsPerSecond},
 			server.FieldDeletedAt:               {Type: field.TypeTime, Column: server.FieldDeletedAt},
+			server.FieldKind:                    {Type: field.TypeEnum, Column: server.FieldKind},
 		},
 	}
-	graph.Nodes[9] = &sqlgraph.Node{
+	graph.Nodes[11] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   tenant.Table,
 			Columns: tenant.Columns,
@@ -271,13 +314,15 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		Type: "Tenant",
 		Fields: map[string]*sqlgraph.FieldSpec{
-			tenant.FieldCreatedAt:     {Type: field.TypeTime, Column: tenant.FieldCreatedAt},
-			tenant.FieldName:          {Type: field.TypeString, Column: tenant.FieldName},
-			tenant.FieldPlanID:        {Type: field.TypeInt, Column: tenant.FieldPlanID},
-			tenant.FieldCreditBalance: {Type: field.TypeInt64, Column: tenant.FieldCreditBalance},
+			tenant.FieldCreatedAt:          {Type: field.TypeTime, Column: tenant.FieldCreatedAt},
+			tenant.FieldName:               {Type: field.TypeString, Column: tenant.FieldName},
+			tenant.FieldPlanID:             {Type: field.TypeInt, Column: tenant.FieldPlanID},
+			tenant.FieldCreditBalance:      {Type: field.TypeInt64, Column: tenant.FieldCreditBalance},
+			tenant.FieldLowCreditThreshold: {Type: field.TypeInt64, Column: tenant.FieldLowCreditThreshold},
+			tenant.FieldCreditsExhaustedAt: {Type: field.TypeTime, Column: tenant.FieldCreditsExhaustedAt},
 		},
 	}
-	graph.Nodes[10] = &sqlgraph.Node{
+	graph.Nodes[12] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   token.Table,
 			Columns: token.Columns,
@@ -297,6 +342,30 @@ var schemaGraph = func() *sqlgraph.Schema {
 			token.FieldRevokedAt: {Type: field.TypeTime, Column: token.FieldRevokedAt},
 		},
 	}
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   alertsubscription.TenantTable,
+			Columns: []string{alertsubscription.TenantColumn},
+			Bidi:    false,
+		},
+		"AlertSubscription",
+		"Tenant",
+	)
+	graph.MustAddE(
+		"recipient",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   alertsubscription.RecipientTable,
+			Columns: []string{alertsubscription.RecipientColumn},
+			Bidi:    false,
+		},
+		"AlertSubscription",
+		"Recipient",
+	)
 	graph.MustAddE(
 		"tenant",
 		&sqlgraph.EdgeSpec{
@@ -452,6 +521,18 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		"OutboundJob",
 		"OutboundJob",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   pendingalert.TenantTable,
+			Columns: []string{pendingalert.TenantColumn},
+			Bidi:    false,
+		},
+		"PendingAlert",
+		"Tenant",
 	)
 	graph.MustAddE(
 		"tenants",
@@ -631,6 +712,99 @@ type predicateAdder interface {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *AlertSubscriptionQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the AlertSubscriptionQuery builder.
+func (_q *AlertSubscriptionQuery) Filter() *AlertSubscriptionFilter {
+	return &AlertSubscriptionFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *AlertSubscriptionMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the AlertSubscriptionMutation builder.
+func (m *AlertSubscriptionMutation) Filter() *AlertSubscriptionFilter {
+	return &AlertSubscriptionFilter{config: m.config, predicateAdder: m}
+}
+
+// AlertSubscriptionFilter provides a generic filtering capability at runtime for AlertSubscriptionQuery.
+type AlertSubscriptionFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *AlertSubscriptionFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[0].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *AlertSubscriptionFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(alertsubscription.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *AlertSubscriptionFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(alertsubscription.FieldTenantID))
+}
+
+// WhereCreatedAt applies the entql time.Time predicate on the created_at field.
+func (f *AlertSubscriptionFilter) WhereCreatedAt(p entql.TimeP) {
+	f.Where(p.Field(alertsubscription.FieldCreatedAt))
+}
+
+// WhereRecipientID applies the entql int predicate on the recipient_id field.
+func (f *AlertSubscriptionFilter) WhereRecipientID(p entql.IntP) {
+	f.Where(p.Field(alertsubscription.FieldRecipientID))
+}
+
+// WhereFormat applies the entql string predicate on the format field.
+func (f *AlertSubscriptionFilter) WhereFormat(p entql.StringP) {
+	f.Where(p.Field(alertsubscription.FieldFormat))
+}
+
+// WhereEvents applies the entql json.RawMessage predicate on the events field.
+func (f *AlertSubscriptionFilter) WhereEvents(p entql.BytesP) {
+	f.Where(p.Field(alertsubscription.FieldEvents))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *AlertSubscriptionFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *AlertSubscriptionFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// WhereHasRecipient applies a predicate to check if query has an edge recipient.
+func (f *AlertSubscriptionFilter) WhereHasRecipient() {
+	f.Where(entql.HasEdge("recipient"))
+}
+
+// WhereHasRecipientWith applies a predicate to check if query has an edge recipient with a given conditions (other predicates).
+func (f *AlertSubscriptionFilter) WhereHasRecipientWith(preds ...predicate.Recipient) {
+	f.Where(entql.HasEdgeWith("recipient", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *AttemptQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -659,7 +833,7 @@ type AttemptFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *AttemptFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[0].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[1].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -777,7 +951,7 @@ type DeliveryFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *DeliveryFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[1].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[2].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -963,7 +1137,7 @@ type LedgerEntryFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *LedgerEntryFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[2].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[3].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1052,7 +1226,7 @@ type OutboundAttemptFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *OutboundAttemptFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[3].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[4].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1180,7 +1354,7 @@ type OutboundJobFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *OutboundJobFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[4].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1348,6 +1522,90 @@ func (f *OutboundJobFilter) WhereHasDuplicatesWith(preds ...predicate.OutboundJo
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *PendingAlertQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the PendingAlertQuery builder.
+func (_q *PendingAlertQuery) Filter() *PendingAlertFilter {
+	return &PendingAlertFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *PendingAlertMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the PendingAlertMutation builder.
+func (m *PendingAlertMutation) Filter() *PendingAlertFilter {
+	return &PendingAlertFilter{config: m.config, predicateAdder: m}
+}
+
+// PendingAlertFilter provides a generic filtering capability at runtime for PendingAlertQuery.
+type PendingAlertFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *PendingAlertFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *PendingAlertFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(pendingalert.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *PendingAlertFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(pendingalert.FieldTenantID))
+}
+
+// WhereType applies the entql string predicate on the type field.
+func (f *PendingAlertFilter) WhereType(p entql.StringP) {
+	f.Where(p.Field(pendingalert.FieldType))
+}
+
+// WhereRecipientID applies the entql int predicate on the recipient_id field.
+func (f *PendingAlertFilter) WhereRecipientID(p entql.IntP) {
+	f.Where(p.Field(pendingalert.FieldRecipientID))
+}
+
+// WhereData applies the entql []byte predicate on the data field.
+func (f *PendingAlertFilter) WhereData(p entql.BytesP) {
+	f.Where(p.Field(pendingalert.FieldData))
+}
+
+// WhereOccurredAt applies the entql time.Time predicate on the occurred_at field.
+func (f *PendingAlertFilter) WhereOccurredAt(p entql.TimeP) {
+	f.Where(p.Field(pendingalert.FieldOccurredAt))
+}
+
+// WhereDueAt applies the entql time.Time predicate on the due_at field.
+func (f *PendingAlertFilter) WhereDueAt(p entql.TimeP) {
+	f.Where(p.Field(pendingalert.FieldDueAt))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *PendingAlertFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *PendingAlertFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *PlanQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -1376,7 +1634,7 @@ type PlanFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *PlanFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[7].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1470,7 +1728,7 @@ type RecipientFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RecipientFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[8].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1581,6 +1839,16 @@ func (f *RecipientFilter) WhereDeletedAt(p entql.TimeP) {
 	f.Where(p.Field(recipient.FieldDeletedAt))
 }
 
+// WhereRoutingFilter applies the entql string predicate on the routing_filter field.
+func (f *RecipientFilter) WhereRoutingFilter(p entql.StringP) {
+	f.Where(p.Field(recipient.FieldRoutingFilter))
+}
+
+// WhereFailureAlertedAt applies the entql time.Time predicate on the failure_alerted_at field.
+func (f *RecipientFilter) WhereFailureAlertedAt(p entql.TimeP) {
+	f.Where(p.Field(recipient.FieldFailureAlertedAt))
+}
+
 // WhereHasTenant applies a predicate to check if query has an edge tenant.
 func (f *RecipientFilter) WhereHasTenant() {
 	f.Where(entql.HasEdge("tenant"))
@@ -1652,7 +1920,7 @@ type RequestFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RequestFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[7].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1726,6 +1994,11 @@ func (f *RequestFilter) WhereStatus(p entql.StringP) {
 // WhereReplayOfID applies the entql int predicate on the replay_of_id field.
 func (f *RequestFilter) WhereReplayOfID(p entql.IntP) {
 	f.Where(p.Field(request.FieldReplayOfID))
+}
+
+// WhereFilteredOut applies the entql json.RawMessage predicate on the filtered_out field.
+func (f *RequestFilter) WhereFilteredOut(p entql.BytesP) {
+	f.Where(p.Field(request.FieldFilteredOut))
 }
 
 // WhereHasTenant applies a predicate to check if query has an edge tenant.
@@ -1827,7 +2100,7 @@ type ServerFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *ServerFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[8].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1886,6 +2159,11 @@ func (f *ServerFilter) WhereMaxRequestsPerSecond(p entql.IntP) {
 // WhereDeletedAt applies the entql time.Time predicate on the deleted_at field.
 func (f *ServerFilter) WhereDeletedAt(p entql.TimeP) {
 	f.Where(p.Field(server.FieldDeletedAt))
+}
+
+// WhereKind applies the entql string predicate on the kind field.
+func (f *ServerFilter) WhereKind(p entql.StringP) {
+	f.Where(p.Field(server.FieldKind))
 }
 
 // WhereHasTenant applies a predicate to check if query has an edge tenant.
@@ -1959,7 +2237,7 @@ type TenantFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TenantFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1988,6 +2266,16 @@ func (f *TenantFilter) WherePlanID(p entql.IntP) {
 // WhereCreditBalance applies the entql int64 predicate on the credit_balance field.
 func (f *TenantFilter) WhereCreditBalance(p entql.Int64P) {
 	f.Where(p.Field(tenant.FieldCreditBalance))
+}
+
+// WhereLowCreditThreshold applies the entql int64 predicate on the low_credit_threshold field.
+func (f *TenantFilter) WhereLowCreditThreshold(p entql.Int64P) {
+	f.Where(p.Field(tenant.FieldLowCreditThreshold))
+}
+
+// WhereCreditsExhaustedAt applies the entql time.Time predicate on the credits_exhausted_at field.
+func (f *TenantFilter) WhereCreditsExhaustedAt(p entql.TimeP) {
+	f.Where(p.Field(tenant.FieldCreditsExhaustedAt))
 }
 
 // WhereHasPlan applies a predicate to check if query has an edge plan.
@@ -2033,7 +2321,7 @@ type TokenFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TokenFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})

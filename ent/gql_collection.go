@@ -1382,6 +1382,11 @@ func (_q *TenantQuery) collectField(ctx context.Context, oneNode bool, opCtx *gr
 				selectedFields = append(selectedFields, tenant.FieldCreditBalance)
 				fieldSeen[tenant.FieldCreditBalance] = struct{}{}
 			}
+		case "lowCreditThreshold":
+			if _, ok := fieldSeen[tenant.FieldLowCreditThreshold]; !ok {
+				selectedFields = append(selectedFields, tenant.FieldLowCreditThreshold)
+				fieldSeen[tenant.FieldLowCreditThreshold] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:

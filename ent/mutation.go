@@ -12,11 +12,13 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -35,18 +37,681 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeAttempt         = "Attempt"
-	TypeDelivery        = "Delivery"
-	TypeLedgerEntry     = "LedgerEntry"
-	TypeOutboundAttempt = "OutboundAttempt"
-	TypeOutboundJob     = "OutboundJob"
-	TypePlan            = "Plan"
-	TypeRecipient       = "Recipient"
-	TypeRequest         = "Request"
-	TypeServer          = "Server"
-	TypeTenant          = "Tenant"
-	TypeToken           = "Token"
+	TypeAlertSubscription = "AlertSubscription"
+	TypeAttempt           = "Attempt"
+	TypeDelivery          = "Delivery"
+	TypeLedgerEntry       = "LedgerEntry"
+	TypeOutboundAttempt   = "OutboundAttempt"
+	TypeOutboundJob       = "OutboundJob"
+	TypePendingAlert      = "PendingAlert"
+	TypePlan              = "Plan"
+	TypeRecipient         = "Recipient"
+	TypeRequest           = "Request"
+	TypeServer            = "Server"
+	TypeTenant            = "Tenant"
+	TypeToken             = "Token"
 )
+
+// AlertSubscriptionMutation represents an operation that mutates the AlertSubscription nodes in the graph.
+type AlertSubscriptionMutation struct {
+	config
+	op               Op
+	typ              string
+	id               *int
+	created_at       *time.Time
+	format           *alertsubscription.Format
+	events           *[]string
+	appendevents     []string
+	clearedFields    map[string]struct{}
+	tenant           *int
+	clearedtenant    bool
+	recipient        *int
+	clearedrecipient bool
+	done             bool
+	oldValue         func(context.Context) (*AlertSubscription, error)
+	predicates       []predicate.AlertSubscription
+}
+
+var _ ent.Mutation = (*AlertSubscriptionMutation)(nil)
+
+// alertsubscriptionOption allows management of the mutation configuration using functional options.
+type alertsubscriptionOption func(*AlertSubscriptionMutation)
+
+// newAlertSubscriptionMutation creates new mutation for the AlertSubscription entity.
+func newAlertSubscriptionMutation(c config, op Op, opts ...alertsubscriptionOption) *AlertSubscriptionMutation {
+	m := &AlertSubscriptionMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeAlertSubscription,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withAlertSubscriptionID sets the ID field of the mutation.
+func withAlertSubscriptionID(id int) alertsubscriptionOption {
+	return func(m *AlertSubscriptionMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *AlertSubscription
+		)
+		m.oldValue = func(ctx context.Context) (*AlertSubscription, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().AlertSubscription.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withAlertSubscription sets the old AlertSubscription of the mutation.
+func withAlertSubscription(node *AlertSubscription) alertsubscriptionOption {
+	return func(m *AlertSubscriptionMutation) {
+		m.oldValue = func(context.Context) (*AlertSubscription, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m AlertSubscriptionMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m AlertSubscriptionMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *AlertSubscriptionMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *AlertSubscriptionMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().AlertSubscription.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *AlertSubscriptionMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *AlertSubscriptionMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the AlertSubscription entity.
+// If the AlertSubscription object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AlertSubscriptionMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *AlertSubscriptionMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *AlertSubscriptionMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *AlertSubscriptionMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the AlertSubscription entity.
+// If the AlertSubscription object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AlertSubscriptionMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *AlertSubscriptionMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetRecipientID sets the "recipient_id" field.
+func (m *AlertSubscriptionMutation) SetRecipientID(i int) {
+	m.recipient = &i
+}
+
+// RecipientID returns the value of the "recipient_id" field in the mutation.
+func (m *AlertSubscriptionMutation) RecipientID() (r int, exists bool) {
+	v := m.recipient
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecipientID returns the old "recipient_id" field's value of the AlertSubscription entity.
+// If the AlertSubscription object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AlertSubscriptionMutation) OldRecipientID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecipientID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecipientID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecipientID: %w", err)
+	}
+	return oldValue.RecipientID, nil
+}
+
+// ResetRecipientID resets all changes to the "recipient_id" field.
+func (m *AlertSubscriptionMutation) ResetRecipientID() {
+	m.recipient = nil
+}
+
+// SetFormat sets the "format" field.
+func (m *AlertSubscriptionMutation) SetFormat(a alertsubscription.Format) {
+	m.format = &a
+}
+
+// Format returns the value of the "format" field in the mutation.
+func (m *AlertSubscriptionMutation) Format() (r alertsubscription.Format, exists bool) {
+	v := m.format
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFormat returns the old "format" field's value of the AlertSubscription entity.
+// If the AlertSubscription object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AlertSubscriptionMutation) OldFormat(ctx context.Context) (v alertsubscription.Format, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFormat is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFormat requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFormat: %w", err)
+	}
+	return oldValue.Format, nil
+}
+
+// ResetFormat resets all changes to the "format" field.
+func (m *AlertSubscriptionMutation) ResetFormat() {
+	m.format = nil
+}
+
+// SetEvents sets the "events" field.
+func (m *AlertSubscriptionMutation) SetEvents(s []string) {
+	m.events = &s
+	m.appendevents = nil
+}
+
+// Events returns the value of the "events" field in the mutation.
+func (m *AlertSubscriptionMutation) Events() (r []string, exists bool) {
+	v := m.events
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEvents returns the old "events" field's value of the AlertSubscription entity.
+// If the AlertSubscription object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AlertSubscriptionMutation) OldEvents(ctx context.Context) (v []string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEvents is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEvents requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEvents: %w", err)
+	}
+	return oldValue.Events, nil
+}
+
+// AppendEvents adds s to the "events" field.
+func (m *AlertSubscriptionMutation) AppendEvents(s []string) {
+	m.appendevents = append(m.appendevents, s...)
+}
+
+// AppendedEvents returns the list of values that were appended to the "events" field in this mutation.
+func (m *AlertSubscriptionMutation) AppendedEvents() ([]string, bool) {
+	if len(m.appendevents) == 0 {
+		return nil, false
+	}
+	return m.appendevents, true
+}
+
+// ResetEvents resets all changes to the "events" field.
+func (m *AlertSubscriptionMutation) ResetEvents() {
+	m.events = nil
+	m.appendevents = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *AlertSubscriptionMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[alertsubscription.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *AlertSubscriptionMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *AlertSubscriptionMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *AlertSubscriptionMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// ClearRecipient clears the "recipient" edge to the Recipient entity.
+func (m *AlertSubscriptionMutation) ClearRecipient() {
+	m.clearedrecipient = true
+	m.clearedFields[alertsubscription.FieldRecipientID] = struct{}{}
+}
+
+// RecipientCleared reports if the "recipient" edge to the Recipient entity was cleared.
+func (m *AlertSubscriptionMutation) RecipientCleared() bool {
+	return m.clearedrecipient
+}
+
+// RecipientIDs returns the "recipient" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// RecipientID instead. It exists only for internal usage by the builders.
+func (m *AlertSubscriptionMutation) RecipientIDs() (ids []int) {
+	if id := m.recipient; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetRecipient resets all changes to the "recipient" edge.
+func (m *AlertSubscriptionMutation) ResetRecipient() {
+	m.recipient = nil
+	m.clearedrecipient = false
+}
+
+// Where appends a list predicates to the AlertSubscriptionMutation builder.
+func (m *AlertSubscriptionMutation) Where(ps ...predicate.AlertSubscription) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the AlertSubscriptionMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *AlertSubscriptionMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.AlertSubscription, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *AlertSubscriptionMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *AlertSubscriptionMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (AlertSubscription).
+func (m *AlertSubscriptionMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *AlertSubscriptionMutation) Fields() []string {
+	fields := make([]string, 0, 5)
+	if m.tenant != nil {
+		fields = append(fields, alertsubscription.FieldTenantID)
+	}
+	if m.created_at != nil {
+		fields = append(fields, alertsubscription.FieldCreatedAt)
+	}
+	if m.recipient != nil {
+		fields = append(fields, alertsubscription.FieldRecipientID)
+	}
+	if m.format != nil {
+		fields = append(fields, alertsubscription.FieldFormat)
+	}
+	if m.events != nil {
+		fields = append(fields, alertsubscription.FieldEvents)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *AlertSubscriptionMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case alertsubscription.FieldTenantID:
+		return m.TenantID()
+	case alertsubscription.FieldCreatedAt:
+		return m.CreatedAt()
+	case alertsubscription.FieldRecipientID:
+		return m.RecipientID()
+	case alertsubscription.FieldFormat:
+		return m.Format()
+	case alertsubscription.FieldEvents:
+		return m.Events()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *AlertSubscriptionMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case alertsubscription.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case alertsubscription.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case alertsubscription.FieldRecipientID:
+		return m.OldRecipientID(ctx)
+	case alertsubscription.FieldFormat:
+		return m.OldFormat(ctx)
+	case alertsubscription.FieldEvents:
+		return m.OldEvents(ctx)
+	}
+	return nil, fmt.Errorf("unknown AlertSubscription field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *AlertSubscriptionMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case alertsubscription.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case alertsubscription.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case alertsubscription.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecipientID(v)
+		return nil
+	case alertsubscription.FieldFormat:
+		v, ok := value.(alertsubscription.Format)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFormat(v)
+		return nil
+	case alertsubscription.FieldEvents:
+		v, ok := value.([]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEvents(v)
+		return nil
+	}
+	return fmt.Errorf("unknown AlertSubscription field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *AlertSubscriptionMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *AlertSubscriptionMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *AlertSubscriptionMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown AlertSubscription numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *AlertSubscriptionMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *AlertSubscriptionMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *AlertSubscriptionMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown AlertSubscription nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *AlertSubscriptionMutation) ResetField(name string) error {
+	switch name {
+	case alertsubscription.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case alertsubscription.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case alertsubscription.FieldRecipientID:
+		m.ResetRecipientID()
+		return nil
+	case alertsubscription.FieldFormat:
+		m.ResetFormat()
+		return nil
+	case alertsubscription.FieldEvents:
+		m.ResetEvents()
+		return nil
+	}
+	return fmt.Errorf("unknown AlertSubscription field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *AlertSubscriptionMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.tenant != nil {
+		edges = append(edges, alertsubscription.EdgeTenant)
+	}
+	if m.recipient != nil {
+		edges = append(edges, alertsubscription.EdgeRecipient)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *AlertSubscriptionMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case alertsubscription.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	case alertsubscription.EdgeRecipient:
+		if id := m.recipient; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *AlertSubscriptionMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *AlertSubscriptionMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *AlertSubscriptionMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedtenant {
+		edges = append(edges, alertsubscription.EdgeTenant)
+	}
+	if m.clearedrecipient {
+		edges = append(edges, alertsubscription.EdgeRecipient)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *AlertSubscriptionMutation) EdgeCleared(name string) bool {
+	switch name {
+	case alertsubscription.EdgeTenant:
+		return m.clearedtenant
+	case alertsubscription.EdgeRecipient:
+		return m.clearedrecipient
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *AlertSubscriptionMutation) ClearEdge(name string) error {
+	switch name {
+	case alertsubscription.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	case alertsubscription.EdgeRecipient:
+		m.ClearRecipient()
+		return nil
+	}
+	return fmt.Errorf("unknown AlertSubscription unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *AlertSubscriptionMutation) ResetEdge(name string) error {
+	switch name {
+	case alertsubscription.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	case alertsubscription.EdgeRecipient:
+		m.ResetRecipient()
+		return nil
+	}
+	return fmt.Errorf("unknown AlertSubscription edge %s", name)
+}
 
 // AttemptMutation represents an operation that mutates the Attempt nodes in the graph.
 type AttemptMutation struct {
@@ -6568,6 +7233,715 @@ func (m *OutboundJobMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown OutboundJob edge %s", name)
 }
 
+// PendingAlertMutation represents an operation that mutates the PendingAlert nodes in the graph.
+type PendingAlertMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *int
+	_type           *string
+	recipient_id    *int
+	addrecipient_id *int
+	data            *[]byte
+	occurred_at     *time.Time
+	due_at          *time.Time
+	clearedFields   map[string]struct{}
+	tenant          *int
+	clearedtenant   bool
+	done            bool
+	oldValue        func(context.Context) (*PendingAlert, error)
+	predicates      []predicate.PendingAlert
+}
+
+var _ ent.Mutation = (*PendingAlertMutation)(nil)
+
+// pendingalertOption allows management of the mutation configuration using functional options.
+type pendingalertOption func(*PendingAlertMutation)
+
+// newPendingAlertMutation creates new mutation for the PendingAlert entity.
+func newPendingAlertMutation(c config, op Op, opts ...pendingalertOption) *PendingAlertMutation {
+	m := &PendingAlertMutation{
+		config:        c,
+		op:            op,
+		typ:           TypePendingAlert,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withPendingAlertID sets the ID field of the mutation.
+func withPendingAlertID(id int) pendingalertOption {
+	return func(m *PendingAlertMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *PendingAlert
+		)
+		m.oldValue = func(ctx context.Context) (*PendingAlert, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().PendingAlert.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withPendingAlert sets the old PendingAlert of the mutation.
+func withPendingAlert(node *PendingAlert) pendingalertOption {
+	return func(m *PendingAlertMutation) {
+		m.oldValue = func(context.Context) (*PendingAlert, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m PendingAlertMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m PendingAlertMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *PendingAlertMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *PendingAlertMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().PendingAlert.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *PendingAlertMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *PendingAlertMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *PendingAlertMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetType sets the "type" field.
+func (m *PendingAlertMutation) SetType(s string) {
+	m._type = &s
+}
+
+// GetType returns the value of the "type" field in the mutation.
+func (m *PendingAlertMutation) GetType() (r string, exists bool) {
+	v := m._type
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldType returns the old "type" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldType(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldType is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldType requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldType: %w", err)
+	}
+	return oldValue.Type, nil
+}
+
+// ResetType resets all changes to the "type" field.
+func (m *PendingAlertMutation) ResetType() {
+	m._type = nil
+}
+
+// SetRecipientID sets the "recipient_id" field.
+func (m *PendingAlertMutation) SetRecipientID(i int) {
+	m.recipient_id = &i
+	m.addrecipient_id = nil
+}
+
+// RecipientID returns the value of the "recipient_id" field in the mutation.
+func (m *PendingAlertMutation) RecipientID() (r int, exists bool) {
+	v := m.recipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecipientID returns the old "recipient_id" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldRecipientID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecipientID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecipientID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecipientID: %w", err)
+	}
+	return oldValue.RecipientID, nil
+}
+
+// AddRecipientID adds i to the "recipient_id" field.
+func (m *PendingAlertMutation) AddRecipientID(i int) {
+	if m.addrecipient_id != nil {
+		*m.addrecipient_id += i
+	} else {
+		m.addrecipient_id = &i
+	}
+}
+
+// AddedRecipientID returns the value that was added to the "recipient_id" field in this mutation.
+func (m *PendingAlertMutation) AddedRecipientID() (r int, exists bool) {
+	v := m.addrecipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearRecipientID clears the value of the "recipient_id" field.
+func (m *PendingAlertMutation) ClearRecipientID() {
+	m.recipient_id = nil
+	m.addrecipient_id = nil
+	m.clearedFields[pendingalert.FieldRecipientID] = struct{}{}
+}
+
+// RecipientIDCleared returns if the "recipient_id" field was cleared in this mutation.
+func (m *PendingAlertMutation) RecipientIDCleared() bool {
+	_, ok := m.clearedFields[pendingalert.FieldRecipientID]
+	return ok
+}
+
+// ResetRecipientID resets all changes to the "recipient_id" field.
+func (m *PendingAlertMutation) ResetRecipientID() {
+	m.recipient_id = nil
+	m.addrecipient_id = nil
+	delete(m.clearedFields, pendingalert.FieldRecipientID)
+}
+
+// SetData sets the "data" field.
+func (m *PendingAlertMutation) SetData(b []byte) {
+	m.data = &b
+}
+
+// Data returns the value of the "data" field in the mutation.
+func (m *PendingAlertMutation) Data() (r []byte, exists bool) {
+	v := m.data
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldData returns the old "data" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldData(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldData is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldData requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldData: %w", err)
+	}
+	return oldValue.Data, nil
+}
+
+// ResetData resets all changes to the "data" field.
+func (m *PendingAlertMutation) ResetData() {
+	m.data = nil
+}
+
+// SetOccurredAt sets the "occurred_at" field.
+func (m *PendingAlertMutation) SetOccurredAt(t time.Time) {
+	m.occurred_at = &t
+}
+
+// OccurredAt returns the value of the "occurred_at" field in the mutation.
+func (m *PendingAlertMutation) OccurredAt() (r time.Time, exists bool) {
+	v := m.occurred_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOccurredAt returns the old "occurred_at" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldOccurredAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOccurredAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOccurredAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOccurredAt: %w", err)
+	}
+	return oldValue.OccurredAt, nil
+}
+
+// ResetOccurredAt resets all changes to the "occurred_at" field.
+func (m *PendingAlertMutation) ResetOccurredAt() {
+	m.occurred_at = nil
+}
+
+// SetDueAt sets the "due_at" field.
+func (m *PendingAlertMutation) SetDueAt(t time.Time) {
+	m.due_at = &t
+}
+
+// DueAt returns the value of the "due_at" field in the mutation.
+func (m *PendingAlertMutation) DueAt() (r time.Time, exists bool) {
+	v := m.due_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDueAt returns the old "due_at" field's value of the PendingAlert entity.
+// If the PendingAlert object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PendingAlertMutation) OldDueAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDueAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDueAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDueAt: %w", err)
+	}
+	return oldValue.DueAt, nil
+}
+
+// ResetDueAt resets all changes to the "due_at" field.
+func (m *PendingAlertMutation) ResetDueAt() {
+	m.due_at = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *PendingAlertMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[pendingalert.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *PendingAlertMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *PendingAlertMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *PendingAlertMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the PendingAlertMutation builder.
+func (m *PendingAlertMutation) Where(ps ...predicate.PendingAlert) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the PendingAlertMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *PendingAlertMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.PendingAlert, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *PendingAlertMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *PendingAlertMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (PendingAlert).
+func (m *PendingAlertMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *PendingAlertMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.tenant != nil {
+		fields = append(fields, pendingalert.FieldTenantID)
+	}
+	if m._type != nil {
+		fields = append(fields, pendingalert.FieldType)
+	}
+	if m.recipient_id != nil {
+		fields = append(fields, pendingalert.FieldRecipientID)
+	}
+	if m.data != nil {
+		fields = append(fields, pendingalert.FieldData)
+	}
+	if m.occurred_at != nil {
+		fields = append(fields, pendingalert.FieldOccurredAt)
+	}
+	if m.due_at != nil {
+		fields = append(fields, pendingalert.FieldDueAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *PendingAlertMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case pendingalert.FieldTenantID:
+		return m.TenantID()
+	case pendingalert.FieldType:
+		return m.GetType()
+	case pendingalert.FieldRecipientID:
+		return m.RecipientID()
+	case pendingalert.FieldData:
+		return m.Data()
+	case pendingalert.FieldOccurredAt:
+		return m.OccurredAt()
+	case pendingalert.FieldDueAt:
+		return m.DueAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *PendingAlertMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case pendingalert.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case pendingalert.FieldType:
+		return m.OldType(ctx)
+	case pendingalert.FieldRecipientID:
+		return m.OldRecipientID(ctx)
+	case pendingalert.FieldData:
+		return m.OldData(ctx)
+	case pendingalert.FieldOccurredAt:
+		return m.OldOccurredAt(ctx)
+	case pendingalert.FieldDueAt:
+		return m.OldDueAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown PendingAlert field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PendingAlertMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case pendingalert.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case pendingalert.FieldType:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetType(v)
+		return nil
+	case pendingalert.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecipientID(v)
+		return nil
+	case pendingalert.FieldData:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetData(v)
+		return nil
+	case pendingalert.FieldOccurredAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOccurredAt(v)
+		return nil
+	case pendingalert.FieldDueAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDueAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *PendingAlertMutation) AddedFields() []string {
+	var fields []string
+	if m.addrecipient_id != nil {
+		fields = append(fields, pendingalert.FieldRecipientID)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *PendingAlertMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case pendingalert.FieldRecipientID:
+		return m.AddedRecipientID()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PendingAlertMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case pendingalert.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRecipientID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *PendingAlertMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(pendingalert.FieldRecipientID) {
+		fields = append(fields, pendingalert.FieldRecipientID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *PendingAlertMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *PendingAlertMutation) ClearField(name string) error {
+	switch name {
+	case pendingalert.FieldRecipientID:
+		m.ClearRecipientID()
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *PendingAlertMutation) ResetField(name string) error {
+	switch name {
+	case pendingalert.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case pendingalert.FieldType:
+		m.ResetType()
+		return nil
+	case pendingalert.FieldRecipientID:
+		m.ResetRecipientID()
+		return nil
+	case pendingalert.FieldData:
+		m.ResetData()
+		return nil
+	case pendingalert.FieldOccurredAt:
+		m.ResetOccurredAt()
+		return nil
+	case pendingalert.FieldDueAt:
+		m.ResetDueAt()
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *PendingAlertMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, pendingalert.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *PendingAlertMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case pendingalert.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *PendingAlertMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *PendingAlertMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *PendingAlertMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, pendingalert.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *PendingAlertMutation) EdgeCleared(name string) bool {
+	switch name {
+	case pendingalert.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *PendingAlertMutation) ClearEdge(name string) error {
+	switch name {
+	case pendingalert.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *PendingAlertMutation) ResetEdge(name string) error {
+	switch name {
+	case pendingalert.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown PendingAlert edge %s", name)
+}
+
 // PlanMutation represents an operation that mutates the Plan nodes in the graph.
 type PlanMutation struct {
 	config
@@ -7585,6 +8959,8 @@ type RecipientMutation struct {
 	next_probe_at           *time.Time
 	cli_seen_until          *time.Time
 	deleted_at              *time.Time
+	routing_filter          *string
+	failure_alerted_at      *time.Time
 	clearedFields           map[string]struct{}
 	tenant                  *int
 	clearedtenant           bool
@@ -8581,6 +9957,104 @@ func (m *RecipientMutation) ResetDeletedAt() {
 	delete(m.clearedFields, recipient.FieldDeletedAt)
 }
 
+// SetRoutingFilter sets the "routing_filter" field.
+func (m *RecipientMutation) SetRoutingFilter(s string) {
+	m.routing_filter = &s
+}
+
+// RoutingFilter returns the value of the "routing_filter" field in the mutation.
+func (m *RecipientMutation) RoutingFilter() (r string, exists bool) {
+	v := m.routing_filter
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRoutingFilter returns the old "routing_filter" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldRoutingFilter(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRoutingFilter is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRoutingFilter requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRoutingFilter: %w", err)
+	}
+	return oldValue.RoutingFilter, nil
+}
+
+// ClearRoutingFilter clears the value of the "routing_filter" field.
+func (m *RecipientMutation) ClearRoutingFilter() {
+	m.routing_filter = nil
+	m.clearedFields[recipient.FieldRoutingFilter] = struct{}{}
+}
+
+// RoutingFilterCleared returns if the "routing_filter" field was cleared in this mutation.
+func (m *RecipientMutation) RoutingFilterCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldRoutingFilter]
+	return ok
+}
+
+// ResetRoutingFilter resets all changes to the "routing_filter" field.
+func (m *RecipientMutation) ResetRoutingFilter() {
+	m.routing_filter = nil
+	delete(m.clearedFields, recipient.FieldRoutingFilter)
+}
+
+// SetFailureAlertedAt sets the "failure_alerted_at" field.
+func (m *RecipientMutation) SetFailureAlertedAt(t time.Time) {
+	m.failure_alerted_at = &t
+}
+
+// FailureAlertedAt returns the value of the "failure_alerted_at" field in the mutation.
+func (m *RecipientMutation) FailureAlertedAt() (r time.Time, exists bool) {
+	v := m.failure_alerted_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFailureAlertedAt returns the old "failure_alerted_at" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldFailureAlertedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFailureAlertedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFailureAlertedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFailureAlertedAt: %w", err)
+	}
+	return oldValue.FailureAlertedAt, nil
+}
+
+// ClearFailureAlertedAt clears the value of the "failure_alerted_at" field.
+func (m *RecipientMutation) ClearFailureAlertedAt() {
+	m.failure_alerted_at = nil
+	m.clearedFields[recipient.FieldFailureAlertedAt] = struct{}{}
+}
+
+// FailureAlertedAtCleared returns if the "failure_alerted_at" field was cleared in this mutation.
+func (m *RecipientMutation) FailureAlertedAtCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldFailureAlertedAt]
+	return ok
+}
+
+// ResetFailureAlertedAt resets all changes to the "failure_alerted_at" field.
+func (m *RecipientMutation) ResetFailureAlertedAt() {
+	m.failure_alerted_at = nil
+	delete(m.clearedFields, recipient.FieldFailureAlertedAt)
+}
+
 // ClearTenant clears the "tenant" edge to the Tenant entity.
 func (m *RecipientMutation) ClearTenant() {
 	m.clearedtenant = true
@@ -8723,7 +10197,7 @@ func (m *RecipientMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RecipientMutation) Fields() []string {
-	fields := make([]string, 0, 20)
+	fields := make([]string, 0, 22)
 	if m.tenant != nil {
 		fields = append(fields, recipient.FieldTenantID)
 	}
@@ -8784,6 +10258,12 @@ func (m *RecipientMutation) Fields() []string {
 	if m.deleted_at != nil {
 		fields = append(fields, recipient.FieldDeletedAt)
 	}
+	if m.routing_filter != nil {
+		fields = append(fields, recipient.FieldRoutingFilter)
+	}
+	if m.failure_alerted_at != nil {
+		fields = append(fields, recipient.FieldFailureAlertedAt)
+	}
 	return fields
 }
 
@@ -8832,6 +10312,10 @@ func (m *RecipientMutation) Field(name string) (ent.Value, bool) {
 		return m.CliSeenUntil()
 	case recipient.FieldDeletedAt:
 		return m.DeletedAt()
+	case recipient.FieldRoutingFilter:
+		return m.RoutingFilter()
+	case recipient.FieldFailureAlertedAt:
+		return m.FailureAlertedAt()
 	}
 	return nil, false
 }
@@ -8881,6 +10365,10 @@ func (m *RecipientMutation) OldField(ctx context.Context, name string) (ent.Valu
 		return m.OldCliSeenUntil(ctx)
 	case recipient.FieldDeletedAt:
 		return m.OldDeletedAt(ctx)
+	case recipient.FieldRoutingFilter:
+		return m.OldRoutingFilter(ctx)
+	case recipient.FieldFailureAlertedAt:
+		return m.OldFailureAlertedAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown Recipient field %s", name)
 }
@@ -9030,6 +10518,20 @@ func (m *RecipientMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetDeletedAt(v)
 		return nil
+	case recipient.FieldRoutingFilter:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRoutingFilter(v)
+		return nil
+	case recipient.FieldFailureAlertedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFailureAlertedAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Recipient field %s", name)
 }
@@ -9138,6 +10640,12 @@ func (m *RecipientMutation) ClearedFields() []string {
 	if m.FieldCleared(recipient.FieldDeletedAt) {
 		fields = append(fields, recipient.FieldDeletedAt)
 	}
+	if m.FieldCleared(recipient.FieldRoutingFilter) {
+		fields = append(fields, recipient.FieldRoutingFilter)
+	}
+	if m.FieldCleared(recipient.FieldFailureAlertedAt) {
+		fields = append(fields, recipient.FieldFailureAlertedAt)
+	}
 	return fields
 }
 
@@ -9166,6 +10674,12 @@ func (m *RecipientMutation) ClearField(name string) error {
 		return nil
 	case recipient.FieldDeletedAt:
 		m.ClearDeletedAt()
+		return nil
+	case recipient.FieldRoutingFilter:
+		m.ClearRoutingFilter()
+		return nil
+	case recipient.FieldFailureAlertedAt:
+		m.ClearFailureAlertedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Recipient nullable field %s", name)
@@ -9234,6 +10748,12 @@ func (m *RecipientMutation) ResetField(name string) error {
 		return nil
 	case recipient.FieldDeletedAt:
 		m.ResetDeletedAt()
+		return nil
+	case recipient.FieldRoutingFilter:
+		m.ResetRoutingFilter()
+		return nil
+	case recipient.FieldFailureAlertedAt:
+		m.ResetFailureAlertedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Recipient field %s", name)
@@ -9362,35 +10882,37 @@ func (m *RecipientMutation) ResetEdge(name string) error {
 // RequestMutation represents an operation that mutates the Request nodes in the graph.
 type RequestMutation struct {
 	config
-	op                Op
-	typ               string
-	id                *int
-	key               *string
-	method            *string
-	_path             *string
-	query             *string
-	headers           *http.Header
-	body              *[]byte
-	source_addr       *string
-	received_at       *time.Time
-	expires_at        *time.Time
-	status            *request.Status
-	clearedFields     map[string]struct{}
-	tenant            *int
-	clearedtenant     bool
-	server            *int
-	clearedserver     bool
-	replay_of         *int
-	clearedreplay_of  bool
-	replays           map[int]struct{}
-	removedreplays    map[int]struct{}
-	clearedreplays    bool
-	deliveries        map[int]struct{}
-	removeddeliveries map[int]struct{}
-	cleareddeliveries bool
-	done              bool
-	oldValue          func(context.Context) (*Request, error)
-	predicates        []predicate.Request
+	op                 Op
+	typ                string
+	id                 *int
+	key                *string
+	method             *string
+	_path              *string
+	query              *string
+	headers            *http.Header
+	body               *[]byte
+	source_addr        *string
+	received_at        *time.Time
+	expires_at         *time.Time
+	status             *request.Status
+	filtered_out       *[]int
+	appendfiltered_out []int
+	clearedFields      map[string]struct{}
+	tenant             *int
+	clearedtenant      bool
+	server             *int
+	clearedserver      bool
+	replay_of          *int
+	clearedreplay_of   bool
+	replays            map[int]struct{}
+	removedreplays     map[int]struct{}
+	clearedreplays     bool
+	deliveries         map[int]struct{}
+	removeddeliveries  map[int]struct{}
+	cleareddeliveries  bool
+	done               bool
+	oldValue           func(context.Context) (*Request, error)
+	predicates         []predicate.Request
 }
 
 var _ ent.Mutation = (*RequestMutation)(nil)
@@ -9972,6 +11494,71 @@ func (m *RequestMutation) ResetReplayOfID() {
 	delete(m.clearedFields, request.FieldReplayOfID)
 }
 
+// SetFilteredOut sets the "filtered_out" field.
+func (m *RequestMutation) SetFilteredOut(i []int) {
+	m.filtered_out = &i
+	m.appendfiltered_out = nil
+}
+
+// FilteredOut returns the value of the "filtered_out" field in the mutation.
+func (m *RequestMutation) FilteredOut() (r []int, exists bool) {
+	v := m.filtered_out
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFilteredOut returns the old "filtered_out" field's value of the Request entity.
+// If the Request object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RequestMutation) OldFilteredOut(ctx context.Context) (v []int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFilteredOut is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFilteredOut requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFilteredOut: %w", err)
+	}
+	return oldValue.FilteredOut, nil
+}
+
+// AppendFilteredOut adds i to the "filtered_out" field.
+func (m *RequestMutation) AppendFilteredOut(i []int) {
+	m.appendfiltered_out = append(m.appendfiltered_out, i...)
+}
+
+// AppendedFilteredOut returns the list of values that were appended to the "filtered_out" field in this mutation.
+func (m *RequestMutation) AppendedFilteredOut() ([]int, bool) {
+	if len(m.appendfiltered_out) == 0 {
+		return nil, false
+	}
+	return m.appendfiltered_out, true
+}
+
+// ClearFilteredOut clears the value of the "filtered_out" field.
+func (m *RequestMutation) ClearFilteredOut() {
+	m.filtered_out = nil
+	m.appendfiltered_out = nil
+	m.clearedFields[request.FieldFilteredOut] = struct{}{}
+}
+
+// FilteredOutCleared returns if the "filtered_out" field was cleared in this mutation.
+func (m *RequestMutation) FilteredOutCleared() bool {
+	_, ok := m.clearedFields[request.FieldFilteredOut]
+	return ok
+}
+
+// ResetFilteredOut resets all changes to the "filtered_out" field.
+func (m *RequestMutation) ResetFilteredOut() {
+	m.filtered_out = nil
+	m.appendfiltered_out = nil
+	delete(m.clearedFields, request.FieldFilteredOut)
+}
+
 // ClearTenant clears the "tenant" edge to the Tenant entity.
 func (m *RequestMutation) ClearTenant() {
 	m.clearedtenant = true
@@ -10195,7 +11782,7 @@ func (m *RequestMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RequestMutation) Fields() []string {
-	fields := make([]string, 0, 13)
+	fields := make([]string, 0, 14)
 	if m.tenant != nil {
 		fields = append(fields, request.FieldTenantID)
 	}
@@ -10235,6 +11822,9 @@ func (m *RequestMutation) Fields() []string {
 	if m.replay_of != nil {
 		fields = append(fields, request.FieldReplayOfID)
 	}
+	if m.filtered_out != nil {
+		fields = append(fields, request.FieldFilteredOut)
+	}
 	return fields
 }
 
@@ -10269,6 +11859,8 @@ func (m *RequestMutation) Field(name string) (ent.Value, bool) {
 		return m.Status()
 	case request.FieldReplayOfID:
 		return m.ReplayOfID()
+	case request.FieldFilteredOut:
+		return m.FilteredOut()
 	}
 	return nil, false
 }
@@ -10304,6 +11896,8 @@ func (m *RequestMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldStatus(ctx)
 	case request.FieldReplayOfID:
 		return m.OldReplayOfID(ctx)
+	case request.FieldFilteredOut:
+		return m.OldFilteredOut(ctx)
 	}
 	return nil, fmt.Errorf("unknown Request field %s", name)
 }
@@ -10404,6 +11998,13 @@ func (m *RequestMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetReplayOfID(v)
 		return nil
+	case request.FieldFilteredOut:
+		v, ok := value.([]int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFilteredOut(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Request field %s", name)
 }
@@ -10440,6 +12041,9 @@ func (m *RequestMutation) ClearedFields() []string {
 	if m.FieldCleared(request.FieldReplayOfID) {
 		fields = append(fields, request.FieldReplayOfID)
 	}
+	if m.FieldCleared(request.FieldFilteredOut) {
+		fields = append(fields, request.FieldFilteredOut)
+	}
 	return fields
 }
 
@@ -10456,6 +12060,9 @@ func (m *RequestMutation) ClearField(name string) error {
 	switch name {
 	case request.FieldReplayOfID:
 		m.ClearReplayOfID()
+		return nil
+	case request.FieldFilteredOut:
+		m.ClearFilteredOut()
 		return nil
 	}
 	return fmt.Errorf("unknown Request nullable field %s", name)
@@ -10503,6 +12110,9 @@ func (m *RequestMutation) ResetField(name string) error {
 		return nil
 	case request.FieldReplayOfID:
 		m.ResetReplayOfID()
+		return nil
+	case request.FieldFilteredOut:
+		m.ResetFilteredOut()
 		return nil
 	}
 	return fmt.Errorf("unknown Request field %s", name)
@@ -10689,6 +12299,7 @@ type ServerMutation struct {
 	max_requests_per_second    *int
 	addmax_requests_per_second *int
 	deleted_at                 *time.Time
+	kind                       *server.Kind
 	clearedFields              map[string]struct{}
 	tenant                     *int
 	clearedtenant              bool
@@ -11268,6 +12879,42 @@ func (m *ServerMutation) ResetDeletedAt() {
 	delete(m.clearedFields, server.FieldDeletedAt)
 }
 
+// SetKind sets the "kind" field.
+func (m *ServerMutation) SetKind(s server.Kind) {
+	m.kind = &s
+}
+
+// Kind returns the value of the "kind" field in the mutation.
+func (m *ServerMutation) Kind() (r server.Kind, exists bool) {
+	v := m.kind
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldKind returns the old "kind" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldKind(ctx context.Context) (v server.Kind, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldKind is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldKind requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldKind: %w", err)
+	}
+	return oldValue.Kind, nil
+}
+
+// ResetKind resets all changes to the "kind" field.
+func (m *ServerMutation) ResetKind() {
+	m.kind = nil
+}
+
 // ClearTenant clears the "tenant" edge to the Tenant entity.
 func (m *ServerMutation) ClearTenant() {
 	m.clearedtenant = true
@@ -11437,7 +13084,7 @@ func (m *ServerMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ServerMutation) Fields() []string {
-	fields := make([]string, 0, 10)
+	fields := make([]string, 0, 11)
 	if m.tenant != nil {
 		fields = append(fields, server.FieldTenantID)
 	}
@@ -11468,6 +13115,9 @@ func (m *ServerMutation) Fields() []string {
 	if m.deleted_at != nil {
 		fields = append(fields, server.FieldDeletedAt)
 	}
+	if m.kind != nil {
+		fields = append(fields, server.FieldKind)
+	}
 	return fields
 }
 
@@ -11496,6 +13146,8 @@ func (m *ServerMutation) Field(name string) (ent.Value, bool) {
 		return m.MaxRequestsPerSecond()
 	case server.FieldDeletedAt:
 		return m.DeletedAt()
+	case server.FieldKind:
+		return m.Kind()
 	}
 	return nil, false
 }
@@ -11525,6 +13177,8 @@ func (m *ServerMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldMaxRequestsPerSecond(ctx)
 	case server.FieldDeletedAt:
 		return m.OldDeletedAt(ctx)
+	case server.FieldKind:
+		return m.OldKind(ctx)
 	}
 	return nil, fmt.Errorf("unknown Server field %s", name)
 }
@@ -11603,6 +13257,13 @@ func (m *ServerMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetDeletedAt(v)
+		return nil
+	case server.FieldKind:
+		v, ok := value.(server.Kind)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetKind(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Server field %s", name)
@@ -11743,6 +13404,9 @@ func (m *ServerMutation) ResetField(name string) error {
 	case server.FieldDeletedAt:
 		m.ResetDeletedAt()
 		return nil
+	case server.FieldKind:
+		m.ResetKind()
+		return nil
 	}
 	return fmt.Errorf("unknown Server field %s", name)
 }
@@ -11878,19 +13542,22 @@ func (m *ServerMutation) ResetEdge(name string) error {
 // TenantMutation represents an operation that mutates the Tenant nodes in the graph.
 type TenantMutation struct {
 	config
-	op                Op
-	typ               string
-	id                *int
-	created_at        *time.Time
-	name              *string
-	credit_balance    *int64
-	addcredit_balance *int64
-	clearedFields     map[string]struct{}
-	plan              *int
-	clearedplan       bool
-	done              bool
-	oldValue          func(context.Context) (*Tenant, error)
-	predicates        []predicate.Tenant
+	op                      Op
+	typ                     string
+	id                      *int
+	created_at              *time.Time
+	name                    *string
+	credit_balance          *int64
+	addcredit_balance       *int64
+	low_credit_threshold    *int64
+	addlow_credit_threshold *int64
+	credits_exhausted_at    *time.Time
+	clearedFields           map[string]struct{}
+	plan                    *int
+	clearedplan             bool
+	done                    bool
+	oldValue                func(context.Context) (*Tenant, error)
+	predicates              []predicate.Tenant
 }
 
 var _ ent.Mutation = (*TenantMutation)(nil)
@@ -12155,6 +13822,125 @@ func (m *TenantMutation) ResetCreditBalance() {
 	m.addcredit_balance = nil
 }
 
+// SetLowCreditThreshold sets the "low_credit_threshold" field.
+func (m *TenantMutation) SetLowCreditThreshold(i int64) {
+	m.low_credit_threshold = &i
+	m.addlow_credit_threshold = nil
+}
+
+// LowCreditThreshold returns the value of the "low_credit_threshold" field in the mutation.
+func (m *TenantMutation) LowCreditThreshold() (r int64, exists bool) {
+	v := m.low_credit_threshold
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLowCreditThreshold returns the old "low_credit_threshold" field's value of the Tenant entity.
+// If the Tenant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TenantMutation) OldLowCreditThreshold(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLowCreditThreshold is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLowCreditThreshold requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLowCreditThreshold: %w", err)
+	}
+	return oldValue.LowCreditThreshold, nil
+}
+
+// AddLowCreditThreshold adds i to the "low_credit_threshold" field.
+func (m *TenantMutation) AddLowCreditThreshold(i int64) {
+	if m.addlow_credit_threshold != nil {
+		*m.addlow_credit_threshold += i
+	} else {
+		m.addlow_credit_threshold = &i
+	}
+}
+
+// AddedLowCreditThreshold returns the value that was added to the "low_credit_threshold" field in this mutation.
+func (m *TenantMutation) AddedLowCreditThreshold() (r int64, exists bool) {
+	v := m.addlow_credit_threshold
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearLowCreditThreshold clears the value of the "low_credit_threshold" field.
+func (m *TenantMutation) ClearLowCreditThreshold() {
+	m.low_credit_threshold = nil
+	m.addlow_credit_threshold = nil
+	m.clearedFields[tenant.FieldLowCreditThreshold] = struct{}{}
+}
+
+// LowCreditThresholdCleared returns if the "low_credit_threshold" field was cleared in this mutation.
+func (m *TenantMutation) LowCreditThresholdCleared() bool {
+	_, ok := m.clearedFields[tenant.FieldLowCreditThreshold]
+	return ok
+}
+
+// ResetLowCreditThreshold resets all changes to the "low_credit_threshold" field.
+func (m *TenantMutation) ResetLowCreditThreshold() {
+	m.low_credit_threshold = nil
+	m.addlow_credit_threshold = nil
+	delete(m.clearedFields, tenant.FieldLowCreditThreshold)
+}
+
+// SetCreditsExhaustedAt sets the "credits_exhausted_at" field.
+func (m *TenantMutation) SetCreditsExhaustedAt(t time.Time) {
+	m.credits_exhausted_at = &t
+}
+
+// CreditsExhaustedAt returns the value of the "credits_exhausted_at" field in the mutation.
+func (m *TenantMutation) CreditsExhaustedAt() (r time.Time, exists bool) {
+	v := m.credits_exhausted_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreditsExhaustedAt returns the old "credits_exhausted_at" field's value of the Tenant entity.
+// If the Tenant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TenantMutation) OldCreditsExhaustedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreditsExhaustedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreditsExhaustedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreditsExhaustedAt: %w", err)
+	}
+	return oldValue.CreditsExhaustedAt, nil
+}
+
+// ClearCreditsExhaustedAt clears the value of the "credits_exhausted_at" field.
+func (m *TenantMutation) ClearCreditsExhaustedAt() {
+	m.credits_exhausted_at = nil
+	m.clearedFields[tenant.FieldCreditsExhaustedAt] = struct{}{}
+}
+
+// CreditsExhaustedAtCleared returns if the "credits_exhausted_at" field was cleared in this mutation.
+func (m *TenantMutation) CreditsExhaustedAtCleared() bool {
+	_, ok := m.clearedFields[tenant.FieldCreditsExhaustedAt]
+	return ok
+}
+
+// ResetCreditsExhaustedAt resets all changes to the "credits_exhausted_at" field.
+func (m *TenantMutation) ResetCreditsExhaustedAt() {
+	m.credits_exhausted_at = nil
+	delete(m.clearedFields, tenant.FieldCreditsExhaustedAt)
+}
+
 // ClearPlan clears the "plan" edge to the Plan entity.
 func (m *TenantMutation) ClearPlan() {
 	m.clearedplan = true
@@ -12216,7 +14002,7 @@ func (m *TenantMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *TenantMutation) Fields() []string {
-	fields := make([]string, 0, 4)
+	fields := make([]string, 0, 6)
 	if m.created_at != nil {
 		fields = append(fields, tenant.FieldCreatedAt)
 	}
@@ -12228,6 +14014,12 @@ func (m *TenantMutation) Fields() []string {
 	}
 	if m.credit_balance != nil {
 		fields = append(fields, tenant.FieldCreditBalance)
+	}
+	if m.low_credit_threshold != nil {
+		fields = append(fields, tenant.FieldLowCreditThreshold)
+	}
+	if m.credits_exhausted_at != nil {
+		fields = append(fields, tenant.FieldCreditsExhaustedAt)
 	}
 	return fields
 }
@@ -12245,6 +14037,10 @@ func (m *TenantMutation) Field(name string) (ent.Value, bool) {
 		return m.PlanID()
 	case tenant.FieldCreditBalance:
 		return m.CreditBalance()
+	case tenant.FieldLowCreditThreshold:
+		return m.LowCreditThreshold()
+	case tenant.FieldCreditsExhaustedAt:
+		return m.CreditsExhaustedAt()
 	}
 	return nil, false
 }
@@ -12262,6 +14058,10 @@ func (m *TenantMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldPlanID(ctx)
 	case tenant.FieldCreditBalance:
 		return m.OldCreditBalance(ctx)
+	case tenant.FieldLowCreditThreshold:
+		return m.OldLowCreditThreshold(ctx)
+	case tenant.FieldCreditsExhaustedAt:
+		return m.OldCreditsExhaustedAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown Tenant field %s", name)
 }
@@ -12299,6 +14099,20 @@ func (m *TenantMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetCreditBalance(v)
 		return nil
+	case tenant.FieldLowCreditThreshold:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLowCreditThreshold(v)
+		return nil
+	case tenant.FieldCreditsExhaustedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreditsExhaustedAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Tenant field %s", name)
 }
@@ -12310,6 +14124,9 @@ func (m *TenantMutation) AddedFields() []string {
 	if m.addcredit_balance != nil {
 		fields = append(fields, tenant.FieldCreditBalance)
 	}
+	if m.addlow_credit_threshold != nil {
+		fields = append(fields, tenant.FieldLowCreditThreshold)
+	}
 	return fields
 }
 
@@ -12320,6 +14137,8 @@ func (m *TenantMutation) AddedField(name string) (ent.Value, bool) {
 	switch name {
 	case tenant.FieldCreditBalance:
 		return m.AddedCreditBalance()
+	case tenant.FieldLowCreditThreshold:
+		return m.AddedLowCreditThreshold()
 	}
 	return nil, false
 }
@@ -12336,6 +14155,13 @@ func (m *TenantMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddCreditBalance(v)
 		return nil
+	case tenant.FieldLowCreditThreshold:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLowCreditThreshold(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Tenant numeric field %s", name)
 }
@@ -12343,7 +14169,14 @@ func (m *TenantMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *TenantMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(tenant.FieldLowCreditThreshold) {
+		fields = append(fields, tenant.FieldLowCreditThreshold)
+	}
+	if m.FieldCleared(tenant.FieldCreditsExhaustedAt) {
+		fields = append(fields, tenant.FieldCreditsExhaustedAt)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -12356,6 +14189,14 @@ func (m *TenantMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *TenantMutation) ClearField(name string) error {
+	switch name {
+	case tenant.FieldLowCreditThreshold:
+		m.ClearLowCreditThreshold()
+		return nil
+	case tenant.FieldCreditsExhaustedAt:
+		m.ClearCreditsExhaustedAt()
+		return nil
+	}
 	return fmt.Errorf("unknown Tenant nullable field %s", name)
 }
 
@@ -12374,6 +14215,12 @@ func (m *TenantMutation) ResetField(name string) error {
 		return nil
 	case tenant.FieldCreditBalance:
 		m.ResetCreditBalance()
+		return nil
+	case tenant.FieldLowCreditThreshold:
+		m.ResetLowCreditThreshold()
+		return nil
+	case tenant.FieldCreditsExhaustedAt:
+		m.ResetCreditsExhaustedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Tenant field %s", name)

@@ -59,6 +59,10 @@ type Recipient struct {
 	CliSeenUntil *time.Time `json:"cli_seen_until,omitempty"`
 	// DeletedAt holds the value of the "deleted_at" field.
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	// RoutingFilter holds the value of the "routing_filter" field.
+	RoutingFilter *string `json:"routing_filter,omitempty"`
+	// FailureAlertedAt holds the value of the "failure_alerted_at" field.
+	FailureAlertedAt *time.Time `json:"failure_alerted_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the RecipientQuery when eager-loading is set.
 	Edges        RecipientEdges `json:"edges"`
@@ -122,9 +126,9 @@ func (*Recipient) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures:
 			values[i] = new(sql.NullInt64)
-		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason:
+		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason, recipient.FieldRoutingFilter:
 			values[i] = new(sql.NullString)
-		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt:
+		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt, recipient.FieldFailureAlertedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -272,6 +276,20 @@ func (_m *Recipient) assignValues(columns []string, values []any) error {
 				_m.DeletedAt = new(time.Time)
 				*_m.DeletedAt = value.Time
 			}
+		case recipient.FieldRoutingFilter:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field routing_filter", values[i])
+			} else if value.Valid {
+				_m.RoutingFilter = new(string)
+				*_m.RoutingFilter = value.String
+			}
+		case recipient.FieldFailureAlertedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field failure_alerted_at", values[i])
+			} else if value.Valid {
+				_m.FailureAlertedAt = new(time.Time)
+				*_m.FailureAlertedAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -390,6 +408,16 @@ func (_m *Recipient) String() string {
 	builder.WriteString(", ")
 	if v := _m.DeletedAt; v != nil {
 		builder.WriteString("deleted_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.RoutingFilter; v != nil {
+		builder.WriteString("routing_filter=")
+		builder.WriteString(*v)
+	}
+	builder.WriteString(", ")
+	if v := _m.FailureAlertedAt; v != nil {
+		builder.WriteString("failure_alerted_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteByte(')')

@@ -273,6 +273,34 @@ func (_c *RecipientCreate) SetNillableDeletedAt(v *time.Time) *RecipientCreate {
 	return _c
 }
 
+// SetRoutingFilter sets the "routing_filter" field.
+func (_c *RecipientCreate) SetRoutingFilter(v string) *RecipientCreate {
+	_c.mutation.SetRoutingFilter(v)
+	return _c
+}
+
+// SetNillableRoutingFilter sets the "routing_filter" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableRoutingFilter(v *string) *RecipientCreate {
+	if v != nil {
+		_c.SetRoutingFilter(*v)
+	}
+	return _c
+}
+
+// SetFailureAlertedAt sets the "failure_alerted_at" field.
+func (_c *RecipientCreate) SetFailureAlertedAt(v time.Time) *RecipientCreate {
+	_c.mutation.SetFailureAlertedAt(v)
+	return _c
+}
+
+// SetNillableFailureAlertedAt sets the "failure_alerted_at" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableFailureAlertedAt(v *time.Time) *RecipientCreate {
+	if v != nil {
+		_c.SetFailureAlertedAt(*v)
+	}
+	return _c
+}
+
 // SetTenant sets the "tenant" edge to the Tenant entity.
 func (_c *RecipientCreate) SetTenant(v *Tenant) *RecipientCreate {
 	return _c.SetTenantID(v.ID)
@@ -556,6 +584,14 @@ func (_c *RecipientCreate) createSpec() (*Recipient, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.DeletedAt(); ok {
 		_spec.SetField(recipient.FieldDeletedAt, field.TypeTime, value)
 		_node.DeletedAt = &value
+	}
+	if value, ok := _c.mutation.RoutingFilter(); ok {
+		_spec.SetField(recipient.FieldRoutingFilter, field.TypeString, value)
+		_node.RoutingFilter = &value
+	}
+	if value, ok := _c.mutation.FailureAlertedAt(); ok {
+		_spec.SetField(recipient.FieldFailureAlertedAt, field.TypeTime, value)
+		_node.FailureAlertedAt = &value
 	}
 	if nodes := _c.mutation.TenantIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -923,6 +959,42 @@ func (u *RecipientUpsert) ClearDeletedAt() *RecipientUpsert {
 	return u
 }
 
+// SetRoutingFilter sets the "routing_filter" field.
+func (u *RecipientUpsert) SetRoutingFilter(v string) *RecipientUpsert {
+	u.Set(recipient.FieldRoutingFilter, v)
+	return u
+}
+
+// UpdateRoutingFilter sets the "routing_filter" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateRoutingFilter() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldRoutingFilter)
+	return u
+}
+
+// ClearRoutingFilter clears the value of the "routing_filter" field.
+func (u *RecipientUpsert) ClearRoutingFilter() *RecipientUpsert {
+	u.SetNull(recipient.FieldRoutingFilter)
+	return u
+}
+
+// SetFailureAlertedAt sets the "failure_alerted_at" field.
+func (u *RecipientUpsert) SetFailureAlertedAt(v time.Time) *RecipientUpsert {
+	u.Set(recipient.FieldFailureAlertedAt, v)
+	return u
+}
+
+// UpdateFailureAlertedAt sets the "failure_alerted_at" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateFailureAlertedAt() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldFailureAlertedAt)
+	return u
+}
+
+// ClearFailureAlertedAt clears the value of the "failure_alerted_at" field.
+func (u *RecipientUpsert) ClearFailureAlertedAt() *RecipientUpsert {
+	u.SetNull(recipient.FieldFailureAlertedAt)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
 //
@@ -1279,6 +1351,48 @@ func (u *RecipientUpsertOne) UpdateDeletedAt() *RecipientUpsertOne {
 func (u *RecipientUpsertOne) ClearDeletedAt() *RecipientUpsertOne {
 	return u.Update(func(s *RecipientUpsert) {
 		s.ClearDeletedAt()
+	})
+}
+
+// SetRoutingFilter sets the "routing_filter" field.
+func (u *RecipientUpsertOne) SetRoutingFilter(v string) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetRoutingFilter(v)
+	})
+}
+
+// UpdateRoutingFilter sets the "routing_filter" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateRoutingFilter() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateRoutingFilter()
+	})
+}
+
+// ClearRoutingFilter clears the value of the "routing_filter" field.
+func (u *RecipientUpsertOne) ClearRoutingFilter() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearRoutingFilter()
+	})
+}
+
+// SetFailureAlertedAt sets the "failure_alerted_at" field.
+func (u *RecipientUpsertOne) SetFailureAlertedAt(v time.Time) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetFailureAlertedAt(v)
+	})
+}
+
+// UpdateFailureAlertedAt sets the "failure_alerted_at" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateFailureAlertedAt() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateFailureAlertedAt()
+	})
+}
+
+// ClearFailureAlertedAt clears the value of the "failure_alerted_at" field.
+func (u *RecipientUpsertOne) ClearFailureAlertedAt() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearFailureAlertedAt()
 	})
 }
 
@@ -1804,6 +1918,48 @@ func (u *RecipientUpsertBulk) UpdateDeletedAt() *RecipientUpsertBulk {
 func (u *RecipientUpsertBulk) ClearDeletedAt() *RecipientUpsertBulk {
 	return u.Update(func(s *RecipientUpsert) {
 		s.ClearDeletedAt()
+	})
+}
+
+// SetRoutingFilter sets the "routing_filter" field.
+func (u *RecipientUpsertBulk) SetRoutingFilter(v string) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetRoutingFilter(v)
+	})
+}
+
+// UpdateRoutingFilter sets the "routing_filter" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateRoutingFilter() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateRoutingFilter()
+	})
+}
+
+// ClearRoutingFilter clears the value of the "routing_filter" field.
+func (u *RecipientUpsertBulk) ClearRoutingFilter() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearRoutingFilter()
+	})
+}
+
+// SetFailureAlertedAt sets the "failure_alerted_at" field.
+func (u *RecipientUpsertBulk) SetFailureAlertedAt(v time.Time) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetFailureAlertedAt(v)
+	})
+}
+
+// UpdateFailureAlertedAt sets the "failure_alerted_at" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateFailureAlertedAt() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateFailureAlertedAt()
+	})
+}
+
+// ClearFailureAlertedAt clears the value of the "failure_alerted_at" field.
+func (u *RecipientUpsertBulk) ClearFailureAlertedAt() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearFailureAlertedAt()
 	})
 }
 

@@ -333,6 +333,46 @@ func (_u *RecipientUpdate) ClearDeletedAt() *RecipientUpdate {
 	return _u
 }
 
+// SetRoutingFilter sets the "routing_filter" field.
+func (_u *RecipientUpdate) SetRoutingFilter(v string) *RecipientUpdate {
+	_u.mutation.SetRoutingFilter(v)
+	return _u
+}
+
+// SetNillableRoutingFilter sets the "routing_filter" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableRoutingFilter(v *string) *RecipientUpdate {
+	if v != nil {
+		_u.SetRoutingFilter(*v)
+	}
+	return _u
+}
+
+// ClearRoutingFilter clears the value of the "routing_filter" field.
+func (_u *RecipientUpdate) ClearRoutingFilter() *RecipientUpdate {
+	_u.mutation.ClearRoutingFilter()
+	return _u
+}
+
+// SetFailureAlertedAt sets the "failure_alerted_at" field.
+func (_u *RecipientUpdate) SetFailureAlertedAt(v time.Time) *RecipientUpdate {
+	_u.mutation.SetFailureAlertedAt(v)
+	return _u
+}
+
+// SetNillableFailureAlertedAt sets the "failure_alerted_at" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableFailureAlertedAt(v *time.Time) *RecipientUpdate {
+	if v != nil {
+		_u.SetFailureAlertedAt(*v)
+	}
+	return _u
+}
+
+// ClearFailureAlertedAt clears the value of the "failure_alerted_at" field.
+func (_u *RecipientUpdate) ClearFailureAlertedAt() *RecipientUpdate {
+	_u.mutation.ClearFailureAlertedAt()
+	return _u
+}
+
 // AddDeliveryIDs adds the "deliveries" edge to the Delivery entity by IDs.
 func (_u *RecipientUpdate) AddDeliveryIDs(ids ...int) *RecipientUpdate {
 	_u.mutation.AddDeliveryIDs(ids...)
@@ -530,6 +570,18 @@ func (_u *RecipientUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.DeletedAtCleared() {
 		_spec.ClearField(recipient.FieldDeletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.RoutingFilter(); ok {
+		_spec.SetField(recipient.FieldRoutingFilter, field.TypeString, value)
+	}
+	if _u.mutation.RoutingFilterCleared() {
+		_spec.ClearField(recipient.FieldRoutingFilter, field.TypeString)
+	}
+	if value, ok := _u.mutation.FailureAlertedAt(); ok {
+		_spec.SetField(recipient.FieldFailureAlertedAt, field.TypeTime, value)
+	}
+	if _u.mutation.FailureAlertedAtCleared() {
+		_spec.ClearField(recipient.FieldFailureAlertedAt, field.TypeTime)
 	}
 	if _u.mutation.DeliveriesCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -901,6 +953,46 @@ func (_u *RecipientUpdateOne) ClearDeletedAt() *RecipientUpdateOne {
 	return _u
 }
 
+// SetRoutingFilter sets the "routing_filter" field.
+func (_u *RecipientUpdateOne) SetRoutingFilter(v string) *RecipientUpdateOne {
+	_u.mutation.SetRoutingFilter(v)
+	return _u
+}
+
+// SetNillableRoutingFilter sets the "routing_filter" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableRoutingFilter(v *string) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetRoutingFilter(*v)
+	}
+	return _u
+}
+
+// ClearRoutingFilter clears the value of the "routing_filter" field.
+func (_u *RecipientUpdateOne) ClearRoutingFilter() *RecipientUpdateOne {
+	_u.mutation.ClearRoutingFilter()
+	return _u
+}
+
+// SetFailureAlertedAt sets the "failure_alerted_at" field.
+func (_u *RecipientUpdateOne) SetFailureAlertedAt(v time.Time) *RecipientUpdateOne {
+	_u.mutation.SetFailureAlertedAt(v)
+	return _u
+}
+
+// SetNillableFailureAlertedAt sets the "failure_alerted_at" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableFailureAlertedAt(v *time.Time) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetFailureAlertedAt(*v)
+	}
+	return _u
+}
+
+// ClearFailureAlertedAt clears the value of the "failure_alerted_at" field.
+func (_u *RecipientUpdateOne) ClearFailureAlertedAt() *RecipientUpdateOne {
+	_u.mutation.ClearFailureAlertedAt()
+	return _u
+}
+
 // AddDeliveryIDs adds the "deliveries" edge to the Delivery entity by IDs.
 func (_u *RecipientUpdateOne) AddDeliveryIDs(ids ...int) *RecipientUpdateOne {
 	_u.mutation.AddDeliveryIDs(ids...)
@@ -1128,6 +1220,18 @@ func (_u *RecipientUpdateOne) sqlSave(ctx context.Context) (_node *Recipient, er
 	}
 	if _u.mutation.DeletedAtCleared() {
 		_spec.ClearField(recipient.FieldDeletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.RoutingFilter(); ok {
+		_spec.SetField(recipient.FieldRoutingFilter, field.TypeString, value)
+	}
+	if _u.mutation.RoutingFilterCleared() {
+		_spec.ClearField(recipient.FieldRoutingFilter, field.TypeString)
+	}
+	if value, ok := _u.mutation.FailureAlertedAt(); ok {
+		_spec.SetField(recipient.FieldFailureAlertedAt, field.TypeTime, value)
+	}
+	if _u.mutation.FailureAlertedAtCleared() {
+		_spec.ClearField(recipient.FieldFailureAlertedAt, field.TypeTime)
 	}
 	if _u.mutation.DeliveriesCleared() {
 		edge := &sqlgraph.EdgeSpec{

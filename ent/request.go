@@ -47,6 +47,8 @@ type Request struct {
 	Status request.Status `json:"status,omitempty"`
 	// ReplayOfID holds the value of the "replay_of_id" field.
 	ReplayOfID *int `json:"replay_of_id,omitempty"`
+	// FilteredOut holds the value of the "filtered_out" field.
+	FilteredOut []int `json:"filtered_out,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the RequestQuery when eager-loading is set.
 	Edges        RequestEdges `json:"edges"`
@@ -131,7 +133,7 @@ func (*Request) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case request.FieldHeaders, request.FieldBody:
+		case request.FieldHeaders, request.FieldBody, request.FieldFilteredOut:
 			values[i] = new([]byte)
 		case request.FieldID, request.FieldTenantID, request.FieldServerID, request.FieldReplayOfID:
 			values[i] = new(sql.NullInt64)
@@ -241,6 +243,14 @@ func (_m *Request) assignValues(columns []string, values []any) error {
 				_m.ReplayOfID = new(int)
 				*_m.ReplayOfID = int(value.Int64)
 			}
+		case request.FieldFilteredOut:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field filtered_out", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.FilteredOut); err != nil {
+					return fmt.Errorf("unmarshal field filtered_out: %w", err)
+				}
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -342,6 +352,9 @@ func (_m *Request) String() string {
 		builder.WriteString("replay_of_id=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("filtered_out=")
+	builder.WriteString(fmt.Sprintf("%v", _m.FilteredOut))
 	builder.WriteByte(')')
 	return builder.String()
 }

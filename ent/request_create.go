@@ -152,6 +152,12 @@ func (_c *RequestCreate) SetNillableReplayOfID(v *int) *RequestCreate {
 	return _c
 }
 
+// SetFilteredOut sets the "filtered_out" field.
+func (_c *RequestCreate) SetFilteredOut(v []int) *RequestCreate {
+	_c.mutation.SetFilteredOut(v)
+	return _c
+}
+
 // SetTenant sets the "tenant" edge to the Tenant entity.
 func (_c *RequestCreate) SetTenant(v *Tenant) *RequestCreate {
 	return _c.SetTenantID(v.ID)
@@ -376,6 +382,10 @@ func (_c *RequestCreate) createSpec() (*Request, *sqlgraph.CreateSpec) {
 		_spec.SetField(request.FieldStatus, field.TypeEnum, value)
 		_node.Status = value
 	}
+	if value, ok := _c.mutation.FilteredOut(); ok {
+		_spec.SetField(request.FieldFilteredOut, field.TypeJSON, value)
+		_node.FilteredOut = value
+	}
 	if nodes := _c.mutation.TenantIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -569,6 +579,9 @@ func (u *RequestUpsertOne) UpdateNewValues() *RequestUpsertOne {
 		}
 		if _, exists := u.create.mutation.ReplayOfID(); exists {
 			s.SetIgnore(request.FieldReplayOfID)
+		}
+		if _, exists := u.create.mutation.FilteredOut(); exists {
+			s.SetIgnore(request.FieldFilteredOut)
 		}
 	}))
 	return u
@@ -826,6 +839,9 @@ func (u *RequestUpsertBulk) UpdateNewValues() *RequestUpsertBulk {
 			}
 			if _, exists := b.mutation.ReplayOfID(); exists {
 				s.SetIgnore(request.FieldReplayOfID)
+			}
+			if _, exists := b.mutation.FilteredOut(); exists {
+				s.SetIgnore(request.FieldFilteredOut)
 			}
 		}
 	}))

@@ -38,6 +38,8 @@ type Server struct {
 	MaxRequestsPerSecond *int `json:"max_requests_per_second,omitempty"`
 	// DeletedAt holds the value of the "deleted_at" field.
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	// Kind holds the value of the "kind" field.
+	Kind server.Kind `json:"kind,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the ServerQuery when eager-loading is set.
 	Edges        ServerEdges `json:"edges"`
@@ -98,7 +100,7 @@ func (*Server) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case server.FieldID, server.FieldTenantID, server.FieldRetentionDays, server.FieldMaxRequestsPerSecond:
 			values[i] = new(sql.NullInt64)
-		case server.FieldName, server.FieldInboundKey, server.FieldPreviousInboundKey:
+		case server.FieldName, server.FieldInboundKey, server.FieldPreviousInboundKey, server.FieldKind:
 			values[i] = new(sql.NullString)
 		case server.FieldCreatedAt, server.FieldPreviousKeyExpiresAt, server.FieldDeletedAt:
 			values[i] = new(sql.NullTime)
@@ -188,6 +190,12 @@ func (_m *Server) assignValues(columns []string, values []any) error {
 				_m.DeletedAt = new(time.Time)
 				*_m.DeletedAt = value.Time
 			}
+		case server.FieldKind:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field kind", values[i])
+			} else if value.Valid {
+				_m.Kind = server.Kind(value.String)
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -274,6 +282,9 @@ func (_m *Server) String() string {
 		builder.WriteString("deleted_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("kind=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Kind))
 	builder.WriteByte(')')
 	return builder.String()
 }

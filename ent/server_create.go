@@ -141,6 +141,20 @@ func (_c *ServerCreate) SetNillableDeletedAt(v *time.Time) *ServerCreate {
 	return _c
 }
 
+// SetKind sets the "kind" field.
+func (_c *ServerCreate) SetKind(v server.Kind) *ServerCreate {
+	_c.mutation.SetKind(v)
+	return _c
+}
+
+// SetNillableKind sets the "kind" field if the given value is not nil.
+func (_c *ServerCreate) SetNillableKind(v *server.Kind) *ServerCreate {
+	if v != nil {
+		_c.SetKind(*v)
+	}
+	return _c
+}
+
 // SetTenant sets the "tenant" edge to the Tenant entity.
 func (_c *ServerCreate) SetTenant(v *Tenant) *ServerCreate {
 	return _c.SetTenantID(v.ID)
@@ -224,6 +238,10 @@ func (_c *ServerCreate) defaults() error {
 		v := server.DefaultDeliverPendingOnConnect
 		_c.mutation.SetDeliverPendingOnConnect(v)
 	}
+	if _, ok := _c.mutation.Kind(); !ok {
+		v := server.DefaultKind
+		_c.mutation.SetKind(v)
+	}
 	return nil
 }
 
@@ -257,6 +275,14 @@ func (_c *ServerCreate) check() error {
 	if v, ok := _c.mutation.MaxRequestsPerSecond(); ok {
 		if err := server.MaxRequestsPerSecondValidator(v); err != nil {
 			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Server.max_requests_per_second": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.Kind(); !ok {
+		return &ValidationError{Name: "kind", err: errors.New(`ent: missing required field "Server.kind"`)}
+	}
+	if v, ok := _c.mutation.Kind(); ok {
+		if err := server.KindValidator(v); err != nil {
+			return &ValidationError{Name: "kind", err: fmt.Errorf(`ent: validator failed for field "Server.kind": %w`, err)}
 		}
 	}
 	if len(_c.mutation.TenantIDs()) == 0 {
@@ -324,6 +350,10 @@ func (_c *ServerCreate) createSpec() (*Server, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)
 		_node.DeletedAt = &value
+	}
+	if value, ok := _c.mutation.Kind(); ok {
+		_spec.SetField(server.FieldKind, field.TypeEnum, value)
+		_node.Kind = value
 	}
 	if nodes := _c.mutation.TenantIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -580,6 +610,9 @@ func (u *ServerUpsertOne) UpdateNewValues() *ServerUpsertOne {
 		}
 		if _, exists := u.create.mutation.CreatedAt(); exists {
 			s.SetIgnore(server.FieldCreatedAt)
+		}
+		if _, exists := u.create.mutation.Kind(); exists {
+			s.SetIgnore(server.FieldKind)
 		}
 	}))
 	return u
@@ -954,6 +987,9 @@ func (u *ServerUpsertBulk) UpdateNewValues() *ServerUpsertBulk {
 			}
 			if _, exists := b.mutation.CreatedAt(); exists {
 				s.SetIgnore(server.FieldCreatedAt)
+			}
+			if _, exists := b.mutation.Kind(); exists {
+				s.SetIgnore(server.FieldKind)
 			}
 		}
 	}))

@@ -26,6 +26,10 @@ type Tenant struct {
 	PlanID int `json:"plan_id,omitempty"`
 	// CreditBalance holds the value of the "credit_balance" field.
 	CreditBalance int64 `json:"credit_balance,omitempty"`
+	// LowCreditThreshold holds the value of the "low_credit_threshold" field.
+	LowCreditThreshold *int64 `json:"low_credit_threshold,omitempty"`
+	// CreditsExhaustedAt holds the value of the "credits_exhausted_at" field.
+	CreditsExhaustedAt *time.Time `json:"credits_exhausted_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the TenantQuery when eager-loading is set.
 	Edges        TenantEdges `json:"edges"`
@@ -59,11 +63,11 @@ func (*Tenant) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case tenant.FieldID, tenant.FieldPlanID, tenant.FieldCreditBalance:
+		case tenant.FieldID, tenant.FieldPlanID, tenant.FieldCreditBalance, tenant.FieldLowCreditThreshold:
 			values[i] = new(sql.NullInt64)
 		case tenant.FieldName:
 			values[i] = new(sql.NullString)
-		case tenant.FieldCreatedAt:
+		case tenant.FieldCreatedAt, tenant.FieldCreditsExhaustedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -109,6 +113,20 @@ func (_m *Tenant) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field credit_balance", values[i])
 			} else if value.Valid {
 				_m.CreditBalance = value.Int64
+			}
+		case tenant.FieldLowCreditThreshold:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field low_credit_threshold", values[i])
+			} else if value.Valid {
+				_m.LowCreditThreshold = new(int64)
+				*_m.LowCreditThreshold = value.Int64
+			}
+		case tenant.FieldCreditsExhaustedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field credits_exhausted_at", values[i])
+			} else if value.Valid {
+				_m.CreditsExhaustedAt = new(time.Time)
+				*_m.CreditsExhaustedAt = value.Time
 			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
@@ -162,6 +180,16 @@ func (_m *Tenant) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("credit_balance=")
 	builder.WriteString(fmt.Sprintf("%v", _m.CreditBalance))
+	builder.WriteString(", ")
+	if v := _m.LowCreditThreshold; v != nil {
+		builder.WriteString("low_credit_threshold=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.CreditsExhaustedAt; v != nil {
+		builder.WriteString("credits_exhausted_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

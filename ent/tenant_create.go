@@ -63,6 +63,34 @@ func (_c *TenantCreate) SetNillableCreditBalance(v *int64) *TenantCreate {
 	return _c
 }
 
+// SetLowCreditThreshold sets the "low_credit_threshold" field.
+func (_c *TenantCreate) SetLowCreditThreshold(v int64) *TenantCreate {
+	_c.mutation.SetLowCreditThreshold(v)
+	return _c
+}
+
+// SetNillableLowCreditThreshold sets the "low_credit_threshold" field if the given value is not nil.
+func (_c *TenantCreate) SetNillableLowCreditThreshold(v *int64) *TenantCreate {
+	if v != nil {
+		_c.SetLowCreditThreshold(*v)
+	}
+	return _c
+}
+
+// SetCreditsExhaustedAt sets the "credits_exhausted_at" field.
+func (_c *TenantCreate) SetCreditsExhaustedAt(v time.Time) *TenantCreate {
+	_c.mutation.SetCreditsExhaustedAt(v)
+	return _c
+}
+
+// SetNillableCreditsExhaustedAt sets the "credits_exhausted_at" field if the given value is not nil.
+func (_c *TenantCreate) SetNillableCreditsExhaustedAt(v *time.Time) *TenantCreate {
+	if v != nil {
+		_c.SetCreditsExhaustedAt(*v)
+	}
+	return _c
+}
+
 // SetPlan sets the "plan" edge to the Plan entity.
 func (_c *TenantCreate) SetPlan(v *Plan) *TenantCreate {
 	return _c.SetPlanID(v.ID)
@@ -185,6 +213,14 @@ func (_c *TenantCreate) createSpec() (*Tenant, *sqlgraph.CreateSpec) {
 		_spec.SetField(tenant.FieldCreditBalance, field.TypeInt64, value)
 		_node.CreditBalance = value
 	}
+	if value, ok := _c.mutation.LowCreditThreshold(); ok {
+		_spec.SetField(tenant.FieldLowCreditThreshold, field.TypeInt64, value)
+		_node.LowCreditThreshold = &value
+	}
+	if value, ok := _c.mutation.CreditsExhaustedAt(); ok {
+		_spec.SetField(tenant.FieldCreditsExhaustedAt, field.TypeTime, value)
+		_node.CreditsExhaustedAt = &value
+	}
 	if nodes := _c.mutation.PlanIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -296,6 +332,48 @@ func (u *TenantUpsert) AddCreditBalance(v int64) *TenantUpsert {
 	return u
 }
 
+// SetLowCreditThreshold sets the "low_credit_threshold" field.
+func (u *TenantUpsert) SetLowCreditThreshold(v int64) *TenantUpsert {
+	u.Set(tenant.FieldLowCreditThreshold, v)
+	return u
+}
+
+// UpdateLowCreditThreshold sets the "low_credit_threshold" field to the value that was provided on create.
+func (u *TenantUpsert) UpdateLowCreditThreshold() *TenantUpsert {
+	u.SetExcluded(tenant.FieldLowCreditThreshold)
+	return u
+}
+
+// AddLowCreditThreshold adds v to the "low_credit_threshold" field.
+func (u *TenantUpsert) AddLowCreditThreshold(v int64) *TenantUpsert {
+	u.Add(tenant.FieldLowCreditThreshold, v)
+	return u
+}
+
+// ClearLowCreditThreshold clears the value of the "low_credit_threshold" field.
+func (u *TenantUpsert) ClearLowCreditThreshold() *TenantUpsert {
+	u.SetNull(tenant.FieldLowCreditThreshold)
+	return u
+}
+
+// SetCreditsExhaustedAt sets the "credits_exhausted_at" field.
+func (u *TenantUpsert) SetCreditsExhaustedAt(v time.Time) *TenantUpsert {
+	u.Set(tenant.FieldCreditsExhaustedAt, v)
+	return u
+}
+
+// UpdateCreditsExhaustedAt sets the "credits_exhausted_at" field to the value that was provided on create.
+func (u *TenantUpsert) UpdateCreditsExhaustedAt() *TenantUpsert {
+	u.SetExcluded(tenant.FieldCreditsExhaustedAt)
+	return u
+}
+
+// ClearCreditsExhaustedAt clears the value of the "credits_exhausted_at" field.
+func (u *TenantUpsert) ClearCreditsExhaustedAt() *TenantUpsert {
+	u.SetNull(tenant.FieldCreditsExhaustedAt)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
 //
@@ -387,6 +465,55 @@ func (u *TenantUpsertOne) AddCreditBalance(v int64) *TenantUpsertOne {
 func (u *TenantUpsertOne) UpdateCreditBalance() *TenantUpsertOne {
 	return u.Update(func(s *TenantUpsert) {
 		s.UpdateCreditBalance()
+	})
+}
+
+// SetLowCreditThreshold sets the "low_credit_threshold" field.
+func (u *TenantUpsertOne) SetLowCreditThreshold(v int64) *TenantUpsertOne {
+	return u.Update(func(s *TenantUpsert) {
+		s.SetLowCreditThreshold(v)
+	})
+}
+
+// AddLowCreditThreshold adds v to the "low_credit_threshold" field.
+func (u *TenantUpsertOne) AddLowCreditThreshold(v int64) *TenantUpsertOne {
+	return u.Update(func(s *TenantUpsert) {
+		s.AddLowCreditThreshold(v)
+	})
+}
+
+// UpdateLowCreditThreshold sets the "low_credit_threshold" field to the value that was provided on create.
+func (u *TenantUpsertOne) UpdateLowCreditThreshold() *TenantUpsertOne {
+	return u.Update(func(s *TenantUpsert) {
+		s.UpdateLowCreditThreshold()
+	})
+}
+
+// ClearLowCreditThreshold clears the value of the "low_credit_threshold" field.
+func (u *TenantUpsertOne) ClearLowCreditThreshold() *TenantUpsertOne {
+	return u.Update(func(s *TenantUpsert) {
+		s.ClearLowCreditThreshold()
+	})
+}
+
+// SetCreditsExhaustedAt sets the "credits_exhausted_at" field.
+func (u *TenantUpsertOne) SetCreditsExhaustedAt(v time.Time) *TenantUpsertOne {
+	return u.Update(func(s *TenantUpsert) {
+		s.SetCreditsExhaustedAt(v)
+	})
+}
+
+// UpdateCreditsExhaustedAt sets the "credits_exhausted_at" field to the value that was provided on create.
+func (u *TenantUpsertOne) UpdateCreditsExhaustedAt() *TenantUpsertOne {
+	return u.Update(func(s *TenantUpsert) {
+		s.UpdateCreditsExhaustedAt()
+	})
+}
+
+// ClearCreditsExhaustedAt clears the value of the "credits_exhausted_at" field.
+func (u *TenantUpsertOne) ClearCreditsExhaustedAt() *TenantUpsertOne {
+	return u.Update(func(s *TenantUpsert) {
+		s.ClearCreditsExhaustedAt()
 	})
 }
 
@@ -647,6 +774,55 @@ func (u *TenantUpsertBulk) AddCreditBalance(v int64) *TenantUpsertBulk {
 func (u *TenantUpsertBulk) UpdateCreditBalance() *TenantUpsertBulk {
 	return u.Update(func(s *TenantUpsert) {
 		s.UpdateCreditBalance()
+	})
+}
+
+// SetLowCreditThreshold sets the "low_credit_threshold" field.
+func (u *TenantUpsertBulk) SetLowCreditThreshold(v int64) *TenantUpsertBulk {
+	return u.Update(func(s *TenantUpsert) {
+		s.SetLowCreditThreshold(v)
+	})
+}
+
+// AddLowCreditThreshold adds v to the "low_credit_threshold" field.
+func (u *TenantUpsertBulk) AddLowCreditThreshold(v int64) *TenantUpsertBulk {
+	return u.Update(func(s *TenantUpsert) {
+		s.AddLowCreditThreshold(v)
+	})
+}
+
+// UpdateLowCreditThreshold sets the "low_credit_threshold" field to the value that was provided on create.
+func (u *TenantUpsertBulk) UpdateLowCreditThreshold() *TenantUpsertBulk {
+	return u.Update(func(s *TenantUpsert) {
+		s.UpdateLowCreditThreshold()
+	})
+}
+
+// ClearLowCreditThreshold clears the value of the "low_credit_threshold" field.
+func (u *TenantUpsertBulk) ClearLowCreditThreshold() *TenantUpsertBulk {
+	return u.Update(func(s *TenantUpsert) {
+		s.ClearLowCreditThreshold()
+	})
+}
+
+// SetCreditsExhaustedAt sets the "credits_exhausted_at" field.
+func (u *TenantUpsertBulk) SetCreditsExhaustedAt(v time.Time) *TenantUpsertBulk {
+	return u.Update(func(s *TenantUpsert) {
+		s.SetCreditsExhaustedAt(v)
+	})
+}
+
+// UpdateCreditsExhaustedAt sets the "credits_exhausted_at" field to the value that was provided on create.
+func (u *TenantUpsertBulk) UpdateCreditsExhaustedAt() *TenantUpsertBulk {
+	return u.Update(func(s *TenantUpsert) {
+		s.UpdateCreditsExhaustedAt()
+	})
+}
+
+// ClearCreditsExhaustedAt clears the value of the "credits_exhausted_at" field.
+func (u *TenantUpsertBulk) ClearCreditsExhaustedAt() *TenantUpsertBulk {
+	return u.Update(func(s *TenantUpsert) {
+		s.ClearCreditsExhaustedAt()
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
@@ -75,6 +76,53 @@ func (_u *TenantUpdate) SetNillableCreditBalance(v *int64) *TenantUpdate {
 // AddCreditBalance adds value to the "credit_balance" field.
 func (_u *TenantUpdate) AddCreditBalance(v int64) *TenantUpdate {
 	_u.mutation.AddCreditBalance(v)
+	return _u
+}
+
+// SetLowCreditThreshold sets the "low_credit_threshold" field.
+func (_u *TenantUpdate) SetLowCreditThreshold(v int64) *TenantUpdate {
+	_u.mutation.ResetLowCreditThreshold()
+	_u.mutation.SetLowCreditThreshold(v)
+	return _u
+}
+
+// SetNillableLowCreditThreshold sets the "low_credit_threshold" field if the given value is not nil.
+func (_u *TenantUpdate) SetNillableLowCreditThreshold(v *int64) *TenantUpdate {
+	if v != nil {
+		_u.SetLowCreditThreshold(*v)
+	}
+	return _u
+}
+
+// AddLowCreditThreshold adds value to the "low_credit_threshold" field.
+func (_u *TenantUpdate) AddLowCreditThreshold(v int64) *TenantUpdate {
+	_u.mutation.AddLowCreditThreshold(v)
+	return _u
+}
+
+// ClearLowCreditThreshold clears the value of the "low_credit_threshold" field.
+func (_u *TenantUpdate) ClearLowCreditThreshold() *TenantUpdate {
+	_u.mutation.ClearLowCreditThreshold()
+	return _u
+}
+
+// SetCreditsExhaustedAt sets the "credits_exhausted_at" field.
+func (_u *TenantUpdate) SetCreditsExhaustedAt(v time.Time) *TenantUpdate {
+	_u.mutation.SetCreditsExhaustedAt(v)
+	return _u
+}
+
+// SetNillableCreditsExhaustedAt sets the "credits_exhausted_at" field if the given value is not nil.
+func (_u *TenantUpdate) SetNillableCreditsExhaustedAt(v *time.Time) *TenantUpdate {
+	if v != nil {
+		_u.SetCreditsExhaustedAt(*v)
+	}
+	return _u
+}
+
+// ClearCreditsExhaustedAt clears the value of the "credits_exhausted_at" field.
+func (_u *TenantUpdate) ClearCreditsExhaustedAt() *TenantUpdate {
+	_u.mutation.ClearCreditsExhaustedAt()
 	return _u
 }
 
@@ -165,6 +213,21 @@ func (_u *TenantUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.AddedCreditBalance(); ok {
 		_spec.AddField(tenant.FieldCreditBalance, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.LowCreditThreshold(); ok {
+		_spec.SetField(tenant.FieldLowCreditThreshold, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedLowCreditThreshold(); ok {
+		_spec.AddField(tenant.FieldLowCreditThreshold, field.TypeInt64, value)
+	}
+	if _u.mutation.LowCreditThresholdCleared() {
+		_spec.ClearField(tenant.FieldLowCreditThreshold, field.TypeInt64)
+	}
+	if value, ok := _u.mutation.CreditsExhaustedAt(); ok {
+		_spec.SetField(tenant.FieldCreditsExhaustedAt, field.TypeTime, value)
+	}
+	if _u.mutation.CreditsExhaustedAtCleared() {
+		_spec.ClearField(tenant.FieldCreditsExhaustedAt, field.TypeTime)
 	}
 	if _u.mutation.PlanCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -263,6 +326,53 @@ func (_u *TenantUpdateOne) SetNillableCreditBalance(v *int64) *TenantUpdateOne {
 // AddCreditBalance adds value to the "credit_balance" field.
 func (_u *TenantUpdateOne) AddCreditBalance(v int64) *TenantUpdateOne {
 	_u.mutation.AddCreditBalance(v)
+	return _u
+}
+
+// SetLowCreditThreshold sets the "low_credit_threshold" field.
+func (_u *TenantUpdateOne) SetLowCreditThreshold(v int64) *TenantUpdateOne {
+	_u.mutation.ResetLowCreditThreshold()
+	_u.mutation.SetLowCreditThreshold(v)
+	return _u
+}
+
+// SetNillableLowCreditThreshold sets the "low_credit_threshold" field if the given value is not nil.
+func (_u *TenantUpdateOne) SetNillableLowCreditThreshold(v *int64) *TenantUpdateOne {
+	if v != nil {
+		_u.SetLowCreditThreshold(*v)
+	}
+	return _u
+}
+
+// AddLowCreditThreshold adds value to the "low_credit_threshold" field.
+func (_u *TenantUpdateOne) AddLowCreditThreshold(v int64) *TenantUpdateOne {
+	_u.mutation.AddLowCreditThreshold(v)
+	return _u
+}
+
+// ClearLowCreditThreshold clears the value of the "low_credit_threshold" field.
+func (_u *TenantUpdateOne) ClearLowCreditThreshold() *TenantUpdateOne {
+	_u.mutation.ClearLowCreditThreshold()
+	return _u
+}
+
+// SetCreditsExhaustedAt sets the "credits_exhausted_at" field.
+func (_u *TenantUpdateOne) SetCreditsExhaustedAt(v time.Time) *TenantUpdateOne {
+	_u.mutation.SetCreditsExhaustedAt(v)
+	return _u
+}
+
+// SetNillableCreditsExhaustedAt sets the "credits_exhausted_at" field if the given value is not nil.
+func (_u *TenantUpdateOne) SetNillableCreditsExhaustedAt(v *time.Time) *TenantUpdateOne {
+	if v != nil {
+		_u.SetCreditsExhaustedAt(*v)
+	}
+	return _u
+}
+
+// ClearCreditsExhaustedAt clears the value of the "credits_exhausted_at" field.
+func (_u *TenantUpdateOne) ClearCreditsExhaustedAt() *TenantUpdateOne {
+	_u.mutation.ClearCreditsExhaustedAt()
 	return _u
 }
 
@@ -383,6 +493,21 @@ func (_u *TenantUpdateOne) sqlSave(ctx context.Context) (_node *Tenant, err erro
 	}
 	if value, ok := _u.mutation.AddedCreditBalance(); ok {
 		_spec.AddField(tenant.FieldCreditBalance, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.LowCreditThreshold(); ok {
+		_spec.SetField(tenant.FieldLowCreditThreshold, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedLowCreditThreshold(); ok {
+		_spec.AddField(tenant.FieldLowCreditThreshold, field.TypeInt64, value)
+	}
+	if _u.mutation.LowCreditThresholdCleared() {
+		_spec.ClearField(tenant.FieldLowCreditThreshold, field.TypeInt64)
+	}
+	if value, ok := _u.mutation.CreditsExhaustedAt(); ok {
+		_spec.SetField(tenant.FieldCreditsExhaustedAt, field.TypeTime, value)
+	}
+	if _u.mutation.CreditsExhaustedAtCleared() {
+		_spec.ClearField(tenant.FieldCreditsExhaustedAt, field.TypeTime)
 	}
 	if _u.mutation.PlanCleared() {
 		edge := &sqlgraph.EdgeSpec{

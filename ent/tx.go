@@ -14,6 +14,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// AlertSubscription is the client for interacting with the AlertSubscription builders.
+	AlertSubscription *AlertSubscriptionClient
 	// Attempt is the client for interacting with the Attempt builders.
 	Attempt *AttemptClient
 	// Delivery is the client for interacting with the Delivery builders.
@@ -24,6 +26,8 @@ type Tx struct {
 	OutboundAttempt *OutboundAttemptClient
 	// OutboundJob is the client for interacting with the OutboundJob builders.
 	OutboundJob *OutboundJobClient
+	// PendingAlert is the client for interacting with the PendingAlert builders.
+	PendingAlert *PendingAlertClient
 	// Plan is the client for interacting with the Plan builders.
 	Plan *PlanClient
 	// Recipient is the client for interacting with the Recipient builders.
@@ -167,11 +171,13 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.AlertSubscription = NewAlertSubscriptionClient(tx.config)
 	tx.Attempt = NewAttemptClient(tx.config)
 	tx.Delivery = NewDeliveryClient(tx.config)
 	tx.LedgerEntry = NewLedgerEntryClient(tx.config)
 	tx.OutboundAttempt = NewOutboundAttemptClient(tx.config)
 	tx.OutboundJob = NewOutboundJobClient(tx.config)
+	tx.PendingAlert = NewPendingAlertClient(tx.config)
 	tx.Plan = NewPlanClient(tx.config)
 	tx.Recipient = NewRecipientClient(tx.config)
 	tx.Request = NewRequestClient(tx.config)
@@ -187,7 +193,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Attempt.QueryXXX(), the query will be executed
+// applies a query, for example: AlertSubscription.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

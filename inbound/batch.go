@@ -31,7 +31,8 @@ import (
 type batcher struct {
 	client   *ent.Client
 	delivery *delivery.Service
-	dispatch Dispatcher // nil: deliveries wait in the table for the dispatcher's claim
+	dispatch Dispatcher         // nil: deliveries wait in the table for the dispatcher's claim
+	noCredit func(tenantID int) // nil: nobody hears of refusals for want of credit
 	logger   *slog.Logger
 	maxBatch int
 	// crowd is the queue length at which a partition commits without waiting for the turn.
@@ -68,9 +69,9 @@ type acceptResult struct {
 var errStopped = errors.New("intake is shutting down")
 
 // newBatcher starts a batcher. Its last parameter is unused: the dialect comes with d (delivery.Service.Dialect).
-func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, logger *slog.Logger, workers, maxBatch int) *batcher {
+func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, noCredit func(int), logger *slog.Logger, workers, maxBatch int) *batcher {
 	b := &batcher{
-		client: client, delivery: d, dispatch: dispatch, logger: logger, maxBatch: maxBatch,
+		client: client, delivery: d, dispatch: dispatch, noCredit: noCredit, logger: logger, maxBatch: maxBatch,
 		crowd: crowdOf(maxBatch), way: storeWays.Of(d.Dialect()),
 	}
 	b.commitBatch = b.commit
@@ -351,6 +352,9 @@ func (b *batcher) write(ctx context.Context, tx *ent.Client, items []delivery.In
 	for k, i := range stored {
 		results[i] = acceptResult{req: out[k].Request, err: out[k].Err}
 		claimed = append(claimed, out[k].Claimed...)
+		if b.noCredit != nil && out[k].Err != nil && fault.KindOf(out[k].Err) == fault.InsufficientCredits {
+			b.noCredit(items[k].Server.TenantID)
+		}
 	}
 	return handoff, claimed, nil
 }
@@ -404,7 +408,8 @@ func keysOf(batch []*pendingAccept) []string {
 // the keys they accept at now.
 func serversSQLite(ctx context.Context, tx *ent.Client, keys []string, now time.Time) (map[string]*ent.Server, error) {
 	list, err := tx.Server.Query().
-		Where(server.Or(server.InboundKeyIn(keys...), server.PreviousInboundKeyIn(keys...)), server.DeletedAtIsNil()).
+		Where(server.Or(server.InboundKeyIn(keys...), server.PreviousInboundKeyIn(keys...)), server.DeletedAtIsNil(),
+			server.KindEQ(server.KindINBOUND)).
 		WithRecipients(func(q *ent.RecipientQuery) {
 			q.Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID))
 		}).
@@ -434,13 +439,13 @@ func byKey(out map[string]*ent.Server, srv *ent.Server, now time.Time) {
 // server deleted since this read.
 var serversSQL = storage.Prepared(`
 SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
-	s.previous_inbound_key, s.previous_key_expires_at, r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
+	s.previous_inbound_key, s.previous_key_expires_at, s.kind, r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
 	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
 	r.consecutive_failures, r.window_attempts, r.window_failures, r.last_success_at, r.next_probe_at,
-	r.cli_seen_until
+	r.cli_seen_until, r.routing_filter
 FROM servers AS s
 LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
-WHERE (s.inbound_key = ANY($1) OR s.previous_inbound_key = ANY($1)) AND s.deleted_at IS NULL
+WHERE (s.inbound_key = ANY($1) OR s.previous_inbound_key = ANY($1)) AND s.deleted_at IS NULL AND s.kind = 'INBOUND'
 ORDER BY s.id, r.id`)
 
 // serversPostgres loads the live servers with these keys, current or replaced, with their live recipients, by
@@ -461,10 +466,10 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 		var previousUntil sql.NullTime
 		var r recipientRow
 		if err := rows.Scan(&row.ID, &row.TenantID, &row.CreatedAt, &row.Name, &row.InboundKey,
-			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
+			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &row.Kind, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
 			&r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
 			&r.state, &r.stateReason, &r.stateChangedAt, &r.consecutiveFailures, &r.windowAttempts,
-			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil); err != nil {
+			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil, &r.routingFilter); err != nil {
 			return nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
@@ -497,6 +502,7 @@ type recipientRow struct {
 	id, tenantID, serverID, maxAttempts, timeoutSeconds      sql.NullInt64
 	consecutiveFailures, windowAttempts, windowFailures      sql.NullInt64
 	name, method, url, retrySchedule, state, stateReason     sql.NullString
+	routingFilter                                            sql.NullString
 	sendIdempotencyKey                                       sql.NullBool
 	createdAt                                                sql.NullTime
 	stateChangedAt, lastSuccessAt, nextProbeAt, cliSeenUntil sql.NullTime
@@ -509,7 +515,7 @@ func (r *recipientRow) recipient() *ent.Recipient {
 		}
 		return &t.Time
 	}
-	return &ent.Recipient{
+	rec := &ent.Recipient{
 		ID: int(r.id.Int64), TenantID: int(r.tenantID.Int64), CreatedAt: r.createdAt.Time,
 		ServerID: int(r.serverID.Int64), Name: r.name.String, Method: recipient.Method(r.method.String),
 		URL: r.url.String, MaxAttempts: int(r.maxAttempts.Int64),
@@ -520,4 +526,8 @@ func (r *recipientRow) recipient() *ent.Recipient {
 		WindowFailures: r.windowFailures.Int64, LastSuccessAt: at(r.lastSuccessAt), NextProbeAt: at(r.nextProbeAt),
 		CliSeenUntil: at(r.cliSeenUntil),
 	}
+	if r.routingFilter.Valid {
+		rec.RoutingFilter = &r.routingFilter.String
+	}
+	return rec
 }

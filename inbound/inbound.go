@@ -58,6 +58,9 @@ type Config struct {
 	// Dispatch, if set, takes new deliveries straight from intake when it has workers free for them, rather
 	// than from the table after a wake and a claim (delivery.Handoff).
 	Dispatch Dispatcher
+	// NoCredit, if set, hears of each tenant a request was refused for want of credit (402); it must not
+	// block (alerting.Service.NoCredit).
+	NoCredit func(tenantID int)
 }
 
 // Dispatcher starts deliveries that intake stores already claimed (scheduler.Scheduler).
@@ -93,7 +96,7 @@ func New(cfg Config) *Handler {
 	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, 256)
 	return &Handler{
 		cfg:    cfg,
-		batch:  newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.Logger, cfg.Committers, cfg.MaxBatch),
+		batch:  newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.NoCredit, cfg.Logger, cfg.Committers, cfg.MaxBatch),
 		limits: newLimiter(cfg.Client, cfg.Now),
 		bodies: &bodyBudget{limit: cfg.BodyBudget},
 	}

@@ -140,7 +140,8 @@ func (l *limiter) read(ctx context.Context, key string) (*keyInfo, error) {
 	const op = "inbound.lookup"
 	ctx = viewer.SystemContext(ctx)
 	srv, err := l.client.Server.Query().
-		Where(server.Or(server.InboundKey(key), server.PreviousInboundKey(key)), server.DeletedAtIsNil()).
+		Where(server.Or(server.InboundKey(key), server.PreviousInboundKey(key)), server.DeletedAtIsNil(),
+			server.KindEQ(server.KindINBOUND)).
 		Select(server.FieldTenantID, server.FieldMaxRequestsPerSecond, server.FieldInboundKey,
 			server.FieldPreviousInboundKey, server.FieldPreviousKeyExpiresAt).Only(ctx)
 	if ent.IsNotFound(err) {

@@ -17,7 +17,8 @@ import (
 // TestServersReadAsEntReadsThem: intake's one-statement read of a batch's servers and recipients on
 // PostgreSQL gives, field for field, what ent's eager loading gives — every recipient column, set or null —
 // and leaves out deleted servers and deleted recipients, read outside any transaction as a committer reads them
-// (the batch's statement takes the locks). A column read into the wrong field fails here; a column added to
+// (the batch's statement takes the locks), and a server of alerts, whose key intake never accepts. A column
+// read into the wrong field fails here; a column added to
 // recipients must be added to serversSQL too, and set here. A server is found by a key a rotation replaced
 // while its grace lasts, and not after.
 func TestServersReadAsEntReadsThem(t *testing.T) {
@@ -39,6 +40,10 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.Client.Server.Create().SetTenantID(tn.ID).SetName("gone").SetInboundKey("k-gone").
 		SetDeletedAt(at).Save(ctx)
+	require.NoError(t, err)
+	_, err = db.Client.Server.Create().SetTenantID(tn.ID).SetName("alerts").SetInboundKey("k-alerts").
+		SetKind(server.KindALERTS).Save(ctx)
+	require.NoError(t, err)
 	_, err = db.Client.Server.Create().SetTenantID(tn.ID).SetName("rotated").SetInboundKey("k-rotated").
 		SetPreviousInboundKey("k-rotated-old").SetPreviousKeyExpiresAt(at).Save(ctx)
 	require.NoError(t, err)
@@ -47,7 +52,7 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 		SetRetrySchedule(recipient.RetryScheduleEXPONENTIAL).SetSendIdempotencyKey(true).SetTimeoutSeconds(9).
 		SetState(recipient.StatePAUSED).SetStateReason("by hand").SetStateChangedAt(at).
 		SetConsecutiveFailures(3).SetWindowAttempts(40).SetWindowFailures(5).SetLastSuccessAt(at.Add(-time.Hour)).
-		SetNextProbeAt(at.Add(time.Minute)).Save(ctx)
+		SetNextProbeAt(at.Add(time.Minute)).SetRoutingFilter(`{"method":"POST"}`).Save(ctx)
 	require.NoError(t, err)
 	_, err = db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(full.ID).SetName("cli").
 		SetMethod(recipient.MethodCLI).SetCliSeenUntil(at).Save(ctx)
@@ -57,7 +62,7 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 	require.NoError(t, err)
 
 	got, err := serversPostgres(ctx, db.Client, keysOf([]*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"},
-		{key: "k-full"}, {key: "k-full-old"}, {key: "k-rotated-old"}}), at)
+		{key: "k-full"}, {key: "k-full-old"}, {key: "k-rotated-old"}, {key: "k-alerts"}}), at)
 	require.NoError(t, err)
 	require.NotNil(t, got["k-full-old"], "a replaced key is accepted during its grace")
 	require.Same(t, got["k-full"], got["k-full-old"])
@@ -72,7 +77,7 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 			q.Where(recipient.DeletedAtIsNil()).Order(ent.Asc(recipient.FieldID))
 		}).All(ctx)
 	require.NoError(t, err)
-	require.Len(t, got, 2, "the deleted server is not read")
+	require.Len(t, got, 2, "the deleted server and the server of alerts are not read")
 	for _, w := range want {
 		g := got[w.InboundKey]
 		require.NotNil(t, g, w.InboundKey)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/adal-relay/adal/alerting"
 	"github.com/adal-relay/adal/api"
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
@@ -86,8 +87,11 @@ type Config struct {
 	// TokenRefresh is how often revoked token ids are reloaded (a revocation reaches every process within
 	// about this long, and expired or revoked tokens' websockets close); default 2s.
 	TokenRefresh time.Duration
-	Dev          bool
-	Logger       *slog.Logger
+	// AlertInterval is how often the leader looks for alert events written by other processes
+	// (ADAL_ALERT_INTERVAL); default 2s. Its own it handles at once.
+	AlertInterval time.Duration
+	Dev           bool
+	Logger        *slog.Logger
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 }
@@ -139,6 +143,7 @@ type Relay struct {
 	Leader    *leader.Elector
 	Retention *retention.Purger
 	Cycle     *billing.Cycle
+	Alerts    *alerting.Service
 	Events    events.Service
 	crons     []*leader.Cron
 	publisher *publisher
@@ -220,6 +225,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Notify:  r.changed,
 		Health:  cfg.Health,
 		Dialect: db.Dialect,
+		Alerted: func() { r.Alerts.Wake() }, // called after commits, once the alert service exists
 		// The heartbeat of an attached CLI, kept fresh by the CLI hub of whichever process it is attached to.
 		CLIConnected: func(rec *ent.Recipient, now time.Time) bool {
 			return rec.CliSeenUntil != nil && rec.CliSeenUntil.After(now)
@@ -268,6 +274,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		// SQLite has one writer: one committer, batching everything queued behind it.
 		Committers: db.Writers(cmp.Or(cfg.IntakeCommitters, 2)),
 		Dispatch:   r.Scheduler,
+		NoCredit:   func(tenantID int) { r.Alerts.NoCredit(tenantID) },
 	})
 	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
 		DB:       db,
@@ -286,6 +293,13 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, err
 	}
+	if r.Alerts, err = alerting.New(alerting.Config{
+		DB: db, Delivery: r.Delivery, Routing: r.Routing, Billing: r.Billing, Leader: r.Leader,
+		Interval: cfg.AlertInterval, Logger: cfg.Logger, Now: cfg.Now,
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
 	r.handler = api.New(api.Config{
 		Resolver: &resolvers.Resolver{
 			Client:   db.Client,
@@ -298,6 +312,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Now:      cfg.Now,
 			CLIHub:   r.CLIHub,
 			Outbound: r.Outbound,
+			Alerting: r.Alerts,
 		},
 		Client:           db.Client,
 		Auth:             authn,
@@ -389,7 +404,7 @@ func (r *Relay) services() []startstop.Service {
 	for _, c := range r.crons {
 		svcs = append(svcs, c)
 	}
-	return append(svcs, r.publisher, r.CLIHub, r.Scheduler, r.Rescuer)
+	return append(svcs, r.publisher, r.CLIHub, r.Scheduler, r.Rescuer, r.Alerts)
 }
 
 // Start starts the background services under ctx. If one fails to start, those already started are stopped.

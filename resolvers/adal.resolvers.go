@@ -173,6 +173,7 @@ func (r *mutationResolver) CreateRecipient(ctx context.Context, input model.Crea
 		ServerID: input.ServerID, Name: &input.Name, Method: &input.Method, URL: input.URL,
 		MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
+		Filter: ruleJSON(input.Filter),
 	})
 }
 
@@ -184,6 +185,7 @@ func (r *mutationResolver) UpdateRecipient(ctx context.Context, id int, input mo
 	return r.Routing.UpdateRecipient(ctx, r.client(ctx), id, routing.RecipientInput{
 		Name: input.Name, URL: input.URL, MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
+		Filter: ruleJSON(input.Filter), ClearFilter: deref(input.ClearFilter, false),
 	})
 }
 
@@ -269,7 +271,7 @@ func (r *queryResolver) Servers(ctx context.Context, after *entgql.Cursor[int], 
 	if err != nil {
 		return nil, err
 	}
-	return r.client(ctx).Server.Query().Where(server.DeletedAtIsNil()).
+	return r.client(ctx).Server.Query().Where(server.DeletedAtIsNil(), server.KindEQ(server.KindINBOUND)).
 		Paginate(ctx, after, first, before, last, ent.WithServerOrder(orderBy), ent.WithServerFilter(where.Filter))
 }
 

@@ -4,8 +4,12 @@ package resolvers
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"time"
 
+	"github.com/adal-relay/adal/alert"
+	"github.com/adal-relay/adal/alerting"
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/clihub"
@@ -13,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/graph/model"
 	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/viewer"
@@ -33,6 +38,8 @@ type Resolver struct {
 	CLIHub *clihub.Hub
 	// Outbound serves sendOutbound and its jobs: standalone HTTP calls a tenant submits through the API.
 	Outbound *outbound.Service
+	// Alerting manages alert subscriptions.
+	Alerting *alerting.Service
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain
@@ -59,6 +66,18 @@ func require(ctx context.Context, op string, roles ...viewer.Role) (viewer.Viewe
 		}
 	}
 	return v, fault.E(op, fault.Forbidden, "this operation needs role %v", roles)
+}
+
+// ruleJSON is a routing filter as the API received it (a JSON scalar), as JSON text; nil for none.
+func ruleJSON(rule any) []byte {
+	if rule == nil {
+		return nil
+	}
+	b, err := json.Marshal(rule)
+	if err != nil {
+		return []byte("{") // refused by filter.Compile as the invalid JSON the value was
+	}
+	return b
 }
 
 func deref[T any](p *T, def T) T {
@@ -95,4 +114,14 @@ func pageSize(op string, first, last *int) (*int, error) {
 		return &n, nil
 	}
 	return first, nil
+}
+
+// alertType is the event an AlertEvent value names: RECIPIENT_DISABLED is recipient.disabled.
+func alertType(e model.AlertEvent) alert.Type {
+	return alert.Type(strings.ToLower(strings.Replace(string(e), "_", ".", 1)))
+}
+
+// alertEventEnum is the AlertEvent value of an event.
+func alertEventEnum(t alert.Type) model.AlertEvent {
+	return model.AlertEvent(strings.ToUpper(strings.Replace(string(t), ".", "_", 1)))
 }

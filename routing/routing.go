@@ -12,6 +12,7 @@ import (
 
 	entsql "entgo.io/ent/dialect/sql"
 
+	"github.com/adal-relay/adal/alert"
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
@@ -19,6 +20,7 @@ import (
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/filter"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -127,7 +129,7 @@ func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in Serve
 	if _, err := client.Tenant.Query().Where(tenant.ID(tenantID)).Select(tenant.FieldID).Modify(lockRow).Ints(ctx); err != nil {
 		return nil, storage.Err(op, "tenant", err)
 	}
-	n, err := client.Server.Query().Where(server.TenantID(tenantID), server.DeletedAtIsNil()).Count(ctx)
+	n, err := client.Server.Query().Where(server.TenantID(tenantID), server.DeletedAtIsNil(), server.KindEQ(server.KindINBOUND)).Count(ctx)
 	if err != nil {
 		return nil, storage.Err(op, "server", err)
 	}
@@ -153,9 +155,10 @@ func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in Serve
 // leaves inserts referencing the row (requests, recipients) unblocked.
 func lockRow(s *entsql.Selector) { storage.RowLocksOf(s.Dialect()).NoKeyUpdate(s) }
 
-// liveServer loads a server that has not been deleted.
+// liveServer loads a server that has not been deleted; a tenant's hidden server of alerts is none of its
+// servers.
 func liveServer(ctx context.Context, client *ent.Client, op string, id int) (*ent.Server, error) {
-	srv, err := client.Server.Query().Where(server.ID(id), server.DeletedAtIsNil()).Only(ctx)
+	srv, err := client.Server.Query().Where(server.ID(id), server.DeletedAtIsNil(), server.KindEQ(server.KindINBOUND)).Only(ctx)
 	return srv, storage.Err(op, "server", err)
 }
 
@@ -287,6 +290,10 @@ type RecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule
 	SendIdempotencyKey *bool
 	TimeoutSeconds     *int
+	// Filter is the routing rule (package filter) as JSON; nil keeps it (none on create). ClearFilter removes
+	// it: the recipient gets every request.
+	Filter      []byte
+	ClearFilter bool
 }
 
 // recipientSettings is a recipient's configuration after defaults and updates, validated as a whole.
@@ -298,6 +305,8 @@ type recipientSettings struct {
 	schedule      recipient.RetrySchedule
 	idempotency   bool
 	timeoutSecond int
+	filter        *string // the rule's text as compiled
+	filterIn      []byte  // a new rule, to compile in validate
 }
 
 func (rs *recipientSettings) apply(in RecipientInput) {
@@ -322,6 +331,11 @@ func (rs *recipientSettings) apply(in RecipientInput) {
 	if in.TimeoutSeconds != nil {
 		rs.timeoutSecond = *in.TimeoutSeconds
 	}
+	if in.ClearFilter {
+		rs.filter, rs.filterIn = nil, nil
+	} else if in.Filter != nil {
+		rs.filterIn = in.Filter
+	}
 }
 
 func (rs *recipientSettings) validate(op string) error {
@@ -343,6 +357,14 @@ func (rs *recipientSettings) validate(op string) error {
 	}
 	if rs.timeoutSecond < 1 || rs.timeoutSecond > MaxTimeoutSeconds {
 		return fault.E(op, fault.InvalidInput, "timeoutSeconds must be between 1 and %d", MaxTimeoutSeconds)
+	}
+	if rs.filterIn != nil {
+		f, err := filter.Compile(rs.filterIn)
+		if err != nil {
+			return fault.E(op, fault.InvalidInput, "filter: %s", err.Error())
+		}
+		text := f.String()
+		rs.filter, rs.filterIn = &text, nil
 	}
 	switch rs.method {
 	case recipient.MethodDIRECT_HTTP:
@@ -401,6 +423,11 @@ func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in Re
 	if n >= plan.MaxRecipientsPerServer {
 		return nil, fault.E(op, fault.InvalidInput, "plan %q allows %d recipients per server", plan.Name, plan.MaxRecipientsPerServer)
 	}
+	return s.createRecipient(ctx, client, op, srv, rs)
+}
+
+// createRecipient stores a recipient of srv with the validated settings rs.
+func (s *Service) createRecipient(ctx context.Context, client *ent.Client, op string, srv *ent.Server, rs recipientSettings) (*ent.Recipient, error) {
 	r, err := client.Recipient.Create().
 		SetTenantID(srv.TenantID).
 		SetServerID(srv.ID).
@@ -411,14 +438,23 @@ func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in Re
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
 		SetTimeoutSeconds(rs.timeoutSecond).
+		SetNillableRoutingFilter(rs.filter).
 		SetCreatedAt(s.now()).
 		Save(ctx)
 	return r, storage.Err(op, "recipient", err)
 }
 
+// liveRecipient loads a recipient that has not been deleted, of one of the tenant's servers: an alert
+// subscription's recipient changes only with its subscription.
 func liveRecipient(ctx context.Context, client *ent.Client, op string, id int) (*ent.Recipient, error) {
-	r, err := client.Recipient.Query().Where(recipient.ID(id), recipient.DeletedAtIsNil()).Only(ctx)
-	return r, storage.Err(op, "recipient", err)
+	r, err := client.Recipient.Query().Where(recipient.ID(id), recipient.DeletedAtIsNil()).WithServer().Only(ctx)
+	if err != nil {
+		return nil, storage.Err(op, "recipient", err)
+	}
+	if r.Edges.Server.Kind == server.KindALERTS {
+		return nil, fault.E(op, fault.InvalidInput, "this recipient is an alert subscription's: change it with deleteAlertSubscription and createAlertSubscription")
+	}
+	return r, nil
 }
 
 // UpdateRecipient changes a recipient's settings. Deliveries already created keep the attempts and schedule
@@ -437,13 +473,19 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 	}
 	rs := recipientSettings{
 		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
-		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds,
+		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds, filter: r.RoutingFilter,
 	}
 	rs.apply(in)
 	if err := rs.validate(op); err != nil {
 		return nil, err
 	}
-	r, err = r.Update().
+	u := r.Update()
+	if rs.filter == nil {
+		u.ClearRoutingFilter()
+	} else {
+		u.SetRoutingFilter(*rs.filter)
+	}
+	r, err = u.
 		SetName(rs.name).
 		SetURL(rs.url).
 		SetMaxAttempts(rs.maxAttempts).
@@ -524,8 +566,16 @@ func (s *Service) ChangeRecipientState(ctx context.Context, client *ent.Client, 
 	u := client.Recipient.UpdateOneID(r.ID)
 	delivery.MoveRecipient(u.Mutation(), r, to, reason, s.now())
 	r, err = u.Save(ctx)
-	if err == nil && change != Pause && s.wake != nil {
+	if err != nil {
+		return nil, storage.Err(op, "recipient", err)
+	}
+	if change == Enable {
+		if err := alert.Record(ctx, client, recoveredEvent(r)); err != nil {
+			return nil, fault.Wrap(op, fault.Internal, err)
+		}
+	}
+	if change != Pause && s.wake != nil {
 		storage.AfterCommit(ctx, s.wake)
 	}
-	return r, storage.Err(op, "recipient", err)
+	return r, nil
 }

@@ -127,6 +127,11 @@ func configFromEnv() (relay.Config, error) {
 			return cfg, fmt.Errorf("ADAL_RESCUE_INTERVAL must be a positive duration such as 10s, got %q", v)
 		}
 	}
+	if v := os.Getenv("ADAL_ALERT_INTERVAL"); v != "" {
+		if cfg.AlertInterval, err = time.ParseDuration(v); err != nil || cfg.AlertInterval <= 0 {
+			return cfg, fmt.Errorf("ADAL_ALERT_INTERVAL must be a positive duration such as 2s, got %q", v)
+		}
+	}
 	if v := os.Getenv("ADAL_LEASE"); v != "" {
 		if cfg.Lease, err = time.ParseDuration(v); err != nil || cfg.Lease < time.Second {
 			return cfg, fmt.Errorf("ADAL_LEASE must be a duration of at least 1s such as 60s, got %q", v)

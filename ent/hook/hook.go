@@ -9,6 +9,18 @@ import (
 	"github.com/adal-relay/adal/ent"
 )
 
+// The AlertSubscriptionFunc type is an adapter to allow the use of ordinary
+// function as AlertSubscription mutator.
+type AlertSubscriptionFunc func(context.Context, *ent.AlertSubscriptionMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f AlertSubscriptionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.AlertSubscriptionMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AlertSubscriptionMutation", m)
+}
+
 // The AttemptFunc type is an adapter to allow the use of ordinary
 // function as Attempt mutator.
 type AttemptFunc func(context.Context, *ent.AttemptMutation) (ent.Value, error)
@@ -67,6 +79,18 @@ func (f OutboundJobFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value,
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.OutboundJobMutation", m)
+}
+
+// The PendingAlertFunc type is an adapter to allow the use of ordinary
+// function as PendingAlert mutator.
+type PendingAlertFunc func(context.Context, *ent.PendingAlertMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f PendingAlertFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.PendingAlertMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PendingAlertMutation", m)
 }
 
 // The PlanFunc type is an adapter to allow the use of ordinary

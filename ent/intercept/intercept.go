@@ -8,11 +8,13 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -76,6 +78,33 @@ func (f TraverseFunc) Traverse(ctx context.Context, q ent.Query) error {
 		return err
 	}
 	return f(ctx, query)
+}
+
+// The AlertSubscriptionFunc type is an adapter to allow the use of ordinary function as a Querier.
+type AlertSubscriptionFunc func(context.Context, *ent.AlertSubscriptionQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f AlertSubscriptionFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.AlertSubscriptionQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.AlertSubscriptionQuery", q)
+}
+
+// The TraverseAlertSubscription type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseAlertSubscription func(context.Context, *ent.AlertSubscriptionQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseAlertSubscription) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseAlertSubscription) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.AlertSubscriptionQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.AlertSubscriptionQuery", q)
 }
 
 // The AttemptFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -211,6 +240,33 @@ func (f TraverseOutboundJob) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.OutboundJobQuery", q)
+}
+
+// The PendingAlertFunc type is an adapter to allow the use of ordinary function as a Querier.
+type PendingAlertFunc func(context.Context, *ent.PendingAlertQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f PendingAlertFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.PendingAlertQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.PendingAlertQuery", q)
+}
+
+// The TraversePendingAlert type is an adapter to allow the use of ordinary function as Traverser.
+type TraversePendingAlert func(context.Context, *ent.PendingAlertQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraversePendingAlert) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraversePendingAlert) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.PendingAlertQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.PendingAlertQuery", q)
 }
 
 // The PlanFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -378,6 +434,8 @@ func (f TraverseToken) Traverse(ctx context.Context, q ent.Query) error {
 // NewQuery returns the generic Query interface for the given typed query.
 func NewQuery(q ent.Query) (Query, error) {
 	switch q := q.(type) {
+	case *ent.AlertSubscriptionQuery:
+		return &query[*ent.AlertSubscriptionQuery, predicate.AlertSubscription, alertsubscription.OrderOption]{typ: ent.TypeAlertSubscription, tq: q}, nil
 	case *ent.AttemptQuery:
 		return &query[*ent.AttemptQuery, predicate.Attempt, attempt.OrderOption]{typ: ent.TypeAttempt, tq: q}, nil
 	case *ent.DeliveryQuery:
@@ -388,6 +446,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.OutboundAttemptQuery, predicate.OutboundAttempt, outboundattempt.OrderOption]{typ: ent.TypeOutboundAttempt, tq: q}, nil
 	case *ent.OutboundJobQuery:
 		return &query[*ent.OutboundJobQuery, predicate.OutboundJob, outboundjob.OrderOption]{typ: ent.TypeOutboundJob, tq: q}, nil
+	case *ent.PendingAlertQuery:
+		return &query[*ent.PendingAlertQuery, predicate.PendingAlert, pendingalert.OrderOption]{typ: ent.TypePendingAlert, tq: q}, nil
 	case *ent.PlanQuery:
 		return &query[*ent.PlanQuery, predicate.Plan, plan.OrderOption]{typ: ent.TypePlan, tq: q}, nil
 	case *ent.RecipientQuery:

@@ -9,6 +9,42 @@ import (
 )
 
 var (
+	// AlertSubscriptionsColumns holds the columns for the "alert_subscriptions" table.
+	AlertSubscriptionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "format", Type: field.TypeEnum, Enums: []string{"JSON", "SLACK"}},
+		{Name: "events", Type: field.TypeJSON, SchemaType: map[string]string{"postgres": "bytea"}},
+		{Name: "tenant_id", Type: field.TypeInt},
+		{Name: "recipient_id", Type: field.TypeInt},
+	}
+	// AlertSubscriptionsTable holds the schema information for the "alert_subscriptions" table.
+	AlertSubscriptionsTable = &schema.Table{
+		Name:       "alert_subscriptions",
+		Columns:    AlertSubscriptionsColumns,
+		PrimaryKey: []*schema.Column{AlertSubscriptionsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "alert_subscriptions_tenants_tenant",
+				Columns:    []*schema.Column{AlertSubscriptionsColumns[4]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "alert_subscriptions_recipients_recipient",
+				Columns:    []*schema.Column{AlertSubscriptionsColumns[5]},
+				RefColumns: []*schema.Column{RecipientsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "alertsubscription_tenant_id",
+				Unique:  false,
+				Columns: []*schema.Column{AlertSubscriptionsColumns[4]},
+			},
+		},
+	}
 	// AttemptsColumns holds the columns for the "attempts" table.
 	AttemptsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -306,6 +342,42 @@ var (
 			},
 		},
 	}
+	// PendingAlertsColumns holds the columns for the "pending_alerts" table.
+	PendingAlertsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "type", Type: field.TypeString},
+		{Name: "recipient_id", Type: field.TypeInt, Nullable: true},
+		{Name: "data", Type: field.TypeBytes},
+		{Name: "occurred_at", Type: field.TypeTime},
+		{Name: "due_at", Type: field.TypeTime},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// PendingAlertsTable holds the schema information for the "pending_alerts" table.
+	PendingAlertsTable = &schema.Table{
+		Name:       "pending_alerts",
+		Columns:    PendingAlertsColumns,
+		PrimaryKey: []*schema.Column{PendingAlertsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "pending_alerts_tenants_tenant",
+				Columns:    []*schema.Column{PendingAlertsColumns[6]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "pendingalert_due_at",
+				Unique:  false,
+				Columns: []*schema.Column{PendingAlertsColumns[5]},
+			},
+			{
+				Name:    "pendingalert_recipient_id_type",
+				Unique:  false,
+				Columns: []*schema.Column{PendingAlertsColumns[2], PendingAlertsColumns[1]},
+			},
+		},
+	}
 	// PlansColumns holds the columns for the "plans" table.
 	PlansColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -345,6 +417,8 @@ var (
 		{Name: "next_probe_at", Type: field.TypeTime, Nullable: true},
 		{Name: "cli_seen_until", Type: field.TypeTime, Nullable: true},
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "routing_filter", Type: field.TypeString, Nullable: true, Size: 2147483647},
+		{Name: "failure_alerted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "server_id", Type: field.TypeInt},
 	}
@@ -356,13 +430,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "recipients_tenants_tenant",
-				Columns:    []*schema.Column{RecipientsColumns[19]},
+				Columns:    []*schema.Column{RecipientsColumns[21]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "recipients_servers_recipients",
-				Columns:    []*schema.Column{RecipientsColumns[20]},
+				Columns:    []*schema.Column{RecipientsColumns[22]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -371,12 +445,12 @@ var (
 			{
 				Name:    "recipient_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[19]},
+				Columns: []*schema.Column{RecipientsColumns[21]},
 			},
 			{
 				Name:    "recipient_server_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[20]},
+				Columns: []*schema.Column{RecipientsColumns[22]},
 			},
 			{
 				Name:    "recipient_state_changed_at",
@@ -398,6 +472,7 @@ var (
 		{Name: "received_at", Type: field.TypeTime},
 		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "DELIVERED", "FAILED", "PARTIAL"}, Default: "PENDING"},
+		{Name: "filtered_out", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "bytea"}},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "replay_of_id", Type: field.TypeInt, Nullable: true},
 		{Name: "server_id", Type: field.TypeInt},
@@ -410,19 +485,19 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "requests_tenants_tenant",
-				Columns:    []*schema.Column{RequestsColumns[11]},
+				Columns:    []*schema.Column{RequestsColumns[12]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "requests_requests_replays",
-				Columns:    []*schema.Column{RequestsColumns[12]},
+				Columns:    []*schema.Column{RequestsColumns[13]},
 				RefColumns: []*schema.Column{RequestsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
 			{
 				Symbol:     "requests_servers_requests",
-				Columns:    []*schema.Column{RequestsColumns[13]},
+				Columns:    []*schema.Column{RequestsColumns[14]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -431,7 +506,7 @@ var (
 			{
 				Name:    "request_server_id_received_at",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[13], RequestsColumns[8]},
+				Columns: []*schema.Column{RequestsColumns[14], RequestsColumns[8]},
 			},
 			{
 				Name:    "request_expires_at",
@@ -441,7 +516,7 @@ var (
 			{
 				Name:    "request_replays",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[12]},
+				Columns: []*schema.Column{RequestsColumns[13]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "replay_of_id IS NOT NULL",
 				},
@@ -460,6 +535,7 @@ var (
 		{Name: "retention_days", Type: field.TypeInt, Nullable: true},
 		{Name: "max_requests_per_second", Type: field.TypeInt, Nullable: true},
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "kind", Type: field.TypeEnum, Enums: []string{"INBOUND", "ALERTS"}, Default: "INBOUND"},
 		{Name: "tenant_id", Type: field.TypeInt},
 	}
 	// ServersTable holds the schema information for the "servers" table.
@@ -470,7 +546,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "servers_tenants_tenant",
-				Columns:    []*schema.Column{ServersColumns[10]},
+				Columns:    []*schema.Column{ServersColumns[11]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -479,7 +555,7 @@ var (
 			{
 				Name:    "server_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{ServersColumns[10]},
+				Columns: []*schema.Column{ServersColumns[11]},
 			},
 			{
 				Name:    "server_previous_inbound_key",
@@ -497,6 +573,8 @@ var (
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "name", Type: field.TypeString},
 		{Name: "credit_balance", Type: field.TypeInt64, Default: 0},
+		{Name: "low_credit_threshold", Type: field.TypeInt64, Nullable: true},
+		{Name: "credits_exhausted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "plan_id", Type: field.TypeInt},
 	}
 	// TenantsTable holds the schema information for the "tenants" table.
@@ -507,7 +585,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "tenants_plans_plan",
-				Columns:    []*schema.Column{TenantsColumns[4]},
+				Columns:    []*schema.Column{TenantsColumns[6]},
 				RefColumns: []*schema.Column{PlansColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -555,11 +633,13 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		AlertSubscriptionsTable,
 		AttemptsTable,
 		DeliveriesTable,
 		LedgerEntriesTable,
 		OutboundAttemptsTable,
 		OutboundJobsTable,
+		PendingAlertsTable,
 		PlansTable,
 		RecipientsTable,
 		RequestsTable,
@@ -570,6 +650,11 @@ var (
 )
 
 func init() {
+	AlertSubscriptionsTable.ForeignKeys[0].RefTable = TenantsTable
+	AlertSubscriptionsTable.ForeignKeys[1].RefTable = RecipientsTable
+	AlertSubscriptionsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(51539607552),
+	}
 	AttemptsTable.ForeignKeys[0].RefTable = TenantsTable
 	AttemptsTable.ForeignKeys[1].RefTable = DeliveriesTable
 	AttemptsTable.Annotation = &entsql.Annotation{
@@ -594,6 +679,10 @@ func init() {
 	OutboundJobsTable.ForeignKeys[1].RefTable = OutboundJobsTable
 	OutboundJobsTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(38654705664),
+	}
+	PendingAlertsTable.ForeignKeys[0].RefTable = TenantsTable
+	PendingAlertsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(55834574848),
 	}
 	PlansTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(12884901888),

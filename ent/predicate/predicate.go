@@ -6,6 +6,9 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// AlertSubscription is the predicate function for alertsubscription builders.
+type AlertSubscription func(*sql.Selector)
+
 // Attempt is the predicate function for attempt builders.
 type Attempt func(*sql.Selector)
 
@@ -20,6 +23,9 @@ type OutboundAttempt func(*sql.Selector)
 
 // OutboundJob is the predicate function for outboundjob builders.
 type OutboundJob func(*sql.Selector)
+
+// PendingAlert is the predicate function for pendingalert builders.
+type PendingAlert func(*sql.Selector)
 
 // Plan is the predicate function for plan builders.
 type Plan func(*sql.Selector)

@@ -111,6 +111,30 @@ func DenyMutationOperationRule(op ent.Op) MutationRule {
 	return OnMutationOperation(rule, op)
 }
 
+// The AlertSubscriptionQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type AlertSubscriptionQueryRuleFunc func(context.Context, *ent.AlertSubscriptionQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f AlertSubscriptionQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.AlertSubscriptionQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.AlertSubscriptionQuery", q)
+}
+
+// The AlertSubscriptionMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type AlertSubscriptionMutationRuleFunc func(context.Context, *ent.AlertSubscriptionMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f AlertSubscriptionMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.AlertSubscriptionMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.AlertSubscriptionMutation", m)
+}
+
 // The AttemptQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type AttemptQueryRuleFunc func(context.Context, *ent.AttemptQuery) error
@@ -229,6 +253,30 @@ func (f OutboundJobMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mut
 		return f(ctx, m)
 	}
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.OutboundJobMutation", m)
+}
+
+// The PendingAlertQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type PendingAlertQueryRuleFunc func(context.Context, *ent.PendingAlertQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f PendingAlertQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.PendingAlertQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.PendingAlertQuery", q)
+}
+
+// The PendingAlertMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type PendingAlertMutationRuleFunc func(context.Context, *ent.PendingAlertMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f PendingAlertMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.PendingAlertMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.PendingAlertMutation", m)
 }
 
 // The PlanQueryRuleFunc type is an adapter to allow the use of ordinary
@@ -410,6 +458,8 @@ var _ QueryMutationRule = FilterFunc(nil)
 
 func queryFilter(q ent.Query) (Filter, error) {
 	switch q := q.(type) {
+	case *ent.AlertSubscriptionQuery:
+		return q.Filter(), nil
 	case *ent.AttemptQuery:
 		return q.Filter(), nil
 	case *ent.DeliveryQuery:
@@ -419,6 +469,8 @@ func queryFilter(q ent.Query) (Filter, error) {
 	case *ent.OutboundAttemptQuery:
 		return q.Filter(), nil
 	case *ent.OutboundJobQuery:
+		return q.Filter(), nil
+	case *ent.PendingAlertQuery:
 		return q.Filter(), nil
 	case *ent.PlanQuery:
 		return q.Filter(), nil
@@ -439,6 +491,8 @@ func queryFilter(q ent.Query) (Filter, error) {
 
 func mutationFilter(m ent.Mutation) (Filter, error) {
 	switch m := m.(type) {
+	case *ent.AlertSubscriptionMutation:
+		return m.Filter(), nil
 	case *ent.AttemptMutation:
 		return m.Filter(), nil
 	case *ent.DeliveryMutation:
@@ -448,6 +502,8 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 	case *ent.OutboundAttemptMutation:
 		return m.Filter(), nil
 	case *ent.OutboundJobMutation:
+		return m.Filter(), nil
+	case *ent.PendingAlertMutation:
 		return m.Filter(), nil
 	case *ent.PlanMutation:
 		return m.Filter(), nil

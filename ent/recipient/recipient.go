@@ -58,6 +58,10 @@ const (
 	FieldCliSeenUntil = "cli_seen_until"
 	// FieldDeletedAt holds the string denoting the deleted_at field in the database.
 	FieldDeletedAt = "deleted_at"
+	// FieldRoutingFilter holds the string denoting the routing_filter field in the database.
+	FieldRoutingFilter = "routing_filter"
+	// FieldFailureAlertedAt holds the string denoting the failure_alerted_at field in the database.
+	FieldFailureAlertedAt = "failure_alerted_at"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
 	EdgeTenant = "tenant"
 	// EdgeServer holds the string denoting the server edge name in mutations.
@@ -112,6 +116,8 @@ var Columns = []string{
 	FieldNextProbeAt,
 	FieldCliSeenUntil,
 	FieldDeletedAt,
+	FieldRoutingFilter,
+	FieldFailureAlertedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -338,6 +344,16 @@ func ByCliSeenUntil(opts ...sql.OrderTermOption) OrderOption {
 // ByDeletedAt orders the results by the deleted_at field.
 func ByDeletedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldDeletedAt, opts...).ToFunc()
+}
+
+// ByRoutingFilter orders the results by the routing_filter field.
+func ByRoutingFilter(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRoutingFilter, opts...).ToFunc()
+}
+
+// ByFailureAlertedAt orders the results by the failure_alerted_at field.
+func ByFailureAlertedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldFailureAlertedAt, opts...).ToFunc()
 }
 
 // ByTenantField orders the results by tenant field.

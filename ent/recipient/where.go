@@ -140,6 +140,16 @@ func DeletedAt(v time.Time) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldDeletedAt, v))
 }
 
+// RoutingFilter applies equality check predicate on the "routing_filter" field. It's identical to RoutingFilterEQ.
+func RoutingFilter(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldRoutingFilter, v))
+}
+
+// FailureAlertedAt applies equality check predicate on the "failure_alerted_at" field. It's identical to FailureAlertedAtEQ.
+func FailureAlertedAt(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldFailureAlertedAt, v))
+}
+
 // TenantIDEQ applies the EQ predicate on the "tenant_id" field.
 func TenantIDEQ(v int) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldTenantID, v))
@@ -933,6 +943,131 @@ func DeletedAtIsNil() predicate.Recipient {
 // DeletedAtNotNil applies the NotNil predicate on the "deleted_at" field.
 func DeletedAtNotNil() predicate.Recipient {
 	return predicate.Recipient(sql.FieldNotNull(FieldDeletedAt))
+}
+
+// RoutingFilterEQ applies the EQ predicate on the "routing_filter" field.
+func RoutingFilterEQ(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldRoutingFilter, v))
+}
+
+// RoutingFilterNEQ applies the NEQ predicate on the "routing_filter" field.
+func RoutingFilterNEQ(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldRoutingFilter, v))
+}
+
+// RoutingFilterIn applies the In predicate on the "routing_filter" field.
+func RoutingFilterIn(vs ...string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldRoutingFilter, vs...))
+}
+
+// RoutingFilterNotIn applies the NotIn predicate on the "routing_filter" field.
+func RoutingFilterNotIn(vs ...string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldRoutingFilter, vs...))
+}
+
+// RoutingFilterGT applies the GT predicate on the "routing_filter" field.
+func RoutingFilterGT(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldRoutingFilter, v))
+}
+
+// RoutingFilterGTE applies the GTE predicate on the "routing_filter" field.
+func RoutingFilterGTE(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldRoutingFilter, v))
+}
+
+// RoutingFilterLT applies the LT predicate on the "routing_filter" field.
+func RoutingFilterLT(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldRoutingFilter, v))
+}
+
+// RoutingFilterLTE applies the LTE predicate on the "routing_filter" field.
+func RoutingFilterLTE(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldRoutingFilter, v))
+}
+
+// RoutingFilterContains applies the Contains predicate on the "routing_filter" field.
+func RoutingFilterContains(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldContains(FieldRoutingFilter, v))
+}
+
+// RoutingFilterHasPrefix applies the HasPrefix predicate on the "routing_filter" field.
+func RoutingFilterHasPrefix(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldHasPrefix(FieldRoutingFilter, v))
+}
+
+// RoutingFilterHasSuffix applies the HasSuffix predicate on the "routing_filter" field.
+func RoutingFilterHasSuffix(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldHasSuffix(FieldRoutingFilter, v))
+}
+
+// RoutingFilterIsNil applies the IsNil predicate on the "routing_filter" field.
+func RoutingFilterIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldRoutingFilter))
+}
+
+// RoutingFilterNotNil applies the NotNil predicate on the "routing_filter" field.
+func RoutingFilterNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldRoutingFilter))
+}
+
+// RoutingFilterEqualFold applies the EqualFold predicate on the "routing_filter" field.
+func RoutingFilterEqualFold(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEqualFold(FieldRoutingFilter, v))
+}
+
+// RoutingFilterContainsFold applies the ContainsFold predicate on the "routing_filter" field.
+func RoutingFilterContainsFold(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldContainsFold(FieldRoutingFilter, v))
+}
+
+// FailureAlertedAtEQ applies the EQ predicate on the "failure_alerted_at" field.
+func FailureAlertedAtEQ(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldFailureAlertedAt, v))
+}
+
+// FailureAlertedAtNEQ applies the NEQ predicate on the "failure_alerted_at" field.
+func FailureAlertedAtNEQ(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldFailureAlertedAt, v))
+}
+
+// FailureAlertedAtIn applies the In predicate on the "failure_alerted_at" field.
+func FailureAlertedAtIn(vs ...time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldFailureAlertedAt, vs...))
+}
+
+// FailureAlertedAtNotIn applies the NotIn predicate on the "failure_alerted_at" field.
+func FailureAlertedAtNotIn(vs ...time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldFailureAlertedAt, vs...))
+}
+
+// FailureAlertedAtGT applies the GT predicate on the "failure_alerted_at" field.
+func FailureAlertedAtGT(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldFailureAlertedAt, v))
+}
+
+// FailureAlertedAtGTE applies the GTE predicate on the "failure_alerted_at" field.
+func FailureAlertedAtGTE(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldFailureAlertedAt, v))
+}
+
+// FailureAlertedAtLT applies the LT predicate on the "failure_alerted_at" field.
+func FailureAlertedAtLT(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldFailureAlertedAt, v))
+}
+
+// FailureAlertedAtLTE applies the LTE predicate on the "failure_alerted_at" field.
+func FailureAlertedAtLTE(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldFailureAlertedAt, v))
+}
+
+// FailureAlertedAtIsNil applies the IsNil predicate on the "failure_alerted_at" field.
+func FailureAlertedAtIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldFailureAlertedAt))
+}
+
+// FailureAlertedAtNotNil applies the NotNil predicate on the "failure_alerted_at" field.
+func FailureAlertedAtNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldFailureAlertedAt))
 }
 
 // HasTenant applies the HasEdge predicate on the "tenant" edge.

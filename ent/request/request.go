@@ -44,6 +44,8 @@ const (
 	FieldStatus = "status"
 	// FieldReplayOfID holds the string denoting the replay_of_id field in the database.
 	FieldReplayOfID = "replay_of_id"
+	// FieldFilteredOut holds the string denoting the filtered_out field in the database.
+	FieldFilteredOut = "filtered_out"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
 	EdgeTenant = "tenant"
 	// EdgeServer holds the string denoting the server edge name in mutations.
@@ -103,6 +105,7 @@ var Columns = []string{
 	FieldExpiresAt,
 	FieldStatus,
 	FieldReplayOfID,
+	FieldFilteredOut,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).

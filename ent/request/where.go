@@ -645,6 +645,16 @@ func ReplayOfIDNotNil() predicate.Request {
 	return predicate.Request(sql.FieldNotNull(FieldReplayOfID))
 }
 
+// FilteredOutIsNil applies the IsNil predicate on the "filtered_out" field.
+func FilteredOutIsNil() predicate.Request {
+	return predicate.Request(sql.FieldIsNull(FieldFilteredOut))
+}
+
+// FilteredOutNotNil applies the NotNil predicate on the "filtered_out" field.
+func FilteredOutNotNil() predicate.Request {
+	return predicate.Request(sql.FieldNotNull(FieldFilteredOut))
+}
+
 // HasTenant applies the HasEdge predicate on the "tenant" edge.
 func HasTenant() predicate.Request {
 	return predicate.Request(func(s *sql.Selector) {

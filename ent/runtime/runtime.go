@@ -6,11 +6,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
+	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
@@ -27,6 +29,24 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	alertsubscriptionMixin := schema.AlertSubscription{}.Mixin()
+	alertsubscription.Policy = privacy.NewPolicies(alertsubscriptionMixin[0], schema.AlertSubscription{})
+	alertsubscription.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := alertsubscription.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	alertsubscriptionMixinFields1 := alertsubscriptionMixin[1].Fields()
+	_ = alertsubscriptionMixinFields1
+	alertsubscriptionFields := schema.AlertSubscription{}.Fields()
+	_ = alertsubscriptionFields
+	// alertsubscriptionDescCreatedAt is the schema descriptor for created_at field.
+	alertsubscriptionDescCreatedAt := alertsubscriptionMixinFields1[0].Descriptor()
+	// alertsubscription.DefaultCreatedAt holds the default value on creation for the created_at field.
+	alertsubscription.DefaultCreatedAt = alertsubscriptionDescCreatedAt.Default.(func() time.Time)
 	attemptMixin := schema.Attempt{}.Mixin()
 	attempt.Policy = privacy.NewPolicies(attemptMixin[0], schema.Attempt{})
 	attempt.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -153,6 +173,16 @@ func init() {
 	outboundjobDescLeaseOwner := outboundjobFields[14].Descriptor()
 	// outboundjob.DefaultLeaseOwner holds the default value on creation for the lease_owner field.
 	outboundjob.DefaultLeaseOwner = outboundjobDescLeaseOwner.Default.(string)
+	pendingalertMixin := schema.PendingAlert{}.Mixin()
+	pendingalert.Policy = privacy.NewPolicies(pendingalertMixin[0], schema.PendingAlert{})
+	pendingalert.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := pendingalert.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
 	planMixin := schema.Plan{}.Mixin()
 	plan.Policy = privacy.NewPolicies(schema.Plan{})
 	plan.Hooks[0] = func(next ent.Mutator) ent.Mutator {

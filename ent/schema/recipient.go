@@ -45,6 +45,12 @@ func (Recipient) Fields() []ent.Field {
 		// cliConnected is true across processes and falls back to false soon after a dropped connection.
 		field.Time("cli_seen_until").Optional().Nillable().Annotations(entgql.Skip()),
 		field.Time("deleted_at").Optional().Nillable(),
+		// routing_filter is the routing rule (package filter) as JSON text; nil: every request. Exposed by hand
+		// as filter (a field named so would clash with the generated Filter method).
+		field.Text("routing_filter").Optional().Nillable().Annotations(entgql.Skip()),
+		// failure_alerted_at is when the last delivery.failed alert about this recipient went out: at most one
+		// an hour (package alerting).
+		field.Time("failure_alerted_at").Optional().Nillable().Annotations(entgql.Skip()),
 	}
 }
 

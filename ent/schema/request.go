@@ -46,6 +46,10 @@ func (Request) Fields() []ent.Field {
 		field.Enum("status").Values("PENDING", "DELIVERED", "FAILED", "PARTIAL").Default("PENDING").
 			Annotations(entgql.Type("RequestStatus")),
 		field.Int("replay_of_id").Optional().Nillable().Immutable().Annotations(entgql.Skip()),
+		// filtered_out are the recipients whose routing filter the request did not match: they got no
+		// delivery of it. bytea on PostgreSQL, as headers (headersField).
+		field.Ints("filtered_out").Optional().Immutable().
+			SchemaType(map[string]string{dialect.Postgres: "bytea"}).Annotations(entgql.Skip()),
 	}
 }
 

@@ -37,6 +37,9 @@ func (Server) Fields() []ent.Field {
 		field.Int("max_requests_per_second").Optional().Nillable().Positive(),
 		// deleted_at stops intake at once while the server's stored requests live out their retention.
 		field.Time("deleted_at").Optional().Nillable(),
+		// kind ALERTS is a tenant's hidden server of alerts: its requests are the alerts Adal raises, its
+		// recipients the alert subscriptions. It has no inbound URL, is not listed and counts in no plan limit.
+		field.Enum("kind").Values("INBOUND", "ALERTS").Default("INBOUND").Immutable().Annotations(entgql.Skip()),
 	}
 }
 

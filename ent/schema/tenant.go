@@ -26,6 +26,12 @@ func (Tenant) Fields() []ent.Field {
 		// credit_balance only ever changes through package billing, by a conditional update in the same
 		// transaction as its ledger entry, so it can never go below zero or drift from the ledger.
 		field.Int64("credit_balance").Default(0).NonNegative().Annotations(entgql.OrderField("CREDIT_BALANCE")),
+		// low_credit_threshold: a debit that takes the balance from at least this to under it raises a
+		// credits.low alert; nil: none.
+		field.Int64("low_credit_threshold").Optional().Nillable().Annotations(entgql.Skip(entgql.SkipWhereInput)),
+		// credits_exhausted_at is when intake first refused a request of the tenant for want of credit since
+		// its last credit: the credits.exhausted alert is raised once per such stretch. Any credit clears it.
+		field.Time("credits_exhausted_at").Optional().Nillable().Annotations(entgql.Skip()),
 	}
 }
 

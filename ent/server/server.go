@@ -3,6 +3,9 @@
 package server
 
 import (
+	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	"entgo.io/ent"
@@ -35,6 +38,8 @@ const (
 	FieldMaxRequestsPerSecond = "max_requests_per_second"
 	// FieldDeletedAt holds the string denoting the deleted_at field in the database.
 	FieldDeletedAt = "deleted_at"
+	// FieldKind holds the string denoting the kind field in the database.
+	FieldKind = "kind"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
 	EdgeTenant = "tenant"
 	// EdgeRecipients holds the string denoting the recipients edge name in mutations.
@@ -79,6 +84,7 @@ var Columns = []string{
 	FieldRetentionDays,
 	FieldMaxRequestsPerSecond,
 	FieldDeletedAt,
+	FieldKind,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -110,6 +116,32 @@ var (
 	// MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
 	MaxRequestsPerSecondValidator func(int) error
 )
+
+// Kind defines the type for the "kind" enum field.
+type Kind string
+
+// KindINBOUND is the default value of the Kind enum.
+const DefaultKind = KindINBOUND
+
+// Kind values.
+const (
+	KindINBOUND Kind = "INBOUND"
+	KindALERTS  Kind = "ALERTS"
+)
+
+func (k Kind) String() string {
+	return string(k)
+}
+
+// KindValidator is a validator for the "kind" field enum values. It is called by the builders before save.
+func KindValidator(k Kind) error {
+	switch k {
+	case KindINBOUND, KindALERTS:
+		return nil
+	default:
+		return fmt.Errorf("server: invalid enum value for kind field: %q", k)
+	}
+}
 
 // OrderOption defines the ordering options for the Server queries.
 type OrderOption func(*sql.Selector)
@@ -169,6 +201,11 @@ func ByDeletedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldDeletedAt, opts...).ToFunc()
 }
 
+// ByKind orders the results by the kind field.
+func ByKind(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldKind, opts...).ToFunc()
+}
+
 // ByTenantField orders the results by tenant field.
 func ByTenantField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
@@ -223,4 +260,22 @@ func newRequestsStep() *sqlgraph.Step {
 		sqlgraph.To(RequestsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, RequestsTable, RequestsColumn),
 	)
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (e Kind) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(e.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (e *Kind) UnmarshalGQL(val interface{}) error {
+	str, ok := val.(string)
+	if !ok {
+		return fmt.Errorf("enum %T must be a string", val)
+	}
+	*e = Kind(str)
+	if err := KindValidator(*e); err != nil {
+		return fmt.Errorf("%s is not a valid Kind", str)
+	}
+	return nil
 }

@@ -580,6 +580,26 @@ func DeletedAtNotNil() predicate.Server {
 	return predicate.Server(sql.FieldNotNull(FieldDeletedAt))
 }
 
+// KindEQ applies the EQ predicate on the "kind" field.
+func KindEQ(v Kind) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldKind, v))
+}
+
+// KindNEQ applies the NEQ predicate on the "kind" field.
+func KindNEQ(v Kind) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldKind, v))
+}
+
+// KindIn applies the In predicate on the "kind" field.
+func KindIn(vs ...Kind) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldKind, vs...))
+}
+
+// KindNotIn applies the NotIn predicate on the "kind" field.
+func KindNotIn(vs ...Kind) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldKind, vs...))
+}
+
 // HasTenant applies the HasEdge predicate on the "tenant" edge.
 func HasTenant() predicate.Server {
 	return predicate.Server(func(s *sql.Selector) {

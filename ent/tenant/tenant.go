@@ -23,6 +23,10 @@ const (
 	FieldPlanID = "plan_id"
 	// FieldCreditBalance holds the string denoting the credit_balance field in the database.
 	FieldCreditBalance = "credit_balance"
+	// FieldLowCreditThreshold holds the string denoting the low_credit_threshold field in the database.
+	FieldLowCreditThreshold = "low_credit_threshold"
+	// FieldCreditsExhaustedAt holds the string denoting the credits_exhausted_at field in the database.
+	FieldCreditsExhaustedAt = "credits_exhausted_at"
 	// EdgePlan holds the string denoting the plan edge name in mutations.
 	EdgePlan = "plan"
 	// Table holds the table name of the tenant in the database.
@@ -43,6 +47,8 @@ var Columns = []string{
 	FieldName,
 	FieldPlanID,
 	FieldCreditBalance,
+	FieldLowCreditThreshold,
+	FieldCreditsExhaustedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -99,6 +105,16 @@ func ByPlanID(opts ...sql.OrderTermOption) OrderOption {
 // ByCreditBalance orders the results by the credit_balance field.
 func ByCreditBalance(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldCreditBalance, opts...).ToFunc()
+}
+
+// ByLowCreditThreshold orders the results by the low_credit_threshold field.
+func ByLowCreditThreshold(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldLowCreditThreshold, opts...).ToFunc()
+}
+
+// ByCreditsExhaustedAt orders the results by the credits_exhausted_at field.
+func ByCreditsExhaustedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldCreditsExhaustedAt, opts...).ToFunc()
 }
 
 // ByPlanField orders the results by plan field.

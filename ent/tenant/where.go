@@ -75,6 +75,16 @@ func CreditBalance(v int64) predicate.Tenant {
 	return predicate.Tenant(sql.FieldEQ(FieldCreditBalance, v))
 }
 
+// LowCreditThreshold applies equality check predicate on the "low_credit_threshold" field. It's identical to LowCreditThresholdEQ.
+func LowCreditThreshold(v int64) predicate.Tenant {
+	return predicate.Tenant(sql.FieldEQ(FieldLowCreditThreshold, v))
+}
+
+// CreditsExhaustedAt applies equality check predicate on the "credits_exhausted_at" field. It's identical to CreditsExhaustedAtEQ.
+func CreditsExhaustedAt(v time.Time) predicate.Tenant {
+	return predicate.Tenant(sql.FieldEQ(FieldCreditsExhaustedAt, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Tenant {
 	return predicate.Tenant(sql.FieldEQ(FieldCreatedAt, v))
@@ -238,6 +248,106 @@ func CreditBalanceLT(v int64) predicate.Tenant {
 // CreditBalanceLTE applies the LTE predicate on the "credit_balance" field.
 func CreditBalanceLTE(v int64) predicate.Tenant {
 	return predicate.Tenant(sql.FieldLTE(FieldCreditBalance, v))
+}
+
+// LowCreditThresholdEQ applies the EQ predicate on the "low_credit_threshold" field.
+func LowCreditThresholdEQ(v int64) predicate.Tenant {
+	return predicate.Tenant(sql.FieldEQ(FieldLowCreditThreshold, v))
+}
+
+// LowCreditThresholdNEQ applies the NEQ predicate on the "low_credit_threshold" field.
+func LowCreditThresholdNEQ(v int64) predicate.Tenant {
+	return predicate.Tenant(sql.FieldNEQ(FieldLowCreditThreshold, v))
+}
+
+// LowCreditThresholdIn applies the In predicate on the "low_credit_threshold" field.
+func LowCreditThresholdIn(vs ...int64) predicate.Tenant {
+	return predicate.Tenant(sql.FieldIn(FieldLowCreditThreshold, vs...))
+}
+
+// LowCreditThresholdNotIn applies the NotIn predicate on the "low_credit_threshold" field.
+func LowCreditThresholdNotIn(vs ...int64) predicate.Tenant {
+	return predicate.Tenant(sql.FieldNotIn(FieldLowCreditThreshold, vs...))
+}
+
+// LowCreditThresholdGT applies the GT predicate on the "low_credit_threshold" field.
+func LowCreditThresholdGT(v int64) predicate.Tenant {
+	return predicate.Tenant(sql.FieldGT(FieldLowCreditThreshold, v))
+}
+
+// LowCreditThresholdGTE applies the GTE predicate on the "low_credit_threshold" field.
+func LowCreditThresholdGTE(v int64) predicate.Tenant {
+	return predicate.Tenant(sql.FieldGTE(FieldLowCreditThreshold, v))
+}
+
+// LowCreditThresholdLT applies the LT predicate on the "low_credit_threshold" field.
+func LowCreditThresholdLT(v int64) predicate.Tenant {
+	return predicate.Tenant(sql.FieldLT(FieldLowCreditThreshold, v))
+}
+
+// LowCreditThresholdLTE applies the LTE predicate on the "low_credit_threshold" field.
+func LowCreditThresholdLTE(v int64) predicate.Tenant {
+	return predicate.Tenant(sql.FieldLTE(FieldLowCreditThreshold, v))
+}
+
+// LowCreditThresholdIsNil applies the IsNil predicate on the "low_credit_threshold" field.
+func LowCreditThresholdIsNil() predicate.Tenant {
+	return predicate.Tenant(sql.FieldIsNull(FieldLowCreditThreshold))
+}
+
+// LowCreditThresholdNotNil applies the NotNil predicate on the "low_credit_threshold" field.
+func LowCreditThresholdNotNil() predicate.Tenant {
+	return predicate.Tenant(sql.FieldNotNull(FieldLowCreditThreshold))
+}
+
+// CreditsExhaustedAtEQ applies the EQ predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtEQ(v time.Time) predicate.Tenant {
+	return predicate.Tenant(sql.FieldEQ(FieldCreditsExhaustedAt, v))
+}
+
+// CreditsExhaustedAtNEQ applies the NEQ predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtNEQ(v time.Time) predicate.Tenant {
+	return predicate.Tenant(sql.FieldNEQ(FieldCreditsExhaustedAt, v))
+}
+
+// CreditsExhaustedAtIn applies the In predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtIn(vs ...time.Time) predicate.Tenant {
+	return predicate.Tenant(sql.FieldIn(FieldCreditsExhaustedAt, vs...))
+}
+
+// CreditsExhaustedAtNotIn applies the NotIn predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtNotIn(vs ...time.Time) predicate.Tenant {
+	return predicate.Tenant(sql.FieldNotIn(FieldCreditsExhaustedAt, vs...))
+}
+
+// CreditsExhaustedAtGT applies the GT predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtGT(v time.Time) predicate.Tenant {
+	return predicate.Tenant(sql.FieldGT(FieldCreditsExhaustedAt, v))
+}
+
+// CreditsExhaustedAtGTE applies the GTE predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtGTE(v time.Time) predicate.Tenant {
+	return predicate.Tenant(sql.FieldGTE(FieldCreditsExhaustedAt, v))
+}
+
+// CreditsExhaustedAtLT applies the LT predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtLT(v time.Time) predicate.Tenant {
+	return predicate.Tenant(sql.FieldLT(FieldCreditsExhaustedAt, v))
+}
+
+// CreditsExhaustedAtLTE applies the LTE predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtLTE(v time.Time) predicate.Tenant {
+	return predicate.Tenant(sql.FieldLTE(FieldCreditsExhaustedAt, v))
+}
+
+// CreditsExhaustedAtIsNil applies the IsNil predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtIsNil() predicate.Tenant {
+	return predicate.Tenant(sql.FieldIsNull(FieldCreditsExhaustedAt))
+}
+
+// CreditsExhaustedAtNotNil applies the NotNil predicate on the "credits_exhausted_at" field.
+func CreditsExhaustedAtNotNil() predicate.Tenant {
+	return predicate.Tenant(sql.FieldNotNull(FieldCreditsExhaustedAt))
 }
 
 // HasPlan applies the HasEdge predicate on the "plan" edge.

@@ -40,6 +40,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	AlertSubscription() AlertSubscriptionResolver
 	Mutation() MutationResolver
 	OutboundAttempt() OutboundAttemptResolver
 	OutboundJob() OutboundJobResolver
@@ -56,6 +57,16 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AlertSubscription struct {
+		CreatedAt  func(childComplexity int) int
+		Deliveries func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
+		Events     func(childComplexity int) int
+		Format     func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Recipient  func(childComplexity int) int
+		URL        func(childComplexity int) int
+	}
+
 	Attempt struct {
 		Delivery     func(childComplexity int) int
 		DeliveryID   func(childComplexity int) int
@@ -116,6 +127,11 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	FilterResult struct {
+		Error   func(childComplexity int) int
+		Matches func(childComplexity int) int
+	}
+
 	Header struct {
 		Name  func(childComplexity int) int
 		Value func(childComplexity int) int
@@ -149,28 +165,31 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		CancelDelivery   func(childComplexity int, id int) int
-		ChangeTenantPlan func(childComplexity int, tenantID int, planID int) int
-		CreatePlan       func(childComplexity int, input model.CreatePlanInput) int
-		CreateRecipient  func(childComplexity int, input model.CreateRecipientInput) int
-		CreateServer     func(childComplexity int, input model.CreateServerInput) int
-		CreateTenant     func(childComplexity int, input model.CreateTenantInput) int
-		DeleteRecipient  func(childComplexity int, id int) int
-		DeleteServer     func(childComplexity int, id int) int
-		EnableRecipient  func(childComplexity int, id int) int
-		GrantCredits     func(childComplexity int, tenantID int, amount int, reference *string) int
-		IssueToken       func(childComplexity int, input model.IssueTokenInput) int
-		PauseRecipient   func(childComplexity int, id int) int
-		ReplayRequest    func(childComplexity int, id int) int
-		ReportCliAttempt func(childComplexity int, input model.ReportCliAttemptInput) int
-		ResumeRecipient  func(childComplexity int, id int) int
-		RetryDelivery    func(childComplexity int, id int) int
-		RevokeToken      func(childComplexity int, id int) int
-		RotateInboundKey func(childComplexity int, serverID int, graceSeconds *int) int
-		SendOutbound     func(childComplexity int, input model.SendOutboundInput) int
-		UpdatePlan       func(childComplexity int, id int, input model.UpdatePlanInput) int
-		UpdateRecipient  func(childComplexity int, id int, input model.UpdateRecipientInput) int
-		UpdateServer     func(childComplexity int, id int, input model.UpdateServerInput) int
+		CancelDelivery          func(childComplexity int, id int) int
+		ChangeTenantPlan        func(childComplexity int, tenantID int, planID int) int
+		CreateAlertSubscription func(childComplexity int, input model.CreateAlertSubscriptionInput) int
+		CreatePlan              func(childComplexity int, input model.CreatePlanInput) int
+		CreateRecipient         func(childComplexity int, input model.CreateRecipientInput) int
+		CreateServer            func(childComplexity int, input model.CreateServerInput) int
+		CreateTenant            func(childComplexity int, input model.CreateTenantInput) int
+		DeleteAlertSubscription func(childComplexity int, id int) int
+		DeleteRecipient         func(childComplexity int, id int) int
+		DeleteServer            func(childComplexity int, id int) int
+		EnableRecipient         func(childComplexity int, id int) int
+		GrantCredits            func(childComplexity int, tenantID int, amount int, reference *string) int
+		IssueToken              func(childComplexity int, input model.IssueTokenInput) int
+		PauseRecipient          func(childComplexity int, id int) int
+		ReplayRequest           func(childComplexity int, id int) int
+		ReportCliAttempt        func(childComplexity int, input model.ReportCliAttemptInput) int
+		ResumeRecipient         func(childComplexity int, id int) int
+		RetryDelivery           func(childComplexity int, id int) int
+		RevokeToken             func(childComplexity int, id int) int
+		RotateInboundKey        func(childComplexity int, serverID int, graceSeconds *int) int
+		SendOutbound            func(childComplexity int, input model.SendOutboundInput) int
+		SetLowCreditThreshold   func(childComplexity int, tenantID int, threshold *int) int
+		UpdatePlan              func(childComplexity int, id int, input model.UpdatePlanInput) int
+		UpdateRecipient         func(childComplexity int, id int, input model.UpdateRecipientInput) int
+		UpdateServer            func(childComplexity int, id int, input model.UpdateServerInput) int
 	}
 
 	OutboundAttempt struct {
@@ -242,24 +261,28 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		Ledger       func(childComplexity int, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
-		Node         func(childComplexity int, id int) int
-		Nodes        func(childComplexity int, ids []int) int
-		OutboundJobs func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) int
-		Plans        func(childComplexity int) int
-		Request      func(childComplexity int, id int) int
-		Requests     func(childComplexity int, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) int
-		Server       func(childComplexity int, id int) int
-		Servers      func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) int
-		Tenants      func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) int
-		Tokens       func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TokenOrder, where *ent.TokenWhereInput) int
-		Viewer       func(childComplexity int) int
+		AlertSubscriptions func(childComplexity int) int
+		Alerts             func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
+		Ledger             func(childComplexity int, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
+		Node               func(childComplexity int, id int) int
+		Nodes              func(childComplexity int, ids []int) int
+		OutboundJobs       func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) int
+		Plans              func(childComplexity int) int
+		Request            func(childComplexity int, id int) int
+		Requests           func(childComplexity int, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) int
+		Server             func(childComplexity int, id int) int
+		Servers            func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) int
+		Tenants            func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) int
+		TestFilter         func(childComplexity int, filter any, requestID int) int
+		Tokens             func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TokenOrder, where *ent.TokenWhereInput) int
+		Viewer             func(childComplexity int) int
 	}
 
 	Recipient struct {
 		CliConnected       func(childComplexity int) int
 		CreatedAt          func(childComplexity int) int
 		DeletedAt          func(childComplexity int) int
+		Filter             func(childComplexity int) int
 		ID                 func(childComplexity int) int
 		LastSuccessAt      func(childComplexity int) int
 		MaxAttempts        func(childComplexity int) int
@@ -278,24 +301,25 @@ type ComplexityRoot struct {
 	}
 
 	Request struct {
-		Body       func(childComplexity int) int
-		BodyBase64 func(childComplexity int) int
-		BodySize   func(childComplexity int) int
-		Deliveries func(childComplexity int) int
-		ExpiresAt  func(childComplexity int) int
-		Headers    func(childComplexity int) int
-		ID         func(childComplexity int) int
-		Key        func(childComplexity int) int
-		Method     func(childComplexity int) int
-		Path       func(childComplexity int) int
-		Query      func(childComplexity int) int
-		ReceivedAt func(childComplexity int) int
-		ReplayOf   func(childComplexity int) int
-		Replays    func(childComplexity int) int
-		Server     func(childComplexity int) int
-		ServerID   func(childComplexity int) int
-		SourceAddr func(childComplexity int) int
-		Status     func(childComplexity int) int
+		Body        func(childComplexity int) int
+		BodyBase64  func(childComplexity int) int
+		BodySize    func(childComplexity int) int
+		Deliveries  func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		FilteredOut func(childComplexity int) int
+		Headers     func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Key         func(childComplexity int) int
+		Method      func(childComplexity int) int
+		Path        func(childComplexity int) int
+		Query       func(childComplexity int) int
+		ReceivedAt  func(childComplexity int) int
+		ReplayOf    func(childComplexity int) int
+		Replays     func(childComplexity int) int
+		Server      func(childComplexity int) int
+		ServerID    func(childComplexity int) int
+		SourceAddr  func(childComplexity int) int
+		Status      func(childComplexity int) int
 	}
 
 	RequestConnection struct {
@@ -339,13 +363,14 @@ type ComplexityRoot struct {
 	}
 
 	Tenant struct {
-		CreatedAt     func(childComplexity int) int
-		CreditBalance func(childComplexity int) int
-		ID            func(childComplexity int) int
-		Name          func(childComplexity int) int
-		Plan          func(childComplexity int) int
-		PlanID        func(childComplexity int) int
-		Usage         func(childComplexity int, period *string) int
+		CreatedAt          func(childComplexity int) int
+		CreditBalance      func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		LowCreditThreshold func(childComplexity int) int
+		Name               func(childComplexity int) int
+		Plan               func(childComplexity int) int
+		PlanID             func(childComplexity int) int
+		Usage              func(childComplexity int, period *string) int
 	}
 
 	TenantConnection struct {
@@ -401,6 +426,14 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type AlertSubscriptionResolver interface {
+	URL(ctx context.Context, obj *ent.AlertSubscription) (string, error)
+	Events(ctx context.Context, obj *ent.AlertSubscription) ([]model.AlertEvent, error)
+	Format(ctx context.Context, obj *ent.AlertSubscription) (model.AlertFormat, error)
+
+	Recipient(ctx context.Context, obj *ent.AlertSubscription) (*ent.Recipient, error)
+	Deliveries(ctx context.Context, obj *ent.AlertSubscription, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.DeliveryConnection, error)
+}
 type MutationResolver interface {
 	CreatePlan(ctx context.Context, input model.CreatePlanInput) (*ent.Plan, error)
 	UpdatePlan(ctx context.Context, id int, input model.UpdatePlanInput) (*ent.Plan, error)
@@ -421,6 +454,9 @@ type MutationResolver interface {
 	PauseRecipient(ctx context.Context, id int) (*ent.Recipient, error)
 	ResumeRecipient(ctx context.Context, id int) (*ent.Recipient, error)
 	EnableRecipient(ctx context.Context, id int) (*ent.Recipient, error)
+	CreateAlertSubscription(ctx context.Context, input model.CreateAlertSubscriptionInput) (*ent.AlertSubscription, error)
+	DeleteAlertSubscription(ctx context.Context, id int) (*ent.AlertSubscription, error)
+	SetLowCreditThreshold(ctx context.Context, tenantID int, threshold *int) (*ent.Tenant, error)
 	ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error)
 	SendOutbound(ctx context.Context, input model.SendOutboundInput) (*ent.OutboundJob, error)
 	RevokeToken(ctx context.Context, id int) (*ent.Token, error)
@@ -448,16 +484,21 @@ type QueryResolver interface {
 	Requests(ctx context.Context, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) (*ent.RequestConnection, error)
 	Request(ctx context.Context, id int) (*ent.Request, error)
 	Ledger(ctx context.Context, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.LedgerEntryConnection, error)
+	AlertSubscriptions(ctx context.Context) ([]*ent.AlertSubscription, error)
+	Alerts(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.RequestConnection, error)
+	TestFilter(ctx context.Context, filter any, requestID int) (*model.FilterResult, error)
 	OutboundJobs(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) (*ent.OutboundJobConnection, error)
 }
 type RecipientResolver interface {
 	CliConnected(ctx context.Context, obj *ent.Recipient) (bool, error)
+	Filter(ctx context.Context, obj *ent.Recipient) (any, error)
 }
 type RequestResolver interface {
 	Headers(ctx context.Context, obj *ent.Request) ([]*model.Header, error)
 	Body(ctx context.Context, obj *ent.Request) (string, error)
 	BodyBase64(ctx context.Context, obj *ent.Request) (string, error)
 	BodySize(ctx context.Context, obj *ent.Request) (int, error)
+	FilteredOut(ctx context.Context, obj *ent.Request) ([]*ent.Recipient, error)
 }
 type ServerResolver interface {
 	InboundURL(ctx context.Context, obj *ent.Server) (string, error)
@@ -491,6 +532,54 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AlertSubscription.createdAt":
+		if e.ComplexityRoot.AlertSubscription.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlertSubscription.CreatedAt(childComplexity), true
+	case "AlertSubscription.deliveries":
+		if e.ComplexityRoot.AlertSubscription.Deliveries == nil {
+			break
+		}
+
+		args, err := ec.field_AlertSubscription_deliveries_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.AlertSubscription.Deliveries(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int)), true
+	case "AlertSubscription.events":
+		if e.ComplexityRoot.AlertSubscription.Events == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlertSubscription.Events(childComplexity), true
+	case "AlertSubscription.format":
+		if e.ComplexityRoot.AlertSubscription.Format == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlertSubscription.Format(childComplexity), true
+	case "AlertSubscription.id":
+		if e.ComplexityRoot.AlertSubscription.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlertSubscription.ID(childComplexity), true
+	case "AlertSubscription.recipient":
+		if e.ComplexityRoot.AlertSubscription.Recipient == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlertSubscription.Recipient(childComplexity), true
+	case "AlertSubscription.url":
+		if e.ComplexityRoot.AlertSubscription.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlertSubscription.URL(childComplexity), true
 
 	case "Attempt.delivery":
 		if e.ComplexityRoot.Attempt.Delivery == nil {
@@ -767,6 +856,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.DeliveryEdge.Node(childComplexity), true
 
+	case "FilterResult.error":
+		if e.ComplexityRoot.FilterResult.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FilterResult.Error(childComplexity), true
+	case "FilterResult.matches":
+		if e.ComplexityRoot.FilterResult.Matches == nil {
+			break
+		}
+
+		return e.ComplexityRoot.FilterResult.Matches(childComplexity), true
+
 	case "Header.name":
 		if e.ComplexityRoot.Header.Name == nil {
 			break
@@ -896,6 +998,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ChangeTenantPlan(childComplexity, args["tenantId"].(int), args["planId"].(int)), true
+	case "Mutation.createAlertSubscription":
+		if e.ComplexityRoot.Mutation.CreateAlertSubscription == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createAlertSubscription_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateAlertSubscription(childComplexity, args["input"].(model.CreateAlertSubscriptionInput)), true
 	case "Mutation.createPlan":
 		if e.ComplexityRoot.Mutation.CreatePlan == nil {
 			break
@@ -940,6 +1053,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateTenant(childComplexity, args["input"].(model.CreateTenantInput)), true
+	case "Mutation.deleteAlertSubscription":
+		if e.ComplexityRoot.Mutation.DeleteAlertSubscription == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteAlertSubscription_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteAlertSubscription(childComplexity, args["id"].(int)), true
 	case "Mutation.deleteRecipient":
 		if e.ComplexityRoot.Mutation.DeleteRecipient == nil {
 			break
@@ -1083,6 +1207,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SendOutbound(childComplexity, args["input"].(model.SendOutboundInput)), true
+	case "Mutation.setLowCreditThreshold":
+		if e.ComplexityRoot.Mutation.SetLowCreditThreshold == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setLowCreditThreshold_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetLowCreditThreshold(childComplexity, args["tenantId"].(int), args["threshold"].(*int)), true
 	case "Mutation.updatePlan":
 		if e.ComplexityRoot.Mutation.UpdatePlan == nil {
 			break
@@ -1423,6 +1558,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Plan.Selectable(childComplexity), true
 
+	case "Query.alertSubscriptions":
+		if e.ComplexityRoot.Query.AlertSubscriptions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.AlertSubscriptions(childComplexity), true
+	case "Query.alerts":
+		if e.ComplexityRoot.Query.Alerts == nil {
+			break
+		}
+
+		args, err := ec.field_Query_alerts_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Alerts(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int)), true
+
 	case "Query.ledger":
 		if e.ComplexityRoot.Query.Ledger == nil {
 			break
@@ -1528,6 +1681,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tenants(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.TenantOrder), args["where"].(*ent.TenantWhereInput)), true
+	case "Query.testFilter":
+		if e.ComplexityRoot.Query.TestFilter == nil {
+			break
+		}
+
+		args, err := ec.field_Query_testFilter_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.TestFilter(childComplexity, args["filter"].(any), args["requestId"].(int)), true
 	case "Query.tokens":
 		if e.ComplexityRoot.Query.Tokens == nil {
 			break
@@ -1564,6 +1728,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.DeletedAt(childComplexity), true
+	case "Recipient.filter":
+		if e.ComplexityRoot.Recipient.Filter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.Filter(childComplexity), true
 	case "Recipient.id":
 		if e.ComplexityRoot.Recipient.ID == nil {
 			break
@@ -1685,6 +1855,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Request.ExpiresAt(childComplexity), true
+	case "Request.filteredOut":
+		if e.ComplexityRoot.Request.FilteredOut == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Request.FilteredOut(childComplexity), true
 	case "Request.headers":
 		if e.ComplexityRoot.Request.Headers == nil {
 			break
@@ -1930,6 +2106,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tenant.ID(childComplexity), true
+	case "Tenant.lowCreditThreshold":
+		if e.ComplexityRoot.Tenant.LowCreditThreshold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tenant.LowCreditThreshold(childComplexity), true
 	case "Tenant.name":
 		if e.ComplexityRoot.Tenant.Name == nil {
 			break
@@ -2139,6 +2321,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("AttemptWhereInput", ec.unmarshalInputAttemptWhereInput),
+			graphql.NewInputUnmarshaler("CreateAlertSubscriptionInput", ec.unmarshalInputCreateAlertSubscriptionInput),
 			graphql.NewInputUnmarshaler("CreatePlanInput", ec.unmarshalInputCreatePlanInput),
 			graphql.NewInputUnmarshaler("CreateRecipientInput", ec.unmarshalInputCreateRecipientInput),
 			graphql.NewInputUnmarshaler("CreateServerInput", ec.unmarshalInputCreateServerInput),
@@ -2441,6 +2624,68 @@ type Subscription {
   deliveryUpdated(serverId: ID, requestId: ID): Delivery!
 }
 `, BuiltIn: false},
+	{Name: "../alert.graphqls", Input: `# Alerts: a tenant subscribes URLs to events; each alert is delivered by the engine like any webhook.
+
+"What an alert is about; the payload's type spells it dotted (recipient.disabled, …)."
+enum AlertEvent {
+  "A recipient was disabled by its health rules."
+  RECIPIENT_DISABLED
+  "A recipient was frozen by its health rules."
+  RECIPIENT_FROZEN
+  "A disabled or frozen recipient is active again (a probe succeeded, or an owner enabled it)."
+  RECIPIENT_RECOVERED
+  "Deliveries used up their attempts: at most one alert per recipient per hour, with the count of failures."
+  DELIVERY_FAILED
+  "A debit took the balance under the tenant's lowCreditThreshold."
+  CREDITS_LOW
+  "Intake started refusing the tenant's requests for want of credit (402)."
+  CREDITS_EXHAUSTED
+}
+
+"How alerts are written: JSON {type, timestamp, data}, or Slack's {text}."
+enum AlertFormat {
+  JSON
+  SLACK
+}
+
+"A URL subscribed to alert events. Alerts are signed and retried as deliveries are, and cost no credits."
+type AlertSubscription {
+  id: ID!
+  url: String! @goField(forceResolver: true)
+  events: [AlertEvent!]! @goField(forceResolver: true)
+  format: AlertFormat! @goField(forceResolver: true)
+  createdAt: Time!
+  "The recipient that delivers the alerts: its state, health and signing."
+  recipient: Recipient! @goField(forceResolver: true)
+  "The alerts sent to this URL, newest first, each a delivery with its attempts."
+  deliveries(after: Cursor, first: Int, before: Cursor, last: Int): DeliveryConnection!
+}
+
+input CreateAlertSubscriptionInput {
+  "Operators name the tenant; owners subscribe their own."
+  tenantId: ID
+  url: String!
+  events: [AlertEvent!]!
+  "Default: SLACK for a Slack incoming webhook (https://hooks.slack.com/…), JSON otherwise."
+  format: AlertFormat
+}
+
+extend type Query {
+  "The alert subscriptions of the viewer's tenant (operators: every tenant's), oldest first."
+  alertSubscriptions: [AlertSubscription!]!
+  "The alerts raised for the viewer's tenant, newest first: each a request with its deliveries, as any webhook."
+  alerts(after: Cursor, first: Int, before: Cursor, last: Int): RequestConnection!
+}
+
+extend type Mutation {
+  "Subscribes a URL to alert events (owners and operators)."
+  createAlertSubscription(input: CreateAlertSubscriptionInput!): AlertSubscription!
+  "Ends a subscription: its pending alerts are cancelled, those sent stay in the history."
+  deleteAlertSubscription(id: ID!): AlertSubscription!
+  "Sets the balance under which the tenant gets a credits.low alert (null: none). Owners set their own tenant's."
+  setLowCreditThreshold(tenantId: ID!, threshold: Int): Tenant!
+}
+`, BuiltIn: false},
 	{Name: "../billing.graphqls", Input: `"What a tenant did and received in one billing period (calendar month, UTC), from its ledger."
 type Usage {
   period: String!
@@ -2529,6 +2774,49 @@ extend type Mutation {
   already settled, e.g. recorded as INTERRUPTED after the lease expired), in which case nothing changes.
   """
   reportCliAttempt(input: ReportCliAttemptInput!): Boolean!
+}
+`, BuiltIn: false},
+	{Name: "../filter.graphqls", Input: `# Routing filters: a recipient gets only the requests that match its rule (package filter).
+
+"Any JSON value."
+scalar JSON @goModel(model: "github.com/99designs/gqlgen/graphql.Any")
+
+extend type Recipient {
+  """
+  The routing filter: a JSON rule over method, path, query, headers and body (dot paths such as
+  "body.data.object.amount" or "headers.x-github-event"; $eq $neq $gt $gte $lt $lte $in $nin $exists $regex
+  $and $or $not). A request that does not match it gets no delivery to this recipient. Null: every request.
+  """
+  filter: JSON
+}
+
+extend input CreateRecipientInput {
+  "A routing filter (see Recipient.filter); absent or null: every request."
+  filter: JSON
+}
+
+extend input UpdateRecipientInput {
+  "A new routing filter; applies to requests accepted from now on (and to replays)."
+  filter: JSON
+  "Removes the routing filter: the recipient gets every request."
+  clearFilter: Boolean
+}
+
+extend type Request {
+  "The recipients whose routing filter this request did not match when it was accepted: they got no delivery of it."
+  filteredOut: [Recipient!]! @goField(forceResolver: true)
+}
+
+"Whether a routing filter matches a request."
+type FilterResult {
+  matches: Boolean!
+  "Why the rule is refused — the part at fault, then what is wrong with it — when it is; matches is then false."
+  error: String
+}
+
+extend type Query {
+  "Evaluates a routing filter against a stored request, as intake would, without saving anything: the console's preview."
+  testFilter(filter: JSON!, requestId: ID!): FilterResult!
 }
 `, BuiltIn: false},
 	{Name: "../outbound.graphqls", Input: `# Outbound jobs: a tenant asks Adal to make one HTTP call for it, with retries. sendOutbound accepts the
@@ -4471,6 +4759,7 @@ type Tenant implements Node {
   name: String!
   planID: ID!
   creditBalance: Int!
+  lowCreditThreshold: Int
   plan: Plan!
 }
 """
@@ -4753,6 +5042,26 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
 
+func (ec *executionContext) childFields_AlertSubscription(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AlertSubscription_id(ctx, field)
+	case "url":
+		return ec.fieldContext_AlertSubscription_url(ctx, field)
+	case "events":
+		return ec.fieldContext_AlertSubscription_events(ctx, field)
+	case "format":
+		return ec.fieldContext_AlertSubscription_format(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_AlertSubscription_createdAt(ctx, field)
+	case "recipient":
+		return ec.fieldContext_AlertSubscription_recipient(ctx, field)
+	case "deliveries":
+		return ec.fieldContext_AlertSubscription_deliveries(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AlertSubscription", field.Name)
+}
+
 func (ec *executionContext) childFields_Attempt(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -4851,6 +5160,18 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
 }
 
+func (ec *executionContext) childFields_DeliveryConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_DeliveryConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_DeliveryConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_DeliveryConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DeliveryConnection", field.Name)
+}
+
 func (ec *executionContext) childFields_DeliveryEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "node":
@@ -4859,6 +5180,16 @@ func (ec *executionContext) childFields_DeliveryEdge(ctx context.Context, field 
 		return ec.fieldContext_DeliveryEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DeliveryEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_FilterResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "matches":
+		return ec.fieldContext_FilterResult_matches(ctx, field)
+	case "error":
+		return ec.fieldContext_FilterResult_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type FilterResult", field.Name)
 }
 
 func (ec *executionContext) childFields_Header(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5099,6 +5430,8 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_server(ctx, field)
 	case "cliConnected":
 		return ec.fieldContext_Recipient_cliConnected(ctx, field)
+	case "filter":
+		return ec.fieldContext_Recipient_filter(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Recipient", field.Name)
 }
@@ -5141,6 +5474,8 @@ func (ec *executionContext) childFields_Request(ctx context.Context, field graph
 		return ec.fieldContext_Request_bodyBase64(ctx, field)
 	case "bodySize":
 		return ec.fieldContext_Request_bodySize(ctx, field)
+	case "filteredOut":
+		return ec.fieldContext_Request_filteredOut(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Request", field.Name)
 }
@@ -5227,6 +5562,8 @@ func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphq
 		return ec.fieldContext_Tenant_planID(ctx, field)
 	case "creditBalance":
 		return ec.fieldContext_Tenant_creditBalance(ctx, field)
+	case "lowCreditThreshold":
+		return ec.fieldContext_Tenant_lowCreditThreshold(ctx, field)
 	case "plan":
 		return ec.fieldContext_Tenant_plan(ctx, field)
 	case "usage":
@@ -5447,6 +5784,44 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_AlertSubscription_deliveries_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_cancelDelivery_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5480,6 +5855,20 @@ func (ec *executionContext) field_Mutation_changeTenantPlan_args(ctx context.Con
 		return nil, err
 	}
 	args["planId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createAlertSubscription_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CreateAlertSubscriptionInput, error) {
+			return ec.unmarshalNCreateAlertSubscriptionInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCreateAlertSubscriptionInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
 	return args, nil
 }
 
@@ -5536,6 +5925,20 @@ func (ec *executionContext) field_Mutation_createTenant_args(ctx context.Context
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteAlertSubscription_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -5745,6 +6148,28 @@ func (ec *executionContext) field_Mutation_sendOutbound_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setLowCreditThreshold_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "tenantId",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["tenantId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "threshold",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["threshold"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_updatePlan_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5822,6 +6247,44 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_alerts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
 	return args, nil
 }
 
@@ -6151,6 +6614,28 @@ func (ec *executionContext) field_Query_tenants_args(ctx context.Context, rawArg
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_testFilter_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (any, error) {
+			return ec.unmarshalNJSON2interface(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "requestId",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["requestId"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6328,6 +6813,197 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AlertSubscription_id(ctx context.Context, field graphql.CollectedField, obj *ent.AlertSubscription) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlertSubscription_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlertSubscription_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlertSubscription", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AlertSubscription_url(ctx context.Context, field graphql.CollectedField, obj *ent.AlertSubscription) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlertSubscription_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AlertSubscription().URL(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlertSubscription_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlertSubscription", field, true, true, "String")
+}
+
+func (ec *executionContext) _AlertSubscription_events(ctx context.Context, field graphql.CollectedField, obj *ent.AlertSubscription) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlertSubscription_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AlertSubscription().Events(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.AlertEvent) graphql.Marshaler {
+			return ec.marshalNAlertEvent2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlertSubscription_events(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlertSubscription", field, true, true, "AlertEvent")
+}
+
+func (ec *executionContext) _AlertSubscription_format(ctx context.Context, field graphql.CollectedField, obj *ent.AlertSubscription) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlertSubscription_format(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AlertSubscription().Format(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AlertFormat) graphql.Marshaler {
+			return ec.marshalNAlertFormat2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertFormat(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlertSubscription_format(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlertSubscription", field, true, true, "AlertFormat")
+}
+
+func (ec *executionContext) _AlertSubscription_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.AlertSubscription) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlertSubscription_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlertSubscription_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlertSubscription", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AlertSubscription_recipient(ctx context.Context, field graphql.CollectedField, obj *ent.AlertSubscription) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlertSubscription_recipient(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AlertSubscription().Recipient(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Recipient) graphql.Marshaler {
+			return ec.marshalNRecipient2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRecipient(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlertSubscription_recipient(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AlertSubscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Recipient(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AlertSubscription_deliveries(ctx context.Context, field graphql.CollectedField, obj *ent.AlertSubscription) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlertSubscription_deliveries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.AlertSubscription().Deliveries(ctx, obj, fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.DeliveryConnection) graphql.Marshaler {
+			return ec.marshalNDeliveryConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐDeliveryConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlertSubscription_deliveries(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AlertSubscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeliveryConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_AlertSubscription_deliveries_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
 
 func (ec *executionContext) _Attempt_id(ctx context.Context, field graphql.CollectedField, obj *ent.Attempt) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -7434,6 +8110,52 @@ func (ec *executionContext) _DeliveryEdge_cursor(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_DeliveryEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DeliveryEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _FilterResult_matches(ctx context.Context, field graphql.CollectedField, obj *model.FilterResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FilterResult_matches(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Matches, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_FilterResult_matches(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FilterResult", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _FilterResult_error(ctx context.Context, field graphql.CollectedField, obj *model.FilterResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_FilterResult_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_FilterResult_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("FilterResult", field, false, false, "String")
 }
 
 func (ec *executionContext) _Header_name(ctx context.Context, field graphql.CollectedField, obj *model.Header) (ret graphql.Marshaler) {
@@ -8684,6 +9406,138 @@ func (ec *executionContext) fieldContext_Mutation_enableRecipient(ctx context.Co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_enableRecipient_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createAlertSubscription(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createAlertSubscription(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateAlertSubscription(ctx, fc.Args["input"].(model.CreateAlertSubscriptionInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.AlertSubscription) graphql.Marshaler {
+			return ec.marshalNAlertSubscription2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐAlertSubscription(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createAlertSubscription(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlertSubscription(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createAlertSubscription_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteAlertSubscription(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteAlertSubscription(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteAlertSubscription(ctx, fc.Args["id"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.AlertSubscription) graphql.Marshaler {
+			return ec.marshalNAlertSubscription2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐAlertSubscription(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteAlertSubscription(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlertSubscription(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteAlertSubscription_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setLowCreditThreshold(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setLowCreditThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetLowCreditThreshold(ctx, fc.Args["tenantId"].(int), fc.Args["threshold"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Tenant) graphql.Marshaler {
+			return ec.marshalNTenant2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTenant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setLowCreditThreshold(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Tenant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setLowCreditThreshold_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -10495,6 +11349,132 @@ func (ec *executionContext) fieldContext_Query_ledger(ctx context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_alertSubscriptions(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_alertSubscriptions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().AlertSubscriptions(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.AlertSubscription) graphql.Marshaler {
+			return ec.marshalNAlertSubscription2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐAlertSubscriptionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_alertSubscriptions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlertSubscription(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_alerts(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_alerts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Alerts(ctx, fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.RequestConnection) graphql.Marshaler {
+			return ec.marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRequestConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_alerts(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RequestConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_alerts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_testFilter(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_testFilter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().TestFilter(ctx,
+				func() any {
+					if fc.Args["filter"] == nil {
+						return nil
+					}
+					return fc.Args["filter"].(any)
+				}(), fc.Args["requestId"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.FilterResult) graphql.Marshaler {
+			return ec.marshalNFilterResult2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐFilterResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_testFilter(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_FilterResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_testFilter_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_outboundJobs(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11038,6 +12018,29 @@ func (ec *executionContext) fieldContext_Recipient_cliConnected(_ context.Contex
 	return graphql.NewScalarFieldContext("Recipient", field, true, true, "Boolean")
 }
 
+func (ec *executionContext) _Recipient_filter(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_filter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Recipient().Filter(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v any) graphql.Marshaler {
+			return ec.marshalOJSON2interface(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_filter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, true, true, "JSON")
+}
+
 func (ec *executionContext) _Request_id(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11495,6 +12498,38 @@ func (ec *executionContext) _Request_bodySize(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Request_bodySize(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Request", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Request_filteredOut(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Request_filteredOut(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Request().FilteredOut(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Recipient) graphql.Marshaler {
+			return ec.marshalNRecipient2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRecipientᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Request_filteredOut(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Request",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Recipient(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _RequestConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.RequestConnection) (ret graphql.Marshaler) {
@@ -12220,6 +13255,29 @@ func (ec *executionContext) _Tenant_creditBalance(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_Tenant_creditBalance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Tenant", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Tenant_lowCreditThreshold(ctx context.Context, field graphql.CollectedField, obj *ent.Tenant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tenant_lowCreditThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LowCreditThreshold, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Tenant_lowCreditThreshold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Tenant", field, false, false, "Int")
 }
 
@@ -14674,6 +15732,69 @@ func UnmarshalAttemptWhereInput(ctx context.Context, raw any) (ent.AttemptWhereI
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputCreateAlertSubscriptionInput(ctx context.Context, obj any) (model.CreateAlertSubscriptionInput, error) {
+	var it model.CreateAlertSubscriptionInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"tenantId", "url", "events", "format"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "tenantId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tenantId"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TenantID = data
+		case "url":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("url"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URL = data
+		case "events":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("events"))
+			data, err := ec.unmarshalNAlertEvent2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertEventᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Events = data
+		case "format":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("format"))
+			data, err := ec.unmarshalOAlertFormat2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertFormat(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Format = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCreateAlertSubscriptionInput unmarshals raw into the CreateAlertSubscriptionInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCreateAlertSubscriptionInput(ctx context.Context, raw any) (model.CreateAlertSubscriptionInput, error) {
+	var out model.CreateAlertSubscriptionInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CreateAlertSubscriptionInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputCreatePlanInput(ctx context.Context, obj any) (model.CreatePlanInput, error) {
 	var it model.CreatePlanInput
 	if obj == nil {
@@ -14769,7 +15890,7 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds"}
+	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -14832,6 +15953,13 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.TimeoutSeconds = data
+		case "filter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filter"))
+			data, err := ec.unmarshalOJSON2interface(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filter = data
 		}
 	}
 	return it, nil
@@ -22155,7 +23283,7 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds"}
+	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "clearFilter"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22204,6 +23332,20 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.TimeoutSeconds = data
+		case "filter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filter"))
+			data, err := ec.unmarshalOJSON2interface(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filter = data
+		case "clearFilter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearFilter"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearFilter = data
 		}
 	}
 	return it, nil
@@ -22373,6 +23515,74 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var alertSubscriptionImplementors = []string{"AlertSubscription"}
+
+func (ec *executionContext) _AlertSubscription(ctx context.Context, sel ast.SelectionSet, obj *ent.AlertSubscription) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, alertSubscriptionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AlertSubscription")
+		case "id":
+			out.Values[i] = ec._AlertSubscription_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "url":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AlertSubscription_url(ctx, field, obj)
+				})
+		case "events":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AlertSubscription_events(ctx, field, obj)
+				})
+		case "format":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AlertSubscription_format(ctx, field, obj)
+				})
+		case "createdAt":
+			out.Values[i] = ec._AlertSubscription_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "recipient":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AlertSubscription_recipient(ctx, field, obj)
+				})
+		case "deliveries":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AlertSubscription_deliveries(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
 
 var attemptImplementors = []string{"Attempt", "Node"}
 
@@ -22724,6 +23934,44 @@ func (ec *executionContext) _DeliveryEdge(ctx context.Context, sel ast.Selection
 		case "cursor":
 			out.Values[i] = ec._DeliveryEdge_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var filterResultImplementors = []string{"FilterResult"}
+
+func (ec *executionContext) _FilterResult(ctx context.Context, sel ast.SelectionSet, obj *model.FilterResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, filterResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("FilterResult")
+		case "matches":
+			out.Values[i] = ec._FilterResult_matches(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._FilterResult_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -23116,6 +24364,27 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "enableRecipient":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_enableRecipient(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createAlertSubscription":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createAlertSubscription(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteAlertSubscription":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteAlertSubscription(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setLowCreditThreshold":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setLowCreditThreshold(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -23670,6 +24939,24 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_ledger(ctx, field)
 				})
+		case "alertSubscriptions":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_alertSubscriptions(ctx, field)
+				})
+		case "alerts":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_alerts(ctx, field)
+				})
+		case "testFilter":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_testFilter(ctx, field)
+				})
 		case "outboundJobs":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -23810,6 +25097,12 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Recipient_cliConnected(ctx, field, obj)
 				})
+		case "filter":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Recipient_filter(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -23935,6 +25228,12 @@ func (ec *executionContext) _Request(ctx context.Context, sel ast.SelectionSet, 
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Request_bodySize(ctx, field, obj)
+				})
+		case "filteredOut":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Request_filteredOut(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -24251,6 +25550,11 @@ func (ec *executionContext) _Tenant(ctx context.Context, sel ast.SelectionSet, o
 		case "creditBalance":
 			out.Values[i] = ec._Tenant_creditBalance(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lowCreditThreshold":
+			out.Values[i] = ec._Tenant_lowCreditThreshold(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "plan":
@@ -24977,6 +26281,80 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) unmarshalNAlertEvent2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertEvent(ctx context.Context, v any) (model.AlertEvent, error) {
+	var res model.AlertEvent
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAlertEvent2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertEvent(ctx context.Context, sel ast.SelectionSet, v model.AlertEvent) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNAlertEvent2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertEventᚄ(ctx context.Context, v any) ([]model.AlertEvent, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.AlertEvent, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNAlertEvent2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertEvent(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNAlertEvent2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertEventᚄ(ctx context.Context, sel ast.SelectionSet, v []model.AlertEvent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAlertEvent2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertEvent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNAlertFormat2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertFormat(ctx context.Context, v any) (model.AlertFormat, error) {
+	var res model.AlertFormat
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAlertFormat2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertFormat(ctx context.Context, sel ast.SelectionSet, v model.AlertFormat) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNAlertSubscription2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐAlertSubscriptionᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.AlertSubscription) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAlertSubscription2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐAlertSubscription(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAlertSubscription2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐAlertSubscription(ctx context.Context, sel ast.SelectionSet, v *ent.AlertSubscription) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AlertSubscription!")
+		return graphql.Null
+	}
+	return ec._AlertSubscription(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAttempt2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐAttempt(ctx context.Context, sel ast.SelectionSet, v *ent.Attempt) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Attempt!")
@@ -25042,6 +26420,11 @@ func (ec *executionContext) marshalNCliMessageKind2githubᚗcomᚋadalᚑrelay�
 	return v
 }
 
+func (ec *executionContext) unmarshalNCreateAlertSubscriptionInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCreateAlertSubscriptionInput(ctx context.Context, v any) (model.CreateAlertSubscriptionInput, error) {
+	res, err := ec.unmarshalInputCreateAlertSubscriptionInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNCreatePlanInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCreatePlanInput(ctx context.Context, v any) (model.CreatePlanInput, error) {
 	res, err := ec.unmarshalInputCreatePlanInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -25078,6 +26461,14 @@ func (ec *executionContext) marshalNDelivery2ᚖgithubᚗcomᚋadalᚑrelayᚋad
 		return graphql.Null
 	}
 	return ec._Delivery(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNDeliveryConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐDeliveryConnection(ctx context.Context, sel ast.SelectionSet, v *ent.DeliveryConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "DeliveryConnection!")
+		return graphql.Null
+	}
+	return ec._DeliveryConnection(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNDeliveryMethod2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐMethod(ctx context.Context, v any) (recipient.Method, error) {
@@ -25127,6 +26518,14 @@ func (ec *executionContext) marshalNDeliveryTrigger2githubᚗcomᚋadalᚑrelay�
 func (ec *executionContext) unmarshalNDeliveryWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐDeliveryWhereInput(ctx context.Context, v any) (*ent.DeliveryWhereInput, error) {
 	res, err := ec.unmarshalInputDeliveryWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFilterResult2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐFilterResult(ctx context.Context, sel ast.SelectionSet, v *model.FilterResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "FilterResult!")
+		return graphql.Null
+	}
+	return ec._FilterResult(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNHeader2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Header) graphql.Marshaler {
@@ -25240,6 +26639,24 @@ func (ec *executionContext) marshalNIssuedToken2ᚖgithubᚗcomᚋadalᚑrelay�
 		return graphql.Null
 	}
 	return ec._IssuedToken(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNJSON2interface(ctx context.Context, v any) (any, error) {
+	res, err := graphql.UnmarshalAny(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNJSON2interface(ctx context.Context, sel ast.SelectionSet, v any) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "JSON!")
+		return graphql.Null
+	}
+	_ = sel
+	res := graphql.MarshalAny(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "JSON!")
+	}
+	return res
 }
 
 func (ec *executionContext) marshalNLedgerEntry2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐLedgerEntry(ctx context.Context, sel ast.SelectionSet, v *ent.LedgerEntry) graphql.Marshaler {
@@ -25887,6 +27304,22 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) unmarshalOAlertFormat2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertFormat(ctx context.Context, v any) (*model.AlertFormat, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.AlertFormat)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAlertFormat2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐAlertFormat(ctx context.Context, sel ast.SelectionSet, v *model.AlertFormat) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) marshalOAttempt2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐAttemptᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Attempt) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -26481,6 +27914,24 @@ func (ec *executionContext) marshalOInt2ᚖint64(ctx context.Context, sel ast.Se
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalInt64(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOJSON2interface(ctx context.Context, v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalAny(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOJSON2interface(ctx context.Context, sel ast.SelectionSet, v any) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalAny(v)
 	return res
 }
 

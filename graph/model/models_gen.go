@@ -43,6 +43,15 @@ type CliJob struct {
 	TimeoutSeconds int `json:"timeoutSeconds"`
 }
 
+type CreateAlertSubscriptionInput struct {
+	// Operators name the tenant; owners subscribe their own.
+	TenantID *int         `json:"tenantId,omitempty"`
+	URL      string       `json:"url"`
+	Events   []AlertEvent `json:"events"`
+	// Default: SLACK for a Slack incoming webhook (https://hooks.slack.com/…), JSON otherwise.
+	Format *AlertFormat `json:"format,omitempty"`
+}
+
 type CreatePlanInput struct {
 	Name                   string `json:"name"`
 	MonthlyCredits         int    `json:"monthlyCredits"`
@@ -64,6 +73,8 @@ type CreateRecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule `json:"retrySchedule,omitempty"`
 	SendIdempotencyKey *bool                    `json:"sendIdempotencyKey,omitempty"`
 	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
+	// A routing filter (see Recipient.filter); absent or null: every request.
+	Filter any `json:"filter,omitempty"`
 }
 
 type CreateServerInput struct {
@@ -79,6 +90,13 @@ type CreateServerInput struct {
 type CreateTenantInput struct {
 	Name   string `json:"name"`
 	PlanID int    `json:"planId"`
+}
+
+// Whether a routing filter matches a request.
+type FilterResult struct {
+	Matches bool `json:"matches"`
+	// Why the rule is refused — the part at fault, then what is wrong with it — when it is; matches is then false.
+	Error *string `json:"error,omitempty"`
 }
 
 // One header line of a stored request, in the order received.
@@ -163,6 +181,10 @@ type UpdateRecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule `json:"retrySchedule,omitempty"`
 	SendIdempotencyKey *bool                    `json:"sendIdempotencyKey,omitempty"`
 	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
+	// A new routing filter; applies to requests accepted from now on (and to replays).
+	Filter any `json:"filter,omitempty"`
+	// Removes the routing filter: the recipient gets every request.
+	ClearFilter *bool `json:"clearFilter,omitempty"`
 }
 
 type UpdateServerInput struct {
@@ -181,6 +203,132 @@ type Viewer struct {
 	Subject string      `json:"subject"`
 	// The viewer's tenant; null for operators.
 	Tenant *ent.Tenant `json:"tenant,omitempty"`
+}
+
+// What an alert is about; the payload's type spells it dotted (recipient.disabled, …).
+type AlertEvent string
+
+const (
+	// A recipient was disabled by its health rules.
+	AlertEventRecipientDisabled AlertEvent = "RECIPIENT_DISABLED"
+	// A recipient was frozen by its health rules.
+	AlertEventRecipientFrozen AlertEvent = "RECIPIENT_FROZEN"
+	// A disabled or frozen recipient is active again (a probe succeeded, or an owner enabled it).
+	AlertEventRecipientRecovered AlertEvent = "RECIPIENT_RECOVERED"
+	// Deliveries used up their attempts: at most one alert per recipient per hour, with the count of failures.
+	AlertEventDeliveryFailed AlertEvent = "DELIVERY_FAILED"
+	// A debit took the balance under the tenant's lowCreditThreshold.
+	AlertEventCreditsLow AlertEvent = "CREDITS_LOW"
+	// Intake started refusing the tenant's requests for want of credit (402).
+	AlertEventCreditsExhausted AlertEvent = "CREDITS_EXHAUSTED"
+)
+
+var AllAlertEvent = []AlertEvent{
+	AlertEventRecipientDisabled,
+	AlertEventRecipientFrozen,
+	AlertEventRecipientRecovered,
+	AlertEventDeliveryFailed,
+	AlertEventCreditsLow,
+	AlertEventCreditsExhausted,
+}
+
+func (e AlertEvent) IsValid() bool {
+	switch e {
+	case AlertEventRecipientDisabled, AlertEventRecipientFrozen, AlertEventRecipientRecovered, AlertEventDeliveryFailed, AlertEventCreditsLow, AlertEventCreditsExhausted:
+		return true
+	}
+	return false
+}
+
+func (e AlertEvent) String() string {
+	return string(e)
+}
+
+func (e *AlertEvent) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AlertEvent(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AlertEvent", str)
+	}
+	return nil
+}
+
+func (e AlertEvent) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AlertEvent) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AlertEvent) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// How alerts are written: JSON {type, timestamp, data}, or Slack's {text}.
+type AlertFormat string
+
+const (
+	AlertFormatJSON  AlertFormat = "JSON"
+	AlertFormatSLACk AlertFormat = "SLACK"
+)
+
+var AllAlertFormat = []AlertFormat{
+	AlertFormatJSON,
+	AlertFormatSLACk,
+}
+
+func (e AlertFormat) IsValid() bool {
+	switch e {
+	case AlertFormatJSON, AlertFormatSLACk:
+		return true
+	}
+	return false
+}
+
+func (e AlertFormat) String() string {
+	return string(e)
+}
+
+func (e *AlertFormat) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AlertFormat(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AlertFormat", str)
+	}
+	return nil
+}
+
+func (e AlertFormat) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AlertFormat) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AlertFormat) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 // What a cliListen message carries.

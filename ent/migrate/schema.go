@@ -345,6 +345,10 @@ var (
 		{Name: "next_probe_at", Type: field.TypeTime, Nullable: true},
 		{Name: "cli_seen_until", Type: field.TypeTime, Nullable: true},
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "signing_secret", Type: field.TypeBytes},
+		{Name: "previous_signing_secret", Type: field.TypeBytes, Nullable: true},
+		{Name: "previous_secret_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "signature_headers", Type: field.TypeEnum, Enums: []string{"ADAL", "STANDARD_WEBHOOKS"}, Default: "ADAL"},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "server_id", Type: field.TypeInt},
 	}
@@ -356,13 +360,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "recipients_tenants_tenant",
-				Columns:    []*schema.Column{RecipientsColumns[19]},
+				Columns:    []*schema.Column{RecipientsColumns[23]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "recipients_servers_recipients",
-				Columns:    []*schema.Column{RecipientsColumns[20]},
+				Columns:    []*schema.Column{RecipientsColumns[24]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -371,12 +375,12 @@ var (
 			{
 				Name:    "recipient_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[19]},
+				Columns: []*schema.Column{RecipientsColumns[23]},
 			},
 			{
 				Name:    "recipient_server_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[20]},
+				Columns: []*schema.Column{RecipientsColumns[24]},
 			},
 			{
 				Name:    "recipient_state_changed_at",

@@ -257,24 +257,26 @@ type ComplexityRoot struct {
 	}
 
 	Recipient struct {
-		CliConnected       func(childComplexity int) int
-		CreatedAt          func(childComplexity int) int
-		DeletedAt          func(childComplexity int) int
-		ID                 func(childComplexity int) int
-		LastSuccessAt      func(childComplexity int) int
-		MaxAttempts        func(childComplexity int) int
-		Method             func(childComplexity int) int
-		Name               func(childComplexity int) int
-		NextProbeAt        func(childComplexity int) int
-		RetrySchedule      func(childComplexity int) int
-		SendIdempotencyKey func(childComplexity int) int
-		Server             func(childComplexity int) int
-		ServerID           func(childComplexity int) int
-		State              func(childComplexity int) int
-		StateChangedAt     func(childComplexity int) int
-		StateReason        func(childComplexity int) int
-		TimeoutSeconds     func(childComplexity int) int
-		URL                func(childComplexity int) int
+		CliConnected            func(childComplexity int) int
+		CreatedAt               func(childComplexity int) int
+		DeletedAt               func(childComplexity int) int
+		ID                      func(childComplexity int) int
+		LastSuccessAt           func(childComplexity int) int
+		MaxAttempts             func(childComplexity int) int
+		Method                  func(childComplexity int) int
+		Name                    func(childComplexity int) int
+		NextProbeAt             func(childComplexity int) int
+		PreviousSecretExpiresAt func(childComplexity int) int
+		RetrySchedule           func(childComplexity int) int
+		SendIdempotencyKey      func(childComplexity int) int
+		Server                  func(childComplexity int) int
+		ServerID                func(childComplexity int) int
+		SignatureHeaders        func(childComplexity int) int
+		State                   func(childComplexity int) int
+		StateChangedAt          func(childComplexity int) int
+		StateReason             func(childComplexity int) int
+		TimeoutSeconds          func(childComplexity int) int
+		URL                     func(childComplexity int) int
 	}
 
 	Request struct {
@@ -1600,6 +1602,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.NextProbeAt(childComplexity), true
+	case "Recipient.previousSecretExpiresAt":
+		if e.ComplexityRoot.Recipient.PreviousSecretExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.PreviousSecretExpiresAt(childComplexity), true
 	case "Recipient.retrySchedule":
 		if e.ComplexityRoot.Recipient.RetrySchedule == nil {
 			break
@@ -1624,6 +1632,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.ServerID(childComplexity), true
+	case "Recipient.signatureHeaders":
+		if e.ComplexityRoot.Recipient.SignatureHeaders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.SignatureHeaders(childComplexity), true
 	case "Recipient.state":
 		if e.ComplexityRoot.Recipient.State == nil {
 			break
@@ -3852,6 +3866,11 @@ type Recipient implements Node {
   lastSuccessAt: Time
   nextProbeAt: Time
   deletedAt: Time
+  """
+  Until when deliveries also carry the signature of the secret a rotation replaced; null when none.
+  """
+  previousSecretExpiresAt: Time
+  signatureHeaders: SignatureHeaders!
   server: Server!
 }
 """
@@ -4067,6 +4086,13 @@ input RecipientWhereInput {
   deletedAtLTE: Time
   deletedAtIsNil: Boolean
   deletedAtNotNil: Boolean
+  """
+  signature_headers field predicates
+  """
+  signatureHeaders: SignatureHeaders
+  signatureHeadersNEQ: SignatureHeaders
+  signatureHeadersIn: [SignatureHeaders!]
+  signatureHeadersNotIn: [SignatureHeaders!]
   """
   server edge predicates
   """
@@ -4464,6 +4490,13 @@ input ServerWhereInput {
   deletedAtLTE: Time
   deletedAtIsNil: Boolean
   deletedAtNotNil: Boolean
+}
+"""
+SignatureHeaders is enum for the field signature_headers
+"""
+enum SignatureHeaders @goModel(model: "github.com/adal-relay/adal/ent/recipient.SignatureHeaders") {
+  ADAL
+  STANDARD_WEBHOOKS
 }
 type Tenant implements Node {
   id: ID!
@@ -5095,6 +5128,10 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_nextProbeAt(ctx, field)
 	case "deletedAt":
 		return ec.fieldContext_Recipient_deletedAt(ctx, field)
+	case "previousSecretExpiresAt":
+		return ec.fieldContext_Recipient_previousSecretExpiresAt(ctx, field)
+	case "signatureHeaders":
+		return ec.fieldContext_Recipient_signatureHeaders(ctx, field)
 	case "server":
 		return ec.fieldContext_Recipient_server(ctx, field)
 	case "cliConnected":
@@ -10981,6 +11018,52 @@ func (ec *executionContext) _Recipient_deletedAt(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_Recipient_deletedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Recipient_previousSecretExpiresAt(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_previousSecretExpiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PreviousSecretExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_previousSecretExpiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Recipient_signatureHeaders(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_signatureHeaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SignatureHeaders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v recipient.SignatureHeaders) graphql.Marshaler {
+			return ec.marshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_signatureHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, false, false, "SignatureHeaders")
 }
 
 func (ec *executionContext) _Recipient_server(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
@@ -18583,7 +18666,7 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "nextProbeAt", "nextProbeAtNEQ", "nextProbeAtIn", "nextProbeAtNotIn", "nextProbeAtGT", "nextProbeAtGTE", "nextProbeAtLT", "nextProbeAtLTE", "nextProbeAtIsNil", "nextProbeAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "hasServer", "hasServerWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "nextProbeAt", "nextProbeAtNEQ", "nextProbeAtIn", "nextProbeAtNotIn", "nextProbeAtGT", "nextProbeAtGTE", "nextProbeAtLT", "nextProbeAtLTE", "nextProbeAtIsNil", "nextProbeAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "signatureHeaders", "signatureHeadersNEQ", "signatureHeadersIn", "signatureHeadersNotIn", "hasServer", "hasServerWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -19514,6 +19597,34 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 				return it, err
 			}
 			it.DeletedAtNotNil = data
+		case "signatureHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeaders = data
+		case "signatureHeadersNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeadersNEQ"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeadersNEQ = data
+		case "signatureHeadersIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeadersIn"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeadersᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeadersIn = data
+		case "signatureHeadersNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeadersNotIn"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeadersᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeadersNotIn = data
 		case "hasServer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasServer"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -23798,6 +23909,16 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "previousSecretExpiresAt":
+			out.Values[i] = ec._Recipient_previousSecretExpiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "signatureHeaders":
+			out.Values[i] = ec._Recipient_signatureHeaders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "server":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -25616,6 +25737,16 @@ func (ec *executionContext) unmarshalNServerWhereInput2ᚖgithubᚗcomᚋadalᚑ
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx context.Context, v any) (recipient.SignatureHeaders, error) {
+	var res recipient.SignatureHeaders
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx context.Context, sel ast.SelectionSet, v recipient.SignatureHeaders) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -27179,6 +27310,58 @@ func (ec *executionContext) unmarshalOServerWhereInput2ᚖgithubᚗcomᚋadalᚑ
 	}
 	res, err := ec.unmarshalInputServerWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOSignatureHeaders2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeadersᚄ(ctx context.Context, v any) ([]recipient.SignatureHeaders, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]recipient.SignatureHeaders, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOSignatureHeaders2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeadersᚄ(ctx context.Context, sel ast.SelectionSet, v []recipient.SignatureHeaders) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx context.Context, v any) (*recipient.SignatureHeaders, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(recipient.SignatureHeaders)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx context.Context, sel ast.SelectionSet, v *recipient.SignatureHeaders) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

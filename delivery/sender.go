@@ -82,6 +82,8 @@ type Outgoing struct {
 	// KeepResponse asks for the response body (up to MaxStoredResponse) in Outcome.ResponseBody; only
 	// outbound jobs that opted in want it, deliveries never store it.
 	KeepResponse bool
+	// Signer signs the attempt over Body, timestamped when it starts (SignerOf); outbound jobs have none.
+	Signer webhook.Signer
 }
 
 // Outcome is what an attempt records: timing, status and, on failure, a kind and a human-readable message.
@@ -172,6 +174,7 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", webhook.UserAgent)
 	}
+	out.Signer.Sign(req.Header, o.StartedAt, out.Body)
 
 	resp, err := s.client.Do(req)
 	if err != nil {

@@ -8,7 +8,6 @@ package resolvers
 import (
 	"context"
 	"encoding/base64"
-	"sort"
 	"strings"
 	"time"
 
@@ -173,6 +172,7 @@ func (r *mutationResolver) CreateRecipient(ctx context.Context, input model.Crea
 		ServerID: input.ServerID, Name: &input.Name, Method: &input.Method, URL: input.URL,
 		MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
+		SignatureHeaders: input.SignatureHeaders,
 	})
 }
 
@@ -184,6 +184,7 @@ func (r *mutationResolver) UpdateRecipient(ctx context.Context, id int, input mo
 	return r.Routing.UpdateRecipient(ctx, r.client(ctx), id, routing.RecipientInput{
 		Name: input.Name, URL: input.URL, MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
+		SignatureHeaders: input.SignatureHeaders,
 	})
 }
 
@@ -340,18 +341,7 @@ func (r *recipientResolver) CliConnected(ctx context.Context, obj *ent.Recipient
 
 // Headers is the resolver for the headers field.
 func (r *requestResolver) Headers(ctx context.Context, obj *ent.Request) ([]*model.Header, error) {
-	names := make([]string, 0, len(obj.Headers))
-	for name := range obj.Headers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var out []*model.Header
-	for _, name := range names {
-		for _, value := range obj.Headers[name] {
-			out = append(out, &model.Header{Name: name, Value: value})
-		}
-	}
-	return out, nil
+	return headerList(obj.Headers), nil
 }
 
 // Body is the resolver for the body field.

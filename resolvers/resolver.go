@@ -4,6 +4,7 @@ package resolvers
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/adal-relay/adal/auth"
@@ -13,6 +14,7 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/graph/model"
 	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/viewer"
@@ -95,4 +97,20 @@ func pageSize(op string, first, last *int) (*int, error) {
 		return &n, nil
 	}
 	return first, nil
+}
+
+// headerList is h as header lines: by name, each name's values in their order.
+func headerList(h map[string][]string) []*model.Header {
+	names := make([]string, 0, len(h))
+	for name := range h {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := []*model.Header{}
+	for _, name := range names {
+		for _, value := range h[name] {
+			out = append(out, &model.Header{Name: name, Value: value})
+		}
+	}
+	return out
 }

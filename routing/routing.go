@@ -246,12 +246,9 @@ func (s *Service) RotateInboundKey(ctx context.Context, client *ent.Client, id i
 	if err := requireManagerOf(ctx, op); err != nil {
 		return nil, err
 	}
-	grace := DefaultKeyGrace
-	if graceSeconds != nil {
-		if *graceSeconds < 0 || time.Duration(*graceSeconds)*time.Second > MaxKeyGrace {
-			return nil, fault.E(op, fault.InvalidInput, "graceSeconds must be between 0 and %d", int(MaxKeyGrace/time.Second))
-		}
-		grace = time.Duration(*graceSeconds) * time.Second
+	grace, err := graceOf(op, graceSeconds)
+	if err != nil {
+		return nil, err
 	}
 	// Locked, so that of two rotations at once the second replaces the first's new key, not the key both read.
 	srv, err := client.Server.Query().Where(server.ID(id), server.DeletedAtIsNil()).Modify(lockRow).Only(ctx)
@@ -266,6 +263,18 @@ func (s *Service) RotateInboundKey(ctx context.Context, client *ent.Client, id i
 	}
 	srv, err = u.Save(ctx)
 	return srv, storage.Err(op, "server", err)
+}
+
+// graceOf is a rotation's grace from its graceSeconds argument: DefaultKeyGrace when absent, at most
+// MaxKeyGrace.
+func graceOf(op string, graceSeconds *int) (time.Duration, error) {
+	if graceSeconds == nil {
+		return DefaultKeyGrace, nil
+	}
+	if *graceSeconds < 0 || time.Duration(*graceSeconds)*time.Second > MaxKeyGrace {
+		return 0, fault.E(op, fault.InvalidInput, "graceSeconds must be between 0 and %d", int(MaxKeyGrace/time.Second))
+	}
+	return time.Duration(*graceSeconds) * time.Second, nil
 }
 
 // InboundKeys are the keys intake accepts for srv at now: its key and, during a rotation's grace, the one the
@@ -287,6 +296,7 @@ type RecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule
 	SendIdempotencyKey *bool
 	TimeoutSeconds     *int
+	SignatureHeaders   *recipient.SignatureHeaders
 }
 
 // recipientSettings is a recipient's configuration after defaults and updates, validated as a whole.
@@ -298,6 +308,7 @@ type recipientSettings struct {
 	schedule      recipient.RetrySchedule
 	idempotency   bool
 	timeoutSecond int
+	sigHeaders    recipient.SignatureHeaders
 }
 
 func (rs *recipientSettings) apply(in RecipientInput) {
@@ -322,6 +333,9 @@ func (rs *recipientSettings) apply(in RecipientInput) {
 	if in.TimeoutSeconds != nil {
 		rs.timeoutSecond = *in.TimeoutSeconds
 	}
+	if in.SignatureHeaders != nil {
+		rs.sigHeaders = *in.SignatureHeaders
+	}
 }
 
 func (rs *recipientSettings) validate(op string) error {
@@ -343,6 +357,9 @@ func (rs *recipientSettings) validate(op string) error {
 	}
 	if rs.timeoutSecond < 1 || rs.timeoutSecond > MaxTimeoutSeconds {
 		return fault.E(op, fault.InvalidInput, "timeoutSeconds must be between 1 and %d", MaxTimeoutSeconds)
+	}
+	if err := recipient.SignatureHeadersValidator(rs.sigHeaders); err != nil {
+		return fault.E(op, fault.InvalidInput, "signatureHeaders must be ADAL or STANDARD_WEBHOOKS")
 	}
 	switch rs.method {
 	case recipient.MethodDIRECT_HTTP:
@@ -374,6 +391,7 @@ func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in Re
 		maxAttempts:   10,
 		schedule:      recipient.RetryScheduleQUADRATIC,
 		timeoutSecond: MaxTimeoutSeconds,
+		sigHeaders:    recipient.DefaultSignatureHeaders,
 	}
 	if in.Method == nil {
 		return nil, fault.E(op, fault.InvalidInput, "method is required")
@@ -411,6 +429,7 @@ func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in Re
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
 		SetTimeoutSeconds(rs.timeoutSecond).
+		SetSignatureHeaders(rs.sigHeaders).
 		SetCreatedAt(s.now()).
 		Save(ctx)
 	return r, storage.Err(op, "recipient", err)
@@ -437,7 +456,7 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 	}
 	rs := recipientSettings{
 		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
-		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds,
+		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds, sigHeaders: r.SignatureHeaders,
 	}
 	rs.apply(in)
 	if err := rs.validate(op); err != nil {
@@ -450,6 +469,7 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
 		SetTimeoutSeconds(rs.timeoutSecond).
+		SetSignatureHeaders(rs.sigHeaders).
 		Save(ctx)
 	return r, storage.Err(op, "recipient", err)
 }

@@ -71,19 +71,20 @@ type ComplexityRoot struct {
 	}
 
 	CliJob struct {
-		Attempt        func(childComplexity int) int
-		BodyBase64     func(childComplexity int) int
-		DeliveryID     func(childComplexity int) int
-		Headers        func(childComplexity int) int
-		IdempotencyKey func(childComplexity int) int
-		Kind           func(childComplexity int) int
-		LeaseToken     func(childComplexity int) int
-		Message        func(childComplexity int) int
-		Method         func(childComplexity int) int
-		Path           func(childComplexity int) int
-		Query          func(childComplexity int) int
-		RequestID      func(childComplexity int) int
-		TimeoutSeconds func(childComplexity int) int
+		Attempt          func(childComplexity int) int
+		BodyBase64       func(childComplexity int) int
+		DeliveryID       func(childComplexity int) int
+		Headers          func(childComplexity int) int
+		IdempotencyKey   func(childComplexity int) int
+		Kind             func(childComplexity int) int
+		LeaseToken       func(childComplexity int) int
+		Message          func(childComplexity int) int
+		Method           func(childComplexity int) int
+		Path             func(childComplexity int) int
+		Query            func(childComplexity int) int
+		RequestID        func(childComplexity int) int
+		SignatureHeaders func(childComplexity int) int
+		TimeoutSeconds   func(childComplexity int) int
 	}
 
 	Delivery struct {
@@ -149,28 +150,29 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		CancelDelivery   func(childComplexity int, id int) int
-		ChangeTenantPlan func(childComplexity int, tenantID int, planID int) int
-		CreatePlan       func(childComplexity int, input model.CreatePlanInput) int
-		CreateRecipient  func(childComplexity int, input model.CreateRecipientInput) int
-		CreateServer     func(childComplexity int, input model.CreateServerInput) int
-		CreateTenant     func(childComplexity int, input model.CreateTenantInput) int
-		DeleteRecipient  func(childComplexity int, id int) int
-		DeleteServer     func(childComplexity int, id int) int
-		EnableRecipient  func(childComplexity int, id int) int
-		GrantCredits     func(childComplexity int, tenantID int, amount int, reference *string) int
-		IssueToken       func(childComplexity int, input model.IssueTokenInput) int
-		PauseRecipient   func(childComplexity int, id int) int
-		ReplayRequest    func(childComplexity int, id int) int
-		ReportCliAttempt func(childComplexity int, input model.ReportCliAttemptInput) int
-		ResumeRecipient  func(childComplexity int, id int) int
-		RetryDelivery    func(childComplexity int, id int) int
-		RevokeToken      func(childComplexity int, id int) int
-		RotateInboundKey func(childComplexity int, serverID int, graceSeconds *int) int
-		SendOutbound     func(childComplexity int, input model.SendOutboundInput) int
-		UpdatePlan       func(childComplexity int, id int, input model.UpdatePlanInput) int
-		UpdateRecipient  func(childComplexity int, id int, input model.UpdateRecipientInput) int
-		UpdateServer     func(childComplexity int, id int, input model.UpdateServerInput) int
+		CancelDelivery        func(childComplexity int, id int) int
+		ChangeTenantPlan      func(childComplexity int, tenantID int, planID int) int
+		CreatePlan            func(childComplexity int, input model.CreatePlanInput) int
+		CreateRecipient       func(childComplexity int, input model.CreateRecipientInput) int
+		CreateServer          func(childComplexity int, input model.CreateServerInput) int
+		CreateTenant          func(childComplexity int, input model.CreateTenantInput) int
+		DeleteRecipient       func(childComplexity int, id int) int
+		DeleteServer          func(childComplexity int, id int) int
+		EnableRecipient       func(childComplexity int, id int) int
+		GrantCredits          func(childComplexity int, tenantID int, amount int, reference *string) int
+		IssueToken            func(childComplexity int, input model.IssueTokenInput) int
+		PauseRecipient        func(childComplexity int, id int) int
+		ReplayRequest         func(childComplexity int, id int) int
+		ReportCliAttempt      func(childComplexity int, input model.ReportCliAttemptInput) int
+		ResumeRecipient       func(childComplexity int, id int) int
+		RetryDelivery         func(childComplexity int, id int) int
+		RevokeToken           func(childComplexity int, id int) int
+		RotateInboundKey      func(childComplexity int, serverID int, graceSeconds *int) int
+		RotateRecipientSecret func(childComplexity int, id int, graceSeconds *int) int
+		SendOutbound          func(childComplexity int, input model.SendOutboundInput) int
+		UpdatePlan            func(childComplexity int, id int, input model.UpdatePlanInput) int
+		UpdateRecipient       func(childComplexity int, id int, input model.UpdateRecipientInput) int
+		UpdateServer          func(childComplexity int, id int, input model.UpdateServerInput) int
 	}
 
 	OutboundAttempt struct {
@@ -272,6 +274,7 @@ type ComplexityRoot struct {
 		Server                  func(childComplexity int) int
 		ServerID                func(childComplexity int) int
 		SignatureHeaders        func(childComplexity int) int
+		SigningSecret           func(childComplexity int) int
 		State                   func(childComplexity int) int
 		StateChangedAt          func(childComplexity int) int
 		StateReason             func(childComplexity int) int
@@ -425,6 +428,7 @@ type MutationResolver interface {
 	EnableRecipient(ctx context.Context, id int) (*ent.Recipient, error)
 	ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error)
 	SendOutbound(ctx context.Context, input model.SendOutboundInput) (*ent.OutboundJob, error)
+	RotateRecipientSecret(ctx context.Context, id int, graceSeconds *int) (*ent.Recipient, error)
 	RevokeToken(ctx context.Context, id int) (*ent.Token, error)
 }
 type OutboundAttemptResolver interface {
@@ -454,6 +458,7 @@ type QueryResolver interface {
 }
 type RecipientResolver interface {
 	CliConnected(ctx context.Context, obj *ent.Recipient) (bool, error)
+	SigningSecret(ctx context.Context, obj *ent.Recipient) (*string, error)
 }
 type RequestResolver interface {
 	Headers(ctx context.Context, obj *ent.Request) ([]*model.Header, error)
@@ -633,6 +638,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CliJob.RequestID(childComplexity), true
+	case "CliJob.signatureHeaders":
+		if e.ComplexityRoot.CliJob.SignatureHeaders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.SignatureHeaders(childComplexity), true
 	case "CliJob.timeoutSeconds":
 		if e.ComplexityRoot.CliJob.TimeoutSeconds == nil {
 			break
@@ -1074,6 +1085,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RotateInboundKey(childComplexity, args["serverId"].(int), args["graceSeconds"].(*int)), true
+	case "Mutation.rotateRecipientSecret":
+		if e.ComplexityRoot.Mutation.RotateRecipientSecret == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rotateRecipientSecret_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RotateRecipientSecret(childComplexity, args["id"].(int), args["graceSeconds"].(*int)), true
 	case "Mutation.sendOutbound":
 		if e.ComplexityRoot.Mutation.SendOutbound == nil {
 			break
@@ -1638,6 +1660,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.SignatureHeaders(childComplexity), true
+	case "Recipient.signingSecret":
+		if e.ComplexityRoot.Recipient.SigningSecret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.SigningSecret(childComplexity), true
 	case "Recipient.state":
 		if e.ComplexityRoot.Recipient.State == nil {
 			break
@@ -2604,6 +2632,47 @@ extend type Mutation {
   idempotencyKey is already taken by a retained job of the tenant, DUPLICATE (free, never executed).
   """
   sendOutbound(input: SendOutboundInput!): OutboundJob!
+}
+`, BuiltIn: false},
+	{Name: "../signing.graphqls", Input: `# Signed deliveries: every attempt carries an id, a timestamp and a Standard Webhooks signature, made with the
+# recipient's signing secret, so that a recipient can tell a delivery from Adal from a forgery or a replay.
+
+extend type Recipient {
+  """
+  The secret deliveries are signed with, as whsec_ and the key's bytes in base64 (Standard Webhooks); give it to
+  a Standard Webhooks library to verify them. Only the tenant's owner and operators read it: null for members.
+  """
+  signingSecret: String
+}
+
+extend input CreateRecipientInput {
+  """
+  The names of the signature headers: ADAL (default: X-Adal-Webhook-Id, -Timestamp, -Signature; a sender's own
+  webhook-* headers pass as sent) or STANDARD_WEBHOOKS (webhook-id, webhook-timestamp, webhook-signature,
+  replacing a sender's headers of those names).
+  """
+  signatureHeaders: SignatureHeaders
+}
+
+extend input UpdateRecipientInput {
+  signatureHeaders: SignatureHeaders
+}
+
+extend type CliJob {
+  """
+  The headers that sign this attempt (id, timestamp, signature), signed by the server over the body as sent. The
+  CLI sets them on the local call after dropping what it drops, replacing headers of the same names.
+  """
+  signatureHeaders: [Header!]!
+}
+
+extend type Mutation {
+  """
+  A new signing secret at once. Until graceSeconds have passed (default 86400, 0 = drop the old secret now, at
+  most 30 days) deliveries carry both signatures, space-separated, the new one first, so a recipient can move
+  to the new secret without refusing a delivery. A rotation during a grace ends the earlier grace.
+  """
+  rotateRecipientSecret(id: ID!, graceSeconds: Int): Recipient!
 }
 `, BuiltIn: false},
 	{Name: "../token.graphqls", Input: `# API tokens: every token Adal issues is stored, so it can be listed and revoked.
@@ -4842,6 +4911,8 @@ func (ec *executionContext) childFields_CliJob(ctx context.Context, field graphq
 		return ec.fieldContext_CliJob_idempotencyKey(ctx, field)
 	case "timeoutSeconds":
 		return ec.fieldContext_CliJob_timeoutSeconds(ctx, field)
+	case "signatureHeaders":
+		return ec.fieldContext_CliJob_signatureHeaders(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CliJob", field.Name)
 }
@@ -5136,6 +5207,8 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_server(ctx, field)
 	case "cliConnected":
 		return ec.fieldContext_Recipient_cliConnected(ctx, field)
+	case "signingSecret":
+		return ec.fieldContext_Recipient_signingSecret(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Recipient", field.Name)
 }
@@ -5757,6 +5830,28 @@ func (ec *executionContext) field_Mutation_rotateInboundKey_args(ctx context.Con
 		return nil, err
 	}
 	args["serverId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "graceSeconds",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["graceSeconds"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_rotateRecipientSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "graceSeconds",
 		func(ctx context.Context, v any) (*int, error) {
 			return ec.unmarshalOInt2ᚖint(ctx, v)
@@ -6934,6 +7029,38 @@ func (ec *executionContext) _CliJob_timeoutSeconds(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_CliJob_timeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CliJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CliJob_signatureHeaders(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_signatureHeaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SignatureHeaders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_signatureHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "CliJob",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Delivery_id(ctx context.Context, field graphql.CollectedField, obj *ent.Delivery) (ret graphql.Marshaler) {
@@ -8809,6 +8936,50 @@ func (ec *executionContext) fieldContext_Mutation_sendOutbound(ctx context.Conte
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_sendOutbound_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_rotateRecipientSecret(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rotateRecipientSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RotateRecipientSecret(ctx, fc.Args["id"].(int), fc.Args["graceSeconds"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Recipient) graphql.Marshaler {
+			return ec.marshalNRecipient2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRecipient(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rotateRecipientSecret(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Recipient(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rotateRecipientSecret_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -11119,6 +11290,29 @@ func (ec *executionContext) _Recipient_cliConnected(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_Recipient_cliConnected(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Recipient", field, true, true, "Boolean")
+}
+
+func (ec *executionContext) _Recipient_signingSecret(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_signingSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Recipient().SigningSecret(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_signingSecret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, true, true, "String")
 }
 
 func (ec *executionContext) _Request_id(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
@@ -14852,7 +15046,7 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds"}
+	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "signatureHeaders"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -14915,6 +15109,13 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.TimeoutSeconds = data
+		case "signatureHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeaders = data
 		}
 	}
 	return it, nil
@@ -22266,7 +22467,7 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds"}
+	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "signatureHeaders"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22315,6 +22516,13 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.TimeoutSeconds = data
+		case "signatureHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeaders = data
 		}
 	}
 	return it, nil
@@ -22642,6 +22850,11 @@ func (ec *executionContext) _CliJob(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "timeoutSeconds":
 			out.Values[i] = ec._CliJob_timeoutSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signatureHeaders":
+			out.Values[i] = ec._CliJob_signatureHeaders(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -23241,6 +23454,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "sendOutbound":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_sendOutbound(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rotateRecipientSecret":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rotateRecipientSecret(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -23930,6 +24150,12 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Recipient_cliConnected(ctx, field, obj)
+				})
+		case "signingSecret":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Recipient_signingSecret(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

@@ -41,6 +41,9 @@ type CliJob struct {
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 	// The recipient's attempt timeout (at most 30), including reading the response.
 	TimeoutSeconds int `json:"timeoutSeconds"`
+	// The headers that sign this attempt (id, timestamp, signature), signed by the server over the body as sent. The
+	// CLI sets them on the local call after dropping what it drops, replacing headers of the same names.
+	SignatureHeaders []*Header `json:"signatureHeaders"`
 }
 
 type CreatePlanInput struct {
@@ -64,6 +67,10 @@ type CreateRecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule `json:"retrySchedule,omitempty"`
 	SendIdempotencyKey *bool                    `json:"sendIdempotencyKey,omitempty"`
 	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
+	// The names of the signature headers: ADAL (default: X-Adal-Webhook-Id, -Timestamp, -Signature; a sender's own
+	// webhook-* headers pass as sent) or STANDARD_WEBHOOKS (webhook-id, webhook-timestamp, webhook-signature,
+	// replacing a sender's headers of those names).
+	SignatureHeaders *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
 }
 
 type CreateServerInput struct {
@@ -157,12 +164,13 @@ type UpdatePlanInput struct {
 }
 
 type UpdateRecipientInput struct {
-	Name               *string                  `json:"name,omitempty"`
-	URL                *string                  `json:"url,omitempty"`
-	MaxAttempts        *int                     `json:"maxAttempts,omitempty"`
-	RetrySchedule      *recipient.RetrySchedule `json:"retrySchedule,omitempty"`
-	SendIdempotencyKey *bool                    `json:"sendIdempotencyKey,omitempty"`
-	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
+	Name               *string                     `json:"name,omitempty"`
+	URL                *string                     `json:"url,omitempty"`
+	MaxAttempts        *int                        `json:"maxAttempts,omitempty"`
+	RetrySchedule      *recipient.RetrySchedule    `json:"retrySchedule,omitempty"`
+	SendIdempotencyKey *bool                       `json:"sendIdempotencyKey,omitempty"`
+	TimeoutSeconds     *int                        `json:"timeoutSeconds,omitempty"`
+	SignatureHeaders   *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
 }
 
 type UpdateServerInput struct {

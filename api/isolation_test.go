@@ -268,6 +268,10 @@ var isolationOps = []isolationOp{
 	{field: "rotateInboundKey", mutation: true,
 		query: `mutation($id: ID!){ rotateInboundKey(serverId: $id, graceSeconds: 0){ id inboundUrl } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.Server.ID })},
+	// With a grace, so that a rotation that got through would show in the snapshot (previousSecretExpiresAt).
+	{field: "rotateRecipientSecret", mutation: true,
+		query: `mutation($id: ID!){ rotateRecipientSecret(id: $id, graceSeconds: 3600){ id signingSecret previousSecretExpiresAt } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.RcpActive })},
 	{field: "deleteRecipient", mutation: true,
 		query: `mutation($id: ID!){ deleteRecipient(id: $id){ id } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.RcpDisabled })},
@@ -588,6 +592,7 @@ func TestMemberCannotManage(t *testing.T) {
 		{"updateRecipient", fmt.Sprintf(`mutation { updateRecipient(id: %q, input: {name: "m"}){ id } }`, b.RcpActive)},
 		{"deleteRecipient", fmt.Sprintf(`mutation { deleteRecipient(id: %q){ id } }`, b.RcpActive)},
 		{"rotateInboundKey", fmt.Sprintf(`mutation { rotateInboundKey(serverId: %q){ id } }`, b.Server.ID)},
+		{"rotateRecipientSecret", fmt.Sprintf(`mutation { rotateRecipientSecret(id: %q){ id } }`, b.RcpActive)},
 		{"changeTenantPlan", fmt.Sprintf(`mutation { changeTenantPlan(tenantId: %q, planId: %q){ id } }`, b.ID, b.OtherPlan)},
 		{"issueToken", fmt.Sprintf(`mutation { issueToken(input: {role: MEMBER, tenantId: %q}){ token } }`, b.ID)},
 		{"grantCredits", fmt.Sprintf(`mutation { grantCredits(tenantId: %q, amount: 5){ id } }`, b.ID)},

@@ -42,6 +42,8 @@ type job struct {
 	RequestID      string   `json:"requestId"`
 	IdempotencyKey *string  `json:"idempotencyKey"`
 	TimeoutSeconds int      `json:"timeoutSeconds"`
+	// SignatureHeaders sign the attempt; the server made them, the CLI only sets them.
+	SignatureHeaders []header `json:"signatureHeaders"`
 }
 
 type header struct {
@@ -100,6 +102,10 @@ func forward(ctx context.Context, client *http.Client, base string, j *job, body
 	}
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", webhook.UserAgent)
+	}
+	// After the received headers were dropped or kept: they replace a sender's headers of the same names.
+	for _, h := range j.SignatureHeaders {
+		req.Header.Set(h.Name, h.Value)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

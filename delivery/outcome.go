@@ -109,6 +109,10 @@ func (s *Service) next(c Claim, o Outcome) (entdelivery.Status, *time.Time) {
 // NextAttempt is the record rule of every job tried up to maxAttempts times on a schedule (deliveries and
 // outbound jobs alike): success ends it; a failure with attempts left makes the next one due per the schedule,
 // counted from the end of this attempt (EXPONENTIAL: from the first); a failure of the last attempt fails it.
+//
+// A recipient that asked to be called back later (o.RetryAfter) is heeded within bounds: the next attempt is
+// never earlier than the schedule says, and never later than twice the wait the schedule gives after this
+// attempt, so a recipient cannot park a delivery for days, nor make it retry sooner.
 func NextAttempt(attempt, maxAttempts int, schedule Schedule, first time.Time, o Outcome, unit time.Duration) (succeeded bool, due *time.Time) {
 	if o.Succeeded() {
 		return true, nil
@@ -117,6 +121,13 @@ func NextAttempt(attempt, maxAttempts int, schedule Schedule, first time.Time, o
 		return false, nil
 	}
 	at := schedule.NextDue(attempt+1, first, o.FinishedAt, unit)
+	if o.RetryAfter.After(at) {
+		latest := at.Add(at.Sub(o.FinishedAt)) // the end of this attempt plus twice the scheduled wait
+		at = o.RetryAfter
+		if at.After(latest) {
+			at = latest
+		}
+	}
 	return false, &at
 }
 

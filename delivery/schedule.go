@@ -15,7 +15,8 @@ const (
 	Quadratic Schedule = "QUADRATIC"
 	// Stepped waits 1, 1, 2, 5, 10, 20, 20, 60, 60 units after the 1st..9th consecutive failure.
 	Stepped Schedule = "STEPPED"
-	// Exponential is the Workfront formula: attempt k+1 is due ((2^k)−1)·84.8 s after the first attempt.
+	// Exponential is the Workfront formula, which numbers the retries: retry k (attempt k+1) is due
+	// ((2^k)−1)·84.8 s after the first attempt, k = 1..11.
 	Exponential Schedule = "EXPONENTIAL"
 
 	// DefaultSchedule is used when a recipient does not choose one.
@@ -41,12 +42,12 @@ func (s Schedule) Valid() bool {
 	return false
 }
 
-// MaxAttempts returns the largest allowed maxAttempts (first attempt included) for the schedule: 10, or 11
-// for EXPONENTIAL, whose source (Workfront) makes up to 11 attempts. An unknown schedule gets 10 so that a
-// caller that forgot to validate still gets a bounded number.
+// MaxAttempts returns the largest allowed maxAttempts (first attempt included) for the schedule: 10, or 12
+// for EXPONENTIAL, whose source (Workfront) retries 11 times after the first attempt, for 48 hours. An
+// unknown schedule gets 10 so that a caller that forgot to validate still gets a bounded number.
 func (s Schedule) MaxAttempts() int {
 	if s == Exponential {
-		return 11
+		return 12
 	}
 	return 10
 }
@@ -62,16 +63,16 @@ func (s Schedule) MaxAttempts() int {
 // MaxAttempts the last wait repeats, so an out-of-range number can never overflow or shrink the wait.
 // An unknown schedule is treated as DefaultSchedule. For next <= 1 there is no wait: lastEnd is returned.
 //
-// EXPONENTIAL, for the record, with unit = 1 min (k = attempts already made):
+// EXPONENTIAL, for the record, with unit = 1 min (retry k = attempt k+1, k = attempts already made):
 //
-//	attempt  2:    1·84.8 s =     84.8 s (≈1.4 min)
-//	attempt  3:    3·84.8 s =    254.4 s (≈4.2 min)
-//	attempt  4:    7·84.8 s =    593.6 s (≈9.9 min)
-//	attempt 11: 1023·84.8 s =  86750.4 s (≈24.1 h, 24h5m50.4s) after the first attempt
+//	retry  1, attempt  2:    1·84.8 s =     84.8 s (≈1.4 min)
+//	retry  2, attempt  3:    3·84.8 s =    254.4 s (≈4.2 min)
+//	retry  3, attempt  4:    7·84.8 s =    593.6 s (≈9.9 min)
+//	retry 10, attempt 11: 1023·84.8 s =  86750.4 s (≈24.1 h)
+//	retry 11, attempt 12: 2047·84.8 s = 173585.6 s (≈48.2 h) after the first attempt
 //
-// DESIGN.md and the Workfront page say "≈48 h for the 11th"; that figure is what the same delays give when
-// each is counted from the previous attempt instead (Σ_{k=1..10} (2^k−1)·84.8 s = 2036·84.8 s ≈ 47.96 h).
-// We follow the formula as written, counted from the first attempt.
+// Each due time counts from the first attempt, as the formula is written; the eleventh retry is what makes
+// the 48 hours its source promises.
 func (s Schedule) NextDue(next int, firstStart, lastEnd time.Time, unit time.Duration) time.Time {
 	if next <= 1 {
 		return lastEnd

@@ -39,7 +39,7 @@ func TestScheduleMaxAttempts(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, 10, Quadratic.MaxAttempts())
 	require.Equal(t, 10, Stepped.MaxAttempts())
-	require.Equal(t, 11, Exponential.MaxAttempts())
+	require.Equal(t, 12, Exponential.MaxAttempts())
 	require.Equal(t, 10, Schedule("BOGUS").MaxAttempts())
 }
 
@@ -92,35 +92,41 @@ func TestSteppedEveryStep(t *testing.T) {
 	})
 }
 
+// TestExponentialEveryStep pins every due time of EXPONENTIAL: retry k (attempt k+1) is due
+// ((2^k)−1)·84.8 s after the first attempt started, k = 1..11, the last ≈48.2 h after it.
 func TestExponentialEveryStep(t *testing.T) {
 	t.Parallel()
 	ms := time.Millisecond
 	tests := []struct {
-		next  int
+		retry int
 		after time.Duration // after firstStart
 	}{
-		{2, 84800 * ms},      // (2^1−1)·84.8 s ≈ 1.4 min
-		{3, 254400 * ms},     // 3·84.8 s ≈ 4.2 min
-		{4, 593600 * ms},     // 7·84.8 s
-		{5, 1272000 * ms},    // 15·84.8 s
-		{6, 2628800 * ms},    // 31·84.8 s
-		{7, 5342400 * ms},    // 63·84.8 s
-		{8, 10769600 * ms},   // 127·84.8 s
-		{9, 21624000 * ms},   // 255·84.8 s
-		{10, 43332800 * ms},  // 511·84.8 s
-		{11, 86750400 * ms},  // 1023·84.8 s = 24h5m50.4s
-		{12, 86750400 * ms},  // beyond MaxAttempts: the last wait repeats
-		{40, 86750400 * ms},  // and never overflows
-		{100, 86750400 * ms}, // ditto
+		{1, 84800 * ms},      // (2^1−1)·84.8 s ≈ 1.4 min
+		{2, 254400 * ms},     // 3·84.8 s ≈ 4.2 min
+		{3, 593600 * ms},     // 7·84.8 s ≈ 9.9 min
+		{4, 1272000 * ms},    // 15·84.8 s = 21.2 min
+		{5, 2628800 * ms},    // 31·84.8 s ≈ 43.8 min
+		{6, 5342400 * ms},    // 63·84.8 s ≈ 1.5 h
+		{7, 10769600 * ms},   // 127·84.8 s ≈ 3.0 h
+		{8, 21624000 * ms},   // 255·84.8 s ≈ 6.0 h
+		{9, 43332800 * ms},   // 511·84.8 s ≈ 12.0 h
+		{10, 86750400 * ms},  // 1023·84.8 s ≈ 24.1 h
+		{11, 173585600 * ms}, // 2047·84.8 s ≈ 48.2 h
 	}
+	require.Len(t, tests, Exponential.MaxAttempts()-1, "one retry per attempt after the first")
 	for _, tt := range tests {
 		// The previous attempt ended right after the first started: the formula decides.
 		prevEnd := firstStart.Add(time.Second)
-		got := Exponential.NextDue(tt.next, firstStart, prevEnd, time.Minute)
-		require.Equal(t, firstStart.Add(tt.after), got, "attempt %d", tt.next)
+		got := Exponential.NextDue(tt.retry+1, firstStart, prevEnd, time.Minute)
+		require.Equal(t, firstStart.Add(tt.after), got, "retry %d (attempt %d)", tt.retry, tt.retry+1)
+		require.Equal(t, time.Duration((1<<tt.retry)-1)*84800*ms, tt.after, "the table itself, retry %d", tt.retry)
 	}
-	require.Equal(t, 24*time.Hour+5*time.Minute+50400*ms,
-		Exponential.NextDue(11, firstStart, firstStart, time.Minute).Sub(firstStart))
+	require.Equal(t, 48*time.Hour+13*time.Minute+5600*ms,
+		Exponential.NextDue(12, firstStart, firstStart, time.Minute).Sub(firstStart), "the last retry, ≈48.2 h")
+	// Beyond the maximum the last wait repeats, and never overflows.
+	for _, next := range []int{13, 40, 100} {
+		require.Equal(t, firstStart.Add(173585600*ms), Exponential.NextDue(next, firstStart, firstStart, time.Minute), "attempt %d", next)
+	}
 }
 
 func TestExponentialNeverBeforeLastEnd(t *testing.T) {
@@ -143,7 +149,7 @@ func TestCompressedUnit(t *testing.T) {
 		got := Stepped.NextDue(i+2, firstStart, lastEnd, unit)
 		require.Equal(t, lastEnd.Add(want*time.Millisecond), got, "stepped %d", i+2)
 	}
-	for next := 2; next <= 11; next++ {
+	for next := 2; next <= 12; next++ {
 		k := int64(next - 1)
 		// ((2^k)−1)·84.8 s·unit/1 min, computed in milliseconds·unit to stay exact.
 		want := time.Duration(((int64(1) << k) - 1) * 84800 * int64(unit) / 60000)

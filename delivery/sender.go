@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -81,6 +82,8 @@ type Outgoing struct {
 	// KeepResponse asks for the response body (up to MaxStoredResponse) in Outcome.ResponseBody; only
 	// outbound jobs that opted in want it, deliveries never store it.
 	KeepResponse bool
+	// Signer signs the attempt over Body, timestamped when it starts (SignerOf); outbound jobs have none.
+	Signer webhook.Signer
 }
 
 // Outcome is what an attempt records: timing, status and, on failure, a kind and a human-readable message.
@@ -97,6 +100,9 @@ type Outcome struct {
 	ResponseBody []byte
 	// ResponseTruncated tells that ResponseBody was cut at MaxStoredResponse.
 	ResponseTruncated bool
+	// RetryAfter is when a recipient answering 429 or 503 asked to be called again (its Retry-After, in
+	// seconds or as an HTTP date); zero when it did not say. NextAttempt decides how far it is heeded.
+	RetryAfter time.Time
 }
 
 // Succeeded reports whether the attempt counts as delivered: a 2xx answer read completely.
@@ -168,6 +174,7 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", webhook.UserAgent)
 	}
+	out.Signer.Sign(req.Header, o.StartedAt, out.Body)
 
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -188,7 +195,38 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 		o.ErrorKind, o.ErrorMessage = ErrHTTPStatus, statusMessage(resp)
 	}
 	o.FinishedAt = s.now()
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		o.RetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), o.FinishedAt)
+	}
 	return o
+}
+
+// maxRetryAfter bounds a Retry-After in seconds before it becomes a time, so that no value can overflow;
+// NextAttempt caps the wait far below it anyway.
+const maxRetryAfter = 366 * 24 * time.Hour
+
+// ParseRetryAfter reads a Retry-After value (RFC 9110 §10.2.3): a number of seconds after now, or an HTTP
+// date. It returns the zero time for an absent or malformed value.
+func ParseRetryAfter(v string, now time.Time) time.Time {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			secs = math.MaxUint64 // all digits, just many of them
+		case err != nil:
+			return time.Time{}
+		}
+		return now.Add(time.Duration(min(secs, uint64(maxRetryAfter/time.Second))) * time.Second)
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return time.Time{}
+	}
+	return at
 }
 
 // readBody reads the whole body: an attempt is only complete once the recipient has sent all of it, and

@@ -228,28 +228,32 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		Type: "Recipient",
 		Fields: map[string]*sqlgraph.FieldSpec{
-			recipient.FieldTenantID:            {Type: field.TypeInt, Column: recipient.FieldTenantID},
-			recipient.FieldCreatedAt:           {Type: field.TypeTime, Column: recipient.FieldCreatedAt},
-			recipient.FieldServerID:            {Type: field.TypeInt, Column: recipient.FieldServerID},
-			recipient.FieldName:                {Type: field.TypeString, Column: recipient.FieldName},
-			recipient.FieldMethod:              {Type: field.TypeEnum, Column: recipient.FieldMethod},
-			recipient.FieldURL:                 {Type: field.TypeString, Column: recipient.FieldURL},
-			recipient.FieldMaxAttempts:         {Type: field.TypeInt, Column: recipient.FieldMaxAttempts},
-			recipient.FieldRetrySchedule:       {Type: field.TypeEnum, Column: recipient.FieldRetrySchedule},
-			recipient.FieldSendIdempotencyKey:  {Type: field.TypeBool, Column: recipient.FieldSendIdempotencyKey},
-			recipient.FieldTimeoutSeconds:      {Type: field.TypeInt, Column: recipient.FieldTimeoutSeconds},
-			recipient.FieldState:               {Type: field.TypeEnum, Column: recipient.FieldState},
-			recipient.FieldStateReason:         {Type: field.TypeString, Column: recipient.FieldStateReason},
-			recipient.FieldStateChangedAt:      {Type: field.TypeTime, Column: recipient.FieldStateChangedAt},
-			recipient.FieldConsecutiveFailures: {Type: field.TypeInt64, Column: recipient.FieldConsecutiveFailures},
-			recipient.FieldWindowAttempts:      {Type: field.TypeInt64, Column: recipient.FieldWindowAttempts},
-			recipient.FieldWindowFailures:      {Type: field.TypeInt64, Column: recipient.FieldWindowFailures},
-			recipient.FieldLastSuccessAt:       {Type: field.TypeTime, Column: recipient.FieldLastSuccessAt},
-			recipient.FieldNextProbeAt:         {Type: field.TypeTime, Column: recipient.FieldNextProbeAt},
-			recipient.FieldCliSeenUntil:        {Type: field.TypeTime, Column: recipient.FieldCliSeenUntil},
-			recipient.FieldDeletedAt:           {Type: field.TypeTime, Column: recipient.FieldDeletedAt},
-			recipient.FieldRoutingFilter:       {Type: field.TypeString, Column: recipient.FieldRoutingFilter},
-			recipient.FieldFailureAlertedAt:    {Type: field.TypeTime, Column: recipient.FieldFailureAlertedAt},
+			recipient.FieldTenantID:                {Type: field.TypeInt, Column: recipient.FieldTenantID},
+			recipient.FieldCreatedAt:               {Type: field.TypeTime, Column: recipient.FieldCreatedAt},
+			recipient.FieldServerID:                {Type: field.TypeInt, Column: recipient.FieldServerID},
+			recipient.FieldName:                    {Type: field.TypeString, Column: recipient.FieldName},
+			recipient.FieldMethod:                  {Type: field.TypeEnum, Column: recipient.FieldMethod},
+			recipient.FieldURL:                     {Type: field.TypeString, Column: recipient.FieldURL},
+			recipient.FieldMaxAttempts:             {Type: field.TypeInt, Column: recipient.FieldMaxAttempts},
+			recipient.FieldRetrySchedule:           {Type: field.TypeEnum, Column: recipient.FieldRetrySchedule},
+			recipient.FieldSendIdempotencyKey:      {Type: field.TypeBool, Column: recipient.FieldSendIdempotencyKey},
+			recipient.FieldTimeoutSeconds:          {Type: field.TypeInt, Column: recipient.FieldTimeoutSeconds},
+			recipient.FieldState:                   {Type: field.TypeEnum, Column: recipient.FieldState},
+			recipient.FieldStateReason:             {Type: field.TypeString, Column: recipient.FieldStateReason},
+			recipient.FieldStateChangedAt:          {Type: field.TypeTime, Column: recipient.FieldStateChangedAt},
+			recipient.FieldConsecutiveFailures:     {Type: field.TypeInt64, Column: recipient.FieldConsecutiveFailures},
+			recipient.FieldWindowAttempts:          {Type: field.TypeInt64, Column: recipient.FieldWindowAttempts},
+			recipient.FieldWindowFailures:          {Type: field.TypeInt64, Column: recipient.FieldWindowFailures},
+			recipient.FieldLastSuccessAt:           {Type: field.TypeTime, Column: recipient.FieldLastSuccessAt},
+			recipient.FieldNextProbeAt:             {Type: field.TypeTime, Column: recipient.FieldNextProbeAt},
+			recipient.FieldCliSeenUntil:            {Type: field.TypeTime, Column: recipient.FieldCliSeenUntil},
+			recipient.FieldDeletedAt:               {Type: field.TypeTime, Column: recipient.FieldDeletedAt},
+			recipient.FieldRoutingFilter:           {Type: field.TypeString, Column: recipient.FieldRoutingFilter},
+			recipient.FieldFailureAlertedAt:        {Type: field.TypeTime, Column: recipient.FieldFailureAlertedAt},
+			recipient.FieldSigningSecret:           {Type: field.TypeBytes, Column: recipient.FieldSigningSecret},
+			recipient.FieldPreviousSigningSecret:   {Type: field.TypeBytes, Column: recipient.FieldPreviousSigningSecret},
+			recipient.FieldPreviousSecretExpiresAt: {Type: field.TypeTime, Column: recipient.FieldPreviousSecretExpiresAt},
+			recipient.FieldSignatureHeaders:        {Type: field.TypeEnum, Column: recipient.FieldSignatureHeaders},
 		},
 	}
 	graph.Nodes[9] = &sqlgraph.Node{
@@ -1847,6 +1851,26 @@ func (f *RecipientFilter) WhereRoutingFilter(p entql.StringP) {
 // WhereFailureAlertedAt applies the entql time.Time predicate on the failure_alerted_at field.
 func (f *RecipientFilter) WhereFailureAlertedAt(p entql.TimeP) {
 	f.Where(p.Field(recipient.FieldFailureAlertedAt))
+}
+
+// WhereSigningSecret applies the entql []byte predicate on the signing_secret field.
+func (f *RecipientFilter) WhereSigningSecret(p entql.BytesP) {
+	f.Where(p.Field(recipient.FieldSigningSecret))
+}
+
+// WherePreviousSigningSecret applies the entql []byte predicate on the previous_signing_secret field.
+func (f *RecipientFilter) WherePreviousSigningSecret(p entql.BytesP) {
+	f.Where(p.Field(recipient.FieldPreviousSigningSecret))
+}
+
+// WherePreviousSecretExpiresAt applies the entql time.Time predicate on the previous_secret_expires_at field.
+func (f *RecipientFilter) WherePreviousSecretExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(recipient.FieldPreviousSecretExpiresAt))
+}
+
+// WhereSignatureHeaders applies the entql string predicate on the signature_headers field.
+func (f *RecipientFilter) WhereSignatureHeaders(p entql.StringP) {
+	f.Where(p.Field(recipient.FieldSignatureHeaders))
 }
 
 // WhereHasTenant applies a predicate to check if query has an edge tenant.

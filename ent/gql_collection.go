@@ -959,6 +959,16 @@ func (_q *RecipientQuery) collectField(ctx context.Context, oneNode bool, opCtx 
 				selectedFields = append(selectedFields, recipient.FieldDeletedAt)
 				fieldSeen[recipient.FieldDeletedAt] = struct{}{}
 			}
+		case "previousSecretExpiresAt":
+			if _, ok := fieldSeen[recipient.FieldPreviousSecretExpiresAt]; !ok {
+				selectedFields = append(selectedFields, recipient.FieldPreviousSecretExpiresAt)
+				fieldSeen[recipient.FieldPreviousSecretExpiresAt] = struct{}{}
+			}
+		case "signatureHeaders":
+			if _, ok := fieldSeen[recipient.FieldSignatureHeaders]; !ok {
+				selectedFields = append(selectedFields, recipient.FieldSignatureHeaders)
+				fieldSeen[recipient.FieldSignatureHeaders] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:

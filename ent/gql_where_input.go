@@ -2937,6 +2937,12 @@ type RecipientWhereInput struct {
 	DeletedAtIsNil  bool        `json:"deletedAtIsNil,omitempty"`
 	DeletedAtNotNil bool        `json:"deletedAtNotNil,omitempty"`
 
+	// "signature_headers" field predicates.
+	SignatureHeaders      *recipient.SignatureHeaders  `json:"signatureHeaders,omitempty"`
+	SignatureHeadersNEQ   *recipient.SignatureHeaders  `json:"signatureHeadersNEQ,omitempty"`
+	SignatureHeadersIn    []recipient.SignatureHeaders `json:"signatureHeadersIn,omitempty"`
+	SignatureHeadersNotIn []recipient.SignatureHeaders `json:"signatureHeadersNotIn,omitempty"`
+
 	// "server" edge predicates.
 	HasServer     *bool               `json:"hasServer,omitempty"`
 	HasServerWith []*ServerWhereInput `json:"hasServerWith,omitempty"`
@@ -3399,6 +3405,18 @@ func (i *RecipientWhereInput) P() (predicate.Recipient, error) {
 	}
 	if i.DeletedAtNotNil {
 		predicates = append(predicates, recipient.DeletedAtNotNil())
+	}
+	if i.SignatureHeaders != nil {
+		predicates = append(predicates, recipient.SignatureHeadersEQ(*i.SignatureHeaders))
+	}
+	if i.SignatureHeadersNEQ != nil {
+		predicates = append(predicates, recipient.SignatureHeadersNEQ(*i.SignatureHeadersNEQ))
+	}
+	if len(i.SignatureHeadersIn) > 0 {
+		predicates = append(predicates, recipient.SignatureHeadersIn(i.SignatureHeadersIn...))
+	}
+	if len(i.SignatureHeadersNotIn) > 0 {
+		predicates = append(predicates, recipient.SignatureHeadersNotIn(i.SignatureHeadersNotIn...))
 	}
 
 	if i.HasServer != nil {

@@ -8933,45 +8933,49 @@ func (m *PlanMutation) ResetEdge(name string) error {
 // RecipientMutation represents an operation that mutates the Recipient nodes in the graph.
 type RecipientMutation struct {
 	config
-	op                      Op
-	typ                     string
-	id                      *int
-	created_at              *time.Time
-	name                    *string
-	method                  *recipient.Method
-	url                     *string
-	max_attempts            *int
-	addmax_attempts         *int
-	retry_schedule          *recipient.RetrySchedule
-	send_idempotency_key    *bool
-	timeout_seconds         *int
-	addtimeout_seconds      *int
-	state                   *recipient.State
-	state_reason            *string
-	state_changed_at        *time.Time
-	consecutive_failures    *int64
-	addconsecutive_failures *int64
-	window_attempts         *int64
-	addwindow_attempts      *int64
-	window_failures         *int64
-	addwindow_failures      *int64
-	last_success_at         *time.Time
-	next_probe_at           *time.Time
-	cli_seen_until          *time.Time
-	deleted_at              *time.Time
-	routing_filter          *string
-	failure_alerted_at      *time.Time
-	clearedFields           map[string]struct{}
-	tenant                  *int
-	clearedtenant           bool
-	server                  *int
-	clearedserver           bool
-	deliveries              map[int]struct{}
-	removeddeliveries       map[int]struct{}
-	cleareddeliveries       bool
-	done                    bool
-	oldValue                func(context.Context) (*Recipient, error)
-	predicates              []predicate.Recipient
+	op                         Op
+	typ                        string
+	id                         *int
+	created_at                 *time.Time
+	name                       *string
+	method                     *recipient.Method
+	url                        *string
+	max_attempts               *int
+	addmax_attempts            *int
+	retry_schedule             *recipient.RetrySchedule
+	send_idempotency_key       *bool
+	timeout_seconds            *int
+	addtimeout_seconds         *int
+	state                      *recipient.State
+	state_reason               *string
+	state_changed_at           *time.Time
+	consecutive_failures       *int64
+	addconsecutive_failures    *int64
+	window_attempts            *int64
+	addwindow_attempts         *int64
+	window_failures            *int64
+	addwindow_failures         *int64
+	last_success_at            *time.Time
+	next_probe_at              *time.Time
+	cli_seen_until             *time.Time
+	deleted_at                 *time.Time
+	routing_filter             *string
+	failure_alerted_at         *time.Time
+	signing_secret             *[]byte
+	previous_signing_secret    *[]byte
+	previous_secret_expires_at *time.Time
+	signature_headers          *recipient.SignatureHeaders
+	clearedFields              map[string]struct{}
+	tenant                     *int
+	clearedtenant              bool
+	server                     *int
+	clearedserver              bool
+	deliveries                 map[int]struct{}
+	removeddeliveries          map[int]struct{}
+	cleareddeliveries          bool
+	done                       bool
+	oldValue                   func(context.Context) (*Recipient, error)
+	predicates                 []predicate.Recipient
 }
 
 var _ ent.Mutation = (*RecipientMutation)(nil)
@@ -10055,6 +10059,176 @@ func (m *RecipientMutation) ResetFailureAlertedAt() {
 	delete(m.clearedFields, recipient.FieldFailureAlertedAt)
 }
 
+// SetSigningSecret sets the "signing_secret" field.
+func (m *RecipientMutation) SetSigningSecret(b []byte) {
+	m.signing_secret = &b
+}
+
+// SigningSecret returns the value of the "signing_secret" field in the mutation.
+func (m *RecipientMutation) SigningSecret() (r []byte, exists bool) {
+	v := m.signing_secret
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSigningSecret returns the old "signing_secret" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldSigningSecret(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSigningSecret is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSigningSecret requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSigningSecret: %w", err)
+	}
+	return oldValue.SigningSecret, nil
+}
+
+// ResetSigningSecret resets all changes to the "signing_secret" field.
+func (m *RecipientMutation) ResetSigningSecret() {
+	m.signing_secret = nil
+}
+
+// SetPreviousSigningSecret sets the "previous_signing_secret" field.
+func (m *RecipientMutation) SetPreviousSigningSecret(b []byte) {
+	m.previous_signing_secret = &b
+}
+
+// PreviousSigningSecret returns the value of the "previous_signing_secret" field in the mutation.
+func (m *RecipientMutation) PreviousSigningSecret() (r []byte, exists bool) {
+	v := m.previous_signing_secret
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPreviousSigningSecret returns the old "previous_signing_secret" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldPreviousSigningSecret(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPreviousSigningSecret is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPreviousSigningSecret requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPreviousSigningSecret: %w", err)
+	}
+	return oldValue.PreviousSigningSecret, nil
+}
+
+// ClearPreviousSigningSecret clears the value of the "previous_signing_secret" field.
+func (m *RecipientMutation) ClearPreviousSigningSecret() {
+	m.previous_signing_secret = nil
+	m.clearedFields[recipient.FieldPreviousSigningSecret] = struct{}{}
+}
+
+// PreviousSigningSecretCleared returns if the "previous_signing_secret" field was cleared in this mutation.
+func (m *RecipientMutation) PreviousSigningSecretCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldPreviousSigningSecret]
+	return ok
+}
+
+// ResetPreviousSigningSecret resets all changes to the "previous_signing_secret" field.
+func (m *RecipientMutation) ResetPreviousSigningSecret() {
+	m.previous_signing_secret = nil
+	delete(m.clearedFields, recipient.FieldPreviousSigningSecret)
+}
+
+// SetPreviousSecretExpiresAt sets the "previous_secret_expires_at" field.
+func (m *RecipientMutation) SetPreviousSecretExpiresAt(t time.Time) {
+	m.previous_secret_expires_at = &t
+}
+
+// PreviousSecretExpiresAt returns the value of the "previous_secret_expires_at" field in the mutation.
+func (m *RecipientMutation) PreviousSecretExpiresAt() (r time.Time, exists bool) {
+	v := m.previous_secret_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPreviousSecretExpiresAt returns the old "previous_secret_expires_at" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldPreviousSecretExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPreviousSecretExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPreviousSecretExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPreviousSecretExpiresAt: %w", err)
+	}
+	return oldValue.PreviousSecretExpiresAt, nil
+}
+
+// ClearPreviousSecretExpiresAt clears the value of the "previous_secret_expires_at" field.
+func (m *RecipientMutation) ClearPreviousSecretExpiresAt() {
+	m.previous_secret_expires_at = nil
+	m.clearedFields[recipient.FieldPreviousSecretExpiresAt] = struct{}{}
+}
+
+// PreviousSecretExpiresAtCleared returns if the "previous_secret_expires_at" field was cleared in this mutation.
+func (m *RecipientMutation) PreviousSecretExpiresAtCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldPreviousSecretExpiresAt]
+	return ok
+}
+
+// ResetPreviousSecretExpiresAt resets all changes to the "previous_secret_expires_at" field.
+func (m *RecipientMutation) ResetPreviousSecretExpiresAt() {
+	m.previous_secret_expires_at = nil
+	delete(m.clearedFields, recipient.FieldPreviousSecretExpiresAt)
+}
+
+// SetSignatureHeaders sets the "signature_headers" field.
+func (m *RecipientMutation) SetSignatureHeaders(rh recipient.SignatureHeaders) {
+	m.signature_headers = &rh
+}
+
+// SignatureHeaders returns the value of the "signature_headers" field in the mutation.
+func (m *RecipientMutation) SignatureHeaders() (r recipient.SignatureHeaders, exists bool) {
+	v := m.signature_headers
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSignatureHeaders returns the old "signature_headers" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldSignatureHeaders(ctx context.Context) (v recipient.SignatureHeaders, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSignatureHeaders is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSignatureHeaders requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSignatureHeaders: %w", err)
+	}
+	return oldValue.SignatureHeaders, nil
+}
+
+// ResetSignatureHeaders resets all changes to the "signature_headers" field.
+func (m *RecipientMutation) ResetSignatureHeaders() {
+	m.signature_headers = nil
+}
+
 // ClearTenant clears the "tenant" edge to the Tenant entity.
 func (m *RecipientMutation) ClearTenant() {
 	m.clearedtenant = true
@@ -10197,7 +10371,7 @@ func (m *RecipientMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RecipientMutation) Fields() []string {
-	fields := make([]string, 0, 22)
+	fields := make([]string, 0, 26)
 	if m.tenant != nil {
 		fields = append(fields, recipient.FieldTenantID)
 	}
@@ -10264,6 +10438,18 @@ func (m *RecipientMutation) Fields() []string {
 	if m.failure_alerted_at != nil {
 		fields = append(fields, recipient.FieldFailureAlertedAt)
 	}
+	if m.signing_secret != nil {
+		fields = append(fields, recipient.FieldSigningSecret)
+	}
+	if m.previous_signing_secret != nil {
+		fields = append(fields, recipient.FieldPreviousSigningSecret)
+	}
+	if m.previous_secret_expires_at != nil {
+		fields = append(fields, recipient.FieldPreviousSecretExpiresAt)
+	}
+	if m.signature_headers != nil {
+		fields = append(fields, recipient.FieldSignatureHeaders)
+	}
 	return fields
 }
 
@@ -10316,6 +10502,14 @@ func (m *RecipientMutation) Field(name string) (ent.Value, bool) {
 		return m.RoutingFilter()
 	case recipient.FieldFailureAlertedAt:
 		return m.FailureAlertedAt()
+	case recipient.FieldSigningSecret:
+		return m.SigningSecret()
+	case recipient.FieldPreviousSigningSecret:
+		return m.PreviousSigningSecret()
+	case recipient.FieldPreviousSecretExpiresAt:
+		return m.PreviousSecretExpiresAt()
+	case recipient.FieldSignatureHeaders:
+		return m.SignatureHeaders()
 	}
 	return nil, false
 }
@@ -10369,6 +10563,14 @@ func (m *RecipientMutation) OldField(ctx context.Context, name string) (ent.Valu
 		return m.OldRoutingFilter(ctx)
 	case recipient.FieldFailureAlertedAt:
 		return m.OldFailureAlertedAt(ctx)
+	case recipient.FieldSigningSecret:
+		return m.OldSigningSecret(ctx)
+	case recipient.FieldPreviousSigningSecret:
+		return m.OldPreviousSigningSecret(ctx)
+	case recipient.FieldPreviousSecretExpiresAt:
+		return m.OldPreviousSecretExpiresAt(ctx)
+	case recipient.FieldSignatureHeaders:
+		return m.OldSignatureHeaders(ctx)
 	}
 	return nil, fmt.Errorf("unknown Recipient field %s", name)
 }
@@ -10532,6 +10734,34 @@ func (m *RecipientMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetFailureAlertedAt(v)
 		return nil
+	case recipient.FieldSigningSecret:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSigningSecret(v)
+		return nil
+	case recipient.FieldPreviousSigningSecret:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPreviousSigningSecret(v)
+		return nil
+	case recipient.FieldPreviousSecretExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPreviousSecretExpiresAt(v)
+		return nil
+	case recipient.FieldSignatureHeaders:
+		v, ok := value.(recipient.SignatureHeaders)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSignatureHeaders(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Recipient field %s", name)
 }
@@ -10646,6 +10876,12 @@ func (m *RecipientMutation) ClearedFields() []string {
 	if m.FieldCleared(recipient.FieldFailureAlertedAt) {
 		fields = append(fields, recipient.FieldFailureAlertedAt)
 	}
+	if m.FieldCleared(recipient.FieldPreviousSigningSecret) {
+		fields = append(fields, recipient.FieldPreviousSigningSecret)
+	}
+	if m.FieldCleared(recipient.FieldPreviousSecretExpiresAt) {
+		fields = append(fields, recipient.FieldPreviousSecretExpiresAt)
+	}
 	return fields
 }
 
@@ -10680,6 +10916,12 @@ func (m *RecipientMutation) ClearField(name string) error {
 		return nil
 	case recipient.FieldFailureAlertedAt:
 		m.ClearFailureAlertedAt()
+		return nil
+	case recipient.FieldPreviousSigningSecret:
+		m.ClearPreviousSigningSecret()
+		return nil
+	case recipient.FieldPreviousSecretExpiresAt:
+		m.ClearPreviousSecretExpiresAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Recipient nullable field %s", name)
@@ -10754,6 +10996,18 @@ func (m *RecipientMutation) ResetField(name string) error {
 		return nil
 	case recipient.FieldFailureAlertedAt:
 		m.ResetFailureAlertedAt()
+		return nil
+	case recipient.FieldSigningSecret:
+		m.ResetSigningSecret()
+		return nil
+	case recipient.FieldPreviousSigningSecret:
+		m.ResetPreviousSigningSecret()
+		return nil
+	case recipient.FieldPreviousSecretExpiresAt:
+		m.ResetPreviousSecretExpiresAt()
+		return nil
+	case recipient.FieldSignatureHeaders:
+		m.ResetSignatureHeaders()
 		return nil
 	}
 	return fmt.Errorf("unknown Recipient field %s", name)

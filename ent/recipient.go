@@ -63,6 +63,14 @@ type Recipient struct {
 	RoutingFilter *string `json:"routing_filter,omitempty"`
 	// FailureAlertedAt holds the value of the "failure_alerted_at" field.
 	FailureAlertedAt *time.Time `json:"failure_alerted_at,omitempty"`
+	// SigningSecret holds the value of the "signing_secret" field.
+	SigningSecret []byte `json:"-"`
+	// PreviousSigningSecret holds the value of the "previous_signing_secret" field.
+	PreviousSigningSecret []byte `json:"-"`
+	// Until when deliveries also carry the signature of the secret a rotation replaced; null when none.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
+	// SignatureHeaders holds the value of the "signature_headers" field.
+	SignatureHeaders recipient.SignatureHeaders `json:"signature_headers,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the RecipientQuery when eager-loading is set.
 	Edges        RecipientEdges `json:"edges"`
@@ -122,13 +130,15 @@ func (*Recipient) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case recipient.FieldSigningSecret, recipient.FieldPreviousSigningSecret:
+			values[i] = new([]byte)
 		case recipient.FieldSendIdempotencyKey:
 			values[i] = new(sql.NullBool)
 		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures:
 			values[i] = new(sql.NullInt64)
-		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason, recipient.FieldRoutingFilter:
+		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason, recipient.FieldRoutingFilter, recipient.FieldSignatureHeaders:
 			values[i] = new(sql.NullString)
-		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt, recipient.FieldFailureAlertedAt:
+		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt, recipient.FieldFailureAlertedAt, recipient.FieldPreviousSecretExpiresAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -290,6 +300,31 @@ func (_m *Recipient) assignValues(columns []string, values []any) error {
 				_m.FailureAlertedAt = new(time.Time)
 				*_m.FailureAlertedAt = value.Time
 			}
+		case recipient.FieldSigningSecret:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field signing_secret", values[i])
+			} else if value != nil {
+				_m.SigningSecret = *value
+			}
+		case recipient.FieldPreviousSigningSecret:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field previous_signing_secret", values[i])
+			} else if value != nil {
+				_m.PreviousSigningSecret = *value
+			}
+		case recipient.FieldPreviousSecretExpiresAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field previous_secret_expires_at", values[i])
+			} else if value.Valid {
+				_m.PreviousSecretExpiresAt = new(time.Time)
+				*_m.PreviousSecretExpiresAt = value.Time
+			}
+		case recipient.FieldSignatureHeaders:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field signature_headers", values[i])
+			} else if value.Valid {
+				_m.SignatureHeaders = recipient.SignatureHeaders(value.String)
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -420,6 +455,18 @@ func (_m *Recipient) String() string {
 		builder.WriteString("failure_alerted_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("signing_secret=<sensitive>")
+	builder.WriteString(", ")
+	builder.WriteString("previous_signing_secret=<sensitive>")
+	builder.WriteString(", ")
+	if v := _m.PreviousSecretExpiresAt; v != nil {
+		builder.WriteString("previous_secret_expires_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("signature_headers=")
+	builder.WriteString(fmt.Sprintf("%v", _m.SignatureHeaders))
 	builder.WriteByte(')')
 	return builder.String()
 }

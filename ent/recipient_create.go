@@ -301,6 +301,46 @@ func (_c *RecipientCreate) SetNillableFailureAlertedAt(v *time.Time) *RecipientC
 	return _c
 }
 
+// SetSigningSecret sets the "signing_secret" field.
+func (_c *RecipientCreate) SetSigningSecret(v []byte) *RecipientCreate {
+	_c.mutation.SetSigningSecret(v)
+	return _c
+}
+
+// SetPreviousSigningSecret sets the "previous_signing_secret" field.
+func (_c *RecipientCreate) SetPreviousSigningSecret(v []byte) *RecipientCreate {
+	_c.mutation.SetPreviousSigningSecret(v)
+	return _c
+}
+
+// SetPreviousSecretExpiresAt sets the "previous_secret_expires_at" field.
+func (_c *RecipientCreate) SetPreviousSecretExpiresAt(v time.Time) *RecipientCreate {
+	_c.mutation.SetPreviousSecretExpiresAt(v)
+	return _c
+}
+
+// SetNillablePreviousSecretExpiresAt sets the "previous_secret_expires_at" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillablePreviousSecretExpiresAt(v *time.Time) *RecipientCreate {
+	if v != nil {
+		_c.SetPreviousSecretExpiresAt(*v)
+	}
+	return _c
+}
+
+// SetSignatureHeaders sets the "signature_headers" field.
+func (_c *RecipientCreate) SetSignatureHeaders(v recipient.SignatureHeaders) *RecipientCreate {
+	_c.mutation.SetSignatureHeaders(v)
+	return _c
+}
+
+// SetNillableSignatureHeaders sets the "signature_headers" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableSignatureHeaders(v *recipient.SignatureHeaders) *RecipientCreate {
+	if v != nil {
+		_c.SetSignatureHeaders(*v)
+	}
+	return _c
+}
+
 // SetTenant sets the "tenant" edge to the Tenant entity.
 func (_c *RecipientCreate) SetTenant(v *Tenant) *RecipientCreate {
 	return _c.SetTenantID(v.ID)
@@ -410,6 +450,17 @@ func (_c *RecipientCreate) defaults() error {
 		v := recipient.DefaultWindowFailures
 		_c.mutation.SetWindowFailures(v)
 	}
+	if _, ok := _c.mutation.SigningSecret(); !ok {
+		if recipient.DefaultSigningSecret == nil {
+			return fmt.Errorf("ent: uninitialized recipient.DefaultSigningSecret (forgotten import ent/runtime?)")
+		}
+		v := recipient.DefaultSigningSecret()
+		_c.mutation.SetSigningSecret(v)
+	}
+	if _, ok := _c.mutation.SignatureHeaders(); !ok {
+		v := recipient.DefaultSignatureHeaders
+		_c.mutation.SetSignatureHeaders(v)
+	}
 	return nil
 }
 
@@ -479,6 +530,22 @@ func (_c *RecipientCreate) check() error {
 	}
 	if _, ok := _c.mutation.WindowFailures(); !ok {
 		return &ValidationError{Name: "window_failures", err: errors.New(`ent: missing required field "Recipient.window_failures"`)}
+	}
+	if _, ok := _c.mutation.SigningSecret(); !ok {
+		return &ValidationError{Name: "signing_secret", err: errors.New(`ent: missing required field "Recipient.signing_secret"`)}
+	}
+	if v, ok := _c.mutation.SigningSecret(); ok {
+		if err := recipient.SigningSecretValidator(v); err != nil {
+			return &ValidationError{Name: "signing_secret", err: fmt.Errorf(`ent: validator failed for field "Recipient.signing_secret": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.SignatureHeaders(); !ok {
+		return &ValidationError{Name: "signature_headers", err: errors.New(`ent: missing required field "Recipient.signature_headers"`)}
+	}
+	if v, ok := _c.mutation.SignatureHeaders(); ok {
+		if err := recipient.SignatureHeadersValidator(v); err != nil {
+			return &ValidationError{Name: "signature_headers", err: fmt.Errorf(`ent: validator failed for field "Recipient.signature_headers": %w`, err)}
+		}
 	}
 	if len(_c.mutation.TenantIDs()) == 0 {
 		return &ValidationError{Name: "tenant", err: errors.New(`ent: missing required edge "Recipient.tenant"`)}
@@ -592,6 +659,22 @@ func (_c *RecipientCreate) createSpec() (*Recipient, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.FailureAlertedAt(); ok {
 		_spec.SetField(recipient.FieldFailureAlertedAt, field.TypeTime, value)
 		_node.FailureAlertedAt = &value
+	}
+	if value, ok := _c.mutation.SigningSecret(); ok {
+		_spec.SetField(recipient.FieldSigningSecret, field.TypeBytes, value)
+		_node.SigningSecret = value
+	}
+	if value, ok := _c.mutation.PreviousSigningSecret(); ok {
+		_spec.SetField(recipient.FieldPreviousSigningSecret, field.TypeBytes, value)
+		_node.PreviousSigningSecret = value
+	}
+	if value, ok := _c.mutation.PreviousSecretExpiresAt(); ok {
+		_spec.SetField(recipient.FieldPreviousSecretExpiresAt, field.TypeTime, value)
+		_node.PreviousSecretExpiresAt = &value
+	}
+	if value, ok := _c.mutation.SignatureHeaders(); ok {
+		_spec.SetField(recipient.FieldSignatureHeaders, field.TypeEnum, value)
+		_node.SignatureHeaders = value
 	}
 	if nodes := _c.mutation.TenantIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -995,6 +1078,66 @@ func (u *RecipientUpsert) ClearFailureAlertedAt() *RecipientUpsert {
 	return u
 }
 
+// SetSigningSecret sets the "signing_secret" field.
+func (u *RecipientUpsert) SetSigningSecret(v []byte) *RecipientUpsert {
+	u.Set(recipient.FieldSigningSecret, v)
+	return u
+}
+
+// UpdateSigningSecret sets the "signing_secret" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateSigningSecret() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldSigningSecret)
+	return u
+}
+
+// SetPreviousSigningSecret sets the "previous_signing_secret" field.
+func (u *RecipientUpsert) SetPreviousSigningSecret(v []byte) *RecipientUpsert {
+	u.Set(recipient.FieldPreviousSigningSecret, v)
+	return u
+}
+
+// UpdatePreviousSigningSecret sets the "previous_signing_secret" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdatePreviousSigningSecret() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldPreviousSigningSecret)
+	return u
+}
+
+// ClearPreviousSigningSecret clears the value of the "previous_signing_secret" field.
+func (u *RecipientUpsert) ClearPreviousSigningSecret() *RecipientUpsert {
+	u.SetNull(recipient.FieldPreviousSigningSecret)
+	return u
+}
+
+// SetPreviousSecretExpiresAt sets the "previous_secret_expires_at" field.
+func (u *RecipientUpsert) SetPreviousSecretExpiresAt(v time.Time) *RecipientUpsert {
+	u.Set(recipient.FieldPreviousSecretExpiresAt, v)
+	return u
+}
+
+// UpdatePreviousSecretExpiresAt sets the "previous_secret_expires_at" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdatePreviousSecretExpiresAt() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldPreviousSecretExpiresAt)
+	return u
+}
+
+// ClearPreviousSecretExpiresAt clears the value of the "previous_secret_expires_at" field.
+func (u *RecipientUpsert) ClearPreviousSecretExpiresAt() *RecipientUpsert {
+	u.SetNull(recipient.FieldPreviousSecretExpiresAt)
+	return u
+}
+
+// SetSignatureHeaders sets the "signature_headers" field.
+func (u *RecipientUpsert) SetSignatureHeaders(v recipient.SignatureHeaders) *RecipientUpsert {
+	u.Set(recipient.FieldSignatureHeaders, v)
+	return u
+}
+
+// UpdateSignatureHeaders sets the "signature_headers" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateSignatureHeaders() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldSignatureHeaders)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
 //
@@ -1393,6 +1536,76 @@ func (u *RecipientUpsertOne) UpdateFailureAlertedAt() *RecipientUpsertOne {
 func (u *RecipientUpsertOne) ClearFailureAlertedAt() *RecipientUpsertOne {
 	return u.Update(func(s *RecipientUpsert) {
 		s.ClearFailureAlertedAt()
+	})
+}
+
+// SetSigningSecret sets the "signing_secret" field.
+func (u *RecipientUpsertOne) SetSigningSecret(v []byte) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetSigningSecret(v)
+	})
+}
+
+// UpdateSigningSecret sets the "signing_secret" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateSigningSecret() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateSigningSecret()
+	})
+}
+
+// SetPreviousSigningSecret sets the "previous_signing_secret" field.
+func (u *RecipientUpsertOne) SetPreviousSigningSecret(v []byte) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetPreviousSigningSecret(v)
+	})
+}
+
+// UpdatePreviousSigningSecret sets the "previous_signing_secret" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdatePreviousSigningSecret() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdatePreviousSigningSecret()
+	})
+}
+
+// ClearPreviousSigningSecret clears the value of the "previous_signing_secret" field.
+func (u *RecipientUpsertOne) ClearPreviousSigningSecret() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearPreviousSigningSecret()
+	})
+}
+
+// SetPreviousSecretExpiresAt sets the "previous_secret_expires_at" field.
+func (u *RecipientUpsertOne) SetPreviousSecretExpiresAt(v time.Time) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetPreviousSecretExpiresAt(v)
+	})
+}
+
+// UpdatePreviousSecretExpiresAt sets the "previous_secret_expires_at" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdatePreviousSecretExpiresAt() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdatePreviousSecretExpiresAt()
+	})
+}
+
+// ClearPreviousSecretExpiresAt clears the value of the "previous_secret_expires_at" field.
+func (u *RecipientUpsertOne) ClearPreviousSecretExpiresAt() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearPreviousSecretExpiresAt()
+	})
+}
+
+// SetSignatureHeaders sets the "signature_headers" field.
+func (u *RecipientUpsertOne) SetSignatureHeaders(v recipient.SignatureHeaders) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetSignatureHeaders(v)
+	})
+}
+
+// UpdateSignatureHeaders sets the "signature_headers" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateSignatureHeaders() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateSignatureHeaders()
 	})
 }
 
@@ -1960,6 +2173,76 @@ func (u *RecipientUpsertBulk) UpdateFailureAlertedAt() *RecipientUpsertBulk {
 func (u *RecipientUpsertBulk) ClearFailureAlertedAt() *RecipientUpsertBulk {
 	return u.Update(func(s *RecipientUpsert) {
 		s.ClearFailureAlertedAt()
+	})
+}
+
+// SetSigningSecret sets the "signing_secret" field.
+func (u *RecipientUpsertBulk) SetSigningSecret(v []byte) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetSigningSecret(v)
+	})
+}
+
+// UpdateSigningSecret sets the "signing_secret" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateSigningSecret() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateSigningSecret()
+	})
+}
+
+// SetPreviousSigningSecret sets the "previous_signing_secret" field.
+func (u *RecipientUpsertBulk) SetPreviousSigningSecret(v []byte) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetPreviousSigningSecret(v)
+	})
+}
+
+// UpdatePreviousSigningSecret sets the "previous_signing_secret" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdatePreviousSigningSecret() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdatePreviousSigningSecret()
+	})
+}
+
+// ClearPreviousSigningSecret clears the value of the "previous_signing_secret" field.
+func (u *RecipientUpsertBulk) ClearPreviousSigningSecret() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearPreviousSigningSecret()
+	})
+}
+
+// SetPreviousSecretExpiresAt sets the "previous_secret_expires_at" field.
+func (u *RecipientUpsertBulk) SetPreviousSecretExpiresAt(v time.Time) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetPreviousSecretExpiresAt(v)
+	})
+}
+
+// UpdatePreviousSecretExpiresAt sets the "previous_secret_expires_at" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdatePreviousSecretExpiresAt() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdatePreviousSecretExpiresAt()
+	})
+}
+
+// ClearPreviousSecretExpiresAt clears the value of the "previous_secret_expires_at" field.
+func (u *RecipientUpsertBulk) ClearPreviousSecretExpiresAt() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearPreviousSecretExpiresAt()
+	})
+}
+
+// SetSignatureHeaders sets the "signature_headers" field.
+func (u *RecipientUpsertBulk) SetSignatureHeaders(v recipient.SignatureHeaders) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetSignatureHeaders(v)
+	})
+}
+
+// UpdateSignatureHeaders sets the "signature_headers" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateSignatureHeaders() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateSignatureHeaders()
 	})
 }
 

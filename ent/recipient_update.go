@@ -373,6 +373,58 @@ func (_u *RecipientUpdate) ClearFailureAlertedAt() *RecipientUpdate {
 	return _u
 }
 
+// SetSigningSecret sets the "signing_secret" field.
+func (_u *RecipientUpdate) SetSigningSecret(v []byte) *RecipientUpdate {
+	_u.mutation.SetSigningSecret(v)
+	return _u
+}
+
+// SetPreviousSigningSecret sets the "previous_signing_secret" field.
+func (_u *RecipientUpdate) SetPreviousSigningSecret(v []byte) *RecipientUpdate {
+	_u.mutation.SetPreviousSigningSecret(v)
+	return _u
+}
+
+// ClearPreviousSigningSecret clears the value of the "previous_signing_secret" field.
+func (_u *RecipientUpdate) ClearPreviousSigningSecret() *RecipientUpdate {
+	_u.mutation.ClearPreviousSigningSecret()
+	return _u
+}
+
+// SetPreviousSecretExpiresAt sets the "previous_secret_expires_at" field.
+func (_u *RecipientUpdate) SetPreviousSecretExpiresAt(v time.Time) *RecipientUpdate {
+	_u.mutation.SetPreviousSecretExpiresAt(v)
+	return _u
+}
+
+// SetNillablePreviousSecretExpiresAt sets the "previous_secret_expires_at" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillablePreviousSecretExpiresAt(v *time.Time) *RecipientUpdate {
+	if v != nil {
+		_u.SetPreviousSecretExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearPreviousSecretExpiresAt clears the value of the "previous_secret_expires_at" field.
+func (_u *RecipientUpdate) ClearPreviousSecretExpiresAt() *RecipientUpdate {
+	_u.mutation.ClearPreviousSecretExpiresAt()
+	return _u
+}
+
+// SetSignatureHeaders sets the "signature_headers" field.
+func (_u *RecipientUpdate) SetSignatureHeaders(v recipient.SignatureHeaders) *RecipientUpdate {
+	_u.mutation.SetSignatureHeaders(v)
+	return _u
+}
+
+// SetNillableSignatureHeaders sets the "signature_headers" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableSignatureHeaders(v *recipient.SignatureHeaders) *RecipientUpdate {
+	if v != nil {
+		_u.SetSignatureHeaders(*v)
+	}
+	return _u
+}
+
 // AddDeliveryIDs adds the "deliveries" edge to the Delivery entity by IDs.
 func (_u *RecipientUpdate) AddDeliveryIDs(ids ...int) *RecipientUpdate {
 	_u.mutation.AddDeliveryIDs(ids...)
@@ -461,6 +513,16 @@ func (_u *RecipientUpdate) check() error {
 	if v, ok := _u.mutation.State(); ok {
 		if err := recipient.StateValidator(v); err != nil {
 			return &ValidationError{Name: "state", err: fmt.Errorf(`ent: validator failed for field "Recipient.state": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.SigningSecret(); ok {
+		if err := recipient.SigningSecretValidator(v); err != nil {
+			return &ValidationError{Name: "signing_secret", err: fmt.Errorf(`ent: validator failed for field "Recipient.signing_secret": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.SignatureHeaders(); ok {
+		if err := recipient.SignatureHeadersValidator(v); err != nil {
+			return &ValidationError{Name: "signature_headers", err: fmt.Errorf(`ent: validator failed for field "Recipient.signature_headers": %w`, err)}
 		}
 	}
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
@@ -582,6 +644,24 @@ func (_u *RecipientUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.FailureAlertedAtCleared() {
 		_spec.ClearField(recipient.FieldFailureAlertedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.SigningSecret(); ok {
+		_spec.SetField(recipient.FieldSigningSecret, field.TypeBytes, value)
+	}
+	if value, ok := _u.mutation.PreviousSigningSecret(); ok {
+		_spec.SetField(recipient.FieldPreviousSigningSecret, field.TypeBytes, value)
+	}
+	if _u.mutation.PreviousSigningSecretCleared() {
+		_spec.ClearField(recipient.FieldPreviousSigningSecret, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.PreviousSecretExpiresAt(); ok {
+		_spec.SetField(recipient.FieldPreviousSecretExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.PreviousSecretExpiresAtCleared() {
+		_spec.ClearField(recipient.FieldPreviousSecretExpiresAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.SignatureHeaders(); ok {
+		_spec.SetField(recipient.FieldSignatureHeaders, field.TypeEnum, value)
 	}
 	if _u.mutation.DeliveriesCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -993,6 +1073,58 @@ func (_u *RecipientUpdateOne) ClearFailureAlertedAt() *RecipientUpdateOne {
 	return _u
 }
 
+// SetSigningSecret sets the "signing_secret" field.
+func (_u *RecipientUpdateOne) SetSigningSecret(v []byte) *RecipientUpdateOne {
+	_u.mutation.SetSigningSecret(v)
+	return _u
+}
+
+// SetPreviousSigningSecret sets the "previous_signing_secret" field.
+func (_u *RecipientUpdateOne) SetPreviousSigningSecret(v []byte) *RecipientUpdateOne {
+	_u.mutation.SetPreviousSigningSecret(v)
+	return _u
+}
+
+// ClearPreviousSigningSecret clears the value of the "previous_signing_secret" field.
+func (_u *RecipientUpdateOne) ClearPreviousSigningSecret() *RecipientUpdateOne {
+	_u.mutation.ClearPreviousSigningSecret()
+	return _u
+}
+
+// SetPreviousSecretExpiresAt sets the "previous_secret_expires_at" field.
+func (_u *RecipientUpdateOne) SetPreviousSecretExpiresAt(v time.Time) *RecipientUpdateOne {
+	_u.mutation.SetPreviousSecretExpiresAt(v)
+	return _u
+}
+
+// SetNillablePreviousSecretExpiresAt sets the "previous_secret_expires_at" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillablePreviousSecretExpiresAt(v *time.Time) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetPreviousSecretExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearPreviousSecretExpiresAt clears the value of the "previous_secret_expires_at" field.
+func (_u *RecipientUpdateOne) ClearPreviousSecretExpiresAt() *RecipientUpdateOne {
+	_u.mutation.ClearPreviousSecretExpiresAt()
+	return _u
+}
+
+// SetSignatureHeaders sets the "signature_headers" field.
+func (_u *RecipientUpdateOne) SetSignatureHeaders(v recipient.SignatureHeaders) *RecipientUpdateOne {
+	_u.mutation.SetSignatureHeaders(v)
+	return _u
+}
+
+// SetNillableSignatureHeaders sets the "signature_headers" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableSignatureHeaders(v *recipient.SignatureHeaders) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetSignatureHeaders(*v)
+	}
+	return _u
+}
+
 // AddDeliveryIDs adds the "deliveries" edge to the Delivery entity by IDs.
 func (_u *RecipientUpdateOne) AddDeliveryIDs(ids ...int) *RecipientUpdateOne {
 	_u.mutation.AddDeliveryIDs(ids...)
@@ -1094,6 +1226,16 @@ func (_u *RecipientUpdateOne) check() error {
 	if v, ok := _u.mutation.State(); ok {
 		if err := recipient.StateValidator(v); err != nil {
 			return &ValidationError{Name: "state", err: fmt.Errorf(`ent: validator failed for field "Recipient.state": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.SigningSecret(); ok {
+		if err := recipient.SigningSecretValidator(v); err != nil {
+			return &ValidationError{Name: "signing_secret", err: fmt.Errorf(`ent: validator failed for field "Recipient.signing_secret": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.SignatureHeaders(); ok {
+		if err := recipient.SignatureHeadersValidator(v); err != nil {
+			return &ValidationError{Name: "signature_headers", err: fmt.Errorf(`ent: validator failed for field "Recipient.signature_headers": %w`, err)}
 		}
 	}
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
@@ -1232,6 +1374,24 @@ func (_u *RecipientUpdateOne) sqlSave(ctx context.Context) (_node *Recipient, er
 	}
 	if _u.mutation.FailureAlertedAtCleared() {
 		_spec.ClearField(recipient.FieldFailureAlertedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.SigningSecret(); ok {
+		_spec.SetField(recipient.FieldSigningSecret, field.TypeBytes, value)
+	}
+	if value, ok := _u.mutation.PreviousSigningSecret(); ok {
+		_spec.SetField(recipient.FieldPreviousSigningSecret, field.TypeBytes, value)
+	}
+	if _u.mutation.PreviousSigningSecretCleared() {
+		_spec.ClearField(recipient.FieldPreviousSigningSecret, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.PreviousSecretExpiresAt(); ok {
+		_spec.SetField(recipient.FieldPreviousSecretExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.PreviousSecretExpiresAtCleared() {
+		_spec.ClearField(recipient.FieldPreviousSecretExpiresAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.SignatureHeaders(); ok {
+		_spec.SetField(recipient.FieldSignatureHeaders, field.TypeEnum, value)
 	}
 	if _u.mutation.DeliveriesCleared() {
 		edge := &sqlgraph.EdgeSpec{

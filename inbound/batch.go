@@ -442,7 +442,8 @@ SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending
 	s.previous_inbound_key, s.previous_key_expires_at, s.kind, r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
 	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
 	r.consecutive_failures, r.window_attempts, r.window_failures, r.last_success_at, r.next_probe_at,
-	r.cli_seen_until, r.routing_filter
+	r.cli_seen_until, r.routing_filter, r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at,
+	r.signature_headers
 FROM servers AS s
 LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
 WHERE (s.inbound_key = ANY($1) OR s.previous_inbound_key = ANY($1)) AND s.deleted_at IS NULL AND s.kind = 'INBOUND'
@@ -469,7 +470,8 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &row.Kind, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
 			&r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
 			&r.state, &r.stateReason, &r.stateChangedAt, &r.consecutiveFailures, &r.windowAttempts,
-			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil, &r.routingFilter); err != nil {
+			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret,
+			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders); err != nil {
 			return nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
@@ -503,9 +505,12 @@ type recipientRow struct {
 	consecutiveFailures, windowAttempts, windowFailures      sql.NullInt64
 	name, method, url, retrySchedule, state, stateReason     sql.NullString
 	routingFilter                                            sql.NullString
+	signatureHeaders                                         sql.NullString
 	sendIdempotencyKey                                       sql.NullBool
 	createdAt                                                sql.NullTime
 	stateChangedAt, lastSuccessAt, nextProbeAt, cliSeenUntil sql.NullTime
+	previousSecretExpiresAt                                  sql.NullTime
+	signingSecret, previousSigningSecret                     []byte // the handed-over first attempts are signed
 }
 
 func (r *recipientRow) recipient() *ent.Recipient {
@@ -524,7 +529,8 @@ func (r *recipientRow) recipient() *ent.Recipient {
 		StateReason: r.stateReason.String, StateChangedAt: at(r.stateChangedAt),
 		ConsecutiveFailures: r.consecutiveFailures.Int64, WindowAttempts: r.windowAttempts.Int64,
 		WindowFailures: r.windowFailures.Int64, LastSuccessAt: at(r.lastSuccessAt), NextProbeAt: at(r.nextProbeAt),
-		CliSeenUntil: at(r.cliSeenUntil),
+		CliSeenUntil: at(r.cliSeenUntil), SigningSecret: r.signingSecret, PreviousSigningSecret: r.previousSigningSecret,
+		PreviousSecretExpiresAt: at(r.previousSecretExpiresAt), SignatureHeaders: recipient.SignatureHeaders(r.signatureHeaders.String),
 	}
 	if r.routingFilter.Valid {
 		rec.RoutingFilter = &r.routingFilter.String

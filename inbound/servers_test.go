@@ -52,7 +52,9 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 		SetRetrySchedule(recipient.RetryScheduleEXPONENTIAL).SetSendIdempotencyKey(true).SetTimeoutSeconds(9).
 		SetState(recipient.StatePAUSED).SetStateReason("by hand").SetStateChangedAt(at).
 		SetConsecutiveFailures(3).SetWindowAttempts(40).SetWindowFailures(5).SetLastSuccessAt(at.Add(-time.Hour)).
-		SetNextProbeAt(at.Add(time.Minute)).SetRoutingFilter(`{"method":"POST"}`).Save(ctx)
+		SetNextProbeAt(at.Add(time.Minute)).SetRoutingFilter(`{"method":"POST"}`).
+		SetPreviousSigningSecret([]byte("an-older-key-of-24-bytes")).
+		SetPreviousSecretExpiresAt(at.Add(time.Hour)).SetSignatureHeaders(recipient.SignatureHeadersSTANDARD_WEBHOOKS).Save(ctx)
 	require.NoError(t, err)
 	_, err = db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(full.ID).SetName("cli").
 		SetMethod(recipient.MethodCLI).SetCliSeenUntil(at).Save(ctx)
@@ -84,7 +86,13 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 		require.Equal(t, w.InboundKey, g.InboundKey)
 		require.Len(t, g.Edges.Recipients, len(w.Edges.Recipients))
 		require.Equal(t, asJSON(t, w), asJSON(t, g), "server %s with its recipients", w.Name)
+		for i, wr := range w.Edges.Recipients { // the signing keys, which JSON leaves out
+			require.Len(t, g.Edges.Recipients[i].SigningSecret, 32, wr.Name)
+			require.Equal(t, wr.SigningSecret, g.Edges.Recipients[i].SigningSecret, wr.Name)
+			require.Equal(t, wr.PreviousSigningSecret, g.Edges.Recipients[i].PreviousSigningSecret, wr.Name)
+		}
 	}
+	require.NotNil(t, got["k-full"].Edges.Recipients[0].PreviousSigningSecret, "a replaced key is read")
 	require.Len(t, got["k-full"].Edges.Recipients, 2, "the deleted recipient is not read")
 	require.Empty(t, got["k-bare"].Edges.Recipients)
 }

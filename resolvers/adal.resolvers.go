@@ -8,7 +8,6 @@ package resolvers
 import (
 	"context"
 	"encoding/base64"
-	"sort"
 	"strings"
 	"time"
 
@@ -173,7 +172,8 @@ func (r *mutationResolver) CreateRecipient(ctx context.Context, input model.Crea
 		ServerID: input.ServerID, Name: &input.Name, Method: &input.Method, URL: input.URL,
 		MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
-		Filter: ruleJSON(input.Filter),
+		Filter:           ruleJSON(input.Filter),
+		SignatureHeaders: input.SignatureHeaders,
 	})
 }
 
@@ -186,6 +186,7 @@ func (r *mutationResolver) UpdateRecipient(ctx context.Context, id int, input mo
 		Name: input.Name, URL: input.URL, MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
 		Filter: ruleJSON(input.Filter), ClearFilter: deref(input.ClearFilter, false),
+		SignatureHeaders: input.SignatureHeaders,
 	})
 }
 
@@ -342,18 +343,7 @@ func (r *recipientResolver) CliConnected(ctx context.Context, obj *ent.Recipient
 
 // Headers is the resolver for the headers field.
 func (r *requestResolver) Headers(ctx context.Context, obj *ent.Request) ([]*model.Header, error) {
-	names := make([]string, 0, len(obj.Headers))
-	for name := range obj.Headers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var out []*model.Header
-	for _, name := range names {
-		for _, value := range obj.Headers[name] {
-			out = append(out, &model.Header{Name: name, Value: value})
-		}
-	}
-	return out, nil
+	return headerList(obj.Headers), nil
 }
 
 // Body is the resolver for the body field.

@@ -72,6 +72,7 @@ func (r *subscriptionResolver) CliListen(ctx context.Context, recipientID int) (
 		if out.Headers == nil {
 			out.Headers = []*model.Header{}
 		}
+		out.SignatureHeaders = headerList(j.Signature)
 		if j.IdempotencyKey != "" {
 			out.IdempotencyKey = &j.IdempotencyKey
 		}
@@ -81,7 +82,7 @@ func (r *subscriptionResolver) CliListen(ctx context.Context, recipientID int) (
 	go func() {
 		defer close(out)
 		defer l.Detach()
-		hello := &model.CliJob{Kind: model.CliMessageKindConnected, Headers: []*model.Header{},
+		hello := &model.CliJob{Kind: model.CliMessageKindConnected, Headers: []*model.Header{}, SignatureHeaders: []*model.Header{},
 			Message: clihub.Greeting(rec, rec.Edges.Server, backlog)}
 		select {
 		case out <- hello:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sort"
 	"time"
 
 	"github.com/adal-relay/adal/alert"
@@ -124,4 +125,20 @@ func alertType(e model.AlertEvent) alert.Type {
 // alertEventEnum is the AlertEvent value of an event.
 func alertEventEnum(t alert.Type) model.AlertEvent {
 	return model.AlertEvent(strings.ToUpper(strings.Replace(string(t), ".", "_", 1)))
+}
+
+// headerList is h as header lines: by name, each name's values in their order.
+func headerList(h map[string][]string) []*model.Header {
+	names := make([]string, 0, len(h))
+	for name := range h {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := []*model.Header{}
+	for _, name := range names {
+		for _, value := range h[name] {
+			out = append(out, &model.Header{Name: name, Value: value})
+		}
+	}
+	return out
 }

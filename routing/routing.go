@@ -249,12 +249,9 @@ func (s *Service) RotateInboundKey(ctx context.Context, client *ent.Client, id i
 	if err := requireManagerOf(ctx, op); err != nil {
 		return nil, err
 	}
-	grace := DefaultKeyGrace
-	if graceSeconds != nil {
-		if *graceSeconds < 0 || time.Duration(*graceSeconds)*time.Second > MaxKeyGrace {
-			return nil, fault.E(op, fault.InvalidInput, "graceSeconds must be between 0 and %d", int(MaxKeyGrace/time.Second))
-		}
-		grace = time.Duration(*graceSeconds) * time.Second
+	grace, err := graceOf(op, graceSeconds)
+	if err != nil {
+		return nil, err
 	}
 	// Locked, so that of two rotations at once the second replaces the first's new key, not the key both read.
 	srv, err := client.Server.Query().Where(server.ID(id), server.DeletedAtIsNil()).Modify(lockRow).Only(ctx)
@@ -269,6 +266,18 @@ func (s *Service) RotateInboundKey(ctx context.Context, client *ent.Client, id i
 	}
 	srv, err = u.Save(ctx)
 	return srv, storage.Err(op, "server", err)
+}
+
+// graceOf is a rotation's grace from its graceSeconds argument: DefaultKeyGrace when absent, at most
+// MaxKeyGrace.
+func graceOf(op string, graceSeconds *int) (time.Duration, error) {
+	if graceSeconds == nil {
+		return DefaultKeyGrace, nil
+	}
+	if *graceSeconds < 0 || time.Duration(*graceSeconds)*time.Second > MaxKeyGrace {
+		return 0, fault.E(op, fault.InvalidInput, "graceSeconds must be between 0 and %d", int(MaxKeyGrace/time.Second))
+	}
+	return time.Duration(*graceSeconds) * time.Second, nil
 }
 
 // InboundKeys are the keys intake accepts for srv at now: its key and, during a rotation's grace, the one the
@@ -294,6 +303,7 @@ type RecipientInput struct {
 	// it: the recipient gets every request.
 	Filter      []byte
 	ClearFilter bool
+	SignatureHeaders   *recipient.SignatureHeaders
 }
 
 // recipientSettings is a recipient's configuration after defaults and updates, validated as a whole.
@@ -307,6 +317,7 @@ type recipientSettings struct {
 	timeoutSecond int
 	filter        *string // the rule's text as compiled
 	filterIn      []byte  // a new rule, to compile in validate
+	sigHeaders    recipient.SignatureHeaders
 }
 
 func (rs *recipientSettings) apply(in RecipientInput) {
@@ -335,6 +346,9 @@ func (rs *recipientSettings) apply(in RecipientInput) {
 		rs.filter, rs.filterIn = nil, nil
 	} else if in.Filter != nil {
 		rs.filterIn = in.Filter
+	}
+	if in.SignatureHeaders != nil {
+		rs.sigHeaders = *in.SignatureHeaders
 	}
 }
 
@@ -366,6 +380,9 @@ func (rs *recipientSettings) validate(op string) error {
 		text := f.String()
 		rs.filter, rs.filterIn = &text, nil
 	}
+	if err := recipient.SignatureHeadersValidator(rs.sigHeaders); err != nil {
+		return fault.E(op, fault.InvalidInput, "signatureHeaders must be ADAL or STANDARD_WEBHOOKS")
+	}
 	switch rs.method {
 	case recipient.MethodDIRECT_HTTP:
 		if rs.url == "" {
@@ -396,6 +413,7 @@ func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in Re
 		maxAttempts:   10,
 		schedule:      recipient.RetryScheduleQUADRATIC,
 		timeoutSecond: MaxTimeoutSeconds,
+		sigHeaders:    recipient.DefaultSignatureHeaders,
 	}
 	if in.Method == nil {
 		return nil, fault.E(op, fault.InvalidInput, "method is required")
@@ -439,6 +457,7 @@ func (s *Service) createRecipient(ctx context.Context, client *ent.Client, op st
 		SetSendIdempotencyKey(rs.idempotency).
 		SetTimeoutSeconds(rs.timeoutSecond).
 		SetNillableRoutingFilter(rs.filter).
+		SetSignatureHeaders(rs.sigHeaders).
 		SetCreatedAt(s.now()).
 		Save(ctx)
 	return r, storage.Err(op, "recipient", err)
@@ -474,6 +493,7 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 	rs := recipientSettings{
 		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
 		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds, filter: r.RoutingFilter,
+		sigHeaders: r.SignatureHeaders,
 	}
 	rs.apply(in)
 	if err := rs.validate(op); err != nil {
@@ -492,6 +512,7 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
 		SetTimeoutSeconds(rs.timeoutSecond).
+		SetSignatureHeaders(rs.sigHeaders).
 		Save(ctx)
 	return r, storage.Err(op, "recipient", err)
 }

@@ -47,7 +47,7 @@ func TestRecipientValidation(t *testing.T) {
 		{"maxAttempts 11 QUADRATIC", direct(map[string]any{"maxAttempts": 11}), "maxAttempts"},
 		{"maxAttempts 11 explicit QUADRATIC", direct(map[string]any{"maxAttempts": 11, "retrySchedule": "QUADRATIC"}), "maxAttempts"},
 		{"maxAttempts 11 STEPPED", direct(map[string]any{"maxAttempts": 11, "retrySchedule": "STEPPED"}), "maxAttempts"},
-		{"maxAttempts 12 EXPONENTIAL", direct(map[string]any{"maxAttempts": 12, "retrySchedule": "EXPONENTIAL"}), "maxAttempts"},
+		{"maxAttempts 13 EXPONENTIAL", direct(map[string]any{"maxAttempts": 13, "retrySchedule": "EXPONENTIAL"}), "maxAttempts"},
 		{"DIRECT_HTTP without url", map[string]any{"serverId": srv.ID, "name": "r", "method": "DIRECT_HTTP"}, "url"},
 		{"DIRECT_HTTP empty url", direct(map[string]any{"url": "  "}), "url"},
 		{"ftp url", direct(map[string]any{"url": "ftp://example.com/hook"}), "url"},
@@ -83,6 +83,7 @@ func TestRecipientValidation(t *testing.T) {
 		{"maxAttempts 1", direct(map[string]any{"maxAttempts": 1}), map[string]any{"maxAttempts": 1.0}},
 		{"maxAttempts 10 STEPPED", direct(map[string]any{"maxAttempts": 10, "retrySchedule": "STEPPED"}), map[string]any{"maxAttempts": 10.0}},
 		{"maxAttempts 11 EXPONENTIAL", direct(map[string]any{"maxAttempts": 11, "retrySchedule": "EXPONENTIAL"}), map[string]any{"maxAttempts": 11.0, "retrySchedule": "EXPONENTIAL"}},
+		{"maxAttempts 12 EXPONENTIAL", direct(map[string]any{"maxAttempts": 12, "retrySchedule": "EXPONENTIAL"}), map[string]any{"maxAttempts": 12.0, "retrySchedule": "EXPONENTIAL"}},
 		{"timeout 1", direct(map[string]any{"timeoutSeconds": 1}), map[string]any{"timeoutSeconds": 1.0}},
 		{"timeout 30", direct(map[string]any{"timeoutSeconds": 30}), map[string]any{"timeoutSeconds": 30.0}},
 		{"http with port and query", direct(map[string]any{"url": "http://10.0.0.5:8080/hook?x=1"}), map[string]any{"url": "http://10.0.0.5:8080/hook?x=1"}},
@@ -121,16 +122,18 @@ func TestUpdateRecipientValidation(t *testing.T) {
 	resp := env.GraphQL(tn.Owner, q, map[string]any{"id": cli, "in": map[string]any{"url": "http://localhost:1"}})
 	require.Equal(t, "INVALID_INPUT", resp.Code(), "a CLI recipient takes no url: %+v", resp.Errors)
 
-	// Schedule and attempts are validated together: 11 becomes valid with EXPONENTIAL, and going back to
-	// QUADRATIC while at 11 is refused.
+	// Schedule and attempts are validated together: 12 becomes valid with EXPONENTIAL, and going back to
+	// QUADRATIC while at 12 is refused.
 	var out struct {
 		UpdateRecipient struct {
 			MaxAttempts   int
 			RetrySchedule string
 		}
 	}
-	env.MustGraphQL(tn.Owner, q, map[string]any{"id": id, "in": map[string]any{"maxAttempts": 11, "retrySchedule": "EXPONENTIAL"}}, &out)
-	require.Equal(t, 11, out.UpdateRecipient.MaxAttempts)
+	env.MustGraphQL(tn.Owner, q, map[string]any{"id": id, "in": map[string]any{"maxAttempts": 12, "retrySchedule": "EXPONENTIAL"}}, &out)
+	require.Equal(t, 12, out.UpdateRecipient.MaxAttempts)
+	resp = env.GraphQL(tn.Owner, q, map[string]any{"id": id, "in": map[string]any{"maxAttempts": 13}})
+	require.Equal(t, "INVALID_INPUT", resp.Code(), "13 is past EXPONENTIAL's 12: %+v", resp.Errors)
 	resp = env.GraphQL(tn.Owner, q, map[string]any{"id": id, "in": map[string]any{"retrySchedule": "QUADRATIC"}})
 	require.Equal(t, "INVALID_INPUT", resp.Code(), "%+v", resp.Errors)
 	env.MustGraphQL(tn.Owner, q, map[string]any{"id": id, "in": map[string]any{"maxAttempts": 5, "retrySchedule": "STEPPED"}}, &out)

@@ -34,10 +34,12 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		dest := []any{&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first}
 		j := job{request: &ent.Request{}, recipient: &ent.Recipient{}}
 		var headers []byte
+		var previousUntil storage.NullTime
 		if q.claimJoined {
 			dest = append(dest, &j.request.ServerID, &j.request.Key, &j.request.Method, &j.request.Path,
 				&j.request.Query, &headers, &j.request.Body,
-				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey)
+				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey,
+				&j.recipient.SigningSecret, &j.recipient.PreviousSigningSecret, &previousUntil, &j.recipient.SignatureHeaders)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("scan claim: %w", err)
@@ -49,6 +51,9 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		}
 		if q.claimJoined {
 			j.request.ID, j.recipient.ID = c.RequestID, c.RecipientID
+			if previousUntil.Valid {
+				j.recipient.PreviousSecretExpiresAt = &previousUntil.Time
+			}
 			if err := json.Unmarshal(headers, &j.request.Headers); err != nil {
 				// Stored by intake from an http.Header: corruption. The attempt still runs, without them,
 				// rather than leaving the delivery leased.

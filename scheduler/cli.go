@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +44,9 @@ type CLIJob struct {
 	IdempotencyKey string
 	// Timeout bounds the local call, reading the response included.
 	Timeout time.Duration
+	// Signature holds the headers that sign the attempt (delivery.SignerOf), made here, timestamped when the
+	// attempt was claimed: the CLI never holds the recipient's secret.
+	Signature http.Header
 }
 
 // CLIPusher is the CLI lane's executor (clihub.Hub): it knows the CLIs attached to this process and pushes
@@ -238,6 +242,8 @@ func loadCLI(ctx context.Context, client *ent.Client, claims []delivery.Claim) (
 		if rec.SendIdempotencyKey {
 			j.IdempotencyKey = req.Key
 		}
+		j.Signature = http.Header{}
+		delivery.SignerOf(rec, req.Key, c.StartedAt).Sign(j.Signature, c.StartedAt, req.Body)
 		jobs = append(jobs, j)
 	}
 	return jobs, nil

@@ -97,7 +97,8 @@ WITH due AS (
 SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
 	c.first_attempt_at,
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body,
-	r.url, r.timeout_seconds, r.send_idempotency_key
+	r.url, r.timeout_seconds, r.send_idempotency_key,
+	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers
 FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`

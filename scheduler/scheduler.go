@@ -525,6 +525,7 @@ func (s *Scheduler) attempt(j job) {
 	if j.recipient.SendIdempotencyKey {
 		out.IdempotencyKey = j.request.Key
 	}
+	out.Signer = delivery.SignerOf(j.recipient, j.request.Key, s.cfg.Now())
 	var o delivery.Outcome
 	target, err := webhook.JoinTarget(j.recipient.URL, j.request.Path, j.request.Query)
 	if err != nil {

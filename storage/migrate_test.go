@@ -12,10 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/migrations"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
+	"github.com/adal-relay/adal/webhook"
 )
 
 // The baseline migration makes the schema the automatic migration made before it, to the index and the
@@ -58,6 +60,39 @@ func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
 	require.NoError(t, storage.CheckMigrated(ctx, db.DB))
 	requireRows(t, db, req)
 	require.Equal(t, schemaDump(t, dbtest.Open(t)), schemaDump(t, db))
+}
+
+// Recipients from before deliveries were signed get a signing key each from the migration: of the size new
+// ones get, and their own.
+func TestMigrationGivesEveryRecipientASigningKey(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenEmpty(t)
+	ctx := viewer.SystemContext(context.Background())
+	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
+	req := writeRows(t, db)
+	rec, err := db.Client.Recipient.Query().Only(ctx)
+	require.NoError(t, err)
+	_, err = db.Client.Recipient.Create().SetTenantID(rec.TenantID).SetServerID(rec.ServerID).SetName("cli").
+		SetMethod("CLI").Save(ctx)
+	require.NoError(t, err)
+	require.NoError(t, storage.DownToBaseline(ctx, db.DB))
+
+	_, err = storage.Migrate(ctx, db.DB)
+	require.NoError(t, err)
+	recs, err := db.Client.Recipient.Query().All(ctx)
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	for _, r := range recs {
+		require.Len(t, r.SigningSecret, webhook.KeySize, "recipient %s", r.Name)
+		require.Nil(t, r.PreviousSigningSecret)
+		require.Equal(t, recipient.SignatureHeadersADAL, r.SignatureHeaders)
+	}
+	require.NotEqual(t, recs[0].SigningSecret, recs[1].SigningSecret, "each recipient has a key of its own")
+	require.Equal(t, rec.Name, recs[0].Name, "the rows survive")
+	require.Equal(t, rec.URL, recs[0].URL)
+	got, err := db.Client.Request.Get(ctx, req.ID)
+	require.NoError(t, err)
+	require.Equal(t, req.Body, got.Body)
 }
 
 // A database of the automatic migration of earlier versions — the request history's foreign keys, the

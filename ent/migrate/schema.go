@@ -419,6 +419,10 @@ var (
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "routing_filter", Type: field.TypeString, Nullable: true, Size: 2147483647},
 		{Name: "failure_alerted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "signing_secret", Type: field.TypeBytes},
+		{Name: "previous_signing_secret", Type: field.TypeBytes, Nullable: true},
+		{Name: "previous_secret_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "signature_headers", Type: field.TypeEnum, Enums: []string{"ADAL", "STANDARD_WEBHOOKS"}, Default: "ADAL"},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "server_id", Type: field.TypeInt},
 	}
@@ -430,13 +434,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "recipients_tenants_tenant",
-				Columns:    []*schema.Column{RecipientsColumns[21]},
+				Columns:    []*schema.Column{RecipientsColumns[25]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "recipients_servers_recipients",
-				Columns:    []*schema.Column{RecipientsColumns[22]},
+				Columns:    []*schema.Column{RecipientsColumns[26]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -445,12 +449,12 @@ var (
 			{
 				Name:    "recipient_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[21]},
+				Columns: []*schema.Column{RecipientsColumns[25]},
 			},
 			{
 				Name:    "recipient_server_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[22]},
+				Columns: []*schema.Column{RecipientsColumns[26]},
 			},
 			{
 				Name:    "recipient_state_changed_at",

@@ -62,6 +62,14 @@ const (
 	FieldRoutingFilter = "routing_filter"
 	// FieldFailureAlertedAt holds the string denoting the failure_alerted_at field in the database.
 	FieldFailureAlertedAt = "failure_alerted_at"
+	// FieldSigningSecret holds the string denoting the signing_secret field in the database.
+	FieldSigningSecret = "signing_secret"
+	// FieldPreviousSigningSecret holds the string denoting the previous_signing_secret field in the database.
+	FieldPreviousSigningSecret = "previous_signing_secret"
+	// FieldPreviousSecretExpiresAt holds the string denoting the previous_secret_expires_at field in the database.
+	FieldPreviousSecretExpiresAt = "previous_secret_expires_at"
+	// FieldSignatureHeaders holds the string denoting the signature_headers field in the database.
+	FieldSignatureHeaders = "signature_headers"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
 	EdgeTenant = "tenant"
 	// EdgeServer holds the string denoting the server edge name in mutations.
@@ -118,6 +126,10 @@ var Columns = []string{
 	FieldDeletedAt,
 	FieldRoutingFilter,
 	FieldFailureAlertedAt,
+	FieldSigningSecret,
+	FieldPreviousSigningSecret,
+	FieldPreviousSecretExpiresAt,
+	FieldSignatureHeaders,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -158,6 +170,10 @@ var (
 	DefaultWindowAttempts int64
 	// DefaultWindowFailures holds the default value on creation for the "window_failures" field.
 	DefaultWindowFailures int64
+	// DefaultSigningSecret holds the default value on creation for the "signing_secret" field.
+	DefaultSigningSecret func() []byte
+	// SigningSecretValidator is a validator for the "signing_secret" field. It is called by the builders before save.
+	SigningSecretValidator func([]byte) error
 )
 
 // Method defines the type for the "method" enum field.
@@ -235,6 +251,32 @@ func StateValidator(s State) error {
 		return nil
 	default:
 		return fmt.Errorf("recipient: invalid enum value for state field: %q", s)
+	}
+}
+
+// SignatureHeaders defines the type for the "signature_headers" enum field.
+type SignatureHeaders string
+
+// SignatureHeadersADAL is the default value of the SignatureHeaders enum.
+const DefaultSignatureHeaders = SignatureHeadersADAL
+
+// SignatureHeaders values.
+const (
+	SignatureHeadersADAL              SignatureHeaders = "ADAL"
+	SignatureHeadersSTANDARD_WEBHOOKS SignatureHeaders = "STANDARD_WEBHOOKS"
+)
+
+func (sh SignatureHeaders) String() string {
+	return string(sh)
+}
+
+// SignatureHeadersValidator is a validator for the "signature_headers" field enum values. It is called by the builders before save.
+func SignatureHeadersValidator(sh SignatureHeaders) error {
+	switch sh {
+	case SignatureHeadersADAL, SignatureHeadersSTANDARD_WEBHOOKS:
+		return nil
+	default:
+		return fmt.Errorf("recipient: invalid enum value for signature_headers field: %q", sh)
 	}
 }
 
@@ -356,6 +398,16 @@ func ByFailureAlertedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldFailureAlertedAt, opts...).ToFunc()
 }
 
+// ByPreviousSecretExpiresAt orders the results by the previous_secret_expires_at field.
+func ByPreviousSecretExpiresAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPreviousSecretExpiresAt, opts...).ToFunc()
+}
+
+// BySignatureHeaders orders the results by the signature_headers field.
+func BySignatureHeaders(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSignatureHeaders, opts...).ToFunc()
+}
+
 // ByTenantField orders the results by tenant field.
 func ByTenantField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
@@ -455,6 +507,24 @@ func (e *State) UnmarshalGQL(val interface{}) error {
 	*e = State(str)
 	if err := StateValidator(*e); err != nil {
 		return fmt.Errorf("%s is not a valid State", str)
+	}
+	return nil
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (e SignatureHeaders) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(e.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (e *SignatureHeaders) UnmarshalGQL(val interface{}) error {
+	str, ok := val.(string)
+	if !ok {
+		return fmt.Errorf("enum %T must be a string", val)
+	}
+	*e = SignatureHeaders(str)
+	if err := SignatureHeadersValidator(*e); err != nil {
+		return fmt.Errorf("%s is not a valid SignatureHeaders", str)
 	}
 	return nil
 }

@@ -150,6 +150,21 @@ func FailureAlertedAt(v time.Time) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldFailureAlertedAt, v))
 }
 
+// SigningSecret applies equality check predicate on the "signing_secret" field. It's identical to SigningSecretEQ.
+func SigningSecret(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldSigningSecret, v))
+}
+
+// PreviousSigningSecret applies equality check predicate on the "previous_signing_secret" field. It's identical to PreviousSigningSecretEQ.
+func PreviousSigningSecret(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldPreviousSigningSecret, v))
+}
+
+// PreviousSecretExpiresAt applies equality check predicate on the "previous_secret_expires_at" field. It's identical to PreviousSecretExpiresAtEQ.
+func PreviousSecretExpiresAt(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldPreviousSecretExpiresAt, v))
+}
+
 // TenantIDEQ applies the EQ predicate on the "tenant_id" field.
 func TenantIDEQ(v int) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldTenantID, v))
@@ -1068,6 +1083,166 @@ func FailureAlertedAtIsNil() predicate.Recipient {
 // FailureAlertedAtNotNil applies the NotNil predicate on the "failure_alerted_at" field.
 func FailureAlertedAtNotNil() predicate.Recipient {
 	return predicate.Recipient(sql.FieldNotNull(FieldFailureAlertedAt))
+}
+
+// SigningSecretEQ applies the EQ predicate on the "signing_secret" field.
+func SigningSecretEQ(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldSigningSecret, v))
+}
+
+// SigningSecretNEQ applies the NEQ predicate on the "signing_secret" field.
+func SigningSecretNEQ(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldSigningSecret, v))
+}
+
+// SigningSecretIn applies the In predicate on the "signing_secret" field.
+func SigningSecretIn(vs ...[]byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldSigningSecret, vs...))
+}
+
+// SigningSecretNotIn applies the NotIn predicate on the "signing_secret" field.
+func SigningSecretNotIn(vs ...[]byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldSigningSecret, vs...))
+}
+
+// SigningSecretGT applies the GT predicate on the "signing_secret" field.
+func SigningSecretGT(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldSigningSecret, v))
+}
+
+// SigningSecretGTE applies the GTE predicate on the "signing_secret" field.
+func SigningSecretGTE(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldSigningSecret, v))
+}
+
+// SigningSecretLT applies the LT predicate on the "signing_secret" field.
+func SigningSecretLT(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldSigningSecret, v))
+}
+
+// SigningSecretLTE applies the LTE predicate on the "signing_secret" field.
+func SigningSecretLTE(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldSigningSecret, v))
+}
+
+// PreviousSigningSecretEQ applies the EQ predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretEQ(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldPreviousSigningSecret, v))
+}
+
+// PreviousSigningSecretNEQ applies the NEQ predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretNEQ(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldPreviousSigningSecret, v))
+}
+
+// PreviousSigningSecretIn applies the In predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretIn(vs ...[]byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldPreviousSigningSecret, vs...))
+}
+
+// PreviousSigningSecretNotIn applies the NotIn predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretNotIn(vs ...[]byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldPreviousSigningSecret, vs...))
+}
+
+// PreviousSigningSecretGT applies the GT predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretGT(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldPreviousSigningSecret, v))
+}
+
+// PreviousSigningSecretGTE applies the GTE predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretGTE(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldPreviousSigningSecret, v))
+}
+
+// PreviousSigningSecretLT applies the LT predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretLT(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldPreviousSigningSecret, v))
+}
+
+// PreviousSigningSecretLTE applies the LTE predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretLTE(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldPreviousSigningSecret, v))
+}
+
+// PreviousSigningSecretIsNil applies the IsNil predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldPreviousSigningSecret))
+}
+
+// PreviousSigningSecretNotNil applies the NotNil predicate on the "previous_signing_secret" field.
+func PreviousSigningSecretNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldPreviousSigningSecret))
+}
+
+// PreviousSecretExpiresAtEQ applies the EQ predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtEQ(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldPreviousSecretExpiresAt, v))
+}
+
+// PreviousSecretExpiresAtNEQ applies the NEQ predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtNEQ(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldPreviousSecretExpiresAt, v))
+}
+
+// PreviousSecretExpiresAtIn applies the In predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtIn(vs ...time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldPreviousSecretExpiresAt, vs...))
+}
+
+// PreviousSecretExpiresAtNotIn applies the NotIn predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtNotIn(vs ...time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldPreviousSecretExpiresAt, vs...))
+}
+
+// PreviousSecretExpiresAtGT applies the GT predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtGT(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldPreviousSecretExpiresAt, v))
+}
+
+// PreviousSecretExpiresAtGTE applies the GTE predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtGTE(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldPreviousSecretExpiresAt, v))
+}
+
+// PreviousSecretExpiresAtLT applies the LT predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtLT(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldPreviousSecretExpiresAt, v))
+}
+
+// PreviousSecretExpiresAtLTE applies the LTE predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtLTE(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldPreviousSecretExpiresAt, v))
+}
+
+// PreviousSecretExpiresAtIsNil applies the IsNil predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldPreviousSecretExpiresAt))
+}
+
+// PreviousSecretExpiresAtNotNil applies the NotNil predicate on the "previous_secret_expires_at" field.
+func PreviousSecretExpiresAtNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldPreviousSecretExpiresAt))
+}
+
+// SignatureHeadersEQ applies the EQ predicate on the "signature_headers" field.
+func SignatureHeadersEQ(v SignatureHeaders) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldSignatureHeaders, v))
+}
+
+// SignatureHeadersNEQ applies the NEQ predicate on the "signature_headers" field.
+func SignatureHeadersNEQ(v SignatureHeaders) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldSignatureHeaders, v))
+}
+
+// SignatureHeadersIn applies the In predicate on the "signature_headers" field.
+func SignatureHeadersIn(vs ...SignatureHeaders) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldSignatureHeaders, vs...))
+}
+
+// SignatureHeadersNotIn applies the NotIn predicate on the "signature_headers" field.
+func SignatureHeadersNotIn(vs ...SignatureHeaders) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldSignatureHeaders, vs...))
 }
 
 // HasTenant applies the HasEdge predicate on the "tenant" edge.

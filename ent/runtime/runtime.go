@@ -283,6 +283,12 @@ func init() {
 	recipientDescWindowFailures := recipientFields[13].Descriptor()
 	// recipient.DefaultWindowFailures holds the default value on creation for the window_failures field.
 	recipient.DefaultWindowFailures = recipientDescWindowFailures.Default.(int64)
+	// recipientDescSigningSecret is the schema descriptor for signing_secret field.
+	recipientDescSigningSecret := recipientFields[20].Descriptor()
+	// recipient.DefaultSigningSecret holds the default value on creation for the signing_secret field.
+	recipient.DefaultSigningSecret = recipientDescSigningSecret.Default.(func() []byte)
+	// recipient.SigningSecretValidator is a validator for the "signing_secret" field. It is called by the builders before save.
+	recipient.SigningSecretValidator = recipientDescSigningSecret.Validators[0].(func([]byte) error)
 	requestMixin := schema.Request{}.Mixin()
 	request.Policy = privacy.NewPolicies(requestMixin[0], schema.Request{})
 	request.Hooks[0] = func(next ent.Mutator) ent.Mutator {

@@ -6,6 +6,8 @@ import (
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
+
+	"github.com/adal-relay/adal/webhook"
 )
 
 // Recipient is one destination of a server's requests, with its own delivery method, retry schedule and health.
@@ -51,6 +53,18 @@ func (Recipient) Fields() []ent.Field {
 		// failure_alerted_at is when the last delivery.failed alert about this recipient went out: at most one
 		// an hour (package alerting).
 		field.Time("failure_alerted_at").Optional().Nillable().Annotations(entgql.Skip()),
+		// signing_secret is the key every delivery to the recipient is signed with (webhook.Signer); it is only
+		// ever shown, as whsec_<base64>, to those who manage the recipient.
+		field.Bytes("signing_secret").DefaultFunc(webhook.NewKey).Validate(webhook.CheckKey).Sensitive(),
+		// previous_signing_secret is the key a rotation replaced: deliveries are signed with it too, after the
+		// new key's signature, until previous_secret_expires_at.
+		field.Bytes("previous_signing_secret").Optional().Sensitive(),
+		field.Time("previous_secret_expires_at").Optional().Nillable().
+			Comment("Until when deliveries also carry the signature of the secret a rotation replaced; null when none.").
+			Annotations(entgql.Skip(entgql.SkipWhereInput)),
+		// signature_headers names the headers of the signature: Adal's own, or the Standard Webhooks ones.
+		field.Enum("signature_headers").Values("ADAL", "STANDARD_WEBHOOKS").Default("ADAL").
+			Annotations(entgql.Type("SignatureHeaders")),
 	}
 }
 

@@ -82,19 +82,20 @@ type ComplexityRoot struct {
 	}
 
 	CliJob struct {
-		Attempt        func(childComplexity int) int
-		BodyBase64     func(childComplexity int) int
-		DeliveryID     func(childComplexity int) int
-		Headers        func(childComplexity int) int
-		IdempotencyKey func(childComplexity int) int
-		Kind           func(childComplexity int) int
-		LeaseToken     func(childComplexity int) int
-		Message        func(childComplexity int) int
-		Method         func(childComplexity int) int
-		Path           func(childComplexity int) int
-		Query          func(childComplexity int) int
-		RequestID      func(childComplexity int) int
-		TimeoutSeconds func(childComplexity int) int
+		Attempt          func(childComplexity int) int
+		BodyBase64       func(childComplexity int) int
+		DeliveryID       func(childComplexity int) int
+		Headers          func(childComplexity int) int
+		IdempotencyKey   func(childComplexity int) int
+		Kind             func(childComplexity int) int
+		LeaseToken       func(childComplexity int) int
+		Message          func(childComplexity int) int
+		Method           func(childComplexity int) int
+		Path             func(childComplexity int) int
+		Query            func(childComplexity int) int
+		RequestID        func(childComplexity int) int
+		SignatureHeaders func(childComplexity int) int
+		TimeoutSeconds   func(childComplexity int) int
 	}
 
 	Delivery struct {
@@ -185,6 +186,7 @@ type ComplexityRoot struct {
 		RetryDelivery           func(childComplexity int, id int) int
 		RevokeToken             func(childComplexity int, id int) int
 		RotateInboundKey        func(childComplexity int, serverID int, graceSeconds *int) int
+		RotateRecipientSecret   func(childComplexity int, id int, graceSeconds *int) int
 		SendOutbound            func(childComplexity int, input model.SendOutboundInput) int
 		SetLowCreditThreshold   func(childComplexity int, tenantID int, threshold *int) int
 		UpdatePlan              func(childComplexity int, id int, input model.UpdatePlanInput) int
@@ -279,25 +281,28 @@ type ComplexityRoot struct {
 	}
 
 	Recipient struct {
-		CliConnected       func(childComplexity int) int
-		CreatedAt          func(childComplexity int) int
-		DeletedAt          func(childComplexity int) int
-		Filter             func(childComplexity int) int
-		ID                 func(childComplexity int) int
-		LastSuccessAt      func(childComplexity int) int
-		MaxAttempts        func(childComplexity int) int
-		Method             func(childComplexity int) int
-		Name               func(childComplexity int) int
-		NextProbeAt        func(childComplexity int) int
-		RetrySchedule      func(childComplexity int) int
-		SendIdempotencyKey func(childComplexity int) int
-		Server             func(childComplexity int) int
-		ServerID           func(childComplexity int) int
-		State              func(childComplexity int) int
-		StateChangedAt     func(childComplexity int) int
-		StateReason        func(childComplexity int) int
-		TimeoutSeconds     func(childComplexity int) int
-		URL                func(childComplexity int) int
+		CliConnected            func(childComplexity int) int
+		CreatedAt               func(childComplexity int) int
+		DeletedAt               func(childComplexity int) int
+		Filter                  func(childComplexity int) int
+		ID                      func(childComplexity int) int
+		LastSuccessAt           func(childComplexity int) int
+		MaxAttempts             func(childComplexity int) int
+		Method                  func(childComplexity int) int
+		Name                    func(childComplexity int) int
+		NextProbeAt             func(childComplexity int) int
+		PreviousSecretExpiresAt func(childComplexity int) int
+		RetrySchedule           func(childComplexity int) int
+		SendIdempotencyKey      func(childComplexity int) int
+		Server                  func(childComplexity int) int
+		ServerID                func(childComplexity int) int
+		SignatureHeaders        func(childComplexity int) int
+		SigningSecret           func(childComplexity int) int
+		State                   func(childComplexity int) int
+		StateChangedAt          func(childComplexity int) int
+		StateReason             func(childComplexity int) int
+		TimeoutSeconds          func(childComplexity int) int
+		URL                     func(childComplexity int) int
 	}
 
 	Request struct {
@@ -459,6 +464,7 @@ type MutationResolver interface {
 	SetLowCreditThreshold(ctx context.Context, tenantID int, threshold *int) (*ent.Tenant, error)
 	ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error)
 	SendOutbound(ctx context.Context, input model.SendOutboundInput) (*ent.OutboundJob, error)
+	RotateRecipientSecret(ctx context.Context, id int, graceSeconds *int) (*ent.Recipient, error)
 	RevokeToken(ctx context.Context, id int) (*ent.Token, error)
 }
 type OutboundAttemptResolver interface {
@@ -492,6 +498,7 @@ type QueryResolver interface {
 type RecipientResolver interface {
 	CliConnected(ctx context.Context, obj *ent.Recipient) (bool, error)
 	Filter(ctx context.Context, obj *ent.Recipient) (any, error)
+	SigningSecret(ctx context.Context, obj *ent.Recipient) (*string, error)
 }
 type RequestResolver interface {
 	Headers(ctx context.Context, obj *ent.Request) ([]*model.Header, error)
@@ -720,6 +727,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CliJob.RequestID(childComplexity), true
+	case "CliJob.signatureHeaders":
+		if e.ComplexityRoot.CliJob.SignatureHeaders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.SignatureHeaders(childComplexity), true
 	case "CliJob.timeoutSeconds":
 		if e.ComplexityRoot.CliJob.TimeoutSeconds == nil {
 			break
@@ -1196,6 +1209,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RotateInboundKey(childComplexity, args["serverId"].(int), args["graceSeconds"].(*int)), true
+	case "Mutation.rotateRecipientSecret":
+		if e.ComplexityRoot.Mutation.RotateRecipientSecret == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rotateRecipientSecret_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RotateRecipientSecret(childComplexity, args["id"].(int), args["graceSeconds"].(*int)), true
 	case "Mutation.sendOutbound":
 		if e.ComplexityRoot.Mutation.SendOutbound == nil {
 			break
@@ -1770,6 +1794,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.NextProbeAt(childComplexity), true
+	case "Recipient.previousSecretExpiresAt":
+		if e.ComplexityRoot.Recipient.PreviousSecretExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.PreviousSecretExpiresAt(childComplexity), true
 	case "Recipient.retrySchedule":
 		if e.ComplexityRoot.Recipient.RetrySchedule == nil {
 			break
@@ -1794,6 +1824,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.ServerID(childComplexity), true
+	case "Recipient.signatureHeaders":
+		if e.ComplexityRoot.Recipient.SignatureHeaders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.SignatureHeaders(childComplexity), true
+	case "Recipient.signingSecret":
+		if e.ComplexityRoot.Recipient.SigningSecret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.SigningSecret(childComplexity), true
 	case "Recipient.state":
 		if e.ComplexityRoot.Recipient.State == nil {
 			break
@@ -2878,6 +2920,47 @@ extend type Mutation {
   idempotencyKey is already taken by a retained job of the tenant, DUPLICATE (free, never executed).
   """
   sendOutbound(input: SendOutboundInput!): OutboundJob!
+}
+`, BuiltIn: false},
+	{Name: "../signing.graphqls", Input: `# Signed deliveries: every attempt carries an id, a timestamp and a Standard Webhooks signature, made with the
+# recipient's signing secret, so that a recipient can tell a delivery from Adal from a forgery or a replay.
+
+extend type Recipient {
+  """
+  The secret deliveries are signed with, as whsec_ and the key's bytes in base64 (Standard Webhooks); give it to
+  a Standard Webhooks library to verify them. Only the tenant's owner and operators read it: null for members.
+  """
+  signingSecret: String
+}
+
+extend input CreateRecipientInput {
+  """
+  The names of the signature headers: ADAL (default: X-Adal-Webhook-Id, -Timestamp, -Signature; a sender's own
+  webhook-* headers pass as sent) or STANDARD_WEBHOOKS (webhook-id, webhook-timestamp, webhook-signature,
+  replacing a sender's headers of those names).
+  """
+  signatureHeaders: SignatureHeaders
+}
+
+extend input UpdateRecipientInput {
+  signatureHeaders: SignatureHeaders
+}
+
+extend type CliJob {
+  """
+  The headers that sign this attempt (id, timestamp, signature), signed by the server over the body as sent. The
+  CLI sets them on the local call after dropping what it drops, replacing headers of the same names.
+  """
+  signatureHeaders: [Header!]!
+}
+
+extend type Mutation {
+  """
+  A new signing secret at once. Until graceSeconds have passed (default 86400, 0 = drop the old secret now, at
+  most 30 days) deliveries carry both signatures, space-separated, the new one first, so a recipient can move
+  to the new secret without refusing a delivery. A rotation during a grace ends the earlier grace.
+  """
+  rotateRecipientSecret(id: ID!, graceSeconds: Int): Recipient!
 }
 `, BuiltIn: false},
 	{Name: "../token.graphqls", Input: `# API tokens: every token Adal issues is stored, so it can be listed and revoked.
@@ -4140,6 +4223,11 @@ type Recipient implements Node {
   lastSuccessAt: Time
   nextProbeAt: Time
   deletedAt: Time
+  """
+  Until when deliveries also carry the signature of the secret a rotation replaced; null when none.
+  """
+  previousSecretExpiresAt: Time
+  signatureHeaders: SignatureHeaders!
   server: Server!
 }
 """
@@ -4355,6 +4443,13 @@ input RecipientWhereInput {
   deletedAtLTE: Time
   deletedAtIsNil: Boolean
   deletedAtNotNil: Boolean
+  """
+  signature_headers field predicates
+  """
+  signatureHeaders: SignatureHeaders
+  signatureHeadersNEQ: SignatureHeaders
+  signatureHeadersIn: [SignatureHeaders!]
+  signatureHeadersNotIn: [SignatureHeaders!]
   """
   server edge predicates
   """
@@ -4753,6 +4848,13 @@ input ServerWhereInput {
   deletedAtIsNil: Boolean
   deletedAtNotNil: Boolean
 }
+"""
+SignatureHeaders is enum for the field signature_headers
+"""
+enum SignatureHeaders @goModel(model: "github.com/adal-relay/adal/ent/recipient.SignatureHeaders") {
+  ADAL
+  STANDARD_WEBHOOKS
+}
 type Tenant implements Node {
   id: ID!
   createdAt: Time!
@@ -5118,6 +5220,8 @@ func (ec *executionContext) childFields_CliJob(ctx context.Context, field graphq
 		return ec.fieldContext_CliJob_idempotencyKey(ctx, field)
 	case "timeoutSeconds":
 		return ec.fieldContext_CliJob_timeoutSeconds(ctx, field)
+	case "signatureHeaders":
+		return ec.fieldContext_CliJob_signatureHeaders(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CliJob", field.Name)
 }
@@ -5426,12 +5530,18 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_nextProbeAt(ctx, field)
 	case "deletedAt":
 		return ec.fieldContext_Recipient_deletedAt(ctx, field)
+	case "previousSecretExpiresAt":
+		return ec.fieldContext_Recipient_previousSecretExpiresAt(ctx, field)
+	case "signatureHeaders":
+		return ec.fieldContext_Recipient_signatureHeaders(ctx, field)
 	case "server":
 		return ec.fieldContext_Recipient_server(ctx, field)
 	case "cliConnected":
 		return ec.fieldContext_Recipient_cliConnected(ctx, field)
 	case "filter":
 		return ec.fieldContext_Recipient_filter(ctx, field)
+	case "signingSecret":
+		return ec.fieldContext_Recipient_signingSecret(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Recipient", field.Name)
 }
@@ -6123,6 +6233,28 @@ func (ec *executionContext) field_Mutation_rotateInboundKey_args(ctx context.Con
 		return nil, err
 	}
 	args["serverId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "graceSeconds",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["graceSeconds"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_rotateRecipientSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "graceSeconds",
 		func(ctx context.Context, v any) (*int, error) {
 			return ec.unmarshalOInt2ᚖint(ctx, v)
@@ -7573,6 +7705,38 @@ func (ec *executionContext) _CliJob_timeoutSeconds(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_CliJob_timeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CliJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CliJob_signatureHeaders(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_signatureHeaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SignatureHeaders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_signatureHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "CliJob",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Delivery_id(ctx context.Context, field graphql.CollectedField, obj *ent.Delivery) (ret graphql.Marshaler) {
@@ -9626,6 +9790,50 @@ func (ec *executionContext) fieldContext_Mutation_sendOutbound(ctx context.Conte
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_sendOutbound_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_rotateRecipientSecret(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rotateRecipientSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RotateRecipientSecret(ctx, fc.Args["id"].(int), fc.Args["graceSeconds"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Recipient) graphql.Marshaler {
+			return ec.marshalNRecipient2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRecipient(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rotateRecipientSecret(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Recipient(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rotateRecipientSecret_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -11963,6 +12171,52 @@ func (ec *executionContext) fieldContext_Recipient_deletedAt(_ context.Context, 
 	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Recipient_previousSecretExpiresAt(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_previousSecretExpiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PreviousSecretExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_previousSecretExpiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Recipient_signatureHeaders(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_signatureHeaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SignatureHeaders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v recipient.SignatureHeaders) graphql.Marshaler {
+			return ec.marshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_signatureHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, false, false, "SignatureHeaders")
+}
+
 func (ec *executionContext) _Recipient_server(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12039,6 +12293,29 @@ func (ec *executionContext) _Recipient_filter(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Recipient_filter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Recipient", field, true, true, "JSON")
+}
+
+func (ec *executionContext) _Recipient_signingSecret(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_signingSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Recipient().SigningSecret(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_signingSecret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, true, true, "String")
 }
 
 func (ec *executionContext) _Request_id(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
@@ -15890,7 +16167,7 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter"}
+	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "signatureHeaders"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -15960,6 +16237,13 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.Filter = data
+		case "signatureHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeaders = data
 		}
 	}
 	return it, nil
@@ -19711,7 +19995,7 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "nextProbeAt", "nextProbeAtNEQ", "nextProbeAtIn", "nextProbeAtNotIn", "nextProbeAtGT", "nextProbeAtGTE", "nextProbeAtLT", "nextProbeAtLTE", "nextProbeAtIsNil", "nextProbeAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "hasServer", "hasServerWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "nextProbeAt", "nextProbeAtNEQ", "nextProbeAtIn", "nextProbeAtNotIn", "nextProbeAtGT", "nextProbeAtGTE", "nextProbeAtLT", "nextProbeAtLTE", "nextProbeAtIsNil", "nextProbeAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "signatureHeaders", "signatureHeadersNEQ", "signatureHeadersIn", "signatureHeadersNotIn", "hasServer", "hasServerWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -20642,6 +20926,34 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 				return it, err
 			}
 			it.DeletedAtNotNil = data
+		case "signatureHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeaders = data
+		case "signatureHeadersNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeadersNEQ"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeadersNEQ = data
+		case "signatureHeadersIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeadersIn"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeadersᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeadersIn = data
+		case "signatureHeadersNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeadersNotIn"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeadersᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeadersNotIn = data
 		case "hasServer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasServer"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -23283,7 +23595,7 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "clearFilter"}
+	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "clearFilter", "signatureHeaders"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -23346,6 +23658,13 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.ClearFilter = data
+		case "signatureHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
+			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SignatureHeaders = data
 		}
 	}
 	return it, nil
@@ -23741,6 +24060,11 @@ func (ec *executionContext) _CliJob(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "timeoutSeconds":
 			out.Values[i] = ec._CliJob_timeoutSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signatureHeaders":
+			out.Values[i] = ec._CliJob_signatureHeaders(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -24399,6 +24723,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "sendOutbound":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_sendOutbound(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rotateRecipientSecret":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rotateRecipientSecret(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -25085,6 +25416,16 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "previousSecretExpiresAt":
+			out.Values[i] = ec._Recipient_previousSecretExpiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "signatureHeaders":
+			out.Values[i] = ec._Recipient_signatureHeaders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "server":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -25102,6 +25443,12 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Recipient_filter(ctx, field, obj)
+				})
+		case "signingSecret":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Recipient_signingSecret(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -27033,6 +27380,16 @@ func (ec *executionContext) unmarshalNServerWhereInput2ᚖgithubᚗcomᚋadalᚑ
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx context.Context, v any) (recipient.SignatureHeaders, error) {
+	var res recipient.SignatureHeaders
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx context.Context, sel ast.SelectionSet, v recipient.SignatureHeaders) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -28630,6 +28987,58 @@ func (ec *executionContext) unmarshalOServerWhereInput2ᚖgithubᚗcomᚋadalᚑ
 	}
 	res, err := ec.unmarshalInputServerWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOSignatureHeaders2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeadersᚄ(ctx context.Context, v any) ([]recipient.SignatureHeaders, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]recipient.SignatureHeaders, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOSignatureHeaders2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeadersᚄ(ctx context.Context, sel ast.SelectionSet, v []recipient.SignatureHeaders) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSignatureHeaders2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx context.Context, v any) (*recipient.SignatureHeaders, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(recipient.SignatureHeaders)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx context.Context, sel ast.SelectionSet, v *recipient.SignatureHeaders) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

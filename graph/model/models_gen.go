@@ -41,6 +41,9 @@ type CliJob struct {
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 	// The recipient's attempt timeout (at most 30), including reading the response.
 	TimeoutSeconds int `json:"timeoutSeconds"`
+	// The headers that sign this attempt (id, timestamp, signature), signed by the server over the body as sent. The
+	// CLI sets them on the local call after dropping what it drops, replacing headers of the same names.
+	SignatureHeaders []*Header `json:"signatureHeaders"`
 }
 
 type CreateAlertSubscriptionInput struct {
@@ -75,6 +78,10 @@ type CreateRecipientInput struct {
 	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
 	// A routing filter (see Recipient.filter); absent or null: every request.
 	Filter any `json:"filter,omitempty"`
+	// The names of the signature headers: ADAL (default: X-Adal-Webhook-Id, -Timestamp, -Signature; a sender's own
+	// webhook-* headers pass as sent) or STANDARD_WEBHOOKS (webhook-id, webhook-timestamp, webhook-signature,
+	// replacing a sender's headers of those names).
+	SignatureHeaders *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
 }
 
 type CreateServerInput struct {
@@ -184,7 +191,8 @@ type UpdateRecipientInput struct {
 	// A new routing filter; applies to requests accepted from now on (and to replays).
 	Filter any `json:"filter,omitempty"`
 	// Removes the routing filter: the recipient gets every request.
-	ClearFilter *bool `json:"clearFilter,omitempty"`
+	ClearFilter      *bool                       `json:"clearFilter,omitempty"`
+	SignatureHeaders *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
 }
 
 type UpdateServerInput struct {

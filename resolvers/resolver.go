@@ -5,8 +5,8 @@ package resolvers
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/adal-relay/adal/alert"

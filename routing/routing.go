@@ -301,9 +301,9 @@ type RecipientInput struct {
 	TimeoutSeconds     *int
 	// Filter is the routing rule (package filter) as JSON; nil keeps it (none on create). ClearFilter removes
 	// it: the recipient gets every request.
-	Filter      []byte
-	ClearFilter bool
-	SignatureHeaders   *recipient.SignatureHeaders
+	Filter           []byte
+	ClearFilter      bool
+	SignatureHeaders *recipient.SignatureHeaders
 }
 
 // recipientSettings is a recipient's configuration after defaults and updates, validated as a whole.

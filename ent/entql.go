@@ -13,6 +13,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
 
@@ -24,7 +25,7 @@ import (
 
 // schemaGraph holds a representation of ent/schema at runtime.
 var schemaGraph = func() *sqlgraph.Schema {
-	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 11)}
+	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 12)}
 	graph.Nodes[0] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   attempt.Table,
@@ -262,6 +263,23 @@ var schemaGraph = func() *sqlgraph.Schema {
 	}
 	graph.Nodes[9] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
+			Table:   signincode.Table,
+			Columns: signincode.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: signincode.FieldID,
+			},
+		},
+		Type: "SignInCode",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			signincode.FieldCreatedAt: {Type: field.TypeTime, Column: signincode.FieldCreatedAt},
+			signincode.FieldCodeHash:  {Type: field.TypeString, Column: signincode.FieldCodeHash},
+			signincode.FieldExpiresAt: {Type: field.TypeTime, Column: signincode.FieldExpiresAt},
+			signincode.FieldUsedAt:    {Type: field.TypeTime, Column: signincode.FieldUsedAt},
+		},
+	}
+	graph.Nodes[10] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
 			Table:   tenant.Table,
 			Columns: tenant.Columns,
 			ID: &sqlgraph.FieldSpec{
@@ -277,7 +295,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			tenant.FieldCreditBalance: {Type: field.TypeInt64, Column: tenant.FieldCreditBalance},
 		},
 	}
-	graph.Nodes[10] = &sqlgraph.Node{
+	graph.Nodes[11] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   token.Table,
 			Columns: token.Columns,
@@ -1931,6 +1949,66 @@ func (f *ServerFilter) WhereHasRequestsWith(preds ...predicate.Request) {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *SignInCodeQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the SignInCodeQuery builder.
+func (_q *SignInCodeQuery) Filter() *SignInCodeFilter {
+	return &SignInCodeFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *SignInCodeMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the SignInCodeMutation builder.
+func (m *SignInCodeMutation) Filter() *SignInCodeFilter {
+	return &SignInCodeFilter{config: m.config, predicateAdder: m}
+}
+
+// SignInCodeFilter provides a generic filtering capability at runtime for SignInCodeQuery.
+type SignInCodeFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *SignInCodeFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *SignInCodeFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(signincode.FieldID))
+}
+
+// WhereCreatedAt applies the entql time.Time predicate on the created_at field.
+func (f *SignInCodeFilter) WhereCreatedAt(p entql.TimeP) {
+	f.Where(p.Field(signincode.FieldCreatedAt))
+}
+
+// WhereCodeHash applies the entql string predicate on the code_hash field.
+func (f *SignInCodeFilter) WhereCodeHash(p entql.StringP) {
+	f.Where(p.Field(signincode.FieldCodeHash))
+}
+
+// WhereExpiresAt applies the entql time.Time predicate on the expires_at field.
+func (f *SignInCodeFilter) WhereExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(signincode.FieldExpiresAt))
+}
+
+// WhereUsedAt applies the entql time.Time predicate on the used_at field.
+func (f *SignInCodeFilter) WhereUsedAt(p entql.TimeP) {
+	f.Where(p.Field(signincode.FieldUsedAt))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *TenantQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -1959,7 +2037,7 @@ type TenantFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TenantFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2033,7 +2111,7 @@ type TokenFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TokenFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})

@@ -281,13 +281,15 @@ var adminOnlyOps = []isolationOp{
 
 // exempt names Query/Mutation fields outside the ID table, with why.
 var exempt = map[string]string{
-	"servers":      "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's servers",
-	"tenants":      "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's tenant",
-	"viewer":       "takes no ID; TestIsolation checks that it names B's tenant",
-	"plans":        "takes no ID; TestIsolation checks that B sees only the selectable plans and its own, not A's",
-	"outboundJobs": "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's jobs",
-	"sendOutbound": "takes no ID; TestIsolation checks that B reusing A's idempotency key is not A's duplicate",
-	"tokens":       "takes no ID; TestIsolation checks that B's owner lists only B's tokens and B's member none",
+	"servers":          "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's servers",
+	"tenants":          "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's tenant",
+	"viewer":           "takes no ID; TestIsolation checks that it names B's tenant",
+	"plans":            "takes no ID; TestIsolation checks that B sees only the selectable plans and its own, not A's",
+	"outboundJobs":     "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's jobs",
+	"sendOutbound":     "takes no ID; TestIsolation checks that B reusing A's idempotency key is not A's duplicate",
+	"tokens":           "takes no ID; TestIsolation checks that B's owner lists only B's tokens and B's member none",
+	"limits":           "takes no ID and holds no tenant's data: the bounds the API checks input against",
+	"redeemSignInCode": "takes no ID and no token: a one-time code buys an operator token (TestFirstRunSignInLink)",
 }
 
 func (op isolationOp) label() string {

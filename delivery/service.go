@@ -174,7 +174,7 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 	if retention.Expired(req.ExpiresAt, s.cfg.Now()) {
 		return nil, fault.E(op, fault.NotFound, "the request expired and is being purged")
 	}
-	if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, billing.DeliveryReference(d.ID)); err != nil {
+	if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, billing.CreditsPerAction, billing.ReasonManualRetry, billing.DeliveryReference(d.ID)); err != nil {
 		return nil, err
 	}
 	// Superseding is conditional on the delivery still being final and current, so two concurrent retries

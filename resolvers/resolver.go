@@ -33,6 +33,8 @@ type Resolver struct {
 	CLIHub *clihub.Hub
 	// Outbound serves sendOutbound and its jobs: standalone HTTP calls a tenant submits through the API.
 	Outbound *outbound.Service
+	// MaxBodyBytes is the largest webhook body intake accepts (ADAL_MAX_BODY_BYTES), for the limits query.
+	MaxBodyBytes int64
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

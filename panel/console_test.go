@@ -124,7 +124,13 @@ func TestConsoleFromFirstRun(t *testing.T) {
 		chromedp.WaitNotPresent(css(`dialog[open]`)),
 		chromedp.WaitVisible(css(`tr[data-plan-name="growth"]`)))
 	b.page("03-plans")
-	var plans struct{ Plans []struct{ ID, Name string; Selectable bool; MaxRequestsPerSecond *int } }
+	var plans struct {
+		Plans []struct {
+			ID, Name             string
+			Selectable           bool
+			MaxRequestsPerSecond *int
+		}
+	}
 	env.MustGraphQL(env.AdminToken(), `{ plans { id name selectable maxRequestsPerSecond } }`, nil, &plans)
 	planID := map[string]string{}
 	for _, p := range plans.Plans {
@@ -176,7 +182,12 @@ func TestConsoleFromFirstRun(t *testing.T) {
 		chromedp.Click(css(`dialog[open] [data-role="submit"]`)),
 		chromedp.WaitVisible(css(`dialog[open] [data-role="issued-token"]`)))
 	owner := b.text(`dialog[open] [data-role="issued-token"]`)
-	var who struct{ Viewer struct{ Role, Subject string; Tenant struct{ ID string } } }
+	var who struct {
+		Viewer struct {
+			Role, Subject string
+			Tenant        struct{ ID string }
+		}
+	}
 	env.MustGraphQL(owner, `{ viewer { role subject tenant { id } } }`, nil, &who)
 	if who.Viewer.Role != "OWNER" || who.Viewer.Subject != "alice" || who.Viewer.Tenant.ID != tenantID {
 		t.Fatalf("issued token is %+v", who.Viewer)
@@ -316,7 +327,9 @@ func TestConsoleFromFirstRun(t *testing.T) {
 		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)),
 		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
 		chromedp.WaitVisible(css(`tr[data-recipient-id="`+directID+`"][data-state="PAUSED"] [data-role="resume"]`)))
-	var rs struct{ Node struct{ State, StateReason string } }
+	var rs struct {
+		Node struct{ State, StateReason string }
+	}
 	env.MustGraphQL(owner, `query($id: ID!){ node(id: $id){ ... on Recipient { state stateReason } } }`, map[string]any{"id": directID}, &rs)
 	if rs.Node.State != "PAUSED" || rs.Node.StateReason != "paused by alice" {
 		t.Errorf("recipient after pause = %+v", rs.Node)

@@ -60,12 +60,18 @@ func TestFirstRunSignInLink(t *testing.T) {
 	env.MustGraphQL("", redeem, map[string]any{"code": code}, &out)
 	tok := out.RedeemSignInCode
 	require.Equal(t, clock.Now().Add(auth.SignInTokenTTL), tok.ExpiresAt.UTC())
-	var v struct{ Viewer struct{ Role, Subject string } }
+	var v struct {
+		Viewer struct{ Role, Subject string }
+	}
 	env.MustGraphQL(tok.Token, viewerQuery, nil, &v)
 	require.Equal(t, "ADMIN", v.Viewer.Role)
 	require.Equal(t, auth.SignInSubject, v.Viewer.Subject)
 	var listed struct {
-		Tokens struct{ Edges []struct{ Node struct{ ID, IssuedBy, Role string } } }
+		Tokens struct {
+			Edges []struct {
+				Node struct{ ID, IssuedBy, Role string }
+			}
+		}
 	}
 	env.MustGraphQL(tok.Token, `{ tokens { edges { node { id issuedBy role } } } }`, nil, &listed)
 	require.Len(t, listed.Tokens.Edges, 1)
@@ -138,12 +144,12 @@ func TestLimits(t *testing.T) {
 	require.Equal(t, "UNAUTHENTICATED", env.GraphQL("", q, nil).Code())
 	var out struct {
 		Limits struct {
-			NameMaxLength, RetentionDaysMax, URLMaxLength, TimeoutSecondsMax           int
-			KeyGraceSecondsDefault, KeyGraceSecondsMax                                 int
-			TokenTTLSecondsMin, TokenTTLSecondsDefault, TokenTTLSecondsMax             int
+			NameMaxLength, RetentionDaysMax, URLMaxLength, TimeoutSecondsMax          int
+			KeyGraceSecondsDefault, KeyGraceSecondsMax                                int
+			TokenTTLSecondsMin, TokenTTLSecondsDefault, TokenTTLSecondsMax            int
 			MaxBodyBytes, OutboundBodyMaxBytes, OutboundMaxAttempts, CreditsPerAction int
-			PageSizeMax                                                                int
-			RetrySchedules                                                             []struct {
+			PageSizeMax                                                               int
+			RetrySchedules                                                            []struct {
 				Schedule                 string
 				MinAttempts, MaxAttempts int
 				DueSeconds               []float64
@@ -216,7 +222,14 @@ func TestConsoleLinks(t *testing.T) {
 
 	admin := env.AdminToken()
 	var ledger struct {
-		Ledger struct{ Edges []struct{ Node struct{ Reason string; Tenant struct{ ID, Name string } } } }
+		Ledger struct {
+			Edges []struct {
+				Node struct {
+					Reason string
+					Tenant struct{ ID, Name string }
+				}
+			}
+		}
 	}
 	env.MustGraphQL(admin, `{ ledger(first: 50) { edges { node { reason tenant { id name } } } } }`, nil, &ledger)
 	names := map[string]bool{}
@@ -230,7 +243,9 @@ func TestConsoleLinks(t *testing.T) {
 		require.Equal(t, b.ID, e.Node.Tenant.ID, "a tenant sees its own entries only")
 	}
 
-	var srv struct{ Server struct{ Tenant struct{ ID, Name string } } }
+	var srv struct {
+		Server struct{ Tenant struct{ ID, Name string } }
+	}
 	env.MustGraphQL(admin, `query($id: ID!){ server(id: $id){ tenant { id name } } }`, map[string]any{"id": sa.ID}, &srv)
 	require.Equal(t, a.ID, srv.Server.Tenant.ID)
 

@@ -294,6 +294,24 @@ func TestConsoleFromFirstRun(t *testing.T) {
 		t.Error("the page reloaded to show the request")
 	}
 	b.page("12-requests-live")
+	b.do("filter by time", 15*time.Second,
+		choose(`#range`, "1h"),
+		chromedp.WaitVisible(css(`tr[data-request-id="`+reqID+`"]`)),
+		choose(`#range`, "custom"),
+		chromedp.WaitVisible(css(`[data-role="custom-range"]`)),
+		chromedp.SetValue(css(`#since`), "2020-01-01T00:00"),
+		chromedp.SetValue(css(`#until`), "2020-01-02T00:00"),
+		chromedp.Click(css(`[data-role="custom-range"] button[type=submit]`)),
+		chromedp.WaitVisible(css(`.state-empty`)))
+	if got := b.text(`.state-empty h3`); got != "No requests in this range" {
+		t.Errorf("a range without requests says %q", got)
+	}
+	if got := eval[string](b, `location.hash`); !strings.Contains(got, "since=2020-01-01") {
+		t.Errorf("the range is not in the address: %s", got)
+	}
+	b.do("back to all requests", 15*time.Second,
+		chromedp.Click(css(`.state-empty a.btn`)),
+		chromedp.WaitVisible(css(`tr[data-request-id="`+reqID+`"]`)))
 	b.do("open the request", 15*time.Second,
 		chromedp.Click(css(`tr[data-request-id="`+reqID+`"] a.row-link`)),
 		chromedp.WaitVisible(css(`.recipient-group[data-recipient-id="`+directID+`"] .delivery[data-status="SUCCEEDED"] tr[data-attempt="1"]`)))
@@ -335,19 +353,41 @@ func TestConsoleFromFirstRun(t *testing.T) {
 		t.Errorf("recipient after pause = %+v", rs.Node)
 	}
 	b.page("14-recipients")
+	b.do("resume it", 15*time.Second,
+		chromedp.Click(css(`tr[data-recipient-id="`+directID+`"] [data-role="resume"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitVisible(css(`tr[data-recipient-id="`+directID+`"][data-state="ACTIVE"] [data-role="pause"]`)))
 
 	// Settings of the server: the form is the API's, and deletion says what it does.
 	b.do("edit the server", 15*time.Second,
 		chromedp.Click(css(`[data-tab="settings"]`)),
 		chromedp.WaitVisible(css(`form[data-role="server-settings"]`)),
 		typeInto(pageField("retentionDays"), "3"),
-		chromedp.Click(css(`form[data-role="server-settings"] [data-role="submit"]`)),
-		chromedp.WaitVisible(css(`.toast`)))
+		chromedp.Click(css(`form[data-role="server-settings"] [data-role="submit"]`)))
+	b.waitJS("the settings saved", `[...document.querySelectorAll('.toast')].some(e => e.textContent.includes('Settings of stripe saved'))`, 10*time.Second)
 	relaytest.Eventually(t, 10*time.Second, "retention saved", func() bool {
 		var s struct{ Server struct{ RetentionDays *int } }
 		env.MustGraphQL(owner, `query($id: ID!){ server(id: $id){ retentionDays } }`, map[string]any{"id": serverID}, &s)
 		return s.Server.RetentionDays != nil && *s.Server.RetentionDays == 3
 	})
+	key := srv.Server.InboundURL[len(env.Server.URL+"/in/"):]
+	b.do("rotate the inbound key", 15*time.Second,
+		choose(pageField("graceSeconds"), "3600"),
+		chromedp.Click(css(`form[data-role="rotate-key"] [data-role="submit"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)))
+	if got := b.text(`dialog[open] .dialog-body`); !strings.Contains(got, "keeps working for 1 hour, then answers 404") {
+		t.Errorf("rotation dialog = %q", got)
+	}
+	b.do("confirm the rotation", 15*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-section="rotate"] time`)))
+	env.MustGraphQL(owner, `query($id: ID!){ server(id: $id){ inboundUrl } }`, map[string]any{"id": serverID}, &srv)
+	if got := b.text(`.inbound-url`); got != srv.Server.InboundURL || strings.HasSuffix(got, key) {
+		t.Errorf("after rotation the page shows %q; the server has %q (old key %s)", got, srv.Server.InboundURL, key)
+	}
+	env.Send(key, "/during-grace", `{}`) // the old key still works during its grace
 	b.page("15-server-settings")
 
 	// Credits: usage by month, and a switch to the plan owners may pick.
@@ -364,7 +404,7 @@ func TestConsoleFromFirstRun(t *testing.T) {
 		chromedp.WaitNotPresent(css(`dialog[open]`)))
 	b.waitJS("the new plan", `(document.querySelector('[data-role="plan-name"]') || {}).textContent === 'growth'`, 10*time.Second)
 	b.waitJS("the plan change in the ledger", `[...document.querySelectorAll('.reason')].some(e => e.textContent === 'Plan change')`, 10*time.Second)
-	if got := eval[string](b, `document.querySelector('[data-period] td:nth-child(2)').textContent`); got != "1" {
+	if got := eval[string](b, `document.querySelector('[data-period] td:nth-child(2)').textContent`); got != "2" { // the webhook and the one sent during the key's grace
 		t.Errorf("requests this month in the usage table = %q", got)
 	}
 	b.page("16-credits")
@@ -447,6 +487,49 @@ func TestConsoleFromFirstRun(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("webhook after deletion = %d, want 404", resp.StatusCode)
 	}
+
+	// A member reads and acts on deliveries, and is offered nothing else.
+	var tn struct{ IssueToken struct{ Token string } }
+	env.MustGraphQL(owner, `mutation { issueToken(input: {role: MEMBER, subject: "carol"}) { token } }`, nil, &tn)
+	b.do("sign in as a member", 20*time.Second,
+		chromedp.Click(css(`.topbar button[title="Sign out"]`)),
+		chromedp.WaitVisible(css("#token")),
+		chromedp.SetValue(css("#token"), tn.IssueToken.Token),
+		chromedp.Click(css("form.signin-card button[type=submit]")),
+		chromedp.WaitVisible(css(`.state-empty`)))
+	for _, sel := range []string{`[data-role="new-server"]`, `[data-role="empty-new-server"]`, `a.nav-link[href="#/team"]`} {
+		if eval[bool](b, fmt.Sprintf(`!!document.querySelector(%q)`, sel)) {
+			t.Errorf("a member is offered %s", sel)
+		}
+	}
+	b.do("a member's request page", 15*time.Second,
+		chromedp.Navigate(base+"/#/requests/"+reqID),
+		chromedp.WaitVisible(css(`[data-role="retry"]`)))
+	b.do("a member's outbound jobs", 15*time.Second,
+		chromedp.Click(css(`a.nav-link[href="#/outbound"]`)),
+		chromedp.WaitVisible(css(`tr[data-job-id]`)))
+	if eval[bool](b, `!!document.querySelector('[data-role="new-outbound"]')`) {
+		t.Error("a member is offered to send an outbound job")
+	}
+	b.page("23-member-outbound")
+
+	// Back as the operator: move the tenant to another plan.
+	link, _, err := env.Relay.SignInLink(env.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do("the operator changes the tenant's plan", 20*time.Second,
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(css(`tr[data-tenant-name="acme"]`)),
+		chromedp.Click(css(`tr[data-tenant-name="acme"] a.row-link`)),
+		chromedp.WaitVisible(css(`[data-role="change-plan"]`)),
+		chromedp.Click(css(`[data-role="change-plan"]`)),
+		chromedp.WaitVisible(css(`dialog[open] form[data-role="change-plan-form"]`)),
+		chromedp.Click(css(`dialog[open] input[value="`+planID["starter"]+`"]`)),
+		chromedp.Click(css(`dialog[open] [data-role="submit"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)))
+	b.waitJS("the tenant on its new plan", `(document.querySelector('[data-role="plan-name"]') || {}).textContent === 'starter'`, 10*time.Second)
+	b.page("24-tenant-plan-changed")
 	b.noExceptions()
 	t.Logf("screenshots in %s", b.dir)
 }

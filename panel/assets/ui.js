@@ -252,6 +252,8 @@ export function toast(message, tone = 'success', timeout = 5000) {
   const el = h('div.toast', { class: 'tone-' + tone, role: 'status' }, h('span.toast-text', message),
     h('button.toast-close', { type: 'button', 'aria-label': 'Dismiss', onclick: () => el.remove() }, icon('x')));
   host.append(el);
+  // A few at a time: older ones make way.
+  while (host.children.length > 3) host.firstElementChild.remove();
   setTimeout(() => el.classList.add('leaving'), timeout);
   setTimeout(() => el.remove(), timeout + 300);
   return el;

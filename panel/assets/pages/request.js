@@ -275,7 +275,8 @@ async function cancelFlow(d, reload) {
     title: `Cancel delivery to ${d.recipient.name}`,
     body: [
       h('p', 'No further attempts will be made for this delivery. An attempt that is already in flight is not recalled.'),
-      h('p.muted', 'Canceling is free. You can retry a canceled delivery later (1 credit).'),
+      h('p.muted', 'You can retry a canceled delivery later (1 credit).'),
+      costLine(0),
     ],
     confirmLabel: 'Cancel delivery',
     dismissLabel: 'Keep',

@@ -310,6 +310,8 @@ var exempt = map[string]string{
 	"tokens":             "takes no ID; TestIsolation checks that B's owner lists only B's tokens and B's member none",
 	"alertSubscriptions": "takes no ID; alerting's TestAlertTenantIsolation checks that B lists only its own",
 	"alerts":             "takes no ID; alerting's TestAlertTenantIsolation checks that B lists only its own alerts",
+	"limits":             "takes no ID and holds no tenant's data: the bounds the API checks input against",
+	"redeemSignInCode":   "takes no ID and no token: a one-time code buys an operator token (TestFirstRunSignInLink)",
 }
 
 func (op isolationOp) label() string {

@@ -17,6 +17,15 @@ import (
 	"github.com/adal-relay/adal/viewer"
 )
 
+// Lifetimes of the tokens the API issues.
+const (
+	// DefaultTokenTTL is a token's lifetime when the issuer does not say.
+	DefaultTokenTTL = 30 * 24 * time.Hour
+	// MinTokenTTL and MaxTokenTTL bound the lifetime an issuer may ask for.
+	MinTokenTTL = time.Minute
+	MaxTokenTTL = 366 * 24 * time.Hour
+)
+
 // DefaultRefreshInterval is how often a Store reloads the revoked ids: a revocation takes effect on every
 // process within about this long.
 const DefaultRefreshInterval = 2 * time.Second
@@ -59,6 +68,11 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 // Operators and the system are not capped (an operator's short sign-in may hand out a long-lived token).
 // client is the mutation's transaction, so the row and the rest of the mutation commit together.
 func (s *Store) Mint(ctx context.Context, client *ent.Client, want viewer.Viewer, ttl time.Duration) (string, *ent.Token, error) {
+	return s.mint(ctx, client, want, ttl, "")
+}
+
+// mint is Mint recording issuedBy as the token's issuer; "" names the minter.
+func (s *Store) mint(ctx context.Context, client *ent.Client, want viewer.Viewer, ttl time.Duration, issuedBy string) (string, *ent.Token, error) {
 	const op = "issueToken"
 	minter, ok := viewer.FromContext(ctx)
 	if !ok {
@@ -84,9 +98,11 @@ func (s *Store) Mint(ctx context.Context, client *ent.Client, want viewer.Viewer
 			return "", nil, fault.E(op, fault.Unauthenticated, "the minting token has expired")
 		}
 	}
-	issuedBy := minter.Subject
-	if minter.Role == viewer.System {
-		issuedBy = "server token"
+	if issuedBy == "" {
+		issuedBy = minter.Subject
+		if minter.Role == viewer.System {
+			issuedBy = "server token"
+		}
 	}
 	create := client.Token.Create().
 		SetRole(string(want.Role)).SetSubject(want.Subject).SetIssuedBy(issuedBy).

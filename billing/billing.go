@@ -35,6 +35,13 @@ const (
 	ReasonPlanChange      = ledgerentry.ReasonPLAN_CHANGE
 )
 
+// MaxRetentionDays bounds the retention of plans and servers: ten years.
+const MaxRetentionDays = 3650
+
+// CreditsPerAction is what each billable action costs: an accepted request, a manual retry, a replay, an
+// outbound job.
+const CreditsPerAction = 1
+
 // Service performs balance changes; it knows the SQL dialect for the one statement ent cannot express (a
 // conditional update that returns the new balance).
 type Service struct {
@@ -166,8 +173,8 @@ func (in PlanInput) validate(op string, create bool) error {
 		return fault.E(op, fault.InvalidInput, "name must not be empty")
 	case in.MonthlyCredits != nil && *in.MonthlyCredits < 0:
 		return fault.E(op, fault.InvalidInput, "monthlyCredits must be 0 or more")
-	case in.RetentionDays != nil && (*in.RetentionDays < 1 || *in.RetentionDays > 3650):
-		return fault.E(op, fault.InvalidInput, "retentionDays must be between 1 and 3650")
+	case in.RetentionDays != nil && (*in.RetentionDays < 1 || *in.RetentionDays > MaxRetentionDays):
+		return fault.E(op, fault.InvalidInput, "retentionDays must be between 1 and %d", MaxRetentionDays)
 	case in.MaxServers != nil && *in.MaxServers < 1:
 		return fault.E(op, fault.InvalidInput, "maxServers must be 1 or more")
 	case in.MaxRecipientsPerServer != nil && *in.MaxRecipientsPerServer < 1:

@@ -108,3 +108,27 @@ func sumOfSign(as, cmp, neg string) ent.AggregateFunc {
 		return entsql.As(fmt.Sprintf("CAST(COALESCE(SUM(CASE WHEN %s %s 0 THEN %s%s ELSE 0 END), 0) AS BIGINT)", c, cmp, neg, c), as)
 	}
 }
+
+// MaxUsageMonths bounds how many periods UsageHistory reads at once.
+const MaxUsageMonths = 24
+
+// UsageHistory returns a tenant's usage in the months periods that end with the one now falls in, oldest
+// first: one grouped read per period, so its cost follows the months asked for, not the entries.
+func UsageHistory(ctx context.Context, client *ent.Client, tenantID int, now time.Time, months int) ([]Usage, error) {
+	if months < 1 || months > MaxUsageMonths {
+		return nil, fault.E("billing.UsageHistory", fault.InvalidInput, "months must be between 1 and %d", MaxUsageMonths)
+	}
+	current, _, err := PeriodBounds(Period(now))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Usage, 0, months)
+	for i := months - 1; i >= 0; i-- {
+		u, err := UsageOf(ctx, client, tenantID, Period(current.AddDate(0, -i, 0)))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}

@@ -99,6 +99,21 @@ func (s Schedule) NextDue(next int, firstStart, lastEnd time.Time, unit time.Dur
 	}
 }
 
+// DueOffsets returns when each of the first attempts attempts is due, as offsets from the start of the first,
+// were every attempt to fail the instant it started: the schedule as a person reads it. The first offset is
+// 0; attempts is bounded to 1..MaxAttempts.
+func (s Schedule) DueOffsets(attempts int, unit time.Duration) []time.Duration {
+	attempts = min(max(attempts, MinAttempts), s.MaxAttempts())
+	var first time.Time
+	out := make([]time.Duration, 1, attempts)
+	last := first
+	for next := 2; next <= attempts; next++ {
+		last = s.NextDue(next, first, last, unit)
+		out = append(out, last.Sub(first))
+	}
+	return out
+}
+
 // exponentialDelay is ((2^k)−1)·84.8 s scaled by unit/1 min, i.e. ((2^k)−1)·unit·106/75, rounded down to
 // the nanosecond. The division is split into quotient and remainder so that the product stays far from
 // int64 overflow for any sensible unit while the result stays exact.

@@ -190,3 +190,25 @@ func TestNextDueEdges(t *testing.T) {
 	// An unknown schedule behaves like the default one.
 	require.Equal(t, Quadratic.NextDue(5, firstStart, lastEnd, time.Minute), Schedule("BOGUS").NextDue(5, firstStart, lastEnd, time.Minute))
 }
+
+// DueOffsets is each schedule as a person reads it: attempts due after the first, were each to fail at once.
+func TestDueOffsets(t *testing.T) {
+	t.Parallel()
+	mins := func(ms ...float64) []time.Duration {
+		out := make([]time.Duration, len(ms))
+		for i, m := range ms {
+			out[i] = time.Duration(m * float64(time.Minute))
+		}
+		return out
+	}
+	require.Equal(t, mins(0, 4, 13, 29, 54, 90, 139, 203, 284, 384), Quadratic.DueOffsets(10, time.Minute))
+	require.Equal(t, mins(0, 1, 2, 4, 9, 19, 39, 59, 119, 179), Stepped.DueOffsets(10, time.Minute))
+	exp := Exponential.DueOffsets(11, time.Minute)
+	require.Len(t, exp, 11)
+	require.Equal(t, 84800*time.Millisecond, exp[1])
+	require.Equal(t, time.Duration(1023*84.8*float64(time.Second)), exp[10])
+	require.Equal(t, mins(0, 4, 13), Quadratic.DueOffsets(3, time.Minute), "as many as asked")
+	require.Equal(t, []time.Duration{0}, Stepped.DueOffsets(0, time.Minute), "at least the first")
+	require.Len(t, Quadratic.DueOffsets(99, time.Minute), 10, "at most the schedule's maximum")
+	require.Equal(t, 4*time.Second, Quadratic.DueOffsets(2, time.Second)[1], "in the unit given")
+}

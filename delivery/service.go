@@ -182,7 +182,7 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 		return nil, storage.Err(op, "server", err)
 	}
 	if !isAlert {
-		if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, 1, billing.ReasonManualRetry, billing.DeliveryReference(d.ID)); err != nil {
+		if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, billing.CreditsPerAction, billing.ReasonManualRetry, billing.DeliveryReference(d.ID)); err != nil {
 			return nil, err
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
 
@@ -59,6 +60,8 @@ type Client struct {
 	Request *RequestClient
 	// Server is the client for interacting with the Server builders.
 	Server *ServerClient
+	// SignInCode is the client for interacting with the SignInCode builders.
+	SignInCode *SignInCodeClient
 	// Tenant is the client for interacting with the Tenant builders.
 	Tenant *TenantClient
 	// Token is the client for interacting with the Token builders.
@@ -85,6 +88,7 @@ func (c *Client) init() {
 	c.Recipient = NewRecipientClient(c.config)
 	c.Request = NewRequestClient(c.config)
 	c.Server = NewServerClient(c.config)
+	c.SignInCode = NewSignInCodeClient(c.config)
 	c.Tenant = NewTenantClient(c.config)
 	c.Token = NewTokenClient(c.config)
 }
@@ -190,6 +194,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Recipient:         NewRecipientClient(cfg),
 		Request:           NewRequestClient(cfg),
 		Server:            NewServerClient(cfg),
+		SignInCode:        NewSignInCodeClient(cfg),
 		Tenant:            NewTenantClient(cfg),
 		Token:             NewTokenClient(cfg),
 	}, nil
@@ -222,6 +227,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Recipient:         NewRecipientClient(cfg),
 		Request:           NewRequestClient(cfg),
 		Server:            NewServerClient(cfg),
+		SignInCode:        NewSignInCodeClient(cfg),
 		Tenant:            NewTenantClient(cfg),
 		Token:             NewTokenClient(cfg),
 	}, nil
@@ -255,7 +261,7 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt,
 		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Request, c.Server,
-		c.Tenant, c.Token,
+		c.SignInCode, c.Tenant, c.Token,
 	} {
 		n.Use(hooks...)
 	}
@@ -267,7 +273,7 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt,
 		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Request, c.Server,
-		c.Tenant, c.Token,
+		c.SignInCode, c.Tenant, c.Token,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -298,6 +304,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Request.mutate(ctx, m)
 	case *ServerMutation:
 		return c.Server.mutate(ctx, m)
+	case *SignInCodeMutation:
+		return c.SignInCode.mutate(ctx, m)
 	case *TenantMutation:
 		return c.Tenant.mutate(ctx, m)
 	case *TokenMutation:
@@ -2229,6 +2237,140 @@ func (c *ServerClient) mutate(ctx context.Context, m *ServerMutation) (Value, er
 	}
 }
 
+// SignInCodeClient is a client for the SignInCode schema.
+type SignInCodeClient struct {
+	config
+}
+
+// NewSignInCodeClient returns a client for the SignInCode from the given config.
+func NewSignInCodeClient(c config) *SignInCodeClient {
+	return &SignInCodeClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `signincode.Hooks(f(g(h())))`.
+func (c *SignInCodeClient) Use(hooks ...Hook) {
+	c.hooks.SignInCode = append(c.hooks.SignInCode, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `signincode.Intercept(f(g(h())))`.
+func (c *SignInCodeClient) Intercept(interceptors ...Interceptor) {
+	c.inters.SignInCode = append(c.inters.SignInCode, interceptors...)
+}
+
+// Create returns a builder for creating a SignInCode entity.
+func (c *SignInCodeClient) Create() *SignInCodeCreate {
+	mutation := newSignInCodeMutation(c.config, OpCreate)
+	return &SignInCodeCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of SignInCode entities.
+func (c *SignInCodeClient) CreateBulk(builders ...*SignInCodeCreate) *SignInCodeCreateBulk {
+	return &SignInCodeCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SignInCodeClient) MapCreateBulk(slice any, setFunc func(*SignInCodeCreate, int)) *SignInCodeCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SignInCodeCreateBulk{err: fmt.Errorf("calling to SignInCodeClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SignInCodeCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SignInCodeCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for SignInCode.
+func (c *SignInCodeClient) Update() *SignInCodeUpdate {
+	mutation := newSignInCodeMutation(c.config, OpUpdate)
+	return &SignInCodeUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SignInCodeClient) UpdateOne(_m *SignInCode) *SignInCodeUpdateOne {
+	mutation := newSignInCodeMutation(c.config, OpUpdateOne, withSignInCode(_m))
+	return &SignInCodeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SignInCodeClient) UpdateOneID(id int) *SignInCodeUpdateOne {
+	mutation := newSignInCodeMutation(c.config, OpUpdateOne, withSignInCodeID(id))
+	return &SignInCodeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for SignInCode.
+func (c *SignInCodeClient) Delete() *SignInCodeDelete {
+	mutation := newSignInCodeMutation(c.config, OpDelete)
+	return &SignInCodeDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SignInCodeClient) DeleteOne(_m *SignInCode) *SignInCodeDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SignInCodeClient) DeleteOneID(id int) *SignInCodeDeleteOne {
+	builder := c.Delete().Where(signincode.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SignInCodeDeleteOne{builder}
+}
+
+// Query returns a query builder for SignInCode.
+func (c *SignInCodeClient) Query() *SignInCodeQuery {
+	return &SignInCodeQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSignInCode},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a SignInCode entity by its id.
+func (c *SignInCodeClient) Get(ctx context.Context, id int) (*SignInCode, error) {
+	return c.Query().Where(signincode.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SignInCodeClient) GetX(ctx context.Context, id int) *SignInCode {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *SignInCodeClient) Hooks() []Hook {
+	hooks := c.hooks.SignInCode
+	return append(hooks[:len(hooks):len(hooks)], signincode.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *SignInCodeClient) Interceptors() []Interceptor {
+	return c.inters.SignInCode
+}
+
+func (c *SignInCodeClient) mutate(ctx context.Context, m *SignInCodeMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SignInCodeCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SignInCodeUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SignInCodeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SignInCodeDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown SignInCode mutation op: %q", m.Op())
+	}
+}
+
 // TenantClient is a client for the Tenant schema.
 type TenantClient struct {
 	config
@@ -2533,11 +2675,13 @@ func (c *TokenClient) mutate(ctx context.Context, m *TokenMutation) (Value, erro
 type (
 	hooks struct {
 		AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob,
-		PendingAlert, Plan, Recipient, Request, Server, Tenant, Token []ent.Hook
+		PendingAlert, Plan, Recipient, Request, Server, SignInCode, Tenant,
+		Token []ent.Hook
 	}
 	inters struct {
 		AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob,
-		PendingAlert, Plan, Recipient, Request, Server, Tenant, Token []ent.Interceptor
+		PendingAlert, Plan, Recipient, Request, Server, SignInCode, Tenant,
+		Token []ent.Interceptor
 	}
 )
 

@@ -23,6 +23,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
 )
@@ -96,6 +97,7 @@ func checkColumn(t, c string) error {
 			recipient.Table:         recipient.ValidColumn,
 			request.Table:           request.ValidColumn,
 			server.Table:            server.ValidColumn,
+			signincode.Table:        signincode.ValidColumn,
 			tenant.Table:            tenant.ValidColumn,
 			token.Table:             token.ValidColumn,
 		})

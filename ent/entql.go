@@ -15,6 +15,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
 
@@ -26,7 +27,7 @@ import (
 
 // schemaGraph holds a representation of ent/schema at runtime.
 var schemaGraph = func() *sqlgraph.Schema {
-	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 13)}
+	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 14)}
 	graph.Nodes[0] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   alertsubscription.Table,
@@ -309,6 +310,23 @@ var schemaGraph = func() *sqlgraph.Schema {
 	}
 	graph.Nodes[11] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
+			Table:   signincode.Table,
+			Columns: signincode.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: signincode.FieldID,
+			},
+		},
+		Type: "SignInCode",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			signincode.FieldCreatedAt: {Type: field.TypeTime, Column: signincode.FieldCreatedAt},
+			signincode.FieldCodeHash:  {Type: field.TypeString, Column: signincode.FieldCodeHash},
+			signincode.FieldExpiresAt: {Type: field.TypeTime, Column: signincode.FieldExpiresAt},
+			signincode.FieldUsedAt:    {Type: field.TypeTime, Column: signincode.FieldUsedAt},
+		},
+	}
+	graph.Nodes[12] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
 			Table:   tenant.Table,
 			Columns: tenant.Columns,
 			ID: &sqlgraph.FieldSpec{
@@ -326,7 +344,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			tenant.FieldCreditsExhaustedAt: {Type: field.TypeTime, Column: tenant.FieldCreditsExhaustedAt},
 		},
 	}
-	graph.Nodes[12] = &sqlgraph.Node{
+	graph.Nodes[13] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   token.Table,
 			Columns: token.Columns,
@@ -2233,6 +2251,66 @@ func (f *ServerFilter) WhereHasRequestsWith(preds ...predicate.Request) {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *SignInCodeQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the SignInCodeQuery builder.
+func (_q *SignInCodeQuery) Filter() *SignInCodeFilter {
+	return &SignInCodeFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *SignInCodeMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the SignInCodeMutation builder.
+func (m *SignInCodeMutation) Filter() *SignInCodeFilter {
+	return &SignInCodeFilter{config: m.config, predicateAdder: m}
+}
+
+// SignInCodeFilter provides a generic filtering capability at runtime for SignInCodeQuery.
+type SignInCodeFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *SignInCodeFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *SignInCodeFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(signincode.FieldID))
+}
+
+// WhereCreatedAt applies the entql time.Time predicate on the created_at field.
+func (f *SignInCodeFilter) WhereCreatedAt(p entql.TimeP) {
+	f.Where(p.Field(signincode.FieldCreatedAt))
+}
+
+// WhereCodeHash applies the entql string predicate on the code_hash field.
+func (f *SignInCodeFilter) WhereCodeHash(p entql.StringP) {
+	f.Where(p.Field(signincode.FieldCodeHash))
+}
+
+// WhereExpiresAt applies the entql time.Time predicate on the expires_at field.
+func (f *SignInCodeFilter) WhereExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(signincode.FieldExpiresAt))
+}
+
+// WhereUsedAt applies the entql time.Time predicate on the used_at field.
+func (f *SignInCodeFilter) WhereUsedAt(p entql.TimeP) {
+	f.Where(p.Field(signincode.FieldUsedAt))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *TenantQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -2261,7 +2339,7 @@ type TenantFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TenantFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2345,7 +2423,7 @@ type TokenFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TokenFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[13].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})

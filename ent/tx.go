@@ -36,6 +36,8 @@ type Tx struct {
 	Request *RequestClient
 	// Server is the client for interacting with the Server builders.
 	Server *ServerClient
+	// SignInCode is the client for interacting with the SignInCode builders.
+	SignInCode *SignInCodeClient
 	// Tenant is the client for interacting with the Tenant builders.
 	Tenant *TenantClient
 	// Token is the client for interacting with the Token builders.
@@ -182,6 +184,7 @@ func (tx *Tx) init() {
 	tx.Recipient = NewRecipientClient(tx.config)
 	tx.Request = NewRequestClient(tx.config)
 	tx.Server = NewServerClient(tx.config)
+	tx.SignInCode = NewSignInCodeClient(tx.config)
 	tx.Tenant = NewTenantClient(tx.config)
 	tx.Token = NewTokenClient(tx.config)
 }

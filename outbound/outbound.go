@@ -95,6 +95,9 @@ func New(cfg Config) *Service {
 // Timeout is the limit of one attempt, reading the response included.
 func (s *Service) Timeout() time.Duration { return s.cfg.Timeout }
 
+// MaxBody is the largest request body a job may carry, in bytes.
+func (s *Service) MaxBody() int { return s.cfg.MaxBody }
+
 // SendInput is a job as submitted.
 type SendInput struct {
 	// TenantID owns the job; zero means the viewer's tenant.
@@ -223,7 +226,7 @@ func (s *Service) send(ctx context.Context, tx *ent.Client, in SendInput) (*ent.
 
 // charge debits the new job's credit in its transaction and wakes the scheduler once it commits.
 func (s *Service) charge(ctx context.Context, tx *ent.Client, job *ent.OutboundJob) (*ent.OutboundJob, error) {
-	if _, err := s.cfg.Billing.Debit(ctx, tx, job.TenantID, 1, ledgerentry.ReasonOUTBOUND, billing.OutboundReference(job.ID)); err != nil {
+	if _, err := s.cfg.Billing.Debit(ctx, tx, job.TenantID, billing.CreditsPerAction, ledgerentry.ReasonOUTBOUND, billing.OutboundReference(job.ID)); err != nil {
 		return nil, err
 	}
 	s.wake(ctx)

@@ -435,22 +435,26 @@ func TestPanelInBrowser(t *testing.T) {
 		t.Error("sign out left the token in localStorage")
 	}
 
-	// An operator sees every tenant's servers and has no balance of their own.
+	// An operator starts on the tenants, sees every tenant's servers and has no balance of their own.
 	b.do("sign in as operator", 15*time.Second,
 		chromedp.SetValue(css("#token"), env.AdminToken()),
 		chromedp.Click(css("form.signin-card button[type=submit]")),
+		chromedp.WaitVisible(css(`tr[data-tenant-name="acme"]`)),
+		chromedp.Click(css(`a.nav-link[href="#/servers"]`)),
 		chromedp.WaitVisible(css(`[data-server-id="`+srv.ID+`"]`)))
+	if got := b.text(`[data-server-id="` + srv.ID + `"] .card-sub a`); got != "acme" {
+		t.Errorf("operator's server card names tenant %q", got)
+	}
 	if got := b.text(".who-name"); got != "All tenants" {
 		t.Errorf("operator header = %q", got)
 	}
 	if n := eval[int](b, `document.querySelectorAll('[data-role="balance"]').length`); n != 0 {
 		t.Errorf("operator header shows a balance")
 	}
-	b.do("operator credits", 15*time.Second,
-		chromedp.Click(css(`a.nav-link[href="#/credits"]`)),
-		chromedp.WaitVisible(css(`.alert-info`)),
-		chromedp.WaitVisible(css(`tr[data-entry-id]`)))
-	b.shot("7-operator-credits")
+	b.do("operator ledger", 15*time.Second,
+		chromedp.Click(css(`a.nav-link[href="#/ledger"]`)),
+		chromedp.WaitVisible(css(`tr[data-entry-id] [data-role="ledger-tenant"]`)))
+	b.shot("7-operator-ledger")
 	b.noExceptions()
 	t.Logf("screenshots in %s", b.dir)
 }

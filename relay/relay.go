@@ -302,17 +302,18 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 	}
 	r.handler = api.New(api.Config{
 		Resolver: &resolvers.Resolver{
-			Client:   db.Client,
-			Billing:  r.Billing,
-			Delivery: r.Delivery,
-			Routing:  r.Routing,
-			Events:   r.Events,
-			Auth:     authn,
-			Tokens:   tokens,
-			Now:      cfg.Now,
-			CLIHub:   r.CLIHub,
-			Outbound: r.Outbound,
-			Alerting: r.Alerts,
+			Client:       db.Client,
+			Billing:      r.Billing,
+			Delivery:     r.Delivery,
+			Routing:      r.Routing,
+			Events:       r.Events,
+			Auth:         authn,
+			Tokens:       tokens,
+			Now:          cfg.Now,
+			CLIHub:       r.CLIHub,
+			Outbound:     r.Outbound,
+			Alerting:     r.Alerts,
+			MaxBodyBytes: cfg.MaxBodyBytes,
 		},
 		Client:           db.Client,
 		Auth:             authn,
@@ -418,7 +419,37 @@ func (r *Relay) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	r.announceFirstRun(ctx)
 	return nil
+}
+
+// SignInLink makes a one-time operator sign-in code and returns the console link that redeems it, with the
+// code's expiry.
+func (r *Relay) SignInLink(ctx context.Context) (string, time.Time, error) {
+	code, exp, err := r.Tokens.NewSignInCode(ctx, r.DB.Client)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return r.cfg.PublicURL + auth.SignInPath + code, exp, nil
+}
+
+// announceFirstRun logs a sign-in link when the installation is empty (no plan, no tenant), so whoever
+// started it can open the console without minting a token by hand. Every process that starts on an empty
+// database logs its own link; each works once.
+func (r *Relay) announceFirstRun(ctx context.Context) {
+	empty, err := billing.Empty(ctx, r.DB.Client)
+	if err == nil && empty {
+		var link string
+		if link, _, err = r.SignInLink(ctx); err == nil {
+			r.cfg.Logger.Info(fmt.Sprintf("empty installation: open this link to sign in to the console as the "+
+				"operator (it works once, within %d minutes; `server signin-link` prints another)",
+				int(auth.SignInCodeTTL.Minutes())), "url", link)
+			return
+		}
+	}
+	if err != nil {
+		r.cfg.Logger.Warn("could not make a first-run sign-in link; use `server signin-link`", "err", err)
+	}
 }
 
 // Stop stops the background services and waits for them: attempts in flight finish and are recorded.

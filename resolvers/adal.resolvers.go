@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"entgo.io/contrib/entgql"
+	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/ledgerentry"
@@ -110,10 +111,11 @@ func (r *mutationResolver) IssueToken(ctx context.Context, input model.IssueToke
 	if want.Subject == "" {
 		want.Subject = strings.ToLower(string(want.Role)) + "-token"
 	}
-	ttl := 30 * 24 * time.Hour
+	ttl := auth.DefaultTokenTTL
 	if input.TTLSeconds != nil {
-		if *input.TTLSeconds < 60 || *input.TTLSeconds > 366*24*3600 {
-			return nil, fault.E(op, fault.InvalidInput, "ttlSeconds must be between 60 and one year")
+		if *input.TTLSeconds < int(auth.MinTokenTTL/time.Second) || *input.TTLSeconds > int(auth.MaxTokenTTL/time.Second) {
+			return nil, fault.E(op, fault.InvalidInput, "ttlSeconds must be between %d and %d",
+				int(auth.MinTokenTTL/time.Second), int(auth.MaxTokenTTL/time.Second))
 		}
 		ttl = time.Duration(*input.TTLSeconds) * time.Second
 	}
@@ -321,7 +323,8 @@ func (r *queryResolver) Ledger(ctx context.Context, tenantID *int, after *entgql
 	if err != nil {
 		return nil, err
 	}
-	q := r.client(ctx).LedgerEntry.Query()
+	// Entries name their tenant: one read per page loads them all.
+	q := r.client(ctx).LedgerEntry.Query().WithTenant()
 	if tenantID != nil {
 		if !v.Global() && *tenantID != v.TenantID {
 			return nil, fault.E("ledger", fault.NotFound, "tenant not found")

@@ -41,6 +41,8 @@ type Resolver struct {
 	Outbound *outbound.Service
 	// Alerting manages alert subscriptions.
 	Alerting *alerting.Service
+	// MaxBodyBytes is the largest webhook body intake accepts (ADAL_MAX_BODY_BYTES), for the limits query.
+	MaxBodyBytes int64
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

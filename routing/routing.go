@@ -25,8 +25,15 @@ import (
 	"github.com/adal-relay/adal/viewer"
 )
 
-// MaxTimeoutSeconds is the longest a direct attempt may take, including reading the response.
-const MaxTimeoutSeconds = 30
+// Bounds of servers' and recipients' settings.
+const (
+	// MaxTimeoutSeconds is the longest a direct attempt may take, including reading the response.
+	MaxTimeoutSeconds = 30
+	// MaxNameLength is the longest name of a server or a recipient, in characters.
+	MaxNameLength = 200
+	// MaxURLLength is the longest URL of a direct recipient.
+	MaxURLLength = 2048
+)
 
 // Service creates, changes and deletes servers and recipients.
 type Service struct {
@@ -89,10 +96,10 @@ func (in ServerInput) validate(op string) error {
 	switch {
 	case in.Name != nil && strings.TrimSpace(*in.Name) == "":
 		return fault.E(op, fault.InvalidInput, "name must not be empty")
-	case in.Name != nil && len(*in.Name) > 200:
-		return fault.E(op, fault.InvalidInput, "name must be at most 200 characters")
-	case in.RetentionDays != nil && (*in.RetentionDays < 1 || *in.RetentionDays > 3650):
-		return fault.E(op, fault.InvalidInput, "retentionDays must be between 1 and 3650")
+	case in.Name != nil && len(*in.Name) > MaxNameLength:
+		return fault.E(op, fault.InvalidInput, "name must be at most %d characters", MaxNameLength)
+	case in.RetentionDays != nil && (*in.RetentionDays < 1 || *in.RetentionDays > billing.MaxRetentionDays):
+		return fault.E(op, fault.InvalidInput, "retentionDays must be between 1 and %d", billing.MaxRetentionDays)
 	case in.MaxRequestsPerSecond != nil && *in.MaxRequestsPerSecond < 1:
 		return fault.E(op, fault.InvalidInput, "maxRequestsPerSecond must be 1 or more")
 	}
@@ -356,8 +363,8 @@ func (rs *recipientSettings) validate(op string) error {
 	if rs.name == "" {
 		return fault.E(op, fault.InvalidInput, "name must not be empty")
 	}
-	if len(rs.name) > 200 {
-		return fault.E(op, fault.InvalidInput, "name must be at most 200 characters")
+	if len(rs.name) > MaxNameLength {
+		return fault.E(op, fault.InvalidInput, "name must be at most %d characters", MaxNameLength)
 	}
 	if err := recipient.MethodValidator(rs.method); err != nil {
 		return fault.E(op, fault.InvalidInput, "method must be DIRECT_HTTP or CLI")
@@ -392,8 +399,8 @@ func (rs *recipientSettings) validate(op string) error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
 			return fault.E(op, fault.InvalidInput, "url must be an absolute http(s) URL without credentials or fragment")
 		}
-		if len(rs.url) > 2048 {
-			return fault.E(op, fault.InvalidInput, "url must be at most 2048 characters")
+		if len(rs.url) > MaxURLLength {
+			return fault.E(op, fault.InvalidInput, "url must be at most %d characters", MaxURLLength)
 		}
 	case recipient.MethodCLI:
 		if rs.url != "" {

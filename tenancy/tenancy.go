@@ -65,6 +65,21 @@ func CatalogPolicy() ent.Policy {
 	}
 }
 
+// SystemOnlyPolicy guards rows no viewer may touch, not even an operator (sign-in codes): only code running
+// under viewer.SystemContext reads or writes them.
+func SystemOnlyPolicy() ent.Policy {
+	rule := privacy.ContextQueryMutationRule(func(ctx context.Context) error {
+		if v, _ := viewer.FromContext(ctx); v.Role == viewer.System {
+			return privacy.Allow
+		}
+		return privacy.Denyf("system only")
+	})
+	return privacy.Policy{
+		Query:    privacy.QueryPolicy{rule},
+		Mutation: privacy.MutationPolicy{rule},
+	}
+}
+
 func denyIfNoViewer() privacy.QueryMutationRule {
 	return privacy.ContextQueryMutationRule(func(ctx context.Context) error {
 		if _, ok := viewer.FromContext(ctx); !ok {

@@ -1,6 +1,6 @@
 // Command server runs Adal: `server` (or `server serve`) serves the API, intake and panel; `server migrate`
 // applies the database's pending migrations; `server token` prints a JWT signed with this installation's
-// secret.
+// secret; `server signin-link` prints a one-time link that signs an operator in to the console.
 package main
 
 import (
@@ -41,6 +41,8 @@ func run(args []string) error {
 		return migrate(args)
 	case "token":
 		return token(args)
+	case "signin-link":
+		return signinLink(args)
 	case "help":
 		usage()
 		return nil
@@ -55,6 +57,7 @@ func usage() {
   server migrate                                   apply pending database migrations and exit
   server token --admin [--ttl 720h]                print an operator JWT
   server token --tenant ID --role OWNER|MEMBER     print a tenant JWT
+  server signin-link                               print a one-time link that signs an operator in to the console
 `)
 }
 
@@ -249,5 +252,31 @@ func token(args []string) error {
 		return err
 	}
 	fmt.Println(tok)
+	return nil
+}
+
+// signinLink prints a one-time console sign-in link for an operator: the way in without pasting a token,
+// whenever the first-run link has been used or has expired.
+func signinLink(args []string) error {
+	fs := flag.NewFlagSet("signin-link", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, err := relay.Open(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	link, exp, err := r.SignInLink(context.Background())
+	if err != nil {
+		return err
+	}
+	fmt.Println(link)
+	fmt.Fprintf(os.Stderr, "works once, until %s\n", exp.Local().Format(time.Kitchen))
 	return nil
 }

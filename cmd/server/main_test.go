@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +79,46 @@ func TestServerTokenIsStored(t *testing.T) {
 	require.Equal(t, "server token", row.IssuedBy)
 	require.Nil(t, row.TenantID)
 	require.WithinDuration(t, time.Now().Add(2*time.Hour), row.ExpiresAt, time.Minute)
+}
+
+// `server signin-link` prints a console link whose code buys an operator token, once.
+func TestServerSigninLink(t *testing.T) {
+	setDatabase(t)
+	t.Setenv("ADAL_PUBLIC_URL", "https://hooks.example.com")
+	out := captureStdout(t, func() { require.NoError(t, run([]string{"signin-link"})) })
+	link := strings.TrimSpace(out)
+	prefix := "https://hooks.example.com/#/signin?code="
+	require.True(t, strings.HasPrefix(link, prefix), link)
+	code := strings.TrimPrefix(link, prefix)
+
+	cfg, err := configFromEnv()
+	require.NoError(t, err)
+	r, err := relay.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	defer r.Close()
+	ctx := context.Background()
+	_, row, err := r.Tokens.RedeemSignInCode(ctx, r.DB.Client, code)
+	require.NoError(t, err)
+	require.Equal(t, "ADMIN", row.Role)
+	require.Equal(t, "sign-in link", row.IssuedBy)
+	_, _, err = r.Tokens.RedeemSignInCode(ctx, r.DB.Client, code)
+	require.ErrorContains(t, err, "already used")
+}
+
+// captureStdout returns what f prints on standard output.
+func captureStdout(t *testing.T, f func()) string {
+	t.Helper()
+	rd, wr, err := os.Pipe()
+	require.NoError(t, err)
+	saved := os.Stdout
+	os.Stdout = wr
+	defer func() { os.Stdout = saved }()
+	done := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(rd)
+		done <- b
+	}()
+	f()
+	require.NoError(t, wr.Close())
+	return string(<-done)
 }

@@ -141,6 +141,18 @@ func (f ServerFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ServerMutation", m)
 }
 
+// The SignInCodeFunc type is an adapter to allow the use of ordinary
+// function as SignInCode mutator.
+type SignInCodeFunc func(context.Context, *ent.SignInCodeMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f SignInCodeFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.SignInCodeMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SignInCodeMutation", m)
+}
+
 // The TenantFunc type is an adapter to allow the use of ordinary
 // function as Tenant mutator.
 type TenantFunc func(context.Context, *ent.TenantMutation) (ent.Value, error)

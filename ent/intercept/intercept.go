@@ -20,6 +20,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
 )
@@ -377,6 +378,33 @@ func (f TraverseServer) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.ServerQuery", q)
 }
 
+// The SignInCodeFunc type is an adapter to allow the use of ordinary function as a Querier.
+type SignInCodeFunc func(context.Context, *ent.SignInCodeQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f SignInCodeFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.SignInCodeQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.SignInCodeQuery", q)
+}
+
+// The TraverseSignInCode type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseSignInCode func(context.Context, *ent.SignInCodeQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseSignInCode) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseSignInCode) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.SignInCodeQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.SignInCodeQuery", q)
+}
+
 // The TenantFunc type is an adapter to allow the use of ordinary function as a Querier.
 type TenantFunc func(context.Context, *ent.TenantQuery) (ent.Value, error)
 
@@ -456,6 +484,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.RequestQuery, predicate.Request, request.OrderOption]{typ: ent.TypeRequest, tq: q}, nil
 	case *ent.ServerQuery:
 		return &query[*ent.ServerQuery, predicate.Server, server.OrderOption]{typ: ent.TypeServer, tq: q}, nil
+	case *ent.SignInCodeQuery:
+		return &query[*ent.SignInCodeQuery, predicate.SignInCode, signincode.OrderOption]{typ: ent.TypeSignInCode, tq: q}, nil
 	case *ent.TenantQuery:
 		return &query[*ent.TenantQuery, predicate.Tenant, tenant.OrderOption]{typ: ent.TypeTenant, tq: q}, nil
 	case *ent.TokenQuery:

@@ -571,6 +571,20 @@ var (
 			},
 		},
 	}
+	// SignInCodesColumns holds the columns for the "sign_in_codes" table.
+	SignInCodesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "code_hash", Type: field.TypeString, Unique: true},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "used_at", Type: field.TypeTime, Nullable: true},
+	}
+	// SignInCodesTable holds the schema information for the "sign_in_codes" table.
+	SignInCodesTable = &schema.Table{
+		Name:       "sign_in_codes",
+		Columns:    SignInCodesColumns,
+		PrimaryKey: []*schema.Column{SignInCodesColumns[0]},
+	}
 	// TenantsColumns holds the columns for the "tenants" table.
 	TenantsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -648,6 +662,7 @@ var (
 		RecipientsTable,
 		RequestsTable,
 		ServersTable,
+		SignInCodesTable,
 		TenantsTable,
 		TokensTable,
 	}
@@ -705,6 +720,9 @@ func init() {
 	ServersTable.ForeignKeys[0].RefTable = TenantsTable
 	ServersTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(25769803776),
+	}
+	SignInCodesTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(47244640256),
 	}
 	TenantsTable.ForeignKeys[0].RefTable = PlansTable
 	TenantsTable.Annotation = &entsql.Annotation{

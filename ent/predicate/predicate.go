@@ -39,6 +39,9 @@ type Request func(*sql.Selector)
 // Server is the predicate function for server builders.
 type Server func(*sql.Selector)
 
+// SignInCode is the predicate function for signincode builders.
+type SignInCode func(*sql.Selector)
+
 // Tenant is the predicate function for tenant builders.
 type Tenant func(*sql.Selector)
 

@@ -375,6 +375,30 @@ func (f ServerMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.ServerMutation", m)
 }
 
+// The SignInCodeQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type SignInCodeQueryRuleFunc func(context.Context, *ent.SignInCodeQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f SignInCodeQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.SignInCodeQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.SignInCodeQuery", q)
+}
+
+// The SignInCodeMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type SignInCodeMutationRuleFunc func(context.Context, *ent.SignInCodeMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f SignInCodeMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.SignInCodeMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.SignInCodeMutation", m)
+}
+
 // The TenantQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type TenantQueryRuleFunc func(context.Context, *ent.TenantQuery) error
@@ -480,6 +504,8 @@ func queryFilter(q ent.Query) (Filter, error) {
 		return q.Filter(), nil
 	case *ent.ServerQuery:
 		return q.Filter(), nil
+	case *ent.SignInCodeQuery:
+		return q.Filter(), nil
 	case *ent.TenantQuery:
 		return q.Filter(), nil
 	case *ent.TokenQuery:
@@ -512,6 +538,8 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 	case *ent.RequestMutation:
 		return m.Filter(), nil
 	case *ent.ServerMutation:
+		return m.Filter(), nil
+	case *ent.SignInCodeMutation:
 		return m.Filter(), nil
 	case *ent.TenantMutation:
 		return m.Filter(), nil

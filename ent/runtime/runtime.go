@@ -18,6 +18,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/schema"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
 
@@ -351,6 +352,24 @@ func init() {
 	serverDescMaxRequestsPerSecond := serverFields[6].Descriptor()
 	// server.MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
 	server.MaxRequestsPerSecondValidator = serverDescMaxRequestsPerSecond.Validators[0].(func(int) error)
+	signincodeMixin := schema.SignInCode{}.Mixin()
+	signincode.Policy = privacy.NewPolicies(schema.SignInCode{})
+	signincode.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := signincode.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	signincodeMixinFields0 := signincodeMixin[0].Fields()
+	_ = signincodeMixinFields0
+	signincodeFields := schema.SignInCode{}.Fields()
+	_ = signincodeFields
+	// signincodeDescCreatedAt is the schema descriptor for created_at field.
+	signincodeDescCreatedAt := signincodeMixinFields0[0].Descriptor()
+	// signincode.DefaultCreatedAt holds the default value on creation for the created_at field.
+	signincode.DefaultCreatedAt = signincodeDescCreatedAt.Default.(func() time.Time)
 	tenantMixin := schema.Tenant{}.Mixin()
 	tenant.Policy = privacy.NewPolicies(schema.Tenant{})
 	tenant.Hooks[0] = func(next ent.Mutator) ent.Mutator {

@@ -41,6 +41,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	AlertSubscription() AlertSubscriptionResolver
+	LedgerEntry() LedgerEntryResolver
 	Mutation() MutationResolver
 	OutboundAttempt() OutboundAttemptResolver
 	OutboundJob() OutboundJobResolver
@@ -152,6 +153,7 @@ type ComplexityRoot struct {
 		Period       func(childComplexity int) int
 		Reason       func(childComplexity int) int
 		Reference    func(childComplexity int) int
+		Tenant       func(childComplexity int) int
 	}
 
 	LedgerEntryConnection struct {
@@ -163,6 +165,24 @@ type ComplexityRoot struct {
 	LedgerEntryEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	Limits struct {
+		CreditsPerAction       func(childComplexity int) int
+		KeyGraceSecondsDefault func(childComplexity int) int
+		KeyGraceSecondsMax     func(childComplexity int) int
+		MaxBodyBytes           func(childComplexity int) int
+		NameMaxLength          func(childComplexity int) int
+		OutboundBodyMaxBytes   func(childComplexity int) int
+		OutboundMaxAttempts    func(childComplexity int) int
+		PageSizeMax            func(childComplexity int) int
+		RetentionDaysMax       func(childComplexity int) int
+		RetrySchedules         func(childComplexity int) int
+		TimeoutSecondsMax      func(childComplexity int) int
+		TokenTTLSecondsDefault func(childComplexity int) int
+		TokenTTLSecondsMax     func(childComplexity int) int
+		TokenTTLSecondsMin     func(childComplexity int) int
+		URLMaxLength           func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -180,6 +200,7 @@ type ComplexityRoot struct {
 		GrantCredits            func(childComplexity int, tenantID int, amount int, reference *string) int
 		IssueToken              func(childComplexity int, input model.IssueTokenInput) int
 		PauseRecipient          func(childComplexity int, id int) int
+		RedeemSignInCode        func(childComplexity int, code string) int
 		ReplayRequest           func(childComplexity int, id int) int
 		ReportCliAttempt        func(childComplexity int, input model.ReportCliAttemptInput) int
 		ResumeRecipient         func(childComplexity int, id int) int
@@ -266,6 +287,7 @@ type ComplexityRoot struct {
 		AlertSubscriptions func(childComplexity int) int
 		Alerts             func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
 		Ledger             func(childComplexity int, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
+		Limits             func(childComplexity int) int
 		Node               func(childComplexity int, id int) int
 		Nodes              func(childComplexity int, ids []int) int
 		OutboundJobs       func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) int
@@ -338,6 +360,13 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	RetryScheduleLimits struct {
+		DueSeconds  func(childComplexity int) int
+		MaxAttempts func(childComplexity int) int
+		MinAttempts func(childComplexity int) int
+		Schedule    func(childComplexity int) int
+	}
+
 	Server struct {
 		CreatedAt               func(childComplexity int) int
 		DeletedAt               func(childComplexity int) int
@@ -349,6 +378,7 @@ type ComplexityRoot struct {
 		PreviousKeyExpiresAt    func(childComplexity int) int
 		Recipients              func(childComplexity int) int
 		RetentionDays           func(childComplexity int) int
+		Tenant                  func(childComplexity int) int
 	}
 
 	ServerConnection struct {
@@ -375,7 +405,9 @@ type ComplexityRoot struct {
 		Name               func(childComplexity int) int
 		Plan               func(childComplexity int) int
 		PlanID             func(childComplexity int) int
+		Servers            func(childComplexity int) int
 		Usage              func(childComplexity int, period *string) int
+		UsageHistory       func(childComplexity int, months *int) int
 	}
 
 	TenantConnection struct {
@@ -439,6 +471,9 @@ type AlertSubscriptionResolver interface {
 	Recipient(ctx context.Context, obj *ent.AlertSubscription) (*ent.Recipient, error)
 	Deliveries(ctx context.Context, obj *ent.AlertSubscription, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.DeliveryConnection, error)
 }
+type LedgerEntryResolver interface {
+	Tenant(ctx context.Context, obj *ent.LedgerEntry) (*ent.Tenant, error)
+}
 type MutationResolver interface {
 	CreatePlan(ctx context.Context, input model.CreatePlanInput) (*ent.Plan, error)
 	UpdatePlan(ctx context.Context, id int, input model.UpdatePlanInput) (*ent.Plan, error)
@@ -463,6 +498,7 @@ type MutationResolver interface {
 	DeleteAlertSubscription(ctx context.Context, id int) (*ent.AlertSubscription, error)
 	SetLowCreditThreshold(ctx context.Context, tenantID int, threshold *int) (*ent.Tenant, error)
 	ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error)
+	RedeemSignInCode(ctx context.Context, code string) (*model.IssuedToken, error)
 	SendOutbound(ctx context.Context, input model.SendOutboundInput) (*ent.OutboundJob, error)
 	RotateRecipientSecret(ctx context.Context, id int, graceSeconds *int) (*ent.Recipient, error)
 	RevokeToken(ctx context.Context, id int) (*ent.Token, error)
@@ -492,6 +528,7 @@ type QueryResolver interface {
 	Ledger(ctx context.Context, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.LedgerEntryConnection, error)
 	AlertSubscriptions(ctx context.Context) ([]*ent.AlertSubscription, error)
 	Alerts(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.RequestConnection, error)
+	Limits(ctx context.Context) (*model.Limits, error)
 	TestFilter(ctx context.Context, filter any, requestID int) (*model.FilterResult, error)
 	OutboundJobs(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) (*ent.OutboundJobConnection, error)
 }
@@ -510,6 +547,7 @@ type RequestResolver interface {
 type ServerResolver interface {
 	InboundURL(ctx context.Context, obj *ent.Server) (string, error)
 	Recipients(ctx context.Context, obj *ent.Server) ([]*ent.Recipient, error)
+	Tenant(ctx context.Context, obj *ent.Server) (*ent.Tenant, error)
 }
 type SubscriptionResolver interface {
 	DeliveryUpdated(ctx context.Context, serverID *int, requestID *int) (<-chan *ent.Delivery, error)
@@ -517,6 +555,8 @@ type SubscriptionResolver interface {
 }
 type TenantResolver interface {
 	Usage(ctx context.Context, obj *ent.Tenant, period *string) (*billing.Usage, error)
+	Servers(ctx context.Context, obj *ent.Tenant) ([]*ent.Server, error)
+	UsageHistory(ctx context.Context, obj *ent.Tenant, months *int) ([]*billing.Usage, error)
 }
 type TokenResolver interface {
 	Role(ctx context.Context, obj *ent.Token) (viewer.Role, error)
@@ -956,6 +996,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LedgerEntry.Reference(childComplexity), true
+	case "LedgerEntry.tenant":
+		if e.ComplexityRoot.LedgerEntry.Tenant == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LedgerEntry.Tenant(childComplexity), true
 
 	case "LedgerEntryConnection.edges":
 		if e.ComplexityRoot.LedgerEntryConnection.Edges == nil {
@@ -988,6 +1034,97 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LedgerEntryEdge.Node(childComplexity), true
+
+	case "Limits.creditsPerAction":
+		if e.ComplexityRoot.Limits.CreditsPerAction == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.CreditsPerAction(childComplexity), true
+	case "Limits.keyGraceSecondsDefault":
+		if e.ComplexityRoot.Limits.KeyGraceSecondsDefault == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.KeyGraceSecondsDefault(childComplexity), true
+	case "Limits.keyGraceSecondsMax":
+		if e.ComplexityRoot.Limits.KeyGraceSecondsMax == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.KeyGraceSecondsMax(childComplexity), true
+	case "Limits.maxBodyBytes":
+		if e.ComplexityRoot.Limits.MaxBodyBytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.MaxBodyBytes(childComplexity), true
+	case "Limits.nameMaxLength":
+		if e.ComplexityRoot.Limits.NameMaxLength == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.NameMaxLength(childComplexity), true
+	case "Limits.outboundBodyMaxBytes":
+		if e.ComplexityRoot.Limits.OutboundBodyMaxBytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.OutboundBodyMaxBytes(childComplexity), true
+	case "Limits.outboundMaxAttempts":
+		if e.ComplexityRoot.Limits.OutboundMaxAttempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.OutboundMaxAttempts(childComplexity), true
+	case "Limits.pageSizeMax":
+		if e.ComplexityRoot.Limits.PageSizeMax == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.PageSizeMax(childComplexity), true
+	case "Limits.retentionDaysMax":
+		if e.ComplexityRoot.Limits.RetentionDaysMax == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.RetentionDaysMax(childComplexity), true
+	case "Limits.retrySchedules":
+		if e.ComplexityRoot.Limits.RetrySchedules == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.RetrySchedules(childComplexity), true
+	case "Limits.timeoutSecondsMax":
+		if e.ComplexityRoot.Limits.TimeoutSecondsMax == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.TimeoutSecondsMax(childComplexity), true
+	case "Limits.tokenTtlSecondsDefault":
+		if e.ComplexityRoot.Limits.TokenTTLSecondsDefault == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.TokenTTLSecondsDefault(childComplexity), true
+	case "Limits.tokenTtlSecondsMax":
+		if e.ComplexityRoot.Limits.TokenTTLSecondsMax == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.TokenTTLSecondsMax(childComplexity), true
+	case "Limits.tokenTtlSecondsMin":
+		if e.ComplexityRoot.Limits.TokenTTLSecondsMin == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.TokenTTLSecondsMin(childComplexity), true
+	case "Limits.urlMaxLength":
+		if e.ComplexityRoot.Limits.URLMaxLength == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.URLMaxLength(childComplexity), true
 
 	case "Mutation.cancelDelivery":
 		if e.ComplexityRoot.Mutation.CancelDelivery == nil {
@@ -1143,6 +1280,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.PauseRecipient(childComplexity, args["id"].(int)), true
+	case "Mutation.redeemSignInCode":
+		if e.ComplexityRoot.Mutation.RedeemSignInCode == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_redeemSignInCode_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RedeemSignInCode(childComplexity, args["code"].(string)), true
 	case "Mutation.replayRequest":
 		if e.ComplexityRoot.Mutation.ReplayRequest == nil {
 			break
@@ -1611,6 +1759,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Ledger(childComplexity, args["tenantId"].(*int), args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int)), true
+	case "Query.limits":
+		if e.ComplexityRoot.Query.Limits == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Limits(childComplexity), true
 	case "Query.node":
 		if e.ComplexityRoot.Query.Node == nil {
 			break
@@ -2014,6 +2168,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RequestEdge.Node(childComplexity), true
 
+	case "RetryScheduleLimits.dueSeconds":
+		if e.ComplexityRoot.RetryScheduleLimits.DueSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RetryScheduleLimits.DueSeconds(childComplexity), true
+	case "RetryScheduleLimits.maxAttempts":
+		if e.ComplexityRoot.RetryScheduleLimits.MaxAttempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RetryScheduleLimits.MaxAttempts(childComplexity), true
+	case "RetryScheduleLimits.minAttempts":
+		if e.ComplexityRoot.RetryScheduleLimits.MinAttempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RetryScheduleLimits.MinAttempts(childComplexity), true
+	case "RetryScheduleLimits.schedule":
+		if e.ComplexityRoot.RetryScheduleLimits.Schedule == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RetryScheduleLimits.Schedule(childComplexity), true
+
 	case "Server.createdAt":
 		if e.ComplexityRoot.Server.CreatedAt == nil {
 			break
@@ -2074,6 +2253,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Server.RetentionDays(childComplexity), true
+	case "Server.tenant":
+		if e.ComplexityRoot.Server.Tenant == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.Tenant(childComplexity), true
 
 	case "ServerConnection.edges":
 		if e.ComplexityRoot.ServerConnection.Edges == nil {
@@ -2172,6 +2357,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tenant.PlanID(childComplexity), true
+	case "Tenant.servers":
+		if e.ComplexityRoot.Tenant.Servers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Tenant.Servers(childComplexity), true
 	case "Tenant.usage":
 		if e.ComplexityRoot.Tenant.Usage == nil {
 			break
@@ -2183,6 +2374,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tenant.Usage(childComplexity, args["period"].(*string)), true
+	case "Tenant.usageHistory":
+		if e.ComplexityRoot.Tenant.UsageHistory == nil {
+			break
+		}
+
+		args, err := ec.field_Tenant_usageHistory_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Tenant.UsageHistory(childComplexity, args["months"].(*int)), true
 
 	case "TenantConnection.edges":
 		if e.ComplexityRoot.TenantConnection.Edges == nil {
@@ -2816,6 +3018,88 @@ extend type Mutation {
   already settled, e.g. recorded as INTERRUPTED after the lease expired), in which case nothing changes.
   """
   reportCliAttempt(input: ReportCliAttemptInput!): Boolean!
+}
+`, BuiltIn: false},
+	{Name: "../console.graphqls", Input: `# The console's part of the API: an operator's one-time sign-in, the bounds forms check input against before
+# sending it, and the links between records the console shows (whose ledger entry, whose server, a tenant's
+# servers and usage over months).
+
+extend type Mutation {
+  """
+  Exchanges a one-time sign-in code for an operator token (valid 7 days). The code comes in the console link
+  the server logs when it starts on an empty installation, or that ` + "`" + `server signin-link` + "`" + ` prints; it works once,
+  within 15 minutes. Needs no token. An unknown, used or expired code is UNAUTHENTICATED.
+  """
+  redeemSignInCode(code: String!): IssuedToken!
+}
+
+extend type Query {
+  "The bounds the API checks input against, for forms to check before sending. Any signed-in viewer."
+  limits: Limits!
+}
+
+"The bounds the API checks input against."
+type Limits {
+  "Longest name of a server or a recipient, in characters."
+  nameMaxLength: Int!
+  "Retention of a plan or a server: 1 to this many days."
+  retentionDaysMax: Int!
+  "Longest URL of a direct recipient."
+  urlMaxLength: Int!
+  "A recipient's attempt timeout: 1 to this many seconds."
+  timeoutSecondsMax: Int!
+  "rotateInboundKey's graceSeconds when not given."
+  keyGraceSecondsDefault: Int!
+  "rotateInboundKey's largest graceSeconds."
+  keyGraceSecondsMax: Int!
+  "issueToken's smallest ttlSeconds."
+  tokenTtlSecondsMin: Int!
+  "issueToken's ttlSeconds when not given."
+  tokenTtlSecondsDefault: Int!
+  "issueToken's largest ttlSeconds."
+  tokenTtlSecondsMax: Int!
+  "Largest webhook body intake accepts, in bytes (larger: 413)."
+  maxBodyBytes: Int!
+  "Largest body of an outbound job, in bytes."
+  outboundBodyMaxBytes: Int!
+  "Attempts of an outbound job, the first included (STEPPED schedule)."
+  outboundMaxAttempts: Int!
+  "Credits one accepted request, retryDelivery, replayRequest or sendOutbound costs."
+  creditsPerAction: Int!
+  "Longest page of a list (first or last)."
+  pageSizeMax: Int!
+  "The retry schedules a recipient may use."
+  retrySchedules: [RetryScheduleLimits!]!
+}
+
+"One retry schedule: its bounds on maxAttempts, and when its attempts come due."
+type RetryScheduleLimits {
+  schedule: RetrySchedule!
+  minAttempts: Int!
+  maxAttempts: Int!
+  """
+  When each attempt is due, in seconds after the first one starts, were every attempt to fail at once: maxAttempts
+  entries, the first 0. Computed with this installation's schedule unit (ADAL_RETRY_UNIT); a due time is the
+  earliest an attempt starts.
+  """
+  dueSeconds: [Float!]!
+}
+
+extend type LedgerEntry {
+  "Whose balance the entry changed."
+  tenant: Tenant!
+}
+
+extend type Server {
+  "The tenant the server belongs to."
+  tenant: Tenant!
+}
+
+extend type Tenant {
+  "The tenant's servers, without deleted ones, by name."
+  servers: [Server!]!
+  "Usage of the last ` + "`" + `months` + "`" + ` billing periods (1 to 24; default 6), oldest first, the current period last."
+  usageHistory(months: Int): [Usage!]!
 }
 `, BuiltIn: false},
 	{Name: "../filter.graphqls", Input: `# Routing filters: a recipient gets only the requests that match its rule (package filter).
@@ -5334,6 +5618,8 @@ func (ec *executionContext) childFields_LedgerEntry(ctx context.Context, field g
 		return ec.fieldContext_LedgerEntry_reference(ctx, field)
 	case "period":
 		return ec.fieldContext_LedgerEntry_period(ctx, field)
+	case "tenant":
+		return ec.fieldContext_LedgerEntry_tenant(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LedgerEntry", field.Name)
 }
@@ -5358,6 +5644,42 @@ func (ec *executionContext) childFields_LedgerEntryEdge(ctx context.Context, fie
 		return ec.fieldContext_LedgerEntryEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LedgerEntryEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_Limits(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "nameMaxLength":
+		return ec.fieldContext_Limits_nameMaxLength(ctx, field)
+	case "retentionDaysMax":
+		return ec.fieldContext_Limits_retentionDaysMax(ctx, field)
+	case "urlMaxLength":
+		return ec.fieldContext_Limits_urlMaxLength(ctx, field)
+	case "timeoutSecondsMax":
+		return ec.fieldContext_Limits_timeoutSecondsMax(ctx, field)
+	case "keyGraceSecondsDefault":
+		return ec.fieldContext_Limits_keyGraceSecondsDefault(ctx, field)
+	case "keyGraceSecondsMax":
+		return ec.fieldContext_Limits_keyGraceSecondsMax(ctx, field)
+	case "tokenTtlSecondsMin":
+		return ec.fieldContext_Limits_tokenTtlSecondsMin(ctx, field)
+	case "tokenTtlSecondsDefault":
+		return ec.fieldContext_Limits_tokenTtlSecondsDefault(ctx, field)
+	case "tokenTtlSecondsMax":
+		return ec.fieldContext_Limits_tokenTtlSecondsMax(ctx, field)
+	case "maxBodyBytes":
+		return ec.fieldContext_Limits_maxBodyBytes(ctx, field)
+	case "outboundBodyMaxBytes":
+		return ec.fieldContext_Limits_outboundBodyMaxBytes(ctx, field)
+	case "outboundMaxAttempts":
+		return ec.fieldContext_Limits_outboundMaxAttempts(ctx, field)
+	case "creditsPerAction":
+		return ec.fieldContext_Limits_creditsPerAction(ctx, field)
+	case "pageSizeMax":
+		return ec.fieldContext_Limits_pageSizeMax(ctx, field)
+	case "retrySchedules":
+		return ec.fieldContext_Limits_retrySchedules(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Limits", field.Name)
 }
 
 func (ec *executionContext) childFields_OutboundAttempt(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5612,6 +5934,20 @@ func (ec *executionContext) childFields_RequestEdge(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type RequestEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_RetryScheduleLimits(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "schedule":
+		return ec.fieldContext_RetryScheduleLimits_schedule(ctx, field)
+	case "minAttempts":
+		return ec.fieldContext_RetryScheduleLimits_minAttempts(ctx, field)
+	case "maxAttempts":
+		return ec.fieldContext_RetryScheduleLimits_maxAttempts(ctx, field)
+	case "dueSeconds":
+		return ec.fieldContext_RetryScheduleLimits_dueSeconds(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RetryScheduleLimits", field.Name)
+}
+
 func (ec *executionContext) childFields_Server(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5634,6 +5970,8 @@ func (ec *executionContext) childFields_Server(ctx context.Context, field graphq
 		return ec.fieldContext_Server_inboundUrl(ctx, field)
 	case "recipients":
 		return ec.fieldContext_Server_recipients(ctx, field)
+	case "tenant":
+		return ec.fieldContext_Server_tenant(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Server", field.Name)
 }
@@ -5678,6 +6016,10 @@ func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphq
 		return ec.fieldContext_Tenant_plan(ctx, field)
 	case "usage":
 		return ec.fieldContext_Tenant_usage(ctx, field)
+	case "servers":
+		return ec.fieldContext_Tenant_servers(ctx, field)
+	case "usageHistory":
+		return ec.fieldContext_Tenant_usageHistory(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Tenant", field.Name)
 }
@@ -6149,6 +6491,20 @@ func (ec *executionContext) field_Mutation_pauseRecipient_args(ctx context.Conte
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_redeemSignInCode_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "code",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["code"] = arg0
 	return args, nil
 }
 
@@ -6855,6 +7211,20 @@ func (ec *executionContext) field_Subscription_deliveryUpdated_args(ctx context.
 		return nil, err
 	}
 	args["requestId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Tenant_usageHistory_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "months",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["months"] = arg0
 	return args, nil
 }
 
@@ -8598,6 +8968,38 @@ func (ec *executionContext) fieldContext_LedgerEntry_period(_ context.Context, f
 	return graphql.NewScalarFieldContext("LedgerEntry", field, false, false, "String")
 }
 
+func (ec *executionContext) _LedgerEntry_tenant(ctx context.Context, field graphql.CollectedField, obj *ent.LedgerEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LedgerEntry_tenant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LedgerEntry().Tenant(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Tenant) graphql.Marshaler {
+			return ec.marshalNTenant2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTenant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LedgerEntry_tenant(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LedgerEntry",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Tenant(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _LedgerEntryConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.LedgerEntryConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8738,6 +9140,360 @@ func (ec *executionContext) _LedgerEntryEdge_cursor(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_LedgerEntryEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("LedgerEntryEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _Limits_nameMaxLength(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_nameMaxLength(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NameMaxLength, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_nameMaxLength(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_retentionDaysMax(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_retentionDaysMax(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RetentionDaysMax, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_retentionDaysMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_urlMaxLength(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_urlMaxLength(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URLMaxLength, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_urlMaxLength(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_timeoutSecondsMax(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_timeoutSecondsMax(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeoutSecondsMax, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_timeoutSecondsMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_keyGraceSecondsDefault(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_keyGraceSecondsDefault(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KeyGraceSecondsDefault, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_keyGraceSecondsDefault(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_keyGraceSecondsMax(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_keyGraceSecondsMax(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KeyGraceSecondsMax, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_keyGraceSecondsMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_tokenTtlSecondsMin(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_tokenTtlSecondsMin(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokenTTLSecondsMin, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_tokenTtlSecondsMin(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_tokenTtlSecondsDefault(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_tokenTtlSecondsDefault(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokenTTLSecondsDefault, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_tokenTtlSecondsDefault(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_tokenTtlSecondsMax(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_tokenTtlSecondsMax(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokenTTLSecondsMax, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_tokenTtlSecondsMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_maxBodyBytes(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_maxBodyBytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxBodyBytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_maxBodyBytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_outboundBodyMaxBytes(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_outboundBodyMaxBytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutboundBodyMaxBytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_outboundBodyMaxBytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_outboundMaxAttempts(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_outboundMaxAttempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutboundMaxAttempts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_outboundMaxAttempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_creditsPerAction(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_creditsPerAction(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreditsPerAction, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_creditsPerAction(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_pageSizeMax(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_pageSizeMax(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageSizeMax, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_pageSizeMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_retrySchedules(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_retrySchedules(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RetrySchedules, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RetryScheduleLimits) graphql.Marshaler {
+			return ec.marshalNRetryScheduleLimits2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRetryScheduleLimitsᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_retrySchedules(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Limits",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RetryScheduleLimits(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Mutation_createPlan(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -9746,6 +10502,50 @@ func (ec *executionContext) fieldContext_Mutation_reportCliAttempt(ctx context.C
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_reportCliAttempt_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_redeemSignInCode(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_redeemSignInCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RedeemSignInCode(ctx, fc.Args["code"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.IssuedToken) graphql.Marshaler {
+			return ec.marshalNIssuedToken2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐIssuedToken(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_redeemSignInCode(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_IssuedToken(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_redeemSignInCode_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -11633,6 +12433,38 @@ func (ec *executionContext) fieldContext_Query_alerts(ctx context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_limits(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_limits(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Limits(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Limits) graphql.Marshaler {
+			return ec.marshalNLimits2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐLimits(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_limits(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Limits(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_testFilter(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12951,6 +13783,98 @@ func (ec *executionContext) fieldContext_RequestEdge_cursor(_ context.Context, f
 	return graphql.NewScalarFieldContext("RequestEdge", field, false, false, "Cursor")
 }
 
+func (ec *executionContext) _RetryScheduleLimits_schedule(ctx context.Context, field graphql.CollectedField, obj *model.RetryScheduleLimits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RetryScheduleLimits_schedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Schedule, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v recipient.RetrySchedule) graphql.Marshaler {
+			return ec.marshalNRetrySchedule2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐRetrySchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RetryScheduleLimits_schedule(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RetryScheduleLimits", field, false, false, "RetrySchedule")
+}
+
+func (ec *executionContext) _RetryScheduleLimits_minAttempts(ctx context.Context, field graphql.CollectedField, obj *model.RetryScheduleLimits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RetryScheduleLimits_minAttempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MinAttempts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RetryScheduleLimits_minAttempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RetryScheduleLimits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RetryScheduleLimits_maxAttempts(ctx context.Context, field graphql.CollectedField, obj *model.RetryScheduleLimits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RetryScheduleLimits_maxAttempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxAttempts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RetryScheduleLimits_maxAttempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RetryScheduleLimits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RetryScheduleLimits_dueSeconds(ctx context.Context, field graphql.CollectedField, obj *model.RetryScheduleLimits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RetryScheduleLimits_dueSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DueSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []float64) graphql.Marshaler {
+			return ec.marshalNFloat2ᚕfloat64ᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RetryScheduleLimits_dueSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RetryScheduleLimits", field, false, false, "Float")
+}
+
 func (ec *executionContext) _Server_id(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13185,6 +14109,38 @@ func (ec *executionContext) fieldContext_Server_recipients(_ context.Context, fi
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Recipient(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Server_tenant(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_tenant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Server().Tenant(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Tenant) graphql.Marshaler {
+			return ec.marshalNTenant2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTenant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_tenant(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Server",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Tenant(ctx, field)
 		},
 	}
 	return fc, nil
@@ -13628,6 +14584,82 @@ func (ec *executionContext) fieldContext_Tenant_usage(ctx context.Context, field
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Tenant_usage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Tenant_servers(ctx context.Context, field graphql.CollectedField, obj *ent.Tenant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tenant_servers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Tenant().Servers(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Server) graphql.Marshaler {
+			return ec.marshalNServer2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐServerᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Tenant_servers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Tenant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Server(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Tenant_usageHistory(ctx context.Context, field graphql.CollectedField, obj *ent.Tenant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tenant_usageHistory(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Tenant().UsageHistory(ctx, obj, fc.Args["months"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*billing.Usage) graphql.Marshaler {
+			return ec.marshalNUsage2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbillingᚐUsageᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Tenant_usageHistory(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Tenant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Usage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Tenant_usageHistory_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -24410,38 +25442,44 @@ func (ec *executionContext) _LedgerEntry(ctx context.Context, sel ast.SelectionS
 		case "id":
 			out.Values[i] = ec._LedgerEntry_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "createdAt":
 			out.Values[i] = ec._LedgerEntry_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "reason":
 			out.Values[i] = ec._LedgerEntry_reason(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "amount":
 			out.Values[i] = ec._LedgerEntry_amount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "balanceAfter":
 			out.Values[i] = ec._LedgerEntry_balanceAfter(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "reference":
 			out.Values[i] = ec._LedgerEntry_reference(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "period":
 			out.Values[i] = ec._LedgerEntry_period(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "tenant":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LedgerEntry_tenant(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -24520,6 +25558,109 @@ func (ec *executionContext) _LedgerEntryEdge(ctx context.Context, sel ast.Select
 			}
 		case "cursor":
 			out.Values[i] = ec._LedgerEntryEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var limitsImplementors = []string{"Limits"}
+
+func (ec *executionContext) _Limits(ctx context.Context, sel ast.SelectionSet, obj *model.Limits) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, limitsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Limits")
+		case "nameMaxLength":
+			out.Values[i] = ec._Limits_nameMaxLength(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "retentionDaysMax":
+			out.Values[i] = ec._Limits_retentionDaysMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "urlMaxLength":
+			out.Values[i] = ec._Limits_urlMaxLength(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "timeoutSecondsMax":
+			out.Values[i] = ec._Limits_timeoutSecondsMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "keyGraceSecondsDefault":
+			out.Values[i] = ec._Limits_keyGraceSecondsDefault(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "keyGraceSecondsMax":
+			out.Values[i] = ec._Limits_keyGraceSecondsMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tokenTtlSecondsMin":
+			out.Values[i] = ec._Limits_tokenTtlSecondsMin(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tokenTtlSecondsDefault":
+			out.Values[i] = ec._Limits_tokenTtlSecondsDefault(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tokenTtlSecondsMax":
+			out.Values[i] = ec._Limits_tokenTtlSecondsMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "maxBodyBytes":
+			out.Values[i] = ec._Limits_maxBodyBytes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outboundBodyMaxBytes":
+			out.Values[i] = ec._Limits_outboundBodyMaxBytes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outboundMaxAttempts":
+			out.Values[i] = ec._Limits_outboundMaxAttempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "creditsPerAction":
+			out.Values[i] = ec._Limits_creditsPerAction(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageSizeMax":
+			out.Values[i] = ec._Limits_pageSizeMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "retrySchedules":
+			out.Values[i] = ec._Limits_retrySchedules(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -24716,6 +25857,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "reportCliAttempt":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_reportCliAttempt(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "redeemSignInCode":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_redeemSignInCode(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -25282,6 +26430,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_alerts(ctx, field)
 				})
+		case "limits":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_limits(ctx, field)
+				})
 		case "testFilter":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -25680,6 +26834,54 @@ func (ec *executionContext) _RequestEdge(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var retryScheduleLimitsImplementors = []string{"RetryScheduleLimits"}
+
+func (ec *executionContext) _RetryScheduleLimits(ctx context.Context, sel ast.SelectionSet, obj *model.RetryScheduleLimits) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, retryScheduleLimitsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RetryScheduleLimits")
+		case "schedule":
+			out.Values[i] = ec._RetryScheduleLimits_schedule(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "minAttempts":
+			out.Values[i] = ec._RetryScheduleLimits_minAttempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "maxAttempts":
+			out.Values[i] = ec._RetryScheduleLimits_maxAttempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dueSeconds":
+			out.Values[i] = ec._RetryScheduleLimits_dueSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var serverImplementors = []string{"Server", "Node"}
 
 func (ec *executionContext) _Server(ctx context.Context, sel ast.SelectionSet, obj *ent.Server) graphql.Marshaler {
@@ -25742,6 +26944,12 @@ func (ec *executionContext) _Server(ctx context.Context, sel ast.SelectionSet, o
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Server_recipients(ctx, field, obj)
+				})
+		case "tenant":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_tenant(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -25915,6 +27123,18 @@ func (ec *executionContext) _Tenant(ctx context.Context, sel ast.SelectionSet, o
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Tenant_usage(ctx, field, obj)
+				})
+		case "servers":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Tenant_servers(ctx, field, obj)
+				})
+		case "usageHistory":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Tenant_usageHistory(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -26875,6 +28095,49 @@ func (ec *executionContext) marshalNFilterResult2ᚖgithubᚗcomᚋadalᚑrelay�
 	return ec._FilterResult(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNFloat2float64(ctx context.Context, v any) (float64, error) {
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFloat2float64(ctx context.Context, sel ast.SelectionSet, v float64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalFloatContext(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Float!")
+	}
+	return graphql.WrapContextMarshaler(ctx, res)
+}
+
+func (ec *executionContext) unmarshalNFloat2ᚕfloat64ᚄ(ctx context.Context, v any) ([]float64, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]float64, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNFloat2float64(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNFloat2ᚕfloat64ᚄ(ctx context.Context, sel ast.SelectionSet, v []float64) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNFloat2float64(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNHeader2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Header) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -27049,6 +28312,14 @@ func (ec *executionContext) unmarshalNLedgerReason2githubᚗcomᚋadalᚑrelay�
 
 func (ec *executionContext) marshalNLedgerReason2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋledgerentryᚐReason(ctx context.Context, sel ast.SelectionSet, v ledgerentry.Reason) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNLimits2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐLimits(ctx context.Context, sel ast.SelectionSet, v *model.Limits) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Limits!")
+		return graphql.Null
+	}
+	return ec._Limits(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNNode2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐNoder(ctx context.Context, sel ast.SelectionSet, v []ent.Noder) graphql.Marshaler {
@@ -27325,6 +28596,30 @@ func (ec *executionContext) marshalNRetrySchedule2githubᚗcomᚋadalᚑrelayᚋ
 	return v
 }
 
+func (ec *executionContext) marshalNRetryScheduleLimits2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRetryScheduleLimitsᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RetryScheduleLimits) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRetryScheduleLimits2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRetryScheduleLimits(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRetryScheduleLimits2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRetryScheduleLimits(ctx context.Context, sel ast.SelectionSet, v *model.RetryScheduleLimits) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RetryScheduleLimits!")
+		return graphql.Null
+	}
+	return ec._RetryScheduleLimits(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNRole2githubᚗcomᚋadalᚑrelayᚋadalᚋviewerᚐRole(ctx context.Context, v any) (viewer.Role, error) {
 	tmp, err := graphql.UnmarshalString(v)
 	res := viewer.Role(tmp)
@@ -27343,6 +28638,22 @@ func (ec *executionContext) marshalNRole2githubᚗcomᚋadalᚑrelayᚋadalᚋvi
 func (ec *executionContext) unmarshalNSendOutboundInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSendOutboundInput(ctx context.Context, v any) (model.SendOutboundInput, error) {
 	res, err := ec.unmarshalInputSendOutboundInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNServer2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐServerᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Server) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNServer2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐServer(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNServer2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐServer(ctx context.Context, sel ast.SelectionSet, v *ent.Server) graphql.Marshaler {
@@ -27501,6 +28812,22 @@ func (ec *executionContext) unmarshalNUpdateRecipientInput2githubᚗcomᚋadal�
 func (ec *executionContext) unmarshalNUpdateServerInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐUpdateServerInput(ctx context.Context, v any) (model.UpdateServerInput, error) {
 	res, err := ec.unmarshalInputUpdateServerInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUsage2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbillingᚐUsageᚄ(ctx context.Context, sel ast.SelectionSet, v []*billing.Usage) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNUsage2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbillingᚐUsage(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNUsage2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbillingᚐUsage(ctx context.Context, sel ast.SelectionSet, v *billing.Usage) graphql.Marshaler {

@@ -134,6 +134,40 @@ type IssuedToken struct {
 	ID int `json:"id"`
 }
 
+// The bounds the API checks input against.
+type Limits struct {
+	// Longest name of a server or a recipient, in characters.
+	NameMaxLength int `json:"nameMaxLength"`
+	// Retention of a plan or a server: 1 to this many days.
+	RetentionDaysMax int `json:"retentionDaysMax"`
+	// Longest URL of a direct recipient.
+	URLMaxLength int `json:"urlMaxLength"`
+	// A recipient's attempt timeout: 1 to this many seconds.
+	TimeoutSecondsMax int `json:"timeoutSecondsMax"`
+	// rotateInboundKey's graceSeconds when not given.
+	KeyGraceSecondsDefault int `json:"keyGraceSecondsDefault"`
+	// rotateInboundKey's largest graceSeconds.
+	KeyGraceSecondsMax int `json:"keyGraceSecondsMax"`
+	// issueToken's smallest ttlSeconds.
+	TokenTTLSecondsMin int `json:"tokenTtlSecondsMin"`
+	// issueToken's ttlSeconds when not given.
+	TokenTTLSecondsDefault int `json:"tokenTtlSecondsDefault"`
+	// issueToken's largest ttlSeconds.
+	TokenTTLSecondsMax int `json:"tokenTtlSecondsMax"`
+	// Largest webhook body intake accepts, in bytes (larger: 413).
+	MaxBodyBytes int `json:"maxBodyBytes"`
+	// Largest body of an outbound job, in bytes.
+	OutboundBodyMaxBytes int `json:"outboundBodyMaxBytes"`
+	// Attempts of an outbound job, the first included (STEPPED schedule).
+	OutboundMaxAttempts int `json:"outboundMaxAttempts"`
+	// Credits one accepted request, retryDelivery, replayRequest or sendOutbound costs.
+	CreditsPerAction int `json:"creditsPerAction"`
+	// Longest page of a list (first or last).
+	PageSizeMax int `json:"pageSizeMax"`
+	// The retry schedules a recipient may use.
+	RetrySchedules []*RetryScheduleLimits `json:"retrySchedules"`
+}
+
 type ReportCliAttemptInput struct {
 	DeliveryID int    `json:"deliveryId"`
 	Attempt    int    `json:"attempt"`
@@ -146,6 +180,17 @@ type ReportCliAttemptInput struct {
 	// Null for a 2xx answer read completely; else CLI_LOCAL (local service unreachable), TIMEOUT or HTTP_STATUS.
 	ErrorKind    *attempt.ErrorKind `json:"errorKind,omitempty"`
 	ErrorMessage *string            `json:"errorMessage,omitempty"`
+}
+
+// One retry schedule: its bounds on maxAttempts, and when its attempts come due.
+type RetryScheduleLimits struct {
+	Schedule    recipient.RetrySchedule `json:"schedule"`
+	MinAttempts int                     `json:"minAttempts"`
+	MaxAttempts int                     `json:"maxAttempts"`
+	// When each attempt is due, in seconds after the first one starts, were every attempt to fail at once: maxAttempts
+	// entries, the first 0. Computed with this installation's schedule unit (ADAL_RETRY_UNIT); a due time is the
+	// earliest an attempt starts.
+	DueSeconds []float64 `json:"dueSeconds"`
 }
 
 type SendOutboundInput struct {

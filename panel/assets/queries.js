@@ -1,5 +1,8 @@
-// Every GraphQL operation the panel sends, in one place. Each is an exported template string without
-// interpolation, so panel/queries_test.go can extract them and validate them against the server's schema.
+// Every GraphQL operation the panel sends, in one place, grouped by the page that sends it. Each is an
+// exported template string without interpolation, so panel/queries_test.go can extract them and validate them
+// against the server's schema.
+
+// ---- session -----------------------------------------------------------------------------------------------
 
 export const VIEWER = /* GraphQL */ `
 query Viewer {
@@ -10,8 +13,145 @@ query Viewer {
   }
 }`;
 
+export const REDEEM_SIGN_IN_CODE = /* GraphQL */ `
+mutation RedeemSignInCode($code: String!) {
+  redeemSignInCode(code: $code) { id token expiresAt }
+}`;
+
+export const LIMITS = /* GraphQL */ `
+query Limits {
+  limits {
+    nameMaxLength
+    retentionDaysMax
+    urlMaxLength
+    timeoutSecondsMax
+    keyGraceSecondsDefault
+    keyGraceSecondsMax
+    tokenTtlSecondsMin
+    tokenTtlSecondsDefault
+    tokenTtlSecondsMax
+    maxBodyBytes
+    outboundBodyMaxBytes
+    outboundMaxAttempts
+    creditsPerAction
+    pageSizeMax
+    retrySchedules { schedule minAttempts maxAttempts dueSeconds }
+  }
+}`;
+
+// ---- plans (operators) -------------------------------------------------------------------------------------
+
+export const PLANS = /* GraphQL */ `
+query Plans {
+  plans {
+    id
+    name
+    monthlyCredits
+    retentionDays
+    maxServers
+    maxRecipientsPerServer
+    maxRequestsPerSecond
+    selectable
+    createdAt
+  }
+}`;
+
+export const CREATE_PLAN = /* GraphQL */ `
+mutation CreatePlan($input: CreatePlanInput!) {
+  createPlan(input: $input) { id name }
+}`;
+
+export const UPDATE_PLAN = /* GraphQL */ `
+mutation UpdatePlan($id: ID!, $input: UpdatePlanInput!) {
+  updatePlan(id: $id, input: $input) { id name }
+}`;
+
+// ---- tenants (operators) -----------------------------------------------------------------------------------
+
+export const TENANTS = /* GraphQL */ `
+query Tenants($first: Int!, $after: Cursor) {
+  tenants(first: $first, after: $after, orderBy: {field: NAME, direction: ASC}) {
+    totalCount
+    pageInfo { hasNextPage endCursor }
+    edges {
+      node {
+        id
+        name
+        creditBalance
+        createdAt
+        plan { id name monthlyCredits }
+        usage { period requestsAccepted creditsSpent creditsGranted }
+      }
+    }
+  }
+}`;
+
+export const TENANT_OPTIONS = /* GraphQL */ `
+query TenantOptions {
+  tenants(first: 500, orderBy: {field: NAME, direction: ASC}) {
+    edges { node { id name } }
+  }
+}`;
+
+export const TENANT = /* GraphQL */ `
+query Tenant($id: ID!, $tenantId: ID!) {
+  node(id: $id) {
+    ... on Tenant {
+      id
+      name
+      creditBalance
+      createdAt
+      plan { id name monthlyCredits retentionDays maxServers maxRecipientsPerServer maxRequestsPerSecond }
+      usageHistory(months: 6) { period requestsAccepted manualRetries replays creditsSpent creditsGranted }
+      servers { id name inboundUrl recipients { id state } }
+    }
+  }
+  ledger(tenantId: $tenantId, first: 20) {
+    totalCount
+    edges { node { id createdAt reason amount balanceAfter reference } }
+  }
+}`;
+
+export const CREATE_TENANT = /* GraphQL */ `
+mutation CreateTenant($input: CreateTenantInput!) {
+  createTenant(input: $input) { id name creditBalance }
+}`;
+
+export const GRANT_CREDITS = /* GraphQL */ `
+mutation GrantCredits($tenantId: ID!, $amount: Int!, $reference: String) {
+  grantCredits(tenantId: $tenantId, amount: $amount, reference: $reference) { id amount balanceAfter }
+}`;
+
+export const CHANGE_TENANT_PLAN = /* GraphQL */ `
+mutation ChangeTenantPlan($tenantId: ID!, $planId: ID!) {
+  changeTenantPlan(tenantId: $tenantId, planId: $planId) { id creditBalance plan { id name monthlyCredits } }
+}`;
+
+// ---- tokens ------------------------------------------------------------------------------------------------
+
+export const TOKENS = /* GraphQL */ `
+query Tokens($first: Int!, $after: Cursor, $where: TokenWhereInput) {
+  tokens(first: $first, after: $after, where: $where, orderBy: {field: CREATED_AT, direction: DESC}) {
+    totalCount
+    pageInfo { hasNextPage endCursor }
+    edges { node { id subject role issuedBy createdAt expiresAt revokedAt tenant { id name } } }
+  }
+}`;
+
+export const ISSUE_TOKEN = /* GraphQL */ `
+mutation IssueToken($input: IssueTokenInput!) {
+  issueToken(input: $input) { id token expiresAt }
+}`;
+
+export const REVOKE_TOKEN = /* GraphQL */ `
+mutation RevokeToken($id: ID!) {
+  revokeToken(id: $id) { id revokedAt }
+}`;
+
+// ---- servers -----------------------------------------------------------------------------------------------
+
 export const SERVERS = /* GraphQL */ `
-query Servers($first: Int!, $after: Cursor) {
+query Servers($first: Int!, $after: Cursor, $withTenant: Boolean!) {
   servers(first: $first, after: $after, orderBy: {field: NAME, direction: ASC}) {
     totalCount
     pageInfo { hasNextPage endCursor }
@@ -22,6 +162,8 @@ query Servers($first: Int!, $after: Cursor) {
         inboundUrl
         deliverPendingOnConnect
         retentionDays
+        maxRequestsPerSecond
+        tenant @include(if: $withTenant) { id name }
         recipients {
           id
           name
@@ -36,6 +178,114 @@ query Servers($first: Int!, $after: Cursor) {
     }
   }
 }`;
+
+export const SERVER = /* GraphQL */ `
+query Server($id: ID!, $withTenant: Boolean!) {
+  server(id: $id) {
+    id
+    name
+    createdAt
+    inboundUrl
+    deliverPendingOnConnect
+    retentionDays
+    maxRequestsPerSecond
+    previousKeyExpiresAt
+    deletedAt
+    tenant @include(if: $withTenant) { id name }
+    recipients {
+      id
+      name
+      method
+      url
+      state
+      stateReason
+      maxAttempts
+      retrySchedule
+      timeoutSeconds
+      sendIdempotencyKey
+      cliConnected
+    }
+  }
+}`;
+
+export const CREATE_SERVER = /* GraphQL */ `
+mutation CreateServer($input: CreateServerInput!) {
+  createServer(input: $input) { id name inboundUrl }
+}`;
+
+export const UPDATE_SERVER = /* GraphQL */ `
+mutation UpdateServer($id: ID!, $input: UpdateServerInput!) {
+  updateServer(id: $id, input: $input) { id name }
+}`;
+
+export const DELETE_SERVER = /* GraphQL */ `
+mutation DeleteServer($id: ID!) {
+  deleteServer(id: $id) { id deletedAt }
+}`;
+
+export const ROTATE_INBOUND_KEY = /* GraphQL */ `
+mutation RotateInboundKey($serverId: ID!, $graceSeconds: Int) {
+  rotateInboundKey(serverId: $serverId, graceSeconds: $graceSeconds) { id inboundUrl previousKeyExpiresAt }
+}`;
+
+// ---- recipients --------------------------------------------------------------------------------------------
+
+export const RECIPIENT = /* GraphQL */ `
+query Recipient($id: ID!) {
+  node(id: $id) {
+    ... on Recipient {
+      id
+      name
+      createdAt
+      method
+      url
+      maxAttempts
+      retrySchedule
+      sendIdempotencyKey
+      timeoutSeconds
+      state
+      stateReason
+      stateChangedAt
+      lastSuccessAt
+      nextProbeAt
+      deletedAt
+      cliConnected
+      server { id name inboundUrl deliverPendingOnConnect }
+    }
+  }
+}`;
+
+export const CREATE_RECIPIENT = /* GraphQL */ `
+mutation CreateRecipient($input: CreateRecipientInput!) {
+  createRecipient(input: $input) { id name }
+}`;
+
+export const UPDATE_RECIPIENT = /* GraphQL */ `
+mutation UpdateRecipient($id: ID!, $input: UpdateRecipientInput!) {
+  updateRecipient(id: $id, input: $input) { id name }
+}`;
+
+export const DELETE_RECIPIENT = /* GraphQL */ `
+mutation DeleteRecipient($id: ID!) {
+  deleteRecipient(id: $id) { id deletedAt }
+}`;
+
+export const PAUSE_RECIPIENT = /* GraphQL */ `
+mutation PauseRecipient($id: ID!) {
+  pauseRecipient(id: $id) { id state stateReason }
+}`;
+
+export const RESUME_RECIPIENT = /* GraphQL */ `
+mutation ResumeRecipient($id: ID!) {
+  resumeRecipient(id: $id) { id state stateReason }
+}`;
+
+export const ENABLE_RECIPIENT = /* GraphQL */ `
+mutation EnableRecipient($id: ID!) {
+  enableRecipient(id: $id) { id state stateReason }
+}`;
+
+// ---- requests ----------------------------------------------------------------------------------------------
 
 export const SERVER_REQUESTS = /* GraphQL */ `
 query ServerRequests($serverId: ID!, $first: Int, $after: Cursor, $last: Int, $before: Cursor, $where: RequestWhereInput) {
@@ -111,28 +361,6 @@ query Request($id: ID!) {
   }
 }`;
 
-export const LEDGER = /* GraphQL */ `
-query Ledger($first: Int!, $after: Cursor) {
-  viewer {
-    role
-    tenant { id name creditBalance plan { id name monthlyCredits retentionDays } }
-  }
-  ledger(first: $first, after: $after) {
-    totalCount
-    pageInfo { hasNextPage endCursor }
-    edges {
-      node {
-        id
-        createdAt
-        reason
-        amount
-        balanceAfter
-        reference
-      }
-    }
-  }
-}`;
-
 export const RETRY_DELIVERY = /* GraphQL */ `
 mutation RetryDelivery($id: ID!) {
   retryDelivery(id: $id) { id status trigger }
@@ -156,4 +384,107 @@ subscription DeliveryUpdatedForRequest($requestId: ID!) {
 export const DELIVERY_UPDATED_FOR_SERVER = /* GraphQL */ `
 subscription DeliveryUpdatedForServer($serverId: ID!) {
   deliveryUpdated(serverId: $serverId) { id status attemptCount nextAttemptAt }
+}`;
+
+// ---- outbound jobs -----------------------------------------------------------------------------------------
+
+export const OUTBOUND_JOBS = /* GraphQL */ `
+query OutboundJobs($first: Int!, $after: Cursor) {
+  outboundJobs(first: $first, after: $after) {
+    totalCount
+    pageInfo { hasNextPage endCursor }
+    edges {
+      node {
+        id
+        createdAt
+        url
+        method
+        status
+        attemptCount
+        maxAttempts
+        nextAttemptAt
+        finishedAt
+        idempotencyKey
+        duplicateOf { id }
+      }
+    }
+  }
+}`;
+
+export const OUTBOUND_JOB = /* GraphQL */ `
+query OutboundJob($id: ID!) {
+  node(id: $id) {
+    ... on OutboundJob {
+      id
+      createdAt
+      url
+      method
+      status
+      attemptCount
+      maxAttempts
+      nextAttemptAt
+      firstAttemptAt
+      finishedAt
+      expiresAt
+      idempotencyKey
+      storeResponseBody
+      duplicateOf { id }
+      headers { name value }
+      body
+      bodySize
+      attempts {
+        number
+        startedAt
+        finishedAt
+        status
+        httpStatus
+        durationMs
+        errorKind
+        errorMessage
+        responseTruncated
+        responseBody
+      }
+    }
+  }
+}`;
+
+export const SEND_OUTBOUND = /* GraphQL */ `
+mutation SendOutbound($input: SendOutboundInput!) {
+  sendOutbound(input: $input) { id status duplicateOf { id } }
+}`;
+
+// ---- credits -----------------------------------------------------------------------------------------------
+
+export const CREDITS = /* GraphQL */ `
+query Credits {
+  viewer {
+    role
+    tenant {
+      id
+      name
+      creditBalance
+      plan { id name monthlyCredits retentionDays maxServers maxRecipientsPerServer maxRequestsPerSecond }
+      usageHistory(months: 6) { period requestsAccepted manualRetries replays creditsSpent creditsGranted }
+    }
+  }
+  plans { id name monthlyCredits retentionDays maxServers maxRecipientsPerServer maxRequestsPerSecond selectable }
+}`;
+
+export const LEDGER = /* GraphQL */ `
+query Ledger($first: Int!, $after: Cursor, $tenantId: ID) {
+  ledger(tenantId: $tenantId, first: $first, after: $after) {
+    totalCount
+    pageInfo { hasNextPage endCursor }
+    edges {
+      node {
+        id
+        createdAt
+        reason
+        amount
+        balanceAfter
+        reference
+        tenant { id name }
+      }
+    }
+  }
 }`;

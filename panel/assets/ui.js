@@ -1,7 +1,7 @@
 // DOM helpers, formatting and the shared building blocks of every screen. All text reaches the page through
 // textContent (never innerHTML): request headers and bodies come from strangers on the internet.
 
-import { errorTitle } from './gql.js';
+import { errorAdvice, errorTitle } from './gql.js';
 
 // h builds an element: h('a.link', { href, onclick }, 'text', child, [more], null).
 export function h(spec, props, ...children) {
@@ -57,6 +57,19 @@ const ICONS = {
   logout: ['M15 4h4v16h-4', 'M10 8l-4 4 4 4', 'M6 12h11'],
   key: ['M14 10a4 4 0 1 0-3.5 4', 'M13 13l7 7', 'M17 17l2-2'],
   chevron: ['M9 6l6 6-6 6'],
+  plus: ['M12 5v14', 'M5 12h14'],
+  pause: ['M8 5v14', 'M16 5v14'],
+  play: ['M7 5l12 7-12 7z'],
+  trash: ['M4 7h16', 'M9 7V4h6v3', 'M6 7l1 13h10l1-13'],
+  edit: ['M4 20h4L19 9l-4-4L4 16z', 'M13 7l4 4'],
+  users: ['M9 11a4 4 0 1 0 0-8 4 4 0 0 0 0 8z', 'M2 21c0-4 3-6 7-6s7 2 7 6', 'M16 3.5a4 4 0 0 1 0 7', 'M18 15c2.5.5 4 2.5 4 6'],
+  send: ['M4 12l16-8-6 16-3-7z', 'M11 13l9-9'],
+  chart: ['M4 20V10', 'M10 20V4', 'M16 20v-7', 'M22 20H2'],
+  layers: ['M12 3l9 5-9 5-9-5z', 'M3 13l9 5 9-5'],
+  book: ['M5 4h11a3 3 0 0 1 3 3v13H8a3 3 0 0 1-3-3z', 'M5 17a3 3 0 0 1 3-3h11'],
+  rotate: ['M20 12a8 8 0 1 1-2.3-5.7', 'M20 4v5h-5'],
+  power: ['M12 3v9', 'M6.3 6.3a8 8 0 1 0 11.4 0'],
+  settings: ['M12 15a3 3 0 1 0 0-6 3 3 0 0 0 0 6z', 'M19.4 15a1.7 1.7 0 0 0 .3 1.8l.1.1a2 2 0 1 1-2.8 2.8l-.1-.1a1.7 1.7 0 0 0-2.9 1.2V21a2 2 0 1 1-4 0v-.1A1.7 1.7 0 0 0 7 19.4l-.1.1a2 2 0 1 1-2.8-2.8l.1-.1A1.7 1.7 0 0 0 3 13.7H3a2 2 0 1 1 0-4h.1A1.7 1.7 0 0 0 4.6 7l-.1-.1a2 2 0 1 1 2.8-2.8l.1.1a1.7 1.7 0 0 0 2.9-1.2V3a2 2 0 1 1 4 0v.1a1.7 1.7 0 0 0 2.9 1.2l.1-.1a2 2 0 1 1 2.8 2.8l-.1.1a1.7 1.7 0 0 0 1.2 2.9h.1a2 2 0 1 1 0 4h-.1a1.7 1.7 0 0 0-1.5 1z'],
 };
 
 export function icon(name, cls = '') {
@@ -209,6 +222,7 @@ export function errorDetail(err) {
   return [
     h('strong.alert-title', errorTitle(err)),
     h('span.alert-message', (err && err.message) || String(err)),
+    h('span.alert-advice', errorAdvice(err)),
     code ? h('code.alert-code', code) : null,
   ];
 }
@@ -222,6 +236,7 @@ export function errorState(err, retry) {
     h('div.state-icon', icon('alert')),
     h('h3', errorTitle(err)),
     h('p', (err && err.message) || String(err)),
+    h('p.alert-advice', errorAdvice(err)),
     err && err.code ? h('code.alert-code', err.code) : null,
     retry ? h('button.btn.btn-secondary', { type: 'button', onclick: retry }, 'Try again') : null);
 }
@@ -237,6 +252,8 @@ export function toast(message, tone = 'success', timeout = 5000) {
   const el = h('div.toast', { class: 'tone-' + tone, role: 'status' }, h('span.toast-text', message),
     h('button.toast-close', { type: 'button', 'aria-label': 'Dismiss', onclick: () => el.remove() }, icon('x')));
   host.append(el);
+  // A few at a time: older ones make way.
+  while (host.children.length > 3) host.firstElementChild.remove();
   setTimeout(() => el.classList.add('leaving'), timeout);
   setTimeout(() => el.remove(), timeout + 300);
   return el;

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"sync"
 	"testing"
@@ -386,4 +387,43 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		<-tick.C
 	}
+}
+
+// LogBuffer collects a process's log for a test to read, such as the sign-in link of a first run.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends to the buffer; the logger calls it from any goroutine.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String is everything logged so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// CaptureLogs sends the process's log (text, info and above) to buf: pass it to Start.
+func CaptureLogs(buf *LogBuffer) func(*relay.Config) {
+	return func(c *relay.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+}
+
+// signInURL matches the url attribute of a logged sign-in link, quoted or not.
+var signInURL = regexp.MustCompile(`url="?([^"\s]+/#/signin\?code=[^"\s]+)`)
+
+// SignInLinks returns the sign-in links logged so far, in order.
+func (l *LogBuffer) SignInLinks() []string {
+	var out []string
+	for _, m := range signInURL.FindAllStringSubmatch(l.String(), -1) {
+		out = append(out, m[1])
+	}
+	return out
 }

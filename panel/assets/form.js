@@ -1,0 +1,240 @@
+// Forms built from field descriptions: labelled inputs, validation before sending (the API's own limits and
+// messages, see limits.js), the server's refusals shown under the field they name, the cost before sending
+// and the result after.
+//
+// A field: { name, label, type: text|number|url|textarea|select|radio|checkbox|password, value, hint,
+//   required, options: [{ value, label, hint }], check(value, values) → message or '', show(values) → bool,
+//   attrs: {…input attributes}, mono, wide, raw (keep surrounding spaces) }.
+// name is the API's field name: a server message that starts with it ("retentionDays must be …") is shown
+// under that field.
+
+import { h, icon, errorAlert } from './ui.js';
+
+let nextId = 1;
+
+function readValue(f, input) {
+  switch (f.type) {
+    case 'checkbox':
+      return input.checked;
+    case 'number': {
+      const s = input.value.trim();
+      if (s === '') return null;
+      const n = Number(s);
+      return Number.isFinite(n) ? n : NaN;
+    }
+    case 'radio': {
+      const on = input.querySelector('input:checked');
+      return on ? on.value : '';
+    }
+    default:
+      return f.raw ? input.value : input.value.trim();
+  }
+}
+
+function buildInput(f, id, describedBy, onChange) {
+  const common = { id, name: f.name, 'aria-describedby': describedBy, ...(f.attrs || {}) };
+  let input;
+  switch (f.type) {
+    case 'textarea':
+      input = h('textarea.input', { rows: 5, spellcheck: 'false', ...common, class: f.mono === false ? 'plain' : '' });
+      input.value = f.value ?? '';
+      break;
+    case 'select':
+      input = h('select.input.plain', common, (f.options || []).map((o) => h('option', { value: o.value }, o.label)));
+      if (f.value != null) input.value = String(f.value);
+      break;
+    case 'radio':
+      input = h('div.radio-cards', { id, role: 'radiogroup', 'aria-describedby': describedBy, 'aria-labelledby': id + '-label' },
+        (f.options || []).map((o, i) => h('label.radio-card', {},
+          h('input', { type: 'radio', name: f.name, value: o.value, checked: String(f.value) === String(o.value) || (f.value == null && i === 0) }),
+          h('span.radio-text', h('strong', o.label), o.hint ? h('span.muted', o.hint) : null))));
+      break;
+    case 'checkbox':
+      input = h('input.check', { type: 'checkbox', ...common, checked: !!f.value });
+      break;
+    default:
+      input = h('input.input', {
+        type: f.type === 'number' ? 'text' : (f.type || 'text'),
+        inputmode: f.type === 'number' ? 'numeric' : null,
+        autocomplete: 'off', spellcheck: 'false', ...common, class: f.mono ? '' : 'plain',
+      });
+      input.value = f.value ?? '';
+  }
+  input.addEventListener(f.type === 'checkbox' || f.type === 'select' || f.type === 'radio' ? 'change' : 'input', onChange);
+  return input;
+}
+
+// createForm returns { el, values(), setError(name, msg), focus() }. onSubmit(values) runs the mutation; its
+// rejection is shown in the form; onDone(result) runs after it resolves.
+export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCancel, cancelLabel = 'Cancel', tone = 'primary', role, intro }) {
+  const state = new Map();
+  const errorSlot = h('div.form-error', { role: 'alert' });
+  const costSlot = h('div.form-cost');
+  const submit = h('button.btn', { type: 'submit', class: 'btn-' + tone, dataset: { role: 'submit' } }, submitLabel);
+  const cancel = onCancel ? h('button.btn.btn-secondary', { type: 'button', dataset: { role: 'dismiss' }, onclick: onCancel }, cancelLabel) : null;
+
+  const values = () => {
+    const out = {};
+    for (const [name, s] of state) out[name] = readValue(s.f, s.input);
+    return out;
+  };
+
+  const setError = (name, msg) => {
+    const s = state.get(name);
+    if (!s) return false;
+    s.error.textContent = msg || '';
+    s.wrap.classList.toggle('invalid', !!msg);
+    if (s.f.type !== 'radio') s.input.setAttribute('aria-invalid', msg ? 'true' : 'false');
+    return true;
+  };
+
+  const check = (s, all) => {
+    if (!visible(s, all)) return '';
+    const v = all[s.f.name];
+    if (s.f.type === 'number' && Number.isNaN(v)) return `${s.f.name} must be a whole number`;
+    if (s.f.type === 'number' && v != null && !Number.isInteger(v)) return `${s.f.name} must be a whole number`;
+    if (s.f.required && (v == null || v === '')) return `${s.f.name} is required`;
+    return s.f.check ? s.f.check(v, all) || '' : '';
+  };
+
+  const visible = (s, all) => !s.f.show || s.f.show(all);
+
+  const refresh = () => {
+    const all = values();
+    for (const s of state.values()) {
+      s.wrap.hidden = !visible(s, all);
+      if (s.wrap.classList.contains('invalid')) setError(s.f.name, check(s, all));
+      if (s.f.preview) s.preview.replaceChildren(s.f.preview(all) || '');
+    }
+    if (cost) costSlot.replaceChildren(cost(all) || '');
+  };
+
+  const fieldEls = fields.map((f) => {
+    const id = `f${nextId++}-${f.name}`;
+    const hint = h('div.field-hint', { id: id + '-hint' }, f.hint || null);
+    const error = h('div.field-error', { id: id + '-error' });
+    const input = buildInput(f, id, `${id}-hint ${id}-error`, () => {
+      if (f.onChange) f.onChange(values(), api);
+      refresh();
+    });
+    const preview = h('div.field-preview', { 'aria-live': 'polite' });
+    const label = h('label.field-label', { for: f.type === 'radio' ? null : id, id: id + '-label' }, f.label,
+      !f.required && !['checkbox', 'radio', 'select'].includes(f.type) && f.optionalNote !== false ? h('span.optional', f.optionalNote || 'optional') : null);
+    const wrap = f.type === 'checkbox'
+      ? h('div.field.field-check', { class: f.wide ? 'wide' : '', dataset: { field: f.name } },
+        h('label.check-label', { for: id }, input, h('span', f.label)), hint, error, preview)
+      : h('div.field', { class: f.wide || f.type === 'textarea' || f.type === 'radio' ? 'wide' : '', dataset: { field: f.name } },
+        label, input, hint, error, preview);
+    state.set(f.name, { f, input, wrap, error, preview });
+    return wrap;
+  });
+
+  const el = h('form.form', { novalidate: true, dataset: role ? { role } : {} },
+    intro || null,
+    h('div.form-grid', fieldEls),
+    costSlot,
+    errorSlot,
+    h('div.form-actions', cancel, submit));
+
+  el.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    if (submit.disabled) return;
+    const all = values();
+    let first = null;
+    for (const s of state.values()) {
+      const msg = check(s, all);
+      setError(s.f.name, msg);
+      if (msg && !first) first = s;
+    }
+    errorSlot.replaceChildren();
+    if (first) {
+      (first.f.type === 'radio' ? first.input.querySelector('input') : first.input).focus();
+      return;
+    }
+    submit.disabled = true;
+    submit.classList.add('busy');
+    if (cancel) cancel.disabled = true;
+    try {
+      const result = await onSubmit(all);
+      if (onDone) await onDone(result, all);
+    } catch (err) {
+      if (err && err.name === 'AbortError') return;
+      const word = err && err.code === 'INVALID_INPUT' ? String(err.message).split(/\s/)[0] : '';
+      if (word && state.has(word) && setError(word, err.message)) state.get(word).input.focus();
+      else errorSlot.replaceChildren(errorAlert(err));
+    } finally {
+      submit.disabled = false;
+      submit.classList.remove('busy');
+      if (cancel) cancel.disabled = false;
+    }
+  });
+
+  const api = {
+    el,
+    values,
+    setError,
+    set(name, value) {
+      const s = state.get(name);
+      if (!s) return;
+      if (s.f.type === 'checkbox') s.input.checked = !!value;
+      else s.input.value = value ?? '';
+      refresh();
+    },
+    focus() {
+      for (const s of state.values()) {
+        if (!s.wrap.hidden) { (s.f.type === 'radio' ? s.input.querySelector('input') : s.input).focus(); return; }
+      }
+    },
+  };
+  refresh();
+  return api;
+}
+
+// formDialog shows a form in a modal and resolves with the mutation's result, or null when closed.
+export function formDialog({ title, intro, ...opts }) {
+  return new Promise((resolve) => {
+    let done = false;
+    const dlg = h('dialog.dialog.dialog-form');
+    const finish = (value) => {
+      if (done) return;
+      done = true;
+      dlg.close();
+      dlg.remove();
+      resolve(value);
+    };
+    const form = createForm({
+      ...opts,
+      intro: intro ? h('div.dialog-intro', intro) : null,
+      onCancel: () => finish(null),
+      onDone: async (result, values) => {
+        if (opts.onDone) await opts.onDone(result, values);
+        finish(result);
+      },
+    });
+    dlg.append(h('div.dialog-card',
+      h('header.dialog-head', h('h2', title),
+        h('button.dialog-x', { type: 'button', 'aria-label': 'Close', onclick: () => finish(null) }, icon('x'))),
+      h('div.dialog-body', form.el)));
+    dlg.addEventListener('cancel', (e) => { e.preventDefault(); finish(null); });
+    document.body.append(dlg);
+    dlg.showModal();
+    form.focus();
+  });
+}
+
+// showResult opens a modal that shows something once (an issued token) until the person closes it.
+export function showResult({ title, body, closeLabel = 'Done' }) {
+  return new Promise((resolve) => {
+    const close = h('button.btn.btn-primary', { type: 'button', dataset: { role: 'dismiss' } }, closeLabel);
+    const dlg = h('dialog.dialog.dialog-form', h('div.dialog-card',
+      h('header.dialog-head', h('h2', title)),
+      h('div.dialog-body', body),
+      h('footer.dialog-foot', close)));
+    const finish = () => { dlg.close(); dlg.remove(); resolve(); };
+    close.addEventListener('click', finish);
+    dlg.addEventListener('cancel', (e) => { e.preventDefault(); finish(); });
+    document.body.append(dlg);
+    dlg.showModal();
+    close.focus();
+  });
+}

@@ -1,0 +1,89 @@
+// The bounds forms check before sending, read once from the API's limits query, and the checks themselves.
+// Each check refuses exactly what the API refuses, with the API's own message, so a form says the same
+// thing whether it or the server caught the mistake.
+
+import * as Q from './queries.js';
+import { gql } from './gql.js';
+import { plural } from './ui.js';
+
+let cached = null;
+
+// limits resolves with the Limits object; it is read once per sign-in.
+export function limits() {
+  if (!cached) cached = gql(Q.LIMITS).then((d) => d.limits).catch((err) => { cached = null; throw err; });
+  return cached;
+}
+
+export function forgetLimits() { cached = null; }
+
+const utf8 = new TextEncoder();
+// byteLength is what the server's len() counts.
+const byteLength = (s) => utf8.encode(s).length;
+
+// scheduleOf returns a schedule's bounds and due times.
+export const scheduleOf = (L, name) => L.retrySchedules.find((s) => s.schedule === name) || L.retrySchedules[0];
+
+// The checks, by API field. Each takes the limits and returns check(value, values) → message or ''.
+export const checks = {
+  name: (L) => (v) => {
+    if (!v) return 'name must not be empty';
+    if (byteLength(v) > L.nameMaxLength) return `name must be at most ${L.nameMaxLength} characters`;
+    return '';
+  },
+  requiredName: () => (v) => (v ? '' : 'name must not be empty'),
+  retentionDays: (L) => (v) => (v != null && (v < 1 || v > L.retentionDaysMax) ? `retentionDays must be between 1 and ${L.retentionDaysMax}` : ''),
+  atLeastOne: (field) => () => (v) => (v != null && v < 1 ? `${field} must be 1 or more` : ''),
+  notNegative: (field) => () => (v) => (v != null && v < 0 ? `${field} must be 0 or more` : ''),
+  positive: (field) => () => (v) => (v != null && v <= 0 ? `${field} must be positive` : ''),
+  maxAttempts: (L) => (v, all) => {
+    const s = scheduleOf(L, all.retrySchedule);
+    return v != null && (v < s.minAttempts || v > s.maxAttempts) ? `maxAttempts must be between ${s.minAttempts} and ${s.maxAttempts} for ${s.schedule}` : '';
+  },
+  timeoutSeconds: (L) => (v) => (v != null && (v < 1 || v > L.timeoutSecondsMax) ? `timeoutSeconds must be between 1 and ${L.timeoutSecondsMax}` : ''),
+  // recipientUrl is routing's rule for a direct recipient's URL.
+  recipientUrl: (L) => (v, all) => {
+    if (all.method && all.method !== 'DIRECT_HTTP') return '';
+    if (!v) return 'url is required for DIRECT_HTTP recipients';
+    let u;
+    try { u = new URL(v); } catch { u = null; }
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || !u.host || u.username || u.password || u.hash) {
+      return 'url must be an absolute http(s) URL without credentials or fragment';
+    }
+    if (v.length > L.urlMaxLength) return `url must be at most ${L.urlMaxLength} characters`;
+    return '';
+  },
+  // outboundUrl is outbound's rule for a job's target.
+  outboundUrl: () => (v) => {
+    if (!v) return 'url is required';
+    let u;
+    try { u = new URL(v); } catch { return 'url is not a valid URL'; }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'url must be an absolute http or https URL';
+    if (!u.hostname) return 'url must name a host';
+    return '';
+  },
+  outboundBody: (L) => (v) => (v && byteLength(v) > L.outboundBodyMaxBytes ? `body is larger than ${L.outboundBodyMaxBytes} bytes` : ''),
+};
+
+// duration says a number of seconds the way a person reads a schedule: "4 min", "1 h 24 min", "2 d 3 h".
+export function duration(seconds) {
+  const s = Math.round(seconds);
+  if (s < 60) return `${+seconds.toFixed(seconds < 10 ? 1 : 0)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return s % 60 ? `${m} min ${s % 60} s` : `${m} min`;
+  const hrs = Math.floor(m / 60);
+  if (hrs < 48) return m % 60 ? `${hrs} h ${m % 60} min` : `${hrs} h`;
+  const d = Math.floor(hrs / 24);
+  return hrs % 24 ? `${d} d ${hrs % 24} h` : `${d} d`;
+}
+
+// dueTimes lists when each attempt is due under a schedule: "1st at once · 2nd after 4 min · …".
+export function dueTimes(L, schedule, attempts) {
+  const s = scheduleOf(L, schedule);
+  const n = Math.max(1, Math.min(attempts || s.maxAttempts, s.maxAttempts));
+  const due = s.dueSeconds.slice(0, n);
+  return {
+    items: due.map((sec, i) => ({ n: i + 1, seconds: sec, label: i === 0 ? 'at once' : `+${duration(sec)}` })),
+    total: due[due.length - 1],
+    summary: `${plural(n, 'attempt')} over ${duration(due[due.length - 1])}`,
+  };
+}

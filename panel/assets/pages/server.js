@@ -1,0 +1,372 @@
+// One server: its requests (filtered by status and time, live), its recipients, and its settings (name,
+// retention, rate limit, CLI backlog, inbound key rotation, deletion).
+
+import * as Q from '../queries.js';
+import { gql } from '../gql.js';
+import {
+  h, mount, icon, badge, dot, toneOf, titleCase, timeEl, plural, copyButton, loading, emptyState, errorState, toast,
+  confirmAction,
+} from '../ui.js';
+import { href, navigate } from '../router.js';
+import { canManage, isOperator, refreshViewer } from '../session.js';
+import { limits } from '../limits.js';
+import { createForm } from '../form.js';
+import { setTitle, pageHeader, tabs, liveIndicator, watch, poller, orNotFound, costLine, snippet, section } from '../page.js';
+import { dataTable } from '../table.js';
+import { SCHEDULES, deliveryMethod, stateBadge } from './shared.js';
+import { serverFields, serverInput } from './servers.js';
+import { stateActions } from './recipient.js';
+
+const PAGE_SIZE = 25;
+const REQUEST_STATUSES = ['PENDING', 'DELIVERED', 'FAILED', 'PARTIAL'];
+const RANGES = { '': 'Any time', '1h': 'Last hour', '24h': 'Last 24 hours', '7d': 'Last 7 days', custom: 'Custom range' };
+const RANGE_MS = { '1h': 3600e3, '24h': 86400e3, '7d': 7 * 86400e3 };
+
+export function viewServer(ctx, main, id, tab, query) {
+  setTitle('Server');
+  const head = h('div', pageHeader({ crumbs: [{ label: 'Servers', href: '#/servers' }, { label: '…' }], title: '\u00a0' }));
+  const body = h('div', loading('Loading server…'));
+  mount(main, head, body);
+
+  const load = async () => {
+    let data;
+    try {
+      data = await gql(Q.SERVER, { id, withTenant: isOperator() }, { signal: ctx.signal }).catch(orNotFound);
+    } catch (err) {
+      if (ctx.alive && err.name !== 'AbortError') mount(body, errorState(err, load));
+      return;
+    }
+    if (!ctx.alive) return;
+    const s = data && data.server;
+    if (!s || s.deletedAt) {
+      mount(head, pageHeader({ crumbs: [{ label: 'Servers', href: '#/servers' }], title: 'Server not found' }));
+      mount(body, emptyState('alert', 'Server not found', 'It may have been deleted, or it belongs to another tenant.',
+        h('a.btn.btn-secondary', { href: '#/servers' }, 'All servers')));
+      return;
+    }
+    setTitle(s.name);
+    mount(head, serverHeader(s, tab));
+    if (tab === 'recipients') recipientsTab(ctx, body, s);
+    else if (tab === 'settings') settingsTab(ctx, body, s, load);
+    else requestsTab(ctx, body, s, query);
+  };
+  load();
+}
+
+function serverHeader(s, tab) {
+  const base = '/servers/' + s.id;
+  return [
+    pageHeader({
+      crumbs: [{ label: 'Servers', href: '#/servers' }, { label: s.name }],
+      title: s.name,
+      subtitle: [
+        s.tenant ? h('div.muted', 'Tenant ', h('a', { href: href('/tenants/' + s.tenant.id) }, s.tenant.name)) : null,
+        h('div.inbound.inbound-inline', h('span.inbound-label', 'Inbound URL'), h('code.inbound-url', s.inboundUrl), copyButton(s.inboundUrl)),
+      ],
+    }),
+    tabs([
+      { key: 'requests', label: 'Requests', href: href(base), icon: 'inbox' },
+      { key: 'recipients', label: 'Recipients', href: href(base + '/recipients'), icon: 'send', count: s.recipients.length },
+      { key: 'settings', label: 'Settings', href: href(base + '/settings'), icon: 'settings' },
+    ], tab),
+  ];
+}
+
+// ---- requests ----------------------------------------------------------------------------------------------
+
+// timeWhere turns the range in the address into the requests filter.
+function timeWhere(query) {
+  const range = query.get('range') || '';
+  if (RANGE_MS[range]) return { receivedAtGTE: new Date(Date.now() - RANGE_MS[range]).toISOString() };
+  const out = {};
+  const since = query.get('since');
+  const until = query.get('until');
+  if (since && !Number.isNaN(Date.parse(since))) out.receivedAtGTE = new Date(since).toISOString();
+  if (until && !Number.isNaN(Date.parse(until))) out.receivedAtLTE = new Date(until).toISOString();
+  return out;
+}
+
+// localInput is a time as a datetime-local input shows it.
+function localInput(iso) {
+  if (!iso || Number.isNaN(Date.parse(iso))) return '';
+  const d = new Date(iso);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+function requestsTab(ctx, body, s, query) {
+  const serverId = s.id;
+  const base = '/servers/' + serverId;
+  const status = REQUEST_STATUSES.includes(query.get('status')) ? query.get('status') : '';
+  const range = query.get('since') || query.get('until') ? 'custom' : (RANGES[query.get('range')] ? query.get('range') || '' : '');
+  const filters = { status, range: range === 'custom' ? '' : range, since: query.get('since'), until: query.get('until') };
+  const after = query.get('after') || null;
+  const before = query.get('before') || null;
+  const indicator = liveIndicator();
+
+  const rangeSelect = h('select.input.plain.input-sm', { id: 'range', 'aria-label': 'Received' },
+    Object.entries(RANGES).map(([v, label]) => h('option', { value: v, selected: v === range }, label)));
+  const since = h('input.input.plain.input-sm', { type: 'datetime-local', id: 'since', value: localInput(filters.since) });
+  const until = h('input.input.plain.input-sm', { type: 'datetime-local', id: 'until', value: localInput(filters.until) });
+  const custom = h('form.time-range', { hidden: range !== 'custom', dataset: { role: 'custom-range' } },
+    h('label.sr', { for: 'since' }, 'From'), h('span.muted.sm', 'From'), since,
+    h('label.sr', { for: 'until' }, 'To'), h('span.muted.sm', 'to'), until,
+    h('button.btn.btn-secondary.btn-sm', { type: 'submit' }, 'Apply'));
+  const go = (params) => navigate(href(base, { status: filters.status, range: filters.range, since: filters.since, until: filters.until, ...params }));
+  rangeSelect.addEventListener('change', () => {
+    if (rangeSelect.value === 'custom') { custom.hidden = false; since.focus(); return; }
+    go({ range: rangeSelect.value, since: null, until: null });
+  });
+  custom.addEventListener('submit', (e) => {
+    e.preventDefault();
+    go({ range: null, since: since.value ? new Date(since.value).toISOString() : null, until: until.value ? new Date(until.value).toISOString() : null });
+  });
+
+  const toolbar = h('div.toolbar',
+    h('div.segmented', { role: 'group', 'aria-label': 'Filter by status' },
+      ['', ...REQUEST_STATUSES].map((st) => h('a.segment', {
+        href: href(base, { status: st, range: filters.range, since: filters.since, until: filters.until }),
+        class: st === status ? 'active' : '',
+        'aria-current': st === status ? 'true' : null,
+        dataset: { filter: st || 'ALL' },
+      }, st ? h('span.status-dot', { class: 'tone-' + toneOf(st) }) : null, st ? titleCase(st) : 'All'))),
+    h('label.inline-label', { for: 'range' }, 'Received'), rangeSelect, custom,
+    h('div.spacer'),
+    indicator);
+  const list = h('div', loading('Loading requests…'));
+  mount(body, toolbar, list);
+
+  let loaded = false;
+  let lastSnapshot = '';
+  const where = { ...timeWhere(query) };
+  if (status) where.status = status;
+  const variables = { serverId, where: Object.keys(where).length ? where : null };
+  if (before) Object.assign(variables, { last: PAGE_SIZE, before });
+  else Object.assign(variables, { first: PAGE_SIZE, after });
+  const filtered = !!(status || Object.keys(where).length);
+
+  const load = async (quiet) => {
+    if (!quiet) mount(list, loading('Loading requests…'));
+    try {
+      const data = await gql(Q.SERVER_REQUESTS, variables, { signal: ctx.signal }).catch(orNotFound);
+      if (!ctx.alive) return;
+      if (!data || !data.server) {
+        mount(list, emptyState('alert', 'Server not found', 'It may have been deleted, or it belongs to another tenant.'));
+        return;
+      }
+      const snapshot = JSON.stringify(data);
+      if (quiet && loaded && snapshot === lastSnapshot) return; // nothing changed: keep the DOM (and any selection)
+      lastSnapshot = snapshot;
+      // A new request spent a credit: the header's balance follows.
+      if (loaded) refreshViewer().catch(() => {});
+      loaded = true;
+      mount(list, requestsTable(data.requests, data.server, { status, filtered, base, filters }));
+    } catch (err) {
+      if (!ctx.alive || err.name === 'AbortError') return;
+      if (quiet && loaded) return; // keep the table; the next event retries
+      mount(list, errorState(err, () => load(false)));
+    }
+  };
+  load(false);
+  watch(ctx, {
+    query: Q.DELIVERY_UPDATED_FOR_SERVER,
+    variables: { serverId },
+    refresh: () => load(true),
+    indicator,
+    pollMs: 10000,
+  });
+}
+
+// curlLine is a test webhook a person can paste into a shell.
+export const curlLine = (inboundUrl) => `curl -X POST '${inboundUrl}/test' -H 'Content-Type: application/json' -d '{"hello": "adal"}'`;
+
+function requestsTable(conn, server, { status, filtered, base, filters }) {
+  const rows = conn.edges.map((e) => e.node);
+  if (!rows.length) {
+    if (filtered) {
+      return emptyState('inbox', status ? `No ${titleCase(status).toLowerCase()} requests` : 'No requests in this range', 'Nothing matches the filter.',
+        h('a.btn.btn-secondary', { href: href(base) }, 'Show all requests'));
+    }
+    return emptyState('inbox', 'Send a test webhook',
+      'Send any HTTP request to the inbound URL — any method, path and query after it — and it appears here at once, with its deliveries.',
+      snippet(curlLine(server.inboundUrl), 'Copy command', 'curl'),
+      !server.recipients.length && canManage()
+        ? h('p.muted', 'It will be stored but delivered nowhere until the server has a recipient: ',
+          h('a', { href: href(base + '/recipients/new') }, 'add one'), '.')
+        : null);
+  }
+  const p = conn.pageInfo;
+  const keep = { status, range: filters.range, since: filters.since, until: filters.until };
+  const table = h('div.card.table-card', dataTable({
+    className: 'requests',
+    rows,
+    link: (r) => href('/requests/' + r.id),
+    rowProps: (r) => ({ dataset: { requestId: r.id, status: r.status } }),
+    columns: [
+      { label: 'Received', className: 'nowrap', cell: (r) => [h('a.row-link', { href: href('/requests/' + r.id) }, timeEl(r.receivedAt, 'relative')), h('div.cell-sub', timeEl(r.receivedAt))] },
+      { label: 'Method', cell: (r) => h('span.http-method', r.method) },
+      { label: 'Path', className: 'path-cell', cell: (r) => [h('span.mono', r.path || '/', r.query ? h('span.muted', '?' + r.query) : null), r.replayOf ? h('a.tag', { href: href('/requests/' + r.replayOf.id) }, `replay of #${r.replayOf.id}`) : null] },
+      { label: 'Status', cell: (r) => badge(r.status) },
+      { label: 'Deliveries', cell: (r) => deliveriesSummary(r.deliveries || []) },
+    ],
+  }));
+  const pager = h('div.pager',
+    h('span.muted', `${plural(conn.totalCount, status ? titleCase(status).toLowerCase() + ' request' : 'request')}`),
+    h('div.spacer'),
+    p.hasPreviousPage
+      ? h('a.btn.btn-secondary.btn-sm', { href: href(base, { ...keep, before: p.startCursor }), dataset: { role: 'newer' } }, icon('arrowLeft'), 'Newer')
+      : h('button.btn.btn-secondary.btn-sm', { type: 'button', disabled: true }, icon('arrowLeft'), 'Newer'),
+    p.hasNextPage
+      ? h('a.btn.btn-secondary.btn-sm', { href: href(base, { ...keep, after: p.endCursor }), dataset: { role: 'older' } }, 'Older', icon('arrowRight'))
+      : h('button.btn.btn-secondary.btn-sm', { type: 'button', disabled: true }, 'Older', icon('arrowRight')));
+  return [table, pager];
+}
+
+function deliveriesSummary(deliveries) {
+  if (!deliveries.length) return h('span.muted', 'No recipients');
+  // One chip per recipient, showing its latest delivery (a manual retry supersedes the earlier one).
+  const latest = new Map();
+  for (const d of deliveries) {
+    const prev = latest.get(d.recipient.id);
+    if (!prev || Number(d.id) > Number(prev.id)) latest.set(d.recipient.id, d);
+  }
+  const chips = [...latest.values()];
+  const shown = chips.slice(0, 3);
+  return h('div.chips', shown.map((d) => h('span.chip', {
+    title: `${d.recipient.name}: ${titleCase(d.status)}, ${plural(d.attemptCount, 'attempt')}${d.trigger === 'MANUAL_RETRY' ? ' (manual retry)' : ''}`,
+    dataset: { status: d.status },
+  }, dot(d.status), h('span.chip-text', d.recipient.name))),
+  chips.length > shown.length ? h('span.chip.chip-more', `+${chips.length - shown.length}`) : null);
+}
+
+// ---- recipients --------------------------------------------------------------------------------------------
+
+function recipientsTab(ctx, body, s) {
+  const base = '/servers/' + s.id;
+  const indicator = liveIndicator();
+  const add = canManage()
+    ? h('a.btn.btn-primary', { href: href(base + '/recipients/new'), dataset: { role: 'new-recipient' } }, icon('plus'), 'Add recipient')
+    : null;
+  const draw = (recipients) => {
+    if (!recipients.length) {
+      return emptyState('send', 'Add a recipient',
+        'A recipient is where this server\u2019s requests go: a URL (direct HTTP), or a developer\u2019s machine through the adal CLI. Each has its own retries.',
+        add ? h('a.btn.btn-primary', { href: href(base + '/recipients/new'), dataset: { role: 'empty-new-recipient' } }, icon('plus'), 'Add a recipient') : null);
+    }
+    return h('div.card.table-card', dataTable({
+      className: 'recipients',
+      rows: recipients,
+      link: (r) => href('/recipients/' + r.id),
+      rowProps: (r) => ({ dataset: { recipientId: r.id, state: r.state } }),
+      columns: [
+        { label: 'Recipient', cell: (r) => [h('div.cell-title', h('a.row-link', { href: href('/recipients/' + r.id) }, r.name)), r.method === 'CLI' ? h('div.cell-sub', 'Forwarded to a developer\u2019s localhost') : h('div.cell-sub.mono', r.url)] },
+        { label: 'Delivery', cell: (r) => deliveryMethod(r) },
+        { label: 'Retries', cell: (r) => [h('div', `Up to ${plural(r.maxAttempts, 'attempt')}`), h('div.cell-sub', `${SCHEDULES[r.retrySchedule] || r.retrySchedule} · ${r.timeoutSeconds} s timeout`)] },
+        { label: 'State', cell: (r) => stateBadge(r) },
+        canManage() ? { label: 'Actions', right: true, cell: (r) => h('div.row-actions', stateActions(r, refresh, { compact: true })) } : null,
+      ].filter(Boolean),
+    }));
+  };
+  const listEl = h('div', draw(s.recipients));
+  mount(body, h('div.toolbar', h('span.muted', plural(s.recipients.length, 'recipient')), h('div.spacer'), indicator, add), listEl);
+  let last = JSON.stringify(s.recipients);
+  async function refresh() {
+    try {
+      const data = await gql(Q.SERVER, { id: s.id, withTenant: false }, { signal: ctx.signal });
+      if (!ctx.alive || !data.server) return;
+      const now = JSON.stringify(data.server.recipients);
+      if (now === last) return;
+      last = now;
+      mount(listEl, draw(data.server.recipients));
+    } catch { /* keep what is shown */ }
+  }
+  // A recipient's state and its CLI's connection change without delivery events.
+  poller(ctx, { refresh, indicator, ms: 3000 });
+}
+
+// ---- settings ----------------------------------------------------------------------------------------------
+
+async function settingsTab(ctx, body, s, reload) {
+  if (!canManage()) {
+    mount(body, h('div.alert.alert-info', icon('settings'), h('div.alert-body',
+      h('strong.alert-title', 'Read only'), h('span.alert-message', 'Only the tenant\u2019s owner or an operator changes a server\u2019s settings.'))));
+    return;
+  }
+  mount(body, loading('Loading…'));
+  let L;
+  try { L = await limits(); } catch (err) { if (ctx.alive) mount(body, errorState(err, () => settingsTab(ctx, body, s, reload))); return; }
+  if (!ctx.alive) return;
+  const form = createForm({
+    role: 'server-settings',
+    fields: serverFields(L, s),
+    cost: () => costLine(0),
+    submitLabel: 'Save changes',
+    onSubmit: (v) => gql(Q.UPDATE_SERVER, { id: s.id, input: serverInput(v, false) }),
+    onDone: () => { toast(`Settings of ${s.name} saved.`); reload(); },
+  });
+
+  const graceOptions = [
+    { value: '0', label: 'Refuse the old URL at once' },
+    { value: '3600', label: 'Keep the old URL for 1 hour' },
+    { value: String(L.keyGraceSecondsDefault), label: `Keep the old URL for ${L.keyGraceSecondsDefault / 3600} hours` },
+    { value: String(7 * 86400), label: 'Keep the old URL for 7 days' },
+    { value: String(L.keyGraceSecondsMax), label: `Keep the old URL for ${L.keyGraceSecondsMax / 86400} days` },
+  ];
+  const rotate = createForm({
+    role: 'rotate-key',
+    fields: [{ name: 'graceSeconds', label: 'The old URL', type: 'select', value: String(L.keyGraceSecondsDefault), options: graceOptions, optionalNote: false }],
+    cost: () => costLine(0),
+    submitLabel: 'Rotate inbound key',
+    onSubmit: async (v) => {
+      const grace = Number(v.graceSeconds);
+      const ok = await confirmAction({
+        title: `Rotate the inbound key of ${s.name}`,
+        body: [
+          h('p', 'The server gets a new inbound URL at once. Give it to your senders.'),
+          h('p', grace ? `The current URL keeps working for ${graceOptions.find((o) => o.value === v.graceSeconds).label.replace('Keep the old URL for ', '')}, then answers 404.` : 'The current URL answers 404 from now on.'),
+          costLine(0),
+        ],
+        confirmLabel: 'Rotate key',
+        action: () => gql(Q.ROTATE_INBOUND_KEY, { serverId: s.id, graceSeconds: grace }),
+      });
+      return ok;
+    },
+    onDone: (result) => {
+      if (!result) return;
+      const r = result.rotateInboundKey;
+      toast(r.previousKeyExpiresAt ? `New inbound URL ready; the old one works until ${new Date(r.previousKeyExpiresAt).toLocaleString()}.` : 'New inbound URL ready; the old one is refused.');
+      reload();
+    },
+  });
+
+  const deleteBtn = h('button.btn.btn-danger-ghost', { type: 'button', dataset: { role: 'delete-server' }, onclick: () => deleteServerFlow(s) }, icon('trash'), 'Delete server');
+  mount(body, h('div.stack',
+    section('Settings', { id: 'settings' }, form.el),
+    section('Inbound key', {
+      id: 'rotate', sub: s.previousKeyExpiresAt ? ['A replaced key works until ', timeEl(s.previousKeyExpiresAt)] : 'Rotate it if the URL leaked',
+    }, h('p.muted', 'Rotating gives the server a new inbound URL. The old one can keep working for a while so senders can move over.'), rotate.el),
+    section('Delete this server', { id: 'danger' },
+      h('p', 'Intake stops at once; its recipients are deleted and their pending deliveries canceled. Stored requests stay readable until they expire.'),
+      deleteBtn)));
+}
+
+async function deleteServerFlow(s) {
+  const pending = s.recipients.length;
+  const result = await confirmAction({
+    title: `Delete ${s.name}?`,
+    body: [
+      h('ul.consequences',
+        h('li', 'Its inbound URL answers ', h('strong', '404'), ' from now on: nothing more is accepted or charged.'),
+        h('li', pending ? `Its ${plural(pending, 'recipient')} ${pending === 1 ? 'is' : 'are'} deleted and their pending deliveries canceled.` : 'It has no recipients.'),
+        h('li', 'Requests already stored stay readable until their retention ends, then are purged.'),
+        h('li', 'This cannot be undone: a new server gets a new URL.')),
+      costLine(0),
+    ],
+    confirmLabel: 'Delete server',
+    tone: 'danger',
+    action: () => gql(Q.DELETE_SERVER, { id: s.id }),
+  });
+  if (!result) return;
+  toast(`Server ${s.name} deleted.`);
+  navigate('#/servers');
+}

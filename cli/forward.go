@@ -39,6 +39,7 @@ type job struct {
 	RequestID      string   `json:"requestId"`
 	IdempotencyKey *string  `json:"idempotencyKey"`
 	TimeoutSeconds int      `json:"timeoutSeconds"`
+	Verified       *bool    `json:"verified"`
 }
 
 type header struct {
@@ -95,6 +96,7 @@ func forward(ctx context.Context, client *http.Client, base string, j *job, body
 	if j.IdempotencyKey != nil && *j.IdempotencyKey != "" {
 		req.Header.Set(webhook.HeaderIdempotency, *j.IdempotencyKey)
 	}
+	webhook.SetVerified(req.Header, j.Verified)
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", webhook.UserAgent)
 	}

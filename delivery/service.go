@@ -269,7 +269,7 @@ func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int,
 	}
 	req, _, err := s.StoreRequest(ctx, client, srv, srv.Edges.Recipients, NewRequest{
 		Method: orig.Method, Path: orig.Path, Query: orig.Query, Header: orig.Headers, Body: orig.Body,
-		SourceAddr: orig.SourceAddr, ReplayOf: &orig.ID,
+		SourceAddr: orig.SourceAddr, ReplayOf: &orig.ID, Verified: orig.Verified,
 	}, billing.ReasonReplay, key)
 	return req, err
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
+	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
@@ -90,6 +92,8 @@ func checkColumn(t, c string) error {
 			outboundjob.Table:     outboundjob.ValidColumn,
 			plan.Table:            plan.ValidColumn,
 			recipient.Table:       recipient.ValidColumn,
+			rejection.Table:       rejection.ValidColumn,
+			rejectiontally.Table:  rejectiontally.ValidColumn,
 			request.Table:         request.ValidColumn,
 			server.Table:          server.ValidColumn,
 			tenant.Table:          tenant.ValidColumn,

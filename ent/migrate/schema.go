@@ -385,6 +385,61 @@ var (
 			},
 		},
 	}
+	// RejectionsColumns holds the columns for the "rejections" table.
+	RejectionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "server_id", Type: field.TypeInt},
+		{Name: "at", Type: field.TypeTime},
+		{Name: "method", Type: field.TypeString},
+		{Name: "path", Type: field.TypeString},
+		{Name: "source_addr", Type: field.TypeString},
+		{Name: "reason", Type: field.TypeEnum, Enums: []string{"MISSING", "MALFORMED", "MISMATCH", "STALE"}},
+		{Name: "message", Type: field.TypeString},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// RejectionsTable holds the schema information for the "rejections" table.
+	RejectionsTable = &schema.Table{
+		Name:       "rejections",
+		Columns:    RejectionsColumns,
+		PrimaryKey: []*schema.Column{RejectionsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "rejections_tenants_tenant",
+				Columns:    []*schema.Column{RejectionsColumns[8]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "rejection_server_id_id",
+				Unique:  false,
+				Columns: []*schema.Column{RejectionsColumns[1], RejectionsColumns[0]},
+			},
+		},
+	}
+	// RejectionTalliesColumns holds the columns for the "rejection_tallies" table.
+	RejectionTalliesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "server_id", Type: field.TypeInt, Unique: true},
+		{Name: "count", Type: field.TypeInt64},
+		{Name: "last_at", Type: field.TypeTime},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// RejectionTalliesTable holds the schema information for the "rejection_tallies" table.
+	RejectionTalliesTable = &schema.Table{
+		Name:       "rejection_tallies",
+		Columns:    RejectionTalliesColumns,
+		PrimaryKey: []*schema.Column{RejectionTalliesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "rejection_tallies_tenants_tenant",
+				Columns:    []*schema.Column{RejectionTalliesColumns[4]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+	}
 	// RequestsColumns holds the columns for the "requests" table.
 	RequestsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -398,6 +453,7 @@ var (
 		{Name: "received_at", Type: field.TypeTime},
 		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "DELIVERED", "FAILED", "PARTIAL"}, Default: "PENDING"},
+		{Name: "verified", Type: field.TypeBool, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "replay_of_id", Type: field.TypeInt, Nullable: true},
 		{Name: "server_id", Type: field.TypeInt},
@@ -410,19 +466,19 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "requests_tenants_tenant",
-				Columns:    []*schema.Column{RequestsColumns[11]},
+				Columns:    []*schema.Column{RequestsColumns[12]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "requests_requests_replays",
-				Columns:    []*schema.Column{RequestsColumns[12]},
+				Columns:    []*schema.Column{RequestsColumns[13]},
 				RefColumns: []*schema.Column{RequestsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
 			{
 				Symbol:     "requests_servers_requests",
-				Columns:    []*schema.Column{RequestsColumns[13]},
+				Columns:    []*schema.Column{RequestsColumns[14]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -431,7 +487,7 @@ var (
 			{
 				Name:    "request_server_id_received_at",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[13], RequestsColumns[8]},
+				Columns: []*schema.Column{RequestsColumns[14], RequestsColumns[8]},
 			},
 			{
 				Name:    "request_expires_at",
@@ -441,7 +497,7 @@ var (
 			{
 				Name:    "request_replays",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[12]},
+				Columns: []*schema.Column{RequestsColumns[13]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "replay_of_id IS NOT NULL",
 				},
@@ -459,6 +515,11 @@ var (
 		{Name: "deliver_pending_on_connect", Type: field.TypeBool, Default: false},
 		{Name: "retention_days", Type: field.TypeInt, Nullable: true},
 		{Name: "max_requests_per_second", Type: field.TypeInt, Nullable: true},
+		{Name: "verification", Type: field.TypeJSON, Nullable: true},
+		{Name: "allowed_methods", Type: field.TypeJSON, Nullable: true},
+		{Name: "response_status", Type: field.TypeInt, Nullable: true},
+		{Name: "response_content_type", Type: field.TypeString, Default: ""},
+		{Name: "response_body", Type: field.TypeString, Default: ""},
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
 	}
@@ -470,7 +531,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "servers_tenants_tenant",
-				Columns:    []*schema.Column{ServersColumns[10]},
+				Columns:    []*schema.Column{ServersColumns[15]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -479,7 +540,7 @@ var (
 			{
 				Name:    "server_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{ServersColumns[10]},
+				Columns: []*schema.Column{ServersColumns[15]},
 			},
 			{
 				Name:    "server_previous_inbound_key",
@@ -562,6 +623,8 @@ var (
 		OutboundJobsTable,
 		PlansTable,
 		RecipientsTable,
+		RejectionsTable,
+		RejectionTalliesTable,
 		RequestsTable,
 		ServersTable,
 		TenantsTable,
@@ -602,6 +665,14 @@ func init() {
 	RecipientsTable.ForeignKeys[1].RefTable = ServersTable
 	RecipientsTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(17179869184),
+	}
+	RejectionsTable.ForeignKeys[0].RefTable = TenantsTable
+	RejectionsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(47244640256),
+	}
+	RejectionTalliesTable.ForeignKeys[0].RefTable = TenantsTable
+	RejectionTalliesTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(51539607552),
 	}
 	RequestsTable.ForeignKeys[0].RefTable = TenantsTable
 	RequestsTable.ForeignKeys[1].RefTable = RequestsTable

@@ -42,6 +42,8 @@ const (
 	FieldExpiresAt = "expires_at"
 	// FieldStatus holds the string denoting the status field in the database.
 	FieldStatus = "status"
+	// FieldVerified holds the string denoting the verified field in the database.
+	FieldVerified = "verified"
 	// FieldReplayOfID holds the string denoting the replay_of_id field in the database.
 	FieldReplayOfID = "replay_of_id"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
@@ -102,6 +104,7 @@ var Columns = []string{
 	FieldReceivedAt,
 	FieldExpiresAt,
 	FieldStatus,
+	FieldVerified,
 	FieldReplayOfID,
 }
 
@@ -217,6 +220,11 @@ func ByExpiresAt(opts ...sql.OrderTermOption) OrderOption {
 // ByStatus orders the results by the status field.
 func ByStatus(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldStatus, opts...).ToFunc()
+}
+
+// ByVerified orders the results by the verified field.
+func ByVerified(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldVerified, opts...).ToFunc()
 }
 
 // ByReplayOfID orders the results by the replay_of_id field.

@@ -8,6 +8,8 @@ import (
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
+
+	"github.com/adal-relay/adal/verify"
 )
 
 // Server is a tenant's inbound endpoint: every request to its key is accepted and fanned out to its recipients.
@@ -35,6 +37,16 @@ func (Server) Fields() []ent.Field {
 		field.Int("retention_days").Optional().Nillable().Positive(),
 		// max_requests_per_second caps intake for this server's key; nil means no cap beyond the plan's.
 		field.Int("max_requests_per_second").Optional().Nillable().Positive(),
+		// verification is how intake checks who sent a request (package verify); its secrets never leave the
+		// server. Null: none.
+		field.JSON("verification", &verify.Config{}).Optional().Sensitive().Annotations(entgql.Skip()),
+		// allowed_methods are the methods intake accepts; null: all.
+		field.Strings("allowed_methods").Optional().Annotations(entgql.Skip()),
+		// response_status, with its content type and body, is what a sender gets for a stored request instead
+		// of 202 {"requestId"}; null: the default answer.
+		field.Int("response_status").Optional().Nillable().Annotations(entgql.Skip()),
+		field.String("response_content_type").Default("").Annotations(entgql.Skip()),
+		field.String("response_body").Default("").Annotations(entgql.Skip()),
 		// deleted_at stops intake at once while the server's stored requests live out their retention.
 		field.Time("deleted_at").Optional().Nillable(),
 	}

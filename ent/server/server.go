@@ -33,6 +33,16 @@ const (
 	FieldRetentionDays = "retention_days"
 	// FieldMaxRequestsPerSecond holds the string denoting the max_requests_per_second field in the database.
 	FieldMaxRequestsPerSecond = "max_requests_per_second"
+	// FieldVerification holds the string denoting the verification field in the database.
+	FieldVerification = "verification"
+	// FieldAllowedMethods holds the string denoting the allowed_methods field in the database.
+	FieldAllowedMethods = "allowed_methods"
+	// FieldResponseStatus holds the string denoting the response_status field in the database.
+	FieldResponseStatus = "response_status"
+	// FieldResponseContentType holds the string denoting the response_content_type field in the database.
+	FieldResponseContentType = "response_content_type"
+	// FieldResponseBody holds the string denoting the response_body field in the database.
+	FieldResponseBody = "response_body"
 	// FieldDeletedAt holds the string denoting the deleted_at field in the database.
 	FieldDeletedAt = "deleted_at"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
@@ -78,6 +88,11 @@ var Columns = []string{
 	FieldDeliverPendingOnConnect,
 	FieldRetentionDays,
 	FieldMaxRequestsPerSecond,
+	FieldVerification,
+	FieldAllowedMethods,
+	FieldResponseStatus,
+	FieldResponseContentType,
+	FieldResponseBody,
 	FieldDeletedAt,
 }
 
@@ -109,6 +124,10 @@ var (
 	RetentionDaysValidator func(int) error
 	// MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
 	MaxRequestsPerSecondValidator func(int) error
+	// DefaultResponseContentType holds the default value on creation for the "response_content_type" field.
+	DefaultResponseContentType string
+	// DefaultResponseBody holds the default value on creation for the "response_body" field.
+	DefaultResponseBody string
 )
 
 // OrderOption defines the ordering options for the Server queries.
@@ -162,6 +181,21 @@ func ByRetentionDays(opts ...sql.OrderTermOption) OrderOption {
 // ByMaxRequestsPerSecond orders the results by the max_requests_per_second field.
 func ByMaxRequestsPerSecond(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldMaxRequestsPerSecond, opts...).ToFunc()
+}
+
+// ByResponseStatus orders the results by the response_status field.
+func ByResponseStatus(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldResponseStatus, opts...).ToFunc()
+}
+
+// ByResponseContentType orders the results by the response_content_type field.
+func ByResponseContentType(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldResponseContentType, opts...).ToFunc()
+}
+
+// ByResponseBody orders the results by the response_body field.
+func ByResponseBody(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldResponseBody, opts...).ToFunc()
 }
 
 // ByDeletedAt orders the results by the deleted_at field.

@@ -23,6 +23,7 @@ import (
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/graph/model"
 	"github.com/adal-relay/adal/viewer"
@@ -84,6 +85,7 @@ type ComplexityRoot struct {
 		Query          func(childComplexity int) int
 		RequestID      func(childComplexity int) int
 		TimeoutSeconds func(childComplexity int) int
+		Verified       func(childComplexity int) int
 	}
 
 	Delivery struct {
@@ -277,6 +279,16 @@ type ComplexityRoot struct {
 		URL                func(childComplexity int) int
 	}
 
+	Rejection struct {
+		At         func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Message    func(childComplexity int) int
+		Method     func(childComplexity int) int
+		Path       func(childComplexity int) int
+		Reason     func(childComplexity int) int
+		SourceAddr func(childComplexity int) int
+	}
+
 	Request struct {
 		Body       func(childComplexity int) int
 		BodyBase64 func(childComplexity int) int
@@ -296,6 +308,7 @@ type ComplexityRoot struct {
 		ServerID   func(childComplexity int) int
 		SourceAddr func(childComplexity int) int
 		Status     func(childComplexity int) int
+		Verified   func(childComplexity int) int
 	}
 
 	RequestConnection struct {
@@ -310,6 +323,7 @@ type ComplexityRoot struct {
 	}
 
 	Server struct {
+		AllowedMethods          func(childComplexity int) int
 		CreatedAt               func(childComplexity int) int
 		DeletedAt               func(childComplexity int) int
 		DeliverPendingOnConnect func(childComplexity int) int
@@ -319,7 +333,11 @@ type ComplexityRoot struct {
 		Name                    func(childComplexity int) int
 		PreviousKeyExpiresAt    func(childComplexity int) int
 		Recipients              func(childComplexity int) int
+		RejectedCount           func(childComplexity int) int
+		Rejections              func(childComplexity int, first *int) int
+		Response                func(childComplexity int) int
 		RetentionDays           func(childComplexity int) int
+		Verification            func(childComplexity int) int
 	}
 
 	ServerConnection struct {
@@ -331,6 +349,12 @@ type ComplexityRoot struct {
 	ServerEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	ServerResponse struct {
+		Body        func(childComplexity int) int
+		ContentType func(childComplexity int) int
+		Status      func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -388,6 +412,20 @@ type ComplexityRoot struct {
 		Period           func(childComplexity int) int
 		Replays          func(childComplexity int) int
 		RequestsAccepted func(childComplexity int) int
+	}
+
+	Verification struct {
+		Algorithm        func(childComplexity int) int
+		Encoding         func(childComplexity int) int
+		Enforce          func(childComplexity int) int
+		Header           func(childComplexity int) int
+		Headers          func(childComplexity int) int
+		Kind             func(childComplexity int) int
+		Prefix           func(childComplexity int) int
+		QueryParameter   func(childComplexity int) int
+		SecretCount      func(childComplexity int) int
+		ToleranceSeconds func(childComplexity int) int
+		Username         func(childComplexity int) int
 	}
 
 	Viewer struct {
@@ -462,6 +500,11 @@ type RequestResolver interface {
 type ServerResolver interface {
 	InboundURL(ctx context.Context, obj *ent.Server) (string, error)
 	Recipients(ctx context.Context, obj *ent.Server) ([]*ent.Recipient, error)
+	Verification(ctx context.Context, obj *ent.Server) (*model.Verification, error)
+	Response(ctx context.Context, obj *ent.Server) (*model.ServerResponse, error)
+
+	RejectedCount(ctx context.Context, obj *ent.Server) (int, error)
+	Rejections(ctx context.Context, obj *ent.Server, first *int) ([]*ent.Rejection, error)
 }
 type SubscriptionResolver interface {
 	DeliveryUpdated(ctx context.Context, serverID *int, requestID *int) (<-chan *ent.Delivery, error)
@@ -637,6 +680,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CliJob.TimeoutSeconds(childComplexity), true
+	case "CliJob.verified":
+		if e.ComplexityRoot.CliJob.Verified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.Verified(childComplexity), true
 
 	case "Delivery.attemptCount":
 		if e.ComplexityRoot.Delivery.AttemptCount == nil {
@@ -1655,6 +1704,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Recipient.URL(childComplexity), true
 
+	case "Rejection.at":
+		if e.ComplexityRoot.Rejection.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.At(childComplexity), true
+	case "Rejection.id":
+		if e.ComplexityRoot.Rejection.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.ID(childComplexity), true
+	case "Rejection.message":
+		if e.ComplexityRoot.Rejection.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.Message(childComplexity), true
+	case "Rejection.method":
+		if e.ComplexityRoot.Rejection.Method == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.Method(childComplexity), true
+	case "Rejection.path":
+		if e.ComplexityRoot.Rejection.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.Path(childComplexity), true
+	case "Rejection.reason":
+		if e.ComplexityRoot.Rejection.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.Reason(childComplexity), true
+	case "Rejection.sourceAddr":
+		if e.ComplexityRoot.Rejection.SourceAddr == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.SourceAddr(childComplexity), true
+
 	case "Request.body":
 		if e.ComplexityRoot.Request.Body == nil {
 			break
@@ -1763,6 +1855,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Request.Status(childComplexity), true
+	case "Request.verified":
+		if e.ComplexityRoot.Request.Verified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Request.Verified(childComplexity), true
 
 	case "RequestConnection.edges":
 		if e.ComplexityRoot.RequestConnection.Edges == nil {
@@ -1796,6 +1894,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RequestEdge.Node(childComplexity), true
 
+	case "Server.allowedMethods":
+		if e.ComplexityRoot.Server.AllowedMethods == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.AllowedMethods(childComplexity), true
 	case "Server.createdAt":
 		if e.ComplexityRoot.Server.CreatedAt == nil {
 			break
@@ -1850,12 +1954,41 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Server.Recipients(childComplexity), true
+	case "Server.rejectedCount":
+		if e.ComplexityRoot.Server.RejectedCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.RejectedCount(childComplexity), true
+	case "Server.rejections":
+		if e.ComplexityRoot.Server.Rejections == nil {
+			break
+		}
+
+		args, err := ec.field_Server_rejections_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Server.Rejections(childComplexity, args["first"].(*int)), true
+	case "Server.response":
+		if e.ComplexityRoot.Server.Response == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.Response(childComplexity), true
 	case "Server.retentionDays":
 		if e.ComplexityRoot.Server.RetentionDays == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Server.RetentionDays(childComplexity), true
+	case "Server.verification":
+		if e.ComplexityRoot.Server.Verification == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.Verification(childComplexity), true
 
 	case "ServerConnection.edges":
 		if e.ComplexityRoot.ServerConnection.Edges == nil {
@@ -1888,6 +2021,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ServerEdge.Node(childComplexity), true
+
+	case "ServerResponse.body":
+		if e.ComplexityRoot.ServerResponse.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ServerResponse.Body(childComplexity), true
+	case "ServerResponse.contentType":
+		if e.ComplexityRoot.ServerResponse.ContentType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ServerResponse.ContentType(childComplexity), true
+	case "ServerResponse.status":
+		if e.ComplexityRoot.ServerResponse.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ServerResponse.Status(childComplexity), true
 
 	case "Subscription.cliListen":
 		if e.ComplexityRoot.Subscription.CliListen == nil {
@@ -2110,6 +2262,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Usage.RequestsAccepted(childComplexity), true
 
+	case "Verification.algorithm":
+		if e.ComplexityRoot.Verification.Algorithm == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Algorithm(childComplexity), true
+	case "Verification.encoding":
+		if e.ComplexityRoot.Verification.Encoding == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Encoding(childComplexity), true
+	case "Verification.enforce":
+		if e.ComplexityRoot.Verification.Enforce == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Enforce(childComplexity), true
+	case "Verification.header":
+		if e.ComplexityRoot.Verification.Header == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Header(childComplexity), true
+	case "Verification.headers":
+		if e.ComplexityRoot.Verification.Headers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Headers(childComplexity), true
+	case "Verification.kind":
+		if e.ComplexityRoot.Verification.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Kind(childComplexity), true
+	case "Verification.prefix":
+		if e.ComplexityRoot.Verification.Prefix == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Prefix(childComplexity), true
+	case "Verification.queryParameter":
+		if e.ComplexityRoot.Verification.QueryParameter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.QueryParameter(childComplexity), true
+	case "Verification.secretCount":
+		if e.ComplexityRoot.Verification.SecretCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.SecretCount(childComplexity), true
+	case "Verification.toleranceSeconds":
+		if e.ComplexityRoot.Verification.ToleranceSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.ToleranceSeconds(childComplexity), true
+	case "Verification.username":
+		if e.ComplexityRoot.Verification.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Username(childComplexity), true
+
 	case "Viewer.role":
 		if e.ComplexityRoot.Viewer.Role == nil {
 			break
@@ -2161,6 +2380,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("RequestWhereInput", ec.unmarshalInputRequestWhereInput),
 			graphql.NewInputUnmarshaler("SendOutboundInput", ec.unmarshalInputSendOutboundInput),
 			graphql.NewInputUnmarshaler("ServerOrder", ec.unmarshalInputServerOrder),
+			graphql.NewInputUnmarshaler("ServerResponseInput", ec.unmarshalInputServerResponseInput),
 			graphql.NewInputUnmarshaler("ServerWhereInput", ec.unmarshalInputServerWhereInput),
 			graphql.NewInputUnmarshaler("TenantOrder", ec.unmarshalInputTenantOrder),
 			graphql.NewInputUnmarshaler("TenantWhereInput", ec.unmarshalInputTenantWhereInput),
@@ -2169,6 +2389,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("UpdatePlanInput", ec.unmarshalInputUpdatePlanInput),
 			graphql.NewInputUnmarshaler("UpdateRecipientInput", ec.unmarshalInputUpdateRecipientInput),
 			graphql.NewInputUnmarshaler("UpdateServerInput", ec.unmarshalInputUpdateServerInput),
+			graphql.NewInputUnmarshaler("VerificationInput", ec.unmarshalInputVerificationInput),
 		)
 	}
 	first := true
@@ -2609,6 +2830,144 @@ extend type Mutation {
   tenant's tokens, operators any. Revoking a revoked token changes nothing.
   """
   revokeToken(id: ID!): Token!
+}
+`, BuiltIn: false},
+	{Name: "../verification.graphqls", Input: `# What senders meet at a server's inbound URL: the check that a request comes from its sender (verification),
+# the methods accepted, and the answer a stored request gets. A request that fails an enforced verification is
+# answered 401 and kept only as a rejection (no body); a method not allowed is answered 405. Neither is stored,
+# charged or delivered.
+
+"How a server checks that a request comes from its sender."
+enum VerificationKind {
+  "Nothing is checked (the default); deliveries carry no X-Adal-Verified."
+  NONE
+  "A signature over the body in a header of your choice: header, algorithm, encoding, optional prefix."
+  HMAC
+  "GitHub: X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>."
+  GITHUB
+  "Stripe: Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of {t}.{body}>, within toleranceSeconds."
+  STRIPE
+  "Shopify: X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256 of the body>."
+  SHOPIFY
+  "Slack: X-Slack-Signature: v0=<hex HMAC-SHA256 of v0:{X-Slack-Request-Timestamp}:{body}>, within toleranceSeconds."
+  SLACK
+  "Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature (v1,<base64>); whsec_ secrets."
+  STANDARD_WEBHOOKS
+  "HTTP Basic authentication: username, and the password in secrets."
+  BASIC
+  "A key in a header (as is, or after Bearer) or a query parameter; the key in secrets."
+  API_KEY
+}
+
+"The hash of an HMAC signature."
+enum HmacAlgorithm {
+  SHA1
+  SHA256
+  SHA512
+}
+
+"How an HMAC signature is written in its header."
+enum SignatureEncoding {
+  HEX
+  BASE64
+}
+
+"A server's sender verification, as the API shows it: never a secret, only how many are set."
+type Verification {
+  kind: VerificationKind!
+  "True: a request that fails gets 401 and is not stored. False (shadow mode): it is accepted and delivered with X-Adal-Verified: false."
+  enforce: Boolean!
+  "The headers the scheme reads."
+  headers: [String!]!
+  "HMAC and API_KEY: the header configured."
+  header: String
+  "API_KEY: the query parameter configured."
+  queryParameter: String
+  algorithm: HmacAlgorithm
+  encoding: SignatureEncoding
+  prefix: String
+  "STRIPE, SLACK, STANDARD_WEBHOOKS: how far a signature's timestamp may be from now, either way."
+  toleranceSeconds: Int
+  "BASIC: the user name."
+  username: String
+  "How many secrets are set (two while a sender rotates)."
+  secretCount: Int!
+}
+
+"""
+A server's sender verification. It replaces the one set, except that secrets left out keep those set while the
+kind stays the same. Settings a kind does not use are refused.
+"""
+input VerificationInput {
+  kind: VerificationKind!
+  "Default true. False is shadow mode: failures are accepted, and marked X-Adal-Verified: false."
+  enforce: Boolean
+  "One or two: the signing secrets (BASIC: passwords; API_KEY: keys). A request passes when it matches either. Write-only."
+  secrets: [String!]
+  "HMAC (required) and API_KEY: the header to read."
+  header: String
+  "API_KEY: the query parameter to read, instead of a header."
+  queryParameter: String
+  "HMAC: default SHA256."
+  algorithm: HmacAlgorithm
+  "HMAC: default HEX."
+  encoding: SignatureEncoding
+  "HMAC: what precedes the signature in its header, e.g. sha256=."
+  prefix: String
+  "STRIPE, SLACK, STANDARD_WEBHOOKS: default 300, at most 86400."
+  toleranceSeconds: Int
+  "BASIC: the user name (required)."
+  username: String
+}
+
+"What a sender gets for a stored request, instead of 202 {\"requestId\"}."
+type ServerResponse {
+  status: Int!
+  contentType: String!
+  body: String!
+}
+
+input ServerResponseInput {
+  "200 to 299."
+  status: Int!
+  "Default text/plain; charset=utf-8 when there is a body."
+  contentType: String
+  "At most 1024 bytes; none for 204 and 205."
+  body: String
+}
+
+extend type Server {
+  verification: Verification!
+  "What a sender gets for a stored request; null: 202 {\"requestId\"}."
+  response: ServerResponse
+  "The methods intake accepts; null: all. Others get 405 with an Allow header."
+  allowedMethods: [String!]
+  "Requests refused for failing verification since the server was created."
+  rejectedCount: Int!
+  "The newest rejections first, at most 1000 (the last 1000 are kept); default 50."
+  rejections(first: Int): [Rejection!]!
+}
+
+extend input CreateServerInput {
+  verification: VerificationInput
+  response: ServerResponseInput
+  "Upper-case method names; absent: all methods."
+  allowedMethods: [String!]
+}
+
+extend input UpdateServerInput {
+  verification: VerificationInput
+  response: ServerResponseInput
+  "Back to 202 {\"requestId\"}."
+  clearResponse: Boolean
+  allowedMethods: [String!]
+  "Accept every method again."
+  clearAllowedMethods: Boolean
+}
+
+extend type CliJob {
+  "The request's verification outcome, sent as X-Adal-Verified; null when its server verifies nothing."
+  verified: Boolean
 }
 `, BuiltIn: false},
 	{Name: "../ent.graphql", Input: `directive @goField(forceResolver: Boolean, name: String, omittable: Boolean) on FIELD_DEFINITION | INPUT_FIELD_DEFINITION
@@ -4073,6 +4432,36 @@ input RecipientWhereInput {
   hasServer: Boolean
   hasServerWith: [ServerWhereInput!]
 }
+type Rejection implements Node {
+  id: ID!
+  """
+  When the request arrived.
+  """
+  at: Time!
+  method: String!
+  """
+  What followed /in/{key}, cut to 1024 bytes.
+  """
+  path: String!
+  """
+  The address the request came from.
+  """
+  sourceAddr: String!
+  reason: RejectionReason!
+  """
+  What was wrong, in words: which header or check. Never a secret.
+  """
+  message: String!
+}
+"""
+RejectionReason is enum for the field reason
+"""
+enum RejectionReason @goModel(model: "github.com/adal-relay/adal/ent/rejection.Reason") {
+  MISSING
+  MALFORMED
+  MISMATCH
+  STALE
+}
 type Request implements Node {
   id: ID!
   serverID: ID!
@@ -4084,6 +4473,7 @@ type Request implements Node {
   receivedAt: Time!
   expiresAt: Time!
   status: RequestStatus!
+  verified: Boolean
   server: Server!
   replayOf: Request
   replays: [Request!]
@@ -4282,6 +4672,13 @@ input RequestWhereInput {
   statusNEQ: RequestStatus
   statusIn: [RequestStatus!]
   statusNotIn: [RequestStatus!]
+  """
+  verified field predicates
+  """
+  verified: Boolean
+  verifiedNEQ: Boolean
+  verifiedIsNil: Boolean
+  verifiedNotNil: Boolean
   """
   server edge predicates
   """
@@ -4809,6 +5206,8 @@ func (ec *executionContext) childFields_CliJob(ctx context.Context, field graphq
 		return ec.fieldContext_CliJob_idempotencyKey(ctx, field)
 	case "timeoutSeconds":
 		return ec.fieldContext_CliJob_timeoutSeconds(ctx, field)
+	case "verified":
+		return ec.fieldContext_CliJob_verified(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CliJob", field.Name)
 }
@@ -5103,6 +5502,26 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type Recipient", field.Name)
 }
 
+func (ec *executionContext) childFields_Rejection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Rejection_id(ctx, field)
+	case "at":
+		return ec.fieldContext_Rejection_at(ctx, field)
+	case "method":
+		return ec.fieldContext_Rejection_method(ctx, field)
+	case "path":
+		return ec.fieldContext_Rejection_path(ctx, field)
+	case "sourceAddr":
+		return ec.fieldContext_Rejection_sourceAddr(ctx, field)
+	case "reason":
+		return ec.fieldContext_Rejection_reason(ctx, field)
+	case "message":
+		return ec.fieldContext_Rejection_message(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Rejection", field.Name)
+}
+
 func (ec *executionContext) childFields_Request(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5125,6 +5544,8 @@ func (ec *executionContext) childFields_Request(ctx context.Context, field graph
 		return ec.fieldContext_Request_expiresAt(ctx, field)
 	case "status":
 		return ec.fieldContext_Request_status(ctx, field)
+	case "verified":
+		return ec.fieldContext_Request_verified(ctx, field)
 	case "server":
 		return ec.fieldContext_Request_server(ctx, field)
 	case "replayOf":
@@ -5189,6 +5610,16 @@ func (ec *executionContext) childFields_Server(ctx context.Context, field graphq
 		return ec.fieldContext_Server_inboundUrl(ctx, field)
 	case "recipients":
 		return ec.fieldContext_Server_recipients(ctx, field)
+	case "verification":
+		return ec.fieldContext_Server_verification(ctx, field)
+	case "response":
+		return ec.fieldContext_Server_response(ctx, field)
+	case "allowedMethods":
+		return ec.fieldContext_Server_allowedMethods(ctx, field)
+	case "rejectedCount":
+		return ec.fieldContext_Server_rejectedCount(ctx, field)
+	case "rejections":
+		return ec.fieldContext_Server_rejections(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Server", field.Name)
 }
@@ -5213,6 +5644,18 @@ func (ec *executionContext) childFields_ServerEdge(ctx context.Context, field gr
 		return ec.fieldContext_ServerEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ServerEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_ServerResponse(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_ServerResponse_status(ctx, field)
+	case "contentType":
+		return ec.fieldContext_ServerResponse_contentType(ctx, field)
+	case "body":
+		return ec.fieldContext_ServerResponse_body(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ServerResponse", field.Name)
 }
 
 func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5317,6 +5760,34 @@ func (ec *executionContext) childFields_Usage(ctx context.Context, field graphql
 		return ec.fieldContext_Usage_creditsGranted(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Usage", field.Name)
+}
+
+func (ec *executionContext) childFields_Verification(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_Verification_kind(ctx, field)
+	case "enforce":
+		return ec.fieldContext_Verification_enforce(ctx, field)
+	case "headers":
+		return ec.fieldContext_Verification_headers(ctx, field)
+	case "header":
+		return ec.fieldContext_Verification_header(ctx, field)
+	case "queryParameter":
+		return ec.fieldContext_Verification_queryParameter(ctx, field)
+	case "algorithm":
+		return ec.fieldContext_Verification_algorithm(ctx, field)
+	case "encoding":
+		return ec.fieldContext_Verification_encoding(ctx, field)
+	case "prefix":
+		return ec.fieldContext_Verification_prefix(ctx, field)
+	case "toleranceSeconds":
+		return ec.fieldContext_Verification_toleranceSeconds(ctx, field)
+	case "username":
+		return ec.fieldContext_Verification_username(ctx, field)
+	case "secretCount":
+		return ec.fieldContext_Verification_secretCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Verification", field.Name)
 }
 
 func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6205,6 +6676,20 @@ func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Server_rejections_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_cliListen_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6897,6 +7382,29 @@ func (ec *executionContext) _CliJob_timeoutSeconds(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_CliJob_timeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CliJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CliJob_verified(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_verified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Verified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_verified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Delivery_id(ctx context.Context, field graphql.CollectedField, obj *ent.Delivery) (ret graphql.Marshaler) {
@@ -11038,6 +11546,167 @@ func (ec *executionContext) fieldContext_Recipient_cliConnected(_ context.Contex
 	return graphql.NewScalarFieldContext("Recipient", field, true, true, "Boolean")
 }
 
+func (ec *executionContext) _Rejection_id(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Rejection_at(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Rejection_method(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_method(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Method, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_method(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "String")
+}
+
+func (ec *executionContext) _Rejection_path(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "String")
+}
+
+func (ec *executionContext) _Rejection_sourceAddr(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_sourceAddr(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SourceAddr, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_sourceAddr(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "String")
+}
+
+func (ec *executionContext) _Rejection_reason(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v rejection.Reason) graphql.Marshaler {
+			return ec.marshalNRejectionReason2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrejectionᚐReason(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "RejectionReason")
+}
+
+func (ec *executionContext) _Rejection_message(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "String")
+}
+
 func (ec *executionContext) _Request_id(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11266,6 +11935,29 @@ func (ec *executionContext) _Request_status(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_Request_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Request", field, false, false, "RequestStatus")
+}
+
+func (ec *executionContext) _Request_verified(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Request_verified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Verified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Request_verified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Request", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Request_server(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
@@ -11878,6 +12570,160 @@ func (ec *executionContext) fieldContext_Server_recipients(_ context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Server_verification(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_verification(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Server().Verification(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Verification) graphql.Marshaler {
+			return ec.marshalNVerification2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerification(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_verification(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Server",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Verification(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Server_response(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_response(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Server().Response(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ServerResponse) graphql.Marshaler {
+			return ec.marshalOServerResponse2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponse(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Server_response(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Server",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ServerResponse(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Server_allowedMethods(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_allowedMethods(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AllowedMethods, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Server_allowedMethods(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Server", field, false, false, "String")
+}
+
+func (ec *executionContext) _Server_rejectedCount(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_rejectedCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Server().RejectedCount(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_rejectedCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Server", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Server_rejections(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_rejections(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Server().Rejections(ctx, obj, fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Rejection) graphql.Marshaler {
+			return ec.marshalNRejection2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_rejections(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Server",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rejection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Server_rejections_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ServerConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.ServerConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12018,6 +12864,75 @@ func (ec *executionContext) _ServerEdge_cursor(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_ServerEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ServerEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _ServerResponse_status(ctx context.Context, field graphql.CollectedField, obj *model.ServerResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ServerResponse_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ServerResponse_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ServerResponse", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ServerResponse_contentType(ctx context.Context, field graphql.CollectedField, obj *model.ServerResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ServerResponse_contentType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ContentType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ServerResponse_contentType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ServerResponse", field, false, false, "String")
+}
+
+func (ec *executionContext) _ServerResponse_body(ctx context.Context, field graphql.CollectedField, obj *model.ServerResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ServerResponse_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Body, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ServerResponse_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ServerResponse", field, false, false, "String")
 }
 
 func (ec *executionContext) _Subscription_deliveryUpdated(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -12912,6 +13827,259 @@ func (ec *executionContext) _Usage_creditsGranted(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_Usage_creditsGranted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Verification_kind(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.VerificationKind) graphql.Marshaler {
+			return ec.marshalNVerificationKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "VerificationKind")
+}
+
+func (ec *executionContext) _Verification_enforce(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_enforce(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Enforce, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_enforce(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Verification_headers(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_headers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Headers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_headers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_header(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_header(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Header, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_header(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_queryParameter(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_queryParameter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.QueryParameter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_queryParameter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_algorithm(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_algorithm(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Algorithm, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.HmacAlgorithm) graphql.Marshaler {
+			return ec.marshalOHmacAlgorithm2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHmacAlgorithm(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_algorithm(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "HmacAlgorithm")
+}
+
+func (ec *executionContext) _Verification_encoding(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_encoding(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Encoding, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SignatureEncoding) graphql.Marshaler {
+			return ec.marshalOSignatureEncoding2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSignatureEncoding(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_encoding(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "SignatureEncoding")
+}
+
+func (ec *executionContext) _Verification_prefix(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_prefix(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Prefix, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_prefix(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_toleranceSeconds(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_toleranceSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToleranceSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_toleranceSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Verification_username(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_secretCount(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_secretCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SecretCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_secretCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Viewer_role(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
@@ -14860,7 +16028,7 @@ func (ec *executionContext) unmarshalInputCreateServerInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"tenantId", "name", "deliverPendingOnConnect", "retentionDays", "maxRequestsPerSecond"}
+	fieldsInOrder := [...]string{"tenantId", "name", "deliverPendingOnConnect", "retentionDays", "maxRequestsPerSecond", "verification", "response", "allowedMethods"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -14902,6 +16070,27 @@ func (ec *executionContext) unmarshalInputCreateServerInput(ctx context.Context,
 				return it, err
 			}
 			it.MaxRequestsPerSecond = data
+		case "verification":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verification"))
+			data, err := ec.unmarshalOVerificationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Verification = data
+		case "response":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("response"))
+			data, err := ec.unmarshalOServerResponseInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponseInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Response = data
+		case "allowedMethods":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("allowedMethods"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AllowedMethods = data
 		}
 	}
 	return it, nil
@@ -19700,7 +20889,7 @@ func (ec *executionContext) unmarshalInputRequestWhereInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "key", "keyNEQ", "keyIn", "keyNotIn", "keyGT", "keyGTE", "keyLT", "keyLTE", "keyContains", "keyHasPrefix", "keyHasSuffix", "keyEqualFold", "keyContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "methodGT", "methodGTE", "methodLT", "methodLTE", "methodContains", "methodHasPrefix", "methodHasSuffix", "methodEqualFold", "methodContainsFold", "path", "pathNEQ", "pathIn", "pathNotIn", "pathGT", "pathGTE", "pathLT", "pathLTE", "pathContains", "pathHasPrefix", "pathHasSuffix", "pathEqualFold", "pathContainsFold", "query", "queryNEQ", "queryIn", "queryNotIn", "queryGT", "queryGTE", "queryLT", "queryLTE", "queryContains", "queryHasPrefix", "queryHasSuffix", "queryEqualFold", "queryContainsFold", "sourceAddr", "sourceAddrNEQ", "sourceAddrIn", "sourceAddrNotIn", "sourceAddrGT", "sourceAddrGTE", "sourceAddrLT", "sourceAddrLTE", "sourceAddrContains", "sourceAddrHasPrefix", "sourceAddrHasSuffix", "sourceAddrEqualFold", "sourceAddrContainsFold", "receivedAt", "receivedAtNEQ", "receivedAtIn", "receivedAtNotIn", "receivedAtGT", "receivedAtGTE", "receivedAtLT", "receivedAtLTE", "expiresAt", "expiresAtNEQ", "expiresAtIn", "expiresAtNotIn", "expiresAtGT", "expiresAtGTE", "expiresAtLT", "expiresAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "hasServer", "hasServerWith", "hasReplayOf", "hasReplayOfWith", "hasReplays", "hasReplaysWith", "hasDeliveries", "hasDeliveriesWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "key", "keyNEQ", "keyIn", "keyNotIn", "keyGT", "keyGTE", "keyLT", "keyLTE", "keyContains", "keyHasPrefix", "keyHasSuffix", "keyEqualFold", "keyContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "methodGT", "methodGTE", "methodLT", "methodLTE", "methodContains", "methodHasPrefix", "methodHasSuffix", "methodEqualFold", "methodContainsFold", "path", "pathNEQ", "pathIn", "pathNotIn", "pathGT", "pathGTE", "pathLT", "pathLTE", "pathContains", "pathHasPrefix", "pathHasSuffix", "pathEqualFold", "pathContainsFold", "query", "queryNEQ", "queryIn", "queryNotIn", "queryGT", "queryGTE", "queryLT", "queryLTE", "queryContains", "queryHasPrefix", "queryHasSuffix", "queryEqualFold", "queryContainsFold", "sourceAddr", "sourceAddrNEQ", "sourceAddrIn", "sourceAddrNotIn", "sourceAddrGT", "sourceAddrGTE", "sourceAddrLT", "sourceAddrLTE", "sourceAddrContains", "sourceAddrHasPrefix", "sourceAddrHasSuffix", "sourceAddrEqualFold", "sourceAddrContainsFold", "receivedAt", "receivedAtNEQ", "receivedAtIn", "receivedAtNotIn", "receivedAtGT", "receivedAtGTE", "receivedAtLT", "receivedAtLTE", "expiresAt", "expiresAtNEQ", "expiresAtIn", "expiresAtNotIn", "expiresAtGT", "expiresAtGTE", "expiresAtLT", "expiresAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "verified", "verifiedNEQ", "verifiedIsNil", "verifiedNotNil", "hasServer", "hasServerWith", "hasReplayOf", "hasReplayOfWith", "hasReplays", "hasReplaysWith", "hasDeliveries", "hasDeliveriesWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -20407,6 +21596,34 @@ func (ec *executionContext) unmarshalInputRequestWhereInput(ctx context.Context,
 				return it, err
 			}
 			it.StatusNotIn = data
+		case "verified":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verified"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Verified = data
+		case "verifiedNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verifiedNEQ"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.VerifiedNEQ = data
+		case "verifiedIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verifiedIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.VerifiedIsNil = data
+		case "verifiedNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verifiedNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.VerifiedNotNil = data
 		case "hasServer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasServer"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -20614,6 +21831,62 @@ func (ec *executionContext) unmarshalInputServerOrder(ctx context.Context, obj a
 func UnmarshalServerOrder(ctx context.Context, raw any) (ent.ServerOrder, error) {
 	var out ent.ServerOrder
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ServerOrder", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputServerResponseInput(ctx context.Context, obj any) (model.ServerResponseInput, error) {
+	var it model.ServerResponseInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"status", "contentType", "body"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "contentType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("contentType"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ContentType = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalServerResponseInput unmarshals raw into the ServerResponseInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalServerResponseInput(ctx context.Context, raw any) (model.ServerResponseInput, error) {
+	var out model.ServerResponseInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ServerResponseInput", raw, &out)
 	return out, err
 }
 
@@ -22232,7 +23505,7 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "deliverPendingOnConnect", "retentionDays", "clearRetentionDays", "maxRequestsPerSecond", "clearMaxRequestsPerSecond"}
+	fieldsInOrder := [...]string{"name", "deliverPendingOnConnect", "retentionDays", "clearRetentionDays", "maxRequestsPerSecond", "clearMaxRequestsPerSecond", "verification", "response", "clearResponse", "allowedMethods", "clearAllowedMethods"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22281,6 +23554,41 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 				return it, err
 			}
 			it.ClearMaxRequestsPerSecond = data
+		case "verification":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verification"))
+			data, err := ec.unmarshalOVerificationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Verification = data
+		case "response":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("response"))
+			data, err := ec.unmarshalOServerResponseInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponseInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Response = data
+		case "clearResponse":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearResponse"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearResponse = data
+		case "allowedMethods":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("allowedMethods"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AllowedMethods = data
+		case "clearAllowedMethods":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearAllowedMethods"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearAllowedMethods = data
 		}
 	}
 	return it, nil
@@ -22295,6 +23603,111 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 func UnmarshalUpdateServerInput(ctx context.Context, raw any) (model.UpdateServerInput, error) {
 	var out model.UpdateServerInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "UpdateServerInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputVerificationInput(ctx context.Context, obj any) (model.VerificationInput, error) {
+	var it model.VerificationInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"kind", "enforce", "secrets", "header", "queryParameter", "algorithm", "encoding", "prefix", "toleranceSeconds", "username"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalNVerificationKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "enforce":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("enforce"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Enforce = data
+		case "secrets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("secrets"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Secrets = data
+		case "header":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("header"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Header = data
+		case "queryParameter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("queryParameter"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.QueryParameter = data
+		case "algorithm":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("algorithm"))
+			data, err := ec.unmarshalOHmacAlgorithm2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHmacAlgorithm(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Algorithm = data
+		case "encoding":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("encoding"))
+			data, err := ec.unmarshalOSignatureEncoding2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSignatureEncoding(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Encoding = data
+		case "prefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("prefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Prefix = data
+		case "toleranceSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("toleranceSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ToleranceSeconds = data
+		case "username":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("username"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Username = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalVerificationInput unmarshals raw into the VerificationInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalVerificationInput(ctx context.Context, raw any) (model.VerificationInput, error) {
+	var out model.VerificationInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "VerificationInput", raw, &out)
 	return out, err
 }
 
@@ -22326,6 +23739,11 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Request(ctx, sel, obj)
+	case *ent.Rejection:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Rejection(ctx, sel, obj)
 	case *ent.Recipient:
 		if obj == nil {
 			return graphql.Null
@@ -22532,6 +23950,11 @@ func (ec *executionContext) _CliJob(ctx context.Context, sel ast.SelectionSet, o
 		case "timeoutSeconds":
 			out.Values[i] = ec._CliJob_timeoutSeconds(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "verified":
+			out.Values[i] = ec._CliJob_verified(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -23827,6 +25250,69 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var rejectionImplementors = []string{"Rejection", "Node"}
+
+func (ec *executionContext) _Rejection(ctx context.Context, sel ast.SelectionSet, obj *ent.Rejection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rejectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Rejection")
+		case "id":
+			out.Values[i] = ec._Rejection_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._Rejection_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "method":
+			out.Values[i] = ec._Rejection_method(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "path":
+			out.Values[i] = ec._Rejection_path(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sourceAddr":
+			out.Values[i] = ec._Rejection_sourceAddr(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._Rejection_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._Rejection_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var requestImplementors = []string{"Request", "Node"}
 
 func (ec *executionContext) _Request(ctx context.Context, sel ast.SelectionSet, obj *ent.Request) graphql.Marshaler {
@@ -23886,6 +25372,11 @@ func (ec *executionContext) _Request(ctx context.Context, sel ast.SelectionSet, 
 		case "status":
 			out.Values[i] = ec._Request_status(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "verified":
+			out.Values[i] = ec._Request_verified(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "server":
@@ -24097,6 +25588,35 @@ func (ec *executionContext) _Server(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Server_recipients(ctx, field, obj)
 				})
+		case "verification":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_verification(ctx, field, obj)
+				})
+		case "response":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_response(ctx, field, obj)
+				})
+		case "allowedMethods":
+			out.Values[i] = ec._Server_allowedMethods(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "rejectedCount":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_rejectedCount(ctx, field, obj)
+				})
+		case "rejections":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_rejections(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -24175,6 +25695,49 @@ func (ec *executionContext) _ServerEdge(ctx context.Context, sel ast.SelectionSe
 			}
 		case "cursor":
 			out.Values[i] = ec._ServerEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var serverResponseImplementors = []string{"ServerResponse"}
+
+func (ec *executionContext) _ServerResponse(ctx context.Context, sel ast.SelectionSet, obj *model.ServerResponse) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, serverResponseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ServerResponse")
+		case "status":
+			out.Values[i] = ec._ServerResponse_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "contentType":
+			out.Values[i] = ec._ServerResponse_contentType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "body":
+			out.Values[i] = ec._ServerResponse_body(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -24552,6 +26115,89 @@ func (ec *executionContext) _Usage(ctx context.Context, sel ast.SelectionSet, ob
 			}
 		case "creditsGranted":
 			out.Values[i] = ec._Usage_creditsGranted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var verificationImplementors = []string{"Verification"}
+
+func (ec *executionContext) _Verification(ctx context.Context, sel ast.SelectionSet, obj *model.Verification) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, verificationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Verification")
+		case "kind":
+			out.Values[i] = ec._Verification_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "enforce":
+			out.Values[i] = ec._Verification_enforce(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headers":
+			out.Values[i] = ec._Verification_headers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "header":
+			out.Values[i] = ec._Verification_header(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "queryParameter":
+			out.Values[i] = ec._Verification_queryParameter(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "algorithm":
+			out.Values[i] = ec._Verification_algorithm(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "encoding":
+			out.Values[i] = ec._Verification_encoding(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "prefix":
+			out.Values[i] = ec._Verification_prefix(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "toleranceSeconds":
+			out.Values[i] = ec._Verification_toleranceSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "username":
+			out.Values[i] = ec._Verification_username(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "secretCount":
+			out.Values[i] = ec._Verification_secretCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -25501,6 +27147,40 @@ func (ec *executionContext) unmarshalNRecipientWhereInput2ᚖgithubᚗcomᚋadal
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNRejection2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Rejection) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRejection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejection(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRejection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejection(ctx context.Context, sel ast.SelectionSet, v *ent.Rejection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Rejection!")
+		return graphql.Null
+	}
+	return ec._Rejection(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRejectionReason2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrejectionᚐReason(ctx context.Context, v any) (rejection.Reason, error) {
+	var res rejection.Reason
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRejectionReason2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrejectionᚐReason(ctx context.Context, sel ast.SelectionSet, v rejection.Reason) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNReportCliAttemptInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐReportCliAttemptInput(ctx context.Context, v any) (model.ReportCliAttemptInput, error) {
 	res, err := ec.unmarshalInputReportCliAttemptInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -25630,6 +27310,35 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 	return res
 }
 
+func (ec *executionContext) unmarshalNString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNTenant2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTenant(ctx context.Context, sel ast.SelectionSet, v *ent.Tenant) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Tenant!")
@@ -25735,6 +27444,24 @@ func (ec *executionContext) marshalNUsage2ᚖgithubᚗcomᚋadalᚑrelayᚋadal�
 		return graphql.Null
 	}
 	return ec._Usage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNVerification2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerification(ctx context.Context, sel ast.SelectionSet, v *model.Verification) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Verification!")
+		return graphql.Null
+	}
+	return ec._Verification(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNVerificationKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationKind(ctx context.Context, v any) (model.VerificationKind, error) {
+	var res model.VerificationKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNVerificationKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationKind(ctx context.Context, sel ast.SelectionSet, v model.VerificationKind) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐViewer(ctx context.Context, sel ast.SelectionSet, v *model.Viewer) graphql.Marshaler {
@@ -26323,6 +28050,22 @@ func (ec *executionContext) unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋadalᚑre
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) unmarshalOHmacAlgorithm2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHmacAlgorithm(ctx context.Context, v any) (*model.HmacAlgorithm, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.HmacAlgorithm)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOHmacAlgorithm2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHmacAlgorithm(ctx context.Context, sel ast.SelectionSet, v *model.HmacAlgorithm) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOID2ᚕintᚄ(ctx context.Context, v any) ([]int, error) {
@@ -27156,6 +28899,21 @@ func (ec *executionContext) unmarshalOServerOrder2ᚖgithubᚗcomᚋadalᚑrelay
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalOServerResponse2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponse(ctx context.Context, sel ast.SelectionSet, v *model.ServerResponse) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ServerResponse(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOServerResponseInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponseInput(ctx context.Context, v any) (*model.ServerResponseInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputServerResponseInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOServerWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐServerWhereInputᚄ(ctx context.Context, v any) ([]*ent.ServerWhereInput, error) {
 	if v == nil {
 		return nil, nil
@@ -27179,6 +28937,22 @@ func (ec *executionContext) unmarshalOServerWhereInput2ᚖgithubᚗcomᚋadalᚑ
 	}
 	res, err := ec.unmarshalInputServerWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOSignatureEncoding2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSignatureEncoding(ctx context.Context, v any) (*model.SignatureEncoding, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.SignatureEncoding)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSignatureEncoding2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSignatureEncoding(ctx context.Context, sel ast.SelectionSet, v *model.SignatureEncoding) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
@@ -27404,6 +29178,14 @@ func (ec *executionContext) unmarshalOTokenWhereInput2ᚖgithubᚗcomᚋadalᚑr
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputTokenWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOVerificationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationInput(ctx context.Context, v any) (*model.VerificationInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputVerificationInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 

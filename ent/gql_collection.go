@@ -1109,6 +1109,28 @@ func newRejectionPaginateArgs(rv map[string]any) *rejectionPaginateArgs {
 	if v := rv[beforeField]; v != nil {
 		args.before = v.(*Cursor)
 	}
+	if v, ok := rv[orderByField]; ok {
+		switch v := v.(type) {
+		case map[string]any:
+			var (
+				err1, err2 error
+				order      = &RejectionOrder{Field: &RejectionOrderField{}, Direction: entgql.OrderDirectionAsc}
+			)
+			if d, ok := v[directionField]; ok {
+				err1 = order.Direction.UnmarshalGQL(d)
+			}
+			if f, ok := v[fieldField]; ok {
+				err2 = order.Field.UnmarshalGQL(f)
+			}
+			if err1 == nil && err2 == nil {
+				args.opts = append(args.opts, WithRejectionOrder(order))
+			}
+		case *RejectionOrder:
+			if v != nil {
+				args.opts = append(args.opts, WithRejectionOrder(v))
+			}
+		}
+	}
 	return args
 }
 

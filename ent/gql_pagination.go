@@ -2313,6 +2313,53 @@ func (_m *RejectionQuery) Paginate(
 	return conn, nil
 }
 
+var (
+	// RejectionOrderFieldAt orders Rejection by at.
+	RejectionOrderFieldAt = &RejectionOrderField{
+		Value: func(_m *Rejection) (ent.Value, error) {
+			return _m.At, nil
+		},
+		column: rejection.FieldAt,
+		toTerm: rejection.ByAt,
+		toCursor: func(_m *Rejection) Cursor {
+			return Cursor{
+				ID:    _m.ID,
+				Value: _m.At,
+			}
+		},
+	}
+)
+
+// String implement fmt.Stringer interface.
+func (f RejectionOrderField) String() string {
+	var str string
+	switch f.column {
+	case RejectionOrderFieldAt.column:
+		str = "AT"
+	}
+	return str
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (f RejectionOrderField) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(f.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (f *RejectionOrderField) UnmarshalGQL(v interface{}) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("RejectionOrderField %T must be a string", v)
+	}
+	switch str {
+	case "AT":
+		*f = *RejectionOrderFieldAt
+	default:
+		return fmt.Errorf("%s is not a valid RejectionOrderField", str)
+	}
+	return nil
+}
+
 // RejectionOrderField defines the ordering field of Rejection.
 type RejectionOrderField struct {
 	// Value extracts the ordering value from the given Rejection.

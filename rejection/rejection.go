@@ -14,10 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"entgo.io/contrib/entgql"
+
 	"github.com/adal-relay/adal/ent"
 	entrejection "github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/rejectiontally"
-	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/verify"
@@ -193,31 +194,27 @@ func store(ctx context.Context, client *ent.Client, servers map[int]*held) error
 	})
 }
 
-// trim deletes the server's rejections older than its newest Keep.
+// Newest is the order rejections are listed and kept in: newest first.
+var Newest = &ent.RejectionOrder{Direction: entgql.OrderDirectionDesc, Field: ent.RejectionOrderFieldAt}
+
+// trim deletes the server's rejections beyond its newest Keep, in the order they are listed (Newest: by time,
+// then id).
 func trim(ctx context.Context, tx *ent.Client, serverID int) error {
 	const op = "rejection.trim"
 	cut, err := tx.Rejection.Query().Where(entrejection.ServerID(serverID)).
-		Order(ent.Desc(entrejection.FieldID)).Offset(Keep).Limit(1).IDs(ctx)
+		Order(ent.Desc(entrejection.FieldAt), ent.Desc(entrejection.FieldID)).Offset(Keep).Limit(1).
+		Select(entrejection.FieldID, entrejection.FieldAt).All(ctx)
 	if err != nil {
 		return storage.Err(op, "rejection", err)
 	}
 	if len(cut) == 0 {
 		return nil
 	}
-	_, err = tx.Rejection.Delete().Where(entrejection.ServerID(serverID), entrejection.IDLTE(cut[0])).Exec(ctx)
+	_, err = tx.Rejection.Delete().Where(entrejection.ServerID(serverID), entrejection.Or(
+		entrejection.AtLT(cut[0].At),
+		entrejection.And(entrejection.At(cut[0].At), entrejection.IDLTE(cut[0].ID)),
+	)).Exec(ctx)
 	return storage.Err(op, "rejection", err)
-}
-
-// List returns the server's newest rejections, newest first: first of them (at most Keep). The caller's
-// viewer must be allowed to see the server.
-func List(ctx context.Context, client *ent.Client, serverID int, first int) ([]*ent.Rejection, error) {
-	const op = "rejection.List"
-	if first < 0 || first > Keep {
-		return nil, fault.E(op, fault.InvalidInput, "first must be between 0 and %d", Keep)
-	}
-	rs, err := client.Rejection.Query().Where(entrejection.ServerID(serverID)).
-		Order(ent.Desc(entrejection.FieldID)).Limit(first).All(ctx)
-	return rs, storage.Err(op, "rejection", err)
 }
 
 // Count is how many requests to the server were refused since it was created.

@@ -8,7 +8,9 @@ package resolvers
 import (
 	"context"
 
+	"entgo.io/contrib/entgql"
 	"github.com/adal-relay/adal/ent"
+	entrejection "github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/graph/model"
 	"github.com/adal-relay/adal/rejection"
 )
@@ -33,6 +35,11 @@ func (r *serverResolver) RejectedCount(ctx context.Context, obj *ent.Server) (in
 }
 
 // Rejections is the resolver for the rejections field.
-func (r *serverResolver) Rejections(ctx context.Context, obj *ent.Server, first *int) ([]*ent.Rejection, error) {
-	return rejection.List(ctx, r.client(ctx), obj.ID, deref(first, DefaultPage))
+func (r *serverResolver) Rejections(ctx context.Context, obj *ent.Server, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.RejectionConnection, error) {
+	first, err := pageSize("server.rejections", first, last)
+	if err != nil {
+		return nil, err
+	}
+	return r.client(ctx).Rejection.Query().Where(entrejection.ServerID(obj.ID)).
+		Paginate(ctx, after, first, before, last, ent.WithRejectionOrder(rejection.Newest))
 }

@@ -412,9 +412,9 @@ var (
 		},
 		Indexes: []*schema.Index{
 			{
-				Name:    "rejection_server_id_id",
+				Name:    "rejection_server_id_at",
 				Unique:  false,
-				Columns: []*schema.Column{RejectionsColumns[1], RejectionsColumns[0]},
+				Columns: []*schema.Column{RejectionsColumns[1], RejectionsColumns[2]},
 			},
 		},
 	}
@@ -515,8 +515,8 @@ var (
 		{Name: "deliver_pending_on_connect", Type: field.TypeBool, Default: false},
 		{Name: "retention_days", Type: field.TypeInt, Nullable: true},
 		{Name: "max_requests_per_second", Type: field.TypeInt, Nullable: true},
-		{Name: "verification", Type: field.TypeJSON, Nullable: true},
-		{Name: "allowed_methods", Type: field.TypeJSON, Nullable: true},
+		{Name: "verification", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "bytea"}},
+		{Name: "allowed_methods", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "bytea"}},
 		{Name: "response_status", Type: field.TypeInt, Nullable: true},
 		{Name: "response_content_type", Type: field.TypeString, Default: ""},
 		{Name: "response_body", Type: field.TypeString, Default: ""},

@@ -21,7 +21,7 @@ func (Rejection) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{History: t
 func (Rejection) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int("server_id").Immutable().Annotations(entgql.Skip()),
-		field.Time("at").Immutable().Comment("When the request arrived."),
+		field.Time("at").Immutable().Comment("When the request arrived.").Annotations(entgql.OrderField("AT")),
 		field.String("method").Immutable(),
 		field.String("path").Immutable().Comment("What followed /in/{key}, cut to 1024 bytes."),
 		field.String("source_addr").Immutable().Comment("The address the request came from."),
@@ -33,12 +33,13 @@ func (Rejection) Fields() []ent.Field {
 
 // Indexes of the Rejection.
 func (Rejection) Indexes() []ent.Index {
-	return []ent.Index{index.Fields("server_id", "id")}
+	// Listed and trimmed newest first.
+	return []ent.Index{index.Fields("server_id", "at")}
 }
 
 // Annotations of the Rejection: listed through Server.rejections, never queried on its own.
 func (Rejection) Annotations() []schema.Annotation {
-	return []schema.Annotation{entgql.Skip(entgql.SkipWhereInput, entgql.SkipOrderField, entgql.SkipMutationCreateInput, entgql.SkipMutationUpdateInput)}
+	return []schema.Annotation{entgql.RelayConnection(), entgql.Skip(entgql.SkipWhereInput)}
 }
 
 // RejectionTally counts a server's rejections since it was created: the rejection log keeps only the newest.

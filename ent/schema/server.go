@@ -3,6 +3,7 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
@@ -38,10 +39,12 @@ func (Server) Fields() []ent.Field {
 		// max_requests_per_second caps intake for this server's key; nil means no cap beyond the plan's.
 		field.Int("max_requests_per_second").Optional().Nillable().Positive(),
 		// verification is how intake checks who sent a request (package verify); its secrets never leave the
-		// server. Null: none.
-		field.JSON("verification", &verify.Config{}).Optional().Sensitive().Annotations(entgql.Skip()),
+		// server. Null: none. JSON in bytea on PostgreSQL, as headers are (headersField).
+		field.JSON("verification", &verify.Config{}).Optional().Sensitive().
+			SchemaType(map[string]string{dialect.Postgres: "bytea"}).Annotations(entgql.Skip()),
 		// allowed_methods are the methods intake accepts; null: all.
-		field.Strings("allowed_methods").Optional().Annotations(entgql.Skip()),
+		field.Strings("allowed_methods").Optional().
+			SchemaType(map[string]string{dialect.Postgres: "bytea"}).Annotations(entgql.Skip()),
 		// response_status, with its content type and body, is what a sender gets for a stored request instead
 		// of 202 {"requestId"}; null: the default answer.
 		field.Int("response_status").Optional().Nillable().Annotations(entgql.Skip()),

@@ -289,6 +289,17 @@ type ComplexityRoot struct {
 		SourceAddr func(childComplexity int) int
 	}
 
+	RejectionConnection struct {
+		Edges      func(childComplexity int) int
+		PageInfo   func(childComplexity int) int
+		TotalCount func(childComplexity int) int
+	}
+
+	RejectionEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	Request struct {
 		Body       func(childComplexity int) int
 		BodyBase64 func(childComplexity int) int
@@ -334,7 +345,7 @@ type ComplexityRoot struct {
 		PreviousKeyExpiresAt    func(childComplexity int) int
 		Recipients              func(childComplexity int) int
 		RejectedCount           func(childComplexity int) int
-		Rejections              func(childComplexity int, first *int) int
+		Rejections              func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
 		Response                func(childComplexity int) int
 		RetentionDays           func(childComplexity int) int
 		Verification            func(childComplexity int) int
@@ -504,7 +515,7 @@ type ServerResolver interface {
 	Response(ctx context.Context, obj *ent.Server) (*model.ServerResponse, error)
 
 	RejectedCount(ctx context.Context, obj *ent.Server) (int, error)
-	Rejections(ctx context.Context, obj *ent.Server, first *int) ([]*ent.Rejection, error)
+	Rejections(ctx context.Context, obj *ent.Server, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.RejectionConnection, error)
 }
 type SubscriptionResolver interface {
 	DeliveryUpdated(ctx context.Context, serverID *int, requestID *int) (<-chan *ent.Delivery, error)
@@ -1747,6 +1758,38 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Rejection.SourceAddr(childComplexity), true
 
+	case "RejectionConnection.edges":
+		if e.ComplexityRoot.RejectionConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionConnection.Edges(childComplexity), true
+	case "RejectionConnection.pageInfo":
+		if e.ComplexityRoot.RejectionConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionConnection.PageInfo(childComplexity), true
+	case "RejectionConnection.totalCount":
+		if e.ComplexityRoot.RejectionConnection.TotalCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionConnection.TotalCount(childComplexity), true
+
+	case "RejectionEdge.cursor":
+		if e.ComplexityRoot.RejectionEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionEdge.Cursor(childComplexity), true
+	case "RejectionEdge.node":
+		if e.ComplexityRoot.RejectionEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionEdge.Node(childComplexity), true
+
 	case "Request.body":
 		if e.ComplexityRoot.Request.Body == nil {
 			break
@@ -1970,7 +2013,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Server.Rejections(childComplexity, args["first"].(*int)), true
+		return e.ComplexityRoot.Server.Rejections(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int)), true
 	case "Server.response":
 		if e.ComplexityRoot.Server.Response == nil {
 			break
@@ -2375,6 +2418,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("PlanWhereInput", ec.unmarshalInputPlanWhereInput),
 			graphql.NewInputUnmarshaler("RecipientOrder", ec.unmarshalInputRecipientOrder),
 			graphql.NewInputUnmarshaler("RecipientWhereInput", ec.unmarshalInputRecipientWhereInput),
+			graphql.NewInputUnmarshaler("RejectionOrder", ec.unmarshalInputRejectionOrder),
 			graphql.NewInputUnmarshaler("ReportCliAttemptInput", ec.unmarshalInputReportCliAttemptInput),
 			graphql.NewInputUnmarshaler("RequestOrder", ec.unmarshalInputRequestOrder),
 			graphql.NewInputUnmarshaler("RequestWhereInput", ec.unmarshalInputRequestWhereInput),
@@ -2944,8 +2988,8 @@ extend type Server {
   allowedMethods: [String!]
   "Requests refused for failing verification since the server was created."
   rejectedCount: Int!
-  "The newest rejections first, at most 1000 (the last 1000 are kept); default 50."
-  rejections(first: Int): [Rejection!]!
+  "Requests refused for failing verification, newest first: the last 1000 are kept."
+  rejections(after: Cursor, first: Int, before: Cursor, last: Int): RejectionConnection!
 }
 
 extend input CreateServerInput {
@@ -4454,6 +4498,55 @@ type Rejection implements Node {
   message: String!
 }
 """
+A connection to a list of items.
+"""
+type RejectionConnection {
+  """
+  A list of edges.
+  """
+  edges: [RejectionEdge]
+  """
+  Information to aid in pagination.
+  """
+  pageInfo: PageInfo!
+  """
+  Identifies the total count of items in the connection.
+  """
+  totalCount: Int!
+}
+"""
+An edge in a connection.
+"""
+type RejectionEdge {
+  """
+  The item at the end of the edge.
+  """
+  node: Rejection
+  """
+  A cursor for use in pagination.
+  """
+  cursor: Cursor!
+}
+"""
+Ordering options for Rejection connections
+"""
+input RejectionOrder {
+  """
+  The ordering direction.
+  """
+  direction: OrderDirection! = ASC
+  """
+  The field by which to order Rejections.
+  """
+  field: RejectionOrderField!
+}
+"""
+Properties by which Rejection connections can be ordered.
+"""
+enum RejectionOrderField {
+  AT
+}
+"""
 RejectionReason is enum for the field reason
 """
 enum RejectionReason @goModel(model: "github.com/adal-relay/adal/ent/rejection.Reason") {
@@ -5520,6 +5613,28 @@ func (ec *executionContext) childFields_Rejection(ctx context.Context, field gra
 		return ec.fieldContext_Rejection_message(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Rejection", field.Name)
+}
+
+func (ec *executionContext) childFields_RejectionConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_RejectionConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_RejectionConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_RejectionConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RejectionConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_RejectionEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_RejectionEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_RejectionEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RejectionEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_Request(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6679,14 +6794,38 @@ func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs
 func (ec *executionContext) field_Server_rejections_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
-	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
 		func(ctx context.Context, v any) (*int, error) {
 			return ec.unmarshalOInt2ᚖint(ctx, v)
 		})
 	if err != nil {
 		return nil, err
 	}
-	args["first"] = arg0
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
 	return args, nil
 }
 
@@ -11707,6 +11846,148 @@ func (ec *executionContext) fieldContext_Rejection_message(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Rejection", field, false, false, "String")
 }
 
+func (ec *executionContext) _RejectionConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.RejectionEdge) graphql.Marshaler {
+			return ec.marshalORejectionEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionEdge(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RejectionConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RejectionEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RejectionConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.PageInfo[int]) graphql.Marshaler {
+			return ec.marshalNPageInfo2entgoᚗioᚋcontribᚋentgqlᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RejectionConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RejectionConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionConnection_totalCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TotalCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RejectionConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RejectionEdge_node(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Rejection) graphql.Marshaler {
+			return ec.marshalORejection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejection(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RejectionEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rejection(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RejectionEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.Cursor[int]) graphql.Marshaler {
+			return ec.marshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RejectionEdge", field, false, false, "Cursor")
+}
+
 func (ec *executionContext) _Request_id(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12690,11 +12971,11 @@ func (ec *executionContext) _Server_rejections(ctx context.Context, field graphq
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Server().Rejections(ctx, obj, fc.Args["first"].(*int))
+			return ec.Resolvers.Server().Rejections(ctx, obj, fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Rejection) graphql.Marshaler {
-			return ec.marshalNRejection2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.RejectionConnection) graphql.Marshaler {
+			return ec.marshalNRejectionConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionConnection(ctx, selections, v)
 		},
 		true,
 		true,
@@ -12707,7 +12988,7 @@ func (ec *executionContext) fieldContext_Server_rejections(ctx context.Context, 
 		IsMethod:   true,
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_Rejection(ctx, field)
+			return ec.childFields_RejectionConnection(ctx, field)
 		},
 	}
 	defer func() {
@@ -20734,6 +21015,59 @@ func UnmarshalRecipientWhereInput(ctx context.Context, raw any) (ent.RecipientWh
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputRejectionOrder(ctx context.Context, obj any) (ent.RejectionOrder, error) {
+	var it ent.RejectionOrder
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["direction"]; !present {
+		asMap["direction"] = "ASC"
+	}
+
+	fieldsInOrder := [...]string{"direction", "field"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "direction":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("direction"))
+			data, err := ec.unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Direction = data
+		case "field":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("field"))
+			data, err := ec.unmarshalNRejectionOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionOrderField(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Field = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRejectionOrder unmarshals raw into the RejectionOrder input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRejectionOrder(ctx context.Context, raw any) (ent.RejectionOrder, error) {
+	var out ent.RejectionOrder
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RejectionOrder", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputReportCliAttemptInput(ctx context.Context, obj any) (model.ReportCliAttemptInput, error) {
 	var it model.ReportCliAttemptInput
 	if obj == nil {
@@ -25313,6 +25647,87 @@ func (ec *executionContext) _Rejection(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var rejectionConnectionImplementors = []string{"RejectionConnection"}
+
+func (ec *executionContext) _RejectionConnection(ctx context.Context, sel ast.SelectionSet, obj *ent.RejectionConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rejectionConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RejectionConnection")
+		case "edges":
+			out.Values[i] = ec._RejectionConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._RejectionConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalCount":
+			out.Values[i] = ec._RejectionConnection_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var rejectionEdgeImplementors = []string{"RejectionEdge"}
+
+func (ec *executionContext) _RejectionEdge(ctx context.Context, sel ast.SelectionSet, obj *ent.RejectionEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rejectionEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RejectionEdge")
+		case "node":
+			out.Values[i] = ec._RejectionEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._RejectionEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var requestImplementors = []string{"Request", "Node"}
 
 func (ec *executionContext) _Request(ctx context.Context, sel ast.SelectionSet, obj *ent.Request) graphql.Marshaler {
@@ -27147,28 +27562,26 @@ func (ec *executionContext) unmarshalNRecipientWhereInput2ᚖgithubᚗcomᚋadal
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNRejection2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Rejection) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
-		fc := graphql.GetFieldContext(ctx)
-		fc.Result = &v[i]
-		return ec.marshalNRejection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejection(ctx, sel, v[i])
-	})
-
-	for _, e := range ret {
-		if e == graphql.Null {
-			return graphql.Null
-		}
-	}
-
-	return ret
-}
-
-func (ec *executionContext) marshalNRejection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejection(ctx context.Context, sel ast.SelectionSet, v *ent.Rejection) graphql.Marshaler {
+func (ec *executionContext) marshalNRejectionConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionConnection(ctx context.Context, sel ast.SelectionSet, v *ent.RejectionConnection) graphql.Marshaler {
 	if v == nil {
-		graphql.AddInvalidNullError(ctx, "Rejection!")
+		graphql.AddInvalidNullError(ctx, "RejectionConnection!")
 		return graphql.Null
 	}
-	return ec._Rejection(ctx, sel, v)
+	return ec._RejectionConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRejectionOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionOrderField(ctx context.Context, v any) (*ent.RejectionOrderField, error) {
+	var res = new(ent.RejectionOrderField)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRejectionOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionOrderField(ctx context.Context, sel ast.SelectionSet, v *ent.RejectionOrderField) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RejectionOrderField!")
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalNRejectionReason2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrejectionᚐReason(ctx context.Context, v any) (rejection.Reason, error) {
@@ -28679,6 +29092,33 @@ func (ec *executionContext) unmarshalORecipientWhereInput2ᚖgithubᚗcomᚋadal
 	}
 	res, err := ec.unmarshalInputRecipientWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalORejection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejection(ctx context.Context, sel ast.SelectionSet, v *ent.Rejection) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Rejection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORejectionEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionEdge(ctx context.Context, sel ast.SelectionSet, v []*ent.RejectionEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalORejectionEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionEdge(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalORejectionEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionEdge(ctx context.Context, sel ast.SelectionSet, v *ent.RejectionEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RejectionEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalORequest2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRequestᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Request) graphql.Marshaler {

@@ -13,8 +13,8 @@ ALTER TABLE `servers` ADD COLUMN `response_body` text NOT NULL DEFAULT ('');
 CREATE TABLE `rejections` (`id` integer NOT NULL PRIMARY KEY AUTOINCREMENT, `server_id` integer NOT NULL, `at` datetime NOT NULL, `method` text NOT NULL, `path` text NOT NULL, `source_addr` text NOT NULL, `reason` text NOT NULL, `message` text NOT NULL, `tenant_id` integer NOT NULL, CONSTRAINT `rejections_tenants_tenant` FOREIGN KEY (`tenant_id`) REFERENCES `tenants` (`id`) ON DELETE NO ACTION);
 -- set sequence for "rejections" table
 INSERT INTO sqlite_sequence (name, seq) VALUES ("rejections", 47244640256);
--- create index "rejection_server_id_id" to table: "rejections"
-CREATE INDEX `rejection_server_id_id` ON `rejections` (`server_id`, `id`);
+-- create index "rejection_server_id_at" to table: "rejections"
+CREATE INDEX `rejection_server_id_at` ON `rejections` (`server_id`, `at`);
 -- create "rejection_tallies" table
 CREATE TABLE `rejection_tallies` (`id` integer NOT NULL PRIMARY KEY AUTOINCREMENT, `server_id` integer NOT NULL, `count` integer NOT NULL, `last_at` datetime NOT NULL, `tenant_id` integer NOT NULL, CONSTRAINT `rejection_tallies_tenants_tenant` FOREIGN KEY (`tenant_id`) REFERENCES `tenants` (`id`) ON DELETE NO ACTION);
 -- set sequence for "rejection_tallies" table
@@ -26,7 +26,7 @@ CREATE UNIQUE INDEX `rejection_tallies_server_id_key` ON `rejection_tallies` (`s
 DROP INDEX `rejection_tallies_server_id_key`;
 UPDATE sqlite_sequence SET seq = 0 WHERE name = "rejection_tallies";
 DROP TABLE `rejection_tallies`;
-DROP INDEX `rejection_server_id_id`;
+DROP INDEX `rejection_server_id_at`;
 UPDATE sqlite_sequence SET seq = 0 WHERE name = "rejections";
 DROP TABLE `rejections`;
 ALTER TABLE `servers` DROP COLUMN `response_body`;

@@ -421,7 +421,9 @@ func TestAnswersSendersExpect(t *testing.T) {
 		require.Equal(t, "<ok/>", string(raw))
 		require.Equal(t, before.requests+1, stateOf(t, env, tn).requests, "answered only once stored")
 
-		var out struct{ UpdateServer struct{ Response *struct{ Status int } } }
+		var out struct {
+			UpdateServer struct{ Response *struct{ Status int } }
+		}
 		env.MustGraphQL(tn.Owner, `mutation($id: ID!){ updateServer(id: $id, input: {clearResponse: true}){ response { status } } }`,
 			map[string]any{"id": srv.ID}, &out)
 		require.Nil(t, out.UpdateServer.Response)
@@ -445,7 +447,9 @@ func TestAnswersSendersExpect(t *testing.T) {
 			status, _ := deliver(t, env, m, srv.Key, signed{}, []byte(`{}`))
 			require.Equal(t, http.StatusAccepted, status, m)
 		}
-		var out struct{ UpdateServer struct{ AllowedMethods []string } }
+		var out struct {
+			UpdateServer struct{ AllowedMethods []string }
+		}
 		env.MustGraphQL(tn.Owner, `mutation($id: ID!){ updateServer(id: $id, input: {clearAllowedMethods: true}){ allowedMethods } }`,
 			map[string]any{"id": srv.ID}, &out)
 		require.Nil(t, out.UpdateServer.AllowedMethods)

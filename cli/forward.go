@@ -44,6 +44,7 @@ type job struct {
 	TimeoutSeconds int      `json:"timeoutSeconds"`
 	// SignatureHeaders sign the attempt; the server made them, the CLI only sets them.
 	SignatureHeaders []header `json:"signatureHeaders"`
+	Verified         *bool    `json:"verified"`
 }
 
 type header struct {
@@ -100,6 +101,7 @@ func forward(ctx context.Context, client *http.Client, base string, j *job, body
 	if j.IdempotencyKey != nil && *j.IdempotencyKey != "" {
 		req.Header.Set(webhook.HeaderIdempotency, *j.IdempotencyKey)
 	}
+	webhook.SetVerified(req.Header, j.Verified)
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", webhook.UserAgent)
 	}

@@ -77,6 +77,8 @@ type Outgoing struct {
 	Attempt int
 	// IdempotencyKey is sent as X-Adal-Idempotency when non-empty.
 	IdempotencyKey string
+	// Verified is sent as X-Adal-Verified when set: the request's sender verification outcome.
+	Verified *bool
 	// Timeout bounds the whole attempt including reading the response body; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// KeepResponse asks for the response body (up to MaxStoredResponse) in Outcome.ResponseBody; only
@@ -171,6 +173,7 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 	if out.IdempotencyKey != "" {
 		req.Header.Set(webhook.HeaderIdempotency, out.IdempotencyKey)
 	}
+	webhook.SetVerified(req.Header, out.Verified)
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", webhook.UserAgent)
 	}

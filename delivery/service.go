@@ -279,7 +279,7 @@ func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int,
 	}
 	in := NewRequest{
 		Method: orig.Method, Path: orig.Path, Query: orig.Query, Header: orig.Headers, Body: orig.Body,
-		SourceAddr: orig.SourceAddr, ReplayOf: &orig.ID,
+		SourceAddr: orig.SourceAddr, ReplayOf: &orig.ID, Verified: orig.Verified,
 	}
 	if srv.Kind == server.KindALERTS {
 		plan, err := billing.PlanOf(ctx, client, srv.TenantID)

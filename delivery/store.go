@@ -183,7 +183,7 @@ func (s *Service) build(items []Incoming, idx []int, planDays map[int]int, hando
 		b.reqs[n] = &ent.Request{
 			TenantID: it.Server.TenantID, ServerID: it.Server.ID, Key: it.Key, Method: in.Method, Path: in.Path,
 			Query: in.Query, Headers: in.Header, Body: in.Body, SourceAddr: in.SourceAddr, ReceivedAt: now,
-			Status: status, ReplayOfID: in.ReplayOf, FilteredOut: it.FilteredOut,
+			Status: status, ReplayOfID: in.ReplayOf, FilteredOut: it.FilteredOut, Verified: in.Verified,
 		}
 		if planDays != nil {
 			b.reqs[n].ExpiresAt = retention.ExpiresAt(now, retention.Days(planDays[it.Server.TenantID], it.Server.RetentionDays))
@@ -265,7 +265,8 @@ func insertEach(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds
 			SetReceivedAt(r.ReceivedAt).
 			SetExpiresAt(r.ExpiresAt).
 			SetStatus(r.Status).
-			SetNillableReplayOfID(r.ReplayOfID)
+			SetNillableReplayOfID(r.ReplayOfID).
+			SetNillableVerified(r.Verified)
 		if len(r.FilteredOut) > 0 {
 			creates[n].SetFilteredOut(r.FilteredOut)
 		}
@@ -394,6 +395,8 @@ type NewRequest struct {
 	Body       []byte
 	SourceAddr string
 	ReplayOf   *int
+	// Verified is the outcome of the server's sender verification; nil when it verifies nothing.
+	Verified *bool
 }
 
 // StoreRequest stores one request for srv, debits one credit for it (reason says why) and creates one

@@ -42,7 +42,7 @@ var insertSQL = storage.Prepared(`
 WITH q AS (
 	SELECT * FROM json_to_recordset($1::json) AS q(n int, tenant_id bigint, server_id bigint, key text, method text,
 		path text, query text, headers_at int, headers_len int, body_at int, body_len int, source_addr text,
-		received_at timestamptz, status text, replay_of_id bigint, filtered_out json)
+		received_at timestamptz, status text, replay_of_id bigint, filtered_out json, verified boolean)
 ), s AS MATERIALIZED (
 	SELECT id, tenant_id, retention_days FROM servers
 	WHERE id = ANY(ARRAY(SELECT server_id FROM q)) AND deleted_at IS NULL
@@ -61,11 +61,11 @@ WITH q AS (
 	WHERE ` + billing.GrantedSQL("q.rank", "t.credit_balance") + `
 ), r AS (
 	INSERT INTO requests (tenant_id, server_id, key, method, path, query, headers, body, source_addr, received_at,
-		expires_at, status, replay_of_id, filtered_out)
+		expires_at, status, replay_of_id, filtered_out, verified)
 	SELECT g.tenant_id, g.server_id, g.key, g.method, g.path, g.query,
 		substring($2::bytea FROM g.headers_at FOR g.headers_len), substring($2::bytea FROM g.body_at FOR g.body_len),
 		g.source_addr, g.received_at, ` + retention.ExpiresAtSQL("g.received_at", "g.days") + `, g.status, g.replay_of_id,
-		convert_to(g.filtered_out::text, 'UTF8')
+		convert_to(g.filtered_out::text, 'UTF8'), g.verified
 	FROM g ORDER BY g.n
 	RETURNING id, key
 ), d AS (
@@ -236,6 +236,9 @@ func (st *statement) request(n int, r *ent.Request) error {
 	w.str("status", string(r.Status))
 	w.intp("replay_of_id", r.ReplayOfID)
 	w.ints("filtered_out", r.FilteredOut)
+	if r.Verified != nil { // absent is null: most servers verify nothing
+		w.bool("verified", *r.Verified)
+	}
 	st.requests = w.close()
 	return nil
 }

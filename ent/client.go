@@ -24,6 +24,8 @@ import (
 	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
+	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/signincode"
@@ -56,6 +58,10 @@ type Client struct {
 	Plan *PlanClient
 	// Recipient is the client for interacting with the Recipient builders.
 	Recipient *RecipientClient
+	// Rejection is the client for interacting with the Rejection builders.
+	Rejection *RejectionClient
+	// RejectionTally is the client for interacting with the RejectionTally builders.
+	RejectionTally *RejectionTallyClient
 	// Request is the client for interacting with the Request builders.
 	Request *RequestClient
 	// Server is the client for interacting with the Server builders.
@@ -86,6 +92,8 @@ func (c *Client) init() {
 	c.PendingAlert = NewPendingAlertClient(c.config)
 	c.Plan = NewPlanClient(c.config)
 	c.Recipient = NewRecipientClient(c.config)
+	c.Rejection = NewRejectionClient(c.config)
+	c.RejectionTally = NewRejectionTallyClient(c.config)
 	c.Request = NewRequestClient(c.config)
 	c.Server = NewServerClient(c.config)
 	c.SignInCode = NewSignInCodeClient(c.config)
@@ -192,6 +200,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		PendingAlert:      NewPendingAlertClient(cfg),
 		Plan:              NewPlanClient(cfg),
 		Recipient:         NewRecipientClient(cfg),
+		Rejection:         NewRejectionClient(cfg),
+		RejectionTally:    NewRejectionTallyClient(cfg),
 		Request:           NewRequestClient(cfg),
 		Server:            NewServerClient(cfg),
 		SignInCode:        NewSignInCodeClient(cfg),
@@ -225,6 +235,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		PendingAlert:      NewPendingAlertClient(cfg),
 		Plan:              NewPlanClient(cfg),
 		Recipient:         NewRecipientClient(cfg),
+		Rejection:         NewRejectionClient(cfg),
+		RejectionTally:    NewRejectionTallyClient(cfg),
 		Request:           NewRequestClient(cfg),
 		Server:            NewServerClient(cfg),
 		SignInCode:        NewSignInCodeClient(cfg),
@@ -260,8 +272,8 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt,
-		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Request, c.Server,
-		c.SignInCode, c.Tenant, c.Token,
+		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Rejection,
+		c.RejectionTally, c.Request, c.Server, c.SignInCode, c.Tenant, c.Token,
 	} {
 		n.Use(hooks...)
 	}
@@ -272,8 +284,8 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt,
-		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Request, c.Server,
-		c.SignInCode, c.Tenant, c.Token,
+		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Rejection,
+		c.RejectionTally, c.Request, c.Server, c.SignInCode, c.Tenant, c.Token,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -300,6 +312,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Plan.mutate(ctx, m)
 	case *RecipientMutation:
 		return c.Recipient.mutate(ctx, m)
+	case *RejectionMutation:
+		return c.Rejection.mutate(ctx, m)
+	case *RejectionTallyMutation:
+		return c.RejectionTally.mutate(ctx, m)
 	case *RequestMutation:
 		return c.Request.mutate(ctx, m)
 	case *ServerMutation:
@@ -1841,6 +1857,306 @@ func (c *RecipientClient) mutate(ctx context.Context, m *RecipientMutation) (Val
 	}
 }
 
+// RejectionClient is a client for the Rejection schema.
+type RejectionClient struct {
+	config
+}
+
+// NewRejectionClient returns a client for the Rejection from the given config.
+func NewRejectionClient(c config) *RejectionClient {
+	return &RejectionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `rejection.Hooks(f(g(h())))`.
+func (c *RejectionClient) Use(hooks ...Hook) {
+	c.hooks.Rejection = append(c.hooks.Rejection, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `rejection.Intercept(f(g(h())))`.
+func (c *RejectionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Rejection = append(c.inters.Rejection, interceptors...)
+}
+
+// Create returns a builder for creating a Rejection entity.
+func (c *RejectionClient) Create() *RejectionCreate {
+	mutation := newRejectionMutation(c.config, OpCreate)
+	return &RejectionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Rejection entities.
+func (c *RejectionClient) CreateBulk(builders ...*RejectionCreate) *RejectionCreateBulk {
+	return &RejectionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RejectionClient) MapCreateBulk(slice any, setFunc func(*RejectionCreate, int)) *RejectionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RejectionCreateBulk{err: fmt.Errorf("calling to RejectionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RejectionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RejectionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Rejection.
+func (c *RejectionClient) Update() *RejectionUpdate {
+	mutation := newRejectionMutation(c.config, OpUpdate)
+	return &RejectionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RejectionClient) UpdateOne(_m *Rejection) *RejectionUpdateOne {
+	mutation := newRejectionMutation(c.config, OpUpdateOne, withRejection(_m))
+	return &RejectionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RejectionClient) UpdateOneID(id int) *RejectionUpdateOne {
+	mutation := newRejectionMutation(c.config, OpUpdateOne, withRejectionID(id))
+	return &RejectionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Rejection.
+func (c *RejectionClient) Delete() *RejectionDelete {
+	mutation := newRejectionMutation(c.config, OpDelete)
+	return &RejectionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RejectionClient) DeleteOne(_m *Rejection) *RejectionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RejectionClient) DeleteOneID(id int) *RejectionDeleteOne {
+	builder := c.Delete().Where(rejection.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RejectionDeleteOne{builder}
+}
+
+// Query returns a query builder for Rejection.
+func (c *RejectionClient) Query() *RejectionQuery {
+	return &RejectionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRejection},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Rejection entity by its id.
+func (c *RejectionClient) Get(ctx context.Context, id int) (*Rejection, error) {
+	return c.Query().Where(rejection.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RejectionClient) GetX(ctx context.Context, id int) *Rejection {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a Rejection.
+func (c *RejectionClient) QueryTenant(_m *Rejection) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(rejection.Table, rejection.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, rejection.TenantTable, rejection.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RejectionClient) Hooks() []Hook {
+	hooks := c.hooks.Rejection
+	return append(hooks[:len(hooks):len(hooks)], rejection.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *RejectionClient) Interceptors() []Interceptor {
+	return c.inters.Rejection
+}
+
+func (c *RejectionClient) mutate(ctx context.Context, m *RejectionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RejectionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RejectionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RejectionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RejectionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Rejection mutation op: %q", m.Op())
+	}
+}
+
+// RejectionTallyClient is a client for the RejectionTally schema.
+type RejectionTallyClient struct {
+	config
+}
+
+// NewRejectionTallyClient returns a client for the RejectionTally from the given config.
+func NewRejectionTallyClient(c config) *RejectionTallyClient {
+	return &RejectionTallyClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `rejectiontally.Hooks(f(g(h())))`.
+func (c *RejectionTallyClient) Use(hooks ...Hook) {
+	c.hooks.RejectionTally = append(c.hooks.RejectionTally, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `rejectiontally.Intercept(f(g(h())))`.
+func (c *RejectionTallyClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RejectionTally = append(c.inters.RejectionTally, interceptors...)
+}
+
+// Create returns a builder for creating a RejectionTally entity.
+func (c *RejectionTallyClient) Create() *RejectionTallyCreate {
+	mutation := newRejectionTallyMutation(c.config, OpCreate)
+	return &RejectionTallyCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RejectionTally entities.
+func (c *RejectionTallyClient) CreateBulk(builders ...*RejectionTallyCreate) *RejectionTallyCreateBulk {
+	return &RejectionTallyCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RejectionTallyClient) MapCreateBulk(slice any, setFunc func(*RejectionTallyCreate, int)) *RejectionTallyCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RejectionTallyCreateBulk{err: fmt.Errorf("calling to RejectionTallyClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RejectionTallyCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RejectionTallyCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RejectionTally.
+func (c *RejectionTallyClient) Update() *RejectionTallyUpdate {
+	mutation := newRejectionTallyMutation(c.config, OpUpdate)
+	return &RejectionTallyUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RejectionTallyClient) UpdateOne(_m *RejectionTally) *RejectionTallyUpdateOne {
+	mutation := newRejectionTallyMutation(c.config, OpUpdateOne, withRejectionTally(_m))
+	return &RejectionTallyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RejectionTallyClient) UpdateOneID(id int) *RejectionTallyUpdateOne {
+	mutation := newRejectionTallyMutation(c.config, OpUpdateOne, withRejectionTallyID(id))
+	return &RejectionTallyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RejectionTally.
+func (c *RejectionTallyClient) Delete() *RejectionTallyDelete {
+	mutation := newRejectionTallyMutation(c.config, OpDelete)
+	return &RejectionTallyDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RejectionTallyClient) DeleteOne(_m *RejectionTally) *RejectionTallyDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RejectionTallyClient) DeleteOneID(id int) *RejectionTallyDeleteOne {
+	builder := c.Delete().Where(rejectiontally.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RejectionTallyDeleteOne{builder}
+}
+
+// Query returns a query builder for RejectionTally.
+func (c *RejectionTallyClient) Query() *RejectionTallyQuery {
+	return &RejectionTallyQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRejectionTally},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RejectionTally entity by its id.
+func (c *RejectionTallyClient) Get(ctx context.Context, id int) (*RejectionTally, error) {
+	return c.Query().Where(rejectiontally.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RejectionTallyClient) GetX(ctx context.Context, id int) *RejectionTally {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a RejectionTally.
+func (c *RejectionTallyClient) QueryTenant(_m *RejectionTally) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(rejectiontally.Table, rejectiontally.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, rejectiontally.TenantTable, rejectiontally.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RejectionTallyClient) Hooks() []Hook {
+	hooks := c.hooks.RejectionTally
+	return append(hooks[:len(hooks):len(hooks)], rejectiontally.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *RejectionTallyClient) Interceptors() []Interceptor {
+	return c.inters.RejectionTally
+}
+
+func (c *RejectionTallyClient) mutate(ctx context.Context, m *RejectionTallyMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RejectionTallyCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RejectionTallyUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RejectionTallyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RejectionTallyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RejectionTally mutation op: %q", m.Op())
+	}
+}
+
 // RequestClient is a client for the Request schema.
 type RequestClient struct {
 	config
@@ -2675,13 +2991,13 @@ func (c *TokenClient) mutate(ctx context.Context, m *TokenMutation) (Value, erro
 type (
 	hooks struct {
 		AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob,
-		PendingAlert, Plan, Recipient, Request, Server, SignInCode, Tenant,
-		Token []ent.Hook
+		PendingAlert, Plan, Recipient, Rejection, RejectionTally, Request, Server,
+		SignInCode, Tenant, Token []ent.Hook
 	}
 	inters struct {
 		AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob,
-		PendingAlert, Plan, Recipient, Request, Server, SignInCode, Tenant,
-		Token []ent.Interceptor
+		PendingAlert, Plan, Recipient, Rejection, RejectionTally, Request, Server,
+		SignInCode, Tenant, Token []ent.Interceptor
 	}
 )
 

@@ -21,6 +21,8 @@ import (
 	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
+	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/signincode"
@@ -95,6 +97,8 @@ func checkColumn(t, c string) error {
 			pendingalert.Table:      pendingalert.ValidColumn,
 			plan.Table:              plan.ValidColumn,
 			recipient.Table:         recipient.ValidColumn,
+			rejection.Table:         rejection.ValidColumn,
+			rejectiontally.Table:    rejectiontally.ValidColumn,
 			request.Table:           request.ValidColumn,
 			server.Table:            server.ValidColumn,
 			signincode.Table:        signincode.ValidColumn,

@@ -13,6 +13,8 @@ import (
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
+	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/signincode"
@@ -27,7 +29,7 @@ import (
 
 // schemaGraph holds a representation of ent/schema at runtime.
 var schemaGraph = func() *sqlgraph.Schema {
-	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 14)}
+	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 16)}
 	graph.Nodes[0] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   alertsubscription.Table,
@@ -259,6 +261,44 @@ var schemaGraph = func() *sqlgraph.Schema {
 	}
 	graph.Nodes[9] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
+			Table:   rejection.Table,
+			Columns: rejection.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: rejection.FieldID,
+			},
+		},
+		Type: "Rejection",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			rejection.FieldTenantID:   {Type: field.TypeInt, Column: rejection.FieldTenantID},
+			rejection.FieldServerID:   {Type: field.TypeInt, Column: rejection.FieldServerID},
+			rejection.FieldAt:         {Type: field.TypeTime, Column: rejection.FieldAt},
+			rejection.FieldMethod:     {Type: field.TypeString, Column: rejection.FieldMethod},
+			rejection.FieldPath:       {Type: field.TypeString, Column: rejection.FieldPath},
+			rejection.FieldSourceAddr: {Type: field.TypeString, Column: rejection.FieldSourceAddr},
+			rejection.FieldReason:     {Type: field.TypeEnum, Column: rejection.FieldReason},
+			rejection.FieldMessage:    {Type: field.TypeString, Column: rejection.FieldMessage},
+		},
+	}
+	graph.Nodes[10] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   rejectiontally.Table,
+			Columns: rejectiontally.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: rejectiontally.FieldID,
+			},
+		},
+		Type: "RejectionTally",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			rejectiontally.FieldTenantID: {Type: field.TypeInt, Column: rejectiontally.FieldTenantID},
+			rejectiontally.FieldServerID: {Type: field.TypeInt, Column: rejectiontally.FieldServerID},
+			rejectiontally.FieldCount:    {Type: field.TypeInt64, Column: rejectiontally.FieldCount},
+			rejectiontally.FieldLastAt:   {Type: field.TypeTime, Column: rejectiontally.FieldLastAt},
+		},
+	}
+	graph.Nodes[11] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
 			Table:   request.Table,
 			Columns: request.Columns,
 			ID: &sqlgraph.FieldSpec{
@@ -280,11 +320,12 @@ var schemaGraph = func() *sqlgraph.Schema {
 			request.FieldReceivedAt:  {Type: field.TypeTime, Column: request.FieldReceivedAt},
 			request.FieldExpiresAt:   {Type: field.TypeTime, Column: request.FieldExpiresAt},
 			request.FieldStatus:      {Type: field.TypeEnum, Column: request.FieldStatus},
+			request.FieldVerified:    {Type: field.TypeBool, Column: request.FieldVerified},
 			request.FieldReplayOfID:  {Type: field.TypeInt, Column: request.FieldReplayOfID},
 			request.FieldFilteredOut: {Type: field.TypeJSON, Column: request.FieldFilteredOut},
 		},
 	}
-	graph.Nodes[10] = &sqlgraph.Node{
+	graph.Nodes[12] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   server.Table,
 			Columns: server.Columns,
@@ -304,11 +345,16 @@ var schemaGraph = func() *sqlgraph.Schema {
 			server.FieldDeliverPendingOnConnect: {Type: field.TypeBool, Column: server.FieldDeliverPendingOnConnect},
 			server.FieldRetentionDays:           {Type: field.TypeInt, Column: server.FieldRetentionDays},
 			server.FieldMaxRequestsPerSecond:    {Type: field.TypeInt, Column: server.FieldMaxRequestsPerSecond},
+			server.FieldVerification:            {Type: field.TypeJSON, Column: server.FieldVerification},
+			server.FieldAllowedMethods:          {Type: field.TypeJSON, Column: server.FieldAllowedMethods},
+			server.FieldResponseStatus:          {Type: field.TypeInt, Column: server.FieldResponseStatus},
+			server.FieldResponseContentType:     {Type: field.TypeString, Column: server.FieldResponseContentType},
+			server.FieldResponseBody:            {Type: field.TypeString, Column: server.FieldResponseBody},
 			server.FieldDeletedAt:               {Type: field.TypeTime, Column: server.FieldDeletedAt},
 			server.FieldKind:                    {Type: field.TypeEnum, Column: server.FieldKind},
 		},
 	}
-	graph.Nodes[11] = &sqlgraph.Node{
+	graph.Nodes[13] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   signincode.Table,
 			Columns: signincode.Columns,
@@ -325,7 +371,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			signincode.FieldUsedAt:    {Type: field.TypeTime, Column: signincode.FieldUsedAt},
 		},
 	}
-	graph.Nodes[12] = &sqlgraph.Node{
+	graph.Nodes[14] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   tenant.Table,
 			Columns: tenant.Columns,
@@ -344,7 +390,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			tenant.FieldCreditsExhaustedAt: {Type: field.TypeTime, Column: tenant.FieldCreditsExhaustedAt},
 		},
 	}
-	graph.Nodes[13] = &sqlgraph.Node{
+	graph.Nodes[15] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   token.Table,
 			Columns: token.Columns,
@@ -603,6 +649,30 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		"Recipient",
 		"Delivery",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   rejection.TenantTable,
+			Columns: []string{rejection.TenantColumn},
+			Bidi:    false,
+		},
+		"Rejection",
+		"Tenant",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   rejectiontally.TenantTable,
+			Columns: []string{rejectiontally.TenantColumn},
+			Bidi:    false,
+		},
+		"RejectionTally",
+		"Tenant",
 	)
 	graph.MustAddE(
 		"tenant",
@@ -1934,6 +2004,174 @@ func (f *RecipientFilter) WhereHasDeliveriesWith(preds ...predicate.Delivery) {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *RejectionQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the RejectionQuery builder.
+func (_q *RejectionQuery) Filter() *RejectionFilter {
+	return &RejectionFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *RejectionMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the RejectionMutation builder.
+func (m *RejectionMutation) Filter() *RejectionFilter {
+	return &RejectionFilter{config: m.config, predicateAdder: m}
+}
+
+// RejectionFilter provides a generic filtering capability at runtime for RejectionQuery.
+type RejectionFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *RejectionFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *RejectionFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(rejection.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *RejectionFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(rejection.FieldTenantID))
+}
+
+// WhereServerID applies the entql int predicate on the server_id field.
+func (f *RejectionFilter) WhereServerID(p entql.IntP) {
+	f.Where(p.Field(rejection.FieldServerID))
+}
+
+// WhereAt applies the entql time.Time predicate on the at field.
+func (f *RejectionFilter) WhereAt(p entql.TimeP) {
+	f.Where(p.Field(rejection.FieldAt))
+}
+
+// WhereMethod applies the entql string predicate on the method field.
+func (f *RejectionFilter) WhereMethod(p entql.StringP) {
+	f.Where(p.Field(rejection.FieldMethod))
+}
+
+// WherePath applies the entql string predicate on the path field.
+func (f *RejectionFilter) WherePath(p entql.StringP) {
+	f.Where(p.Field(rejection.FieldPath))
+}
+
+// WhereSourceAddr applies the entql string predicate on the source_addr field.
+func (f *RejectionFilter) WhereSourceAddr(p entql.StringP) {
+	f.Where(p.Field(rejection.FieldSourceAddr))
+}
+
+// WhereReason applies the entql string predicate on the reason field.
+func (f *RejectionFilter) WhereReason(p entql.StringP) {
+	f.Where(p.Field(rejection.FieldReason))
+}
+
+// WhereMessage applies the entql string predicate on the message field.
+func (f *RejectionFilter) WhereMessage(p entql.StringP) {
+	f.Where(p.Field(rejection.FieldMessage))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *RejectionFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *RejectionFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
+func (_q *RejectionTallyQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the RejectionTallyQuery builder.
+func (_q *RejectionTallyQuery) Filter() *RejectionTallyFilter {
+	return &RejectionTallyFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *RejectionTallyMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the RejectionTallyMutation builder.
+func (m *RejectionTallyMutation) Filter() *RejectionTallyFilter {
+	return &RejectionTallyFilter{config: m.config, predicateAdder: m}
+}
+
+// RejectionTallyFilter provides a generic filtering capability at runtime for RejectionTallyQuery.
+type RejectionTallyFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *RejectionTallyFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *RejectionTallyFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(rejectiontally.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *RejectionTallyFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(rejectiontally.FieldTenantID))
+}
+
+// WhereServerID applies the entql int predicate on the server_id field.
+func (f *RejectionTallyFilter) WhereServerID(p entql.IntP) {
+	f.Where(p.Field(rejectiontally.FieldServerID))
+}
+
+// WhereCount applies the entql int64 predicate on the count field.
+func (f *RejectionTallyFilter) WhereCount(p entql.Int64P) {
+	f.Where(p.Field(rejectiontally.FieldCount))
+}
+
+// WhereLastAt applies the entql time.Time predicate on the last_at field.
+func (f *RejectionTallyFilter) WhereLastAt(p entql.TimeP) {
+	f.Where(p.Field(rejectiontally.FieldLastAt))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *RejectionTallyFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *RejectionTallyFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *RequestQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -1962,7 +2200,7 @@ type RequestFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RequestFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2031,6 +2269,11 @@ func (f *RequestFilter) WhereExpiresAt(p entql.TimeP) {
 // WhereStatus applies the entql string predicate on the status field.
 func (f *RequestFilter) WhereStatus(p entql.StringP) {
 	f.Where(p.Field(request.FieldStatus))
+}
+
+// WhereVerified applies the entql bool predicate on the verified field.
+func (f *RequestFilter) WhereVerified(p entql.BoolP) {
+	f.Where(p.Field(request.FieldVerified))
 }
 
 // WhereReplayOfID applies the entql int predicate on the replay_of_id field.
@@ -2142,7 +2385,7 @@ type ServerFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *ServerFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2196,6 +2439,31 @@ func (f *ServerFilter) WhereRetentionDays(p entql.IntP) {
 // WhereMaxRequestsPerSecond applies the entql int predicate on the max_requests_per_second field.
 func (f *ServerFilter) WhereMaxRequestsPerSecond(p entql.IntP) {
 	f.Where(p.Field(server.FieldMaxRequestsPerSecond))
+}
+
+// WhereVerification applies the entql json.RawMessage predicate on the verification field.
+func (f *ServerFilter) WhereVerification(p entql.BytesP) {
+	f.Where(p.Field(server.FieldVerification))
+}
+
+// WhereAllowedMethods applies the entql json.RawMessage predicate on the allowed_methods field.
+func (f *ServerFilter) WhereAllowedMethods(p entql.BytesP) {
+	f.Where(p.Field(server.FieldAllowedMethods))
+}
+
+// WhereResponseStatus applies the entql int predicate on the response_status field.
+func (f *ServerFilter) WhereResponseStatus(p entql.IntP) {
+	f.Where(p.Field(server.FieldResponseStatus))
+}
+
+// WhereResponseContentType applies the entql string predicate on the response_content_type field.
+func (f *ServerFilter) WhereResponseContentType(p entql.StringP) {
+	f.Where(p.Field(server.FieldResponseContentType))
+}
+
+// WhereResponseBody applies the entql string predicate on the response_body field.
+func (f *ServerFilter) WhereResponseBody(p entql.StringP) {
+	f.Where(p.Field(server.FieldResponseBody))
 }
 
 // WhereDeletedAt applies the entql time.Time predicate on the deleted_at field.
@@ -2279,7 +2547,7 @@ type SignInCodeFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *SignInCodeFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[13].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2339,7 +2607,7 @@ type TenantFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TenantFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[14].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2423,7 +2691,7 @@ type TokenFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TokenFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[13].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[15].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})

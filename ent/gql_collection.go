@@ -14,6 +14,7 @@ import (
 	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
@@ -1033,6 +1034,117 @@ func newRecipientPaginateArgs(rv map[string]any) *recipientPaginateArgs {
 }
 
 // CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
+func (_q *RejectionQuery) CollectFields(ctx context.Context, satisfies ...string) (*RejectionQuery, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return _q, nil
+	}
+	if err := _q.collectField(ctx, false, graphql.GetOperationContext(ctx), fc.Field, nil, satisfies...); err != nil {
+		return nil, err
+	}
+	return _q, nil
+}
+
+func (_q *RejectionQuery) collectField(ctx context.Context, oneNode bool, opCtx *graphql.OperationContext, collected graphql.CollectedField, path []string, satisfies ...string) error {
+	path = append([]string(nil), path...)
+	var (
+		unknownSeen    bool
+		fieldSeen      = make(map[string]struct{}, len(rejection.Columns))
+		selectedFields = []string{rejection.FieldID}
+	)
+	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
+		switch field.Name {
+		case "at":
+			if _, ok := fieldSeen[rejection.FieldAt]; !ok {
+				selectedFields = append(selectedFields, rejection.FieldAt)
+				fieldSeen[rejection.FieldAt] = struct{}{}
+			}
+		case "method":
+			if _, ok := fieldSeen[rejection.FieldMethod]; !ok {
+				selectedFields = append(selectedFields, rejection.FieldMethod)
+				fieldSeen[rejection.FieldMethod] = struct{}{}
+			}
+		case "path":
+			if _, ok := fieldSeen[rejection.FieldPath]; !ok {
+				selectedFields = append(selectedFields, rejection.FieldPath)
+				fieldSeen[rejection.FieldPath] = struct{}{}
+			}
+		case "sourceAddr":
+			if _, ok := fieldSeen[rejection.FieldSourceAddr]; !ok {
+				selectedFields = append(selectedFields, rejection.FieldSourceAddr)
+				fieldSeen[rejection.FieldSourceAddr] = struct{}{}
+			}
+		case "reason":
+			if _, ok := fieldSeen[rejection.FieldReason]; !ok {
+				selectedFields = append(selectedFields, rejection.FieldReason)
+				fieldSeen[rejection.FieldReason] = struct{}{}
+			}
+		case "message":
+			if _, ok := fieldSeen[rejection.FieldMessage]; !ok {
+				selectedFields = append(selectedFields, rejection.FieldMessage)
+				fieldSeen[rejection.FieldMessage] = struct{}{}
+			}
+		case "id":
+		case "__typename":
+		default:
+			unknownSeen = true
+		}
+	}
+	if !unknownSeen {
+		_q.Select(selectedFields...)
+	}
+	return nil
+}
+
+type rejectionPaginateArgs struct {
+	first, last   *int
+	after, before *Cursor
+	opts          []RejectionPaginateOption
+}
+
+func newRejectionPaginateArgs(rv map[string]any) *rejectionPaginateArgs {
+	args := &rejectionPaginateArgs{}
+	if rv == nil {
+		return args
+	}
+	if v := rv[firstField]; v != nil {
+		args.first = v.(*int)
+	}
+	if v := rv[lastField]; v != nil {
+		args.last = v.(*int)
+	}
+	if v := rv[afterField]; v != nil {
+		args.after = v.(*Cursor)
+	}
+	if v := rv[beforeField]; v != nil {
+		args.before = v.(*Cursor)
+	}
+	if v, ok := rv[orderByField]; ok {
+		switch v := v.(type) {
+		case map[string]any:
+			var (
+				err1, err2 error
+				order      = &RejectionOrder{Field: &RejectionOrderField{}, Direction: entgql.OrderDirectionAsc}
+			)
+			if d, ok := v[directionField]; ok {
+				err1 = order.Direction.UnmarshalGQL(d)
+			}
+			if f, ok := v[fieldField]; ok {
+				err2 = order.Field.UnmarshalGQL(f)
+			}
+			if err1 == nil && err2 == nil {
+				args.opts = append(args.opts, WithRejectionOrder(order))
+			}
+		case *RejectionOrder:
+			if v != nil {
+				args.opts = append(args.opts, WithRejectionOrder(v))
+			}
+		}
+	}
+	return args
+}
+
+// CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
 func (_q *RequestQuery) CollectFields(ctx context.Context, satisfies ...string) (*RequestQuery, error) {
 	fc := graphql.GetFieldContext(ctx)
 	if fc == nil {
@@ -1153,6 +1265,11 @@ func (_q *RequestQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 			if _, ok := fieldSeen[request.FieldStatus]; !ok {
 				selectedFields = append(selectedFields, request.FieldStatus)
 				fieldSeen[request.FieldStatus] = struct{}{}
+			}
+		case "verified":
+			if _, ok := fieldSeen[request.FieldVerified]; !ok {
+				selectedFields = append(selectedFields, request.FieldVerified)
+				fieldSeen[request.FieldVerified] = struct{}{}
 			}
 		case "id":
 		case "__typename":

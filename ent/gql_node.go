@@ -17,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
@@ -63,6 +64,11 @@ var recipientImplementors = []string{"Recipient", "Node"}
 
 // IsNode implements the Node interface check for GQLGen.
 func (*Recipient) IsNode() {}
+
+var rejectionImplementors = []string{"Rejection", "Node"}
+
+// IsNode implements the Node interface check for GQLGen.
+func (*Rejection) IsNode() {}
 
 var requestImplementors = []string{"Request", "Node"}
 
@@ -220,6 +226,15 @@ func (c *Client) noder(ctx context.Context, table string, id int) (Noder, error)
 			Where(recipient.ID(id))
 		if fc := graphql.GetFieldContext(ctx); fc != nil {
 			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, recipientImplementors...); err != nil {
+				return nil, err
+			}
+		}
+		return query.Only(ctx)
+	case rejection.Table:
+		query := c.Rejection.Query().
+			Where(rejection.ID(id))
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, rejectionImplementors...); err != nil {
 				return nil, err
 			}
 		}
@@ -433,6 +448,22 @@ func (c *Client) noders(ctx context.Context, table string, ids []int) ([]Noder, 
 		query := c.Recipient.Query().
 			Where(recipient.IDIn(ids...))
 		query, err := query.CollectFields(ctx, recipientImplementors...)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := query.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, node := range nodes {
+			for _, noder := range idmap[node.ID] {
+				*noder = node
+			}
+		}
+	case rejection.Table:
+		query := c.Rejection.Query().
+			Where(rejection.IDIn(ids...))
+		query, err := query.CollectFields(ctx, rejectionImplementors...)
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
@@ -2099,6 +2100,302 @@ func (_m *Recipient) ToEdge(order *RecipientOrder) *RecipientEdge {
 		order = DefaultRecipientOrder
 	}
 	return &RecipientEdge{
+		Node:   _m,
+		Cursor: order.Field.toCursor(_m),
+	}
+}
+
+// RejectionEdge is the edge representation of Rejection.
+type RejectionEdge struct {
+	Node   *Rejection `json:"node"`
+	Cursor Cursor     `json:"cursor"`
+}
+
+// RejectionConnection is the connection containing edges to Rejection.
+type RejectionConnection struct {
+	Edges      []*RejectionEdge `json:"edges"`
+	PageInfo   PageInfo         `json:"pageInfo"`
+	TotalCount int              `json:"totalCount"`
+}
+
+func (c *RejectionConnection) build(nodes []*Rejection, pager *rejectionPager, after *Cursor, first *int, before *Cursor, last *int) {
+	c.PageInfo.HasNextPage = before != nil
+	c.PageInfo.HasPreviousPage = after != nil
+	if first != nil && *first+1 == len(nodes) {
+		c.PageInfo.HasNextPage = true
+		nodes = nodes[:len(nodes)-1]
+	} else if last != nil && *last+1 == len(nodes) {
+		c.PageInfo.HasPreviousPage = true
+		nodes = nodes[:len(nodes)-1]
+	}
+	var nodeAt func(int) *Rejection
+	if last != nil {
+		n := len(nodes) - 1
+		nodeAt = func(i int) *Rejection {
+			return nodes[n-i]
+		}
+	} else {
+		nodeAt = func(i int) *Rejection {
+			return nodes[i]
+		}
+	}
+	c.Edges = make([]*RejectionEdge, len(nodes))
+	for i := range nodes {
+		node := nodeAt(i)
+		c.Edges[i] = &RejectionEdge{
+			Node:   node,
+			Cursor: pager.toCursor(node),
+		}
+	}
+	if l := len(c.Edges); l > 0 {
+		c.PageInfo.StartCursor = &c.Edges[0].Cursor
+		c.PageInfo.EndCursor = &c.Edges[l-1].Cursor
+	}
+	if c.TotalCount == 0 {
+		c.TotalCount = len(nodes)
+	}
+}
+
+// RejectionPaginateOption enables pagination customization.
+type RejectionPaginateOption func(*rejectionPager) error
+
+// WithRejectionOrder configures pagination ordering.
+func WithRejectionOrder(order *RejectionOrder) RejectionPaginateOption {
+	if order == nil {
+		order = DefaultRejectionOrder
+	}
+	o := *order
+	return func(pager *rejectionPager) error {
+		if err := o.Direction.Validate(); err != nil {
+			return err
+		}
+		if o.Field == nil {
+			o.Field = DefaultRejectionOrder.Field
+		}
+		pager.order = &o
+		return nil
+	}
+}
+
+// WithRejectionFilter configures pagination filter.
+func WithRejectionFilter(filter func(*RejectionQuery) (*RejectionQuery, error)) RejectionPaginateOption {
+	return func(pager *rejectionPager) error {
+		if filter == nil {
+			return errors.New("RejectionQuery filter cannot be nil")
+		}
+		pager.filter = filter
+		return nil
+	}
+}
+
+type rejectionPager struct {
+	reverse bool
+	order   *RejectionOrder
+	filter  func(*RejectionQuery) (*RejectionQuery, error)
+}
+
+func newRejectionPager(opts []RejectionPaginateOption, reverse bool) (*rejectionPager, error) {
+	pager := &rejectionPager{reverse: reverse}
+	for _, opt := range opts {
+		if err := opt(pager); err != nil {
+			return nil, err
+		}
+	}
+	if pager.order == nil {
+		pager.order = DefaultRejectionOrder
+	}
+	return pager, nil
+}
+
+func (p *rejectionPager) applyFilter(query *RejectionQuery) (*RejectionQuery, error) {
+	if p.filter != nil {
+		return p.filter(query)
+	}
+	return query, nil
+}
+
+func (p *rejectionPager) toCursor(_m *Rejection) Cursor {
+	return p.order.Field.toCursor(_m)
+}
+
+func (p *rejectionPager) applyCursors(query *RejectionQuery, after, before *Cursor) (*RejectionQuery, error) {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	for _, predicate := range entgql.CursorsPredicate(after, before, DefaultRejectionOrder.Field.column, p.order.Field.column, direction) {
+		query = query.Where(predicate)
+	}
+	return query, nil
+}
+
+func (p *rejectionPager) applyOrder(query *RejectionQuery) *RejectionQuery {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	query = query.Order(p.order.Field.toTerm(direction.OrderTermOption()))
+	if p.order.Field != DefaultRejectionOrder.Field {
+		query = query.Order(DefaultRejectionOrder.Field.toTerm(direction.OrderTermOption()))
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return query
+}
+
+func (p *rejectionPager) orderExpr(query *RejectionQuery) sql.Querier {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return sql.ExprFunc(func(b *sql.Builder) {
+		b.Ident(p.order.Field.column).Pad().WriteString(string(direction))
+		if p.order.Field != DefaultRejectionOrder.Field {
+			b.Comma().Ident(DefaultRejectionOrder.Field.column).Pad().WriteString(string(direction))
+		}
+	})
+}
+
+// Paginate executes the query and returns a relay based cursor connection to Rejection.
+func (_m *RejectionQuery) Paginate(
+	ctx context.Context, after *Cursor, first *int,
+	before *Cursor, last *int, opts ...RejectionPaginateOption,
+) (*RejectionConnection, error) {
+	if err := validateFirstLast(first, last); err != nil {
+		return nil, err
+	}
+	pager, err := newRejectionPager(opts, last != nil)
+	if err != nil {
+		return nil, err
+	}
+	if _m, err = pager.applyFilter(_m); err != nil {
+		return nil, err
+	}
+	conn := &RejectionConnection{Edges: []*RejectionEdge{}}
+	ignoredEdges := !hasCollectedField(ctx, edgesField)
+	if hasCollectedField(ctx, totalCountField) || hasCollectedField(ctx, pageInfoField) {
+		hasPagination := after != nil || first != nil || before != nil || last != nil
+		if hasPagination || ignoredEdges {
+			c := _m.Clone()
+			c.ctx.Fields = nil
+			if conn.TotalCount, err = c.Count(ctx); err != nil {
+				return nil, err
+			}
+			conn.PageInfo.HasNextPage = first != nil && conn.TotalCount > 0
+			conn.PageInfo.HasPreviousPage = last != nil && conn.TotalCount > 0
+		}
+	}
+	if ignoredEdges || (first != nil && *first == 0) || (last != nil && *last == 0) {
+		return conn, nil
+	}
+	if _m, err = pager.applyCursors(_m, after, before); err != nil {
+		return nil, err
+	}
+	limit := paginateLimit(first, last)
+	if limit != 0 {
+		_m.Limit(limit)
+	}
+	if field := collectedField(ctx, edgesField, nodeField); field != nil {
+		if err := _m.collectField(ctx, limit == 1, graphql.GetOperationContext(ctx), *field, []string{edgesField, nodeField}); err != nil {
+			return nil, err
+		}
+	}
+	_m = pager.applyOrder(_m)
+	nodes, err := _m.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn.build(nodes, pager, after, first, before, last)
+	return conn, nil
+}
+
+var (
+	// RejectionOrderFieldAt orders Rejection by at.
+	RejectionOrderFieldAt = &RejectionOrderField{
+		Value: func(_m *Rejection) (ent.Value, error) {
+			return _m.At, nil
+		},
+		column: rejection.FieldAt,
+		toTerm: rejection.ByAt,
+		toCursor: func(_m *Rejection) Cursor {
+			return Cursor{
+				ID:    _m.ID,
+				Value: _m.At,
+			}
+		},
+	}
+)
+
+// String implement fmt.Stringer interface.
+func (f RejectionOrderField) String() string {
+	var str string
+	switch f.column {
+	case RejectionOrderFieldAt.column:
+		str = "AT"
+	}
+	return str
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (f RejectionOrderField) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(f.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (f *RejectionOrderField) UnmarshalGQL(v interface{}) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("RejectionOrderField %T must be a string", v)
+	}
+	switch str {
+	case "AT":
+		*f = *RejectionOrderFieldAt
+	default:
+		return fmt.Errorf("%s is not a valid RejectionOrderField", str)
+	}
+	return nil
+}
+
+// RejectionOrderField defines the ordering field of Rejection.
+type RejectionOrderField struct {
+	// Value extracts the ordering value from the given Rejection.
+	Value    func(*Rejection) (ent.Value, error)
+	column   string // field or computed.
+	toTerm   func(...sql.OrderTermOption) rejection.OrderOption
+	toCursor func(*Rejection) Cursor
+}
+
+// RejectionOrder defines the ordering of Rejection.
+type RejectionOrder struct {
+	Direction OrderDirection       `json:"direction"`
+	Field     *RejectionOrderField `json:"field"`
+}
+
+// DefaultRejectionOrder is the default ordering of Rejection.
+var DefaultRejectionOrder = &RejectionOrder{
+	Direction: entgql.OrderDirectionAsc,
+	Field: &RejectionOrderField{
+		Value: func(_m *Rejection) (ent.Value, error) {
+			return _m.ID, nil
+		},
+		column: rejection.FieldID,
+		toTerm: rejection.ByID,
+		toCursor: func(_m *Rejection) Cursor {
+			return Cursor{ID: _m.ID}
+		},
+	},
+}
+
+// ToEdge converts Rejection into RejectionEdge.
+func (_m *Rejection) ToEdge(order *RejectionOrder) *RejectionEdge {
+	if order == nil {
+		order = DefaultRejectionOrder
+	}
+	return &RejectionEdge{
 		Node:   _m,
 		Cursor: order.Field.toCursor(_m),
 	}

@@ -3571,6 +3571,12 @@ type RequestWhereInput struct {
 	StatusIn    []request.Status `json:"statusIn,omitempty"`
 	StatusNotIn []request.Status `json:"statusNotIn,omitempty"`
 
+	// "verified" field predicates.
+	Verified       *bool `json:"verified,omitempty"`
+	VerifiedNEQ    *bool `json:"verifiedNEQ,omitempty"`
+	VerifiedIsNil  bool  `json:"verifiedIsNil,omitempty"`
+	VerifiedNotNil bool  `json:"verifiedNotNil,omitempty"`
+
 	// "server" edge predicates.
 	HasServer     *bool               `json:"hasServer,omitempty"`
 	HasServerWith []*ServerWhereInput `json:"hasServerWith,omitempty"`
@@ -3949,6 +3955,18 @@ func (i *RequestWhereInput) P() (predicate.Request, error) {
 	}
 	if len(i.StatusNotIn) > 0 {
 		predicates = append(predicates, request.StatusNotIn(i.StatusNotIn...))
+	}
+	if i.Verified != nil {
+		predicates = append(predicates, request.VerifiedEQ(*i.Verified))
+	}
+	if i.VerifiedNEQ != nil {
+		predicates = append(predicates, request.VerifiedNEQ(*i.VerifiedNEQ))
+	}
+	if i.VerifiedIsNil {
+		predicates = append(predicates, request.VerifiedIsNil())
+	}
+	if i.VerifiedNotNil {
+		predicates = append(predicates, request.VerifiedNotNil())
 	}
 
 	if i.HasServer != nil {

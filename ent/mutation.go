@@ -22,11 +22,14 @@ import (
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
+	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/verify"
 )
 
 const (
@@ -47,6 +50,8 @@ const (
 	TypePendingAlert      = "PendingAlert"
 	TypePlan              = "Plan"
 	TypeRecipient         = "Recipient"
+	TypeRejection         = "Rejection"
+	TypeRejectionTally    = "RejectionTally"
 	TypeRequest           = "Request"
 	TypeServer            = "Server"
 	TypeSignInCode        = "SignInCode"
@@ -11135,6 +11140,1411 @@ func (m *RecipientMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Recipient edge %s", name)
 }
 
+// RejectionMutation represents an operation that mutates the Rejection nodes in the graph.
+type RejectionMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	server_id     *int
+	addserver_id  *int
+	at            *time.Time
+	method        *string
+	_path         *string
+	source_addr   *string
+	reason        *rejection.Reason
+	message       *string
+	clearedFields map[string]struct{}
+	tenant        *int
+	clearedtenant bool
+	done          bool
+	oldValue      func(context.Context) (*Rejection, error)
+	predicates    []predicate.Rejection
+}
+
+var _ ent.Mutation = (*RejectionMutation)(nil)
+
+// rejectionOption allows management of the mutation configuration using functional options.
+type rejectionOption func(*RejectionMutation)
+
+// newRejectionMutation creates new mutation for the Rejection entity.
+func newRejectionMutation(c config, op Op, opts ...rejectionOption) *RejectionMutation {
+	m := &RejectionMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRejection,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRejectionID sets the ID field of the mutation.
+func withRejectionID(id int) rejectionOption {
+	return func(m *RejectionMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Rejection
+		)
+		m.oldValue = func(ctx context.Context) (*Rejection, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Rejection.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRejection sets the old Rejection of the mutation.
+func withRejection(node *Rejection) rejectionOption {
+	return func(m *RejectionMutation) {
+		m.oldValue = func(context.Context) (*Rejection, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RejectionMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RejectionMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RejectionMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RejectionMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Rejection.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *RejectionMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *RejectionMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the Rejection entity.
+// If the Rejection object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *RejectionMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetServerID sets the "server_id" field.
+func (m *RejectionMutation) SetServerID(i int) {
+	m.server_id = &i
+	m.addserver_id = nil
+}
+
+// ServerID returns the value of the "server_id" field in the mutation.
+func (m *RejectionMutation) ServerID() (r int, exists bool) {
+	v := m.server_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldServerID returns the old "server_id" field's value of the Rejection entity.
+// If the Rejection object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionMutation) OldServerID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldServerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldServerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldServerID: %w", err)
+	}
+	return oldValue.ServerID, nil
+}
+
+// AddServerID adds i to the "server_id" field.
+func (m *RejectionMutation) AddServerID(i int) {
+	if m.addserver_id != nil {
+		*m.addserver_id += i
+	} else {
+		m.addserver_id = &i
+	}
+}
+
+// AddedServerID returns the value that was added to the "server_id" field in this mutation.
+func (m *RejectionMutation) AddedServerID() (r int, exists bool) {
+	v := m.addserver_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetServerID resets all changes to the "server_id" field.
+func (m *RejectionMutation) ResetServerID() {
+	m.server_id = nil
+	m.addserver_id = nil
+}
+
+// SetAt sets the "at" field.
+func (m *RejectionMutation) SetAt(t time.Time) {
+	m.at = &t
+}
+
+// At returns the value of the "at" field in the mutation.
+func (m *RejectionMutation) At() (r time.Time, exists bool) {
+	v := m.at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAt returns the old "at" field's value of the Rejection entity.
+// If the Rejection object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionMutation) OldAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAt: %w", err)
+	}
+	return oldValue.At, nil
+}
+
+// ResetAt resets all changes to the "at" field.
+func (m *RejectionMutation) ResetAt() {
+	m.at = nil
+}
+
+// SetMethod sets the "method" field.
+func (m *RejectionMutation) SetMethod(s string) {
+	m.method = &s
+}
+
+// Method returns the value of the "method" field in the mutation.
+func (m *RejectionMutation) Method() (r string, exists bool) {
+	v := m.method
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMethod returns the old "method" field's value of the Rejection entity.
+// If the Rejection object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionMutation) OldMethod(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMethod is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMethod requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMethod: %w", err)
+	}
+	return oldValue.Method, nil
+}
+
+// ResetMethod resets all changes to the "method" field.
+func (m *RejectionMutation) ResetMethod() {
+	m.method = nil
+}
+
+// SetPath sets the "path" field.
+func (m *RejectionMutation) SetPath(s string) {
+	m._path = &s
+}
+
+// Path returns the value of the "path" field in the mutation.
+func (m *RejectionMutation) Path() (r string, exists bool) {
+	v := m._path
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPath returns the old "path" field's value of the Rejection entity.
+// If the Rejection object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionMutation) OldPath(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPath is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPath requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPath: %w", err)
+	}
+	return oldValue.Path, nil
+}
+
+// ResetPath resets all changes to the "path" field.
+func (m *RejectionMutation) ResetPath() {
+	m._path = nil
+}
+
+// SetSourceAddr sets the "source_addr" field.
+func (m *RejectionMutation) SetSourceAddr(s string) {
+	m.source_addr = &s
+}
+
+// SourceAddr returns the value of the "source_addr" field in the mutation.
+func (m *RejectionMutation) SourceAddr() (r string, exists bool) {
+	v := m.source_addr
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSourceAddr returns the old "source_addr" field's value of the Rejection entity.
+// If the Rejection object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionMutation) OldSourceAddr(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSourceAddr is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSourceAddr requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSourceAddr: %w", err)
+	}
+	return oldValue.SourceAddr, nil
+}
+
+// ResetSourceAddr resets all changes to the "source_addr" field.
+func (m *RejectionMutation) ResetSourceAddr() {
+	m.source_addr = nil
+}
+
+// SetReason sets the "reason" field.
+func (m *RejectionMutation) SetReason(r rejection.Reason) {
+	m.reason = &r
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *RejectionMutation) Reason() (r rejection.Reason, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the Rejection entity.
+// If the Rejection object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionMutation) OldReason(ctx context.Context) (v rejection.Reason, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *RejectionMutation) ResetReason() {
+	m.reason = nil
+}
+
+// SetMessage sets the "message" field.
+func (m *RejectionMutation) SetMessage(s string) {
+	m.message = &s
+}
+
+// Message returns the value of the "message" field in the mutation.
+func (m *RejectionMutation) Message() (r string, exists bool) {
+	v := m.message
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMessage returns the old "message" field's value of the Rejection entity.
+// If the Rejection object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionMutation) OldMessage(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMessage is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMessage requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMessage: %w", err)
+	}
+	return oldValue.Message, nil
+}
+
+// ResetMessage resets all changes to the "message" field.
+func (m *RejectionMutation) ResetMessage() {
+	m.message = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *RejectionMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[rejection.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *RejectionMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *RejectionMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *RejectionMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the RejectionMutation builder.
+func (m *RejectionMutation) Where(ps ...predicate.Rejection) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RejectionMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RejectionMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Rejection, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RejectionMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RejectionMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Rejection).
+func (m *RejectionMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RejectionMutation) Fields() []string {
+	fields := make([]string, 0, 8)
+	if m.tenant != nil {
+		fields = append(fields, rejection.FieldTenantID)
+	}
+	if m.server_id != nil {
+		fields = append(fields, rejection.FieldServerID)
+	}
+	if m.at != nil {
+		fields = append(fields, rejection.FieldAt)
+	}
+	if m.method != nil {
+		fields = append(fields, rejection.FieldMethod)
+	}
+	if m._path != nil {
+		fields = append(fields, rejection.FieldPath)
+	}
+	if m.source_addr != nil {
+		fields = append(fields, rejection.FieldSourceAddr)
+	}
+	if m.reason != nil {
+		fields = append(fields, rejection.FieldReason)
+	}
+	if m.message != nil {
+		fields = append(fields, rejection.FieldMessage)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RejectionMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case rejection.FieldTenantID:
+		return m.TenantID()
+	case rejection.FieldServerID:
+		return m.ServerID()
+	case rejection.FieldAt:
+		return m.At()
+	case rejection.FieldMethod:
+		return m.Method()
+	case rejection.FieldPath:
+		return m.Path()
+	case rejection.FieldSourceAddr:
+		return m.SourceAddr()
+	case rejection.FieldReason:
+		return m.Reason()
+	case rejection.FieldMessage:
+		return m.Message()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RejectionMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case rejection.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case rejection.FieldServerID:
+		return m.OldServerID(ctx)
+	case rejection.FieldAt:
+		return m.OldAt(ctx)
+	case rejection.FieldMethod:
+		return m.OldMethod(ctx)
+	case rejection.FieldPath:
+		return m.OldPath(ctx)
+	case rejection.FieldSourceAddr:
+		return m.OldSourceAddr(ctx)
+	case rejection.FieldReason:
+		return m.OldReason(ctx)
+	case rejection.FieldMessage:
+		return m.OldMessage(ctx)
+	}
+	return nil, fmt.Errorf("unknown Rejection field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RejectionMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case rejection.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case rejection.FieldServerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetServerID(v)
+		return nil
+	case rejection.FieldAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAt(v)
+		return nil
+	case rejection.FieldMethod:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMethod(v)
+		return nil
+	case rejection.FieldPath:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPath(v)
+		return nil
+	case rejection.FieldSourceAddr:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSourceAddr(v)
+		return nil
+	case rejection.FieldReason:
+		v, ok := value.(rejection.Reason)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case rejection.FieldMessage:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMessage(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Rejection field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RejectionMutation) AddedFields() []string {
+	var fields []string
+	if m.addserver_id != nil {
+		fields = append(fields, rejection.FieldServerID)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RejectionMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case rejection.FieldServerID:
+		return m.AddedServerID()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RejectionMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case rejection.FieldServerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddServerID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Rejection numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RejectionMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RejectionMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RejectionMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown Rejection nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RejectionMutation) ResetField(name string) error {
+	switch name {
+	case rejection.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case rejection.FieldServerID:
+		m.ResetServerID()
+		return nil
+	case rejection.FieldAt:
+		m.ResetAt()
+		return nil
+	case rejection.FieldMethod:
+		m.ResetMethod()
+		return nil
+	case rejection.FieldPath:
+		m.ResetPath()
+		return nil
+	case rejection.FieldSourceAddr:
+		m.ResetSourceAddr()
+		return nil
+	case rejection.FieldReason:
+		m.ResetReason()
+		return nil
+	case rejection.FieldMessage:
+		m.ResetMessage()
+		return nil
+	}
+	return fmt.Errorf("unknown Rejection field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RejectionMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, rejection.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RejectionMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case rejection.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RejectionMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RejectionMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RejectionMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, rejection.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RejectionMutation) EdgeCleared(name string) bool {
+	switch name {
+	case rejection.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RejectionMutation) ClearEdge(name string) error {
+	switch name {
+	case rejection.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown Rejection unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RejectionMutation) ResetEdge(name string) error {
+	switch name {
+	case rejection.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown Rejection edge %s", name)
+}
+
+// RejectionTallyMutation represents an operation that mutates the RejectionTally nodes in the graph.
+type RejectionTallyMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	server_id     *int
+	addserver_id  *int
+	count         *int64
+	addcount      *int64
+	last_at       *time.Time
+	clearedFields map[string]struct{}
+	tenant        *int
+	clearedtenant bool
+	done          bool
+	oldValue      func(context.Context) (*RejectionTally, error)
+	predicates    []predicate.RejectionTally
+}
+
+var _ ent.Mutation = (*RejectionTallyMutation)(nil)
+
+// rejectiontallyOption allows management of the mutation configuration using functional options.
+type rejectiontallyOption func(*RejectionTallyMutation)
+
+// newRejectionTallyMutation creates new mutation for the RejectionTally entity.
+func newRejectionTallyMutation(c config, op Op, opts ...rejectiontallyOption) *RejectionTallyMutation {
+	m := &RejectionTallyMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRejectionTally,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRejectionTallyID sets the ID field of the mutation.
+func withRejectionTallyID(id int) rejectiontallyOption {
+	return func(m *RejectionTallyMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RejectionTally
+		)
+		m.oldValue = func(ctx context.Context) (*RejectionTally, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RejectionTally.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRejectionTally sets the old RejectionTally of the mutation.
+func withRejectionTally(node *RejectionTally) rejectiontallyOption {
+	return func(m *RejectionTallyMutation) {
+		m.oldValue = func(context.Context) (*RejectionTally, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RejectionTallyMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RejectionTallyMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RejectionTallyMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RejectionTallyMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RejectionTally.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *RejectionTallyMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *RejectionTallyMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the RejectionTally entity.
+// If the RejectionTally object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionTallyMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *RejectionTallyMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetServerID sets the "server_id" field.
+func (m *RejectionTallyMutation) SetServerID(i int) {
+	m.server_id = &i
+	m.addserver_id = nil
+}
+
+// ServerID returns the value of the "server_id" field in the mutation.
+func (m *RejectionTallyMutation) ServerID() (r int, exists bool) {
+	v := m.server_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldServerID returns the old "server_id" field's value of the RejectionTally entity.
+// If the RejectionTally object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionTallyMutation) OldServerID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldServerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldServerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldServerID: %w", err)
+	}
+	return oldValue.ServerID, nil
+}
+
+// AddServerID adds i to the "server_id" field.
+func (m *RejectionTallyMutation) AddServerID(i int) {
+	if m.addserver_id != nil {
+		*m.addserver_id += i
+	} else {
+		m.addserver_id = &i
+	}
+}
+
+// AddedServerID returns the value that was added to the "server_id" field in this mutation.
+func (m *RejectionTallyMutation) AddedServerID() (r int, exists bool) {
+	v := m.addserver_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetServerID resets all changes to the "server_id" field.
+func (m *RejectionTallyMutation) ResetServerID() {
+	m.server_id = nil
+	m.addserver_id = nil
+}
+
+// SetCount sets the "count" field.
+func (m *RejectionTallyMutation) SetCount(i int64) {
+	m.count = &i
+	m.addcount = nil
+}
+
+// Count returns the value of the "count" field in the mutation.
+func (m *RejectionTallyMutation) Count() (r int64, exists bool) {
+	v := m.count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCount returns the old "count" field's value of the RejectionTally entity.
+// If the RejectionTally object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionTallyMutation) OldCount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCount: %w", err)
+	}
+	return oldValue.Count, nil
+}
+
+// AddCount adds i to the "count" field.
+func (m *RejectionTallyMutation) AddCount(i int64) {
+	if m.addcount != nil {
+		*m.addcount += i
+	} else {
+		m.addcount = &i
+	}
+}
+
+// AddedCount returns the value that was added to the "count" field in this mutation.
+func (m *RejectionTallyMutation) AddedCount() (r int64, exists bool) {
+	v := m.addcount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCount resets all changes to the "count" field.
+func (m *RejectionTallyMutation) ResetCount() {
+	m.count = nil
+	m.addcount = nil
+}
+
+// SetLastAt sets the "last_at" field.
+func (m *RejectionTallyMutation) SetLastAt(t time.Time) {
+	m.last_at = &t
+}
+
+// LastAt returns the value of the "last_at" field in the mutation.
+func (m *RejectionTallyMutation) LastAt() (r time.Time, exists bool) {
+	v := m.last_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLastAt returns the old "last_at" field's value of the RejectionTally entity.
+// If the RejectionTally object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RejectionTallyMutation) OldLastAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLastAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLastAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLastAt: %w", err)
+	}
+	return oldValue.LastAt, nil
+}
+
+// ResetLastAt resets all changes to the "last_at" field.
+func (m *RejectionTallyMutation) ResetLastAt() {
+	m.last_at = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *RejectionTallyMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[rejectiontally.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *RejectionTallyMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *RejectionTallyMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *RejectionTallyMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the RejectionTallyMutation builder.
+func (m *RejectionTallyMutation) Where(ps ...predicate.RejectionTally) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RejectionTallyMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RejectionTallyMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RejectionTally, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RejectionTallyMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RejectionTallyMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RejectionTally).
+func (m *RejectionTallyMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RejectionTallyMutation) Fields() []string {
+	fields := make([]string, 0, 4)
+	if m.tenant != nil {
+		fields = append(fields, rejectiontally.FieldTenantID)
+	}
+	if m.server_id != nil {
+		fields = append(fields, rejectiontally.FieldServerID)
+	}
+	if m.count != nil {
+		fields = append(fields, rejectiontally.FieldCount)
+	}
+	if m.last_at != nil {
+		fields = append(fields, rejectiontally.FieldLastAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RejectionTallyMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case rejectiontally.FieldTenantID:
+		return m.TenantID()
+	case rejectiontally.FieldServerID:
+		return m.ServerID()
+	case rejectiontally.FieldCount:
+		return m.Count()
+	case rejectiontally.FieldLastAt:
+		return m.LastAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RejectionTallyMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case rejectiontally.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case rejectiontally.FieldServerID:
+		return m.OldServerID(ctx)
+	case rejectiontally.FieldCount:
+		return m.OldCount(ctx)
+	case rejectiontally.FieldLastAt:
+		return m.OldLastAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown RejectionTally field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RejectionTallyMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case rejectiontally.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case rejectiontally.FieldServerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetServerID(v)
+		return nil
+	case rejectiontally.FieldCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCount(v)
+		return nil
+	case rejectiontally.FieldLastAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLastAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RejectionTally field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RejectionTallyMutation) AddedFields() []string {
+	var fields []string
+	if m.addserver_id != nil {
+		fields = append(fields, rejectiontally.FieldServerID)
+	}
+	if m.addcount != nil {
+		fields = append(fields, rejectiontally.FieldCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RejectionTallyMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case rejectiontally.FieldServerID:
+		return m.AddedServerID()
+	case rejectiontally.FieldCount:
+		return m.AddedCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RejectionTallyMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case rejectiontally.FieldServerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddServerID(v)
+		return nil
+	case rejectiontally.FieldCount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RejectionTally numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RejectionTallyMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RejectionTallyMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RejectionTallyMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown RejectionTally nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RejectionTallyMutation) ResetField(name string) error {
+	switch name {
+	case rejectiontally.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case rejectiontally.FieldServerID:
+		m.ResetServerID()
+		return nil
+	case rejectiontally.FieldCount:
+		m.ResetCount()
+		return nil
+	case rejectiontally.FieldLastAt:
+		m.ResetLastAt()
+		return nil
+	}
+	return fmt.Errorf("unknown RejectionTally field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RejectionTallyMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, rejectiontally.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RejectionTallyMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case rejectiontally.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RejectionTallyMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RejectionTallyMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RejectionTallyMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, rejectiontally.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RejectionTallyMutation) EdgeCleared(name string) bool {
+	switch name {
+	case rejectiontally.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RejectionTallyMutation) ClearEdge(name string) error {
+	switch name {
+	case rejectiontally.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown RejectionTally unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RejectionTallyMutation) ResetEdge(name string) error {
+	switch name {
+	case rejectiontally.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown RejectionTally edge %s", name)
+}
+
 // RequestMutation represents an operation that mutates the Request nodes in the graph.
 type RequestMutation struct {
 	config
@@ -11151,6 +12561,7 @@ type RequestMutation struct {
 	received_at        *time.Time
 	expires_at         *time.Time
 	status             *request.Status
+	verified           *bool
 	filtered_out       *[]int
 	appendfiltered_out []int
 	clearedFields      map[string]struct{}
@@ -11701,6 +13112,55 @@ func (m *RequestMutation) ResetStatus() {
 	m.status = nil
 }
 
+// SetVerified sets the "verified" field.
+func (m *RequestMutation) SetVerified(b bool) {
+	m.verified = &b
+}
+
+// Verified returns the value of the "verified" field in the mutation.
+func (m *RequestMutation) Verified() (r bool, exists bool) {
+	v := m.verified
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldVerified returns the old "verified" field's value of the Request entity.
+// If the Request object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RequestMutation) OldVerified(ctx context.Context) (v *bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldVerified is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldVerified requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldVerified: %w", err)
+	}
+	return oldValue.Verified, nil
+}
+
+// ClearVerified clears the value of the "verified" field.
+func (m *RequestMutation) ClearVerified() {
+	m.verified = nil
+	m.clearedFields[request.FieldVerified] = struct{}{}
+}
+
+// VerifiedCleared returns if the "verified" field was cleared in this mutation.
+func (m *RequestMutation) VerifiedCleared() bool {
+	_, ok := m.clearedFields[request.FieldVerified]
+	return ok
+}
+
+// ResetVerified resets all changes to the "verified" field.
+func (m *RequestMutation) ResetVerified() {
+	m.verified = nil
+	delete(m.clearedFields, request.FieldVerified)
+}
+
 // SetReplayOfID sets the "replay_of_id" field.
 func (m *RequestMutation) SetReplayOfID(i int) {
 	m.replay_of = &i
@@ -12038,7 +13498,7 @@ func (m *RequestMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RequestMutation) Fields() []string {
-	fields := make([]string, 0, 14)
+	fields := make([]string, 0, 15)
 	if m.tenant != nil {
 		fields = append(fields, request.FieldTenantID)
 	}
@@ -12074,6 +13534,9 @@ func (m *RequestMutation) Fields() []string {
 	}
 	if m.status != nil {
 		fields = append(fields, request.FieldStatus)
+	}
+	if m.verified != nil {
+		fields = append(fields, request.FieldVerified)
 	}
 	if m.replay_of != nil {
 		fields = append(fields, request.FieldReplayOfID)
@@ -12113,6 +13576,8 @@ func (m *RequestMutation) Field(name string) (ent.Value, bool) {
 		return m.ExpiresAt()
 	case request.FieldStatus:
 		return m.Status()
+	case request.FieldVerified:
+		return m.Verified()
 	case request.FieldReplayOfID:
 		return m.ReplayOfID()
 	case request.FieldFilteredOut:
@@ -12150,6 +13615,8 @@ func (m *RequestMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldExpiresAt(ctx)
 	case request.FieldStatus:
 		return m.OldStatus(ctx)
+	case request.FieldVerified:
+		return m.OldVerified(ctx)
 	case request.FieldReplayOfID:
 		return m.OldReplayOfID(ctx)
 	case request.FieldFilteredOut:
@@ -12247,6 +13714,13 @@ func (m *RequestMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetStatus(v)
 		return nil
+	case request.FieldVerified:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetVerified(v)
+		return nil
 	case request.FieldReplayOfID:
 		v, ok := value.(int)
 		if !ok {
@@ -12294,6 +13768,9 @@ func (m *RequestMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *RequestMutation) ClearedFields() []string {
 	var fields []string
+	if m.FieldCleared(request.FieldVerified) {
+		fields = append(fields, request.FieldVerified)
+	}
 	if m.FieldCleared(request.FieldReplayOfID) {
 		fields = append(fields, request.FieldReplayOfID)
 	}
@@ -12314,6 +13791,9 @@ func (m *RequestMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *RequestMutation) ClearField(name string) error {
 	switch name {
+	case request.FieldVerified:
+		m.ClearVerified()
+		return nil
 	case request.FieldReplayOfID:
 		m.ClearReplayOfID()
 		return nil
@@ -12363,6 +13843,9 @@ func (m *RequestMutation) ResetField(name string) error {
 		return nil
 	case request.FieldStatus:
 		m.ResetStatus()
+		return nil
+	case request.FieldVerified:
+		m.ResetVerified()
 		return nil
 	case request.FieldReplayOfID:
 		m.ResetReplayOfID()
@@ -12554,6 +14037,13 @@ type ServerMutation struct {
 	addretention_days          *int
 	max_requests_per_second    *int
 	addmax_requests_per_second *int
+	verification               **verify.Config
+	allowed_methods            *[]string
+	appendallowed_methods      []string
+	response_status            *int
+	addresponse_status         *int
+	response_content_type      *string
+	response_body              *string
 	deleted_at                 *time.Time
 	kind                       *server.Kind
 	clearedFields              map[string]struct{}
@@ -13086,6 +14576,262 @@ func (m *ServerMutation) ResetMaxRequestsPerSecond() {
 	delete(m.clearedFields, server.FieldMaxRequestsPerSecond)
 }
 
+// SetVerification sets the "verification" field.
+func (m *ServerMutation) SetVerification(v *verify.Config) {
+	m.verification = &v
+}
+
+// Verification returns the value of the "verification" field in the mutation.
+func (m *ServerMutation) Verification() (r *verify.Config, exists bool) {
+	v := m.verification
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldVerification returns the old "verification" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldVerification(ctx context.Context) (v *verify.Config, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldVerification is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldVerification requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldVerification: %w", err)
+	}
+	return oldValue.Verification, nil
+}
+
+// ClearVerification clears the value of the "verification" field.
+func (m *ServerMutation) ClearVerification() {
+	m.verification = nil
+	m.clearedFields[server.FieldVerification] = struct{}{}
+}
+
+// VerificationCleared returns if the "verification" field was cleared in this mutation.
+func (m *ServerMutation) VerificationCleared() bool {
+	_, ok := m.clearedFields[server.FieldVerification]
+	return ok
+}
+
+// ResetVerification resets all changes to the "verification" field.
+func (m *ServerMutation) ResetVerification() {
+	m.verification = nil
+	delete(m.clearedFields, server.FieldVerification)
+}
+
+// SetAllowedMethods sets the "allowed_methods" field.
+func (m *ServerMutation) SetAllowedMethods(s []string) {
+	m.allowed_methods = &s
+	m.appendallowed_methods = nil
+}
+
+// AllowedMethods returns the value of the "allowed_methods" field in the mutation.
+func (m *ServerMutation) AllowedMethods() (r []string, exists bool) {
+	v := m.allowed_methods
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAllowedMethods returns the old "allowed_methods" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldAllowedMethods(ctx context.Context) (v []string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAllowedMethods is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAllowedMethods requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAllowedMethods: %w", err)
+	}
+	return oldValue.AllowedMethods, nil
+}
+
+// AppendAllowedMethods adds s to the "allowed_methods" field.
+func (m *ServerMutation) AppendAllowedMethods(s []string) {
+	m.appendallowed_methods = append(m.appendallowed_methods, s...)
+}
+
+// AppendedAllowedMethods returns the list of values that were appended to the "allowed_methods" field in this mutation.
+func (m *ServerMutation) AppendedAllowedMethods() ([]string, bool) {
+	if len(m.appendallowed_methods) == 0 {
+		return nil, false
+	}
+	return m.appendallowed_methods, true
+}
+
+// ClearAllowedMethods clears the value of the "allowed_methods" field.
+func (m *ServerMutation) ClearAllowedMethods() {
+	m.allowed_methods = nil
+	m.appendallowed_methods = nil
+	m.clearedFields[server.FieldAllowedMethods] = struct{}{}
+}
+
+// AllowedMethodsCleared returns if the "allowed_methods" field was cleared in this mutation.
+func (m *ServerMutation) AllowedMethodsCleared() bool {
+	_, ok := m.clearedFields[server.FieldAllowedMethods]
+	return ok
+}
+
+// ResetAllowedMethods resets all changes to the "allowed_methods" field.
+func (m *ServerMutation) ResetAllowedMethods() {
+	m.allowed_methods = nil
+	m.appendallowed_methods = nil
+	delete(m.clearedFields, server.FieldAllowedMethods)
+}
+
+// SetResponseStatus sets the "response_status" field.
+func (m *ServerMutation) SetResponseStatus(i int) {
+	m.response_status = &i
+	m.addresponse_status = nil
+}
+
+// ResponseStatus returns the value of the "response_status" field in the mutation.
+func (m *ServerMutation) ResponseStatus() (r int, exists bool) {
+	v := m.response_status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldResponseStatus returns the old "response_status" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldResponseStatus(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldResponseStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldResponseStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldResponseStatus: %w", err)
+	}
+	return oldValue.ResponseStatus, nil
+}
+
+// AddResponseStatus adds i to the "response_status" field.
+func (m *ServerMutation) AddResponseStatus(i int) {
+	if m.addresponse_status != nil {
+		*m.addresponse_status += i
+	} else {
+		m.addresponse_status = &i
+	}
+}
+
+// AddedResponseStatus returns the value that was added to the "response_status" field in this mutation.
+func (m *ServerMutation) AddedResponseStatus() (r int, exists bool) {
+	v := m.addresponse_status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearResponseStatus clears the value of the "response_status" field.
+func (m *ServerMutation) ClearResponseStatus() {
+	m.response_status = nil
+	m.addresponse_status = nil
+	m.clearedFields[server.FieldResponseStatus] = struct{}{}
+}
+
+// ResponseStatusCleared returns if the "response_status" field was cleared in this mutation.
+func (m *ServerMutation) ResponseStatusCleared() bool {
+	_, ok := m.clearedFields[server.FieldResponseStatus]
+	return ok
+}
+
+// ResetResponseStatus resets all changes to the "response_status" field.
+func (m *ServerMutation) ResetResponseStatus() {
+	m.response_status = nil
+	m.addresponse_status = nil
+	delete(m.clearedFields, server.FieldResponseStatus)
+}
+
+// SetResponseContentType sets the "response_content_type" field.
+func (m *ServerMutation) SetResponseContentType(s string) {
+	m.response_content_type = &s
+}
+
+// ResponseContentType returns the value of the "response_content_type" field in the mutation.
+func (m *ServerMutation) ResponseContentType() (r string, exists bool) {
+	v := m.response_content_type
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldResponseContentType returns the old "response_content_type" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldResponseContentType(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldResponseContentType is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldResponseContentType requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldResponseContentType: %w", err)
+	}
+	return oldValue.ResponseContentType, nil
+}
+
+// ResetResponseContentType resets all changes to the "response_content_type" field.
+func (m *ServerMutation) ResetResponseContentType() {
+	m.response_content_type = nil
+}
+
+// SetResponseBody sets the "response_body" field.
+func (m *ServerMutation) SetResponseBody(s string) {
+	m.response_body = &s
+}
+
+// ResponseBody returns the value of the "response_body" field in the mutation.
+func (m *ServerMutation) ResponseBody() (r string, exists bool) {
+	v := m.response_body
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldResponseBody returns the old "response_body" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldResponseBody(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldResponseBody is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldResponseBody requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldResponseBody: %w", err)
+	}
+	return oldValue.ResponseBody, nil
+}
+
+// ResetResponseBody resets all changes to the "response_body" field.
+func (m *ServerMutation) ResetResponseBody() {
+	m.response_body = nil
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (m *ServerMutation) SetDeletedAt(t time.Time) {
 	m.deleted_at = &t
@@ -13340,7 +15086,7 @@ func (m *ServerMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ServerMutation) Fields() []string {
-	fields := make([]string, 0, 11)
+	fields := make([]string, 0, 16)
 	if m.tenant != nil {
 		fields = append(fields, server.FieldTenantID)
 	}
@@ -13367,6 +15113,21 @@ func (m *ServerMutation) Fields() []string {
 	}
 	if m.max_requests_per_second != nil {
 		fields = append(fields, server.FieldMaxRequestsPerSecond)
+	}
+	if m.verification != nil {
+		fields = append(fields, server.FieldVerification)
+	}
+	if m.allowed_methods != nil {
+		fields = append(fields, server.FieldAllowedMethods)
+	}
+	if m.response_status != nil {
+		fields = append(fields, server.FieldResponseStatus)
+	}
+	if m.response_content_type != nil {
+		fields = append(fields, server.FieldResponseContentType)
+	}
+	if m.response_body != nil {
+		fields = append(fields, server.FieldResponseBody)
 	}
 	if m.deleted_at != nil {
 		fields = append(fields, server.FieldDeletedAt)
@@ -13400,6 +15161,16 @@ func (m *ServerMutation) Field(name string) (ent.Value, bool) {
 		return m.RetentionDays()
 	case server.FieldMaxRequestsPerSecond:
 		return m.MaxRequestsPerSecond()
+	case server.FieldVerification:
+		return m.Verification()
+	case server.FieldAllowedMethods:
+		return m.AllowedMethods()
+	case server.FieldResponseStatus:
+		return m.ResponseStatus()
+	case server.FieldResponseContentType:
+		return m.ResponseContentType()
+	case server.FieldResponseBody:
+		return m.ResponseBody()
 	case server.FieldDeletedAt:
 		return m.DeletedAt()
 	case server.FieldKind:
@@ -13431,6 +15202,16 @@ func (m *ServerMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldRetentionDays(ctx)
 	case server.FieldMaxRequestsPerSecond:
 		return m.OldMaxRequestsPerSecond(ctx)
+	case server.FieldVerification:
+		return m.OldVerification(ctx)
+	case server.FieldAllowedMethods:
+		return m.OldAllowedMethods(ctx)
+	case server.FieldResponseStatus:
+		return m.OldResponseStatus(ctx)
+	case server.FieldResponseContentType:
+		return m.OldResponseContentType(ctx)
+	case server.FieldResponseBody:
+		return m.OldResponseBody(ctx)
 	case server.FieldDeletedAt:
 		return m.OldDeletedAt(ctx)
 	case server.FieldKind:
@@ -13507,6 +15288,41 @@ func (m *ServerMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetMaxRequestsPerSecond(v)
 		return nil
+	case server.FieldVerification:
+		v, ok := value.(*verify.Config)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetVerification(v)
+		return nil
+	case server.FieldAllowedMethods:
+		v, ok := value.([]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAllowedMethods(v)
+		return nil
+	case server.FieldResponseStatus:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetResponseStatus(v)
+		return nil
+	case server.FieldResponseContentType:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetResponseContentType(v)
+		return nil
+	case server.FieldResponseBody:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetResponseBody(v)
+		return nil
 	case server.FieldDeletedAt:
 		v, ok := value.(time.Time)
 		if !ok {
@@ -13535,6 +15351,9 @@ func (m *ServerMutation) AddedFields() []string {
 	if m.addmax_requests_per_second != nil {
 		fields = append(fields, server.FieldMaxRequestsPerSecond)
 	}
+	if m.addresponse_status != nil {
+		fields = append(fields, server.FieldResponseStatus)
+	}
 	return fields
 }
 
@@ -13547,6 +15366,8 @@ func (m *ServerMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedRetentionDays()
 	case server.FieldMaxRequestsPerSecond:
 		return m.AddedMaxRequestsPerSecond()
+	case server.FieldResponseStatus:
+		return m.AddedResponseStatus()
 	}
 	return nil, false
 }
@@ -13570,6 +15391,13 @@ func (m *ServerMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddMaxRequestsPerSecond(v)
 		return nil
+	case server.FieldResponseStatus:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddResponseStatus(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Server numeric field %s", name)
 }
@@ -13589,6 +15417,15 @@ func (m *ServerMutation) ClearedFields() []string {
 	}
 	if m.FieldCleared(server.FieldMaxRequestsPerSecond) {
 		fields = append(fields, server.FieldMaxRequestsPerSecond)
+	}
+	if m.FieldCleared(server.FieldVerification) {
+		fields = append(fields, server.FieldVerification)
+	}
+	if m.FieldCleared(server.FieldAllowedMethods) {
+		fields = append(fields, server.FieldAllowedMethods)
+	}
+	if m.FieldCleared(server.FieldResponseStatus) {
+		fields = append(fields, server.FieldResponseStatus)
 	}
 	if m.FieldCleared(server.FieldDeletedAt) {
 		fields = append(fields, server.FieldDeletedAt)
@@ -13618,6 +15455,15 @@ func (m *ServerMutation) ClearField(name string) error {
 		return nil
 	case server.FieldMaxRequestsPerSecond:
 		m.ClearMaxRequestsPerSecond()
+		return nil
+	case server.FieldVerification:
+		m.ClearVerification()
+		return nil
+	case server.FieldAllowedMethods:
+		m.ClearAllowedMethods()
+		return nil
+	case server.FieldResponseStatus:
+		m.ClearResponseStatus()
 		return nil
 	case server.FieldDeletedAt:
 		m.ClearDeletedAt()
@@ -13656,6 +15502,21 @@ func (m *ServerMutation) ResetField(name string) error {
 		return nil
 	case server.FieldMaxRequestsPerSecond:
 		m.ResetMaxRequestsPerSecond()
+		return nil
+	case server.FieldVerification:
+		m.ResetVerification()
+		return nil
+	case server.FieldAllowedMethods:
+		m.ResetAllowedMethods()
+		return nil
+	case server.FieldResponseStatus:
+		m.ResetResponseStatus()
+		return nil
+	case server.FieldResponseContentType:
+		m.ResetResponseContentType()
+		return nil
+	case server.FieldResponseBody:
+		m.ResetResponseBody()
 		return nil
 	case server.FieldDeletedAt:
 		m.ResetDeletedAt()

@@ -45,6 +45,8 @@ type Request struct {
 	ExpiresAt time.Time `json:"expires_at,omitempty"`
 	// Status holds the value of the "status" field.
 	Status request.Status `json:"status,omitempty"`
+	// Verified holds the value of the "verified" field.
+	Verified *bool `json:"verified,omitempty"`
 	// ReplayOfID holds the value of the "replay_of_id" field.
 	ReplayOfID *int `json:"replay_of_id,omitempty"`
 	// FilteredOut holds the value of the "filtered_out" field.
@@ -135,6 +137,8 @@ func (*Request) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case request.FieldHeaders, request.FieldBody, request.FieldFilteredOut:
 			values[i] = new([]byte)
+		case request.FieldVerified:
+			values[i] = new(sql.NullBool)
 		case request.FieldID, request.FieldTenantID, request.FieldServerID, request.FieldReplayOfID:
 			values[i] = new(sql.NullInt64)
 		case request.FieldKey, request.FieldMethod, request.FieldPath, request.FieldQuery, request.FieldSourceAddr, request.FieldStatus:
@@ -235,6 +239,13 @@ func (_m *Request) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field status", values[i])
 			} else if value.Valid {
 				_m.Status = request.Status(value.String)
+			}
+		case request.FieldVerified:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field verified", values[i])
+			} else if value.Valid {
+				_m.Verified = new(bool)
+				*_m.Verified = value.Bool
 			}
 		case request.FieldReplayOfID:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -347,6 +358,11 @@ func (_m *Request) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("status=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Status))
+	builder.WriteString(", ")
+	if v := _m.Verified; v != nil {
+		builder.WriteString("verified=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteString(", ")
 	if v := _m.ReplayOfID; v != nil {
 		builder.WriteString("replay_of_id=")

@@ -138,6 +138,20 @@ func (_c *RequestCreate) SetNillableStatus(v *request.Status) *RequestCreate {
 	return _c
 }
 
+// SetVerified sets the "verified" field.
+func (_c *RequestCreate) SetVerified(v bool) *RequestCreate {
+	_c.mutation.SetVerified(v)
+	return _c
+}
+
+// SetNillableVerified sets the "verified" field if the given value is not nil.
+func (_c *RequestCreate) SetNillableVerified(v *bool) *RequestCreate {
+	if v != nil {
+		_c.SetVerified(*v)
+	}
+	return _c
+}
+
 // SetReplayOfID sets the "replay_of_id" field.
 func (_c *RequestCreate) SetReplayOfID(v int) *RequestCreate {
 	_c.mutation.SetReplayOfID(v)
@@ -382,6 +396,10 @@ func (_c *RequestCreate) createSpec() (*Request, *sqlgraph.CreateSpec) {
 		_spec.SetField(request.FieldStatus, field.TypeEnum, value)
 		_node.Status = value
 	}
+	if value, ok := _c.mutation.Verified(); ok {
+		_spec.SetField(request.FieldVerified, field.TypeBool, value)
+		_node.Verified = &value
+	}
 	if value, ok := _c.mutation.FilteredOut(); ok {
 		_spec.SetField(request.FieldFilteredOut, field.TypeJSON, value)
 		_node.FilteredOut = value
@@ -576,6 +594,9 @@ func (u *RequestUpsertOne) UpdateNewValues() *RequestUpsertOne {
 		}
 		if _, exists := u.create.mutation.ExpiresAt(); exists {
 			s.SetIgnore(request.FieldExpiresAt)
+		}
+		if _, exists := u.create.mutation.Verified(); exists {
+			s.SetIgnore(request.FieldVerified)
 		}
 		if _, exists := u.create.mutation.ReplayOfID(); exists {
 			s.SetIgnore(request.FieldReplayOfID)
@@ -836,6 +857,9 @@ func (u *RequestUpsertBulk) UpdateNewValues() *RequestUpsertBulk {
 			}
 			if _, exists := b.mutation.ExpiresAt(); exists {
 				s.SetIgnore(request.FieldExpiresAt)
+			}
+			if _, exists := b.mutation.Verified(); exists {
+				s.SetIgnore(request.FieldVerified)
 			}
 			if _, exists := b.mutation.ReplayOfID(); exists {
 				s.SetIgnore(request.FieldReplayOfID)

@@ -184,6 +184,9 @@ func (_u *RequestUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Status(); ok {
 		_spec.SetField(request.FieldStatus, field.TypeEnum, value)
 	}
+	if _u.mutation.VerifiedCleared() {
+		_spec.ClearField(request.FieldVerified, field.TypeBool)
+	}
 	if _u.mutation.FilteredOutCleared() {
 		_spec.ClearField(request.FieldFilteredOut, field.TypeJSON)
 	}
@@ -483,6 +486,9 @@ func (_u *RequestUpdateOne) sqlSave(ctx context.Context) (_node *Request, err er
 	}
 	if value, ok := _u.mutation.Status(); ok {
 		_spec.SetField(request.FieldStatus, field.TypeEnum, value)
+	}
+	if _u.mutation.VerifiedCleared() {
+		_spec.ClearField(request.FieldVerified, field.TypeBool)
 	}
 	if _u.mutation.FilteredOutCleared() {
 		_spec.ClearField(request.FieldFilteredOut, field.TypeJSON)

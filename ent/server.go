@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/verify"
 )
 
 // Server is the model entity for the Server schema.
@@ -36,6 +38,16 @@ type Server struct {
 	RetentionDays *int `json:"retention_days,omitempty"`
 	// MaxRequestsPerSecond holds the value of the "max_requests_per_second" field.
 	MaxRequestsPerSecond *int `json:"max_requests_per_second,omitempty"`
+	// Verification holds the value of the "verification" field.
+	Verification *verify.Config `json:"-"`
+	// AllowedMethods holds the value of the "allowed_methods" field.
+	AllowedMethods []string `json:"allowed_methods,omitempty"`
+	// ResponseStatus holds the value of the "response_status" field.
+	ResponseStatus *int `json:"response_status,omitempty"`
+	// ResponseContentType holds the value of the "response_content_type" field.
+	ResponseContentType string `json:"response_content_type,omitempty"`
+	// ResponseBody holds the value of the "response_body" field.
+	ResponseBody string `json:"response_body,omitempty"`
 	// DeletedAt holds the value of the "deleted_at" field.
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 	// Kind holds the value of the "kind" field.
@@ -96,11 +108,13 @@ func (*Server) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case server.FieldVerification, server.FieldAllowedMethods:
+			values[i] = new([]byte)
 		case server.FieldDeliverPendingOnConnect:
 			values[i] = new(sql.NullBool)
-		case server.FieldID, server.FieldTenantID, server.FieldRetentionDays, server.FieldMaxRequestsPerSecond:
+		case server.FieldID, server.FieldTenantID, server.FieldRetentionDays, server.FieldMaxRequestsPerSecond, server.FieldResponseStatus:
 			values[i] = new(sql.NullInt64)
-		case server.FieldName, server.FieldInboundKey, server.FieldPreviousInboundKey, server.FieldKind:
+		case server.FieldName, server.FieldInboundKey, server.FieldPreviousInboundKey, server.FieldResponseContentType, server.FieldResponseBody, server.FieldKind:
 			values[i] = new(sql.NullString)
 		case server.FieldCreatedAt, server.FieldPreviousKeyExpiresAt, server.FieldDeletedAt:
 			values[i] = new(sql.NullTime)
@@ -182,6 +196,41 @@ func (_m *Server) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.MaxRequestsPerSecond = new(int)
 				*_m.MaxRequestsPerSecond = int(value.Int64)
+			}
+		case server.FieldVerification:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field verification", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Verification); err != nil {
+					return fmt.Errorf("unmarshal field verification: %w", err)
+				}
+			}
+		case server.FieldAllowedMethods:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field allowed_methods", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.AllowedMethods); err != nil {
+					return fmt.Errorf("unmarshal field allowed_methods: %w", err)
+				}
+			}
+		case server.FieldResponseStatus:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field response_status", values[i])
+			} else if value.Valid {
+				_m.ResponseStatus = new(int)
+				*_m.ResponseStatus = int(value.Int64)
+			}
+		case server.FieldResponseContentType:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field response_content_type", values[i])
+			} else if value.Valid {
+				_m.ResponseContentType = value.String
+			}
+		case server.FieldResponseBody:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field response_body", values[i])
+			} else if value.Valid {
+				_m.ResponseBody = value.String
 			}
 		case server.FieldDeletedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
@@ -277,6 +326,22 @@ func (_m *Server) String() string {
 		builder.WriteString("max_requests_per_second=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("verification=<sensitive>")
+	builder.WriteString(", ")
+	builder.WriteString("allowed_methods=")
+	builder.WriteString(fmt.Sprintf("%v", _m.AllowedMethods))
+	builder.WriteString(", ")
+	if v := _m.ResponseStatus; v != nil {
+		builder.WriteString("response_status=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("response_content_type=")
+	builder.WriteString(_m.ResponseContentType)
+	builder.WriteString(", ")
+	builder.WriteString("response_body=")
+	builder.WriteString(_m.ResponseBody)
 	builder.WriteString(", ")
 	if v := _m.DeletedAt; v != nil {
 		builder.WriteString("deleted_at=")

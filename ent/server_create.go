@@ -15,6 +15,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/verify"
 )
 
 // ServerCreate is the builder for creating a Server entity.
@@ -123,6 +124,60 @@ func (_c *ServerCreate) SetMaxRequestsPerSecond(v int) *ServerCreate {
 func (_c *ServerCreate) SetNillableMaxRequestsPerSecond(v *int) *ServerCreate {
 	if v != nil {
 		_c.SetMaxRequestsPerSecond(*v)
+	}
+	return _c
+}
+
+// SetVerification sets the "verification" field.
+func (_c *ServerCreate) SetVerification(v *verify.Config) *ServerCreate {
+	_c.mutation.SetVerification(v)
+	return _c
+}
+
+// SetAllowedMethods sets the "allowed_methods" field.
+func (_c *ServerCreate) SetAllowedMethods(v []string) *ServerCreate {
+	_c.mutation.SetAllowedMethods(v)
+	return _c
+}
+
+// SetResponseStatus sets the "response_status" field.
+func (_c *ServerCreate) SetResponseStatus(v int) *ServerCreate {
+	_c.mutation.SetResponseStatus(v)
+	return _c
+}
+
+// SetNillableResponseStatus sets the "response_status" field if the given value is not nil.
+func (_c *ServerCreate) SetNillableResponseStatus(v *int) *ServerCreate {
+	if v != nil {
+		_c.SetResponseStatus(*v)
+	}
+	return _c
+}
+
+// SetResponseContentType sets the "response_content_type" field.
+func (_c *ServerCreate) SetResponseContentType(v string) *ServerCreate {
+	_c.mutation.SetResponseContentType(v)
+	return _c
+}
+
+// SetNillableResponseContentType sets the "response_content_type" field if the given value is not nil.
+func (_c *ServerCreate) SetNillableResponseContentType(v *string) *ServerCreate {
+	if v != nil {
+		_c.SetResponseContentType(*v)
+	}
+	return _c
+}
+
+// SetResponseBody sets the "response_body" field.
+func (_c *ServerCreate) SetResponseBody(v string) *ServerCreate {
+	_c.mutation.SetResponseBody(v)
+	return _c
+}
+
+// SetNillableResponseBody sets the "response_body" field if the given value is not nil.
+func (_c *ServerCreate) SetNillableResponseBody(v *string) *ServerCreate {
+	if v != nil {
+		_c.SetResponseBody(*v)
 	}
 	return _c
 }
@@ -238,6 +293,14 @@ func (_c *ServerCreate) defaults() error {
 		v := server.DefaultDeliverPendingOnConnect
 		_c.mutation.SetDeliverPendingOnConnect(v)
 	}
+	if _, ok := _c.mutation.ResponseContentType(); !ok {
+		v := server.DefaultResponseContentType
+		_c.mutation.SetResponseContentType(v)
+	}
+	if _, ok := _c.mutation.ResponseBody(); !ok {
+		v := server.DefaultResponseBody
+		_c.mutation.SetResponseBody(v)
+	}
 	if _, ok := _c.mutation.Kind(); !ok {
 		v := server.DefaultKind
 		_c.mutation.SetKind(v)
@@ -276,6 +339,12 @@ func (_c *ServerCreate) check() error {
 		if err := server.MaxRequestsPerSecondValidator(v); err != nil {
 			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Server.max_requests_per_second": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.ResponseContentType(); !ok {
+		return &ValidationError{Name: "response_content_type", err: errors.New(`ent: missing required field "Server.response_content_type"`)}
+	}
+	if _, ok := _c.mutation.ResponseBody(); !ok {
+		return &ValidationError{Name: "response_body", err: errors.New(`ent: missing required field "Server.response_body"`)}
 	}
 	if _, ok := _c.mutation.Kind(); !ok {
 		return &ValidationError{Name: "kind", err: errors.New(`ent: missing required field "Server.kind"`)}
@@ -346,6 +415,26 @@ func (_c *ServerCreate) createSpec() (*Server, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.MaxRequestsPerSecond(); ok {
 		_spec.SetField(server.FieldMaxRequestsPerSecond, field.TypeInt, value)
 		_node.MaxRequestsPerSecond = &value
+	}
+	if value, ok := _c.mutation.Verification(); ok {
+		_spec.SetField(server.FieldVerification, field.TypeJSON, value)
+		_node.Verification = value
+	}
+	if value, ok := _c.mutation.AllowedMethods(); ok {
+		_spec.SetField(server.FieldAllowedMethods, field.TypeJSON, value)
+		_node.AllowedMethods = value
+	}
+	if value, ok := _c.mutation.ResponseStatus(); ok {
+		_spec.SetField(server.FieldResponseStatus, field.TypeInt, value)
+		_node.ResponseStatus = &value
+	}
+	if value, ok := _c.mutation.ResponseContentType(); ok {
+		_spec.SetField(server.FieldResponseContentType, field.TypeString, value)
+		_node.ResponseContentType = value
+	}
+	if value, ok := _c.mutation.ResponseBody(); ok {
+		_spec.SetField(server.FieldResponseBody, field.TypeString, value)
+		_node.ResponseBody = value
 	}
 	if value, ok := _c.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)
@@ -576,6 +665,90 @@ func (u *ServerUpsert) ClearMaxRequestsPerSecond() *ServerUpsert {
 	return u
 }
 
+// SetVerification sets the "verification" field.
+func (u *ServerUpsert) SetVerification(v *verify.Config) *ServerUpsert {
+	u.Set(server.FieldVerification, v)
+	return u
+}
+
+// UpdateVerification sets the "verification" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateVerification() *ServerUpsert {
+	u.SetExcluded(server.FieldVerification)
+	return u
+}
+
+// ClearVerification clears the value of the "verification" field.
+func (u *ServerUpsert) ClearVerification() *ServerUpsert {
+	u.SetNull(server.FieldVerification)
+	return u
+}
+
+// SetAllowedMethods sets the "allowed_methods" field.
+func (u *ServerUpsert) SetAllowedMethods(v []string) *ServerUpsert {
+	u.Set(server.FieldAllowedMethods, v)
+	return u
+}
+
+// UpdateAllowedMethods sets the "allowed_methods" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateAllowedMethods() *ServerUpsert {
+	u.SetExcluded(server.FieldAllowedMethods)
+	return u
+}
+
+// ClearAllowedMethods clears the value of the "allowed_methods" field.
+func (u *ServerUpsert) ClearAllowedMethods() *ServerUpsert {
+	u.SetNull(server.FieldAllowedMethods)
+	return u
+}
+
+// SetResponseStatus sets the "response_status" field.
+func (u *ServerUpsert) SetResponseStatus(v int) *ServerUpsert {
+	u.Set(server.FieldResponseStatus, v)
+	return u
+}
+
+// UpdateResponseStatus sets the "response_status" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateResponseStatus() *ServerUpsert {
+	u.SetExcluded(server.FieldResponseStatus)
+	return u
+}
+
+// AddResponseStatus adds v to the "response_status" field.
+func (u *ServerUpsert) AddResponseStatus(v int) *ServerUpsert {
+	u.Add(server.FieldResponseStatus, v)
+	return u
+}
+
+// ClearResponseStatus clears the value of the "response_status" field.
+func (u *ServerUpsert) ClearResponseStatus() *ServerUpsert {
+	u.SetNull(server.FieldResponseStatus)
+	return u
+}
+
+// SetResponseContentType sets the "response_content_type" field.
+func (u *ServerUpsert) SetResponseContentType(v string) *ServerUpsert {
+	u.Set(server.FieldResponseContentType, v)
+	return u
+}
+
+// UpdateResponseContentType sets the "response_content_type" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateResponseContentType() *ServerUpsert {
+	u.SetExcluded(server.FieldResponseContentType)
+	return u
+}
+
+// SetResponseBody sets the "response_body" field.
+func (u *ServerUpsert) SetResponseBody(v string) *ServerUpsert {
+	u.Set(server.FieldResponseBody, v)
+	return u
+}
+
+// UpdateResponseBody sets the "response_body" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateResponseBody() *ServerUpsert {
+	u.SetExcluded(server.FieldResponseBody)
+	return u
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (u *ServerUpsert) SetDeletedAt(v time.Time) *ServerUpsert {
 	u.Set(server.FieldDeletedAt, v)
@@ -782,6 +955,104 @@ func (u *ServerUpsertOne) UpdateMaxRequestsPerSecond() *ServerUpsertOne {
 func (u *ServerUpsertOne) ClearMaxRequestsPerSecond() *ServerUpsertOne {
 	return u.Update(func(s *ServerUpsert) {
 		s.ClearMaxRequestsPerSecond()
+	})
+}
+
+// SetVerification sets the "verification" field.
+func (u *ServerUpsertOne) SetVerification(v *verify.Config) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetVerification(v)
+	})
+}
+
+// UpdateVerification sets the "verification" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateVerification() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateVerification()
+	})
+}
+
+// ClearVerification clears the value of the "verification" field.
+func (u *ServerUpsertOne) ClearVerification() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearVerification()
+	})
+}
+
+// SetAllowedMethods sets the "allowed_methods" field.
+func (u *ServerUpsertOne) SetAllowedMethods(v []string) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetAllowedMethods(v)
+	})
+}
+
+// UpdateAllowedMethods sets the "allowed_methods" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateAllowedMethods() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateAllowedMethods()
+	})
+}
+
+// ClearAllowedMethods clears the value of the "allowed_methods" field.
+func (u *ServerUpsertOne) ClearAllowedMethods() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearAllowedMethods()
+	})
+}
+
+// SetResponseStatus sets the "response_status" field.
+func (u *ServerUpsertOne) SetResponseStatus(v int) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetResponseStatus(v)
+	})
+}
+
+// AddResponseStatus adds v to the "response_status" field.
+func (u *ServerUpsertOne) AddResponseStatus(v int) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.AddResponseStatus(v)
+	})
+}
+
+// UpdateResponseStatus sets the "response_status" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateResponseStatus() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateResponseStatus()
+	})
+}
+
+// ClearResponseStatus clears the value of the "response_status" field.
+func (u *ServerUpsertOne) ClearResponseStatus() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearResponseStatus()
+	})
+}
+
+// SetResponseContentType sets the "response_content_type" field.
+func (u *ServerUpsertOne) SetResponseContentType(v string) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetResponseContentType(v)
+	})
+}
+
+// UpdateResponseContentType sets the "response_content_type" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateResponseContentType() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateResponseContentType()
+	})
+}
+
+// SetResponseBody sets the "response_body" field.
+func (u *ServerUpsertOne) SetResponseBody(v string) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetResponseBody(v)
+	})
+}
+
+// UpdateResponseBody sets the "response_body" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateResponseBody() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateResponseBody()
 	})
 }
 
@@ -1160,6 +1431,104 @@ func (u *ServerUpsertBulk) UpdateMaxRequestsPerSecond() *ServerUpsertBulk {
 func (u *ServerUpsertBulk) ClearMaxRequestsPerSecond() *ServerUpsertBulk {
 	return u.Update(func(s *ServerUpsert) {
 		s.ClearMaxRequestsPerSecond()
+	})
+}
+
+// SetVerification sets the "verification" field.
+func (u *ServerUpsertBulk) SetVerification(v *verify.Config) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetVerification(v)
+	})
+}
+
+// UpdateVerification sets the "verification" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateVerification() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateVerification()
+	})
+}
+
+// ClearVerification clears the value of the "verification" field.
+func (u *ServerUpsertBulk) ClearVerification() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearVerification()
+	})
+}
+
+// SetAllowedMethods sets the "allowed_methods" field.
+func (u *ServerUpsertBulk) SetAllowedMethods(v []string) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetAllowedMethods(v)
+	})
+}
+
+// UpdateAllowedMethods sets the "allowed_methods" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateAllowedMethods() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateAllowedMethods()
+	})
+}
+
+// ClearAllowedMethods clears the value of the "allowed_methods" field.
+func (u *ServerUpsertBulk) ClearAllowedMethods() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearAllowedMethods()
+	})
+}
+
+// SetResponseStatus sets the "response_status" field.
+func (u *ServerUpsertBulk) SetResponseStatus(v int) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetResponseStatus(v)
+	})
+}
+
+// AddResponseStatus adds v to the "response_status" field.
+func (u *ServerUpsertBulk) AddResponseStatus(v int) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.AddResponseStatus(v)
+	})
+}
+
+// UpdateResponseStatus sets the "response_status" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateResponseStatus() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateResponseStatus()
+	})
+}
+
+// ClearResponseStatus clears the value of the "response_status" field.
+func (u *ServerUpsertBulk) ClearResponseStatus() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.ClearResponseStatus()
+	})
+}
+
+// SetResponseContentType sets the "response_content_type" field.
+func (u *ServerUpsertBulk) SetResponseContentType(v string) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetResponseContentType(v)
+	})
+}
+
+// UpdateResponseContentType sets the "response_content_type" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateResponseContentType() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateResponseContentType()
+	})
+}
+
+// SetResponseBody sets the "response_body" field.
+func (u *ServerUpsertBulk) SetResponseBody(v string) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetResponseBody(v)
+	})
+}
+
+// UpdateResponseBody sets the "response_body" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateResponseBody() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateResponseBody()
 	})
 }
 

@@ -10,11 +10,13 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/dialect/sql/sqljson"
 	"entgo.io/ent/schema/field"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/verify"
 )
 
 // ServerUpdate is the builder for updating Server entities.
@@ -164,6 +166,91 @@ func (_u *ServerUpdate) AddMaxRequestsPerSecond(v int) *ServerUpdate {
 // ClearMaxRequestsPerSecond clears the value of the "max_requests_per_second" field.
 func (_u *ServerUpdate) ClearMaxRequestsPerSecond() *ServerUpdate {
 	_u.mutation.ClearMaxRequestsPerSecond()
+	return _u
+}
+
+// SetVerification sets the "verification" field.
+func (_u *ServerUpdate) SetVerification(v *verify.Config) *ServerUpdate {
+	_u.mutation.SetVerification(v)
+	return _u
+}
+
+// ClearVerification clears the value of the "verification" field.
+func (_u *ServerUpdate) ClearVerification() *ServerUpdate {
+	_u.mutation.ClearVerification()
+	return _u
+}
+
+// SetAllowedMethods sets the "allowed_methods" field.
+func (_u *ServerUpdate) SetAllowedMethods(v []string) *ServerUpdate {
+	_u.mutation.SetAllowedMethods(v)
+	return _u
+}
+
+// AppendAllowedMethods appends value to the "allowed_methods" field.
+func (_u *ServerUpdate) AppendAllowedMethods(v []string) *ServerUpdate {
+	_u.mutation.AppendAllowedMethods(v)
+	return _u
+}
+
+// ClearAllowedMethods clears the value of the "allowed_methods" field.
+func (_u *ServerUpdate) ClearAllowedMethods() *ServerUpdate {
+	_u.mutation.ClearAllowedMethods()
+	return _u
+}
+
+// SetResponseStatus sets the "response_status" field.
+func (_u *ServerUpdate) SetResponseStatus(v int) *ServerUpdate {
+	_u.mutation.ResetResponseStatus()
+	_u.mutation.SetResponseStatus(v)
+	return _u
+}
+
+// SetNillableResponseStatus sets the "response_status" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillableResponseStatus(v *int) *ServerUpdate {
+	if v != nil {
+		_u.SetResponseStatus(*v)
+	}
+	return _u
+}
+
+// AddResponseStatus adds value to the "response_status" field.
+func (_u *ServerUpdate) AddResponseStatus(v int) *ServerUpdate {
+	_u.mutation.AddResponseStatus(v)
+	return _u
+}
+
+// ClearResponseStatus clears the value of the "response_status" field.
+func (_u *ServerUpdate) ClearResponseStatus() *ServerUpdate {
+	_u.mutation.ClearResponseStatus()
+	return _u
+}
+
+// SetResponseContentType sets the "response_content_type" field.
+func (_u *ServerUpdate) SetResponseContentType(v string) *ServerUpdate {
+	_u.mutation.SetResponseContentType(v)
+	return _u
+}
+
+// SetNillableResponseContentType sets the "response_content_type" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillableResponseContentType(v *string) *ServerUpdate {
+	if v != nil {
+		_u.SetResponseContentType(*v)
+	}
+	return _u
+}
+
+// SetResponseBody sets the "response_body" field.
+func (_u *ServerUpdate) SetResponseBody(v string) *ServerUpdate {
+	_u.mutation.SetResponseBody(v)
+	return _u
+}
+
+// SetNillableResponseBody sets the "response_body" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillableResponseBody(v *string) *ServerUpdate {
+	if v != nil {
+		_u.SetResponseBody(*v)
+	}
 	return _u
 }
 
@@ -370,6 +457,38 @@ func (_u *ServerUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.MaxRequestsPerSecondCleared() {
 		_spec.ClearField(server.FieldMaxRequestsPerSecond, field.TypeInt)
+	}
+	if value, ok := _u.mutation.Verification(); ok {
+		_spec.SetField(server.FieldVerification, field.TypeJSON, value)
+	}
+	if _u.mutation.VerificationCleared() {
+		_spec.ClearField(server.FieldVerification, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.AllowedMethods(); ok {
+		_spec.SetField(server.FieldAllowedMethods, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedAllowedMethods(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, server.FieldAllowedMethods, value)
+		})
+	}
+	if _u.mutation.AllowedMethodsCleared() {
+		_spec.ClearField(server.FieldAllowedMethods, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.ResponseStatus(); ok {
+		_spec.SetField(server.FieldResponseStatus, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedResponseStatus(); ok {
+		_spec.AddField(server.FieldResponseStatus, field.TypeInt, value)
+	}
+	if _u.mutation.ResponseStatusCleared() {
+		_spec.ClearField(server.FieldResponseStatus, field.TypeInt)
+	}
+	if value, ok := _u.mutation.ResponseContentType(); ok {
+		_spec.SetField(server.FieldResponseContentType, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.ResponseBody(); ok {
+		_spec.SetField(server.FieldResponseBody, field.TypeString, value)
 	}
 	if value, ok := _u.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)
@@ -625,6 +744,91 @@ func (_u *ServerUpdateOne) ClearMaxRequestsPerSecond() *ServerUpdateOne {
 	return _u
 }
 
+// SetVerification sets the "verification" field.
+func (_u *ServerUpdateOne) SetVerification(v *verify.Config) *ServerUpdateOne {
+	_u.mutation.SetVerification(v)
+	return _u
+}
+
+// ClearVerification clears the value of the "verification" field.
+func (_u *ServerUpdateOne) ClearVerification() *ServerUpdateOne {
+	_u.mutation.ClearVerification()
+	return _u
+}
+
+// SetAllowedMethods sets the "allowed_methods" field.
+func (_u *ServerUpdateOne) SetAllowedMethods(v []string) *ServerUpdateOne {
+	_u.mutation.SetAllowedMethods(v)
+	return _u
+}
+
+// AppendAllowedMethods appends value to the "allowed_methods" field.
+func (_u *ServerUpdateOne) AppendAllowedMethods(v []string) *ServerUpdateOne {
+	_u.mutation.AppendAllowedMethods(v)
+	return _u
+}
+
+// ClearAllowedMethods clears the value of the "allowed_methods" field.
+func (_u *ServerUpdateOne) ClearAllowedMethods() *ServerUpdateOne {
+	_u.mutation.ClearAllowedMethods()
+	return _u
+}
+
+// SetResponseStatus sets the "response_status" field.
+func (_u *ServerUpdateOne) SetResponseStatus(v int) *ServerUpdateOne {
+	_u.mutation.ResetResponseStatus()
+	_u.mutation.SetResponseStatus(v)
+	return _u
+}
+
+// SetNillableResponseStatus sets the "response_status" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillableResponseStatus(v *int) *ServerUpdateOne {
+	if v != nil {
+		_u.SetResponseStatus(*v)
+	}
+	return _u
+}
+
+// AddResponseStatus adds value to the "response_status" field.
+func (_u *ServerUpdateOne) AddResponseStatus(v int) *ServerUpdateOne {
+	_u.mutation.AddResponseStatus(v)
+	return _u
+}
+
+// ClearResponseStatus clears the value of the "response_status" field.
+func (_u *ServerUpdateOne) ClearResponseStatus() *ServerUpdateOne {
+	_u.mutation.ClearResponseStatus()
+	return _u
+}
+
+// SetResponseContentType sets the "response_content_type" field.
+func (_u *ServerUpdateOne) SetResponseContentType(v string) *ServerUpdateOne {
+	_u.mutation.SetResponseContentType(v)
+	return _u
+}
+
+// SetNillableResponseContentType sets the "response_content_type" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillableResponseContentType(v *string) *ServerUpdateOne {
+	if v != nil {
+		_u.SetResponseContentType(*v)
+	}
+	return _u
+}
+
+// SetResponseBody sets the "response_body" field.
+func (_u *ServerUpdateOne) SetResponseBody(v string) *ServerUpdateOne {
+	_u.mutation.SetResponseBody(v)
+	return _u
+}
+
+// SetNillableResponseBody sets the "response_body" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillableResponseBody(v *string) *ServerUpdateOne {
+	if v != nil {
+		_u.SetResponseBody(*v)
+	}
+	return _u
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (_u *ServerUpdateOne) SetDeletedAt(v time.Time) *ServerUpdateOne {
 	_u.mutation.SetDeletedAt(v)
@@ -858,6 +1062,38 @@ func (_u *ServerUpdateOne) sqlSave(ctx context.Context) (_node *Server, err erro
 	}
 	if _u.mutation.MaxRequestsPerSecondCleared() {
 		_spec.ClearField(server.FieldMaxRequestsPerSecond, field.TypeInt)
+	}
+	if value, ok := _u.mutation.Verification(); ok {
+		_spec.SetField(server.FieldVerification, field.TypeJSON, value)
+	}
+	if _u.mutation.VerificationCleared() {
+		_spec.ClearField(server.FieldVerification, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.AllowedMethods(); ok {
+		_spec.SetField(server.FieldAllowedMethods, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedAllowedMethods(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, server.FieldAllowedMethods, value)
+		})
+	}
+	if _u.mutation.AllowedMethodsCleared() {
+		_spec.ClearField(server.FieldAllowedMethods, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.ResponseStatus(); ok {
+		_spec.SetField(server.FieldResponseStatus, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedResponseStatus(); ok {
+		_spec.AddField(server.FieldResponseStatus, field.TypeInt, value)
+	}
+	if _u.mutation.ResponseStatusCleared() {
+		_spec.ClearField(server.FieldResponseStatus, field.TypeInt)
+	}
+	if value, ok := _u.mutation.ResponseContentType(); ok {
+		_spec.SetField(server.FieldResponseContentType, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.ResponseBody(); ok {
+		_spec.SetField(server.FieldResponseBody, field.TypeString, value)
 	}
 	if value, ok := _u.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)

@@ -32,6 +32,10 @@ type Tx struct {
 	Plan *PlanClient
 	// Recipient is the client for interacting with the Recipient builders.
 	Recipient *RecipientClient
+	// Rejection is the client for interacting with the Rejection builders.
+	Rejection *RejectionClient
+	// RejectionTally is the client for interacting with the RejectionTally builders.
+	RejectionTally *RejectionTallyClient
 	// Request is the client for interacting with the Request builders.
 	Request *RequestClient
 	// Server is the client for interacting with the Server builders.
@@ -182,6 +186,8 @@ func (tx *Tx) init() {
 	tx.PendingAlert = NewPendingAlertClient(tx.config)
 	tx.Plan = NewPlanClient(tx.config)
 	tx.Recipient = NewRecipientClient(tx.config)
+	tx.Rejection = NewRejectionClient(tx.config)
+	tx.RejectionTally = NewRejectionTallyClient(tx.config)
 	tx.Request = NewRequestClient(tx.config)
 	tx.Server = NewServerClient(tx.config)
 	tx.SignInCode = NewSignInCodeClient(tx.config)

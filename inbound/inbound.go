@@ -20,7 +20,9 @@ import (
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/rejection"
 	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/verify"
 )
 
 // DefaultMaxBody is the largest body accepted unless configured otherwise.
@@ -61,6 +63,15 @@ type Config struct {
 	// NoCredit, if set, hears of each tenant a request was refused for want of credit (402); it must not
 	// block (alerting.Service.NoCredit).
 	NoCredit func(tenantID int)
+	// Rejections, if set, keeps the requests refused for failing verification (rejection.Recorder).
+	Rejections Rejections
+	// Rejected, if set, hears the reason of every such refusal (metrics).
+	Rejected func(verify.Reason)
+}
+
+// Rejections keeps refused requests off intake's path: Record must not block.
+type Rejections interface {
+	Record(rejection.Entry)
 }
 
 // Dispatcher starts deliveries that intake stores already claimed (scheduler.Scheduler).
@@ -113,12 +124,16 @@ type Incoming struct {
 	Header     http.Header
 	Body       []byte
 	SourceAddr string
+	// Verified is the outcome of the server's verification; nil when it verifies nothing.
+	Verified *bool
 }
 
-// ServeHTTP accepts one request: 202 {"requestId"} after commit, 402 without credit, 404 for an unknown or
-// deleted server, 413 for an oversized body, 429 over the server's or the tenant's rate, 503 when too many
-// bodies are in flight or the database cannot take it. The key and the rates are checked before the body is
-// read, so a request refused for them costs no more than its headers.
+// ServeHTTP accepts one request: 202 {"requestId"} (or the server's own answer) after commit, 402 without
+// credit, 404 for an unknown or deleted server, 405 for a method the server does not accept, 401 for a request
+// that fails its enforced verification, 413 for an oversized body, 429 over the server's or the tenant's rate,
+// 503 when too many bodies are in flight or the database cannot take it. The key, the method and the rates are
+// checked before the body is read, so a request refused for them costs no more than its headers; verification
+// needs the body, and refuses before anything is stored.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.EscapedPath(), Prefix)
 	key, suffix, _ := strings.Cut(rest, "/")
@@ -142,6 +157,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if info == nil {
 		h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
+		return
+	}
+	if !info.senders.allows(r.Method) {
+		w.Header().Set("Allow", info.senders.allow)
+		h.answer(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed; allowed: " + info.senders.allow})
 		return
 	}
 	if r.ContentLength > h.cfg.MaxBody {
@@ -178,6 +198,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if splitErr != nil {
 		host = r.RemoteAddr
 	}
+	verified, ok := h.verify(w, r, info, suffix, body, host)
+	if !ok {
+		return
+	}
 	req, err := h.Accept(r.Context(), key, Incoming{
 		Method:     r.Method,
 		Path:       suffix,
@@ -185,6 +209,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Header:     r.Header.Clone(),
 		Body:       body,
 		SourceAddr: host,
+		Verified:   verified,
 	})
 	if err != nil {
 		switch fault.KindOf(err) {
@@ -195,6 +220,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			h.unavailable(w, "accept request", err)
 		}
+		return
+	}
+	if s := info.senders; s != nil && s.response != nil {
+		h.observe(s.response.status)
+		s.response.write(w)
 		return
 	}
 	h.answer(w, http.StatusAccepted, map[string]any{"requestId": fmt.Sprint(req.ID)})
@@ -209,7 +239,7 @@ func (h *Handler) Accept(ctx context.Context, key string, in Incoming) (*ent.Req
 		Key: routing.NewKey(),
 		Request: delivery.NewRequest{
 			Method: in.Method, Path: in.Path, Query: escapeInvalidUTF8(in.Query), Header: in.Header, Body: in.Body,
-			SourceAddr: in.SourceAddr,
+			SourceAddr: in.SourceAddr, Verified: in.Verified,
 		},
 	})
 }
@@ -248,10 +278,14 @@ func (h *Handler) unavailable(w http.ResponseWriter, what string, err error) {
 }
 
 func (h *Handler) answer(w http.ResponseWriter, status int, v any) {
+	h.observe(status)
+	writeJSON(w, status, v)
+}
+
+func (h *Handler) observe(status int) {
 	if h.cfg.Observe != nil {
 		h.cfg.Observe(status)
 	}
-	writeJSON(w, status, v)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

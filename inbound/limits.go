@@ -22,10 +22,12 @@ import (
 const keyTTL = 5 * time.Second
 
 // keyInfo is what intake needs of a key before it reads the body: whether the key names a live server, and
-// the limits of that server and of its tenant's plan (0: none).
+// the limits of that server and of its tenant's plan (0: none); and, for once it has, what the server checks
+// and answers for its senders (nil: nothing).
 type keyInfo struct {
 	serverID, tenantID     int
 	serverRate, tenantRate int
+	senders                *senders
 	expires                time.Time
 }
 
@@ -135,7 +137,8 @@ func (l *limiter) sweep(now time.Time) {
 
 func (l *limiter) forget(key string, e *keyEntry) { l.keys.CompareAndDelete(key, e) }
 
-// read loads the key's live server and its plan's limit: two indexed reads, once per key per keyTTL.
+// read loads the key's live server, with its settings for senders, and its plan's limit: two indexed reads,
+// once per key per keyTTL.
 func (l *limiter) read(ctx context.Context, key string) (*keyInfo, error) {
 	const op = "inbound.lookup"
 	ctx = viewer.SystemContext(ctx)
@@ -143,7 +146,9 @@ func (l *limiter) read(ctx context.Context, key string) (*keyInfo, error) {
 		Where(server.Or(server.InboundKey(key), server.PreviousInboundKey(key)), server.DeletedAtIsNil(),
 			server.KindEQ(server.KindINBOUND)).
 		Select(server.FieldTenantID, server.FieldMaxRequestsPerSecond, server.FieldInboundKey,
-			server.FieldPreviousInboundKey, server.FieldPreviousKeyExpiresAt).Only(ctx)
+			server.FieldPreviousInboundKey, server.FieldPreviousKeyExpiresAt, server.FieldVerification,
+			server.FieldAllowedMethods, server.FieldResponseStatus, server.FieldResponseContentType,
+			server.FieldResponseBody).Only(ctx)
 	if ent.IsNotFound(err) {
 		return nil, nil
 	}
@@ -158,7 +163,11 @@ func (l *limiter) read(ctx context.Context, key string) (*keyInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := &keyInfo{serverID: srv.ID, tenantID: srv.TenantID, expires: now.Add(keyTTL)}
+	senders, err := sendersOf(srv)
+	if err != nil {
+		return nil, err
+	}
+	info := &keyInfo{serverID: srv.ID, tenantID: srv.TenantID, senders: senders, expires: now.Add(keyTTL)}
 	if key != srv.InboundKey && srv.PreviousKeyExpiresAt.Before(info.expires) {
 		info.expires = *srv.PreviousKeyExpiresAt // a replaced key is looked up again when its grace ends
 	}

@@ -9,11 +9,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/verify"
 )
 
 // Metrics holds the collectors and implements the scheduler's Observer.
 type Metrics struct {
 	intake          *prometheus.CounterVec
+	rejections      *prometheus.CounterVec
 	attempts        *prometheus.CounterVec
 	attemptDuration prometheus.Histogram
 	claimBatch      prometheus.Histogram
@@ -25,8 +27,12 @@ func New(reg prometheus.Registerer, dueBacklog func(ctx context.Context) (int, e
 	m := &Metrics{
 		intake: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "adal_inbound_requests_total",
-			Help: "Inbound webhook requests by HTTP answer (202 accepted, 402 no credit, 404 unknown server, 413 too large, 503 storage unavailable).",
+			Help: "Inbound webhook requests by HTTP answer (202 accepted, 401 failed verification, 402 no credit, 404 unknown server, 405 method not allowed, 413 too large, 429 over a rate, 503 storage unavailable).",
 		}, []string{"code"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "adal_inbound_rejections_total",
+			Help: "Inbound requests refused (401) for failing their server's enforced verification, by reason: MISSING, MALFORMED, MISMATCH, STALE.",
+		}, []string{"reason"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "adal_attempts_total",
 			Help: "Delivery attempts by outcome: succeeded, or the error kind of a failed attempt.",
@@ -42,7 +48,10 @@ func New(reg prometheus.Registerer, dueBacklog func(ctx context.Context) (int, e
 			Buckets: []float64{0, 1, 2, 5, 10, 25, 50, 100, 250, 500},
 		}),
 	}
-	reg.MustRegister(m.intake, m.attempts, m.attemptDuration, m.claimBatch)
+	reg.MustRegister(m.intake, m.rejections, m.attempts, m.attemptDuration, m.claimBatch)
+	for _, r := range verify.Reasons { // present at zero, so a rate over them starts from the first scrape
+		m.rejections.WithLabelValues(string(r))
+	}
 	if dueBacklog != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "adal_due_deliveries",
@@ -62,6 +71,9 @@ func New(reg prometheus.Registerer, dueBacklog func(ctx context.Context) (int, e
 
 // Intake counts one inbound answer.
 func (m *Metrics) Intake(status int) { m.intake.WithLabelValues(strconv.Itoa(status)).Inc() }
+
+// Rejected counts one request refused for failing verification.
+func (m *Metrics) Rejected(reason verify.Reason) { m.rejections.WithLabelValues(string(reason)).Inc() }
 
 // Claimed records the size of one claim.
 func (m *Metrics) Claimed(n int) { m.claimBatch.Observe(float64(n)) }

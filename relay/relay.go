@@ -31,6 +31,7 @@ import (
 	"github.com/adal-relay/adal/metrics"
 	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/panel"
+	"github.com/adal-relay/adal/rejection"
 	"github.com/adal-relay/adal/resolvers"
 	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/routing"
@@ -145,9 +146,11 @@ type Relay struct {
 	Cycle     *billing.Cycle
 	Alerts    *alerting.Service
 	Events    events.Service
-	crons     []*leader.Cron
-	publisher *publisher
-	handler   http.Handler
+	// Rejections keeps the requests intake refused for failing their server's verification.
+	Rejections *rejection.Recorder
+	crons      []*leader.Cron
+	publisher  *publisher
+	handler    http.Handler
 }
 
 // Migrate applies the database's pending migrations and reports how many it applied.
@@ -263,6 +266,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, err
 	}
+	r.Rejections = rejection.New(rejection.Config{Client: db.Client, Logger: cfg.Logger})
 	r.Inbound = inbound.New(inbound.Config{
 		Client:     db.Client,
 		Delivery:   r.Delivery,
@@ -275,6 +279,8 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Committers: db.Writers(cmp.Or(cfg.IntakeCommitters, 2)),
 		Dispatch:   r.Scheduler,
 		NoCredit:   func(tenantID int) { r.Alerts.NoCredit(tenantID) },
+		Rejections: r.Rejections,
+		Rejected:   meters.Rejected,
 	})
 	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
 		DB:       db,
@@ -405,7 +411,7 @@ func (r *Relay) services() []startstop.Service {
 	for _, c := range r.crons {
 		svcs = append(svcs, c)
 	}
-	return append(svcs, r.publisher, r.CLIHub, r.Scheduler, r.Rescuer, r.Alerts)
+	return append(svcs, r.Rejections, r.publisher, r.CLIHub, r.Scheduler, r.Rescuer, r.Alerts)
 }
 
 // Start starts the background services under ctx. If one fails to start, those already started are stopped.

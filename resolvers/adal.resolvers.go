@@ -134,6 +134,8 @@ func (r *mutationResolver) CreateServer(ctx context.Context, input model.CreateS
 	return r.Routing.CreateServer(ctx, r.client(ctx), routing.ServerInput{
 		TenantID: input.TenantID, Name: &input.Name, DeliverPendingOnConnect: input.DeliverPendingOnConnect,
 		RetentionDays: input.RetentionDays, MaxRequestsPerSecond: input.MaxRequestsPerSecond,
+		Verification: verificationInput(input.Verification), Response: responseInput(input.Response),
+		AllowedMethods: input.AllowedMethods,
 	})
 }
 
@@ -146,6 +148,9 @@ func (r *mutationResolver) UpdateServer(ctx context.Context, id int, input model
 		Name: input.Name, DeliverPendingOnConnect: input.DeliverPendingOnConnect,
 		RetentionDays: input.RetentionDays, ClearRetentionDays: deref(input.ClearRetentionDays, false),
 		MaxRequestsPerSecond: input.MaxRequestsPerSecond, ClearMaxRequestsPerSecond: deref(input.ClearMaxRequestsPerSecond, false),
+		Verification: verificationInput(input.Verification), Response: responseInput(input.Response),
+		ClearResponse: deref(input.ClearResponse, false), AllowedMethods: input.AllowedMethods,
+		ClearAllowedMethods: deref(input.ClearAllowedMethods, false),
 	})
 }
 

@@ -67,7 +67,7 @@ func (r *subscriptionResolver) CliListen(ctx context.Context, recipientID int) (
 			Kind: model.CliMessageKindJob, DeliveryID: j.Claim.DeliveryID, Attempt: j.Claim.Attempt,
 			LeaseToken: j.LeaseToken, Method: j.Request.Method, Path: j.Request.Path, Query: j.Request.Query,
 			Headers: headers, BodyBase64: base64.StdEncoding.EncodeToString(j.Request.Body),
-			RequestID: j.Request.ID, TimeoutSeconds: int(j.Timeout.Seconds()),
+			RequestID: j.Request.ID, TimeoutSeconds: int(j.Timeout.Seconds()), Verified: j.Request.Verified,
 		}
 		if out.Headers == nil {
 			out.Headers = []*model.Header{}

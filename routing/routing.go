@@ -22,6 +22,7 @@ import (
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/filter"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/verify"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -77,6 +78,14 @@ type ServerInput struct {
 	// MaxRequestsPerSecond caps the server's intake; ClearMaxRequestsPerSecond removes the cap.
 	MaxRequestsPerSecond      *int
 	ClearMaxRequestsPerSecond bool
+	// Verification replaces the server's sender verification; nil keeps it.
+	Verification *verify.Input
+	// Response replaces what a sender gets for a stored request; ClearResponse restores 202 {"requestId"}.
+	Response      *ResponseInput
+	ClearResponse bool
+	// AllowedMethods replaces the methods intake accepts; ClearAllowedMethods accepts all again.
+	AllowedMethods      []string
+	ClearAllowedMethods bool
 }
 
 // requireManagerOf is requireManager of the viewer in ctx.
@@ -153,6 +162,9 @@ func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in Serve
 	if in.DeliverPendingOnConnect != nil {
 		c.SetDeliverPendingOnConnect(*in.DeliverPendingOnConnect)
 	}
+	if err := senderSettings(op, c.Mutation(), nil, in); err != nil {
+		return nil, err
+	}
 	srv, err := c.Save(ctx)
 	return srv, storage.Err(op, "server", err)
 }
@@ -198,6 +210,9 @@ func (s *Service) UpdateServer(ctx context.Context, client *ent.Client, id int, 
 		u.ClearMaxRequestsPerSecond()
 	} else if in.MaxRequestsPerSecond != nil {
 		u.SetMaxRequestsPerSecond(*in.MaxRequestsPerSecond)
+	}
+	if err := senderSettings(op, u.Mutation(), srv, in); err != nil {
+		return nil, err
 	}
 	srv, err = u.Save(ctx)
 	return srv, storage.Err(op, "server", err)

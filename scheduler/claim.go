@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -35,9 +36,10 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		j := job{request: &ent.Request{}, recipient: &ent.Recipient{}}
 		var headers []byte
 		var previousUntil storage.NullTime
+		var verified sql.NullBool
 		if q.claimJoined {
 			dest = append(dest, &j.request.ServerID, &j.request.Key, &j.request.Method, &j.request.Path,
-				&j.request.Query, &headers, &j.request.Body,
+				&j.request.Query, &headers, &j.request.Body, &verified,
 				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey,
 				&j.recipient.SigningSecret, &j.recipient.PreviousSigningSecret, &previousUntil, &j.recipient.SignatureHeaders)
 		}
@@ -60,6 +62,9 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 				j.request.Headers = nil
 			}
 			c.ServerID = j.request.ServerID
+			if verified.Valid {
+				j.request.Verified = &verified.Bool
+			}
 		}
 		j.claim = c
 		jobs = append(jobs, j)

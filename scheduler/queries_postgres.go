@@ -96,7 +96,7 @@ WITH due AS (
 )
 SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
 	c.first_attempt_at,
-	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body,
+	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
 	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers
 FROM claimed c

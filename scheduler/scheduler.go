@@ -505,6 +505,7 @@ func (s *Scheduler) attempt(j job) {
 		RequestID: strconv.Itoa(j.request.ID),
 		Attempt:   j.claim.Attempt,
 		Timeout:   time.Duration(j.recipient.TimeoutSeconds) * time.Second,
+		Verified:  j.request.Verified,
 	}
 	if out.Timeout <= 0 {
 		out.Timeout = delivery.DefaultTimeout

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -24,6 +25,9 @@ const (
 	HeaderAttempt = "X-Adal-Attempt"
 	// HeaderIdempotency carries the request key when the recipient asked for it.
 	HeaderIdempotency = "X-Adal-Idempotency"
+	// HeaderVerified says whether the request passed its server's sender verification (true|false); absent
+	// when the server verifies nothing.
+	HeaderVerified = "X-Adal-Verified"
 	// HeaderPrefix marks headers that only Adal may set; received copies are dropped so senders cannot spoof
 	// them.
 	HeaderPrefix = "X-Adal-"
@@ -68,6 +72,13 @@ func Forwarded(in http.Header) http.Header {
 		out[canon] = append(out[canon], values...)
 	}
 	return out
+}
+
+// SetVerified sets HeaderVerified from a request's verification outcome; nil (no verification) sets nothing.
+func SetVerified(h http.Header, verified *bool) {
+	if verified != nil {
+		h.Set(HeaderVerified, strconv.FormatBool(*verified))
+	}
 }
 
 // JoinTarget builds the URL an inbound request is delivered to: the recipient's base URL, followed by the

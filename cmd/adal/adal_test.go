@@ -397,3 +397,31 @@ func TestDeletingTheRecipientStopsListen(t *testing.T) {
 	require.Contains(t, cli.output(), "NOT_FOUND")
 	require.Contains(t, cli.output(), "every recipient is gone")
 }
+
+// The CLI path carries the request's verification outcome as X-Adal-Verified, as a direct delivery does: a
+// request a verifying server accepted in shadow mode arrives at localhost marked false, a signed one true.
+func TestListenForwardsTheVerificationOutcome(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, unit(20*time.Millisecond))
+	f := newFixture(t, env, map[string]any{"verification": map[string]any{
+		"kind": "API_KEY", "header": "X-Api-Key", "secrets": []string{"sender-key"}, "enforce": false,
+	}}, nil)
+	local := newLocalService(t, answer(200))
+	cli := listen(t, env, f.tenant.Member, f.recipient, local.URL+"/hook", t.TempDir())
+	cli.waitConnected()
+
+	for _, key := range []string{"sender-key", "forged-key"} {
+		req, _ := newWebhook(env.Server.URL+"/in/"+f.server.Key, `{"id":"evt_1"}`)
+		req.Header.Set("X-Api-Key", key)
+		resp, err := env.Server.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 202, resp.StatusCode, "shadow mode accepts both")
+		n := local.count() + 1
+		relaytest.Eventually(t, 20*time.Second, "the local service to get the request", func() bool { return local.count() == n })
+	}
+	calls := local.callsCopy()
+	require.Equal(t, "true", calls[0].header.Get("X-Adal-Verified"))
+	require.Equal(t, "false", calls[1].header.Get("X-Adal-Verified"))
+	cli.interrupt()
+}

@@ -117,6 +117,30 @@ func (f RecipientFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, e
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RecipientMutation", m)
 }
 
+// The RejectionFunc type is an adapter to allow the use of ordinary
+// function as Rejection mutator.
+type RejectionFunc func(context.Context, *ent.RejectionMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RejectionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RejectionMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RejectionMutation", m)
+}
+
+// The RejectionTallyFunc type is an adapter to allow the use of ordinary
+// function as RejectionTally mutator.
+type RejectionTallyFunc func(context.Context, *ent.RejectionTallyMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RejectionTallyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RejectionTallyMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RejectionTallyMutation", m)
+}
+
 // The RequestFunc type is an adapter to allow the use of ordinary
 // function as Request mutator.
 type RequestFunc func(context.Context, *ent.RequestMutation) (ent.Value, error)

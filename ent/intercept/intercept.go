@@ -18,6 +18,8 @@ import (
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
+	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/signincode"
@@ -324,6 +326,60 @@ func (f TraverseRecipient) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.RecipientQuery", q)
 }
 
+// The RejectionFunc type is an adapter to allow the use of ordinary function as a Querier.
+type RejectionFunc func(context.Context, *ent.RejectionQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f RejectionFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.RejectionQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.RejectionQuery", q)
+}
+
+// The TraverseRejection type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseRejection func(context.Context, *ent.RejectionQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseRejection) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseRejection) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.RejectionQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.RejectionQuery", q)
+}
+
+// The RejectionTallyFunc type is an adapter to allow the use of ordinary function as a Querier.
+type RejectionTallyFunc func(context.Context, *ent.RejectionTallyQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f RejectionTallyFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.RejectionTallyQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.RejectionTallyQuery", q)
+}
+
+// The TraverseRejectionTally type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseRejectionTally func(context.Context, *ent.RejectionTallyQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseRejectionTally) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseRejectionTally) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.RejectionTallyQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.RejectionTallyQuery", q)
+}
+
 // The RequestFunc type is an adapter to allow the use of ordinary function as a Querier.
 type RequestFunc func(context.Context, *ent.RequestQuery) (ent.Value, error)
 
@@ -480,6 +536,10 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.PlanQuery, predicate.Plan, plan.OrderOption]{typ: ent.TypePlan, tq: q}, nil
 	case *ent.RecipientQuery:
 		return &query[*ent.RecipientQuery, predicate.Recipient, recipient.OrderOption]{typ: ent.TypeRecipient, tq: q}, nil
+	case *ent.RejectionQuery:
+		return &query[*ent.RejectionQuery, predicate.Rejection, rejection.OrderOption]{typ: ent.TypeRejection, tq: q}, nil
+	case *ent.RejectionTallyQuery:
+		return &query[*ent.RejectionTallyQuery, predicate.RejectionTally, rejectiontally.OrderOption]{typ: ent.TypeRejectionTally, tq: q}, nil
 	case *ent.RequestQuery:
 		return &query[*ent.RequestQuery, predicate.Request, request.OrderOption]{typ: ent.TypeRequest, tq: q}, nil
 	case *ent.ServerQuery:

@@ -463,6 +463,61 @@ var (
 			},
 		},
 	}
+	// RejectionsColumns holds the columns for the "rejections" table.
+	RejectionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "server_id", Type: field.TypeInt},
+		{Name: "at", Type: field.TypeTime},
+		{Name: "method", Type: field.TypeString},
+		{Name: "path", Type: field.TypeString},
+		{Name: "source_addr", Type: field.TypeString},
+		{Name: "reason", Type: field.TypeEnum, Enums: []string{"MISSING", "MALFORMED", "MISMATCH", "STALE"}},
+		{Name: "message", Type: field.TypeString},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// RejectionsTable holds the schema information for the "rejections" table.
+	RejectionsTable = &schema.Table{
+		Name:       "rejections",
+		Columns:    RejectionsColumns,
+		PrimaryKey: []*schema.Column{RejectionsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "rejections_tenants_tenant",
+				Columns:    []*schema.Column{RejectionsColumns[8]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "rejection_server_id_at",
+				Unique:  false,
+				Columns: []*schema.Column{RejectionsColumns[1], RejectionsColumns[2]},
+			},
+		},
+	}
+	// RejectionTalliesColumns holds the columns for the "rejection_tallies" table.
+	RejectionTalliesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "server_id", Type: field.TypeInt, Unique: true},
+		{Name: "count", Type: field.TypeInt64},
+		{Name: "last_at", Type: field.TypeTime},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// RejectionTalliesTable holds the schema information for the "rejection_tallies" table.
+	RejectionTalliesTable = &schema.Table{
+		Name:       "rejection_tallies",
+		Columns:    RejectionTalliesColumns,
+		PrimaryKey: []*schema.Column{RejectionTalliesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "rejection_tallies_tenants_tenant",
+				Columns:    []*schema.Column{RejectionTalliesColumns[4]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+	}
 	// RequestsColumns holds the columns for the "requests" table.
 	RequestsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -476,6 +531,7 @@ var (
 		{Name: "received_at", Type: field.TypeTime},
 		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "DELIVERED", "FAILED", "PARTIAL"}, Default: "PENDING"},
+		{Name: "verified", Type: field.TypeBool, Nullable: true},
 		{Name: "filtered_out", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "bytea"}},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "replay_of_id", Type: field.TypeInt, Nullable: true},
@@ -489,19 +545,19 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "requests_tenants_tenant",
-				Columns:    []*schema.Column{RequestsColumns[12]},
+				Columns:    []*schema.Column{RequestsColumns[13]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "requests_requests_replays",
-				Columns:    []*schema.Column{RequestsColumns[13]},
+				Columns:    []*schema.Column{RequestsColumns[14]},
 				RefColumns: []*schema.Column{RequestsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
 			{
 				Symbol:     "requests_servers_requests",
-				Columns:    []*schema.Column{RequestsColumns[14]},
+				Columns:    []*schema.Column{RequestsColumns[15]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -510,7 +566,7 @@ var (
 			{
 				Name:    "request_server_id_received_at",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[14], RequestsColumns[8]},
+				Columns: []*schema.Column{RequestsColumns[15], RequestsColumns[8]},
 			},
 			{
 				Name:    "request_expires_at",
@@ -520,7 +576,7 @@ var (
 			{
 				Name:    "request_replays",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[13]},
+				Columns: []*schema.Column{RequestsColumns[14]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "replay_of_id IS NOT NULL",
 				},
@@ -538,6 +594,11 @@ var (
 		{Name: "deliver_pending_on_connect", Type: field.TypeBool, Default: false},
 		{Name: "retention_days", Type: field.TypeInt, Nullable: true},
 		{Name: "max_requests_per_second", Type: field.TypeInt, Nullable: true},
+		{Name: "verification", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "bytea"}},
+		{Name: "allowed_methods", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "bytea"}},
+		{Name: "response_status", Type: field.TypeInt, Nullable: true},
+		{Name: "response_content_type", Type: field.TypeString, Default: ""},
+		{Name: "response_body", Type: field.TypeString, Default: ""},
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "kind", Type: field.TypeEnum, Enums: []string{"INBOUND", "ALERTS"}, Default: "INBOUND"},
 		{Name: "tenant_id", Type: field.TypeInt},
@@ -550,7 +611,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "servers_tenants_tenant",
-				Columns:    []*schema.Column{ServersColumns[11]},
+				Columns:    []*schema.Column{ServersColumns[16]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -559,7 +620,7 @@ var (
 			{
 				Name:    "server_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{ServersColumns[11]},
+				Columns: []*schema.Column{ServersColumns[16]},
 			},
 			{
 				Name:    "server_previous_inbound_key",
@@ -660,6 +721,8 @@ var (
 		PendingAlertsTable,
 		PlansTable,
 		RecipientsTable,
+		RejectionsTable,
+		RejectionTalliesTable,
 		RequestsTable,
 		ServersTable,
 		SignInCodesTable,
@@ -710,6 +773,14 @@ func init() {
 	RecipientsTable.ForeignKeys[1].RefTable = ServersTable
 	RecipientsTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(17179869184),
+	}
+	RejectionsTable.ForeignKeys[0].RefTable = TenantsTable
+	RejectionsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(60129542144),
+	}
+	RejectionTalliesTable.ForeignKeys[0].RefTable = TenantsTable
+	RejectionTalliesTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(64424509440),
 	}
 	RequestsTable.ForeignKeys[0].RefTable = TenantsTable
 	RequestsTable.ForeignKeys[1].RefTable = RequestsTable

@@ -33,6 +33,12 @@ type Plan func(*sql.Selector)
 // Recipient is the predicate function for recipient builders.
 type Recipient func(*sql.Selector)
 
+// Rejection is the predicate function for rejection builders.
+type Rejection func(*sql.Selector)
+
+// RejectionTally is the predicate function for rejectiontally builders.
+type RejectionTally func(*sql.Selector)
+
 // Request is the predicate function for request builders.
 type Request func(*sql.Selector)
 

@@ -327,6 +327,54 @@ func (f RecipientMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutat
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.RecipientMutation", m)
 }
 
+// The RejectionQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type RejectionQueryRuleFunc func(context.Context, *ent.RejectionQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f RejectionQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.RejectionQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.RejectionQuery", q)
+}
+
+// The RejectionMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type RejectionMutationRuleFunc func(context.Context, *ent.RejectionMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f RejectionMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.RejectionMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.RejectionMutation", m)
+}
+
+// The RejectionTallyQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type RejectionTallyQueryRuleFunc func(context.Context, *ent.RejectionTallyQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f RejectionTallyQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.RejectionTallyQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.RejectionTallyQuery", q)
+}
+
+// The RejectionTallyMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type RejectionTallyMutationRuleFunc func(context.Context, *ent.RejectionTallyMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f RejectionTallyMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.RejectionTallyMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.RejectionTallyMutation", m)
+}
+
 // The RequestQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type RequestQueryRuleFunc func(context.Context, *ent.RequestQuery) error
@@ -500,6 +548,10 @@ func queryFilter(q ent.Query) (Filter, error) {
 		return q.Filter(), nil
 	case *ent.RecipientQuery:
 		return q.Filter(), nil
+	case *ent.RejectionQuery:
+		return q.Filter(), nil
+	case *ent.RejectionTallyQuery:
+		return q.Filter(), nil
 	case *ent.RequestQuery:
 		return q.Filter(), nil
 	case *ent.ServerQuery:
@@ -534,6 +586,10 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 	case *ent.PlanMutation:
 		return m.Filter(), nil
 	case *ent.RecipientMutation:
+		return m.Filter(), nil
+	case *ent.RejectionMutation:
+		return m.Filter(), nil
+	case *ent.RejectionTallyMutation:
 		return m.Filter(), nil
 	case *ent.RequestMutation:
 		return m.Filter(), nil

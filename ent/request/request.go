@@ -42,6 +42,8 @@ const (
 	FieldExpiresAt = "expires_at"
 	// FieldStatus holds the string denoting the status field in the database.
 	FieldStatus = "status"
+	// FieldVerified holds the string denoting the verified field in the database.
+	FieldVerified = "verified"
 	// FieldReplayOfID holds the string denoting the replay_of_id field in the database.
 	FieldReplayOfID = "replay_of_id"
 	// FieldFilteredOut holds the string denoting the filtered_out field in the database.
@@ -104,6 +106,7 @@ var Columns = []string{
 	FieldReceivedAt,
 	FieldExpiresAt,
 	FieldStatus,
+	FieldVerified,
 	FieldReplayOfID,
 	FieldFilteredOut,
 }
@@ -220,6 +223,11 @@ func ByExpiresAt(opts ...sql.OrderTermOption) OrderOption {
 // ByStatus orders the results by the status field.
 func ByStatus(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldStatus, opts...).ToFunc()
+}
+
+// ByVerified orders the results by the verified field.
+func ByVerified(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldVerified, opts...).ToFunc()
 }
 
 // ByReplayOfID orders the results by the replay_of_id field.

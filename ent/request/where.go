@@ -105,6 +105,11 @@ func ExpiresAt(v time.Time) predicate.Request {
 	return predicate.Request(sql.FieldEQ(FieldExpiresAt, v))
 }
 
+// Verified applies equality check predicate on the "verified" field. It's identical to VerifiedEQ.
+func Verified(v bool) predicate.Request {
+	return predicate.Request(sql.FieldEQ(FieldVerified, v))
+}
+
 // ReplayOfID applies equality check predicate on the "replay_of_id" field. It's identical to ReplayOfIDEQ.
 func ReplayOfID(v int) predicate.Request {
 	return predicate.Request(sql.FieldEQ(FieldReplayOfID, v))
@@ -613,6 +618,26 @@ func StatusIn(vs ...Status) predicate.Request {
 // StatusNotIn applies the NotIn predicate on the "status" field.
 func StatusNotIn(vs ...Status) predicate.Request {
 	return predicate.Request(sql.FieldNotIn(FieldStatus, vs...))
+}
+
+// VerifiedEQ applies the EQ predicate on the "verified" field.
+func VerifiedEQ(v bool) predicate.Request {
+	return predicate.Request(sql.FieldEQ(FieldVerified, v))
+}
+
+// VerifiedNEQ applies the NEQ predicate on the "verified" field.
+func VerifiedNEQ(v bool) predicate.Request {
+	return predicate.Request(sql.FieldNEQ(FieldVerified, v))
+}
+
+// VerifiedIsNil applies the IsNil predicate on the "verified" field.
+func VerifiedIsNil() predicate.Request {
+	return predicate.Request(sql.FieldIsNull(FieldVerified))
+}
+
+// VerifiedNotNil applies the NotNil predicate on the "verified" field.
+func VerifiedNotNil() predicate.Request {
+	return predicate.Request(sql.FieldNotNull(FieldVerified))
 }
 
 // ReplayOfIDEQ applies the EQ predicate on the "replay_of_id" field.

@@ -15,6 +15,8 @@ import (
 	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
+	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/schema"
 	"github.com/adal-relay/adal/ent/server"
@@ -290,6 +292,26 @@ func init() {
 	recipient.DefaultSigningSecret = recipientDescSigningSecret.Default.(func() []byte)
 	// recipient.SigningSecretValidator is a validator for the "signing_secret" field. It is called by the builders before save.
 	recipient.SigningSecretValidator = recipientDescSigningSecret.Validators[0].(func([]byte) error)
+	rejectionMixin := schema.Rejection{}.Mixin()
+	rejection.Policy = privacy.NewPolicies(rejectionMixin[0], schema.Rejection{})
+	rejection.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := rejection.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	rejectiontallyMixin := schema.RejectionTally{}.Mixin()
+	rejectiontally.Policy = privacy.NewPolicies(rejectiontallyMixin[0], schema.RejectionTally{})
+	rejectiontally.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := rejectiontally.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
 	requestMixin := schema.Request{}.Mixin()
 	request.Policy = privacy.NewPolicies(requestMixin[0], schema.Request{})
 	request.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -352,6 +374,14 @@ func init() {
 	serverDescMaxRequestsPerSecond := serverFields[6].Descriptor()
 	// server.MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
 	server.MaxRequestsPerSecondValidator = serverDescMaxRequestsPerSecond.Validators[0].(func(int) error)
+	// serverDescResponseContentType is the schema descriptor for response_content_type field.
+	serverDescResponseContentType := serverFields[10].Descriptor()
+	// server.DefaultResponseContentType holds the default value on creation for the response_content_type field.
+	server.DefaultResponseContentType = serverDescResponseContentType.Default.(string)
+	// serverDescResponseBody is the schema descriptor for response_body field.
+	serverDescResponseBody := serverFields[11].Descriptor()
+	// server.DefaultResponseBody holds the default value on creation for the response_body field.
+	server.DefaultResponseBody = serverDescResponseBody.Default.(string)
 	signincodeMixin := schema.SignInCode{}.Mixin()
 	signincode.Policy = privacy.NewPolicies(schema.SignInCode{})
 	signincode.Hooks[0] = func(next ent.Mutator) ent.Mutator {

@@ -45,6 +45,9 @@ func (Request) Fields() []ent.Field {
 		// so lists can be filtered and paginated by it.
 		field.Enum("status").Values("PENDING", "DELIVERED", "FAILED", "PARTIAL").Default("PENDING").
 			Annotations(entgql.Type("RequestStatus")),
+		// verified is the outcome of the server's sender verification when the request arrived (a replay keeps
+		// its original's); null when the server verified nothing. Deliveries carry it as X-Adal-Verified.
+		field.Bool("verified").Optional().Nillable().Immutable(),
 		field.Int("replay_of_id").Optional().Nillable().Immutable().Annotations(entgql.Skip()),
 		// filtered_out are the recipients whose routing filter the request did not match: they got no
 		// delivery of it. bytea on PostgreSQL, as headers (headersField).

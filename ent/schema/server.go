@@ -3,11 +3,14 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
+
+	"github.com/adal-relay/adal/verify"
 )
 
 // Server is a tenant's inbound endpoint: every request to its key is accepted and fanned out to its recipients.
@@ -35,6 +38,18 @@ func (Server) Fields() []ent.Field {
 		field.Int("retention_days").Optional().Nillable().Positive(),
 		// max_requests_per_second caps intake for this server's key; nil means no cap beyond the plan's.
 		field.Int("max_requests_per_second").Optional().Nillable().Positive(),
+		// verification is how intake checks who sent a request (package verify); its secrets never leave the
+		// server. Null: none. JSON in bytea on PostgreSQL, as headers are (headersField).
+		field.JSON("verification", &verify.Config{}).Optional().Sensitive().
+			SchemaType(map[string]string{dialect.Postgres: "bytea"}).Annotations(entgql.Skip()),
+		// allowed_methods are the methods intake accepts; null: all.
+		field.Strings("allowed_methods").Optional().
+			SchemaType(map[string]string{dialect.Postgres: "bytea"}).Annotations(entgql.Skip()),
+		// response_status, with its content type and body, is what a sender gets for a stored request instead
+		// of 202 {"requestId"}; null: the default answer.
+		field.Int("response_status").Optional().Nillable().Annotations(entgql.Skip()),
+		field.String("response_content_type").Default("").Annotations(entgql.Skip()),
+		field.String("response_body").Default("").Annotations(entgql.Skip()),
 		// deleted_at stops intake at once while the server's stored requests live out their retention.
 		field.Time("deleted_at").Optional().Nillable(),
 		// kind ALERTS is a tenant's hidden server of alerts: its requests are the alerts Adal raises, its

@@ -36,6 +36,16 @@ const (
 	FieldRetentionDays = "retention_days"
 	// FieldMaxRequestsPerSecond holds the string denoting the max_requests_per_second field in the database.
 	FieldMaxRequestsPerSecond = "max_requests_per_second"
+	// FieldVerification holds the string denoting the verification field in the database.
+	FieldVerification = "verification"
+	// FieldAllowedMethods holds the string denoting the allowed_methods field in the database.
+	FieldAllowedMethods = "allowed_methods"
+	// FieldResponseStatus holds the string denoting the response_status field in the database.
+	FieldResponseStatus = "response_status"
+	// FieldResponseContentType holds the string denoting the response_content_type field in the database.
+	FieldResponseContentType = "response_content_type"
+	// FieldResponseBody holds the string denoting the response_body field in the database.
+	FieldResponseBody = "response_body"
 	// FieldDeletedAt holds the string denoting the deleted_at field in the database.
 	FieldDeletedAt = "deleted_at"
 	// FieldKind holds the string denoting the kind field in the database.
@@ -83,6 +93,11 @@ var Columns = []string{
 	FieldDeliverPendingOnConnect,
 	FieldRetentionDays,
 	FieldMaxRequestsPerSecond,
+	FieldVerification,
+	FieldAllowedMethods,
+	FieldResponseStatus,
+	FieldResponseContentType,
+	FieldResponseBody,
 	FieldDeletedAt,
 	FieldKind,
 }
@@ -115,6 +130,10 @@ var (
 	RetentionDaysValidator func(int) error
 	// MaxRequestsPerSecondValidator is a validator for the "max_requests_per_second" field. It is called by the builders before save.
 	MaxRequestsPerSecondValidator func(int) error
+	// DefaultResponseContentType holds the default value on creation for the "response_content_type" field.
+	DefaultResponseContentType string
+	// DefaultResponseBody holds the default value on creation for the "response_body" field.
+	DefaultResponseBody string
 )
 
 // Kind defines the type for the "kind" enum field.
@@ -194,6 +213,21 @@ func ByRetentionDays(opts ...sql.OrderTermOption) OrderOption {
 // ByMaxRequestsPerSecond orders the results by the max_requests_per_second field.
 func ByMaxRequestsPerSecond(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldMaxRequestsPerSecond, opts...).ToFunc()
+}
+
+// ByResponseStatus orders the results by the response_status field.
+func ByResponseStatus(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldResponseStatus, opts...).ToFunc()
+}
+
+// ByResponseContentType orders the results by the response_content_type field.
+func ByResponseContentType(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldResponseContentType, opts...).ToFunc()
+}
+
+// ByResponseBody orders the results by the response_body field.
+func ByResponseBody(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldResponseBody, opts...).ToFunc()
 }
 
 // ByDeletedAt orders the results by the deleted_at field.

@@ -100,6 +100,21 @@ func MaxRequestsPerSecond(v int) predicate.Server {
 	return predicate.Server(sql.FieldEQ(FieldMaxRequestsPerSecond, v))
 }
 
+// ResponseStatus applies equality check predicate on the "response_status" field. It's identical to ResponseStatusEQ.
+func ResponseStatus(v int) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldResponseStatus, v))
+}
+
+// ResponseContentType applies equality check predicate on the "response_content_type" field. It's identical to ResponseContentTypeEQ.
+func ResponseContentType(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldResponseContentType, v))
+}
+
+// ResponseBody applies equality check predicate on the "response_body" field. It's identical to ResponseBodyEQ.
+func ResponseBody(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldResponseBody, v))
+}
+
 // DeletedAt applies equality check predicate on the "deleted_at" field. It's identical to DeletedAtEQ.
 func DeletedAt(v time.Time) predicate.Server {
 	return predicate.Server(sql.FieldEQ(FieldDeletedAt, v))
@@ -528,6 +543,206 @@ func MaxRequestsPerSecondIsNil() predicate.Server {
 // MaxRequestsPerSecondNotNil applies the NotNil predicate on the "max_requests_per_second" field.
 func MaxRequestsPerSecondNotNil() predicate.Server {
 	return predicate.Server(sql.FieldNotNull(FieldMaxRequestsPerSecond))
+}
+
+// VerificationIsNil applies the IsNil predicate on the "verification" field.
+func VerificationIsNil() predicate.Server {
+	return predicate.Server(sql.FieldIsNull(FieldVerification))
+}
+
+// VerificationNotNil applies the NotNil predicate on the "verification" field.
+func VerificationNotNil() predicate.Server {
+	return predicate.Server(sql.FieldNotNull(FieldVerification))
+}
+
+// AllowedMethodsIsNil applies the IsNil predicate on the "allowed_methods" field.
+func AllowedMethodsIsNil() predicate.Server {
+	return predicate.Server(sql.FieldIsNull(FieldAllowedMethods))
+}
+
+// AllowedMethodsNotNil applies the NotNil predicate on the "allowed_methods" field.
+func AllowedMethodsNotNil() predicate.Server {
+	return predicate.Server(sql.FieldNotNull(FieldAllowedMethods))
+}
+
+// ResponseStatusEQ applies the EQ predicate on the "response_status" field.
+func ResponseStatusEQ(v int) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldResponseStatus, v))
+}
+
+// ResponseStatusNEQ applies the NEQ predicate on the "response_status" field.
+func ResponseStatusNEQ(v int) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldResponseStatus, v))
+}
+
+// ResponseStatusIn applies the In predicate on the "response_status" field.
+func ResponseStatusIn(vs ...int) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldResponseStatus, vs...))
+}
+
+// ResponseStatusNotIn applies the NotIn predicate on the "response_status" field.
+func ResponseStatusNotIn(vs ...int) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldResponseStatus, vs...))
+}
+
+// ResponseStatusGT applies the GT predicate on the "response_status" field.
+func ResponseStatusGT(v int) predicate.Server {
+	return predicate.Server(sql.FieldGT(FieldResponseStatus, v))
+}
+
+// ResponseStatusGTE applies the GTE predicate on the "response_status" field.
+func ResponseStatusGTE(v int) predicate.Server {
+	return predicate.Server(sql.FieldGTE(FieldResponseStatus, v))
+}
+
+// ResponseStatusLT applies the LT predicate on the "response_status" field.
+func ResponseStatusLT(v int) predicate.Server {
+	return predicate.Server(sql.FieldLT(FieldResponseStatus, v))
+}
+
+// ResponseStatusLTE applies the LTE predicate on the "response_status" field.
+func ResponseStatusLTE(v int) predicate.Server {
+	return predicate.Server(sql.FieldLTE(FieldResponseStatus, v))
+}
+
+// ResponseStatusIsNil applies the IsNil predicate on the "response_status" field.
+func ResponseStatusIsNil() predicate.Server {
+	return predicate.Server(sql.FieldIsNull(FieldResponseStatus))
+}
+
+// ResponseStatusNotNil applies the NotNil predicate on the "response_status" field.
+func ResponseStatusNotNil() predicate.Server {
+	return predicate.Server(sql.FieldNotNull(FieldResponseStatus))
+}
+
+// ResponseContentTypeEQ applies the EQ predicate on the "response_content_type" field.
+func ResponseContentTypeEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeNEQ applies the NEQ predicate on the "response_content_type" field.
+func ResponseContentTypeNEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeIn applies the In predicate on the "response_content_type" field.
+func ResponseContentTypeIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldResponseContentType, vs...))
+}
+
+// ResponseContentTypeNotIn applies the NotIn predicate on the "response_content_type" field.
+func ResponseContentTypeNotIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldResponseContentType, vs...))
+}
+
+// ResponseContentTypeGT applies the GT predicate on the "response_content_type" field.
+func ResponseContentTypeGT(v string) predicate.Server {
+	return predicate.Server(sql.FieldGT(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeGTE applies the GTE predicate on the "response_content_type" field.
+func ResponseContentTypeGTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldGTE(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeLT applies the LT predicate on the "response_content_type" field.
+func ResponseContentTypeLT(v string) predicate.Server {
+	return predicate.Server(sql.FieldLT(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeLTE applies the LTE predicate on the "response_content_type" field.
+func ResponseContentTypeLTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldLTE(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeContains applies the Contains predicate on the "response_content_type" field.
+func ResponseContentTypeContains(v string) predicate.Server {
+	return predicate.Server(sql.FieldContains(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeHasPrefix applies the HasPrefix predicate on the "response_content_type" field.
+func ResponseContentTypeHasPrefix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasPrefix(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeHasSuffix applies the HasSuffix predicate on the "response_content_type" field.
+func ResponseContentTypeHasSuffix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasSuffix(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeEqualFold applies the EqualFold predicate on the "response_content_type" field.
+func ResponseContentTypeEqualFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldEqualFold(FieldResponseContentType, v))
+}
+
+// ResponseContentTypeContainsFold applies the ContainsFold predicate on the "response_content_type" field.
+func ResponseContentTypeContainsFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldContainsFold(FieldResponseContentType, v))
+}
+
+// ResponseBodyEQ applies the EQ predicate on the "response_body" field.
+func ResponseBodyEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldResponseBody, v))
+}
+
+// ResponseBodyNEQ applies the NEQ predicate on the "response_body" field.
+func ResponseBodyNEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldResponseBody, v))
+}
+
+// ResponseBodyIn applies the In predicate on the "response_body" field.
+func ResponseBodyIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldResponseBody, vs...))
+}
+
+// ResponseBodyNotIn applies the NotIn predicate on the "response_body" field.
+func ResponseBodyNotIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldResponseBody, vs...))
+}
+
+// ResponseBodyGT applies the GT predicate on the "response_body" field.
+func ResponseBodyGT(v string) predicate.Server {
+	return predicate.Server(sql.FieldGT(FieldResponseBody, v))
+}
+
+// ResponseBodyGTE applies the GTE predicate on the "response_body" field.
+func ResponseBodyGTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldGTE(FieldResponseBody, v))
+}
+
+// ResponseBodyLT applies the LT predicate on the "response_body" field.
+func ResponseBodyLT(v string) predicate.Server {
+	return predicate.Server(sql.FieldLT(FieldResponseBody, v))
+}
+
+// ResponseBodyLTE applies the LTE predicate on the "response_body" field.
+func ResponseBodyLTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldLTE(FieldResponseBody, v))
+}
+
+// ResponseBodyContains applies the Contains predicate on the "response_body" field.
+func ResponseBodyContains(v string) predicate.Server {
+	return predicate.Server(sql.FieldContains(FieldResponseBody, v))
+}
+
+// ResponseBodyHasPrefix applies the HasPrefix predicate on the "response_body" field.
+func ResponseBodyHasPrefix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasPrefix(FieldResponseBody, v))
+}
+
+// ResponseBodyHasSuffix applies the HasSuffix predicate on the "response_body" field.
+func ResponseBodyHasSuffix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasSuffix(FieldResponseBody, v))
+}
+
+// ResponseBodyEqualFold applies the EqualFold predicate on the "response_body" field.
+func ResponseBodyEqualFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldEqualFold(FieldResponseBody, v))
+}
+
+// ResponseBodyContainsFold applies the ContainsFold predicate on the "response_body" field.
+func ResponseBodyContainsFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldContainsFold(FieldResponseBody, v))
 }
 
 // DeletedAtEQ applies the EQ predicate on the "deleted_at" field.

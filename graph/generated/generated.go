@@ -23,6 +23,7 @@ import (
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/graph/model"
 	"github.com/adal-relay/adal/viewer"
@@ -97,6 +98,7 @@ type ComplexityRoot struct {
 		RequestID        func(childComplexity int) int
 		SignatureHeaders func(childComplexity int) int
 		TimeoutSeconds   func(childComplexity int) int
+		Verified         func(childComplexity int) int
 	}
 
 	Delivery struct {
@@ -327,6 +329,27 @@ type ComplexityRoot struct {
 		URL                     func(childComplexity int) int
 	}
 
+	Rejection struct {
+		At         func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Message    func(childComplexity int) int
+		Method     func(childComplexity int) int
+		Path       func(childComplexity int) int
+		Reason     func(childComplexity int) int
+		SourceAddr func(childComplexity int) int
+	}
+
+	RejectionConnection struct {
+		Edges      func(childComplexity int) int
+		PageInfo   func(childComplexity int) int
+		TotalCount func(childComplexity int) int
+	}
+
+	RejectionEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	Request struct {
 		Body        func(childComplexity int) int
 		BodyBase64  func(childComplexity int) int
@@ -347,6 +370,7 @@ type ComplexityRoot struct {
 		ServerID    func(childComplexity int) int
 		SourceAddr  func(childComplexity int) int
 		Status      func(childComplexity int) int
+		Verified    func(childComplexity int) int
 	}
 
 	RequestConnection struct {
@@ -368,6 +392,7 @@ type ComplexityRoot struct {
 	}
 
 	Server struct {
+		AllowedMethods          func(childComplexity int) int
 		CreatedAt               func(childComplexity int) int
 		DeletedAt               func(childComplexity int) int
 		DeliverPendingOnConnect func(childComplexity int) int
@@ -377,8 +402,12 @@ type ComplexityRoot struct {
 		Name                    func(childComplexity int) int
 		PreviousKeyExpiresAt    func(childComplexity int) int
 		Recipients              func(childComplexity int) int
+		RejectedCount           func(childComplexity int) int
+		Rejections              func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
+		Response                func(childComplexity int) int
 		RetentionDays           func(childComplexity int) int
 		Tenant                  func(childComplexity int) int
+		Verification            func(childComplexity int) int
 	}
 
 	ServerConnection struct {
@@ -390,6 +419,12 @@ type ComplexityRoot struct {
 	ServerEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	ServerResponse struct {
+		Body        func(childComplexity int) int
+		ContentType func(childComplexity int) int
+		Status      func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -450,6 +485,20 @@ type ComplexityRoot struct {
 		Period           func(childComplexity int) int
 		Replays          func(childComplexity int) int
 		RequestsAccepted func(childComplexity int) int
+	}
+
+	Verification struct {
+		Algorithm        func(childComplexity int) int
+		Encoding         func(childComplexity int) int
+		Enforce          func(childComplexity int) int
+		Header           func(childComplexity int) int
+		Headers          func(childComplexity int) int
+		Kind             func(childComplexity int) int
+		Prefix           func(childComplexity int) int
+		QueryParameter   func(childComplexity int) int
+		SecretCount      func(childComplexity int) int
+		ToleranceSeconds func(childComplexity int) int
+		Username         func(childComplexity int) int
 	}
 
 	Viewer struct {
@@ -548,6 +597,11 @@ type ServerResolver interface {
 	InboundURL(ctx context.Context, obj *ent.Server) (string, error)
 	Recipients(ctx context.Context, obj *ent.Server) ([]*ent.Recipient, error)
 	Tenant(ctx context.Context, obj *ent.Server) (*ent.Tenant, error)
+	Verification(ctx context.Context, obj *ent.Server) (*model.Verification, error)
+	Response(ctx context.Context, obj *ent.Server) (*model.ServerResponse, error)
+
+	RejectedCount(ctx context.Context, obj *ent.Server) (int, error)
+	Rejections(ctx context.Context, obj *ent.Server, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.RejectionConnection, error)
 }
 type SubscriptionResolver interface {
 	DeliveryUpdated(ctx context.Context, serverID *int, requestID *int) (<-chan *ent.Delivery, error)
@@ -779,6 +833,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CliJob.TimeoutSeconds(childComplexity), true
+	case "CliJob.verified":
+		if e.ComplexityRoot.CliJob.Verified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CliJob.Verified(childComplexity), true
 
 	case "Delivery.attemptCount":
 		if e.ComplexityRoot.Delivery.AttemptCount == nil {
@@ -2021,6 +2081,81 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Recipient.URL(childComplexity), true
 
+	case "Rejection.at":
+		if e.ComplexityRoot.Rejection.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.At(childComplexity), true
+	case "Rejection.id":
+		if e.ComplexityRoot.Rejection.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.ID(childComplexity), true
+	case "Rejection.message":
+		if e.ComplexityRoot.Rejection.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.Message(childComplexity), true
+	case "Rejection.method":
+		if e.ComplexityRoot.Rejection.Method == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.Method(childComplexity), true
+	case "Rejection.path":
+		if e.ComplexityRoot.Rejection.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.Path(childComplexity), true
+	case "Rejection.reason":
+		if e.ComplexityRoot.Rejection.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.Reason(childComplexity), true
+	case "Rejection.sourceAddr":
+		if e.ComplexityRoot.Rejection.SourceAddr == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rejection.SourceAddr(childComplexity), true
+
+	case "RejectionConnection.edges":
+		if e.ComplexityRoot.RejectionConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionConnection.Edges(childComplexity), true
+	case "RejectionConnection.pageInfo":
+		if e.ComplexityRoot.RejectionConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionConnection.PageInfo(childComplexity), true
+	case "RejectionConnection.totalCount":
+		if e.ComplexityRoot.RejectionConnection.TotalCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionConnection.TotalCount(childComplexity), true
+
+	case "RejectionEdge.cursor":
+		if e.ComplexityRoot.RejectionEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionEdge.Cursor(childComplexity), true
+	case "RejectionEdge.node":
+		if e.ComplexityRoot.RejectionEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RejectionEdge.Node(childComplexity), true
+
 	case "Request.body":
 		if e.ComplexityRoot.Request.Body == nil {
 			break
@@ -2135,6 +2270,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Request.Status(childComplexity), true
+	case "Request.verified":
+		if e.ComplexityRoot.Request.Verified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Request.Verified(childComplexity), true
 
 	case "RequestConnection.edges":
 		if e.ComplexityRoot.RequestConnection.Edges == nil {
@@ -2193,6 +2334,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RetryScheduleLimits.Schedule(childComplexity), true
 
+	case "Server.allowedMethods":
+		if e.ComplexityRoot.Server.AllowedMethods == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.AllowedMethods(childComplexity), true
 	case "Server.createdAt":
 		if e.ComplexityRoot.Server.CreatedAt == nil {
 			break
@@ -2247,6 +2394,29 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Server.Recipients(childComplexity), true
+	case "Server.rejectedCount":
+		if e.ComplexityRoot.Server.RejectedCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.RejectedCount(childComplexity), true
+	case "Server.rejections":
+		if e.ComplexityRoot.Server.Rejections == nil {
+			break
+		}
+
+		args, err := ec.field_Server_rejections_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Server.Rejections(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int)), true
+	case "Server.response":
+		if e.ComplexityRoot.Server.Response == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.Response(childComplexity), true
 	case "Server.retentionDays":
 		if e.ComplexityRoot.Server.RetentionDays == nil {
 			break
@@ -2259,6 +2429,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Server.Tenant(childComplexity), true
+	case "Server.verification":
+		if e.ComplexityRoot.Server.Verification == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.Verification(childComplexity), true
 
 	case "ServerConnection.edges":
 		if e.ComplexityRoot.ServerConnection.Edges == nil {
@@ -2291,6 +2467,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ServerEdge.Node(childComplexity), true
+
+	case "ServerResponse.body":
+		if e.ComplexityRoot.ServerResponse.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ServerResponse.Body(childComplexity), true
+	case "ServerResponse.contentType":
+		if e.ComplexityRoot.ServerResponse.ContentType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ServerResponse.ContentType(childComplexity), true
+	case "ServerResponse.status":
+		if e.ComplexityRoot.ServerResponse.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ServerResponse.Status(childComplexity), true
 
 	case "Subscription.cliListen":
 		if e.ComplexityRoot.Subscription.CliListen == nil {
@@ -2536,6 +2731,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Usage.RequestsAccepted(childComplexity), true
 
+	case "Verification.algorithm":
+		if e.ComplexityRoot.Verification.Algorithm == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Algorithm(childComplexity), true
+	case "Verification.encoding":
+		if e.ComplexityRoot.Verification.Encoding == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Encoding(childComplexity), true
+	case "Verification.enforce":
+		if e.ComplexityRoot.Verification.Enforce == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Enforce(childComplexity), true
+	case "Verification.header":
+		if e.ComplexityRoot.Verification.Header == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Header(childComplexity), true
+	case "Verification.headers":
+		if e.ComplexityRoot.Verification.Headers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Headers(childComplexity), true
+	case "Verification.kind":
+		if e.ComplexityRoot.Verification.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Kind(childComplexity), true
+	case "Verification.prefix":
+		if e.ComplexityRoot.Verification.Prefix == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Prefix(childComplexity), true
+	case "Verification.queryParameter":
+		if e.ComplexityRoot.Verification.QueryParameter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.QueryParameter(childComplexity), true
+	case "Verification.secretCount":
+		if e.ComplexityRoot.Verification.SecretCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.SecretCount(childComplexity), true
+	case "Verification.toleranceSeconds":
+		if e.ComplexityRoot.Verification.ToleranceSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.ToleranceSeconds(childComplexity), true
+	case "Verification.username":
+		if e.ComplexityRoot.Verification.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Verification.Username(childComplexity), true
+
 	case "Viewer.role":
 		if e.ComplexityRoot.Viewer.Role == nil {
 			break
@@ -2583,11 +2845,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("PlanWhereInput", ec.unmarshalInputPlanWhereInput),
 			graphql.NewInputUnmarshaler("RecipientOrder", ec.unmarshalInputRecipientOrder),
 			graphql.NewInputUnmarshaler("RecipientWhereInput", ec.unmarshalInputRecipientWhereInput),
+			graphql.NewInputUnmarshaler("RejectionOrder", ec.unmarshalInputRejectionOrder),
 			graphql.NewInputUnmarshaler("ReportCliAttemptInput", ec.unmarshalInputReportCliAttemptInput),
 			graphql.NewInputUnmarshaler("RequestOrder", ec.unmarshalInputRequestOrder),
 			graphql.NewInputUnmarshaler("RequestWhereInput", ec.unmarshalInputRequestWhereInput),
 			graphql.NewInputUnmarshaler("SendOutboundInput", ec.unmarshalInputSendOutboundInput),
 			graphql.NewInputUnmarshaler("ServerOrder", ec.unmarshalInputServerOrder),
+			graphql.NewInputUnmarshaler("ServerResponseInput", ec.unmarshalInputServerResponseInput),
 			graphql.NewInputUnmarshaler("ServerWhereInput", ec.unmarshalInputServerWhereInput),
 			graphql.NewInputUnmarshaler("TenantOrder", ec.unmarshalInputTenantOrder),
 			graphql.NewInputUnmarshaler("TenantWhereInput", ec.unmarshalInputTenantWhereInput),
@@ -2596,6 +2860,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("UpdatePlanInput", ec.unmarshalInputUpdatePlanInput),
 			graphql.NewInputUnmarshaler("UpdateRecipientInput", ec.unmarshalInputUpdateRecipientInput),
 			graphql.NewInputUnmarshaler("UpdateServerInput", ec.unmarshalInputUpdateServerInput),
+			graphql.NewInputUnmarshaler("VerificationInput", ec.unmarshalInputVerificationInput),
 		)
 	}
 	first := true
@@ -3264,6 +3529,144 @@ extend type Mutation {
   tenant's tokens, operators any. Revoking a revoked token changes nothing.
   """
   revokeToken(id: ID!): Token!
+}
+`, BuiltIn: false},
+	{Name: "../verification.graphqls", Input: `# What senders meet at a server's inbound URL: the check that a request comes from its sender (verification),
+# the methods accepted, and the answer a stored request gets. A request that fails an enforced verification is
+# answered 401 and kept only as a rejection (no body); a method not allowed is answered 405. Neither is stored,
+# charged or delivered.
+
+"How a server checks that a request comes from its sender."
+enum VerificationKind {
+  "Nothing is checked (the default); deliveries carry no X-Adal-Verified."
+  NONE
+  "A signature over the body in a header of your choice: header, algorithm, encoding, optional prefix."
+  HMAC
+  "GitHub: X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>."
+  GITHUB
+  "Stripe: Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of {t}.{body}>, within toleranceSeconds."
+  STRIPE
+  "Shopify: X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256 of the body>."
+  SHOPIFY
+  "Slack: X-Slack-Signature: v0=<hex HMAC-SHA256 of v0:{X-Slack-Request-Timestamp}:{body}>, within toleranceSeconds."
+  SLACK
+  "Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature (v1,<base64>); whsec_ secrets."
+  STANDARD_WEBHOOKS
+  "HTTP Basic authentication: username, and the password in secrets."
+  BASIC
+  "A key in a header (as is, or after Bearer) or a query parameter; the key in secrets."
+  API_KEY
+}
+
+"The hash of an HMAC signature."
+enum HmacAlgorithm {
+  SHA1
+  SHA256
+  SHA512
+}
+
+"How an HMAC signature is written in its header."
+enum SignatureEncoding {
+  HEX
+  BASE64
+}
+
+"A server's sender verification, as the API shows it: never a secret, only how many are set."
+type Verification {
+  kind: VerificationKind!
+  "True: a request that fails gets 401 and is not stored. False (shadow mode): it is accepted and delivered with X-Adal-Verified: false."
+  enforce: Boolean!
+  "The headers the scheme reads."
+  headers: [String!]!
+  "HMAC and API_KEY: the header configured."
+  header: String
+  "API_KEY: the query parameter configured."
+  queryParameter: String
+  algorithm: HmacAlgorithm
+  encoding: SignatureEncoding
+  prefix: String
+  "STRIPE, SLACK, STANDARD_WEBHOOKS: how far a signature's timestamp may be from now, either way."
+  toleranceSeconds: Int
+  "BASIC: the user name."
+  username: String
+  "How many secrets are set (two while a sender rotates)."
+  secretCount: Int!
+}
+
+"""
+A server's sender verification. It replaces the one set, except that secrets left out keep those set while the
+kind stays the same. Settings a kind does not use are refused.
+"""
+input VerificationInput {
+  kind: VerificationKind!
+  "Default true. False is shadow mode: failures are accepted, and marked X-Adal-Verified: false."
+  enforce: Boolean
+  "One or two: the signing secrets (BASIC: passwords; API_KEY: keys). A request passes when it matches either. Write-only."
+  secrets: [String!]
+  "HMAC (required) and API_KEY: the header to read."
+  header: String
+  "API_KEY: the query parameter to read, instead of a header."
+  queryParameter: String
+  "HMAC: default SHA256."
+  algorithm: HmacAlgorithm
+  "HMAC: default HEX."
+  encoding: SignatureEncoding
+  "HMAC: what precedes the signature in its header, e.g. sha256=."
+  prefix: String
+  "STRIPE, SLACK, STANDARD_WEBHOOKS: default 300, at most 86400."
+  toleranceSeconds: Int
+  "BASIC: the user name (required)."
+  username: String
+}
+
+"What a sender gets for a stored request, instead of 202 {\"requestId\"}."
+type ServerResponse {
+  status: Int!
+  contentType: String!
+  body: String!
+}
+
+input ServerResponseInput {
+  "200 to 299."
+  status: Int!
+  "Default text/plain; charset=utf-8 when there is a body."
+  contentType: String
+  "At most 1024 bytes; none for 204 and 205."
+  body: String
+}
+
+extend type Server {
+  verification: Verification!
+  "What a sender gets for a stored request; null: 202 {\"requestId\"}."
+  response: ServerResponse
+  "The methods intake accepts; null: all. Others get 405 with an Allow header."
+  allowedMethods: [String!]
+  "Requests refused for failing verification since the server was created."
+  rejectedCount: Int!
+  "Requests refused for failing verification, newest first: the last 1000 are kept."
+  rejections(after: Cursor, first: Int, before: Cursor, last: Int): RejectionConnection!
+}
+
+extend input CreateServerInput {
+  verification: VerificationInput
+  response: ServerResponseInput
+  "Upper-case method names; absent: all methods."
+  allowedMethods: [String!]
+}
+
+extend input UpdateServerInput {
+  verification: VerificationInput
+  response: ServerResponseInput
+  "Back to 202 {\"requestId\"}."
+  clearResponse: Boolean
+  allowedMethods: [String!]
+  "Accept every method again."
+  clearAllowedMethods: Boolean
+}
+
+extend type CliJob {
+  "The request's verification outcome, sent as X-Adal-Verified; null when its server verifies nothing."
+  verified: Boolean
 }
 `, BuiltIn: false},
 	{Name: "../ent.graphql", Input: `directive @goField(forceResolver: Boolean, name: String, omittable: Boolean) on FIELD_DEFINITION | INPUT_FIELD_DEFINITION
@@ -4740,6 +5143,85 @@ input RecipientWhereInput {
   hasServer: Boolean
   hasServerWith: [ServerWhereInput!]
 }
+type Rejection implements Node {
+  id: ID!
+  """
+  When the request arrived.
+  """
+  at: Time!
+  method: String!
+  """
+  What followed /in/{key}, cut to 1024 bytes.
+  """
+  path: String!
+  """
+  The address the request came from.
+  """
+  sourceAddr: String!
+  reason: RejectionReason!
+  """
+  What was wrong, in words: which header or check. Never a secret.
+  """
+  message: String!
+}
+"""
+A connection to a list of items.
+"""
+type RejectionConnection {
+  """
+  A list of edges.
+  """
+  edges: [RejectionEdge]
+  """
+  Information to aid in pagination.
+  """
+  pageInfo: PageInfo!
+  """
+  Identifies the total count of items in the connection.
+  """
+  totalCount: Int!
+}
+"""
+An edge in a connection.
+"""
+type RejectionEdge {
+  """
+  The item at the end of the edge.
+  """
+  node: Rejection
+  """
+  A cursor for use in pagination.
+  """
+  cursor: Cursor!
+}
+"""
+Ordering options for Rejection connections
+"""
+input RejectionOrder {
+  """
+  The ordering direction.
+  """
+  direction: OrderDirection! = ASC
+  """
+  The field by which to order Rejections.
+  """
+  field: RejectionOrderField!
+}
+"""
+Properties by which Rejection connections can be ordered.
+"""
+enum RejectionOrderField {
+  AT
+}
+"""
+RejectionReason is enum for the field reason
+"""
+enum RejectionReason @goModel(model: "github.com/adal-relay/adal/ent/rejection.Reason") {
+  MISSING
+  MALFORMED
+  MISMATCH
+  STALE
+}
 type Request implements Node {
   id: ID!
   serverID: ID!
@@ -4751,6 +5233,7 @@ type Request implements Node {
   receivedAt: Time!
   expiresAt: Time!
   status: RequestStatus!
+  verified: Boolean
   server: Server!
   replayOf: Request
   replays: [Request!]
@@ -4949,6 +5432,13 @@ input RequestWhereInput {
   statusNEQ: RequestStatus
   statusIn: [RequestStatus!]
   statusNotIn: [RequestStatus!]
+  """
+  verified field predicates
+  """
+  verified: Boolean
+  verifiedNEQ: Boolean
+  verifiedIsNil: Boolean
+  verifiedNotNil: Boolean
   """
   server edge predicates
   """
@@ -5506,6 +5996,8 @@ func (ec *executionContext) childFields_CliJob(ctx context.Context, field graphq
 		return ec.fieldContext_CliJob_timeoutSeconds(ctx, field)
 	case "signatureHeaders":
 		return ec.fieldContext_CliJob_signatureHeaders(ctx, field)
+	case "verified":
+		return ec.fieldContext_CliJob_verified(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CliJob", field.Name)
 }
@@ -5868,6 +6360,48 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type Recipient", field.Name)
 }
 
+func (ec *executionContext) childFields_Rejection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Rejection_id(ctx, field)
+	case "at":
+		return ec.fieldContext_Rejection_at(ctx, field)
+	case "method":
+		return ec.fieldContext_Rejection_method(ctx, field)
+	case "path":
+		return ec.fieldContext_Rejection_path(ctx, field)
+	case "sourceAddr":
+		return ec.fieldContext_Rejection_sourceAddr(ctx, field)
+	case "reason":
+		return ec.fieldContext_Rejection_reason(ctx, field)
+	case "message":
+		return ec.fieldContext_Rejection_message(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Rejection", field.Name)
+}
+
+func (ec *executionContext) childFields_RejectionConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_RejectionConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_RejectionConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_RejectionConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RejectionConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_RejectionEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_RejectionEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_RejectionEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RejectionEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_Request(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5890,6 +6424,8 @@ func (ec *executionContext) childFields_Request(ctx context.Context, field graph
 		return ec.fieldContext_Request_expiresAt(ctx, field)
 	case "status":
 		return ec.fieldContext_Request_status(ctx, field)
+	case "verified":
+		return ec.fieldContext_Request_verified(ctx, field)
 	case "server":
 		return ec.fieldContext_Request_server(ctx, field)
 	case "replayOf":
@@ -5972,6 +6508,16 @@ func (ec *executionContext) childFields_Server(ctx context.Context, field graphq
 		return ec.fieldContext_Server_recipients(ctx, field)
 	case "tenant":
 		return ec.fieldContext_Server_tenant(ctx, field)
+	case "verification":
+		return ec.fieldContext_Server_verification(ctx, field)
+	case "response":
+		return ec.fieldContext_Server_response(ctx, field)
+	case "allowedMethods":
+		return ec.fieldContext_Server_allowedMethods(ctx, field)
+	case "rejectedCount":
+		return ec.fieldContext_Server_rejectedCount(ctx, field)
+	case "rejections":
+		return ec.fieldContext_Server_rejections(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Server", field.Name)
 }
@@ -5996,6 +6542,18 @@ func (ec *executionContext) childFields_ServerEdge(ctx context.Context, field gr
 		return ec.fieldContext_ServerEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ServerEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_ServerResponse(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_ServerResponse_status(ctx, field)
+	case "contentType":
+		return ec.fieldContext_ServerResponse_contentType(ctx, field)
+	case "body":
+		return ec.fieldContext_ServerResponse_body(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ServerResponse", field.Name)
 }
 
 func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6106,6 +6664,34 @@ func (ec *executionContext) childFields_Usage(ctx context.Context, field graphql
 		return ec.fieldContext_Usage_creditsGranted(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Usage", field.Name)
+}
+
+func (ec *executionContext) childFields_Verification(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_Verification_kind(ctx, field)
+	case "enforce":
+		return ec.fieldContext_Verification_enforce(ctx, field)
+	case "headers":
+		return ec.fieldContext_Verification_headers(ctx, field)
+	case "header":
+		return ec.fieldContext_Verification_header(ctx, field)
+	case "queryParameter":
+		return ec.fieldContext_Verification_queryParameter(ctx, field)
+	case "algorithm":
+		return ec.fieldContext_Verification_algorithm(ctx, field)
+	case "encoding":
+		return ec.fieldContext_Verification_encoding(ctx, field)
+	case "prefix":
+		return ec.fieldContext_Verification_prefix(ctx, field)
+	case "toleranceSeconds":
+		return ec.fieldContext_Verification_toleranceSeconds(ctx, field)
+	case "username":
+		return ec.fieldContext_Verification_username(ctx, field)
+	case "secretCount":
+		return ec.fieldContext_Verification_secretCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Verification", field.Name)
 }
 
 func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7178,6 +7764,44 @@ func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Server_rejections_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_cliListen_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -8107,6 +8731,29 @@ func (ec *executionContext) fieldContext_CliJob_signatureHeaders(_ context.Conte
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _CliJob_verified(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CliJob_verified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Verified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CliJob_verified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CliJob", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Delivery_id(ctx context.Context, field graphql.CollectedField, obj *ent.Delivery) (ret graphql.Marshaler) {
@@ -13150,6 +13797,309 @@ func (ec *executionContext) fieldContext_Recipient_signingSecret(_ context.Conte
 	return graphql.NewScalarFieldContext("Recipient", field, true, true, "String")
 }
 
+func (ec *executionContext) _Rejection_id(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Rejection_at(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Rejection_method(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_method(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Method, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_method(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "String")
+}
+
+func (ec *executionContext) _Rejection_path(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "String")
+}
+
+func (ec *executionContext) _Rejection_sourceAddr(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_sourceAddr(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SourceAddr, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_sourceAddr(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "String")
+}
+
+func (ec *executionContext) _Rejection_reason(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v rejection.Reason) graphql.Marshaler {
+			return ec.marshalNRejectionReason2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrejectionᚐReason(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "RejectionReason")
+}
+
+func (ec *executionContext) _Rejection_message(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rejection_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rejection_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rejection", field, false, false, "String")
+}
+
+func (ec *executionContext) _RejectionConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.RejectionEdge) graphql.Marshaler {
+			return ec.marshalORejectionEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionEdge(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RejectionConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RejectionEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RejectionConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.PageInfo[int]) graphql.Marshaler {
+			return ec.marshalNPageInfo2entgoᚗioᚋcontribᚋentgqlᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RejectionConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RejectionConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionConnection_totalCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TotalCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RejectionConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RejectionEdge_node(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Rejection) graphql.Marshaler {
+			return ec.marshalORejection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejection(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RejectionEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rejection(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RejectionEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *ent.RejectionEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RejectionEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.Cursor[int]) graphql.Marshaler {
+			return ec.marshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RejectionEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RejectionEdge", field, false, false, "Cursor")
+}
+
 func (ec *executionContext) _Request_id(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13378,6 +14328,29 @@ func (ec *executionContext) _Request_status(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_Request_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Request", field, false, false, "RequestStatus")
+}
+
+func (ec *executionContext) _Request_verified(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Request_verified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Verified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Request_verified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Request", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Request_server(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
@@ -14146,6 +15119,160 @@ func (ec *executionContext) fieldContext_Server_tenant(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Server_verification(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_verification(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Server().Verification(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Verification) graphql.Marshaler {
+			return ec.marshalNVerification2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerification(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_verification(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Server",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Verification(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Server_response(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_response(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Server().Response(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ServerResponse) graphql.Marshaler {
+			return ec.marshalOServerResponse2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponse(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Server_response(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Server",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ServerResponse(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Server_allowedMethods(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_allowedMethods(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AllowedMethods, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Server_allowedMethods(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Server", field, false, false, "String")
+}
+
+func (ec *executionContext) _Server_rejectedCount(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_rejectedCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Server().RejectedCount(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_rejectedCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Server", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Server_rejections(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_rejections(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Server().Rejections(ctx, obj, fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.RejectionConnection) graphql.Marshaler {
+			return ec.marshalNRejectionConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_rejections(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Server",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RejectionConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Server_rejections_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ServerConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.ServerConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14286,6 +15413,75 @@ func (ec *executionContext) _ServerEdge_cursor(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_ServerEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ServerEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _ServerResponse_status(ctx context.Context, field graphql.CollectedField, obj *model.ServerResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ServerResponse_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ServerResponse_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ServerResponse", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ServerResponse_contentType(ctx context.Context, field graphql.CollectedField, obj *model.ServerResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ServerResponse_contentType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ContentType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ServerResponse_contentType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ServerResponse", field, false, false, "String")
+}
+
+func (ec *executionContext) _ServerResponse_body(ctx context.Context, field graphql.CollectedField, obj *model.ServerResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ServerResponse_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Body, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ServerResponse_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ServerResponse", field, false, false, "String")
 }
 
 func (ec *executionContext) _Subscription_deliveryUpdated(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -15279,6 +16475,259 @@ func (ec *executionContext) _Usage_creditsGranted(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_Usage_creditsGranted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Verification_kind(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.VerificationKind) graphql.Marshaler {
+			return ec.marshalNVerificationKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "VerificationKind")
+}
+
+func (ec *executionContext) _Verification_enforce(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_enforce(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Enforce, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_enforce(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Verification_headers(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_headers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Headers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_headers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_header(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_header(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Header, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_header(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_queryParameter(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_queryParameter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.QueryParameter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_queryParameter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_algorithm(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_algorithm(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Algorithm, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.HmacAlgorithm) graphql.Marshaler {
+			return ec.marshalOHmacAlgorithm2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHmacAlgorithm(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_algorithm(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "HmacAlgorithm")
+}
+
+func (ec *executionContext) _Verification_encoding(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_encoding(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Encoding, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SignatureEncoding) graphql.Marshaler {
+			return ec.marshalOSignatureEncoding2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSignatureEncoding(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_encoding(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "SignatureEncoding")
+}
+
+func (ec *executionContext) _Verification_prefix(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_prefix(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Prefix, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_prefix(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_toleranceSeconds(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_toleranceSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToleranceSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_toleranceSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Verification_username(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "String")
+}
+
+func (ec *executionContext) _Verification_secretCount(ctx context.Context, field graphql.CollectedField, obj *model.Verification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Verification_secretCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SecretCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Verification_secretCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Verification", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Viewer_role(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
@@ -17304,7 +18753,7 @@ func (ec *executionContext) unmarshalInputCreateServerInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"tenantId", "name", "deliverPendingOnConnect", "retentionDays", "maxRequestsPerSecond"}
+	fieldsInOrder := [...]string{"tenantId", "name", "deliverPendingOnConnect", "retentionDays", "maxRequestsPerSecond", "verification", "response", "allowedMethods"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -17346,6 +18795,27 @@ func (ec *executionContext) unmarshalInputCreateServerInput(ctx context.Context,
 				return it, err
 			}
 			it.MaxRequestsPerSecond = data
+		case "verification":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verification"))
+			data, err := ec.unmarshalOVerificationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Verification = data
+		case "response":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("response"))
+			data, err := ec.unmarshalOServerResponseInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponseInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Response = data
+		case "allowedMethods":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("allowedMethods"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AllowedMethods = data
 		}
 	}
 	return it, nil
@@ -22017,6 +23487,59 @@ func UnmarshalRecipientWhereInput(ctx context.Context, raw any) (ent.RecipientWh
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputRejectionOrder(ctx context.Context, obj any) (ent.RejectionOrder, error) {
+	var it ent.RejectionOrder
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["direction"]; !present {
+		asMap["direction"] = "ASC"
+	}
+
+	fieldsInOrder := [...]string{"direction", "field"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "direction":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("direction"))
+			data, err := ec.unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Direction = data
+		case "field":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("field"))
+			data, err := ec.unmarshalNRejectionOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionOrderField(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Field = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRejectionOrder unmarshals raw into the RejectionOrder input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRejectionOrder(ctx context.Context, raw any) (ent.RejectionOrder, error) {
+	var out ent.RejectionOrder
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RejectionOrder", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputReportCliAttemptInput(ctx context.Context, obj any) (model.ReportCliAttemptInput, error) {
 	var it model.ReportCliAttemptInput
 	if obj == nil {
@@ -22172,7 +23695,7 @@ func (ec *executionContext) unmarshalInputRequestWhereInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "key", "keyNEQ", "keyIn", "keyNotIn", "keyGT", "keyGTE", "keyLT", "keyLTE", "keyContains", "keyHasPrefix", "keyHasSuffix", "keyEqualFold", "keyContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "methodGT", "methodGTE", "methodLT", "methodLTE", "methodContains", "methodHasPrefix", "methodHasSuffix", "methodEqualFold", "methodContainsFold", "path", "pathNEQ", "pathIn", "pathNotIn", "pathGT", "pathGTE", "pathLT", "pathLTE", "pathContains", "pathHasPrefix", "pathHasSuffix", "pathEqualFold", "pathContainsFold", "query", "queryNEQ", "queryIn", "queryNotIn", "queryGT", "queryGTE", "queryLT", "queryLTE", "queryContains", "queryHasPrefix", "queryHasSuffix", "queryEqualFold", "queryContainsFold", "sourceAddr", "sourceAddrNEQ", "sourceAddrIn", "sourceAddrNotIn", "sourceAddrGT", "sourceAddrGTE", "sourceAddrLT", "sourceAddrLTE", "sourceAddrContains", "sourceAddrHasPrefix", "sourceAddrHasSuffix", "sourceAddrEqualFold", "sourceAddrContainsFold", "receivedAt", "receivedAtNEQ", "receivedAtIn", "receivedAtNotIn", "receivedAtGT", "receivedAtGTE", "receivedAtLT", "receivedAtLTE", "expiresAt", "expiresAtNEQ", "expiresAtIn", "expiresAtNotIn", "expiresAtGT", "expiresAtGTE", "expiresAtLT", "expiresAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "hasServer", "hasServerWith", "hasReplayOf", "hasReplayOfWith", "hasReplays", "hasReplaysWith", "hasDeliveries", "hasDeliveriesWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "key", "keyNEQ", "keyIn", "keyNotIn", "keyGT", "keyGTE", "keyLT", "keyLTE", "keyContains", "keyHasPrefix", "keyHasSuffix", "keyEqualFold", "keyContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "methodGT", "methodGTE", "methodLT", "methodLTE", "methodContains", "methodHasPrefix", "methodHasSuffix", "methodEqualFold", "methodContainsFold", "path", "pathNEQ", "pathIn", "pathNotIn", "pathGT", "pathGTE", "pathLT", "pathLTE", "pathContains", "pathHasPrefix", "pathHasSuffix", "pathEqualFold", "pathContainsFold", "query", "queryNEQ", "queryIn", "queryNotIn", "queryGT", "queryGTE", "queryLT", "queryLTE", "queryContains", "queryHasPrefix", "queryHasSuffix", "queryEqualFold", "queryContainsFold", "sourceAddr", "sourceAddrNEQ", "sourceAddrIn", "sourceAddrNotIn", "sourceAddrGT", "sourceAddrGTE", "sourceAddrLT", "sourceAddrLTE", "sourceAddrContains", "sourceAddrHasPrefix", "sourceAddrHasSuffix", "sourceAddrEqualFold", "sourceAddrContainsFold", "receivedAt", "receivedAtNEQ", "receivedAtIn", "receivedAtNotIn", "receivedAtGT", "receivedAtGTE", "receivedAtLT", "receivedAtLTE", "expiresAt", "expiresAtNEQ", "expiresAtIn", "expiresAtNotIn", "expiresAtGT", "expiresAtGTE", "expiresAtLT", "expiresAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "verified", "verifiedNEQ", "verifiedIsNil", "verifiedNotNil", "hasServer", "hasServerWith", "hasReplayOf", "hasReplayOfWith", "hasReplays", "hasReplaysWith", "hasDeliveries", "hasDeliveriesWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22879,6 +24402,34 @@ func (ec *executionContext) unmarshalInputRequestWhereInput(ctx context.Context,
 				return it, err
 			}
 			it.StatusNotIn = data
+		case "verified":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verified"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Verified = data
+		case "verifiedNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verifiedNEQ"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.VerifiedNEQ = data
+		case "verifiedIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verifiedIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.VerifiedIsNil = data
+		case "verifiedNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verifiedNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.VerifiedNotNil = data
 		case "hasServer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasServer"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -23086,6 +24637,62 @@ func (ec *executionContext) unmarshalInputServerOrder(ctx context.Context, obj a
 func UnmarshalServerOrder(ctx context.Context, raw any) (ent.ServerOrder, error) {
 	var out ent.ServerOrder
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ServerOrder", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputServerResponseInput(ctx context.Context, obj any) (model.ServerResponseInput, error) {
+	var it model.ServerResponseInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"status", "contentType", "body"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "contentType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("contentType"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ContentType = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalServerResponseInput unmarshals raw into the ServerResponseInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalServerResponseInput(ctx context.Context, raw any) (model.ServerResponseInput, error) {
+	var out model.ServerResponseInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ServerResponseInput", raw, &out)
 	return out, err
 }
 
@@ -24725,7 +26332,7 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "deliverPendingOnConnect", "retentionDays", "clearRetentionDays", "maxRequestsPerSecond", "clearMaxRequestsPerSecond"}
+	fieldsInOrder := [...]string{"name", "deliverPendingOnConnect", "retentionDays", "clearRetentionDays", "maxRequestsPerSecond", "clearMaxRequestsPerSecond", "verification", "response", "clearResponse", "allowedMethods", "clearAllowedMethods"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -24774,6 +26381,41 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 				return it, err
 			}
 			it.ClearMaxRequestsPerSecond = data
+		case "verification":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verification"))
+			data, err := ec.unmarshalOVerificationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Verification = data
+		case "response":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("response"))
+			data, err := ec.unmarshalOServerResponseInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponseInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Response = data
+		case "clearResponse":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearResponse"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearResponse = data
+		case "allowedMethods":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("allowedMethods"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AllowedMethods = data
+		case "clearAllowedMethods":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearAllowedMethods"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearAllowedMethods = data
 		}
 	}
 	return it, nil
@@ -24788,6 +26430,111 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 func UnmarshalUpdateServerInput(ctx context.Context, raw any) (model.UpdateServerInput, error) {
 	var out model.UpdateServerInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "UpdateServerInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputVerificationInput(ctx context.Context, obj any) (model.VerificationInput, error) {
+	var it model.VerificationInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"kind", "enforce", "secrets", "header", "queryParameter", "algorithm", "encoding", "prefix", "toleranceSeconds", "username"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalNVerificationKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "enforce":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("enforce"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Enforce = data
+		case "secrets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("secrets"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Secrets = data
+		case "header":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("header"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Header = data
+		case "queryParameter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("queryParameter"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.QueryParameter = data
+		case "algorithm":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("algorithm"))
+			data, err := ec.unmarshalOHmacAlgorithm2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHmacAlgorithm(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Algorithm = data
+		case "encoding":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("encoding"))
+			data, err := ec.unmarshalOSignatureEncoding2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSignatureEncoding(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Encoding = data
+		case "prefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("prefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Prefix = data
+		case "toleranceSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("toleranceSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ToleranceSeconds = data
+		case "username":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("username"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Username = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalVerificationInput unmarshals raw into the VerificationInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalVerificationInput(ctx context.Context, raw any) (model.VerificationInput, error) {
+	var out model.VerificationInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "VerificationInput", raw, &out)
 	return out, err
 }
 
@@ -24819,6 +26566,11 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Request(ctx, sel, obj)
+	case *ent.Rejection:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Rejection(ctx, sel, obj)
 	case *ent.Recipient:
 		if obj == nil {
 			return graphql.Null
@@ -25098,6 +26850,11 @@ func (ec *executionContext) _CliJob(ctx context.Context, sel ast.SelectionSet, o
 		case "signatureHeaders":
 			out.Values[i] = ec._CliJob_signatureHeaders(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "verified":
+			out.Values[i] = ec._CliJob_verified(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -26621,6 +28378,150 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var rejectionImplementors = []string{"Rejection", "Node"}
+
+func (ec *executionContext) _Rejection(ctx context.Context, sel ast.SelectionSet, obj *ent.Rejection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rejectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Rejection")
+		case "id":
+			out.Values[i] = ec._Rejection_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._Rejection_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "method":
+			out.Values[i] = ec._Rejection_method(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "path":
+			out.Values[i] = ec._Rejection_path(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sourceAddr":
+			out.Values[i] = ec._Rejection_sourceAddr(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._Rejection_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._Rejection_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var rejectionConnectionImplementors = []string{"RejectionConnection"}
+
+func (ec *executionContext) _RejectionConnection(ctx context.Context, sel ast.SelectionSet, obj *ent.RejectionConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rejectionConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RejectionConnection")
+		case "edges":
+			out.Values[i] = ec._RejectionConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._RejectionConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalCount":
+			out.Values[i] = ec._RejectionConnection_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var rejectionEdgeImplementors = []string{"RejectionEdge"}
+
+func (ec *executionContext) _RejectionEdge(ctx context.Context, sel ast.SelectionSet, obj *ent.RejectionEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rejectionEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RejectionEdge")
+		case "node":
+			out.Values[i] = ec._RejectionEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._RejectionEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var requestImplementors = []string{"Request", "Node"}
 
 func (ec *executionContext) _Request(ctx context.Context, sel ast.SelectionSet, obj *ent.Request) graphql.Marshaler {
@@ -26680,6 +28581,11 @@ func (ec *executionContext) _Request(ctx context.Context, sel ast.SelectionSet, 
 		case "status":
 			out.Values[i] = ec._Request_status(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "verified":
+			out.Values[i] = ec._Request_verified(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "server":
@@ -26951,6 +28857,35 @@ func (ec *executionContext) _Server(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Server_tenant(ctx, field, obj)
 				})
+		case "verification":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_verification(ctx, field, obj)
+				})
+		case "response":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_response(ctx, field, obj)
+				})
+		case "allowedMethods":
+			out.Values[i] = ec._Server_allowedMethods(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "rejectedCount":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_rejectedCount(ctx, field, obj)
+				})
+		case "rejections":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_rejections(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -27029,6 +28964,49 @@ func (ec *executionContext) _ServerEdge(ctx context.Context, sel ast.SelectionSe
 			}
 		case "cursor":
 			out.Values[i] = ec._ServerEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var serverResponseImplementors = []string{"ServerResponse"}
+
+func (ec *executionContext) _ServerResponse(ctx context.Context, sel ast.SelectionSet, obj *model.ServerResponse) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, serverResponseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ServerResponse")
+		case "status":
+			out.Values[i] = ec._ServerResponse_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "contentType":
+			out.Values[i] = ec._ServerResponse_contentType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "body":
+			out.Values[i] = ec._ServerResponse_body(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -27423,6 +29401,89 @@ func (ec *executionContext) _Usage(ctx context.Context, sel ast.SelectionSet, ob
 			}
 		case "creditsGranted":
 			out.Values[i] = ec._Usage_creditsGranted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var verificationImplementors = []string{"Verification"}
+
+func (ec *executionContext) _Verification(ctx context.Context, sel ast.SelectionSet, obj *model.Verification) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, verificationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Verification")
+		case "kind":
+			out.Values[i] = ec._Verification_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "enforce":
+			out.Values[i] = ec._Verification_enforce(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headers":
+			out.Values[i] = ec._Verification_headers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "header":
+			out.Values[i] = ec._Verification_header(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "queryParameter":
+			out.Values[i] = ec._Verification_queryParameter(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "algorithm":
+			out.Values[i] = ec._Verification_algorithm(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "encoding":
+			out.Values[i] = ec._Verification_encoding(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "prefix":
+			out.Values[i] = ec._Verification_prefix(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "toleranceSeconds":
+			out.Values[i] = ec._Verification_toleranceSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "username":
+			out.Values[i] = ec._Verification_username(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "secretCount":
+			out.Values[i] = ec._Verification_secretCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -28536,6 +30597,38 @@ func (ec *executionContext) unmarshalNRecipientWhereInput2ᚖgithubᚗcomᚋadal
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNRejectionConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionConnection(ctx context.Context, sel ast.SelectionSet, v *ent.RejectionConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RejectionConnection!")
+		return graphql.Null
+	}
+	return ec._RejectionConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRejectionOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionOrderField(ctx context.Context, v any) (*ent.RejectionOrderField, error) {
+	var res = new(ent.RejectionOrderField)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRejectionOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionOrderField(ctx context.Context, sel ast.SelectionSet, v *ent.RejectionOrderField) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RejectionOrderField!")
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalNRejectionReason2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrejectionᚐReason(ctx context.Context, v any) (rejection.Reason, error) {
+	var res rejection.Reason
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRejectionReason2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrejectionᚐReason(ctx context.Context, sel ast.SelectionSet, v rejection.Reason) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNReportCliAttemptInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐReportCliAttemptInput(ctx context.Context, v any) (model.ReportCliAttemptInput, error) {
 	res, err := ec.unmarshalInputReportCliAttemptInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -28715,6 +30808,35 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 	return res
 }
 
+func (ec *executionContext) unmarshalNString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNTenant2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTenant(ctx context.Context, sel ast.SelectionSet, v *ent.Tenant) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Tenant!")
@@ -28836,6 +30958,24 @@ func (ec *executionContext) marshalNUsage2ᚖgithubᚗcomᚋadalᚑrelayᚋadal�
 		return graphql.Null
 	}
 	return ec._Usage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNVerification2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerification(ctx context.Context, sel ast.SelectionSet, v *model.Verification) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Verification!")
+		return graphql.Null
+	}
+	return ec._Verification(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNVerificationKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationKind(ctx context.Context, v any) (model.VerificationKind, error) {
+	var res model.VerificationKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNVerificationKind2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationKind(ctx context.Context, sel ast.SelectionSet, v model.VerificationKind) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐViewer(ctx context.Context, sel ast.SelectionSet, v *model.Viewer) graphql.Marshaler {
@@ -29440,6 +31580,22 @@ func (ec *executionContext) unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋadalᚑre
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) unmarshalOHmacAlgorithm2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHmacAlgorithm(ctx context.Context, v any) (*model.HmacAlgorithm, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.HmacAlgorithm)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOHmacAlgorithm2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHmacAlgorithm(ctx context.Context, sel ast.SelectionSet, v *model.HmacAlgorithm) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOID2ᚕintᚄ(ctx context.Context, v any) ([]int, error) {
@@ -30073,6 +32229,33 @@ func (ec *executionContext) unmarshalORecipientWhereInput2ᚖgithubᚗcomᚋadal
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalORejection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejection(ctx context.Context, sel ast.SelectionSet, v *ent.Rejection) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Rejection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORejectionEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionEdge(ctx context.Context, sel ast.SelectionSet, v []*ent.RejectionEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalORejectionEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionEdge(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalORejectionEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRejectionEdge(ctx context.Context, sel ast.SelectionSet, v *ent.RejectionEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RejectionEdge(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalORequest2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRequestᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Request) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -30291,6 +32474,21 @@ func (ec *executionContext) unmarshalOServerOrder2ᚖgithubᚗcomᚋadalᚑrelay
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalOServerResponse2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponse(ctx context.Context, sel ast.SelectionSet, v *model.ServerResponse) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ServerResponse(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOServerResponseInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐServerResponseInput(ctx context.Context, v any) (*model.ServerResponseInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputServerResponseInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOServerWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐServerWhereInputᚄ(ctx context.Context, v any) ([]*ent.ServerWhereInput, error) {
 	if v == nil {
 		return nil, nil
@@ -30314,6 +32512,22 @@ func (ec *executionContext) unmarshalOServerWhereInput2ᚖgithubᚗcomᚋadalᚑ
 	}
 	res, err := ec.unmarshalInputServerWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOSignatureEncoding2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSignatureEncoding(ctx context.Context, v any) (*model.SignatureEncoding, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.SignatureEncoding)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSignatureEncoding2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSignatureEncoding(ctx context.Context, sel ast.SelectionSet, v *model.SignatureEncoding) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOSignatureHeaders2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeadersᚄ(ctx context.Context, v any) ([]recipient.SignatureHeaders, error) {
@@ -30591,6 +32805,14 @@ func (ec *executionContext) unmarshalOTokenWhereInput2ᚖgithubᚗcomᚋadalᚑr
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputTokenWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOVerificationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationInput(ctx context.Context, v any) (*model.VerificationInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputVerificationInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 

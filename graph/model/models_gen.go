@@ -44,6 +44,8 @@ type CliJob struct {
 	// The headers that sign this attempt (id, timestamp, signature), signed by the server over the body as sent. The
 	// CLI sets them on the local call after dropping what it drops, replacing headers of the same names.
 	SignatureHeaders []*Header `json:"signatureHeaders"`
+	// The request's verification outcome, sent as X-Adal-Verified; null when its server verifies nothing.
+	Verified *bool `json:"verified,omitempty"`
 }
 
 type CreateAlertSubscriptionInput struct {
@@ -91,7 +93,11 @@ type CreateServerInput struct {
 	DeliverPendingOnConnect *bool  `json:"deliverPendingOnConnect,omitempty"`
 	RetentionDays           *int   `json:"retentionDays,omitempty"`
 	// Intake cap for this server, in requests per second (per process); absent: only the plan's.
-	MaxRequestsPerSecond *int `json:"maxRequestsPerSecond,omitempty"`
+	MaxRequestsPerSecond *int                 `json:"maxRequestsPerSecond,omitempty"`
+	Verification         *VerificationInput   `json:"verification,omitempty"`
+	Response             *ServerResponseInput `json:"response,omitempty"`
+	// Upper-case method names; absent: all methods.
+	AllowedMethods []string `json:"allowedMethods,omitempty"`
 }
 
 type CreateTenantInput struct {
@@ -211,6 +217,22 @@ type SendOutboundInput struct {
 	StoreResponseBody *bool `json:"storeResponseBody,omitempty"`
 }
 
+// What a sender gets for a stored request, instead of 202 {"requestId"}.
+type ServerResponse struct {
+	Status      int    `json:"status"`
+	ContentType string `json:"contentType"`
+	Body        string `json:"body"`
+}
+
+type ServerResponseInput struct {
+	// 200 to 299.
+	Status int `json:"status"`
+	// Default text/plain; charset=utf-8 when there is a body.
+	ContentType *string `json:"contentType,omitempty"`
+	// At most 1024 bytes; none for 204 and 205.
+	Body *string `json:"body,omitempty"`
+}
+
 type Subscription struct {
 }
 
@@ -247,7 +269,60 @@ type UpdateServerInput struct {
 	ClearRetentionDays      *bool   `json:"clearRetentionDays,omitempty"`
 	MaxRequestsPerSecond    *int    `json:"maxRequestsPerSecond,omitempty"`
 	// Removes the server's intake cap.
-	ClearMaxRequestsPerSecond *bool `json:"clearMaxRequestsPerSecond,omitempty"`
+	ClearMaxRequestsPerSecond *bool                `json:"clearMaxRequestsPerSecond,omitempty"`
+	Verification              *VerificationInput   `json:"verification,omitempty"`
+	Response                  *ServerResponseInput `json:"response,omitempty"`
+	// Back to 202 {"requestId"}.
+	ClearResponse  *bool    `json:"clearResponse,omitempty"`
+	AllowedMethods []string `json:"allowedMethods,omitempty"`
+	// Accept every method again.
+	ClearAllowedMethods *bool `json:"clearAllowedMethods,omitempty"`
+}
+
+// A server's sender verification, as the API shows it: never a secret, only how many are set.
+type Verification struct {
+	Kind VerificationKind `json:"kind"`
+	// True: a request that fails gets 401 and is not stored. False (shadow mode): it is accepted and delivered with X-Adal-Verified: false.
+	Enforce bool `json:"enforce"`
+	// The headers the scheme reads.
+	Headers []string `json:"headers"`
+	// HMAC and API_KEY: the header configured.
+	Header *string `json:"header,omitempty"`
+	// API_KEY: the query parameter configured.
+	QueryParameter *string            `json:"queryParameter,omitempty"`
+	Algorithm      *HmacAlgorithm     `json:"algorithm,omitempty"`
+	Encoding       *SignatureEncoding `json:"encoding,omitempty"`
+	Prefix         *string            `json:"prefix,omitempty"`
+	// STRIPE, SLACK, STANDARD_WEBHOOKS: how far a signature's timestamp may be from now, either way.
+	ToleranceSeconds *int `json:"toleranceSeconds,omitempty"`
+	// BASIC: the user name.
+	Username *string `json:"username,omitempty"`
+	// How many secrets are set (two while a sender rotates).
+	SecretCount int `json:"secretCount"`
+}
+
+// A server's sender verification. It replaces the one set, except that secrets left out keep those set while the
+// kind stays the same. Settings a kind does not use are refused.
+type VerificationInput struct {
+	Kind VerificationKind `json:"kind"`
+	// Default true. False is shadow mode: failures are accepted, and marked X-Adal-Verified: false.
+	Enforce *bool `json:"enforce,omitempty"`
+	// One or two: the signing secrets (BASIC: passwords; API_KEY: keys). A request passes when it matches either. Write-only.
+	Secrets []string `json:"secrets,omitempty"`
+	// HMAC (required) and API_KEY: the header to read.
+	Header *string `json:"header,omitempty"`
+	// API_KEY: the query parameter to read, instead of a header.
+	QueryParameter *string `json:"queryParameter,omitempty"`
+	// HMAC: default SHA256.
+	Algorithm *HmacAlgorithm `json:"algorithm,omitempty"`
+	// HMAC: default HEX.
+	Encoding *SignatureEncoding `json:"encoding,omitempty"`
+	// HMAC: what precedes the signature in its header, e.g. sha256=.
+	Prefix *string `json:"prefix,omitempty"`
+	// STRIPE, SLACK, STANDARD_WEBHOOKS: default 300, at most 86400.
+	ToleranceSeconds *int `json:"toleranceSeconds,omitempty"`
+	// BASIC: the user name (required).
+	Username *string `json:"username,omitempty"`
 }
 
 // Who is asking, from the token.
@@ -437,6 +512,199 @@ func (e *CliMessageKind) UnmarshalJSON(b []byte) error {
 }
 
 func (e CliMessageKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// The hash of an HMAC signature.
+type HmacAlgorithm string
+
+const (
+	HmacAlgorithmSha1   HmacAlgorithm = "SHA1"
+	HmacAlgorithmSha256 HmacAlgorithm = "SHA256"
+	HmacAlgorithmSha512 HmacAlgorithm = "SHA512"
+)
+
+var AllHmacAlgorithm = []HmacAlgorithm{
+	HmacAlgorithmSha1,
+	HmacAlgorithmSha256,
+	HmacAlgorithmSha512,
+}
+
+func (e HmacAlgorithm) IsValid() bool {
+	switch e {
+	case HmacAlgorithmSha1, HmacAlgorithmSha256, HmacAlgorithmSha512:
+		return true
+	}
+	return false
+}
+
+func (e HmacAlgorithm) String() string {
+	return string(e)
+}
+
+func (e *HmacAlgorithm) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = HmacAlgorithm(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid HmacAlgorithm", str)
+	}
+	return nil
+}
+
+func (e HmacAlgorithm) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *HmacAlgorithm) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e HmacAlgorithm) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// How an HMAC signature is written in its header.
+type SignatureEncoding string
+
+const (
+	SignatureEncodingHex    SignatureEncoding = "HEX"
+	SignatureEncodingBase64 SignatureEncoding = "BASE64"
+)
+
+var AllSignatureEncoding = []SignatureEncoding{
+	SignatureEncodingHex,
+	SignatureEncodingBase64,
+}
+
+func (e SignatureEncoding) IsValid() bool {
+	switch e {
+	case SignatureEncodingHex, SignatureEncodingBase64:
+		return true
+	}
+	return false
+}
+
+func (e SignatureEncoding) String() string {
+	return string(e)
+}
+
+func (e *SignatureEncoding) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SignatureEncoding(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SignatureEncoding", str)
+	}
+	return nil
+}
+
+func (e SignatureEncoding) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SignatureEncoding) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SignatureEncoding) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// How a server checks that a request comes from its sender.
+type VerificationKind string
+
+const (
+	// Nothing is checked (the default); deliveries carry no X-Adal-Verified.
+	VerificationKindNone VerificationKind = "NONE"
+	// A signature over the body in a header of your choice: header, algorithm, encoding, optional prefix.
+	VerificationKindHmac VerificationKind = "HMAC"
+	// GitHub: X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>.
+	VerificationKindGithub VerificationKind = "GITHUB"
+	// Stripe: Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of {t}.{body}>, within toleranceSeconds.
+	VerificationKindStripe VerificationKind = "STRIPE"
+	// Shopify: X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256 of the body>.
+	VerificationKindShopify VerificationKind = "SHOPIFY"
+	// Slack: X-Slack-Signature: v0=<hex HMAC-SHA256 of v0:{X-Slack-Request-Timestamp}:{body}>, within toleranceSeconds.
+	VerificationKindSLACk VerificationKind = "SLACK"
+	// Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature (v1,<base64>); whsec_ secrets.
+	VerificationKindStandardWebhooks VerificationKind = "STANDARD_WEBHOOKS"
+	// HTTP Basic authentication: username, and the password in secrets.
+	VerificationKindBasic VerificationKind = "BASIC"
+	// A key in a header (as is, or after Bearer) or a query parameter; the key in secrets.
+	VerificationKindAPIKey VerificationKind = "API_KEY"
+)
+
+var AllVerificationKind = []VerificationKind{
+	VerificationKindNone,
+	VerificationKindHmac,
+	VerificationKindGithub,
+	VerificationKindStripe,
+	VerificationKindShopify,
+	VerificationKindSLACk,
+	VerificationKindStandardWebhooks,
+	VerificationKindBasic,
+	VerificationKindAPIKey,
+}
+
+func (e VerificationKind) IsValid() bool {
+	switch e {
+	case VerificationKindNone, VerificationKindHmac, VerificationKindGithub, VerificationKindStripe, VerificationKindShopify, VerificationKindSLACk, VerificationKindStandardWebhooks, VerificationKindBasic, VerificationKindAPIKey:
+		return true
+	}
+	return false
+}
+
+func (e VerificationKind) String() string {
+	return string(e)
+}
+
+func (e *VerificationKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = VerificationKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid VerificationKind", str)
+	}
+	return nil
+}
+
+func (e VerificationKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *VerificationKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e VerificationKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -209,6 +209,9 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipient.FieldNextProbeAt:         {Type: field.TypeTime, Column: recipient.FieldNextProbeAt},
 			recipient.FieldCliSeenUntil:        {Type: field.TypeTime, Column: recipient.FieldCliSeenUntil},
 			recipient.FieldDeletedAt:           {Type: field.TypeTime, Column: recipient.FieldDeletedAt},
+			recipient.FieldMaxConcurrency:      {Type: field.TypeInt, Column: recipient.FieldMaxConcurrency},
+			recipient.FieldInFlight:            {Type: field.TypeInt, Column: recipient.FieldInFlight},
+			recipient.FieldCapChangedAt:        {Type: field.TypeTime, Column: recipient.FieldCapChangedAt},
 		},
 	}
 	graph.Nodes[7] = &sqlgraph.Node{
@@ -1579,6 +1582,21 @@ func (f *RecipientFilter) WhereCliSeenUntil(p entql.TimeP) {
 // WhereDeletedAt applies the entql time.Time predicate on the deleted_at field.
 func (f *RecipientFilter) WhereDeletedAt(p entql.TimeP) {
 	f.Where(p.Field(recipient.FieldDeletedAt))
+}
+
+// WhereMaxConcurrency applies the entql int predicate on the max_concurrency field.
+func (f *RecipientFilter) WhereMaxConcurrency(p entql.IntP) {
+	f.Where(p.Field(recipient.FieldMaxConcurrency))
+}
+
+// WhereInFlight applies the entql int predicate on the in_flight field.
+func (f *RecipientFilter) WhereInFlight(p entql.IntP) {
+	f.Where(p.Field(recipient.FieldInFlight))
+}
+
+// WhereCapChangedAt applies the entql time.Time predicate on the cap_changed_at field.
+func (f *RecipientFilter) WhereCapChangedAt(p entql.TimeP) {
+	f.Where(p.Field(recipient.FieldCapChangedAt))
 }
 
 // WhereHasTenant applies a predicate to check if query has an edge tenant.

@@ -959,6 +959,11 @@ func (_q *RecipientQuery) collectField(ctx context.Context, oneNode bool, opCtx 
 				selectedFields = append(selectedFields, recipient.FieldDeletedAt)
 				fieldSeen[recipient.FieldDeletedAt] = struct{}{}
 			}
+		case "maxConcurrency":
+			if _, ok := fieldSeen[recipient.FieldMaxConcurrency]; !ok {
+				selectedFields = append(selectedFields, recipient.FieldMaxConcurrency)
+				fieldSeen[recipient.FieldMaxConcurrency] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:

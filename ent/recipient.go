@@ -59,6 +59,12 @@ type Recipient struct {
 	CliSeenUntil *time.Time `json:"cli_seen_until,omitempty"`
 	// DeletedAt holds the value of the "deleted_at" field.
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	// MaxConcurrency holds the value of the "max_concurrency" field.
+	MaxConcurrency *int `json:"max_concurrency,omitempty"`
+	// InFlight holds the value of the "in_flight" field.
+	InFlight int `json:"in_flight,omitempty"`
+	// CapChangedAt holds the value of the "cap_changed_at" field.
+	CapChangedAt *time.Time `json:"cap_changed_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the RecipientQuery when eager-loading is set.
 	Edges        RecipientEdges `json:"edges"`
@@ -120,11 +126,11 @@ func (*Recipient) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case recipient.FieldSendIdempotencyKey:
 			values[i] = new(sql.NullBool)
-		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures:
+		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures, recipient.FieldMaxConcurrency, recipient.FieldInFlight:
 			values[i] = new(sql.NullInt64)
 		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason:
 			values[i] = new(sql.NullString)
-		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt:
+		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt, recipient.FieldCapChangedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -272,6 +278,26 @@ func (_m *Recipient) assignValues(columns []string, values []any) error {
 				_m.DeletedAt = new(time.Time)
 				*_m.DeletedAt = value.Time
 			}
+		case recipient.FieldMaxConcurrency:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field max_concurrency", values[i])
+			} else if value.Valid {
+				_m.MaxConcurrency = new(int)
+				*_m.MaxConcurrency = int(value.Int64)
+			}
+		case recipient.FieldInFlight:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field in_flight", values[i])
+			} else if value.Valid {
+				_m.InFlight = int(value.Int64)
+			}
+		case recipient.FieldCapChangedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field cap_changed_at", values[i])
+			} else if value.Valid {
+				_m.CapChangedAt = new(time.Time)
+				*_m.CapChangedAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -390,6 +416,19 @@ func (_m *Recipient) String() string {
 	builder.WriteString(", ")
 	if v := _m.DeletedAt; v != nil {
 		builder.WriteString("deleted_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.MaxConcurrency; v != nil {
+		builder.WriteString("max_concurrency=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("in_flight=")
+	builder.WriteString(fmt.Sprintf("%v", _m.InFlight))
+	builder.WriteString(", ")
+	if v := _m.CapChangedAt; v != nil {
+		builder.WriteString("cap_changed_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteByte(')')

@@ -374,17 +374,17 @@ func (b *batcher) items(live []*pendingAccept, servers map[string]*ent.Server, r
 	return items, stored
 }
 
-// directDeliveries counts the deliveries items will get that a direct dispatcher may take at once.
-func directDeliveries(items []delivery.Incoming) int {
-	n := 0
+// directDeliveries counts, by tenant, the deliveries items will get that a direct dispatcher may take at once.
+func directDeliveries(items []delivery.Incoming) map[int]int {
+	want := map[int]int{}
 	for _, it := range items {
 		for _, r := range it.Recipients {
 			if delivery.LaneOf(r) == delivery.LaneDirect {
-				n++
+				want[it.Server.TenantID]++
 			}
 		}
 	}
-	return n
+	return want
 }
 
 // keysOf is the distinct inbound keys of batch.

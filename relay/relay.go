@@ -61,6 +61,9 @@ type Config struct {
 	RetryUnit        time.Duration
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
+	// TenantShare is the share of Workers one tenant may hold while it is the only one with work here
+	// (ADAL_TENANT_WORKER_SHARE); 0 is scheduler.DefaultTenantShare.
+	TenantShare float64
 	// IntakeCommitters is how many intake batches may commit at once on PostgreSQL (ADAL_INTAKE_COMMITTERS;
 	// default 2). Size it to the database server's cores: more concurrent batches than cores only queue on each
 	// other. Beyond the first, a committer commits beside another only once its batch is crowded (inbound's
@@ -248,6 +251,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		CLI:          r.CLIHub,
 		Sender:       delivery.NewHTTPSender(egress.Policy{AllowPrivate: cfg.AllowPrivateTargets, AllowedCIDRs: cfg.AllowedTargetCIDRs}, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now),
 		Workers:      cfg.Workers,
+		TenantShare:  cfg.TenantShare,
 		PollInterval: cfg.PollInterval,
 		Lease:        cfg.Lease,
 		Observer:     meters,
@@ -270,13 +274,14 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Dispatch:   r.Scheduler,
 	})
 	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
-		DB:       db,
-		Delivery: r.Delivery,
-		Outbound: r.Outbound,
-		Wake:     r.Scheduler.WakeOutbound,
-		Interval: cfg.RescueInterval,
-		Logger:   cfg.Logger,
-		Now:      cfg.Now,
+		DB:         db,
+		Delivery:   r.Delivery,
+		Outbound:   r.Outbound,
+		Wake:       r.Scheduler.WakeOutbound,
+		WakeCapped: r.Scheduler.Wake,
+		Interval:   cfg.RescueInterval,
+		Logger:     cfg.Logger,
+		Now:        cfg.Now,
 	}); err != nil {
 		db.Close()
 		return nil, err
@@ -433,7 +438,7 @@ func (r *Relay) changed(changes []delivery.Change) {
 			continue
 		}
 		switch c.Lane {
-		case delivery.LaneDirect:
+		case delivery.LaneDirect, delivery.LaneCapped:
 			direct = true
 		case delivery.LaneCLI:
 			cli = true

@@ -173,6 +173,7 @@ func (r *mutationResolver) CreateRecipient(ctx context.Context, input model.Crea
 		ServerID: input.ServerID, Name: &input.Name, Method: &input.Method, URL: input.URL,
 		MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
+		MaxConcurrency: input.MaxConcurrency,
 	})
 }
 
@@ -184,6 +185,7 @@ func (r *mutationResolver) UpdateRecipient(ctx context.Context, id int, input mo
 	return r.Routing.UpdateRecipient(ctx, r.client(ctx), id, routing.RecipientInput{
 		Name: input.Name, URL: input.URL, MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
+		MaxConcurrency: input.MaxConcurrency, ClearMaxConcurrency: input.ClearMaxConcurrency != nil && *input.ClearMaxConcurrency,
 	})
 }
 

@@ -287,6 +287,10 @@ type RecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule
 	SendIdempotencyKey *bool
 	TimeoutSeconds     *int
+	// MaxConcurrency caps the recipient's attempts in flight at once, across processes; ClearMaxConcurrency
+	// removes the cap.
+	MaxConcurrency      *int
+	ClearMaxConcurrency bool
 }
 
 // recipientSettings is a recipient's configuration after defaults and updates, validated as a whole.
@@ -298,6 +302,7 @@ type recipientSettings struct {
 	schedule      recipient.RetrySchedule
 	idempotency   bool
 	timeoutSecond int
+	concurrency   *int
 }
 
 func (rs *recipientSettings) apply(in RecipientInput) {
@@ -322,6 +327,12 @@ func (rs *recipientSettings) apply(in RecipientInput) {
 	if in.TimeoutSeconds != nil {
 		rs.timeoutSecond = *in.TimeoutSeconds
 	}
+	if in.ClearMaxConcurrency {
+		rs.concurrency = nil
+	} else if in.MaxConcurrency != nil {
+		n := *in.MaxConcurrency
+		rs.concurrency = &n
+	}
 }
 
 func (rs *recipientSettings) validate(op string) error {
@@ -343,6 +354,14 @@ func (rs *recipientSettings) validate(op string) error {
 	}
 	if rs.timeoutSecond < 1 || rs.timeoutSecond > MaxTimeoutSeconds {
 		return fault.E(op, fault.InvalidInput, "timeoutSeconds must be between 1 and %d", MaxTimeoutSeconds)
+	}
+	if rs.concurrency != nil {
+		if *rs.concurrency < 1 {
+			return fault.E(op, fault.InvalidInput, "maxConcurrency must be 1 or more")
+		}
+		if rs.method != recipient.MethodDIRECT_HTTP {
+			return fault.E(op, fault.InvalidInput, "maxConcurrency is only for DIRECT_HTTP recipients; a CLI takes its jobs a few at a time")
+		}
 	}
 	switch rs.method {
 	case recipient.MethodDIRECT_HTTP:
@@ -411,6 +430,7 @@ func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in Re
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
 		SetTimeoutSeconds(rs.timeoutSecond).
+		SetNillableMaxConcurrency(rs.concurrency).
 		SetCreatedAt(s.now()).
 		Save(ctx)
 	return r, storage.Err(op, "recipient", err)
@@ -437,20 +457,35 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 	}
 	rs := recipientSettings{
 		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
-		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds,
+		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds, concurrency: r.MaxConcurrency,
 	}
 	rs.apply(in)
 	if err := rs.validate(op); err != nil {
 		return nil, err
 	}
-	r, err = r.Update().
+	u := r.Update().
 		SetName(rs.name).
 		SetURL(rs.url).
 		SetMaxAttempts(rs.maxAttempts).
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
-		SetTimeoutSeconds(rs.timeoutSecond).
-		Save(ctx)
+		SetTimeoutSeconds(rs.timeoutSecond)
+	// A cap set or removed moves the recipient's pending deliveries between the DIRECT and CAPPED lanes: the
+	// lane reconciler sees cap_changed_at and does it, at once when woken. Deliveries already in flight are not
+	// counted against a new cap; it holds for every attempt claimed from then on.
+	capChanged := (rs.concurrency == nil) != (r.MaxConcurrency == nil)
+	if rs.concurrency == nil {
+		u.ClearMaxConcurrency()
+	} else {
+		u.SetMaxConcurrency(*rs.concurrency)
+	}
+	if capChanged {
+		u.SetCapChangedAt(s.now())
+	}
+	r, err = u.Save(ctx)
+	if err == nil && capChanged && s.wake != nil {
+		storage.AfterCommit(ctx, s.wake)
+	}
 	return r, storage.Err(op, "recipient", err)
 }
 

@@ -58,6 +58,12 @@ const (
 	FieldCliSeenUntil = "cli_seen_until"
 	// FieldDeletedAt holds the string denoting the deleted_at field in the database.
 	FieldDeletedAt = "deleted_at"
+	// FieldMaxConcurrency holds the string denoting the max_concurrency field in the database.
+	FieldMaxConcurrency = "max_concurrency"
+	// FieldInFlight holds the string denoting the in_flight field in the database.
+	FieldInFlight = "in_flight"
+	// FieldCapChangedAt holds the string denoting the cap_changed_at field in the database.
+	FieldCapChangedAt = "cap_changed_at"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
 	EdgeTenant = "tenant"
 	// EdgeServer holds the string denoting the server edge name in mutations.
@@ -112,6 +118,9 @@ var Columns = []string{
 	FieldNextProbeAt,
 	FieldCliSeenUntil,
 	FieldDeletedAt,
+	FieldMaxConcurrency,
+	FieldInFlight,
+	FieldCapChangedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -152,6 +161,8 @@ var (
 	DefaultWindowAttempts int64
 	// DefaultWindowFailures holds the default value on creation for the "window_failures" field.
 	DefaultWindowFailures int64
+	// DefaultInFlight holds the default value on creation for the "in_flight" field.
+	DefaultInFlight int
 )
 
 // Method defines the type for the "method" enum field.
@@ -338,6 +349,21 @@ func ByCliSeenUntil(opts ...sql.OrderTermOption) OrderOption {
 // ByDeletedAt orders the results by the deleted_at field.
 func ByDeletedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldDeletedAt, opts...).ToFunc()
+}
+
+// ByMaxConcurrency orders the results by the max_concurrency field.
+func ByMaxConcurrency(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldMaxConcurrency, opts...).ToFunc()
+}
+
+// ByInFlight orders the results by the in_flight field.
+func ByInFlight(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldInFlight, opts...).ToFunc()
+}
+
+// ByCapChangedAt orders the results by the cap_changed_at field.
+func ByCapChangedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldCapChangedAt, opts...).ToFunc()
 }
 
 // ByTenantField orders the results by tenant field.

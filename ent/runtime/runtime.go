@@ -253,6 +253,10 @@ func init() {
 	recipientDescWindowFailures := recipientFields[13].Descriptor()
 	// recipient.DefaultWindowFailures holds the default value on creation for the window_failures field.
 	recipient.DefaultWindowFailures = recipientDescWindowFailures.Default.(int64)
+	// recipientDescInFlight is the schema descriptor for in_flight field.
+	recipientDescInFlight := recipientFields[19].Descriptor()
+	// recipient.DefaultInFlight holds the default value on creation for the in_flight field.
+	recipient.DefaultInFlight = recipientDescInFlight.Default.(int)
 	requestMixin := schema.Request{}.Mixin()
 	request.Policy = privacy.NewPolicies(requestMixin[0], schema.Request{})
 	request.Hooks[0] = func(next ent.Mutator) ent.Mutator {

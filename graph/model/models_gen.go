@@ -64,6 +64,10 @@ type CreateRecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule `json:"retrySchedule,omitempty"`
 	SendIdempotencyKey *bool                    `json:"sendIdempotencyKey,omitempty"`
 	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
+	// Attempts in flight at once to this recipient, across all processes; at least 1 (1: one at a time). Omitted:
+	// no cap beyond its tenant's share of the workers. A delivery waiting for a slot stays PENDING and spends no
+	// attempt. Only for DIRECT_HTTP recipients.
+	MaxConcurrency *int `json:"maxConcurrency,omitempty"`
 }
 
 type CreateServerInput struct {
@@ -163,6 +167,10 @@ type UpdateRecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule `json:"retrySchedule,omitempty"`
 	SendIdempotencyKey *bool                    `json:"sendIdempotencyKey,omitempty"`
 	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
+	// Sets the recipient's cap of attempts in flight at once (see CreateRecipientInput.maxConcurrency).
+	MaxConcurrency *int `json:"maxConcurrency,omitempty"`
+	// Removes the recipient's concurrency cap.
+	ClearMaxConcurrency *bool `json:"clearMaxConcurrency,omitempty"`
 }
 
 type UpdateServerInput struct {

@@ -437,7 +437,7 @@ SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending
 	s.previous_inbound_key, s.previous_key_expires_at, r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
 	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
 	r.consecutive_failures, r.window_attempts, r.window_failures, r.last_success_at, r.next_probe_at,
-	r.cli_seen_until
+	r.cli_seen_until, r.max_concurrency
 FROM servers AS s
 LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
 WHERE (s.inbound_key = ANY($1) OR s.previous_inbound_key = ANY($1)) AND s.deleted_at IS NULL
@@ -464,7 +464,7 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
 			&r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
 			&r.state, &r.stateReason, &r.stateChangedAt, &r.consecutiveFailures, &r.windowAttempts,
-			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil); err != nil {
+			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil, &r.maxConcurrency); err != nil {
 			return nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
@@ -495,6 +495,7 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 // recipientRow is a recipient's columns as the outer join returns them: all NULL for a server without one.
 type recipientRow struct {
 	id, tenantID, serverID, maxAttempts, timeoutSeconds      sql.NullInt64
+	maxConcurrency                                           sql.NullInt64
 	consecutiveFailures, windowAttempts, windowFailures      sql.NullInt64
 	name, method, url, retrySchedule, state, stateReason     sql.NullString
 	sendIdempotencyKey                                       sql.NullBool
@@ -509,7 +510,7 @@ func (r *recipientRow) recipient() *ent.Recipient {
 		}
 		return &t.Time
 	}
-	return &ent.Recipient{
+	rec := &ent.Recipient{
 		ID: int(r.id.Int64), TenantID: int(r.tenantID.Int64), CreatedAt: r.createdAt.Time,
 		ServerID: int(r.serverID.Int64), Name: r.name.String, Method: recipient.Method(r.method.String),
 		URL: r.url.String, MaxAttempts: int(r.maxAttempts.Int64),
@@ -520,4 +521,9 @@ func (r *recipientRow) recipient() *ent.Recipient {
 		WindowFailures: r.windowFailures.Int64, LastSuccessAt: at(r.lastSuccessAt), NextProbeAt: at(r.nextProbeAt),
 		CliSeenUntil: at(r.cliSeenUntil),
 	}
+	if r.maxConcurrency.Valid {
+		n := int(r.maxConcurrency.Int64)
+		rec.MaxConcurrency = &n
+	}
+	return rec
 }

@@ -14,7 +14,7 @@ import (
 
 // shares is what one claim may take of each tenant: fairShare.rooms.
 type shares struct {
-	rooms string // a JSON array of [tenant, room], the tenants busy in this process
+	rooms string // a JSON array of [tenant, room, attempts in flight], the tenants busy in this process
 	other int    // the room of any other tenant
 	most  int    // the largest room of all
 	given map[int]int

@@ -55,7 +55,7 @@ func (f *fairShare) rooms() shares {
 	sh.most = sh.other
 	b := make([]byte, 0, 2+16*n)
 	b = append(b, '[')
-	add := func(tenant, room int) {
+	add := func(tenant, room, flying int) {
 		if len(b) > 1 {
 			b = append(b, ',')
 		}
@@ -63,16 +63,18 @@ func (f *fairShare) rooms() shares {
 		b = strconv.AppendInt(b, int64(tenant), 10)
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(room), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(flying), 10)
 		b = append(b, ']')
 		sh.most = max(sh.most, room)
 		sh.given[tenant] = room
 	}
 	for t, k := range f.flying {
-		add(t, max(0, f.share-k))
+		add(t, max(0, f.share-k), k)
 	}
 	for t := range f.waiting {
 		if f.flying[t] == 0 {
-			add(t, f.share)
+			add(t, f.share, 0)
 		}
 	}
 	sh.rooms = string(append(b, ']'))

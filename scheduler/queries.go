@@ -5,8 +5,8 @@ import "github.com/adal-relay/adal/storage"
 // queries are the engine's statements in one dialect, chosen through storage (statements.For) so that the
 // engine never asks which database it runs on.
 type queries struct {
-	// claim: $1 now, $2 limit, $3 lease end, $4 owner, $5 the rooms of tenants busy here (a JSON array of
-	// [tenant, room]), $6 the room of any other tenant, $7 the most one tenant or capped recipient may get.
+	// claim: $1 now, $2 limit, $3 lease end, $4 owner, $5 the tenants busy here (a JSON array of [tenant, room,
+	// attempts in flight]), $6 the room of any other tenant, $7 the most one tenant or capped recipient may get.
 	claim string
 	// claimProbe: $1 now, $2 limit, $3 lease end, $4 owner, $5 the probed recipient.
 	claimProbe string

@@ -28,7 +28,7 @@ var postgresQueries = queries{
 
 // claimOutboundPostgres has the shape of the delivery claim: it visits the tenants with pending jobs one index
 // probe each, takes from each at most its room ($5, $6: as the delivery claim), and of these the first $2 in
-// due order become IN_PROGRESS under this process's lease, their attempt counted, in one statement that also
+// the delivery claim's order become IN_PROGRESS under this process's lease, their attempt counted, in one statement that also
 // returns what the attempt sends, so a batch costs one round trip.
 const claimOutboundPostgres = `
 WITH RECURSIVE tenants(id) AS (
@@ -38,7 +38,8 @@ WITH RECURSIVE tenants(id) AS (
 		ORDER BY j.tenant_id LIMIT 1)
 	FROM tenants t WHERE t.id IS NOT NULL
 ), rooms AS MATERIALIZED (
-	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room FROM json_array_elements($5::json) AS e
+	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room, (e->>2)::int AS flying
+	FROM json_array_elements($5::json) AS e
 ), due AS (
 	SELECT p.id FROM tenants t
 	CROSS JOIN LATERAL (
@@ -48,8 +49,9 @@ WITH RECURSIVE tenants(id) AS (
 		LIMIT LEAST(COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), $6::int), $7::int)
 		FOR UPDATE OF j SKIP LOCKED
 	) p
+	LEFT JOIN rooms ON rooms.tenant_id = t.id
 	WHERE t.id IS NOT NULL
-	ORDER BY p.next_attempt_at
+	ORDER BY COALESCE(rooms.flying, 0) + row_number() OVER (PARTITION BY t.id ORDER BY p.next_attempt_at), p.next_attempt_at
 	LIMIT $2
 )
 UPDATE outbound_jobs AS j SET
@@ -122,7 +124,9 @@ JOIN recipients r ON r.id = c.recipient_id`
 // its share in this process ($5, $6: rooms); it visits the capped recipients with pending deliveries the same
 // way (capped_ids), locks those with a free slot and due work (slots: the lock orders the claims of every
 // process on the recipient's in_flight, re-read as it stands once locked), and takes from each at most its
-// free slots. Of all these, in due order, each tenant keeps at most its room, and the first $2 are claimed:
+// free slots. Of all these each tenant keeps at most its room, and the first $2 are claimed, the least loaded
+// tenant's first (its attempts in flight here plus its rank among its own, so that a newcomer's delivery goes
+// before a busy tenant's older backlog), then in due order:
 // IN_PROGRESS under this process's lease, the attempt counted, and the capped recipients' in_flight raised by
 // what was claimed from them. It returns what the attempts send, so a claim costs one round trip. Rows a
 // group's probe locked beyond what was kept stay PENDING (their lock ends with the statement).
@@ -140,7 +144,8 @@ WITH RECURSIVE tenants(id) AS (
 		ORDER BY d.recipient_id LIMIT 1)
 	FROM capped_ids c WHERE c.id IS NOT NULL
 ), rooms AS MATERIALIZED (
-	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room FROM json_array_elements($5::json) AS e
+	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room, (e->>2)::int AS flying
+	FROM json_array_elements($5::json) AS e
 ), direct AS (
 	SELECT p.id, p.tenant_id, p.next_attempt_at
 	FROM tenants t
@@ -182,8 +187,9 @@ WITH RECURSIVE tenants(id) AS (
 			row_number() OVER (PARTITION BY u.tenant_id ORDER BY u.next_attempt_at) AS k
 		FROM (SELECT * FROM direct UNION ALL SELECT * FROM capped) u
 	) p
-	WHERE p.k <= COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = p.tenant_id), $6::int)
-	ORDER BY p.next_attempt_at
+	LEFT JOIN rooms ON rooms.tenant_id = p.tenant_id
+	WHERE p.k <= COALESCE(rooms.room, $6::int)
+	ORDER BY COALESCE(rooms.flying, 0) + p.k, p.next_attempt_at
 	LIMIT $2
 ), claimed AS (
 	UPDATE deliveries AS d SET

@@ -33,8 +33,8 @@ WITH RECURSIVE tenants(id) AS (
 	UNION ALL
 	SELECT (SELECT min(j.tenant_id) FROM outbound_jobs j WHERE j.status = 'PENDING' AND j.tenant_id > t.id)
 	FROM tenants t WHERE t.id IS NOT NULL
-), rooms(tenant_id, room) AS (
-	SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?5)
+), rooms(tenant_id, room, flying) AS (
+	SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?5)
 )
 UPDATE outbound_jobs SET
 	status = 'IN_PROGRESS',
@@ -54,8 +54,9 @@ WHERE id IN (
 		) x
 		WHERE x.k <= COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), ?6)
 	)
+	LEFT JOIN rooms ON rooms.tenant_id = t.id
 	WHERE t.id IS NOT NULL
-	ORDER BY j.next_attempt_at
+	ORDER BY COALESCE(rooms.flying, 0) + row_number() OVER (PARTITION BY t.id ORDER BY j.next_attempt_at), j.next_attempt_at
 	LIMIT ?2
 )
 RETURNING id, tenant_id, attempt_count, max_attempts, first_attempt_at, store_response_body,
@@ -114,8 +115,8 @@ WITH RECURSIVE tenants(id) AS (
 	UNION ALL
 	SELECT (SELECT min(d.recipient_id) FROM deliveries d WHERE d.status = 'PENDING' AND d.lane = 'CAPPED' AND d.recipient_id > c.id)
 	FROM capped_ids c WHERE c.id IS NOT NULL
-), rooms(tenant_id, room) AS (
-	SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?5)
+), rooms(tenant_id, room, flying) AS (
+	SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?5)
 ), slots AS (
 	SELECT r.id, r.tenant_id, MIN(r.max_concurrency - r.in_flight, COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = r.tenant_id), ?6)) AS free
 	FROM recipients r
@@ -154,8 +155,9 @@ WITH RECURSIVE tenants(id) AS (
 			row_number() OVER (PARTITION BY g.tenant_id ORDER BY g.next_attempt_at) AS k
 		FROM groups g
 	) p
-	WHERE p.k <= COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = p.tenant_id), ?6)
-	ORDER BY p.next_attempt_at
+	LEFT JOIN rooms ON rooms.tenant_id = p.tenant_id
+	WHERE p.k <= COALESCE(rooms.room, ?6)
+	ORDER BY COALESCE(rooms.flying, 0) + p.k, p.next_attempt_at
 	LIMIT ?2
 )
 UPDATE deliveries SET

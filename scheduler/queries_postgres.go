@@ -45,7 +45,7 @@ WITH RECURSIVE tenants(id) AS (
 	CROSS JOIN LATERAL (
 		SELECT j.id, j.next_attempt_at FROM outbound_jobs j
 		WHERE j.tenant_id = t.id AND j.status = 'PENDING' AND j.next_attempt_at <= $1
-		ORDER BY j.next_attempt_at
+		ORDER BY j.tenant_id, j.next_attempt_at
 		LIMIT LEAST(COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), $6::int), $7::int)
 		FOR UPDATE OF j SKIP LOCKED
 	) p
@@ -61,7 +61,7 @@ UPDATE outbound_jobs AS j SET
 	attempt_started_at = $1,
 	lease_expires_at = $3,
 	lease_owner = $4
-FROM due WHERE j.id = due.id
+WHERE j.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING j.id, j.tenant_id, j.attempt_count, j.max_attempts, j.first_attempt_at, j.store_response_body,
 	j.url, j.method, j.headers, j.body`
 
@@ -129,7 +129,10 @@ JOIN recipients r ON r.id = c.recipient_id`
 // before a busy tenant's older backlog), then in due order:
 // IN_PROGRESS under this process's lease, the attempt counted, and the capped recipients' in_flight raised by
 // what was claimed from them. It returns what the attempts send, so a claim costs one round trip. Rows a
-// group's probe locked beyond what was kept stay PENDING (their lock ends with the statement).
+// group's probe locked beyond what was kept stay PENDING (their lock ends with the statement). The update finds
+// the rows it claims by their ids as an array: joined with what was picked, the planner hashed the whole table.
+// Each group is ordered by its index's columns, (tenant, due) or (recipient, due): ordered by due alone, the
+// planner walked the due index of every tenant's deliveries, skipping the other tenants' rows.
 const claimPostgresTmpl = `
 WITH RECURSIVE tenants(id) AS (
 	(SELECT tenant_id FROM deliveries WHERE status = 'PENDING' AND lane = 'DIRECT' ORDER BY tenant_id LIMIT 1)
@@ -155,7 +158,7 @@ WITH RECURSIVE tenants(id) AS (
 		JOIN requests q ON q.id = d.request_id AND %[2]s
 		WHERE d.tenant_id = t.id AND d.status = 'PENDING' AND d.lane = 'DIRECT' AND d.next_attempt_at <= $1
 		  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
-		ORDER BY d.next_attempt_at
+		ORDER BY d.tenant_id, d.next_attempt_at
 		LIMIT LEAST(COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), $6::int), $7::int)
 		FOR UPDATE OF d SKIP LOCKED
 	) p
@@ -177,7 +180,7 @@ WITH RECURSIVE tenants(id) AS (
 		SELECT d.id, d.tenant_id, d.next_attempt_at FROM deliveries d
 		JOIN requests q ON q.id = d.request_id AND %[2]s
 		WHERE d.recipient_id = s.id AND d.status = 'PENDING' AND d.lane = 'CAPPED' AND d.next_attempt_at <= $1
-		ORDER BY d.next_attempt_at
+		ORDER BY d.recipient_id, d.next_attempt_at
 		LIMIT LEAST(s.free, $7::int)
 		FOR UPDATE OF d SKIP LOCKED
 	) p
@@ -194,7 +197,7 @@ WITH RECURSIVE tenants(id) AS (
 ), claimed AS (
 	UPDATE deliveries AS d SET
 		%[1]s
-	FROM picked WHERE d.id = picked.id
+	WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
 	RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule,
 		d.first_attempt_at, d.lane = 'CAPPED' AS capped
 ), counted AS (

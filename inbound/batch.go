@@ -18,6 +18,7 @@ import (
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -147,7 +148,7 @@ func (b *batcher) run() {
 			continue
 		}
 		b.mu.Unlock()
-		b.commitBatch(batch)
+		b.commitSafely(batch)
 		b.mu.Lock()
 		if crowded >= 0 {
 			b.flying[crowded] = false
@@ -155,6 +156,21 @@ func (b *batcher) run() {
 			b.turn = false
 		}
 		b.wake.Broadcast() // a partition or the turn is free again: what waited for it may go
+	}
+}
+
+// commitSafely commits batch, and if that panics answers every request of it not answered yet with an error
+// (a 503: the sender retries), never a 202 for what may not be stored; the committer goes on with the next.
+func (b *batcher) commitSafely(batch []*pendingAccept) {
+	err := startstop.Recover(b.logger, "intake commit", func() { b.commitBatch(batch) })
+	if err == nil {
+		return
+	}
+	for _, p := range batch {
+		select {
+		case p.done <- acceptResult{err: fault.Wrap("inbound.Accept", fault.Unavailable, err)}:
+		default: // answered before the panic
+		}
 	}
 }
 
@@ -343,6 +359,14 @@ func (b *batcher) write(ctx context.Context, tx *ent.Client, items []delivery.In
 	}
 	if b.dispatch != nil {
 		handoff = b.dispatch.Reserve(directDeliveries(items))
+		defer func() {
+			if v := recover(); v != nil {
+				// The slots go back; deliveries stored claimed on them, if the batch committed, wait for
+				// their lease to lapse and the rescuer, as after a crash.
+				b.dispatch.Run(handoff, nil)
+				panic(v)
+			}
+		}()
 	}
 	out, err := b.delivery.StoreBatch(ctx, tx, items, billing.ReasonRequestAccepted, handoff)
 	if err != nil {

@@ -59,6 +59,9 @@ type Config struct {
 	// MaxResponseBytes caps one GraphQL response's JSON (ADAL_GRAPHQL_MAX_RESPONSE_BYTES); 0 is the default.
 	MaxResponseBytes int
 	RetryUnit        time.Duration
+	// Sender makes the direct and outbound attempts; nil is the HTTP sender behind the egress guard. Tests give
+	// others (one that fails in a way HTTP cannot).
+	Sender scheduler.Sender
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
 	// TenantShare is the share of Workers one tenant may hold while it is the only one with work here
@@ -244,12 +247,16 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, err
 	}
+	sender := cfg.Sender
+	if sender == nil {
+		sender = delivery.NewHTTPSender(egress.Policy{AllowPrivate: cfg.AllowPrivateTargets, AllowedCIDRs: cfg.AllowedTargetCIDRs}, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now)
+	}
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:           db,
 		Delivery:     r.Delivery,
 		Outbound:     r.Outbound,
 		CLI:          r.CLIHub,
-		Sender:       delivery.NewHTTPSender(egress.Policy{AllowPrivate: cfg.AllowPrivateTargets, AllowedCIDRs: cfg.AllowedTargetCIDRs}, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now),
+		Sender:       sender,
 		Workers:      cfg.Workers,
 		TenantShare:  cfg.TenantShare,
 		PollInterval: cfg.PollInterval,
@@ -303,6 +310,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Now:      cfg.Now,
 			CLIHub:   r.CLIHub,
 			Outbound: r.Outbound,
+			Logger:   cfg.Logger,
 		},
 		Client:           db.Client,
 		Auth:             authn,

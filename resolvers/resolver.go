@@ -4,6 +4,7 @@ package resolvers
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/adal-relay/adal/auth"
@@ -33,6 +34,8 @@ type Resolver struct {
 	CLIHub *clihub.Hub
 	// Outbound serves sendOutbound and its jobs: standalone HTTP calls a tenant submits through the API.
 	Outbound *outbound.Service
+	// Logger hears of panics the subscriptions' goroutines recovered from; nil is slog's default.
+	Logger *slog.Logger
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

@@ -113,7 +113,7 @@ func (s *Scheduler) attemptOutbound(j *outboundJob) {
 		Timeout:      min(s.cfg.Outbound.Timeout(), AttemptBudget(s.cfg.Lease)),
 		KeepResponse: j.claim.StoreResponseBody,
 	}
-	o := s.cfg.Sender.Send(s.attemptCtx, out)
+	o := s.send(s.attemptCtx, out, "outbound attempt")
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Attempted(o)
 	}

@@ -72,8 +72,8 @@ func (r *Rescuer) Start(ctx context.Context) error {
 	}
 	go func() {
 		defer stopped()
-		sweep(ctx)
-		startstop.Every(ctx, r.cfg.Interval, sweep)
+		_ = startstop.Recover(r.cfg.Logger, "rescue sweep", func() { sweep(ctx) })
+		startstop.Every(ctx, r.cfg.Logger, "rescue sweep", r.cfg.Interval, sweep)
 	}()
 	return nil
 }

@@ -286,7 +286,11 @@ func (s *Scheduler) run(ctx context.Context) {
 		free := s.cfg.Workers - len(s.slots)
 		full := free == 0 // no slot to claim with: more may be due, and the next finished attempt must wake us
 		if free > 0 {
-			n, err := s.dispatch(ctx, free)
+			var n int
+			var err error
+			if perr := startstop.Recover(s.cfg.Logger, "claim", func() { n, err = s.dispatch(ctx, free) }); perr != nil {
+				err = perr // what it claimed and did not start waits for its lease to lapse, as after a crash
+			}
 			if err != nil && ctx.Err() == nil {
 				s.cfg.Logger.Warn("claim due deliveries", "err", err)
 			}
@@ -483,10 +487,11 @@ func (s *Scheduler) spawn(j job) {
 	s.idle <- j
 }
 
-// work runs attempts until Stop: j, then each one spawn hands it.
+// work runs attempts until Stop: j, then each one spawn hands it. A panic of the executor is an outcome of
+// its attempt (attempt); one of the engine's own is logged and the worker goes on.
 func (s *Scheduler) work(j job) {
 	for {
-		s.attempt(j) // frees the slot once its outcome is queued for the completer
+		_ = startstop.Recover(s.cfg.Logger, "worker", func() { s.attempt(j) }) // frees the slot once its outcome is queued
 		select {
 		case j = <-s.idle:
 		case <-s.done:
@@ -590,12 +595,25 @@ func (s *Scheduler) attempt(j job) {
 			ErrorMessage: "invalid target URL: " + err.Error()}
 	} else {
 		out.URL = target
-		o = s.cfg.Sender.Send(ctx, out)
+		o = s.send(ctx, out, "delivery attempt")
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Attempted(o)
 	}
 	s.finish(completion{Completion: delivery.Completion{Claim: j.claim, Outcome: o}})
+}
+
+// send makes one attempt through the Sender. An attempt whose sender panicked ends as an INTERRUPTED one — as
+// the rescuer would record it after a crash, since whether it reached the recipient is not known — recorded at
+// once by the completer, which gives back its worker and, for a capped recipient, its slot.
+func (s *Scheduler) send(ctx context.Context, out delivery.Outgoing, what string) delivery.Outcome {
+	var o delivery.Outcome
+	started := s.cfg.Now()
+	if err := startstop.Recover(s.cfg.Logger, what, func() { o = s.cfg.Sender.Send(ctx, out) }); err != nil {
+		o = interrupted(started, s.cfg.Now())
+		o.ErrorMessage = "the attempt stopped in an internal error before its outcome was known: " + err.Error()
+	}
+	return o
 }
 
 // finish queues a finished attempt for the completer and frees its slot.
@@ -636,7 +654,9 @@ func (s *Scheduler) complete() {
 				break fill
 			}
 		}
-		s.rec.record(ctx, batch)
+		// A batch whose recording panicked stays as its claims left it: their leases lapse and the rescuer
+		// records the attempts as interrupted, as after a crash.
+		_ = startstop.Recover(s.cfg.Logger, "record attempts", func() { s.rec.record(ctx, batch) })
 		for range batch {
 			s.flights.Done()
 		}

@@ -170,10 +170,3 @@ func (f *fairShare) reserve(want map[int]int, slots int) (map[int]int, int) {
 	}
 	return granted, total
 }
-
-// inFlight is how many attempts tenant has in flight here.
-func (f *fairShare) inFlight(tenant int) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.flying[tenant]
-}

@@ -7,6 +7,8 @@
 //   - CLI deliveries (cli.go): claimed for the CLIs attached here and pushed to them by the CLIPusher (the CLI
 //     hub); the CLI makes the attempt and its report is recorded by the hub.
 //
+// The direct and outbound lanes share the workers fairly: no tenant holds more than its share of them, and a
+// recipient with a maxConcurrency no more attempts at once than that, across processes (fair.go, claim.go).
 // What follows an attempt of either kind is delivery.NextAttempt; the defaults of every lane are in config.go.
 package scheduler
 

@@ -170,7 +170,7 @@ func (s *Store) Start(ctx context.Context) error {
 	}
 	go func() {
 		defer stopped()
-		startstop.Every(ctx, s.cfg.Interval, func(ctx context.Context) {
+		startstop.Every(ctx, s.cfg.Logger, "refresh revoked tokens", s.cfg.Interval, func(ctx context.Context) {
 			if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
 				// The previous set stays in force; expiry of sessions is still checked.
 				s.cfg.Logger.Warn("refresh revoked tokens", "err", err)

@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios are the scenario names in the order they run.
-var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "punctuality", "purge", "cli", "graphql"}
+var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "noisy", "punctuality", "purge", "cli", "graphql"}
 
 // Config configures a bench run.
 type Config struct {
@@ -64,6 +64,11 @@ type Config struct {
 	PunctualityWindow time.Duration
 
 	PurgeRequests int
+
+	// NoisyRate is the noisy tenant's requests per second in the noisy scenario (each to 20 hanging
+	// recipients), NoisyQuietRate the quiet tenant's.
+	NoisyRate      float64
+	NoisyQuietRate float64
 
 	// CLIBacklog is how many requests the cli scenario accepts before its CLI connects, CLIRate the rate it
 	// sends once connected. AdalBinary is the adal CLI to run; empty builds one from this module.
@@ -109,6 +114,8 @@ func (c *Config) defaults() {
 	c.PunctualityUnit = cmp.Or(c.PunctualityUnit, 100*time.Millisecond)
 	c.PunctualityWindow = cmp.Or(c.PunctualityWindow, 30*time.Second)
 	c.PurgeRequests = cmp.Or(c.PurgeRequests, 100_000)
+	c.NoisyRate = cmp.Or(c.NoisyRate, 10)
+	c.NoisyQuietRate = cmp.Or(c.NoisyQuietRate, 100)
 	c.CLIBacklog = cmp.Or(c.CLIBacklog, 5000)
 	c.GraphQLClients = cmp.Or(c.GraphQLClients, 16)
 	c.CLIRate = cmp.Or(c.CLIRate, 100)
@@ -201,7 +208,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 var scenarioRuns = map[string]func(*Runner, context.Context) error{
 	"ingest": (*Runner).ingest, "dispatch": (*Runner).dispatch, "latency": (*Runner).latency,
 	"punctuality": (*Runner).punctuality, "purge": (*Runner).purge, "cli": (*Runner).cli,
-	"backlog": (*Runner).backlog, "graphql": (*Runner).graphql,
+	"backlog": (*Runner).backlog, "graphql": (*Runner).graphql, "noisy": (*Runner).noisy,
 }
 
 func (b *Runner) scenario(ctx context.Context, name string) error {

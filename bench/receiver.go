@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,18 +19,25 @@ type Arrival struct {
 	At time.Time
 }
 
-// Receiver is the recipients' endpoint: a loopback HTTP server that notes every attempt and answers at once.
+// hangPath starts the URLs of recipients that never answer: the receiver holds their calls until the sender
+// gives up (the recipient's timeout) or the bench lets them go (Release). They are not arrivals.
+const hangPath = "/hang"
+
+// Receiver is the recipients' endpoint: a loopback HTTP server that notes every attempt and answers at once,
+// except under hangPath.
 type Receiver struct {
-	srv     *httptest.Server
-	respond func(requestID int64, attempt int) int
-	count   atomic.Int64
-	mu      sync.Mutex
-	got     []Arrival
+	srv      *httptest.Server
+	respond  func(requestID int64, attempt int) int
+	count    atomic.Int64
+	mu       sync.Mutex
+	got      []Arrival
+	released chan struct{}
+	release  sync.Once
 }
 
 // newReceiver starts a receiver; respond chooses the status of each attempt (nil: always 200).
 func newReceiver(respond func(requestID int64, attempt int) int) *Receiver {
-	r := &Receiver{respond: respond}
+	r := &Receiver{respond: respond, released: make(chan struct{})}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	// Adal's sender keeps an idle connection per worker to a host (egress.NewTransport); let the receiver keep
 	// them as long.
@@ -38,6 +46,13 @@ func newReceiver(respond func(requestID int64, attempt int) int) *Receiver {
 }
 
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
+	if strings.HasPrefix(req.URL.Path, hangPath) {
+		select {
+		case <-req.Context().Done():
+		case <-r.released:
+		}
+		return
+	}
 	at := time.Now()
 	id, _ := strconv.ParseInt(req.Header.Get("X-Adal-Request-Id"), 10, 64)
 	attempt, _ := strconv.Atoi(req.Header.Get("X-Adal-Attempt"))
@@ -76,5 +91,11 @@ func (r *Receiver) Reset() {
 	r.count.Store(0)
 }
 
+// Release lets every held call go, and every later one through at once.
+func (r *Receiver) Release() { r.release.Do(func() { close(r.released) }) }
+
 // Close stops the receiver.
-func (r *Receiver) Close() { r.srv.Close() }
+func (r *Receiver) Close() {
+	r.Release()
+	r.srv.Close()
+}

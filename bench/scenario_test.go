@@ -65,3 +65,35 @@ func TestMemoryScenarios(t *testing.T) {
 		t.Errorf("backlog: not every one of its 3000 deliveries was attempted once and succeeded: %s", r.Detail)
 	}
 }
+
+// TestNoisyScenario runs the noisy scenario small: both phases of the quiet tenant delivered exactly once, the
+// noisy tenant never beyond half the workers, and the ratio of the p99s read.
+func TestNoisyScenario(t *testing.T) {
+	url := os.Getenv(dbtest.EnvURL)
+	if !strings.HasPrefix(url, "postgres") {
+		t.Skipf("the bench runs on PostgreSQL: set %s", dbtest.EnvURL)
+	}
+	rows, err := Run(t.Context(), Config{
+		DatabaseURL: url, Scenarios: []string{"noisy"}, Duration: time.Second, WarmUp: -1,
+		NoisyQuietRate: 50, Out: io.Discard,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("rows %+v, want the noisy one", rows)
+	}
+	r := rows[0]
+	if r.Void != "" {
+		t.Errorf("noisy is void: %s", r.Void)
+	}
+	if !strings.HasPrefix(r.Figure, "p99 ") || strings.HasPrefix(r.Figure, "p99 0.00×") {
+		t.Errorf("noisy: figure %q gives no ratio", r.Figure)
+	}
+	for _, want := range []string{"alone: published 50 = delivered 50 + missing 0; duplicates 0",
+		"beside: published 50 = delivered 50 + missing 0; duplicates 0"} {
+		if !strings.Contains(r.Detail, want) {
+			t.Errorf("noisy: %q lacks %q", r.Detail, want)
+		}
+	}
+}

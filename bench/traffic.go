@@ -151,6 +151,11 @@ func (t *Traffic) Arrivals(ctx context.Context) ([]Arrival, error) {
 	return a, err
 }
 
+// Release lets the receiver's held calls (under hangPath) go, and the later ones through.
+func (t *Traffic) Release(ctx context.Context) error {
+	return t.call(ctx, http.MethodPost, "/release", nil, nil)
+}
+
 // Reset makes the receiver forget what it has seen.
 func (t *Traffic) Reset(ctx context.Context) error {
 	return t.call(ctx, http.MethodPost, "/reset", nil, nil)
@@ -250,6 +255,7 @@ func trafficAPI(rcv *Receiver) http.Handler {
 	mux.HandleFunc("GET /received", func(w http.ResponseWriter, r *http.Request) { reply(w, rcv.Count()) })
 	mux.HandleFunc("GET /arrivals", func(w http.ResponseWriter, r *http.Request) { reply(w, rcv.Arrivals()) })
 	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) { rcv.Reset() })
+	mux.HandleFunc("POST /release", func(w http.ResponseWriter, r *http.Request) { rcv.Release() })
 	return mux
 }
 

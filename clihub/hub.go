@@ -215,7 +215,7 @@ func (h *Hub) markSeen(ctx context.Context, ids []int) error {
 }
 
 func (h *Hub) heartbeat(ctx context.Context) {
-	startstop.Every(ctx, h.cfg.Heartbeat, h.beat)
+	startstop.Every(ctx, h.cfg.Logger, "CLI heartbeat", h.cfg.Heartbeat, h.beat)
 }
 
 // beat marks the recipients of the CLIs attached here as seen, and drops those whose recipient is gone.

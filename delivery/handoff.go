@@ -19,6 +19,39 @@ type Handoff struct {
 	Owner string
 	Lease time.Duration
 	Slots int
+	// Tenants, when set, splits Slots between tenants: a tenant's deliveries take at most its number of them, and
+	// a tenant it does not name gets none (the dispatcher's fair share of its workers). Nil leaves Slots to
+	// whichever deliveries come first.
+	Tenants map[int]int
+}
+
+// taker hands out a Handoff's slots to deliveries in arrival order.
+type taker struct {
+	slots   int
+	tenants map[int]int
+}
+
+func (h Handoff) taker() *taker {
+	t := &taker{slots: h.Slots}
+	if h.Tenants != nil {
+		t.tenants = make(map[int]int, len(h.Tenants))
+		for id, n := range h.Tenants {
+			t.tenants[id] = n
+		}
+	}
+	return t
+}
+
+// take reports whether a new delivery of tenant may be stored claimed, and counts its slot if so.
+func (t *taker) take(tenant int) bool {
+	if t.slots == 0 || (t.tenants != nil && t.tenants[tenant] == 0) {
+		return false
+	}
+	t.slots--
+	if t.tenants != nil {
+		t.tenants[tenant]--
+	}
+	return true
 }
 
 // claim marks a new delivery claimed under h, as claimed at now.

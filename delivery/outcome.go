@@ -30,6 +30,9 @@ type Claim struct {
 	FirstAttemptAt time.Time
 	StartedAt      time.Time
 	Owner          string
+	// Capped says the delivery was claimed from the CAPPED lane, so its recipient's in_flight counts it: the
+	// record of its attempt gives the slot back.
+	Capped bool
 }
 
 // Record stores the outcome of a claimed attempt in one transaction: the Attempt row, the delivery's new
@@ -82,6 +85,11 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 	if status == entdelivery.StatusFAILED {
 		if err := s.recordAlerts(ctx, tx, failedEvent(c, o)); err != nil {
 			return false, err
+		}
+	}
+	if c.Capped {
+		if err := tx.Recipient.Update().Where(recipient.ID(c.RecipientID), recipient.InFlightGT(0)).AddInFlight(-1).Exec(ctx); err != nil {
+			return false, fmt.Errorf("free a slot of recipient %d: %w", c.RecipientID, err)
 		}
 	}
 	if due == nil {
@@ -201,7 +209,8 @@ func hasDuplicateDelivery(cs []Completion) bool {
 
 // recordBatchSQL moves each delivery that is still under the given claim to its next state and, for exactly
 // those, inserts the Attempt row; then it locks, until commit and in id order, what the rest of the batch writes:
-// the health of the direct recipients whose outcome counts for it, and the requests whose delivery became final.
+// the health of the direct recipients whose outcome counts for it (and the slots of capped recipients that the
+// batch frees), and the requests whose delivery became final.
 // Each lock waits for the step before it to finish (its ids are read whole into an array, in a subquery that
 // first counts that step's rows), so rows are locked in RecordBatch's order in one round trip. The ids come from
 // the deliveries' RETURNING, not from a join of the batch with the attempts inserted, which the planner runs as
@@ -218,7 +227,8 @@ var recordBatchSQL = storage.Prepared(`
 WITH v AS (
 	SELECT * FROM json_to_recordset($1::json) AS v(id bigint, attempt bigint, owner text, status text,
 		next_at timestamptz, finished_at timestamptz, tenant_id bigint, started_at timestamptz, duration_ms bigint,
-		attempt_status text, error_kind text, http_status bigint, error_message text, health boolean)
+		attempt_status text, error_kind text, http_status bigint, error_message text, health boolean,
+		capped boolean)
 ), upd AS (
 	UPDATE deliveries AS d SET
 		status = v.status,
@@ -229,7 +239,7 @@ WITH v AS (
 		lease_owner = ''
 	FROM v
 	WHERE d.id = v.id AND d.status = 'IN_PROGRESS' AND d.attempt_count = v.attempt AND d.lease_owner = v.owner
-	RETURNING d.id, d.recipient_id, d.request_id, v.health, v.next_at IS NULL AS final
+	RETURNING d.id, d.recipient_id, d.request_id, v.health, v.capped, v.next_at IS NULL AS final
 ), ins AS (
 	INSERT INTO attempts (tenant_id, delivery_id, number, started_at, finished_at, duration_ms, status, error_kind,
 	                      http_status, error_message)
@@ -239,9 +249,9 @@ WITH v AS (
 	RETURNING delivery_id
 ), h AS MATERIALIZED (
 	SELECT id, created_at, state, state_reason, state_changed_at, consecutive_failures, window_attempts,
-	       window_failures, last_success_at, next_probe_at
+	       window_failures, last_success_at, next_probe_at, in_flight
 	FROM recipients
-	WHERE id = ANY(ARRAY(SELECT recipient_id FROM upd WHERE health AND (SELECT count(*) FROM ins) > 0))
+	WHERE id = ANY(ARRAY(SELECT recipient_id FROM upd WHERE (health OR capped) AND (SELECT count(*) FROM ins) > 0))
 	  AND method = 'DIRECT_HTTP'
 	ORDER BY id FOR NO KEY UPDATE
 ), q AS MATERIALIZED (
@@ -250,12 +260,12 @@ WITH v AS (
 	ORDER BY id FOR NO KEY UPDATE
 )
 SELECT 0, delivery_id, NULL::timestamptz, '', '', NULL::timestamptz, 0::bigint, 0::bigint, 0::bigint,
-       NULL::timestamptz, NULL::timestamptz FROM ins
+       NULL::timestamptz, NULL::timestamptz, 0::bigint FROM ins
 UNION ALL
 SELECT 1, id, created_at, state, state_reason, state_changed_at, consecutive_failures, window_attempts,
-       window_failures, last_success_at, next_probe_at FROM h
+       window_failures, last_success_at, next_probe_at, in_flight FROM h
 UNION ALL
-SELECT 2, count(*), NULL, '', '', NULL, 0, 0, 0, NULL, NULL FROM q`)
+SELECT 2, count(*), NULL, '', '', NULL, 0, 0, 0, NULL, NULL, 0 FROM q`)
 
 // The kinds of recordBatchSQL's rows, the literals its three SELECTs start with.
 const (
@@ -264,9 +274,10 @@ const (
 	rowLocked   = 2
 )
 
-// settleBatchSQL writes the recipients' health back, records the alert events of the batch (recipients that
-// changed state, deliveries that failed for good: $3, alert.Rows), and derives with requestStatusSQL, over the
-// current (not superseded) deliveries, the status of the requests recordBatchSQL locked.
+// settleBatchSQL writes the recipients' health and slots in flight back, records the alert events of the batch
+// (recipients that changed state, deliveries that failed for good: $3, alert.Rows), and derives with
+// requestStatusSQL, over the current (not superseded) deliveries, the status of the requests recordBatchSQL
+// locked.
 var settleBatchSQL = storage.Prepared(`
 WITH alerts AS (
 	` + alert.InsertRowsSQL("$3") + `
@@ -274,10 +285,11 @@ WITH alerts AS (
 	UPDATE recipients AS r SET
 		state = v.state, state_reason = v.state_reason, state_changed_at = v.state_changed_at,
 		consecutive_failures = v.consecutive_failures, window_attempts = v.window_attempts,
-		window_failures = v.window_failures, last_success_at = v.last_success_at, next_probe_at = v.next_probe_at
+		window_failures = v.window_failures, last_success_at = v.last_success_at, next_probe_at = v.next_probe_at,
+		in_flight = v.in_flight
 	FROM json_to_recordset($1::json) AS v(id bigint, state text, state_reason text, state_changed_at timestamptz,
 		consecutive_failures bigint, window_attempts bigint, window_failures bigint, last_success_at timestamptz,
-		next_probe_at timestamptz)
+		next_probe_at timestamptz, in_flight bigint)
 	WHERE r.id = v.id
 )
 UPDATE requests AS r SET status = x.status
@@ -326,6 +338,7 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 		}
 		w.str("error_message", o.ErrorMessage)
 		w.bool("health", countsForHealth(o))
+		w.bool("capped", c.Claim.Capped)
 		payload = w.close()
 	}
 	payload = append(payload, ']')
@@ -334,6 +347,7 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 		return fmt.Errorf("record attempts: %w", err)
 	}
 	var health []int // indexes into cs whose outcome counts for its recipient's health
+	var freed []int  // indexes into cs that give a capped recipient's slot back
 	var finalRequests []int
 	changes := make([]Change, 0, len(done))
 	for i, c := range cs {
@@ -343,6 +357,9 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 		recorded[i] = true
 		if countsForHealth(c.Outcome) {
 			health = append(health, i)
+		}
+		if c.Claim.Capped {
+			freed = append(freed, i)
 		}
 		if dues[i] == nil {
 			finalRequests = append(finalRequests, c.Claim.RequestID)
@@ -358,7 +375,7 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 	if locked != len(finalRequests) {
 		return fmt.Errorf("record attempts: %d requests locked for the %d that deliveries made final", locked, len(finalRequests))
 	}
-	healthPayload, events := s.batchHealth(cs, health, recs)
+	healthPayload, events := s.batchHealth(cs, health, freed, recs)
 	for i, c := range cs {
 		if recorded[i] && statuses[i] == entdelivery.StatusFAILED {
 			events = append(events, failedEvent(c.Claim, c.Outcome))
@@ -397,7 +414,8 @@ func readRecordBatch(ctx context.Context, tx *ent.Client, payload []byte) (done 
 	)
 	for rows.Next() {
 		if err := rows.Scan(&kind, &r.ID, &createdAt, &state, &r.StateReason, &r.StateChangedAt,
-			&r.ConsecutiveFailures, &r.WindowAttempts, &r.WindowFailures, &r.LastSuccessAt, &r.NextProbeAt); err != nil {
+			&r.ConsecutiveFailures, &r.WindowAttempts, &r.WindowFailures, &r.LastSuccessAt, &r.NextProbeAt,
+			&r.InFlight); err != nil {
 			return nil, nil, 0, err
 		}
 		switch kind {
@@ -416,9 +434,14 @@ func readRecordBatch(ctx context.Context, tx *ent.Client, payload []byte) (done 
 
 // batchHealth applies the outcomes cs[idx] to their recipients' health as recordBatchSQL read it under the
 // lock, in the order the attempts finished — the same steps updateHealth takes for each, as one Record after
-// another would — and returns the results, as settleBatchSQL's payload, with the alert events of the
-// recipients' changes of state.
-func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Recipient) ([]byte, []alert.Event) {
+// another would — gives back the slots of cs[freed], and returns the results, as settleBatchSQL's payload, with
+// the alert events of the recipients' changes of state.
+func (s *Service) batchHealth(cs []Completion, idx, freed []int, recs map[int]*ent.Recipient) ([]byte, []alert.Event) {
+	for _, i := range freed {
+		if r := recs[cs[i].Claim.RecipientID]; r != nil && r.InFlight > 0 {
+			r.InFlight--
+		}
+	}
 	order := slices.Clone(idx)
 	slices.SortStableFunc(order, func(a, b int) int { return cs[a].Outcome.FinishedAt.Compare(cs[b].Outcome.FinishedAt) })
 	var events []alert.Event
@@ -450,6 +473,7 @@ func (s *Service) batchHealth(cs []Completion, idx []int, recs map[int]*ent.Reci
 		w.int64("window_failures", r.WindowFailures)
 		w.time("last_success_at", r.LastSuccessAt)
 		w.time("next_probe_at", r.NextProbeAt)
+		w.int("in_flight", r.InFlight)
 		payload = w.close()
 	}
 	return append(payload, ']'), events

@@ -40,6 +40,9 @@ const (
 	LaneAny Lane = iota
 	// LaneDirect: the scheduler, to a direct HTTP recipient.
 	LaneDirect
+	// LaneCapped: the scheduler, to a direct HTTP recipient with a maxConcurrency, within its free slots.
+	// Intake never hands such a delivery over: only the claim counts it against the cap.
+	LaneCapped
 	// LaneCLI: the CLI hub, to an attached adal CLI.
 	LaneCLI
 	// LaneParked: none until its recipient's state changes (paused, disabled, frozen). Waking a dispatcher
@@ -52,6 +55,8 @@ func (l Lane) column() entdelivery.Lane {
 	switch l {
 	case LaneCLI:
 		return entdelivery.LaneCLI
+	case LaneCapped:
+		return entdelivery.LaneCAPPED
 	case LaneParked:
 		return entdelivery.LanePARKED
 	default:
@@ -66,6 +71,8 @@ func LaneOf(r *ent.Recipient) Lane {
 		return LaneParked
 	case r.Method == recipient.MethodCLI:
 		return LaneCLI
+	case r.MaxConcurrency != nil:
+		return LaneCapped
 	default:
 		return LaneDirect
 	}

@@ -53,8 +53,8 @@ type Stored struct {
 // written, bound to no client (StoreRequest reads its request back for callers that load edges). Items beyond
 // a tenant's balance are refused (Stored.Err), in arrival order, and leave nothing behind. Each request goes to
 // the recipients whose routing filter it matches; the others are noted on it as filtered out. An error return
-// means nothing of the batch may be committed. The first handoff.Slots direct deliveries, in arrival order,
-// are stored claimed; a slot that falls to a refused item is left unused.
+// means nothing of the batch may be committed. The first handoff.Slots direct deliveries, in arrival order and
+// within each tenant's part of them, are stored claimed; a slot that falls to a refused item is left unused.
 func (s *Service) StoreBatch(ctx context.Context, client *ent.Client, items []Incoming, reason ledgerentry.Reason, handoff Handoff) ([]Stored, error) {
 	route(items)
 	return s.store(s, ctx, client, items, reason, handoff)
@@ -189,12 +189,11 @@ func (s *Service) build(items []Incoming, idx []int, planDays map[int]int, hando
 			b.reqs[n].ExpiresAt = retention.ExpiresAt(now, retention.Days(planDays[it.Server.TenantID], it.Server.RetentionDays))
 		}
 	}
-	slots := handoff.Slots
+	slots := handoff.taker()
 	for n, i := range idx {
 		for _, r := range items[i].Recipients {
 			d := s.newDelivery(b.reqs[n], r, entdelivery.TriggerAUTOMATIC, now)
-			if LaneOf(r) == LaneDirect && slots > 0 {
-				slots--
+			if LaneOf(r) == LaneDirect && slots.take(d.TenantID) {
 				handoff.claim(d, now)
 			}
 			b.ds = append(b.ds, d)

@@ -257,6 +257,9 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipient.FieldPreviousSigningSecret:   {Type: field.TypeBytes, Column: recipient.FieldPreviousSigningSecret},
 			recipient.FieldPreviousSecretExpiresAt: {Type: field.TypeTime, Column: recipient.FieldPreviousSecretExpiresAt},
 			recipient.FieldSignatureHeaders:        {Type: field.TypeEnum, Column: recipient.FieldSignatureHeaders},
+			recipient.FieldMaxConcurrency:          {Type: field.TypeInt, Column: recipient.FieldMaxConcurrency},
+			recipient.FieldInFlight:                {Type: field.TypeInt, Column: recipient.FieldInFlight},
+			recipient.FieldCapChangedAt:            {Type: field.TypeTime, Column: recipient.FieldCapChangedAt},
 		},
 	}
 	graph.Nodes[9] = &sqlgraph.Node{
@@ -1959,6 +1962,21 @@ func (f *RecipientFilter) WherePreviousSecretExpiresAt(p entql.TimeP) {
 // WhereSignatureHeaders applies the entql string predicate on the signature_headers field.
 func (f *RecipientFilter) WhereSignatureHeaders(p entql.StringP) {
 	f.Where(p.Field(recipient.FieldSignatureHeaders))
+}
+
+// WhereMaxConcurrency applies the entql int predicate on the max_concurrency field.
+func (f *RecipientFilter) WhereMaxConcurrency(p entql.IntP) {
+	f.Where(p.Field(recipient.FieldMaxConcurrency))
+}
+
+// WhereInFlight applies the entql int predicate on the in_flight field.
+func (f *RecipientFilter) WhereInFlight(p entql.IntP) {
+	f.Where(p.Field(recipient.FieldInFlight))
+}
+
+// WhereCapChangedAt applies the entql time.Time predicate on the cap_changed_at field.
+func (f *RecipientFilter) WhereCapChangedAt(p entql.TimeP) {
+	f.Where(p.Field(recipient.FieldCapChangedAt))
 }
 
 // WhereHasTenant applies a predicate to check if query has an edge tenant.

@@ -970,6 +970,11 @@ func (_q *RecipientQuery) collectField(ctx context.Context, oneNode bool, opCtx 
 				selectedFields = append(selectedFields, recipient.FieldSignatureHeaders)
 				fieldSeen[recipient.FieldSignatureHeaders] = struct{}{}
 			}
+		case "maxConcurrency":
+			if _, ok := fieldSeen[recipient.FieldMaxConcurrency]; !ok {
+				selectedFields = append(selectedFields, recipient.FieldMaxConcurrency)
+				fieldSeen[recipient.FieldMaxConcurrency] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:

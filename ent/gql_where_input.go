@@ -2943,6 +2943,18 @@ type RecipientWhereInput struct {
 	SignatureHeadersIn    []recipient.SignatureHeaders `json:"signatureHeadersIn,omitempty"`
 	SignatureHeadersNotIn []recipient.SignatureHeaders `json:"signatureHeadersNotIn,omitempty"`
 
+	// "max_concurrency" field predicates.
+	MaxConcurrency       *int  `json:"maxConcurrency,omitempty"`
+	MaxConcurrencyNEQ    *int  `json:"maxConcurrencyNEQ,omitempty"`
+	MaxConcurrencyIn     []int `json:"maxConcurrencyIn,omitempty"`
+	MaxConcurrencyNotIn  []int `json:"maxConcurrencyNotIn,omitempty"`
+	MaxConcurrencyGT     *int  `json:"maxConcurrencyGT,omitempty"`
+	MaxConcurrencyGTE    *int  `json:"maxConcurrencyGTE,omitempty"`
+	MaxConcurrencyLT     *int  `json:"maxConcurrencyLT,omitempty"`
+	MaxConcurrencyLTE    *int  `json:"maxConcurrencyLTE,omitempty"`
+	MaxConcurrencyIsNil  bool  `json:"maxConcurrencyIsNil,omitempty"`
+	MaxConcurrencyNotNil bool  `json:"maxConcurrencyNotNil,omitempty"`
+
 	// "server" edge predicates.
 	HasServer     *bool               `json:"hasServer,omitempty"`
 	HasServerWith []*ServerWhereInput `json:"hasServerWith,omitempty"`
@@ -3417,6 +3429,36 @@ func (i *RecipientWhereInput) P() (predicate.Recipient, error) {
 	}
 	if len(i.SignatureHeadersNotIn) > 0 {
 		predicates = append(predicates, recipient.SignatureHeadersNotIn(i.SignatureHeadersNotIn...))
+	}
+	if i.MaxConcurrency != nil {
+		predicates = append(predicates, recipient.MaxConcurrencyEQ(*i.MaxConcurrency))
+	}
+	if i.MaxConcurrencyNEQ != nil {
+		predicates = append(predicates, recipient.MaxConcurrencyNEQ(*i.MaxConcurrencyNEQ))
+	}
+	if len(i.MaxConcurrencyIn) > 0 {
+		predicates = append(predicates, recipient.MaxConcurrencyIn(i.MaxConcurrencyIn...))
+	}
+	if len(i.MaxConcurrencyNotIn) > 0 {
+		predicates = append(predicates, recipient.MaxConcurrencyNotIn(i.MaxConcurrencyNotIn...))
+	}
+	if i.MaxConcurrencyGT != nil {
+		predicates = append(predicates, recipient.MaxConcurrencyGT(*i.MaxConcurrencyGT))
+	}
+	if i.MaxConcurrencyGTE != nil {
+		predicates = append(predicates, recipient.MaxConcurrencyGTE(*i.MaxConcurrencyGTE))
+	}
+	if i.MaxConcurrencyLT != nil {
+		predicates = append(predicates, recipient.MaxConcurrencyLT(*i.MaxConcurrencyLT))
+	}
+	if i.MaxConcurrencyLTE != nil {
+		predicates = append(predicates, recipient.MaxConcurrencyLTE(*i.MaxConcurrencyLTE))
+	}
+	if i.MaxConcurrencyIsNil {
+		predicates = append(predicates, recipient.MaxConcurrencyIsNil())
+	}
+	if i.MaxConcurrencyNotNil {
+		predicates = append(predicates, recipient.MaxConcurrencyNotNil())
 	}
 
 	if i.HasServer != nil {

@@ -8972,6 +8972,11 @@ type RecipientMutation struct {
 	previous_signing_secret    *[]byte
 	previous_secret_expires_at *time.Time
 	signature_headers          *recipient.SignatureHeaders
+	max_concurrency            *int
+	addmax_concurrency         *int
+	in_flight                  *int
+	addin_flight               *int
+	cap_changed_at             *time.Time
 	clearedFields              map[string]struct{}
 	tenant                     *int
 	clearedtenant              bool
@@ -10236,6 +10241,181 @@ func (m *RecipientMutation) ResetSignatureHeaders() {
 	m.signature_headers = nil
 }
 
+// SetMaxConcurrency sets the "max_concurrency" field.
+func (m *RecipientMutation) SetMaxConcurrency(i int) {
+	m.max_concurrency = &i
+	m.addmax_concurrency = nil
+}
+
+// MaxConcurrency returns the value of the "max_concurrency" field in the mutation.
+func (m *RecipientMutation) MaxConcurrency() (r int, exists bool) {
+	v := m.max_concurrency
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMaxConcurrency returns the old "max_concurrency" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldMaxConcurrency(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMaxConcurrency is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMaxConcurrency requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMaxConcurrency: %w", err)
+	}
+	return oldValue.MaxConcurrency, nil
+}
+
+// AddMaxConcurrency adds i to the "max_concurrency" field.
+func (m *RecipientMutation) AddMaxConcurrency(i int) {
+	if m.addmax_concurrency != nil {
+		*m.addmax_concurrency += i
+	} else {
+		m.addmax_concurrency = &i
+	}
+}
+
+// AddedMaxConcurrency returns the value that was added to the "max_concurrency" field in this mutation.
+func (m *RecipientMutation) AddedMaxConcurrency() (r int, exists bool) {
+	v := m.addmax_concurrency
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearMaxConcurrency clears the value of the "max_concurrency" field.
+func (m *RecipientMutation) ClearMaxConcurrency() {
+	m.max_concurrency = nil
+	m.addmax_concurrency = nil
+	m.clearedFields[recipient.FieldMaxConcurrency] = struct{}{}
+}
+
+// MaxConcurrencyCleared returns if the "max_concurrency" field was cleared in this mutation.
+func (m *RecipientMutation) MaxConcurrencyCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldMaxConcurrency]
+	return ok
+}
+
+// ResetMaxConcurrency resets all changes to the "max_concurrency" field.
+func (m *RecipientMutation) ResetMaxConcurrency() {
+	m.max_concurrency = nil
+	m.addmax_concurrency = nil
+	delete(m.clearedFields, recipient.FieldMaxConcurrency)
+}
+
+// SetInFlight sets the "in_flight" field.
+func (m *RecipientMutation) SetInFlight(i int) {
+	m.in_flight = &i
+	m.addin_flight = nil
+}
+
+// InFlight returns the value of the "in_flight" field in the mutation.
+func (m *RecipientMutation) InFlight() (r int, exists bool) {
+	v := m.in_flight
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldInFlight returns the old "in_flight" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldInFlight(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldInFlight is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldInFlight requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldInFlight: %w", err)
+	}
+	return oldValue.InFlight, nil
+}
+
+// AddInFlight adds i to the "in_flight" field.
+func (m *RecipientMutation) AddInFlight(i int) {
+	if m.addin_flight != nil {
+		*m.addin_flight += i
+	} else {
+		m.addin_flight = &i
+	}
+}
+
+// AddedInFlight returns the value that was added to the "in_flight" field in this mutation.
+func (m *RecipientMutation) AddedInFlight() (r int, exists bool) {
+	v := m.addin_flight
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetInFlight resets all changes to the "in_flight" field.
+func (m *RecipientMutation) ResetInFlight() {
+	m.in_flight = nil
+	m.addin_flight = nil
+}
+
+// SetCapChangedAt sets the "cap_changed_at" field.
+func (m *RecipientMutation) SetCapChangedAt(t time.Time) {
+	m.cap_changed_at = &t
+}
+
+// CapChangedAt returns the value of the "cap_changed_at" field in the mutation.
+func (m *RecipientMutation) CapChangedAt() (r time.Time, exists bool) {
+	v := m.cap_changed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCapChangedAt returns the old "cap_changed_at" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldCapChangedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCapChangedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCapChangedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCapChangedAt: %w", err)
+	}
+	return oldValue.CapChangedAt, nil
+}
+
+// ClearCapChangedAt clears the value of the "cap_changed_at" field.
+func (m *RecipientMutation) ClearCapChangedAt() {
+	m.cap_changed_at = nil
+	m.clearedFields[recipient.FieldCapChangedAt] = struct{}{}
+}
+
+// CapChangedAtCleared returns if the "cap_changed_at" field was cleared in this mutation.
+func (m *RecipientMutation) CapChangedAtCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldCapChangedAt]
+	return ok
+}
+
+// ResetCapChangedAt resets all changes to the "cap_changed_at" field.
+func (m *RecipientMutation) ResetCapChangedAt() {
+	m.cap_changed_at = nil
+	delete(m.clearedFields, recipient.FieldCapChangedAt)
+}
+
 // ClearTenant clears the "tenant" edge to the Tenant entity.
 func (m *RecipientMutation) ClearTenant() {
 	m.clearedtenant = true
@@ -10378,7 +10558,7 @@ func (m *RecipientMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RecipientMutation) Fields() []string {
-	fields := make([]string, 0, 26)
+	fields := make([]string, 0, 29)
 	if m.tenant != nil {
 		fields = append(fields, recipient.FieldTenantID)
 	}
@@ -10457,6 +10637,15 @@ func (m *RecipientMutation) Fields() []string {
 	if m.signature_headers != nil {
 		fields = append(fields, recipient.FieldSignatureHeaders)
 	}
+	if m.max_concurrency != nil {
+		fields = append(fields, recipient.FieldMaxConcurrency)
+	}
+	if m.in_flight != nil {
+		fields = append(fields, recipient.FieldInFlight)
+	}
+	if m.cap_changed_at != nil {
+		fields = append(fields, recipient.FieldCapChangedAt)
+	}
 	return fields
 }
 
@@ -10517,6 +10706,12 @@ func (m *RecipientMutation) Field(name string) (ent.Value, bool) {
 		return m.PreviousSecretExpiresAt()
 	case recipient.FieldSignatureHeaders:
 		return m.SignatureHeaders()
+	case recipient.FieldMaxConcurrency:
+		return m.MaxConcurrency()
+	case recipient.FieldInFlight:
+		return m.InFlight()
+	case recipient.FieldCapChangedAt:
+		return m.CapChangedAt()
 	}
 	return nil, false
 }
@@ -10578,6 +10773,12 @@ func (m *RecipientMutation) OldField(ctx context.Context, name string) (ent.Valu
 		return m.OldPreviousSecretExpiresAt(ctx)
 	case recipient.FieldSignatureHeaders:
 		return m.OldSignatureHeaders(ctx)
+	case recipient.FieldMaxConcurrency:
+		return m.OldMaxConcurrency(ctx)
+	case recipient.FieldInFlight:
+		return m.OldInFlight(ctx)
+	case recipient.FieldCapChangedAt:
+		return m.OldCapChangedAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown Recipient field %s", name)
 }
@@ -10769,6 +10970,27 @@ func (m *RecipientMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetSignatureHeaders(v)
 		return nil
+	case recipient.FieldMaxConcurrency:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMaxConcurrency(v)
+		return nil
+	case recipient.FieldInFlight:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetInFlight(v)
+		return nil
+	case recipient.FieldCapChangedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCapChangedAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Recipient field %s", name)
 }
@@ -10792,6 +11014,12 @@ func (m *RecipientMutation) AddedFields() []string {
 	if m.addwindow_failures != nil {
 		fields = append(fields, recipient.FieldWindowFailures)
 	}
+	if m.addmax_concurrency != nil {
+		fields = append(fields, recipient.FieldMaxConcurrency)
+	}
+	if m.addin_flight != nil {
+		fields = append(fields, recipient.FieldInFlight)
+	}
 	return fields
 }
 
@@ -10810,6 +11038,10 @@ func (m *RecipientMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedWindowAttempts()
 	case recipient.FieldWindowFailures:
 		return m.AddedWindowFailures()
+	case recipient.FieldMaxConcurrency:
+		return m.AddedMaxConcurrency()
+	case recipient.FieldInFlight:
+		return m.AddedInFlight()
 	}
 	return nil, false
 }
@@ -10854,6 +11086,20 @@ func (m *RecipientMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddWindowFailures(v)
 		return nil
+	case recipient.FieldMaxConcurrency:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddMaxConcurrency(v)
+		return nil
+	case recipient.FieldInFlight:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddInFlight(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Recipient numeric field %s", name)
 }
@@ -10888,6 +11134,12 @@ func (m *RecipientMutation) ClearedFields() []string {
 	}
 	if m.FieldCleared(recipient.FieldPreviousSecretExpiresAt) {
 		fields = append(fields, recipient.FieldPreviousSecretExpiresAt)
+	}
+	if m.FieldCleared(recipient.FieldMaxConcurrency) {
+		fields = append(fields, recipient.FieldMaxConcurrency)
+	}
+	if m.FieldCleared(recipient.FieldCapChangedAt) {
+		fields = append(fields, recipient.FieldCapChangedAt)
 	}
 	return fields
 }
@@ -10929,6 +11181,12 @@ func (m *RecipientMutation) ClearField(name string) error {
 		return nil
 	case recipient.FieldPreviousSecretExpiresAt:
 		m.ClearPreviousSecretExpiresAt()
+		return nil
+	case recipient.FieldMaxConcurrency:
+		m.ClearMaxConcurrency()
+		return nil
+	case recipient.FieldCapChangedAt:
+		m.ClearCapChangedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Recipient nullable field %s", name)
@@ -11015,6 +11273,15 @@ func (m *RecipientMutation) ResetField(name string) error {
 		return nil
 	case recipient.FieldSignatureHeaders:
 		m.ResetSignatureHeaders()
+		return nil
+	case recipient.FieldMaxConcurrency:
+		m.ResetMaxConcurrency()
+		return nil
+	case recipient.FieldInFlight:
+		m.ResetInFlight()
+		return nil
+	case recipient.FieldCapChangedAt:
+		m.ResetCapChangedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Recipient field %s", name)

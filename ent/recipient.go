@@ -71,6 +71,12 @@ type Recipient struct {
 	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
 	// SignatureHeaders holds the value of the "signature_headers" field.
 	SignatureHeaders recipient.SignatureHeaders `json:"signature_headers,omitempty"`
+	// MaxConcurrency holds the value of the "max_concurrency" field.
+	MaxConcurrency *int `json:"max_concurrency,omitempty"`
+	// InFlight holds the value of the "in_flight" field.
+	InFlight int `json:"in_flight,omitempty"`
+	// CapChangedAt holds the value of the "cap_changed_at" field.
+	CapChangedAt *time.Time `json:"cap_changed_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the RecipientQuery when eager-loading is set.
 	Edges        RecipientEdges `json:"edges"`
@@ -134,11 +140,11 @@ func (*Recipient) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case recipient.FieldSendIdempotencyKey:
 			values[i] = new(sql.NullBool)
-		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures:
+		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures, recipient.FieldMaxConcurrency, recipient.FieldInFlight:
 			values[i] = new(sql.NullInt64)
 		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason, recipient.FieldRoutingFilter, recipient.FieldSignatureHeaders:
 			values[i] = new(sql.NullString)
-		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt, recipient.FieldFailureAlertedAt, recipient.FieldPreviousSecretExpiresAt:
+		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt, recipient.FieldFailureAlertedAt, recipient.FieldPreviousSecretExpiresAt, recipient.FieldCapChangedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -325,6 +331,26 @@ func (_m *Recipient) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.SignatureHeaders = recipient.SignatureHeaders(value.String)
 			}
+		case recipient.FieldMaxConcurrency:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field max_concurrency", values[i])
+			} else if value.Valid {
+				_m.MaxConcurrency = new(int)
+				*_m.MaxConcurrency = int(value.Int64)
+			}
+		case recipient.FieldInFlight:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field in_flight", values[i])
+			} else if value.Valid {
+				_m.InFlight = int(value.Int64)
+			}
+		case recipient.FieldCapChangedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field cap_changed_at", values[i])
+			} else if value.Valid {
+				_m.CapChangedAt = new(time.Time)
+				*_m.CapChangedAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -467,6 +493,19 @@ func (_m *Recipient) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("signature_headers=")
 	builder.WriteString(fmt.Sprintf("%v", _m.SignatureHeaders))
+	builder.WriteString(", ")
+	if v := _m.MaxConcurrency; v != nil {
+		builder.WriteString("max_concurrency=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("in_flight=")
+	builder.WriteString(fmt.Sprintf("%v", _m.InFlight))
+	builder.WriteString(", ")
+	if v := _m.CapChangedAt; v != nil {
+		builder.WriteString("cap_changed_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -341,6 +341,48 @@ func (_c *RecipientCreate) SetNillableSignatureHeaders(v *recipient.SignatureHea
 	return _c
 }
 
+// SetMaxConcurrency sets the "max_concurrency" field.
+func (_c *RecipientCreate) SetMaxConcurrency(v int) *RecipientCreate {
+	_c.mutation.SetMaxConcurrency(v)
+	return _c
+}
+
+// SetNillableMaxConcurrency sets the "max_concurrency" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableMaxConcurrency(v *int) *RecipientCreate {
+	if v != nil {
+		_c.SetMaxConcurrency(*v)
+	}
+	return _c
+}
+
+// SetInFlight sets the "in_flight" field.
+func (_c *RecipientCreate) SetInFlight(v int) *RecipientCreate {
+	_c.mutation.SetInFlight(v)
+	return _c
+}
+
+// SetNillableInFlight sets the "in_flight" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableInFlight(v *int) *RecipientCreate {
+	if v != nil {
+		_c.SetInFlight(*v)
+	}
+	return _c
+}
+
+// SetCapChangedAt sets the "cap_changed_at" field.
+func (_c *RecipientCreate) SetCapChangedAt(v time.Time) *RecipientCreate {
+	_c.mutation.SetCapChangedAt(v)
+	return _c
+}
+
+// SetNillableCapChangedAt sets the "cap_changed_at" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableCapChangedAt(v *time.Time) *RecipientCreate {
+	if v != nil {
+		_c.SetCapChangedAt(*v)
+	}
+	return _c
+}
+
 // SetTenant sets the "tenant" edge to the Tenant entity.
 func (_c *RecipientCreate) SetTenant(v *Tenant) *RecipientCreate {
 	return _c.SetTenantID(v.ID)
@@ -461,6 +503,10 @@ func (_c *RecipientCreate) defaults() error {
 		v := recipient.DefaultSignatureHeaders
 		_c.mutation.SetSignatureHeaders(v)
 	}
+	if _, ok := _c.mutation.InFlight(); !ok {
+		v := recipient.DefaultInFlight
+		_c.mutation.SetInFlight(v)
+	}
 	return nil
 }
 
@@ -546,6 +592,9 @@ func (_c *RecipientCreate) check() error {
 		if err := recipient.SignatureHeadersValidator(v); err != nil {
 			return &ValidationError{Name: "signature_headers", err: fmt.Errorf(`ent: validator failed for field "Recipient.signature_headers": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.InFlight(); !ok {
+		return &ValidationError{Name: "in_flight", err: errors.New(`ent: missing required field "Recipient.in_flight"`)}
 	}
 	if len(_c.mutation.TenantIDs()) == 0 {
 		return &ValidationError{Name: "tenant", err: errors.New(`ent: missing required edge "Recipient.tenant"`)}
@@ -675,6 +724,18 @@ func (_c *RecipientCreate) createSpec() (*Recipient, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.SignatureHeaders(); ok {
 		_spec.SetField(recipient.FieldSignatureHeaders, field.TypeEnum, value)
 		_node.SignatureHeaders = value
+	}
+	if value, ok := _c.mutation.MaxConcurrency(); ok {
+		_spec.SetField(recipient.FieldMaxConcurrency, field.TypeInt, value)
+		_node.MaxConcurrency = &value
+	}
+	if value, ok := _c.mutation.InFlight(); ok {
+		_spec.SetField(recipient.FieldInFlight, field.TypeInt, value)
+		_node.InFlight = value
+	}
+	if value, ok := _c.mutation.CapChangedAt(); ok {
+		_spec.SetField(recipient.FieldCapChangedAt, field.TypeTime, value)
+		_node.CapChangedAt = &value
 	}
 	if nodes := _c.mutation.TenantIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -1135,6 +1196,66 @@ func (u *RecipientUpsert) SetSignatureHeaders(v recipient.SignatureHeaders) *Rec
 // UpdateSignatureHeaders sets the "signature_headers" field to the value that was provided on create.
 func (u *RecipientUpsert) UpdateSignatureHeaders() *RecipientUpsert {
 	u.SetExcluded(recipient.FieldSignatureHeaders)
+	return u
+}
+
+// SetMaxConcurrency sets the "max_concurrency" field.
+func (u *RecipientUpsert) SetMaxConcurrency(v int) *RecipientUpsert {
+	u.Set(recipient.FieldMaxConcurrency, v)
+	return u
+}
+
+// UpdateMaxConcurrency sets the "max_concurrency" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateMaxConcurrency() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldMaxConcurrency)
+	return u
+}
+
+// AddMaxConcurrency adds v to the "max_concurrency" field.
+func (u *RecipientUpsert) AddMaxConcurrency(v int) *RecipientUpsert {
+	u.Add(recipient.FieldMaxConcurrency, v)
+	return u
+}
+
+// ClearMaxConcurrency clears the value of the "max_concurrency" field.
+func (u *RecipientUpsert) ClearMaxConcurrency() *RecipientUpsert {
+	u.SetNull(recipient.FieldMaxConcurrency)
+	return u
+}
+
+// SetInFlight sets the "in_flight" field.
+func (u *RecipientUpsert) SetInFlight(v int) *RecipientUpsert {
+	u.Set(recipient.FieldInFlight, v)
+	return u
+}
+
+// UpdateInFlight sets the "in_flight" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateInFlight() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldInFlight)
+	return u
+}
+
+// AddInFlight adds v to the "in_flight" field.
+func (u *RecipientUpsert) AddInFlight(v int) *RecipientUpsert {
+	u.Add(recipient.FieldInFlight, v)
+	return u
+}
+
+// SetCapChangedAt sets the "cap_changed_at" field.
+func (u *RecipientUpsert) SetCapChangedAt(v time.Time) *RecipientUpsert {
+	u.Set(recipient.FieldCapChangedAt, v)
+	return u
+}
+
+// UpdateCapChangedAt sets the "cap_changed_at" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateCapChangedAt() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldCapChangedAt)
+	return u
+}
+
+// ClearCapChangedAt clears the value of the "cap_changed_at" field.
+func (u *RecipientUpsert) ClearCapChangedAt() *RecipientUpsert {
+	u.SetNull(recipient.FieldCapChangedAt)
 	return u
 }
 
@@ -1606,6 +1727,76 @@ func (u *RecipientUpsertOne) SetSignatureHeaders(v recipient.SignatureHeaders) *
 func (u *RecipientUpsertOne) UpdateSignatureHeaders() *RecipientUpsertOne {
 	return u.Update(func(s *RecipientUpsert) {
 		s.UpdateSignatureHeaders()
+	})
+}
+
+// SetMaxConcurrency sets the "max_concurrency" field.
+func (u *RecipientUpsertOne) SetMaxConcurrency(v int) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetMaxConcurrency(v)
+	})
+}
+
+// AddMaxConcurrency adds v to the "max_concurrency" field.
+func (u *RecipientUpsertOne) AddMaxConcurrency(v int) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.AddMaxConcurrency(v)
+	})
+}
+
+// UpdateMaxConcurrency sets the "max_concurrency" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateMaxConcurrency() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateMaxConcurrency()
+	})
+}
+
+// ClearMaxConcurrency clears the value of the "max_concurrency" field.
+func (u *RecipientUpsertOne) ClearMaxConcurrency() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearMaxConcurrency()
+	})
+}
+
+// SetInFlight sets the "in_flight" field.
+func (u *RecipientUpsertOne) SetInFlight(v int) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetInFlight(v)
+	})
+}
+
+// AddInFlight adds v to the "in_flight" field.
+func (u *RecipientUpsertOne) AddInFlight(v int) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.AddInFlight(v)
+	})
+}
+
+// UpdateInFlight sets the "in_flight" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateInFlight() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateInFlight()
+	})
+}
+
+// SetCapChangedAt sets the "cap_changed_at" field.
+func (u *RecipientUpsertOne) SetCapChangedAt(v time.Time) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetCapChangedAt(v)
+	})
+}
+
+// UpdateCapChangedAt sets the "cap_changed_at" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateCapChangedAt() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateCapChangedAt()
+	})
+}
+
+// ClearCapChangedAt clears the value of the "cap_changed_at" field.
+func (u *RecipientUpsertOne) ClearCapChangedAt() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearCapChangedAt()
 	})
 }
 
@@ -2243,6 +2434,76 @@ func (u *RecipientUpsertBulk) SetSignatureHeaders(v recipient.SignatureHeaders) 
 func (u *RecipientUpsertBulk) UpdateSignatureHeaders() *RecipientUpsertBulk {
 	return u.Update(func(s *RecipientUpsert) {
 		s.UpdateSignatureHeaders()
+	})
+}
+
+// SetMaxConcurrency sets the "max_concurrency" field.
+func (u *RecipientUpsertBulk) SetMaxConcurrency(v int) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetMaxConcurrency(v)
+	})
+}
+
+// AddMaxConcurrency adds v to the "max_concurrency" field.
+func (u *RecipientUpsertBulk) AddMaxConcurrency(v int) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.AddMaxConcurrency(v)
+	})
+}
+
+// UpdateMaxConcurrency sets the "max_concurrency" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateMaxConcurrency() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateMaxConcurrency()
+	})
+}
+
+// ClearMaxConcurrency clears the value of the "max_concurrency" field.
+func (u *RecipientUpsertBulk) ClearMaxConcurrency() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearMaxConcurrency()
+	})
+}
+
+// SetInFlight sets the "in_flight" field.
+func (u *RecipientUpsertBulk) SetInFlight(v int) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetInFlight(v)
+	})
+}
+
+// AddInFlight adds v to the "in_flight" field.
+func (u *RecipientUpsertBulk) AddInFlight(v int) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.AddInFlight(v)
+	})
+}
+
+// UpdateInFlight sets the "in_flight" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateInFlight() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateInFlight()
+	})
+}
+
+// SetCapChangedAt sets the "cap_changed_at" field.
+func (u *RecipientUpsertBulk) SetCapChangedAt(v time.Time) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetCapChangedAt(v)
+	})
+}
+
+// UpdateCapChangedAt sets the "cap_changed_at" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateCapChangedAt() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateCapChangedAt()
+	})
+}
+
+// ClearCapChangedAt clears the value of the "cap_changed_at" field.
+func (u *RecipientUpsertBulk) ClearCapChangedAt() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearCapChangedAt()
 	})
 }
 

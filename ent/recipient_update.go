@@ -425,6 +425,74 @@ func (_u *RecipientUpdate) SetNillableSignatureHeaders(v *recipient.SignatureHea
 	return _u
 }
 
+// SetMaxConcurrency sets the "max_concurrency" field.
+func (_u *RecipientUpdate) SetMaxConcurrency(v int) *RecipientUpdate {
+	_u.mutation.ResetMaxConcurrency()
+	_u.mutation.SetMaxConcurrency(v)
+	return _u
+}
+
+// SetNillableMaxConcurrency sets the "max_concurrency" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableMaxConcurrency(v *int) *RecipientUpdate {
+	if v != nil {
+		_u.SetMaxConcurrency(*v)
+	}
+	return _u
+}
+
+// AddMaxConcurrency adds value to the "max_concurrency" field.
+func (_u *RecipientUpdate) AddMaxConcurrency(v int) *RecipientUpdate {
+	_u.mutation.AddMaxConcurrency(v)
+	return _u
+}
+
+// ClearMaxConcurrency clears the value of the "max_concurrency" field.
+func (_u *RecipientUpdate) ClearMaxConcurrency() *RecipientUpdate {
+	_u.mutation.ClearMaxConcurrency()
+	return _u
+}
+
+// SetInFlight sets the "in_flight" field.
+func (_u *RecipientUpdate) SetInFlight(v int) *RecipientUpdate {
+	_u.mutation.ResetInFlight()
+	_u.mutation.SetInFlight(v)
+	return _u
+}
+
+// SetNillableInFlight sets the "in_flight" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableInFlight(v *int) *RecipientUpdate {
+	if v != nil {
+		_u.SetInFlight(*v)
+	}
+	return _u
+}
+
+// AddInFlight adds value to the "in_flight" field.
+func (_u *RecipientUpdate) AddInFlight(v int) *RecipientUpdate {
+	_u.mutation.AddInFlight(v)
+	return _u
+}
+
+// SetCapChangedAt sets the "cap_changed_at" field.
+func (_u *RecipientUpdate) SetCapChangedAt(v time.Time) *RecipientUpdate {
+	_u.mutation.SetCapChangedAt(v)
+	return _u
+}
+
+// SetNillableCapChangedAt sets the "cap_changed_at" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableCapChangedAt(v *time.Time) *RecipientUpdate {
+	if v != nil {
+		_u.SetCapChangedAt(*v)
+	}
+	return _u
+}
+
+// ClearCapChangedAt clears the value of the "cap_changed_at" field.
+func (_u *RecipientUpdate) ClearCapChangedAt() *RecipientUpdate {
+	_u.mutation.ClearCapChangedAt()
+	return _u
+}
+
 // AddDeliveryIDs adds the "deliveries" edge to the Delivery entity by IDs.
 func (_u *RecipientUpdate) AddDeliveryIDs(ids ...int) *RecipientUpdate {
 	_u.mutation.AddDeliveryIDs(ids...)
@@ -662,6 +730,27 @@ func (_u *RecipientUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.SignatureHeaders(); ok {
 		_spec.SetField(recipient.FieldSignatureHeaders, field.TypeEnum, value)
+	}
+	if value, ok := _u.mutation.MaxConcurrency(); ok {
+		_spec.SetField(recipient.FieldMaxConcurrency, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedMaxConcurrency(); ok {
+		_spec.AddField(recipient.FieldMaxConcurrency, field.TypeInt, value)
+	}
+	if _u.mutation.MaxConcurrencyCleared() {
+		_spec.ClearField(recipient.FieldMaxConcurrency, field.TypeInt)
+	}
+	if value, ok := _u.mutation.InFlight(); ok {
+		_spec.SetField(recipient.FieldInFlight, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedInFlight(); ok {
+		_spec.AddField(recipient.FieldInFlight, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.CapChangedAt(); ok {
+		_spec.SetField(recipient.FieldCapChangedAt, field.TypeTime, value)
+	}
+	if _u.mutation.CapChangedAtCleared() {
+		_spec.ClearField(recipient.FieldCapChangedAt, field.TypeTime)
 	}
 	if _u.mutation.DeliveriesCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -1125,6 +1214,74 @@ func (_u *RecipientUpdateOne) SetNillableSignatureHeaders(v *recipient.Signature
 	return _u
 }
 
+// SetMaxConcurrency sets the "max_concurrency" field.
+func (_u *RecipientUpdateOne) SetMaxConcurrency(v int) *RecipientUpdateOne {
+	_u.mutation.ResetMaxConcurrency()
+	_u.mutation.SetMaxConcurrency(v)
+	return _u
+}
+
+// SetNillableMaxConcurrency sets the "max_concurrency" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableMaxConcurrency(v *int) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetMaxConcurrency(*v)
+	}
+	return _u
+}
+
+// AddMaxConcurrency adds value to the "max_concurrency" field.
+func (_u *RecipientUpdateOne) AddMaxConcurrency(v int) *RecipientUpdateOne {
+	_u.mutation.AddMaxConcurrency(v)
+	return _u
+}
+
+// ClearMaxConcurrency clears the value of the "max_concurrency" field.
+func (_u *RecipientUpdateOne) ClearMaxConcurrency() *RecipientUpdateOne {
+	_u.mutation.ClearMaxConcurrency()
+	return _u
+}
+
+// SetInFlight sets the "in_flight" field.
+func (_u *RecipientUpdateOne) SetInFlight(v int) *RecipientUpdateOne {
+	_u.mutation.ResetInFlight()
+	_u.mutation.SetInFlight(v)
+	return _u
+}
+
+// SetNillableInFlight sets the "in_flight" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableInFlight(v *int) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetInFlight(*v)
+	}
+	return _u
+}
+
+// AddInFlight adds value to the "in_flight" field.
+func (_u *RecipientUpdateOne) AddInFlight(v int) *RecipientUpdateOne {
+	_u.mutation.AddInFlight(v)
+	return _u
+}
+
+// SetCapChangedAt sets the "cap_changed_at" field.
+func (_u *RecipientUpdateOne) SetCapChangedAt(v time.Time) *RecipientUpdateOne {
+	_u.mutation.SetCapChangedAt(v)
+	return _u
+}
+
+// SetNillableCapChangedAt sets the "cap_changed_at" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableCapChangedAt(v *time.Time) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetCapChangedAt(*v)
+	}
+	return _u
+}
+
+// ClearCapChangedAt clears the value of the "cap_changed_at" field.
+func (_u *RecipientUpdateOne) ClearCapChangedAt() *RecipientUpdateOne {
+	_u.mutation.ClearCapChangedAt()
+	return _u
+}
+
 // AddDeliveryIDs adds the "deliveries" edge to the Delivery entity by IDs.
 func (_u *RecipientUpdateOne) AddDeliveryIDs(ids ...int) *RecipientUpdateOne {
 	_u.mutation.AddDeliveryIDs(ids...)
@@ -1392,6 +1549,27 @@ func (_u *RecipientUpdateOne) sqlSave(ctx context.Context) (_node *Recipient, er
 	}
 	if value, ok := _u.mutation.SignatureHeaders(); ok {
 		_spec.SetField(recipient.FieldSignatureHeaders, field.TypeEnum, value)
+	}
+	if value, ok := _u.mutation.MaxConcurrency(); ok {
+		_spec.SetField(recipient.FieldMaxConcurrency, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedMaxConcurrency(); ok {
+		_spec.AddField(recipient.FieldMaxConcurrency, field.TypeInt, value)
+	}
+	if _u.mutation.MaxConcurrencyCleared() {
+		_spec.ClearField(recipient.FieldMaxConcurrency, field.TypeInt)
+	}
+	if value, ok := _u.mutation.InFlight(); ok {
+		_spec.SetField(recipient.FieldInFlight, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedInFlight(); ok {
+		_spec.AddField(recipient.FieldInFlight, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.CapChangedAt(); ok {
+		_spec.SetField(recipient.FieldCapChangedAt, field.TypeTime, value)
+	}
+	if _u.mutation.CapChangedAtCleared() {
+		_spec.ClearField(recipient.FieldCapChangedAt, field.TypeTime)
 	}
 	if _u.mutation.DeliveriesCleared() {
 		edge := &sqlgraph.EdgeSpec{

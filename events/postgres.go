@@ -139,27 +139,33 @@ func (p *Postgres) Start(ctx context.Context) error {
 
 // dispatch feeds notifications to the hub until the listener closes its channel. It must keep reading until
 // then: lib/pq's goroutine blocks on sending to Notify, so stopping early would leak it.
+// A notification whose handling panics is dropped, as an undecodable one is, and the loop goes on.
 func (p *Postgres) dispatch(l *pq.Listener, done chan<- struct{}) {
 	defer close(done)
 	for n := range l.Notify {
-		if n == nil {
-			// lib/pq sends nil after a reconnect: whatever was notified while the connection was down is lost.
-			p.hub.resync()
-			continue
-		}
-		if p.hub.idle() {
-			continue // every process hears every event; most have no viewer to tell
-		}
-		var evs []Event
-		if err := json.Unmarshal([]byte(n.Extra), &evs); err != nil {
-			// Not ours (someone else NOTIFYing on the channel) or a format this version does not know; dropping
-			// it is all we can do, and the log says why a subscriber missed an update.
-			p.logger.Warn("events: undecodable notification dropped", "channel", n.Channel, "err", err,
-				"bytes", len(n.Extra))
-			continue
-		}
-		p.hub.publish(evs)
+		_ = startstop.Recover(p.logger, "events dispatch", func() { p.handle(n) })
 	}
+}
+
+// handle hands one notification's events to the subscribers.
+func (p *Postgres) handle(n *pq.Notification) {
+	if n == nil {
+		// lib/pq sends nil after a reconnect: whatever was notified while the connection was down is lost.
+		p.hub.resync()
+		return
+	}
+	if p.hub.idle() {
+		return // every process hears every event; most have no viewer to tell
+	}
+	var evs []Event
+	if err := json.Unmarshal([]byte(n.Extra), &evs); err != nil {
+		// Not ours (someone else NOTIFYing on the channel) or a format this version does not know; dropping
+		// it is all we can do, and the log says why a subscriber missed an update.
+		p.logger.Warn("events: undecodable notification dropped", "channel", n.Channel, "err", err,
+			"bytes", len(n.Extra))
+		return
+	}
+	p.hub.publish(evs)
 }
 
 // Publish sends evs with NOTIFY, packed as JSON arrays into as few notifications as fit the payload limit.

@@ -18,6 +18,7 @@ import (
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -148,7 +149,7 @@ func (b *batcher) run() {
 			continue
 		}
 		b.mu.Unlock()
-		b.commitBatch(batch)
+		b.commitSafely(batch)
 		b.mu.Lock()
 		if crowded >= 0 {
 			b.flying[crowded] = false
@@ -156,6 +157,21 @@ func (b *batcher) run() {
 			b.turn = false
 		}
 		b.wake.Broadcast() // a partition or the turn is free again: what waited for it may go
+	}
+}
+
+// commitSafely commits batch, and if that panics answers every request of it not answered yet with an error
+// (a 503: the sender retries), never a 202 for what may not be stored; the committer goes on with the next.
+func (b *batcher) commitSafely(batch []*pendingAccept) {
+	err := startstop.Recover(b.logger, "intake commit", func() { b.commitBatch(batch) })
+	if err == nil {
+		return
+	}
+	for _, p := range batch {
+		select {
+		case p.done <- acceptResult{err: fault.Wrap("inbound.Accept", fault.Unavailable, err)}:
+		default: // answered before the panic
+		}
 	}
 }
 
@@ -344,6 +360,14 @@ func (b *batcher) write(ctx context.Context, tx *ent.Client, items []delivery.In
 	}
 	if b.dispatch != nil {
 		handoff = b.dispatch.Reserve(directDeliveries(items))
+		defer func() {
+			if v := recover(); v != nil {
+				// The slots go back; deliveries stored claimed on them, if the batch committed, wait for
+				// their lease to lapse and the rescuer, as after a crash.
+				b.dispatch.Run(handoff, nil)
+				panic(v)
+			}
+		}()
 	}
 	out, err := b.delivery.StoreBatch(ctx, tx, items, billing.ReasonRequestAccepted, handoff)
 	if err != nil {
@@ -378,17 +402,17 @@ func (b *batcher) items(live []*pendingAccept, servers map[string]*ent.Server, r
 	return items, stored
 }
 
-// directDeliveries counts the deliveries items will get that a direct dispatcher may take at once.
-func directDeliveries(items []delivery.Incoming) int {
-	n := 0
+// directDeliveries counts, by tenant, the deliveries items will get that a direct dispatcher may take at once.
+func directDeliveries(items []delivery.Incoming) map[int]int {
+	want := map[int]int{}
 	for _, it := range items {
 		for _, r := range it.Recipients {
 			if delivery.LaneOf(r) == delivery.LaneDirect {
-				n++
+				want[it.Server.TenantID]++
 			}
 		}
 	}
-	return n
+	return want
 }
 
 // keysOf is the distinct inbound keys of batch.
@@ -443,7 +467,7 @@ SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending
 	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
 	r.consecutive_failures, r.window_attempts, r.window_failures, r.last_success_at, r.next_probe_at,
 	r.cli_seen_until, r.routing_filter, r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at,
-	r.signature_headers
+	r.signature_headers, r.max_concurrency
 FROM servers AS s
 LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
 WHERE (s.inbound_key = ANY($1) OR s.previous_inbound_key = ANY($1)) AND s.deleted_at IS NULL AND s.kind = 'INBOUND'
@@ -471,7 +495,7 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 			&r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
 			&r.state, &r.stateReason, &r.stateChangedAt, &r.consecutiveFailures, &r.windowAttempts,
 			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret,
-			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders); err != nil {
+			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency); err != nil {
 			return nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
@@ -502,6 +526,7 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 // recipientRow is a recipient's columns as the outer join returns them: all NULL for a server without one.
 type recipientRow struct {
 	id, tenantID, serverID, maxAttempts, timeoutSeconds      sql.NullInt64
+	maxConcurrency                                           sql.NullInt64
 	consecutiveFailures, windowAttempts, windowFailures      sql.NullInt64
 	name, method, url, retrySchedule, state, stateReason     sql.NullString
 	routingFilter                                            sql.NullString
@@ -534,6 +559,10 @@ func (r *recipientRow) recipient() *ent.Recipient {
 	}
 	if r.routingFilter.Valid {
 		rec.RoutingFilter = &r.routingFilter.String
+	}
+	if r.maxConcurrency.Valid {
+		n := int(r.maxConcurrency.Int64)
+		rec.MaxConcurrency = &n
 	}
 	return rec
 }

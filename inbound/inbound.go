@@ -76,8 +76,9 @@ type Rejections interface {
 
 // Dispatcher starts deliveries that intake stores already claimed (scheduler.Scheduler).
 type Dispatcher interface {
-	// Reserve offers up to n worker slots that are free now, before a batch is stored.
-	Reserve(n int) delivery.Handoff
+	// Reserve offers worker slots that are free now, before a batch is stored: up to want[t] of them for the
+	// deliveries of tenant t, as far as the tenant's fair share of the workers allows.
+	Reserve(want map[int]int) delivery.Handoff
 	// Run starts, once their batch committed, the deliveries it stored claimed under h, and takes back the
 	// slots of h they did not use — all of them when the batch did not commit (claimed is nil).
 	Run(h delivery.Handoff, claimed []delivery.Claimed)

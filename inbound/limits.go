@@ -12,6 +12,7 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -84,9 +85,9 @@ func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
 	}
 	info := e.info.Load()
 	if now := l.now(); now.After(info.expires) && e.refreshing.CompareAndSwap(false, true) {
-		go l.refresh(key, e)
+		startstop.Go(nil, "refresh intake limits", func() { l.refresh(key, e) })
 		if last := l.swept.Load(); now.UnixNano()-last > int64(idleAfter) && l.swept.CompareAndSwap(last, now.UnixNano()) {
-			go l.sweep(now)
+			startstop.Go(nil, "sweep intake limits", func() { l.sweep(now) })
 		}
 	}
 	return info, nil

@@ -113,7 +113,14 @@ func (e *Elector) Start(ctx context.Context) error {
 	}
 	go func() {
 		defer stopped()
-		campaigns.For(e.cfg.DB)(e, ctx)
+		// A campaign that panicked has let its lock go (its deferred release): step down, and campaign again.
+		for startstop.Recover(e.cfg.Logger, "leader campaign", func() { campaigns.For(e.cfg.DB)(e, ctx) }) != nil {
+			e.set(false)
+			select {
+			case <-ctx.Done():
+			case <-time.After(e.cfg.RetryInterval):
+			}
+		}
 		e.set(false)
 	}()
 	return nil

@@ -126,7 +126,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 	}
 	go func() {
 		defer stopped()
-		startstop.Every(ctx, r.cfg.Interval, r.write)
+		startstop.Every(ctx, r.cfg.Logger, "store rejections", r.cfg.Interval, r.write)
 		r.write(context.WithoutCancel(ctx))
 	}()
 	return nil

@@ -62,10 +62,10 @@ func (p *publisher) Start(ctx context.Context) error {
 		for {
 			select {
 			case e := <-p.queue:
-				p.publish(append(batch[:0], e))
+				p.publishSafely(append(batch[:0], e))
 			case <-ctx.Done():
 				for len(p.queue) > 0 {
-					p.publish(batch[:0])
+					p.publishSafely(batch[:0])
 				}
 				p.reportDropped()
 				return
@@ -73,6 +73,12 @@ func (p *publisher) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// publishSafely publishes, and if that panics drops the batch (live status is best effort, as when the queue
+// is full) and goes on with the next.
+func (p *publisher) publishSafely(batch []events.Event) {
+	_ = startstop.Recover(p.logger, "publish live events", func() { p.publish(batch) })
 }
 
 // publish sends batch, topped up with what else is queued, and reports dropped changes.

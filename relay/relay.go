@@ -61,8 +61,14 @@ type Config struct {
 	// MaxResponseBytes caps one GraphQL response's JSON (ADAL_GRAPHQL_MAX_RESPONSE_BYTES); 0 is the default.
 	MaxResponseBytes int
 	RetryUnit        time.Duration
+	// Sender makes the direct and outbound attempts; nil is the HTTP sender behind the egress guard. Tests give
+	// others (one that fails in a way HTTP cannot).
+	Sender scheduler.Sender
 	// Workers bounds attempts in flight in this process (ADAL_WORKERS).
 	Workers int
+	// TenantShare is the share of Workers one tenant may hold while it is the only one with work here
+	// (ADAL_TENANT_WORKER_SHARE); 0 is scheduler.DefaultTenantShare.
+	TenantShare float64
 	// IntakeCommitters is how many intake batches may commit at once on PostgreSQL (ADAL_INTAKE_COMMITTERS;
 	// default 2). Size it to the database server's cores: more concurrent batches than cores only queue on each
 	// other. Beyond the first, a committer commits beside another only once its batch is crowded (inbound's
@@ -250,13 +256,18 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, err
 	}
+	sender := cfg.Sender
+	if sender == nil {
+		sender = delivery.NewHTTPSender(egress.Policy{AllowPrivate: cfg.AllowPrivateTargets, AllowedCIDRs: cfg.AllowedTargetCIDRs}, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now)
+	}
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:           db,
 		Delivery:     r.Delivery,
 		Outbound:     r.Outbound,
 		CLI:          r.CLIHub,
-		Sender:       delivery.NewHTTPSender(egress.Policy{AllowPrivate: cfg.AllowPrivateTargets, AllowedCIDRs: cfg.AllowedTargetCIDRs}, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now),
+		Sender:       sender,
 		Workers:      cfg.Workers,
+		TenantShare:  cfg.TenantShare,
 		PollInterval: cfg.PollInterval,
 		Lease:        cfg.Lease,
 		Observer:     meters,
@@ -283,13 +294,14 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Rejected:   meters.Rejected,
 	})
 	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
-		DB:       db,
-		Delivery: r.Delivery,
-		Outbound: r.Outbound,
-		Wake:     r.Scheduler.WakeOutbound,
-		Interval: cfg.RescueInterval,
-		Logger:   cfg.Logger,
-		Now:      cfg.Now,
+		DB:         db,
+		Delivery:   r.Delivery,
+		Outbound:   r.Outbound,
+		Wake:       r.Scheduler.WakeOutbound,
+		WakeCapped: r.Scheduler.Wake,
+		Interval:   cfg.RescueInterval,
+		Logger:     cfg.Logger,
+		Now:        cfg.Now,
 	}); err != nil {
 		db.Close()
 		return nil, err
@@ -320,6 +332,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Outbound:     r.Outbound,
 			Alerting:     r.Alerts,
 			MaxBodyBytes: cfg.MaxBodyBytes,
+			Logger:       cfg.Logger,
 		},
 		Client:           db.Client,
 		Auth:             authn,
@@ -485,7 +498,7 @@ func (r *Relay) changed(changes []delivery.Change) {
 			continue
 		}
 		switch c.Lane {
-		case delivery.LaneDirect:
+		case delivery.LaneDirect, delivery.LaneCapped:
 			direct = true
 		case delivery.LaneCLI:
 			cli = true

@@ -181,6 +181,7 @@ func (r *mutationResolver) CreateRecipient(ctx context.Context, input model.Crea
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
 		Filter:           ruleJSON(input.Filter),
 		SignatureHeaders: input.SignatureHeaders,
+		MaxConcurrency:   input.MaxConcurrency,
 	})
 }
 
@@ -194,6 +195,7 @@ func (r *mutationResolver) UpdateRecipient(ctx context.Context, id int, input mo
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
 		Filter: ruleJSON(input.Filter), ClearFilter: deref(input.ClearFilter, false),
 		SignatureHeaders: input.SignatureHeaders,
+		MaxConcurrency:   input.MaxConcurrency, ClearMaxConcurrency: input.ClearMaxConcurrency != nil && *input.ClearMaxConcurrency,
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/graph/model"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -79,9 +80,16 @@ func (r *subscriptionResolver) CliListen(ctx context.Context, recipientID int) (
 		return out, nil
 	}
 	out := make(chan *model.CliJob)
-	go func() {
+	// A panic ends this stream (the CLI reconnects) and gives back the job it held; nothing else.
+	startstop.Go(r.Logger, "cliListen stream", func() {
 		defer close(out)
 		defer l.Detach()
+		var held *clihub.Job // taken from the listener and not yet handed to the CLI
+		defer func() {
+			if held != nil {
+				l.Return(*held)
+			}
+		}()
 		hello := &model.CliJob{Kind: model.CliMessageKindConnected, Headers: []*model.Header{}, SignatureHeaders: []*model.Header{},
 			Message: clihub.Greeting(rec, rec.Edges.Server, backlog)}
 		select {
@@ -94,18 +102,18 @@ func (r *subscriptionResolver) CliListen(ctx context.Context, recipientID int) (
 			if !ok {
 				return
 			}
+			held = &j
 			m, err := job(j)
 			if err != nil {
-				l.Return(j)
 				return
 			}
 			select {
 			case out <- m:
+				held = nil
 			case <-ctx.Done():
-				l.Return(j)
 				return
 			}
 		}
-	}()
+	})
 	return out, nil
 }

@@ -5,6 +5,7 @@ package resolvers
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -43,6 +44,8 @@ type Resolver struct {
 	Alerting *alerting.Service
 	// MaxBodyBytes is the largest webhook body intake accepts (ADAL_MAX_BODY_BYTES), for the limits query.
 	MaxBodyBytes int64
+	// Logger hears of panics the subscriptions' goroutines recovered from; nil is slog's default.
+	Logger *slog.Logger
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

@@ -7,6 +7,7 @@ import (
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/events"
 	"github.com/adal-relay/adal/fault"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -45,7 +46,8 @@ func (r *Resolver) watchDeliveries(ctx context.Context, v viewer.Viewer, serverI
 		return nil, fault.Wrap(op, fault.Internal, err)
 	}
 	out := make(chan *ent.Delivery, 16)
-	go func() {
+	// A panic ends this subscription (its channel closes: the client sees it complete) and nothing else.
+	startstop.Go(r.Logger, "deliveryUpdated subscription", func() {
 		defer close(out)
 		// forward sends what e points at; false once the subscriber is gone.
 		forward := func(e events.Event) bool {
@@ -71,7 +73,7 @@ func (r *Resolver) watchDeliveries(ctx context.Context, v viewer.Viewer, serverI
 				}
 			}
 		}
-	}()
+	})
 	return out, nil
 }
 

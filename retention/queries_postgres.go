@@ -8,9 +8,12 @@ var postgresQueries = queries{
 	// again by the next run, and the wait would only hold the worker (and its locks) meanwhile.
 	asyncCommit:   `SET LOCAL synchronous_commit = off`,
 	selectExpired: `SELECT id FROM requests WHERE ` + ExpiredSQL("expires_at", "$1") + ` ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-	// One round trip locks what it can and lists what it could not.
+	// One round trip locks what it can and lists what it could not. An attempt in flight to a capped
+	// recipient holds one of its slots until it is recorded: its delivery counts as busy, so the slot is
+	// never lost with the row (the lock re-reads the row as it stands).
 	lockDeliveries: `WITH locked AS (
-					SELECT id FROM deliveries WHERE request_id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED)
+					SELECT id FROM deliveries WHERE request_id = ANY($1) AND NOT (status = 'IN_PROGRESS' AND lane = 'CAPPED')
+					ORDER BY id FOR UPDATE SKIP LOCKED)
 				SELECT d.id, d.request_id, l.id IS NOT NULL
 				FROM deliveries d LEFT JOIN locked l ON l.id = d.id
 				WHERE d.request_id = ANY($1)`,

@@ -5,10 +5,12 @@ import "encoding/json"
 const sqliteIn = `IN (SELECT value FROM json_each(?))`
 
 // sqliteQueries are the purge's statements on SQLite. The transaction holds the database's single write lock
-// from BEGIN (_txlock=immediate), so there is nothing to lock row by row and nothing is ever busy.
+// from BEGIN (_txlock=immediate), so there is nothing to lock row by row, and only a capped recipient's attempt
+// in flight is busy.
 var sqliteQueries = queries{
-	selectExpired:    `SELECT id FROM requests WHERE ` + ExpiredSQL("expires_at", "?") + ` ORDER BY expires_at LIMIT ?`,
-	lockDeliveries:   `SELECT id, request_id, 1 FROM deliveries WHERE request_id ` + sqliteIn,
+	selectExpired: `SELECT id FROM requests WHERE ` + ExpiredSQL("expires_at", "?") + ` ORDER BY expires_at LIMIT ?`,
+	// An attempt in flight to a capped recipient holds one of its slots until it is recorded (see postgresQueries).
+	lockDeliveries:   `SELECT id, request_id, NOT (status = 'IN_PROGRESS' AND lane = 'CAPPED') FROM deliveries WHERE request_id ` + sqliteIn,
 	deleteAttempts:   `DELETE FROM attempts WHERE delivery_id ` + sqliteIn,
 	deleteDeliveries: `DELETE FROM deliveries WHERE id ` + sqliteIn,
 	unlinkReplays:    `UPDATE requests SET replay_of_id = NULL WHERE replay_of_id ` + sqliteIn,

@@ -326,6 +326,10 @@ type RecipientInput struct {
 	Filter           []byte
 	ClearFilter      bool
 	SignatureHeaders *recipient.SignatureHeaders
+	// MaxConcurrency caps the recipient's attempts in flight at once, across processes; ClearMaxConcurrency
+	// removes the cap.
+	MaxConcurrency      *int
+	ClearMaxConcurrency bool
 }
 
 // recipientSettings is a recipient's configuration after defaults and updates, validated as a whole.
@@ -340,6 +344,7 @@ type recipientSettings struct {
 	filter        *string // the rule's text as compiled
 	filterIn      []byte  // a new rule, to compile in validate
 	sigHeaders    recipient.SignatureHeaders
+	concurrency   *int
 }
 
 func (rs *recipientSettings) apply(in RecipientInput) {
@@ -371,6 +376,12 @@ func (rs *recipientSettings) apply(in RecipientInput) {
 	}
 	if in.SignatureHeaders != nil {
 		rs.sigHeaders = *in.SignatureHeaders
+	}
+	if in.ClearMaxConcurrency {
+		rs.concurrency = nil
+	} else if in.MaxConcurrency != nil {
+		n := *in.MaxConcurrency
+		rs.concurrency = &n
 	}
 }
 
@@ -404,6 +415,14 @@ func (rs *recipientSettings) validate(op string) error {
 	}
 	if err := recipient.SignatureHeadersValidator(rs.sigHeaders); err != nil {
 		return fault.E(op, fault.InvalidInput, "signatureHeaders must be ADAL or STANDARD_WEBHOOKS")
+	}
+	if rs.concurrency != nil {
+		if *rs.concurrency < 1 {
+			return fault.E(op, fault.InvalidInput, "maxConcurrency must be 1 or more")
+		}
+		if rs.method != recipient.MethodDIRECT_HTTP {
+			return fault.E(op, fault.InvalidInput, "maxConcurrency is only for DIRECT_HTTP recipients; a CLI takes its jobs a few at a time")
+		}
 	}
 	switch rs.method {
 	case recipient.MethodDIRECT_HTTP:
@@ -480,6 +499,7 @@ func (s *Service) createRecipient(ctx context.Context, client *ent.Client, op st
 		SetTimeoutSeconds(rs.timeoutSecond).
 		SetNillableRoutingFilter(rs.filter).
 		SetSignatureHeaders(rs.sigHeaders).
+		SetNillableMaxConcurrency(rs.concurrency).
 		SetCreatedAt(s.now()).
 		Save(ctx)
 	return r, storage.Err(op, "recipient", err)
@@ -515,27 +535,41 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 	rs := recipientSettings{
 		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
 		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds, filter: r.RoutingFilter,
-		sigHeaders: r.SignatureHeaders,
+		sigHeaders: r.SignatureHeaders, concurrency: r.MaxConcurrency,
 	}
 	rs.apply(in)
 	if err := rs.validate(op); err != nil {
 		return nil, err
 	}
-	u := r.Update()
-	if rs.filter == nil {
-		u.ClearRoutingFilter()
-	} else {
-		u.SetRoutingFilter(*rs.filter)
-	}
-	r, err = u.
+	u := r.Update().
 		SetName(rs.name).
 		SetURL(rs.url).
 		SetMaxAttempts(rs.maxAttempts).
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
 		SetTimeoutSeconds(rs.timeoutSecond).
-		SetSignatureHeaders(rs.sigHeaders).
-		Save(ctx)
+		SetSignatureHeaders(rs.sigHeaders)
+	if rs.filter == nil {
+		u.ClearRoutingFilter()
+	} else {
+		u.SetRoutingFilter(*rs.filter)
+	}
+	// A cap set or removed moves the recipient's pending deliveries between the DIRECT and CAPPED lanes: the
+	// lane reconciler sees cap_changed_at and does it, at once when woken. Deliveries already in flight are not
+	// counted against a new cap; it holds for every attempt claimed from then on.
+	capChanged := (rs.concurrency == nil) != (r.MaxConcurrency == nil)
+	if rs.concurrency == nil {
+		u.ClearMaxConcurrency()
+	} else {
+		u.SetMaxConcurrency(*rs.concurrency)
+	}
+	if capChanged {
+		u.SetCapChangedAt(s.now())
+	}
+	r, err = u.Save(ctx)
+	if err == nil && capChanged && s.wake != nil {
+		storage.AfterCommit(ctx, s.wake)
+	}
 	return r, storage.Err(op, "recipient", err)
 }
 

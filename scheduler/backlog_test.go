@@ -103,6 +103,7 @@ func TestNeverMoreAttemptsInFlightThanWorkers(t *testing.T) {
 			const workers, n = 3, 40
 			env := relaytest.Start(t, func(c *relay.Config) {
 				c.Workers = workers
+				c.TenantShare = 1 // one tenant may take every worker: the bound under test is the workers'
 				c.PollInterval = time.Hour
 			})
 			tn, srv := env.NewTenantServer(100)

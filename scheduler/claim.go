@@ -12,32 +12,108 @@ import (
 	"github.com/adal-relay/adal/storage"
 )
 
-// claim takes up to limit due deliveries of ACTIVE recipients for owner, with what their attempts send; probe,
-// when not zero, also admits the deliveries of that (DISABLED) recipient. On PostgreSQL the claim returns the
-// requests and recipients with the claimed rows, one round trip in all; SQLite's UPDATE … RETURNING cannot
-// feed a join, and there a second and third query (in process, cheap) load them.
-func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, probe int) ([]job, error) {
+// shares is what one claim may take of each tenant: fairShare.rooms.
+type shares struct {
+	rooms string // a JSON array of [tenant, room, attempts in flight], the tenants busy in this process
+	other int    // the room of any other tenant
+	most  int    // the largest room of all
+	given map[int]int
+}
+
+// claim takes up to limit due deliveries of the direct and capped lanes for owner, at most each tenant's room
+// (sh) and each capped recipient's free slots, with what their attempts send. On PostgreSQL the claim is one
+// statement that also raises the capped recipients' in_flight and returns the requests and recipients with
+// the claimed rows, one round trip in all; SQLite's UPDATE … RETURNING can feed neither a join nor another
+// update, and there the claim and the raise share a transaction, and a further query (in process, cheap)
+// loads the requests and recipients.
+func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, sh shares) ([]job, error) {
 	q := statements.For(db)
-	query := q.claim
-	if probe != 0 {
-		query = q.claimProbe
+	args := []any{now, limit, now.Add(lease), owner, sh.rooms, sh.other, max(1, min(limit, sh.most))}
+	if q.claimCounted == "" {
+		rows, err := db.SQL.QueryContext(ctx, q.claim, args...)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		return readClaims(ctx, db, rows, now, owner)
 	}
-	rows, err := db.SQL.QueryContext(ctx, query, now, limit, now.Add(lease), owner, probe)
+	tx, err := db.SQL.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
+	rows, err := tx.QueryContext(ctx, q.claim, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	jobs, err := scanClaims(rows, now, owner, false)
+	if err != nil {
+		return nil, err
+	}
+	taken := map[int]int{}
+	for _, j := range jobs {
+		if j.claim.Capped {
+			taken[j.claim.RecipientID]++
+		}
+	}
+	for rid, n := range taken {
+		if _, err := tx.ExecContext(ctx, q.claimCounted, n, rid); err != nil {
+			return nil, fmt.Errorf("claim: count the slots of recipient %d: %w", rid, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("claim: commit: %w", err)
+	}
+	return loadClaims(ctx, db, jobs)
+}
+
+// claimProbe takes the due delivery of the DISABLED recipient whose probe turn came, with what its attempt
+// sends, whatever its lane (it is parked).
+func claimProbe(ctx context.Context, db *storage.DB, now time.Time, lease time.Duration, owner string, recipient int) ([]job, error) {
+	rows, err := db.SQL.QueryContext(ctx, statements.For(db).claimProbe, now, 1, now.Add(lease), owner, recipient)
+	if err != nil {
+		return nil, fmt.Errorf("claim probe: %w", err)
+	}
+	return readClaims(ctx, db, rows, now, owner)
+}
+
+// readClaims reads the rows of a claim statement and, unless the statement joined them in, loads their
+// requests and recipients.
+func readClaims(ctx context.Context, db *storage.DB, rows *sql.Rows, now time.Time, owner string) ([]job, error) {
+	jobs, err := scanClaims(rows, now, owner, statements.For(db).claimJoined)
+	if err != nil {
+		return nil, err
+	}
+	return loadClaims(ctx, db, jobs)
+}
+
+// loadClaims completes jobs read without their requests and recipients; jobs read with them are returned as
+// they are.
+func loadClaims(ctx context.Context, db *storage.DB, jobs []job) ([]job, error) {
+	if statements.For(db).claimJoined || len(jobs) == 0 {
+		return jobs, nil
+	}
+	claims := make([]delivery.Claim, len(jobs))
+	for i, j := range jobs {
+		claims[i] = j.claim
+	}
+	return load(ctx, db.Client, claims)
+}
+
+// scanClaims reads and closes the rows of a claim statement: the claim columns, then, when joined, the
+// request's and recipient's.
+func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job, error) {
 	defer rows.Close()
 	var jobs []job
 	for rows.Next() {
 		c := delivery.Claim{StartedAt: now, Owner: owner}
 		var schedule string
 		var first storage.NullTime
-		dest := []any{&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first}
+		dest := []any{&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first, &c.Capped}
 		j := job{request: &ent.Request{}, recipient: &ent.Recipient{}}
 		var headers []byte
 		var previousUntil storage.NullTime
 		var verified sql.NullBool
-		if q.claimJoined {
+		if joined {
 			dest = append(dest, &j.request.ServerID, &j.request.Key, &j.request.Method, &j.request.Path,
 				&j.request.Query, &headers, &j.request.Body, &verified,
 				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey,
@@ -51,7 +127,7 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		if first.Valid {
 			c.FirstAttemptAt = first.Time
 		}
-		if q.claimJoined {
+		if joined {
 			j.request.ID, j.recipient.ID = c.RequestID, c.RecipientID
 			if previousUntil.Valid {
 				j.recipient.PreviousSecretExpiresAt = &previousUntil.Time
@@ -70,16 +146,9 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("claim: %w", err)
 	}
-	if q.claimJoined || len(jobs) == 0 {
-		return jobs, nil
-	}
-	claims := make([]delivery.Claim, len(jobs))
-	for i, j := range jobs {
-		claims[i] = j.claim
-	}
-	return load(ctx, db.Client, claims)
+	return jobs, nil
 }
 
 // nextDue returns the earliest future due time of a pending delivery, so the loop can sleep exactly until

@@ -11,6 +11,7 @@ import (
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 )
 
@@ -155,7 +156,12 @@ func (s *Scheduler) runCLI(ctx context.Context) {
 	defer gap.Stop()
 	for {
 		wait := s.cfg.PollInterval
-		full, ids, err := s.dispatchCLI(ctx)
+		var full bool
+		var ids []int
+		var err error
+		if perr := startstop.Recover(s.cfg.Logger, "CLI claim", func() { full, ids, err = s.dispatchCLI(ctx) }); perr != nil {
+			err = perr // what it claimed and did not push waits for its lease to lapse, as after a crash
+		}
 		if err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("claim CLI deliveries", "err", err)
 		}

@@ -12,6 +12,9 @@ const (
 	// network, so the bound is on concurrency, not work; too few and dispatch falls behind intake under
 	// load. Each attempt in flight holds its request's body: at most Workers × the body limit.
 	DefaultWorkers = 256
+	// DefaultTenantShare is the share of Workers one tenant may hold while it is the only one with work here:
+	// the rest stays free for another tenant's new delivery, however slow the first one's recipients are.
+	DefaultTenantShare = 0.5
 	// DefaultPollInterval is the longest a lane's claim loop waits without being woken.
 	DefaultPollInterval = time.Second
 	// DefaultMinPollGap spaces the CLI lane's claims when wake-ups come in a burst.

@@ -85,7 +85,7 @@ func TestIntakeHandsNewDeliveriesToFreeWorkers(t *testing.T) {
 	// The worker is free again, and the claim loop has seen that nothing more is due: a third request is
 	// handed over again.
 	relaytest.Eventually(t, 5*time.Second, "the worker free for a handover", func() bool {
-		h := env.Relay.Scheduler.Reserve(1)
+		h := env.Relay.Scheduler.Reserve(map[int]int{atoiOr(tn.ID): 1})
 		env.Relay.Scheduler.Run(h, nil)
 		return h.Slots == 1
 	})
@@ -103,7 +103,9 @@ func TestHandedOverDeliveryOfADeadProcessIsRescued(t *testing.T) {
 	env := relaytest.Start(t, compressed(5*time.Millisecond), func(c *relay.Config) {
 		c.RescueInterval = 20 * time.Millisecond
 	})
-	stored, rcv := storeOne(t, env, delivery.Handoff{Owner: "a-process-that-died", Lease: time.Millisecond, Slots: 1})
+	stored, rcv := storeOne(t, env, func(int) delivery.Handoff {
+		return delivery.Handoff{Owner: "a-process-that-died", Lease: time.Millisecond, Slots: 1}
+	})
 	rescuedThenDelivered(t, env, stored.Request.ID, rcv)
 }
 
@@ -117,25 +119,30 @@ func TestClaimWithSpentLeaseIsLeftToTheRescuer(t *testing.T) {
 		c.Lease = lease
 		c.RescueInterval = 20 * time.Millisecond
 	})
-	h := env.Relay.Scheduler.Reserve(1)
-	require.Equal(t, 1, h.Slots)
-	stored, rcv := storeOne(t, env, h)
+	var h delivery.Handoff
+	stored, rcv := storeOne(t, env, func(tenant int) delivery.Handoff {
+		h = env.Relay.Scheduler.Reserve(map[int]int{tenant: 1})
+		require.Equal(t, 1, h.Slots)
+		return h
+	})
 	claimed := stored.Claimed
 	claimed[0].Claim.StartedAt = claimed[0].Claim.StartedAt.Add(-scheduler.AttemptBudget(lease)) // as after a long commit
 	env.Relay.Scheduler.Run(h, claimed)
 	rescuedThenDelivered(t, env, stored.Request.ID, rcv)
 
-	// Its slot came back: all 64 are free again once the retry's attempt has let go of its own.
+	// Its slot came back: the tenant's whole share (half the workers) is free again once the retry's attempt has
+	// let go of its own.
+	tenant := claimed[0].Claim.TenantID
 	relaytest.Eventually(t, 5*time.Second, "every worker slot free", func() bool {
-		h := env.Relay.Scheduler.Reserve(64)
+		h := env.Relay.Scheduler.Reserve(map[int]int{tenant: scheduler.DefaultWorkers})
 		env.Relay.Scheduler.Run(h, nil)
-		return h.Slots == 64
+		return h.Slots == scheduler.DefaultWorkers/2
 	})
 }
 
 // storeOne stores one request for the env's only server (with one receiver as its direct recipient) as intake
-// would, under the given handoff, and returns what was stored and the receiver.
-func storeOne(t *testing.T, env *relaytest.Env, h delivery.Handoff) (delivery.Stored, *target) {
+// would, under the handoff made for its tenant, and returns what was stored and the receiver.
+func storeOne(t *testing.T, env *relaytest.Env, handoff func(tenant int) delivery.Handoff) (delivery.Stored, *target) {
 	t.Helper()
 	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
 	fixture := env.NewServer(tn, "s", nil)
@@ -146,6 +153,7 @@ func storeOne(t *testing.T, env *relaytest.Env, h delivery.Handoff) (delivery.St
 	require.NoError(t, err)
 	recs, err := env.DB.Client.Recipient.Query().Where(recipient.ServerID(srv.ID)).All(ctx)
 	require.NoError(t, err)
+	h := handoff(srv.TenantID)
 	stored, err := env.Relay.Delivery.StoreBatch(ctx, env.DB.Client, []delivery.Incoming{{
 		Server: srv, Recipients: recs, Key: fmt.Sprintf("k-%d", time.Now().UnixNano()),
 		Request: delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte(`{}`)},

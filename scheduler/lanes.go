@@ -8,12 +8,13 @@ import (
 	"github.com/adal-relay/adal/storage"
 )
 
-// A delivery's lane (DIRECT, CLI, PARKED) follows its recipient's state and method; see the deliveries schema.
-// It is set when the delivery is created, from the recipient as that transaction read it. The lane reconciler
-// puts right what a state change leaves behind: the pending deliveries of a recipient paused, disabled or
-// frozen move to PARKED, those of a recipient active again move back to DIRECT or CLI, and a delivery created
-// with a state that changed before its transaction committed is caught too. It looks only at recipients whose
-// state changed within laneWindow, each lane change an index range, so a large parked backlog costs nothing
+// A delivery's lane (DIRECT, CAPPED, CLI, PARKED) follows its recipient's state, method and concurrency cap; see
+// the deliveries schema. It is set when the delivery is created, from the recipient as that transaction read
+// it. The lane reconciler puts right what a change leaves behind: the pending deliveries of a recipient paused,
+// disabled or frozen move to PARKED, those of a recipient active again move back to DIRECT, CAPPED or CLI, those
+// of a recipient whose cap was set or removed move between DIRECT and CAPPED, and a delivery created with a
+// state that changed before its transaction committed is caught too. It looks only at recipients whose state
+// or cap changed within laneWindow, each lane change an index range, so a large parked backlog costs nothing
 // once parked. Once per process, at its first run, it looks at every recipient instead: deliveries stored by a
 // version without lanes, or left behind while no process ran, are put right too.
 const (
@@ -28,19 +29,21 @@ const (
 // laneStatements are the reconciler's statements (queries.laneMoves): each moves pending deliveries of
 // recipients changed since $1 into the lane their state and method call for. On PostgreSQL SKIP LOCKED leaves
 // rows being claimed or recorded to the next run, so the reconciler never waits on, or deadlocks with, the claim
-// and the completer; SQLite has one writer and nothing to skip. A recipient whose state never changed has no
-// state_changed_at; the sweep of every recipient passes a zero $1, which matches it too.
+// and the completer; SQLite has one writer and nothing to skip. A recipient whose state and cap never changed
+// has neither time; the sweep of every recipient passes a zero $1, which matches it too.
 func laneStatements(since, limit, lock string) []string {
 	moves := []struct{ to, recipients, from string }{
-		{`'PARKED'`, `r.state <> 'ACTIVE'`, `('DIRECT', 'CLI')`},
-		{`'DIRECT'`, `r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP'`, `('PARKED', 'CLI')`},
-		{`'CLI'`, `r.state = 'ACTIVE' AND r.method = 'CLI'`, `('PARKED', 'DIRECT')`},
+		{`'PARKED'`, `r.state <> 'ACTIVE'`, `('DIRECT', 'CAPPED', 'CLI')`},
+		{`'DIRECT'`, `r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP' AND r.max_concurrency IS NULL`, `('PARKED', 'CAPPED', 'CLI')`},
+		{`'CAPPED'`, `r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP' AND r.max_concurrency IS NOT NULL`, `('PARKED', 'DIRECT', 'CLI')`},
+		{`'CLI'`, `r.state = 'ACTIVE' AND r.method = 'CLI'`, `('PARKED', 'DIRECT', 'CAPPED')`},
 	}
 	out := make([]string, len(moves))
 	for i, m := range moves {
 		out[i] = fmt.Sprintf(`UPDATE deliveries SET lane = %s WHERE id IN (
 	SELECT d.id FROM recipients r JOIN deliveries d ON d.recipient_id = r.id
-	WHERE (r.state_changed_at >= %[2]s OR %[2]s IS NULL) AND %[3]s AND d.status = 'PENDING' AND d.lane IN %[4]s
+	WHERE (r.state_changed_at >= %[2]s OR r.cap_changed_at >= %[2]s OR %[2]s IS NULL) AND %[3]s
+	  AND d.status = 'PENDING' AND d.lane IN %[4]s
 	LIMIT %[5]s%[6]s)`, m.to, since, m.recipients, m.from, limit, lock)
 	}
 	return out

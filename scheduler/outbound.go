@@ -46,9 +46,10 @@ type outboundJob struct {
 	body   []byte
 }
 
-// claimOutbound takes up to limit due outbound jobs for owner.
-func claimOutbound(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string) ([]job, error) {
-	rows, err := db.SQL.QueryContext(ctx, statements.For(db).claimOutbound, now, limit, now.Add(lease), owner)
+// claimOutbound takes up to limit due outbound jobs for owner, at most each tenant's room (sh).
+func claimOutbound(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, sh shares) ([]job, error) {
+	rows, err := db.SQL.QueryContext(ctx, statements.For(db).claimOutbound, now, limit, now.Add(lease), owner,
+		sh.rooms, sh.other, max(1, min(limit, sh.most)))
 	if err != nil {
 		return nil, fmt.Errorf("claim outbound: %w", err)
 	}
@@ -84,10 +85,13 @@ func (s *Scheduler) dispatchOutbound(ctx context.Context, free int) (int, error)
 	if s.cfg.Outbound == nil || free <= 0 {
 		return 0, nil
 	}
-	jobs, err := claimOutbound(ctx, s.cfg.DB, s.cfg.Now(), free, s.cfg.Lease, s.cfg.Owner)
+	sh := s.fair.rooms()
+	jobs, err := claimOutbound(ctx, s.cfg.DB, s.cfg.Now(), free, s.cfg.Lease, s.cfg.Owner, sh)
 	if err != nil {
 		return 0, err
 	}
+	// As if full: a tenant with no job due may still have deliveries waiting, which only their claim can tell.
+	s.fair.claimed(sh, tookBy(jobs), true)
 	if s.cfg.Observer != nil && len(jobs) > 0 {
 		s.cfg.Observer.Claimed(len(jobs))
 	}
@@ -109,7 +113,7 @@ func (s *Scheduler) attemptOutbound(j *outboundJob) {
 		Timeout:      min(s.cfg.Outbound.Timeout(), AttemptBudget(s.cfg.Lease)),
 		KeepResponse: j.claim.StoreResponseBody,
 	}
-	o := s.cfg.Sender.Send(s.attemptCtx, out)
+	o := s.send(s.attemptCtx, out, "outbound attempt")
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Attempted(o)
 	}

@@ -5,11 +5,18 @@ import "github.com/adal-relay/adal/storage"
 // queries are the engine's statements in one dialect, chosen through storage (statements.For) so that the
 // engine never asks which database it runs on.
 type queries struct {
-	claim, claimProbe string // $1 now, $2 limit, $3 lease end, $4 owner, $5 probe recipient or 0
+	// claim: $1 now, $2 limit, $3 lease end, $4 owner, $5 the tenants busy here (a JSON array of [tenant, room,
+	// attempts in flight]), $6 the room of any other tenant, $7 the most one tenant or capped recipient may get.
+	claim string
+	// claimProbe: $1 now, $2 limit, $3 lease end, $4 owner, $5 the probed recipient.
+	claimProbe string
 	// claimJoined says the claim returns each delivery's request and recipient with it (one round trip);
 	// otherwise load reads them after the claim.
-	claimJoined   bool
-	claimOutbound string // $1 now, $2 limit, $3 lease end, $4 owner
+	claimJoined bool
+	// claimCounted, when set, raises a capped recipient's in_flight after the claim, in its transaction ($1 the
+	// number claimed, $2 the recipient); otherwise the claim raises it itself.
+	claimCounted  string
+	claimOutbound string // as claim
 	// claimCLI is a template: %[1]s the SET list, %[2]s the VALUES of (recipient, since), each written with
 	// cliValue from its two parameter numbers.
 	claimCLI, claimCLISet, cliValue string

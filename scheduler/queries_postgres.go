@@ -26,16 +26,33 @@ var postgresQueries = queries{
 	laneMoves:           laneStatements("$1", "$2", " FOR UPDATE OF d SKIP LOCKED"),
 }
 
-// claimOutboundPostgres has the shape of the delivery claim: due PENDING jobs become IN_PROGRESS under this
-// process's lease, their attempt counted, in one statement that also returns what the attempt sends, so a
-// batch costs one round trip.
+// claimOutboundPostgres has the shape of the delivery claim: it visits the tenants with pending jobs one index
+// probe each, takes from each at most its room ($5, $6: as the delivery claim), and of these the first $2 in
+// the delivery claim's order become IN_PROGRESS under this process's lease, their attempt counted, in one statement that also
+// returns what the attempt sends, so a batch costs one round trip.
 const claimOutboundPostgres = `
-WITH due AS (
-	SELECT id FROM outbound_jobs
-	WHERE status = 'PENDING' AND next_attempt_at <= $1
-	ORDER BY next_attempt_at
+WITH RECURSIVE tenants(id) AS (
+	(SELECT tenant_id FROM outbound_jobs WHERE status = 'PENDING' ORDER BY tenant_id LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.tenant_id FROM outbound_jobs j WHERE j.status = 'PENDING' AND j.tenant_id > t.id
+		ORDER BY j.tenant_id LIMIT 1)
+	FROM tenants t WHERE t.id IS NOT NULL
+), rooms AS MATERIALIZED (
+	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room, (e->>2)::int AS flying
+	FROM json_array_elements($5::json) AS e
+), due AS (
+	SELECT p.id FROM tenants t
+	CROSS JOIN LATERAL (
+		SELECT j.id, j.next_attempt_at FROM outbound_jobs j
+		WHERE j.tenant_id = t.id AND j.status = 'PENDING' AND j.next_attempt_at <= $1
+		ORDER BY j.tenant_id, j.next_attempt_at
+		LIMIT LEAST(COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), $6::int), $7::int)
+		FOR UPDATE OF j SKIP LOCKED
+	) p
+	LEFT JOIN rooms ON rooms.tenant_id = t.id
+	WHERE t.id IS NOT NULL
+	ORDER BY COALESCE(rooms.flying, 0) + row_number() OVER (PARTITION BY t.id ORDER BY p.next_attempt_at), p.next_attempt_at
 	LIMIT $2
-	FOR UPDATE SKIP LOCKED
 )
 UPDATE outbound_jobs AS j SET
 	status = 'IN_PROGRESS',
@@ -44,7 +61,7 @@ UPDATE outbound_jobs AS j SET
 	attempt_started_at = $1,
 	lease_expires_at = $3,
 	lease_owner = $4
-FROM due WHERE j.id = due.id
+WHERE j.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING j.id, j.tenant_id, j.attempt_count, j.max_attempts, j.first_attempt_at, j.store_response_body,
 	j.url, j.method, j.headers, j.body`
 
@@ -71,19 +88,18 @@ RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.ma
 // claimCLISetPostgres gives each claimed row a lease owner of its own, the hub's prefix plus random bytes.
 var claimCLISetPostgres = delivery.ClaimSet("$1", "$3", `$4 || replace(gen_random_uuid()::text, '-', '')`)
 
-// The claim takes due, pending deliveries of recipients that may be attempted now (of requests not yet
-// expired: an expired request awaits the purge and is never attempted), marks them IN_PROGRESS
-// under this process's lease and counts the attempt, in one statement. On Postgres, SKIP LOCKED lets several
-// processes claim side by side without ever taking the same row; SQLite has one writer, so a plain
-// UPDATE … WHERE id IN (…) is already exclusive.
-const claimPostgresTmpl = `
+// The probe claim takes the one due delivery of a DISABLED recipient whose probe turn came, whatever the lane
+// of its deliveries (they are parked), marks it IN_PROGRESS under this process's lease and counts the attempt,
+// in one statement that also returns what the attempt sends. SKIP LOCKED lets several processes claim side by
+// side without ever taking the same row.
+const claimProbePostgresTmpl = `
 WITH due AS (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
-	JOIN requests q ON q.id = d.request_id AND %[3]s
+	JOIN requests q ON q.id = d.request_id AND %[2]s
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
-	  AND %[2]s
+	  AND d.recipient_id = $5::bigint
 	ORDER BY d.next_attempt_at
 	LIMIT $2
 	FOR UPDATE OF d SKIP LOCKED
@@ -95,7 +111,7 @@ WITH due AS (
 		d.first_attempt_at
 )
 SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
-	c.first_attempt_at,
+	c.first_attempt_at, false,
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
 	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers
@@ -103,11 +119,104 @@ FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`
 
-// The claim's recipient filter: the direct lane (its partial index holds nothing parked or CLI, so a parked
-// backlog is never walked), or the one DISABLED recipient whose probe turn came, whatever the lane of its
-// deliveries (they are parked).
+// claimPostgresTmpl is the claim of the direct and capped lanes, one statement (queries.claim). It never walks
+// a backlog that cannot be taken: it visits the tenants with pending direct deliveries one index probe each
+// (tenants, a loose scan of delivery_direct_due), and takes from each at most its room, the free workers of
+// its share in this process ($5, $6: rooms); it visits the capped recipients with pending deliveries the same
+// way (capped_ids), locks those with a free slot and due work (slots: the lock orders the claims of every
+// process on the recipient's in_flight, re-read as it stands once locked), and takes from each at most its
+// free slots. Of all these each tenant keeps at most its room, and the first $2 are claimed, the least loaded
+// tenant's first (its attempts in flight here plus its rank among its own, so that a newcomer's delivery goes
+// before a busy tenant's older backlog), then in due order:
+// IN_PROGRESS under this process's lease, the attempt counted, and the capped recipients' in_flight raised by
+// what was claimed from them. It returns what the attempts send, so a claim costs one round trip. Rows a
+// group's probe locked beyond what was kept stay PENDING (their lock ends with the statement). The update finds
+// the rows it claims by their ids as an array: joined with what was picked, the planner hashed the whole table.
+// Each group is ordered by its index's columns, (tenant, due) or (recipient, due): ordered by due alone, the
+// planner walked the due index of every tenant's deliveries, skipping the other tenants' rows.
+const claimPostgresTmpl = `
+WITH RECURSIVE tenants(id) AS (
+	(SELECT tenant_id FROM deliveries WHERE status = 'PENDING' AND lane = 'DIRECT' ORDER BY tenant_id LIMIT 1)
+	UNION ALL
+	SELECT (SELECT d.tenant_id FROM deliveries d WHERE d.status = 'PENDING' AND d.lane = 'DIRECT' AND d.tenant_id > t.id
+		ORDER BY d.tenant_id LIMIT 1)
+	FROM tenants t WHERE t.id IS NOT NULL
+), capped_ids(id) AS (
+	(SELECT recipient_id FROM deliveries WHERE status = 'PENDING' AND lane = 'CAPPED' ORDER BY recipient_id LIMIT 1)
+	UNION ALL
+	SELECT (SELECT d.recipient_id FROM deliveries d WHERE d.status = 'PENDING' AND d.lane = 'CAPPED' AND d.recipient_id > c.id
+		ORDER BY d.recipient_id LIMIT 1)
+	FROM capped_ids c WHERE c.id IS NOT NULL
+), rooms AS MATERIALIZED (
+	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room, (e->>2)::int AS flying
+	FROM json_array_elements($5::json) AS e
+), direct AS (
+	SELECT p.id, p.tenant_id, p.next_attempt_at
+	FROM tenants t
+	CROSS JOIN LATERAL (
+		SELECT d.id, d.tenant_id, d.next_attempt_at FROM deliveries d
+		JOIN recipients r ON r.id = d.recipient_id
+		JOIN requests q ON q.id = d.request_id AND %[2]s
+		WHERE d.tenant_id = t.id AND d.status = 'PENDING' AND d.lane = 'DIRECT' AND d.next_attempt_at <= $1
+		  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
+		ORDER BY d.tenant_id, d.next_attempt_at
+		LIMIT LEAST(COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), $6::int), $7::int)
+		FOR UPDATE OF d SKIP LOCKED
+	) p
+	WHERE t.id IS NOT NULL
+), slots AS MATERIALIZED (
+	SELECT r.id, LEAST(r.max_concurrency - r.in_flight, COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = r.tenant_id), $6::int)) AS free
+	FROM recipients r
+	WHERE r.id IN (SELECT id FROM capped_ids WHERE id IS NOT NULL)
+	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.in_flight < r.max_concurrency
+	  AND COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = r.tenant_id), $6::int) > 0
+	  AND EXISTS (SELECT 1 FROM deliveries d WHERE d.recipient_id = r.id AND d.status = 'PENDING' AND d.lane = 'CAPPED'
+		AND d.next_attempt_at <= $1)
+	ORDER BY r.id
+	FOR NO KEY UPDATE OF r SKIP LOCKED
+), capped AS (
+	SELECT p.id, p.tenant_id, p.next_attempt_at
+	FROM slots s
+	CROSS JOIN LATERAL (
+		SELECT d.id, d.tenant_id, d.next_attempt_at FROM deliveries d
+		JOIN requests q ON q.id = d.request_id AND %[2]s
+		WHERE d.recipient_id = s.id AND d.status = 'PENDING' AND d.lane = 'CAPPED' AND d.next_attempt_at <= $1
+		ORDER BY d.recipient_id, d.next_attempt_at
+		LIMIT LEAST(s.free, $7::int)
+		FOR UPDATE OF d SKIP LOCKED
+	) p
+), picked AS (
+	SELECT p.id FROM (
+		SELECT u.id, u.tenant_id, u.next_attempt_at,
+			row_number() OVER (PARTITION BY u.tenant_id ORDER BY u.next_attempt_at) AS k
+		FROM (SELECT * FROM direct UNION ALL SELECT * FROM capped) u
+	) p
+	LEFT JOIN rooms ON rooms.tenant_id = p.tenant_id
+	WHERE p.k <= COALESCE(rooms.room, $6::int)
+	ORDER BY COALESCE(rooms.flying, 0) + p.k, p.next_attempt_at
+	LIMIT $2
+), claimed AS (
+	UPDATE deliveries AS d SET
+		%[1]s
+	WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
+	RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule,
+		d.first_attempt_at, d.lane = 'CAPPED' AS capped
+), counted AS (
+	UPDATE recipients AS r SET in_flight = r.in_flight + x.n
+	FROM (SELECT recipient_id, count(*) AS n FROM claimed WHERE capped GROUP BY recipient_id) x
+	WHERE r.id = x.recipient_id
+)
+SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
+	c.first_attempt_at, c.capped,
+	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified,
+	r.url, r.timeout_seconds, r.send_idempotency_key,
+	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers
+FROM claimed c
+JOIN requests q ON q.id = c.request_id
+JOIN recipients r ON r.id = c.recipient_id`
+
 var (
 	livePostgres       = retention.LiveSQL("q.expires_at", "$1")
-	claimPostgres      = storage.Prepared(fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND $5::bigint = 0`, livePostgres))
-	claimProbePostgres = storage.Prepared(fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), `d.recipient_id = $5::bigint`, livePostgres))
+	claimPostgres      = storage.Prepared(fmt.Sprintf(claimPostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), livePostgres))
+	claimProbePostgres = storage.Prepared(fmt.Sprintf(claimProbePostgresTmpl, delivery.ClaimSet("$1", "$3", "$4"), livePostgres))
 )

@@ -11,6 +11,7 @@ import (
 var sqliteQueries = queries{
 	claim:               claimSQLite,
 	claimProbe:          claimProbeSQLite,
+	claimCounted:        claimCountedSQLite,
 	claimOutbound:       claimOutboundSQLite,
 	claimCLI:            claimCLISQLiteTmpl,
 	claimCLISet:         claimCLISetSQLite,
@@ -24,8 +25,17 @@ var sqliteQueries = queries{
 	laneMoves:           laneStatements("?1", "?2", ""),
 }
 
-// claimOutboundSQLite is claimOutboundPostgres without row locks.
+// claimOutboundSQLite is claimOutboundPostgres without row locks, each tenant's room kept by number as the
+// delivery claim keeps it (claimSQLiteTmpl).
 const claimOutboundSQLite = `
+WITH RECURSIVE tenants(id) AS (
+	SELECT (SELECT min(tenant_id) FROM outbound_jobs WHERE status = 'PENDING')
+	UNION ALL
+	SELECT (SELECT min(j.tenant_id) FROM outbound_jobs j WHERE j.status = 'PENDING' AND j.tenant_id > t.id)
+	FROM tenants t WHERE t.id IS NOT NULL
+), rooms(tenant_id, room, flying) AS (
+	SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?5)
+)
 UPDATE outbound_jobs SET
 	status = 'IN_PROGRESS',
 	attempt_count = attempt_count + 1,
@@ -34,9 +44,19 @@ UPDATE outbound_jobs SET
 	lease_expires_at = ?3,
 	lease_owner = ?4
 WHERE id IN (
-	SELECT id FROM outbound_jobs
-	WHERE status = 'PENDING' AND next_attempt_at <= ?1
-	ORDER BY next_attempt_at
+	SELECT j.id FROM tenants t
+	JOIN outbound_jobs j ON j.id IN (
+		SELECT x.id FROM (
+			SELECT j2.id, row_number() OVER (ORDER BY j2.next_attempt_at) AS k FROM outbound_jobs j2
+			WHERE j2.tenant_id = t.id AND j2.status = 'PENDING' AND j2.next_attempt_at <= ?1
+			ORDER BY j2.next_attempt_at
+			LIMIT ?7
+		) x
+		WHERE x.k <= COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), ?6)
+	)
+	LEFT JOIN rooms ON rooms.tenant_id = t.id
+	WHERE t.id IS NOT NULL
+	ORDER BY COALESCE(rooms.flying, 0) + row_number() OVER (PARTITION BY t.id ORDER BY j.next_attempt_at), j.next_attempt_at
 	LIMIT ?2
 )
 RETURNING id, tenant_id, attempt_count, max_attempts, first_attempt_at, store_response_body,
@@ -63,27 +83,95 @@ RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, 
 // claimCLISetSQLite gives each claimed row a lease owner of its own, the hub's prefix plus random bytes.
 var claimCLISetSQLite = delivery.ClaimSet("?1", "?3", `?4 || lower(hex(randomblob(16)))`)
 
-// claimSQLiteTmpl is the claim on SQLite (see claimPostgresTmpl).
-const claimSQLiteTmpl = `
+// claimProbeSQLiteTmpl is the probe claim on SQLite (see claimProbePostgresTmpl); SQLite has one writer, so a
+// plain UPDATE … WHERE id IN (…) is already exclusive.
+const claimProbeSQLiteTmpl = `
 UPDATE deliveries SET
 	%[1]s
 WHERE id IN (
 	SELECT d.id FROM deliveries d
 	JOIN recipients r ON r.id = d.recipient_id
-	JOIN requests q ON q.id = d.request_id AND %[3]s
+	JOIN requests q ON q.id = d.request_id AND %[2]s
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
 	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
-	  AND %[2]s
+	  AND d.recipient_id = ?5
 	ORDER BY d.next_attempt_at
 	LIMIT ?2
 )
-RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at`
+RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at, false`
 
-// The claim's recipient filter: the direct lane (its partial index holds nothing parked or CLI, so a parked
-// backlog is never walked), or the one DISABLED recipient whose probe turn came, whatever the lane of its
-// deliveries (they are parked).
+// claimSQLiteTmpl is the claim on SQLite (see claimPostgresTmpl), without row locks: SQLite has one writer. It
+// cannot limit a correlated subquery by a value of its row, so each group reads at most ?7 rows (the largest
+// room) and keeps its first room of them by number. The capped recipients' in_flight is raised by a second
+// statement in the claim's transaction (claimCounted).
+const claimSQLiteTmpl = `
+WITH RECURSIVE tenants(id) AS (
+	SELECT (SELECT min(tenant_id) FROM deliveries WHERE status = 'PENDING' AND lane = 'DIRECT')
+	UNION ALL
+	SELECT (SELECT min(d.tenant_id) FROM deliveries d WHERE d.status = 'PENDING' AND d.lane = 'DIRECT' AND d.tenant_id > t.id)
+	FROM tenants t WHERE t.id IS NOT NULL
+), capped_ids(id) AS (
+	SELECT (SELECT min(recipient_id) FROM deliveries WHERE status = 'PENDING' AND lane = 'CAPPED')
+	UNION ALL
+	SELECT (SELECT min(d.recipient_id) FROM deliveries d WHERE d.status = 'PENDING' AND d.lane = 'CAPPED' AND d.recipient_id > c.id)
+	FROM capped_ids c WHERE c.id IS NOT NULL
+), rooms(tenant_id, room, flying) AS (
+	SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?5)
+), slots AS (
+	SELECT r.id, r.tenant_id, MIN(r.max_concurrency - r.in_flight, COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = r.tenant_id), ?6)) AS free
+	FROM recipients r
+	WHERE r.id IN (SELECT id FROM capped_ids WHERE id IS NOT NULL)
+	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.in_flight < r.max_concurrency
+), groups AS (
+	SELECT d.id, d.tenant_id, d.next_attempt_at FROM tenants t
+	JOIN deliveries d ON d.id IN (
+		SELECT x.id FROM (
+			SELECT d2.id, row_number() OVER (ORDER BY d2.next_attempt_at) AS k FROM deliveries d2
+			JOIN recipients r ON r.id = d2.recipient_id
+			JOIN requests q ON q.id = d2.request_id AND %[2]s
+			WHERE d2.tenant_id = t.id AND d2.status = 'PENDING' AND d2.lane = 'DIRECT' AND d2.next_attempt_at <= ?1
+			  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
+			ORDER BY d2.next_attempt_at
+			LIMIT ?7
+		) x
+		WHERE x.k <= COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), ?6)
+	)
+	WHERE t.id IS NOT NULL
+	UNION ALL
+	SELECT d.id, d.tenant_id, d.next_attempt_at FROM slots s
+	JOIN deliveries d ON d.id IN (
+		SELECT x.id FROM (
+			SELECT d2.id, row_number() OVER (ORDER BY d2.next_attempt_at) AS k FROM deliveries d2
+			JOIN requests q ON q.id = d2.request_id AND %[2]s
+			WHERE d2.recipient_id = s.id AND d2.status = 'PENDING' AND d2.lane = 'CAPPED' AND d2.next_attempt_at <= ?1
+			ORDER BY d2.next_attempt_at
+			LIMIT ?7
+		) x
+		WHERE x.k <= s.free
+	)
+), picked AS (
+	SELECT p.id FROM (
+		SELECT g.id, g.tenant_id, g.next_attempt_at,
+			row_number() OVER (PARTITION BY g.tenant_id ORDER BY g.next_attempt_at) AS k
+		FROM groups g
+	) p
+	LEFT JOIN rooms ON rooms.tenant_id = p.tenant_id
+	WHERE p.k <= COALESCE(rooms.room, ?6)
+	ORDER BY COALESCE(rooms.flying, 0) + p.k, p.next_attempt_at
+	LIMIT ?2
+)
+UPDATE deliveries SET
+	%[1]s
+WHERE id IN (SELECT id FROM picked)
+RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at,
+	lane = 'CAPPED'`
+
+// claimCountedSQLite raises a capped recipient's in_flight by what the claim took from it: ?1 the number, ?2 the
+// recipient.
+const claimCountedSQLite = `UPDATE recipients SET in_flight = in_flight + ?1 WHERE id = ?2`
+
 var (
 	liveSQLite       = retention.LiveSQL("q.expires_at", "?1")
-	claimSQLite      = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.lane = 'DIRECT' AND r.state = 'ACTIVE' AND ?5 = 0`, liveSQLite)
-	claimProbeSQLite = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), `d.recipient_id = ?5`, liveSQLite)
+	claimSQLite      = fmt.Sprintf(claimSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), liveSQLite)
+	claimProbeSQLite = fmt.Sprintf(claimProbeSQLiteTmpl, delivery.ClaimSet("?1", "?3", "?4"), liveSQLite)
 )

@@ -17,8 +17,9 @@ type recorder struct {
 	db       *storage.DB
 	delivery *delivery.Service
 	logger   *slog.Logger
-	// wakeOutbound, when set, is called once an outbound job was rescheduled.
-	wakeOutbound func()
+	// wakeOutbound, when set, is called once an outbound job was rescheduled; wakeCapped once attempts of capped
+	// recipients were recorded, which frees their slots for deliveries that wait for one.
+	wakeOutbound, wakeCapped func()
 	// Scratch of record, reused from batch to batch.
 	deliveries []delivery.Completion
 	outbound   []completion
@@ -26,8 +27,8 @@ type recorder struct {
 	recorded   []bool
 }
 
-func newRecorder(db *storage.DB, d *delivery.Service, logger *slog.Logger, wakeOutbound func()) *recorder {
-	return &recorder{db: db, delivery: d, logger: logger, wakeOutbound: wakeOutbound}
+func newRecorder(db *storage.DB, d *delivery.Service, logger *slog.Logger, wakeOutbound, wakeCapped func()) *recorder {
+	return &recorder{db: db, delivery: d, logger: logger, wakeOutbound: wakeOutbound, wakeCapped: wakeCapped}
 }
 
 // record stores a batch of finished attempts and reports which were recorded (false: the claim was no longer
@@ -53,8 +54,13 @@ func (r *recorder) record(ctx context.Context, batch []completion) []bool {
 		}
 	}
 	if len(r.deliveries) > 0 {
+		freed := false
 		for i, ok := range r.recordDeliveries(ctx, r.deliveries) {
 			recorded[r.at[i]] = ok
+			freed = freed || (ok && r.deliveries[i].Claim.Capped)
+		}
+		if freed && r.wakeCapped != nil {
+			r.wakeCapped()
 		}
 	}
 	if len(r.outbound) > 0 {

@@ -24,6 +24,8 @@ type RescuerConfig struct {
 	Outbound Outbound
 	// Wake, when set, is called when a rescued outbound job is due again (Scheduler.WakeOutbound).
 	Wake func()
+	// WakeCapped, when set, is called when rescued attempts freed slots of capped recipients (Scheduler.Wake).
+	WakeCapped func()
 	// Interval between sweeps. Default DefaultRescueInterval.
 	Interval time.Duration
 	// BatchSize bounds one statement of a sweep. Default DefaultRescueBatch.
@@ -54,7 +56,7 @@ func NewRescuer(cfg RescuerConfig) (*Rescuer, error) {
 	if cfg.DB == nil || cfg.Delivery == nil {
 		return nil, errors.New("rescuer: DB and Delivery are required")
 	}
-	return &Rescuer{cfg: cfg, rec: newRecorder(cfg.DB, cfg.Delivery, cfg.Logger, cfg.Wake)}, nil
+	return &Rescuer{cfg: cfg, rec: newRecorder(cfg.DB, cfg.Delivery, cfg.Logger, cfg.Wake, cfg.WakeCapped)}, nil
 }
 
 // Start sweeps every Interval until Stop or ctx ends.
@@ -70,8 +72,8 @@ func (r *Rescuer) Start(ctx context.Context) error {
 	}
 	go func() {
 		defer stopped()
-		sweep(ctx)
-		startstop.Every(ctx, r.cfg.Interval, sweep)
+		_ = startstop.Recover(r.cfg.Logger, "rescue sweep", func() { sweep(ctx) })
+		startstop.Every(ctx, r.cfg.Logger, "rescue sweep", r.cfg.Interval, sweep)
 	}()
 	return nil
 }
@@ -133,7 +135,7 @@ func lapsedDeliveries(db *storage.DB) func(ctx context.Context, now time.Time, l
 			c := delivery.Claim{
 				DeliveryID: d.ID, TenantID: d.TenantID, RequestID: d.RequestID, RecipientID: d.RecipientID,
 				Attempt: d.AttemptCount, MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule),
-				Owner: d.LeaseOwner,
+				Owner: d.LeaseOwner, Capped: d.Lane == entdelivery.LaneCAPPED,
 			}
 			if d.Edges.Request != nil {
 				c.ServerID = d.Edges.Request.ServerID

@@ -7,6 +7,8 @@
 //   - CLI deliveries (cli.go): claimed for the CLIs attached here and pushed to them by the CLIPusher (the CLI
 //     hub); the CLI makes the attempt and its report is recorded by the hub.
 //
+// The direct and outbound lanes share the workers fairly: no tenant holds more than its share of them, and a
+// recipient with a maxConcurrency no more attempts at once than that, across processes (fair.go, claim.go).
 // What follows an attempt of either kind is delivery.NextAttempt; the defaults of every lane are in config.go.
 package scheduler
 
@@ -18,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -53,6 +56,9 @@ type Config struct {
 	CLI CLIPusher
 	// Workers bounds attempts in flight in this process. Default DefaultWorkers.
 	Workers int
+	// TenantShare is the share of Workers one tenant may hold while no other tenant has work here, in (0, 1];
+	// while others do, each holds at most an equal share of them (fairShare). Default DefaultTenantShare.
+	TenantShare float64
 	// PollInterval is the longest a lane's loop waits without being woken. Default DefaultPollInterval.
 	PollInterval time.Duration
 	// MinPollGap spaces the CLI lane's claims apart when wake-ups come in a burst (every delivery change wakes
@@ -76,6 +82,7 @@ type Config struct {
 
 func (c *Config) validate() error {
 	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.TenantShare = cmp.Or(c.TenantShare, DefaultTenantShare)
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.MinPollGap = cmp.Or(c.MinPollGap, DefaultMinPollGap)
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
@@ -96,6 +103,8 @@ func (c *Config) validate() error {
 		return errors.New("scheduler: DB, Delivery and Sender are required")
 	case c.Workers < 1:
 		return errors.New("scheduler: Workers must be at least 1")
+	case c.TenantShare <= 0 || c.TenantShare > 1:
+		return fmt.Errorf("scheduler: TenantShare must be above 0 and at most 1, got %v", c.TenantShare)
 	case c.Lease < time.Second:
 		return fmt.Errorf("scheduler: Lease must be at least 1s, got %v", c.Lease)
 	case c.CLILease <= delivery.DefaultTimeout:
@@ -119,6 +128,7 @@ type Scheduler struct {
 	wake    chan struct{}
 	wakeCLI chan struct{}
 	slots   chan struct{} // one token per attempt in flight
+	fair    *fairShare    // the attempts in flight by tenant, within each one's share of the slots
 
 	// idle hands an attempt to a worker waiting for one (spawn). Workers outlive their attempts: a goroutine
 	// started per attempt grew its stack anew through the HTTP client's calls every time, a cost visible in
@@ -179,11 +189,12 @@ func New(cfg Config) (*Scheduler, error) {
 		slots:       make(chan struct{}, cfg.Workers),
 		completions: make(chan completion, cfg.Workers),
 		wakeAt:      max(1, cfg.Workers/8),
+		fair:        newFairShare(cfg.Workers, cfg.TenantShare, max(1, cfg.Workers/8)),
 		idle:        make(chan job),
 		done:        make(chan struct{}),
 		attemptCtx:  viewer.SystemContext(context.Background()),
 	}
-	s.rec = newRecorder(cfg.DB, cfg.Delivery, cfg.Logger, s.WakeOutbound)
+	s.rec = newRecorder(cfg.DB, cfg.Delivery, cfg.Logger, s.WakeOutbound, s.Wake)
 	return s, nil
 }
 
@@ -277,7 +288,11 @@ func (s *Scheduler) run(ctx context.Context) {
 		free := s.cfg.Workers - len(s.slots)
 		full := free == 0 // no slot to claim with: more may be due, and the next finished attempt must wake us
 		if free > 0 {
-			n, err := s.dispatch(ctx, free)
+			var n int
+			var err error
+			if perr := startstop.Recover(s.cfg.Logger, "claim", func() { n, err = s.dispatch(ctx, free) }); perr != nil {
+				err = perr // what it claimed and did not start waits for its lease to lapse, as after a crash
+			}
 			if err != nil && ctx.Err() == nil {
 				s.cfg.Logger.Warn("claim due deliveries", "err", err)
 			}
@@ -340,17 +355,20 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 		if len(claims) == free {
 			break
 		}
-		c, err := claim(ctx, s.cfg.DB, now, 1, s.cfg.Lease, s.cfg.Owner, rid)
+		c, err := claimProbe(ctx, s.cfg.DB, now, s.cfg.Lease, s.cfg.Owner, rid)
 		if err != nil {
 			return 0, err
 		}
 		claims = append(claims, c...)
 	}
 	if rest := free - len(claims); rest > 0 {
-		more, err := claim(ctx, s.cfg.DB, now, rest, s.cfg.Lease, s.cfg.Owner, 0)
+		sh := s.fair.rooms()
+		more, err := claim(ctx, s.cfg.DB, now, rest, s.cfg.Lease, s.cfg.Owner, sh)
 		if err != nil {
+			s.start(claims)
 			return len(claims), err
 		}
+		s.fair.claimed(sh, tookBy(more), len(more) == rest)
 		claims = append(claims, more...)
 	}
 	if s.cfg.Observer != nil {
@@ -370,12 +388,17 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	return len(claims), nil
 }
 
-// Reserve offers intake up to n of the worker slots free now, for deliveries it stores already claimed
-// (delivery.Handoff). It offers none while the scheduler is not running, and none while its last claim
-// filled every free slot: then due deliveries may be waiting in the table, and they go first, in due order.
-// Every slot offered comes back through Run.
-func (s *Scheduler) Reserve(n int) delivery.Handoff {
-	h := delivery.Handoff{Owner: s.cfg.Owner, Lease: s.cfg.Lease}
+// Reserve offers intake worker slots free now for deliveries it stores already claimed (delivery.Handoff): up
+// to want[t] of them for tenant t's, within the tenant's fair share of the workers. It offers none while the
+// scheduler is not running, and none while its last claim filled every free slot: then due deliveries may be
+// waiting in the table, and they go first, in due order; for the same reason a tenant whose due deliveries the
+// last claim left waiting gets none. Every slot offered comes back through Run.
+func (s *Scheduler) Reserve(want map[int]int) delivery.Handoff {
+	h := delivery.Handoff{Owner: s.cfg.Owner, Lease: s.cfg.Lease, Tenants: map[int]int{}}
+	n := 0
+	for _, k := range want {
+		n += k
+	}
 	if n <= 0 || s.more.Load() {
 		return h
 	}
@@ -384,14 +407,19 @@ func (s *Scheduler) Reserve(n int) delivery.Handoff {
 	if !s.started || s.stopped {
 		return h
 	}
+	taken := 0
 take:
-	for h.Slots < n {
+	for taken < n {
 		select {
 		case s.slots <- struct{}{}:
-			h.Slots++
+			taken++
 		default:
 			break take
 		}
+	}
+	h.Tenants, h.Slots = s.fair.reserve(want, taken)
+	for range taken - h.Slots {
+		<-s.slots
 	}
 	// Counted in flight from now on, so that Stop waits for them to be run and recorded, or given back.
 	s.flights.Add(h.Slots)
@@ -407,8 +435,15 @@ func (s *Scheduler) Run(h delivery.Handoff, claimed []delivery.Claimed) {
 	if s.cfg.Observer != nil && len(claimed) > 0 {
 		s.cfg.Observer.Claimed(len(claimed))
 	}
+	unused := maps.Clone(h.Tenants)
 	for _, c := range claimed {
+		unused[c.Claim.TenantID]--
 		s.spawn(job{claim: c.Claim, request: c.Request, recipient: c.Recipient})
+	}
+	for t, n := range unused {
+		if n > 0 {
+			s.fair.done(t, n)
+		}
 	}
 	for range h.Slots - len(claimed) {
 		<-s.slots
@@ -418,11 +453,23 @@ func (s *Scheduler) Run(h delivery.Handoff, claimed []delivery.Claimed) {
 
 // start runs each claimed attempt on a worker slot.
 func (s *Scheduler) start(jobs []job) {
+	for t, n := range tookBy(jobs) {
+		s.fair.add(t, n)
+	}
 	for _, j := range jobs {
 		s.slots <- struct{}{}
 		s.flights.Add(1)
 		s.spawn(j)
 	}
+}
+
+// tookBy counts jobs by tenant.
+func tookBy(jobs []job) map[int]int {
+	took := make(map[int]int, 4)
+	for _, j := range jobs {
+		took[j.tenant()]++
+	}
+	return took
 }
 
 // spawn runs j, which holds a slot, on an idle worker, or on a new one while there are fewer than Workers.
@@ -442,10 +489,11 @@ func (s *Scheduler) spawn(j job) {
 	s.idle <- j
 }
 
-// work runs attempts until Stop: j, then each one spawn hands it.
+// work runs attempts until Stop: j, then each one spawn hands it. A panic of the executor is an outcome of
+// its attempt (attempt); one of the engine's own is logged and the worker goes on.
 func (s *Scheduler) work(j job) {
 	for {
-		s.attempt(j) // frees the slot once its outcome is queued for the completer
+		_ = startstop.Recover(s.cfg.Logger, "worker", func() { s.attempt(j) }) // frees the slot once its outcome is queued
 		select {
 		case j = <-s.idle:
 		case <-s.done:
@@ -463,11 +511,27 @@ type job struct {
 	outbound  *outboundJob
 }
 
+// tenant is whose attempt j is.
+func (j job) tenant() int {
+	if j.outbound != nil {
+		return j.outbound.claim.TenantID
+	}
+	return j.claim.TenantID
+}
+
 // completion is a finished attempt waiting for the completer: a delivery's, or an outbound job's when outbound
 // is set (Claim is then zero).
 type completion struct {
 	delivery.Completion
 	outbound *outboundClaim
+}
+
+// tenant is whose attempt c is.
+func (c completion) tenant() int {
+	if c.outbound != nil {
+		return c.outbound.TenantID
+	}
+	return c.Claim.TenantID
 }
 
 // logArgs name the attempt in logs.
@@ -518,7 +582,7 @@ func (s *Scheduler) attempt(j job) {
 	if left <= 0 {
 		s.cfg.Logger.Warn("claim's lease nearly spent before its attempt started; leaving it to the rescuer",
 			"delivery", j.claim.DeliveryID, "attempt", j.claim.Attempt)
-		<-s.slots
+		s.release(j.tenant())
 		s.flights.Done()
 		return
 	}
@@ -535,7 +599,7 @@ func (s *Scheduler) attempt(j job) {
 			ErrorMessage: "invalid target URL: " + err.Error()}
 	} else {
 		out.URL = target
-		o = s.cfg.Sender.Send(ctx, out)
+		o = s.send(ctx, out, "delivery attempt")
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Attempted(o)
@@ -543,11 +607,32 @@ func (s *Scheduler) attempt(j job) {
 	s.finish(completion{Completion: delivery.Completion{Claim: j.claim, Outcome: o}})
 }
 
+// send makes one attempt through the Sender. An attempt whose sender panicked ends as an INTERRUPTED one — as
+// the rescuer would record it after a crash, since whether it reached the recipient is not known — recorded at
+// once by the completer, which gives back its worker and, for a capped recipient, its slot.
+func (s *Scheduler) send(ctx context.Context, out delivery.Outgoing, what string) delivery.Outcome {
+	var o delivery.Outcome
+	started := s.cfg.Now()
+	if err := startstop.Recover(s.cfg.Logger, what, func() { o = s.cfg.Sender.Send(ctx, out) }); err != nil {
+		o = interrupted(started, s.cfg.Now())
+		o.ErrorMessage = "the attempt stopped in an internal error before its outcome was known: " + err.Error()
+	}
+	return o
+}
+
 // finish queues a finished attempt for the completer and frees its slot.
 func (s *Scheduler) finish(c completion) {
 	s.completions <- c
+	s.release(c.tenant())
+}
+
+// release frees the slot of an attempt of tenant, and wakes the claim loop when enough slots came free for
+// work that waits: any due work while the last claim filled every slot, or a tenant's due work the last claim
+// left for want of room in its share.
+func (s *Scheduler) release(tenant int) {
 	<-s.slots
-	if s.more.Load() && s.cfg.Workers-len(s.slots) >= s.wakeAt {
+	waiting := s.fair.done(tenant, 1)
+	if waiting || (s.more.Load() && s.cfg.Workers-len(s.slots) >= s.wakeAt) {
 		s.Wake()
 	}
 }
@@ -573,7 +658,9 @@ func (s *Scheduler) complete() {
 				break fill
 			}
 		}
-		s.rec.record(ctx, batch)
+		// A batch whose recording panicked stays as its claims left it: their leases lapse and the rescuer
+		// records the attempts as interrupted, as after a crash.
+		_ = startstop.Recover(s.cfg.Logger, "record attempts", func() { s.rec.record(ctx, batch) })
 		for range batch {
 			s.flights.Done()
 		}

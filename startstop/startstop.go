@@ -5,6 +5,7 @@ package startstop
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -84,8 +85,9 @@ func (b *BaseStartStop) Stopped() <-chan struct{} {
 }
 
 // Every calls fn each interval until ctx ends: the loop of every service that works on a period. The first
-// call comes one interval after Every is called.
-func Every(ctx context.Context, interval time.Duration, fn func(ctx context.Context)) {
+// call comes one interval after Every is called. A call that panics is recovered and logged (Recover, naming
+// what), and the next comes on time.
+func Every(ctx context.Context, logger *slog.Logger, what string, interval time.Duration, fn func(ctx context.Context)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
@@ -94,6 +96,6 @@ func Every(ctx context.Context, interval time.Duration, fn func(ctx context.Cont
 			return
 		case <-ticker.C:
 		}
-		fn(ctx)
+		_ = Recover(logger, what, func() { fn(ctx) })
 	}
 }

@@ -101,3 +101,24 @@ func plan(ctx context.Context, t *testing.T, db *dbtest.DB) *ent.Plan {
 	require.NoError(t, err)
 	return p
 }
+
+// TestInTxRollsBackOnPanic: a transaction whose work panics is rolled back as the panic goes on up, so what it
+// wrote is gone and its connection — on SQLite the database's one write lock — is free for the next.
+func TestInTxRollsBackOnPanic(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	ctx := viewer.SystemContext(t.Context())
+	require.PanicsWithValue(t, "bug", func() {
+		_ = storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
+			_, err := tx.Plan.Create().SetName("doomed").SetMonthlyCredits(0).SetRetentionDays(7).
+				SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)
+			require.NoError(t, err)
+			panic("bug")
+		})
+	})
+	n, err := db.Client.Plan.Query().Count(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "the panicked transaction's write was rolled back")
+	p := plan(ctx, t, db) // writes again: nothing holds the database
+	require.NotZero(t, p.ID)
+}

@@ -135,8 +135,14 @@ func openPostgres(databaseURL string) (*DB, error) {
 	q := u.Query()
 	if !q.Has("binary_parameters") {
 		q.Set("binary_parameters", "yes")
-		u.RawQuery = q.Encode()
 	}
+	// No JIT compilation: every statement Adal sends is short, and a plan whose estimated cost passes
+	// jit_above_cost — the claim's, planned for a large backlog it never walks — spent far longer compiling
+	// than running. Also the last word of a URL that sets it.
+	if !q.Has("jit") {
+		q.Set("jit", "off")
+	}
+	u.RawQuery = q.Encode()
 	// The same connections sql.Open("postgres", …) makes, built from lib/pq's connector so it can be wrapped.
 	var connector driver.Connector
 	if connector, err = pq.NewConnector(u.String()); err != nil {

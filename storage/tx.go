@@ -22,6 +22,14 @@ func InTx(ctx context.Context, client *ent.Client, fn func(ctx context.Context, 
 		return fmt.Errorf("begin: %w", err)
 	}
 	txCtx := ent.NewTxContext(ctx, tx)
+	defer func() {
+		// A panic in fn rolls the transaction back before it goes on up: left open, it would hold its
+		// connection, and on SQLite the database's one write lock, for good.
+		if v := recover(); v != nil {
+			_ = tx.Rollback()
+			panic(v)
+		}
+	}()
 	if err := fn(txCtx, tx.Client()); err != nil {
 		if rerr := tx.Rollback(); rerr != nil {
 			return fmt.Errorf("%w (rollback: %v)", err, rerr)

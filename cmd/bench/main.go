@@ -1,7 +1,7 @@
 // Command bench measures Adal against its performance budgets on PostgreSQL and prints one Markdown table row
 // per figure:
 //
-//	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,punctuality,purge,cli,graphql] [-database-url …] [-duration 10s]
+//	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,noisy,punctuality,purge,cli,graphql] [-database-url …] [-duration 10s]
 //
 // Each scenario creates a database of its own on the server of -database-url and drops it afterwards. The
 // logic is in package bench.
@@ -62,6 +62,8 @@ func run() error {
 	flag.DurationVar(&cfg.PunctualityUnit, "punctuality-unit", 100*time.Millisecond, "ADAL_RETRY_UNIT of the punctuality process")
 	flag.DurationVar(&cfg.PunctualityWindow, "punctuality-window", 30*time.Second, "how long retries keep coming due")
 	flag.IntVar(&cfg.PurgeRequests, "purge-requests", 100_000, "expired requests (2 deliveries × 3 attempts each) to purge")
+	flag.Float64Var(&cfg.NoisyRate, "noisy-rate", 10, "requests per second of the noisy scenario's noisy tenant (each to 20 hanging recipients)")
+	flag.Float64Var(&cfg.NoisyQuietRate, "noisy-quiet-rate", 100, "requests per second of the noisy scenario's quiet tenant")
 	flag.IntVar(&cfg.CLIBacklog, "cli-backlog", 5000, "requests the cli scenario accepts before its CLI connects")
 	flag.IntVar(&cfg.GraphQLClients, "graphql-clients", 16, "connections the graphql scenario sends its worst query from at once")
 	flag.Float64Var(&cfg.CLIRate, "cli-rate", 100, "requests per second the cli scenario sends while its CLI is connected")

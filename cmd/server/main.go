@@ -120,6 +120,11 @@ func configFromEnv() (relay.Config, error) {
 			return cfg, fmt.Errorf("ADAL_WORKERS must be a positive number, got %q", v)
 		}
 	}
+	if v := os.Getenv("ADAL_TENANT_WORKER_SHARE"); v != "" {
+		if cfg.TenantShare, err = strconv.ParseFloat(v, 64); err != nil || !(cfg.TenantShare > 0 && cfg.TenantShare <= 1) {
+			return cfg, fmt.Errorf("ADAL_TENANT_WORKER_SHARE must be a fraction above 0 and at most 1 such as 0.5, got %q", v)
+		}
+	}
 	if v := os.Getenv("ADAL_INTAKE_COMMITTERS"); v != "" {
 		if cfg.IntakeCommitters, err = strconv.Atoi(v); err != nil || cfg.IntakeCommitters < 1 {
 			return cfg, fmt.Errorf("ADAL_INTAKE_COMMITTERS must be a positive number, got %q", v)

@@ -235,6 +235,7 @@ const DefaultLane = LaneDIRECT
 // Lane values.
 const (
 	LaneDIRECT Lane = "DIRECT"
+	LaneCAPPED Lane = "CAPPED"
 	LaneCLI    Lane = "CLI"
 	LanePARKED Lane = "PARKED"
 )
@@ -246,7 +247,7 @@ func (l Lane) String() string {
 // LaneValidator is a validator for the "lane" field enum values. It is called by the builders before save.
 func LaneValidator(l Lane) error {
 	switch l {
-	case LaneDIRECT, LaneCLI, LanePARKED:
+	case LaneDIRECT, LaneCAPPED, LaneCLI, LanePARKED:
 		return nil
 	default:
 		return fmt.Errorf("delivery: invalid enum value for lane field: %q", l)

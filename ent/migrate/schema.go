@@ -101,7 +101,7 @@ var (
 		{Name: "lease_owner", Type: field.TypeString, Default: ""},
 		{Name: "attempt_started_at", Type: field.TypeTime, Nullable: true},
 		{Name: "backlog", Type: field.TypeBool, Default: false},
-		{Name: "lane", Type: field.TypeEnum, Enums: []string{"DIRECT", "CLI", "PARKED"}, Default: "DIRECT"},
+		{Name: "lane", Type: field.TypeEnum, Enums: []string{"DIRECT", "CAPPED", "CLI", "PARKED"}, Default: "DIRECT"},
 		{Name: "superseded", Type: field.TypeBool, Default: false},
 		{Name: "finished_at", Type: field.TypeTime, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
@@ -145,9 +145,17 @@ var (
 			{
 				Name:    "delivery_direct_due",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[7]},
+				Columns: []*schema.Column{DeliveriesColumns[16], DeliveriesColumns[7]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status = 'PENDING' AND lane = 'DIRECT'",
+				},
+			},
+			{
+				Name:    "delivery_capped_due",
+				Unique:  false,
+				Columns: []*schema.Column{DeliveriesColumns[17], DeliveriesColumns[7]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "status = 'PENDING' AND lane = 'CAPPED'",
 				},
 			},
 			{
@@ -316,6 +324,14 @@ var (
 				Columns: []*schema.Column{OutboundJobsColumns[9], OutboundJobsColumns[12]},
 			},
 			{
+				Name:    "outbound_job_pending_due",
+				Unique:  false,
+				Columns: []*schema.Column{OutboundJobsColumns[19], OutboundJobsColumns[12]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "status = 'PENDING'",
+				},
+			},
+			{
 				Name:    "outboundjob_status_lease_expires_at",
 				Unique:  false,
 				Columns: []*schema.Column{OutboundJobsColumns[9], OutboundJobsColumns[14]},
@@ -423,6 +439,9 @@ var (
 		{Name: "previous_signing_secret", Type: field.TypeBytes, Nullable: true},
 		{Name: "previous_secret_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "signature_headers", Type: field.TypeEnum, Enums: []string{"ADAL", "STANDARD_WEBHOOKS"}, Default: "ADAL"},
+		{Name: "max_concurrency", Type: field.TypeInt, Nullable: true},
+		{Name: "in_flight", Type: field.TypeInt, Default: 0},
+		{Name: "cap_changed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "server_id", Type: field.TypeInt},
 	}
@@ -434,13 +453,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "recipients_tenants_tenant",
-				Columns:    []*schema.Column{RecipientsColumns[25]},
+				Columns:    []*schema.Column{RecipientsColumns[28]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "recipients_servers_recipients",
-				Columns:    []*schema.Column{RecipientsColumns[26]},
+				Columns:    []*schema.Column{RecipientsColumns[29]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -449,17 +468,22 @@ var (
 			{
 				Name:    "recipient_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[25]},
+				Columns: []*schema.Column{RecipientsColumns[28]},
 			},
 			{
 				Name:    "recipient_server_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[26]},
+				Columns: []*schema.Column{RecipientsColumns[29]},
 			},
 			{
 				Name:    "recipient_state_changed_at",
 				Unique:  false,
 				Columns: []*schema.Column{RecipientsColumns[11]},
+			},
+			{
+				Name:    "recipient_cap_changed_at",
+				Unique:  false,
+				Columns: []*schema.Column{RecipientsColumns[27]},
 			},
 		},
 	}

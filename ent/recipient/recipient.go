@@ -70,6 +70,12 @@ const (
 	FieldPreviousSecretExpiresAt = "previous_secret_expires_at"
 	// FieldSignatureHeaders holds the string denoting the signature_headers field in the database.
 	FieldSignatureHeaders = "signature_headers"
+	// FieldMaxConcurrency holds the string denoting the max_concurrency field in the database.
+	FieldMaxConcurrency = "max_concurrency"
+	// FieldInFlight holds the string denoting the in_flight field in the database.
+	FieldInFlight = "in_flight"
+	// FieldCapChangedAt holds the string denoting the cap_changed_at field in the database.
+	FieldCapChangedAt = "cap_changed_at"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
 	EdgeTenant = "tenant"
 	// EdgeServer holds the string denoting the server edge name in mutations.
@@ -130,6 +136,9 @@ var Columns = []string{
 	FieldPreviousSigningSecret,
 	FieldPreviousSecretExpiresAt,
 	FieldSignatureHeaders,
+	FieldMaxConcurrency,
+	FieldInFlight,
+	FieldCapChangedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -174,6 +183,8 @@ var (
 	DefaultSigningSecret func() []byte
 	// SigningSecretValidator is a validator for the "signing_secret" field. It is called by the builders before save.
 	SigningSecretValidator func([]byte) error
+	// DefaultInFlight holds the default value on creation for the "in_flight" field.
+	DefaultInFlight int
 )
 
 // Method defines the type for the "method" enum field.
@@ -406,6 +417,21 @@ func ByPreviousSecretExpiresAt(opts ...sql.OrderTermOption) OrderOption {
 // BySignatureHeaders orders the results by the signature_headers field.
 func BySignatureHeaders(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSignatureHeaders, opts...).ToFunc()
+}
+
+// ByMaxConcurrency orders the results by the max_concurrency field.
+func ByMaxConcurrency(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldMaxConcurrency, opts...).ToFunc()
+}
+
+// ByInFlight orders the results by the in_flight field.
+func ByInFlight(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldInFlight, opts...).ToFunc()
+}
+
+// ByCapChangedAt orders the results by the cap_changed_at field.
+func ByCapChangedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldCapChangedAt, opts...).ToFunc()
 }
 
 // ByTenantField orders the results by tenant field.

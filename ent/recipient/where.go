@@ -165,6 +165,21 @@ func PreviousSecretExpiresAt(v time.Time) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldPreviousSecretExpiresAt, v))
 }
 
+// MaxConcurrency applies equality check predicate on the "max_concurrency" field. It's identical to MaxConcurrencyEQ.
+func MaxConcurrency(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldMaxConcurrency, v))
+}
+
+// InFlight applies equality check predicate on the "in_flight" field. It's identical to InFlightEQ.
+func InFlight(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldInFlight, v))
+}
+
+// CapChangedAt applies equality check predicate on the "cap_changed_at" field. It's identical to CapChangedAtEQ.
+func CapChangedAt(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldCapChangedAt, v))
+}
+
 // TenantIDEQ applies the EQ predicate on the "tenant_id" field.
 func TenantIDEQ(v int) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldTenantID, v))
@@ -1243,6 +1258,146 @@ func SignatureHeadersIn(vs ...SignatureHeaders) predicate.Recipient {
 // SignatureHeadersNotIn applies the NotIn predicate on the "signature_headers" field.
 func SignatureHeadersNotIn(vs ...SignatureHeaders) predicate.Recipient {
 	return predicate.Recipient(sql.FieldNotIn(FieldSignatureHeaders, vs...))
+}
+
+// MaxConcurrencyEQ applies the EQ predicate on the "max_concurrency" field.
+func MaxConcurrencyEQ(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldMaxConcurrency, v))
+}
+
+// MaxConcurrencyNEQ applies the NEQ predicate on the "max_concurrency" field.
+func MaxConcurrencyNEQ(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldMaxConcurrency, v))
+}
+
+// MaxConcurrencyIn applies the In predicate on the "max_concurrency" field.
+func MaxConcurrencyIn(vs ...int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldMaxConcurrency, vs...))
+}
+
+// MaxConcurrencyNotIn applies the NotIn predicate on the "max_concurrency" field.
+func MaxConcurrencyNotIn(vs ...int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldMaxConcurrency, vs...))
+}
+
+// MaxConcurrencyGT applies the GT predicate on the "max_concurrency" field.
+func MaxConcurrencyGT(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldMaxConcurrency, v))
+}
+
+// MaxConcurrencyGTE applies the GTE predicate on the "max_concurrency" field.
+func MaxConcurrencyGTE(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldMaxConcurrency, v))
+}
+
+// MaxConcurrencyLT applies the LT predicate on the "max_concurrency" field.
+func MaxConcurrencyLT(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldMaxConcurrency, v))
+}
+
+// MaxConcurrencyLTE applies the LTE predicate on the "max_concurrency" field.
+func MaxConcurrencyLTE(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldMaxConcurrency, v))
+}
+
+// MaxConcurrencyIsNil applies the IsNil predicate on the "max_concurrency" field.
+func MaxConcurrencyIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldMaxConcurrency))
+}
+
+// MaxConcurrencyNotNil applies the NotNil predicate on the "max_concurrency" field.
+func MaxConcurrencyNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldMaxConcurrency))
+}
+
+// InFlightEQ applies the EQ predicate on the "in_flight" field.
+func InFlightEQ(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldInFlight, v))
+}
+
+// InFlightNEQ applies the NEQ predicate on the "in_flight" field.
+func InFlightNEQ(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldInFlight, v))
+}
+
+// InFlightIn applies the In predicate on the "in_flight" field.
+func InFlightIn(vs ...int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldInFlight, vs...))
+}
+
+// InFlightNotIn applies the NotIn predicate on the "in_flight" field.
+func InFlightNotIn(vs ...int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldInFlight, vs...))
+}
+
+// InFlightGT applies the GT predicate on the "in_flight" field.
+func InFlightGT(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldInFlight, v))
+}
+
+// InFlightGTE applies the GTE predicate on the "in_flight" field.
+func InFlightGTE(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldInFlight, v))
+}
+
+// InFlightLT applies the LT predicate on the "in_flight" field.
+func InFlightLT(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldInFlight, v))
+}
+
+// InFlightLTE applies the LTE predicate on the "in_flight" field.
+func InFlightLTE(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldInFlight, v))
+}
+
+// CapChangedAtEQ applies the EQ predicate on the "cap_changed_at" field.
+func CapChangedAtEQ(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldCapChangedAt, v))
+}
+
+// CapChangedAtNEQ applies the NEQ predicate on the "cap_changed_at" field.
+func CapChangedAtNEQ(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldCapChangedAt, v))
+}
+
+// CapChangedAtIn applies the In predicate on the "cap_changed_at" field.
+func CapChangedAtIn(vs ...time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldCapChangedAt, vs...))
+}
+
+// CapChangedAtNotIn applies the NotIn predicate on the "cap_changed_at" field.
+func CapChangedAtNotIn(vs ...time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldCapChangedAt, vs...))
+}
+
+// CapChangedAtGT applies the GT predicate on the "cap_changed_at" field.
+func CapChangedAtGT(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldCapChangedAt, v))
+}
+
+// CapChangedAtGTE applies the GTE predicate on the "cap_changed_at" field.
+func CapChangedAtGTE(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldCapChangedAt, v))
+}
+
+// CapChangedAtLT applies the LT predicate on the "cap_changed_at" field.
+func CapChangedAtLT(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldCapChangedAt, v))
+}
+
+// CapChangedAtLTE applies the LTE predicate on the "cap_changed_at" field.
+func CapChangedAtLTE(v time.Time) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldCapChangedAt, v))
+}
+
+// CapChangedAtIsNil applies the IsNil predicate on the "cap_changed_at" field.
+func CapChangedAtIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldCapChangedAt))
+}
+
+// CapChangedAtNotNil applies the NotNil predicate on the "cap_changed_at" field.
+func CapChangedAtNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldCapChangedAt))
 }
 
 // HasTenant applies the HasEdge predicate on the "tenant" edge.

@@ -292,6 +292,10 @@ func init() {
 	recipient.DefaultSigningSecret = recipientDescSigningSecret.Default.(func() []byte)
 	// recipient.SigningSecretValidator is a validator for the "signing_secret" field. It is called by the builders before save.
 	recipient.SigningSecretValidator = recipientDescSigningSecret.Validators[0].(func([]byte) error)
+	// recipientDescInFlight is the schema descriptor for in_flight field.
+	recipientDescInFlight := recipientFields[25].Descriptor()
+	// recipient.DefaultInFlight holds the default value on creation for the in_flight field.
+	recipient.DefaultInFlight = recipientDescInFlight.Default.(int)
 	rejectionMixin := schema.Rejection{}.Mixin()
 	rejection.Policy = privacy.NewPolicies(rejectionMixin[0], schema.Rejection{})
 	rejection.Hooks[0] = func(next ent.Mutator) ent.Mutator {

@@ -43,12 +43,14 @@ func (Delivery) Fields() []ent.Field {
 		field.Time("attempt_started_at").Optional().Nillable().Annotations(entgql.Skip()),
 		// backlog marks a CLI delivery created while no CLI was attached and never attempted since.
 		field.Bool("backlog").Default(false),
-		// lane says which dispatcher takes the delivery when it is due: DIRECT (the scheduler), CLI (the CLI
-		// hub), PARKED (none while its recipient is paused, disabled or frozen). The direct claim reads only its
-		// own lane through a partial index, so a parked backlog, however large, costs it nothing. Set at
-		// creation from the recipient, and kept by the scheduler's lane reconciler when the recipient's state
-		// changes; a stale lane is repaired within a poll interval.
-		field.Enum("lane").Values("DIRECT", "CLI", "PARKED").Default("DIRECT").Annotations(entgql.Skip()),
+		// lane says which dispatcher takes the delivery when it is due: DIRECT (the scheduler), CAPPED (the
+		// scheduler, within its recipient's maxConcurrency), CLI (the CLI hub), PARKED (none while its recipient
+		// is paused, disabled or frozen). The claim reads each lane through a partial index of its own, so a
+		// parked backlog, or one waiting for a capped recipient's slot, costs it nothing. Set at creation from
+		// the recipient, and kept by the scheduler's lane reconciler when the recipient's state or cap changes;
+		// a stale lane is repaired within a poll interval. A delivery in flight keeps the lane it was claimed
+		// from: an IN_PROGRESS CAPPED delivery is one its recipient's in_flight counts.
+		field.Enum("lane").Values("DIRECT", "CAPPED", "CLI", "PARKED").Default("DIRECT").Annotations(entgql.Skip()),
 		// superseded is set when a manual retry takes over; request status counts only the newest delivery
 		// per recipient.
 		field.Bool("superseded").Default(false),
@@ -77,9 +79,13 @@ func (Delivery) Indexes() []ent.Index {
 		// Due pending deliveries in due order (the CLI hub, the next due time, the backlog gauge).
 		index.Fields("next_attempt_at").StorageKey("delivery_pending_due").
 			Annotations(entsql.IndexWhere("status = 'PENDING'")),
-		// The scheduler's claim: due direct deliveries in due order, parked and CLI ones left out.
-		index.Fields("next_attempt_at").StorageKey("delivery_direct_due").
+		// The scheduler's claim: each tenant's due direct deliveries in due order (the claim takes a few from each
+		// tenant, within its share of the workers), parked, capped and CLI ones left out.
+		index.Fields("tenant_id", "next_attempt_at").StorageKey("delivery_direct_due").
 			Annotations(entsql.IndexWhere("status = 'PENDING' AND lane = 'DIRECT'")),
+		// The claim of capped recipients: each one's due deliveries in due order, as many as it has slots free.
+		index.Fields("recipient_id", "next_attempt_at").StorageKey("delivery_capped_due").
+			Annotations(entsql.IndexWhere("status = 'PENDING' AND lane = 'CAPPED'")),
 		// A recipient's pending deliveries (in a given lane: the lane reconciler; all: the probe claim, cancelling
 		// a deleted recipient's deliveries, the CLI backlog).
 		index.Fields("recipient_id", "lane").StorageKey("delivery_pending_lane").

@@ -3,6 +3,7 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
@@ -67,8 +68,12 @@ func (OutboundJob) Edges() []ent.Edge {
 // Indexes of the OutboundJob.
 func (OutboundJob) Indexes() []ent.Index {
 	return []ent.Index{
-		// The scheduler's claim: due pending jobs in due order.
+		// The next due time of a pending job.
 		index.Fields("status", "next_attempt_at"),
+		// The scheduler's claim: each tenant's pending jobs in due order (a few from each tenant, within its share
+		// of the workers).
+		index.Fields("tenant_id", "next_attempt_at").StorageKey("outbound_job_pending_due").
+			Annotations(entsql.IndexWhere("status = 'PENDING'")),
 		// The rescuer: in-progress jobs whose lease lapsed.
 		index.Fields("status", "lease_expires_at"),
 		index.Fields("tenant_id", "idempotency_claim").Unique(),

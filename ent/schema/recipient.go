@@ -65,6 +65,15 @@ func (Recipient) Fields() []ent.Field {
 		// signature_headers names the headers of the signature: Adal's own, or the Standard Webhooks ones.
 		field.Enum("signature_headers").Values("ADAL", "STANDARD_WEBHOOKS").Default("ADAL").
 			Annotations(entgql.Type("SignatureHeaders")),
+		// max_concurrency bounds the attempts in flight at once to the recipient across all processes (nil: only
+		// its tenant's share of each process's workers). A capped recipient's deliveries wait in the CAPPED lane;
+		// in_flight counts those in flight, raised by the claim that takes them and lowered by the record of
+		// their attempt, both under the recipient's row lock, so processes never pass the cap together.
+		field.Int("max_concurrency").Optional().Nillable(),
+		field.Int("in_flight").Default(0).Annotations(entgql.Skip()),
+		// cap_changed_at is when max_concurrency last changed: the lane reconciler looks at such recipients as it
+		// does at those whose state changed.
+		field.Time("cap_changed_at").Optional().Nillable().Annotations(entgql.Skip()),
 	}
 }
 
@@ -82,5 +91,6 @@ func (Recipient) Indexes() []ent.Index {
 		index.Fields("server_id"),
 		// The lane reconciler looks at the recipients whose state changed lately.
 		index.Fields("state_changed_at"),
+		index.Fields("cap_changed_at"),
 	}
 }

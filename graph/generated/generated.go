@@ -312,6 +312,7 @@ type ComplexityRoot struct {
 		ID                      func(childComplexity int) int
 		LastSuccessAt           func(childComplexity int) int
 		MaxAttempts             func(childComplexity int) int
+		MaxConcurrency          func(childComplexity int) int
 		Method                  func(childComplexity int) int
 		Name                    func(childComplexity int) int
 		NextProbeAt             func(childComplexity int) int
@@ -1990,6 +1991,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.MaxAttempts(childComplexity), true
+	case "Recipient.maxConcurrency":
+		if e.ComplexityRoot.Recipient.MaxConcurrency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.MaxConcurrency(childComplexity), true
 	case "Recipient.method":
 		if e.ComplexityRoot.Recipient.Method == nil {
 			break
@@ -3408,6 +3415,24 @@ type FilterResult {
 extend type Query {
   "Evaluates a routing filter against a stored request, as intake would, without saving anything: the console's preview."
   testFilter(filter: JSON!, requestId: ID!): FilterResult!
+}
+`, BuiltIn: false},
+	{Name: "../guard.graphqls", Input: `# Multi-tenant guardrails: what a recipient may take of the engine.
+
+extend input CreateRecipientInput {
+  """
+  Attempts in flight at once to this recipient, across all processes; at least 1 (1: one at a time). Omitted:
+  no cap beyond its tenant's share of the workers. A delivery waiting for a slot stays PENDING and spends no
+  attempt. Only for DIRECT_HTTP recipients.
+  """
+  maxConcurrency: Int
+}
+
+extend input UpdateRecipientInput {
+  "Sets the recipient's cap of attempts in flight at once (see CreateRecipientInput.maxConcurrency)."
+  maxConcurrency: Int
+  "Removes the recipient's concurrency cap."
+  clearMaxConcurrency: Boolean
 }
 `, BuiltIn: false},
 	{Name: "../outbound.graphqls", Input: `# Outbound jobs: a tenant asks Adal to make one HTTP call for it, with retries. sendOutbound accepts the
@@ -4915,6 +4940,7 @@ type Recipient implements Node {
   """
   previousSecretExpiresAt: Time
   signatureHeaders: SignatureHeaders!
+  maxConcurrency: Int
   server: Server!
 }
 """
@@ -5137,6 +5163,19 @@ input RecipientWhereInput {
   signatureHeadersNEQ: SignatureHeaders
   signatureHeadersIn: [SignatureHeaders!]
   signatureHeadersNotIn: [SignatureHeaders!]
+  """
+  max_concurrency field predicates
+  """
+  maxConcurrency: Int
+  maxConcurrencyNEQ: Int
+  maxConcurrencyIn: [Int!]
+  maxConcurrencyNotIn: [Int!]
+  maxConcurrencyGT: Int
+  maxConcurrencyGTE: Int
+  maxConcurrencyLT: Int
+  maxConcurrencyLTE: Int
+  maxConcurrencyIsNil: Boolean
+  maxConcurrencyNotNil: Boolean
   """
   server edge predicates
   """
@@ -6348,6 +6387,8 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_previousSecretExpiresAt(ctx, field)
 	case "signatureHeaders":
 		return ec.fieldContext_Recipient_signatureHeaders(ctx, field)
+	case "maxConcurrency":
+		return ec.fieldContext_Recipient_maxConcurrency(ctx, field)
 	case "server":
 		return ec.fieldContext_Recipient_server(ctx, field)
 	case "cliConnected":
@@ -13696,6 +13737,29 @@ func (ec *executionContext) fieldContext_Recipient_signatureHeaders(_ context.Co
 	return graphql.NewScalarFieldContext("Recipient", field, false, false, "SignatureHeaders")
 }
 
+func (ec *executionContext) _Recipient_maxConcurrency(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_maxConcurrency(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxConcurrency, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_maxConcurrency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Recipient_server(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -18648,7 +18712,7 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "signatureHeaders"}
+	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "maxConcurrency", "signatureHeaders"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -18718,6 +18782,13 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.Filter = data
+		case "maxConcurrency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrency"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrency = data
 		case "signatureHeaders":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
 			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
@@ -22497,7 +22568,7 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "nextProbeAt", "nextProbeAtNEQ", "nextProbeAtIn", "nextProbeAtNotIn", "nextProbeAtGT", "nextProbeAtGTE", "nextProbeAtLT", "nextProbeAtLTE", "nextProbeAtIsNil", "nextProbeAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "signatureHeaders", "signatureHeadersNEQ", "signatureHeadersIn", "signatureHeadersNotIn", "hasServer", "hasServerWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "nextProbeAt", "nextProbeAtNEQ", "nextProbeAtIn", "nextProbeAtNotIn", "nextProbeAtGT", "nextProbeAtGTE", "nextProbeAtLT", "nextProbeAtLTE", "nextProbeAtIsNil", "nextProbeAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "signatureHeaders", "signatureHeadersNEQ", "signatureHeadersIn", "signatureHeadersNotIn", "maxConcurrency", "maxConcurrencyNEQ", "maxConcurrencyIn", "maxConcurrencyNotIn", "maxConcurrencyGT", "maxConcurrencyGTE", "maxConcurrencyLT", "maxConcurrencyLTE", "maxConcurrencyIsNil", "maxConcurrencyNotNil", "hasServer", "hasServerWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -23456,6 +23527,76 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 				return it, err
 			}
 			it.SignatureHeadersNotIn = data
+		case "maxConcurrency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrency"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrency = data
+		case "maxConcurrencyNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrencyNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrencyNEQ = data
+		case "maxConcurrencyIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrencyIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrencyIn = data
+		case "maxConcurrencyNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrencyNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrencyNotIn = data
+		case "maxConcurrencyGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrencyGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrencyGT = data
+		case "maxConcurrencyGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrencyGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrencyGTE = data
+		case "maxConcurrencyLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrencyLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrencyLT = data
+		case "maxConcurrencyLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrencyLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrencyLTE = data
+		case "maxConcurrencyIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrencyIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrencyIsNil = data
+		case "maxConcurrencyNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrencyNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrencyNotNil = data
 		case "hasServer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasServer"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -26234,7 +26375,7 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "clearFilter", "signatureHeaders"}
+	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "clearFilter", "maxConcurrency", "clearMaxConcurrency", "signatureHeaders"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -26297,6 +26438,20 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.ClearFilter = data
+		case "maxConcurrency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrency"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrency = data
+		case "clearMaxConcurrency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearMaxConcurrency"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearMaxConcurrency = data
 		case "signatureHeaders":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
 			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
@@ -28335,6 +28490,11 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 		case "signatureHeaders":
 			out.Values[i] = ec._Recipient_signatureHeaders(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxConcurrency":
+			out.Values[i] = ec._Recipient_maxConcurrency(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "server":

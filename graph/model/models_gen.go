@@ -80,6 +80,10 @@ type CreateRecipientInput struct {
 	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
 	// A routing filter (see Recipient.filter); absent or null: every request.
 	Filter any `json:"filter,omitempty"`
+	// Attempts in flight at once to this recipient, across all processes; at least 1 (1: one at a time). Omitted:
+	// no cap beyond its tenant's share of the workers. A delivery waiting for a slot stays PENDING and spends no
+	// attempt. Only for DIRECT_HTTP recipients.
+	MaxConcurrency *int `json:"maxConcurrency,omitempty"`
 	// The names of the signature headers: ADAL (default: X-Adal-Webhook-Id, -Timestamp, -Signature; a sender's own
 	// webhook-* headers pass as sent) or STANDARD_WEBHOOKS (webhook-id, webhook-timestamp, webhook-signature,
 	// replacing a sender's headers of those names).
@@ -258,8 +262,12 @@ type UpdateRecipientInput struct {
 	// A new routing filter; applies to requests accepted from now on (and to replays).
 	Filter any `json:"filter,omitempty"`
 	// Removes the routing filter: the recipient gets every request.
-	ClearFilter      *bool                       `json:"clearFilter,omitempty"`
-	SignatureHeaders *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
+	ClearFilter *bool `json:"clearFilter,omitempty"`
+	// Sets the recipient's cap of attempts in flight at once (see CreateRecipientInput.maxConcurrency).
+	MaxConcurrency *int `json:"maxConcurrency,omitempty"`
+	// Removes the recipient's concurrency cap.
+	ClearMaxConcurrency *bool                       `json:"clearMaxConcurrency,omitempty"`
+	SignatureHeaders    *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
 }
 
 type UpdateServerInput struct {

@@ -1,0 +1,222 @@
+package scheduler_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/relay/relaytest"
+	"github.com/adal-relay/adal/storage/dbtest"
+	"github.com/adal-relay/adal/viewer"
+)
+
+// A tenant whose 20 recipients hang until their timeout holds at most its share of the workers — half of them
+// while it is alone, through intake's hand-off and the claim alike — so another tenant's deliveries start at
+// once, while every hanging attempt is still in flight, without waiting for any of them to time out. The
+// deliveries waiting for the noisy tenant's share stay PENDING with no attempt spent.
+func TestNoisyTenantLeavesWorkersToOthers(t *testing.T) {
+	t.Parallel()
+	const workers = 8
+	const share = workers / 2
+	const noisyRecipients, noisyRequests = 20, 3
+	env := relaytest.Start(t, func(c *relay.Config) { c.Workers = workers })
+
+	hang := newHolding(t, noisyRecipients*noisyRequests) // every call held until the test ends
+	noisy := env.NewTenant("noisy", relaytest.PlanLimits{Credits: 100, MaxRecipientsPerServer: noisyRecipients})
+	noisySrv := env.NewServer(noisy, "s", nil)
+	for range noisyRecipients {
+		env.NewRecipient(noisy, noisySrv.ID, map[string]any{"method": "DIRECT_HTTP", "url": hang.URL})
+	}
+	var noisyIDs []string
+	for range noisyRequests {
+		noisyIDs = append(noisyIDs, env.Send(noisySrv.Key, "", `{"noisy":true}`))
+	}
+	relaytest.Eventually(t, 10*time.Second, "the noisy tenant to fill its share", func() bool {
+		return hang.inFlight.Load() == share
+	})
+
+	quiet := env.NewTenant("quiet", relaytest.PlanLimits{Credits: 100})
+	quietSrv := env.NewServer(quiet, "s", nil)
+	rcv := newReceiver(t, 0)
+	env.NewRecipient(quiet, quietSrv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
+	for i := range 10 {
+		id := env.Send(quietSrv.Key, "", `{"quiet":`+strconv.Itoa(i)+`}`)
+		// Far below the hanging recipients' 30 s timeout: none of their workers came free meanwhile.
+		waitDelivered(t, env, id, 10*time.Second, "the quiet tenant's delivery "+strconv.Itoa(i))
+	}
+	require.EqualValues(t, share, hang.inFlight.Load(), "the hanging attempts are all still in flight")
+	require.EqualValues(t, share, hang.peak.Load(), "the noisy tenant never held more than its share")
+	require.Equal(t, 10, rcv.count())
+
+	// What waits for the noisy tenant's share has spent nothing.
+	var started, waiting int
+	for _, id := range noisyIDs {
+		for _, d := range deliveriesOf(t, env, id) {
+			switch d.Status {
+			case entdelivery.StatusIN_PROGRESS:
+				started++
+				require.Equal(t, 1, d.AttemptCount)
+			case entdelivery.StatusPENDING:
+				waiting++
+				require.Zero(t, d.AttemptCount, "a delivery waiting for a worker spent an attempt")
+				require.Empty(t, d.Edges.Attempts)
+			default:
+				t.Fatalf("noisy delivery %d is %s", d.ID, d.Status)
+			}
+		}
+	}
+	require.Equal(t, share, started)
+	require.Equal(t, noisyRecipients*noisyRequests-share, waiting)
+}
+
+// Two tenants that both hang hold an equal share of the workers each, and leave none of their own to take.
+func TestBusyTenantsShareTheWorkersEqually(t *testing.T) {
+	t.Parallel()
+	const workers = 6
+	env := relaytest.Start(t, func(c *relay.Config) {
+		c.Workers = workers
+		c.TenantShare = 1 // alone, a tenant may take every worker: the equal share is what bounds it here
+	})
+	hangA, hangB := newHolding(t, 20), newHolding(t, 20)
+	a, srvA := env.NewTenantServer(100)
+	env.NewRecipient(a, srvA.ID, map[string]any{"method": "DIRECT_HTTP", "url": hangA.URL})
+	b := env.NewTenant("b", relaytest.PlanLimits{Credits: 100})
+	srvB := env.NewServer(b, "s", nil)
+	env.NewRecipient(b, srvB.ID, map[string]any{"method": "DIRECT_HTTP", "url": hangB.URL})
+
+	for range 10 {
+		env.Send(srvA.Key, "", `{}`)
+	}
+	relaytest.Eventually(t, 10*time.Second, "tenant a alone to take every worker", func() bool {
+		return hangA.inFlight.Load() == workers
+	})
+	// Every worker is busy: b waits for a's attempts to end, and from then on each tenant holds half.
+	for range 10 {
+		env.Send(srvB.Key, "", `{}`)
+	}
+	for range workers / 2 {
+		hangA.release <- struct{}{}
+	}
+	relaytest.Eventually(t, 10*time.Second, "b to get the workers a let go of", func() bool {
+		return hangB.inFlight.Load() == workers/2
+	})
+	require.EqualValues(t, workers/2, hangA.inFlight.Load())
+	// One more of a's attempts ending gives its worker back to a, under its share again; b, at its share, gets
+	// nothing more.
+	hangA.release <- struct{}{}
+	relaytest.Eventually(t, 10*time.Second, "a's freed worker to go back to a", func() bool {
+		return hangA.arrived.Load() == workers+1
+	})
+	require.EqualValues(t, workers/2, hangA.inFlight.Load())
+	require.EqualValues(t, workers/2, hangB.inFlight.Load())
+	require.EqualValues(t, workers/2, hangB.peak.Load(), "b never held more than an equal share")
+}
+
+// A recipient with maxConcurrency 1 gets one attempt at a time — across two processes on PostgreSQL — and the
+// deliveries waiting for its slot stay PENDING with no attempt spent. The poll interval is an hour: only the
+// record of an attempt, freeing the slot, wakes the claim for the next.
+func TestCappedRecipientGetsOneAttemptAtATime(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	small := func(c *relay.Config) {
+		c.Workers = 8
+		c.PollInterval = time.Hour
+	}
+	a := relaytest.Start(t, small)
+	envs := []*relaytest.Env{a}
+	if dbtest.Postgres() {
+		envs = append(envs, a.Peer(t, small))
+	}
+	tn, srv := a.NewTenantServer(100)
+	rcv := newHolding(t, n)
+	rid := a.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxConcurrency": 1})
+
+	var ids []string
+	for i := range n {
+		ids = append(ids, envs[i%len(envs)].Send(srv.Key, "", `{}`))
+	}
+	relaytest.Eventually(t, 10*time.Second, "the first attempt", func() bool { return rcv.arrived.Load() == 1 })
+	ctx := viewer.SystemContext(t.Context())
+	id, err := strconv.Atoi(rid)
+	require.NoError(t, err)
+	r, err := a.DB.Client.Recipient.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 1, r.InFlight)
+	pending := a.Deliveries(entdelivery.StatusEQ(entdelivery.StatusPENDING))
+	require.Len(t, pending, n-1)
+	for _, d := range pending {
+		require.Equal(t, entdelivery.LaneCAPPED, d.Lane)
+		require.Zero(t, d.AttemptCount, "waiting for the slot spent an attempt")
+	}
+
+	if peak := rcv.letThrough(t, n, 1); peak != 1 {
+		t.Fatalf("%d attempts to the capped recipient were in flight at once", peak)
+	}
+	for _, id := range ids {
+		d := waitDelivered(t, a, id, 10*time.Second, "delivery of request "+id)
+		require.Len(t, d.Edges.Attempts, 1, "each delivery was attempted once")
+	}
+	r, err = a.DB.Client.Recipient.Get(ctx, id)
+	require.NoError(t, err)
+	require.Zero(t, r.InFlight, "every slot came back")
+}
+
+// Setting a cap moves the recipient's waiting deliveries to the capped lane, where the cap holds; removing it
+// moves them back. The cap is validated, and only for direct recipients.
+func TestMaxConcurrencyCanBeSetAndRemoved(t *testing.T) {
+	t.Parallel()
+	const workers = 8
+	env := relaytest.Start(t, func(c *relay.Config) { c.Workers = workers })
+	tn, srv := env.NewTenantServer(100)
+	rcv := newHolding(t, 10)
+	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
+	const update = `mutation($id: ID!, $in: UpdateRecipientInput!){ updateRecipient(id: $id, input: $in){ id maxConcurrency } }`
+
+	for in, field := range map[string]map[string]any{
+		"zero":     {"maxConcurrency": 0},
+		"negative": {"maxConcurrency": -3},
+	} {
+		res := env.GraphQL(tn.Owner, update, map[string]any{"id": rid, "in": field})
+		require.Equal(t, "INVALID_INPUT", res.Code(), in)
+	}
+	cliSrv := env.NewServer(tn, "cli", nil)
+	res := env.GraphQL(tn.Owner, `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id } }`,
+		map[string]any{"in": map[string]any{"serverId": cliSrv.ID, "name": "cli", "method": "CLI", "maxConcurrency": 2}})
+	require.Equal(t, "INVALID_INPUT", res.Code())
+
+	var out struct{ UpdateRecipient struct{ MaxConcurrency *int } }
+	env.MustGraphQL(tn.Owner, update, map[string]any{"id": rid, "in": map[string]any{"maxConcurrency": 2}}, &out)
+	require.Equal(t, 2, *out.UpdateRecipient.MaxConcurrency)
+	for range 6 {
+		env.Send(srv.Key, "", `{}`)
+	}
+	relaytest.Eventually(t, 10*time.Second, "two attempts", func() bool { return rcv.inFlight.Load() == 2 })
+	relaytest.Eventually(t, 10*time.Second, "the rest waiting in the capped lane", func() bool {
+		return len(env.Deliveries(entdelivery.StatusEQ(entdelivery.StatusPENDING), entdelivery.LaneEQ(entdelivery.LaneCAPPED))) == 4
+	})
+	require.EqualValues(t, 2, rcv.inFlight.Load())
+
+	env.MustGraphQL(tn.Owner, update, map[string]any{"id": rid, "in": map[string]any{"clearMaxConcurrency": true}}, &out)
+	require.Nil(t, out.UpdateRecipient.MaxConcurrency)
+	// Uncapped, the waiting deliveries go back to the direct lane and start, up to the tenant's share.
+	relaytest.Eventually(t, 10*time.Second, "the waiting deliveries to start", func() bool {
+		return rcv.inFlight.Load() == workers/2
+	})
+	ctx := viewer.SystemContext(t.Context())
+	n, err := env.DB.Client.Recipient.Query().Where(recipient.InFlightGT(0)).Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the two capped attempts still hold their slots until recorded")
+	for range 6 {
+		rcv.release <- struct{}{}
+	}
+	relaytest.Eventually(t, 10*time.Second, "every slot back", func() bool {
+		n, err := env.DB.Client.Recipient.Query().Where(recipient.InFlightGT(0)).Count(ctx)
+		require.NoError(t, err)
+		return n == 0
+	})
+}

@@ -34,6 +34,7 @@ import (
 	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/scheduler"
+	"github.com/adal-relay/adal/search"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
@@ -86,8 +87,10 @@ type Config struct {
 	// TokenRefresh is how often revoked token ids are reloaded (a revocation reaches every process within
 	// about this long, and expired or revoked tokens' websockets close); default 2s.
 	TokenRefresh time.Duration
-	Dev          bool
-	Logger       *slog.Logger
+	// Search bounds one page of a search of stored requests; zero fields take search's defaults.
+	Search search.Bounds
+	Dev    bool
+	Logger *slog.Logger
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 }
@@ -298,6 +301,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Now:      cfg.Now,
 			CLIHub:   r.CLIHub,
 			Outbound: r.Outbound,
+			Search:   search.New(db.Dialect, cfg.Search),
 		},
 		Client:           db.Client,
 		Auth:             authn,

@@ -15,6 +15,7 @@ import (
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/search"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -33,6 +34,8 @@ type Resolver struct {
 	CLIHub *clihub.Hub
 	// Outbound serves sendOutbound and its jobs: standalone HTTP calls a tenant submits through the API.
 	Outbound *outbound.Service
+	// Search runs requests(search: …).
+	Search *search.Searcher
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

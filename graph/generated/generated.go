@@ -248,7 +248,7 @@ type ComplexityRoot struct {
 		OutboundJobs func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) int
 		Plans        func(childComplexity int) int
 		Request      func(childComplexity int, id int) int
-		Requests     func(childComplexity int, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) int
+		Requests     func(childComplexity int, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput, search *string) int
 		Server       func(childComplexity int, id int) int
 		Servers      func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) int
 		Tenants      func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) int
@@ -301,12 +301,19 @@ type ComplexityRoot struct {
 	RequestConnection struct {
 		Edges      func(childComplexity int) int
 		PageInfo   func(childComplexity int) int
+		Search     func(childComplexity int) int
 		TotalCount func(childComplexity int) int
 	}
 
 	RequestEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	RequestSearch struct {
+		ExaminedTo   func(childComplexity int) int
+		Scanned      func(childComplexity int) int
+		StoppedEarly func(childComplexity int) int
 	}
 
 	Server struct {
@@ -445,7 +452,7 @@ type QueryResolver interface {
 	Viewer(ctx context.Context) (*model.Viewer, error)
 	Servers(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) (*ent.ServerConnection, error)
 	Server(ctx context.Context, id int) (*ent.Server, error)
-	Requests(ctx context.Context, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) (*ent.RequestConnection, error)
+	Requests(ctx context.Context, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput, search *string) (*model.RequestConnection, error)
 	Request(ctx context.Context, id int) (*ent.Request, error)
 	Ledger(ctx context.Context, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.LedgerEntryConnection, error)
 	OutboundJobs(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) (*ent.OutboundJobConnection, error)
@@ -1494,7 +1501,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.Requests(childComplexity, args["serverId"].(int), args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.RequestOrder), args["where"].(*ent.RequestWhereInput)), true
+		return e.ComplexityRoot.Query.Requests(childComplexity, args["serverId"].(int), args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.RequestOrder), args["where"].(*ent.RequestWhereInput), args["search"].(*string)), true
 	case "Query.server":
 		if e.ComplexityRoot.Query.Server == nil {
 			break
@@ -1776,6 +1783,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RequestConnection.PageInfo(childComplexity), true
+	case "RequestConnection.search":
+		if e.ComplexityRoot.RequestConnection.Search == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestConnection.Search(childComplexity), true
 	case "RequestConnection.totalCount":
 		if e.ComplexityRoot.RequestConnection.TotalCount == nil {
 			break
@@ -1795,6 +1808,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RequestEdge.Node(childComplexity), true
+
+	case "RequestSearch.examinedTo":
+		if e.ComplexityRoot.RequestSearch.ExaminedTo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestSearch.ExaminedTo(childComplexity), true
+	case "RequestSearch.scanned":
+		if e.ComplexityRoot.RequestSearch.Scanned == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestSearch.Scanned(childComplexity), true
+	case "RequestSearch.stoppedEarly":
+		if e.ComplexityRoot.RequestSearch.StoppedEarly == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestSearch.StoppedEarly(childComplexity), true
 
 	case "Server.createdAt":
 		if e.ComplexityRoot.Server.CreatedAt == nil {
@@ -2317,8 +2349,11 @@ extend type Query {
   "The viewer's servers (operators: every tenant's), without deleted ones."
   servers(after: Cursor, first: Int, before: Cursor, last: Int, orderBy: ServerOrder, where: ServerWhereInput): ServerConnection!
   server(id: ID!): Server
-  "A server's requests, newest first unless orderBy says otherwise."
-  requests(serverId: ID!, after: Cursor, first: Int, before: Cursor, last: Int, orderBy: RequestOrder, where: RequestWhereInput): RequestConnection!
+  """
+  A server's requests, newest first unless orderBy says otherwise. With search, only those whose path, query,
+  headers or body contain the text (see RequestSearch).
+  """
+  requests(serverId: ID!, after: Cursor, first: Int, before: Cursor, last: Int, orderBy: RequestOrder, where: RequestWhereInput, search: String): RequestConnection!
   request(id: ID!): Request
   "Credit ledger, newest first. Tenant viewers see their own; operators name a tenant or see all."
   ledger(tenantId: ID, after: Cursor, first: Int, before: Cursor, last: Int): LedgerEntryConnection!
@@ -2456,6 +2491,29 @@ type Usage {
 extend type Tenant {
   "Usage in a period such as \"2026-11\"; the current period when omitted."
   usage(period: String): Usage!
+}
+`, BuiltIn: false},
+	{Name: "../bulk.graphqls", Input: `# Finding stored requests by text, and acting on many deliveries at once.
+
+"""
+How far a search of stored requests went. A search walks the server's requests in received order (newest first
+by default) and stops when the page is full, when the requests run out, or at its bound: a number of requests
+examined or about a second of work, whichever comes first. When it stops at its bound, stoppedEarly is true,
+pageInfo.hasNextPage is true and pageInfo.endCursor points at the last request examined, so asking for the next
+page (after: endCursor) searches on from there ("search older").
+"""
+type RequestSearch {
+  "Requests examined for this page."
+  scanned: Int!
+  "True when the search stopped at its bound: requests past pageInfo.endCursor were not examined yet."
+  stoppedEarly: Boolean!
+  "The received time of the last request examined; null when there was none."
+  examinedTo: Time
+}
+
+extend type RequestConnection {
+  "Set when the list was asked with search; totalCount then counts the matches of this page only."
+  search: RequestSearch
 }
 `, BuiltIn: false},
 	{Name: "../cli.graphqls", Input: `# The adal CLI's part of the API: a CLI attaches to one CLI recipient with the cliListen subscription (over the
@@ -5153,6 +5211,8 @@ func (ec *executionContext) childFields_RequestConnection(ctx context.Context, f
 		return ec.fieldContext_RequestConnection_pageInfo(ctx, field)
 	case "totalCount":
 		return ec.fieldContext_RequestConnection_totalCount(ctx, field)
+	case "search":
+		return ec.fieldContext_RequestConnection_search(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RequestConnection", field.Name)
 }
@@ -5165,6 +5225,18 @@ func (ec *executionContext) childFields_RequestEdge(ctx context.Context, field g
 		return ec.fieldContext_RequestEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RequestEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_RequestSearch(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "scanned":
+		return ec.fieldContext_RequestSearch_scanned(ctx, field)
+	case "stoppedEarly":
+		return ec.fieldContext_RequestSearch_stoppedEarly(ctx, field)
+	case "examinedTo":
+		return ec.fieldContext_RequestSearch_examinedTo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RequestSearch", field.Name)
 }
 
 func (ec *executionContext) childFields_Server(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6026,6 +6098,14 @@ func (ec *executionContext) field_Query_requests_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["where"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "search",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["search"] = arg7
 	return args, nil
 }
 
@@ -10373,11 +10453,11 @@ func (ec *executionContext) _Query_requests(ctx context.Context, field graphql.C
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().Requests(ctx, fc.Args["serverId"].(int), fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int), fc.Args["orderBy"].(*ent.RequestOrder), fc.Args["where"].(*ent.RequestWhereInput))
+			return ec.Resolvers.Query().Requests(ctx, fc.Args["serverId"].(int), fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int), fc.Args["orderBy"].(*ent.RequestOrder), fc.Args["where"].(*ent.RequestWhereInput), fc.Args["search"].(*string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *ent.RequestConnection) graphql.Marshaler {
-			return ec.marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRequestConnection(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RequestConnection) graphql.Marshaler {
+			return ec.marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRequestConnection(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11497,7 +11577,7 @@ func (ec *executionContext) fieldContext_Request_bodySize(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Request", field, true, true, "Int")
 }
 
-func (ec *executionContext) _RequestConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.RequestConnection) (ret graphql.Marshaler) {
+func (ec *executionContext) _RequestConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.RequestConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11529,7 +11609,7 @@ func (ec *executionContext) fieldContext_RequestConnection_edges(_ context.Conte
 	return fc, nil
 }
 
-func (ec *executionContext) _RequestConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *ent.RequestConnection) (ret graphql.Marshaler) {
+func (ec *executionContext) _RequestConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.RequestConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11561,7 +11641,7 @@ func (ec *executionContext) fieldContext_RequestConnection_pageInfo(_ context.Co
 	return fc, nil
 }
 
-func (ec *executionContext) _RequestConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *ent.RequestConnection) (ret graphql.Marshaler) {
+func (ec *executionContext) _RequestConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *model.RequestConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11582,6 +11662,38 @@ func (ec *executionContext) _RequestConnection_totalCount(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_RequestConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RequestConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RequestConnection_search(ctx context.Context, field graphql.CollectedField, obj *model.RequestConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestConnection_search(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Search, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RequestSearch) graphql.Marshaler {
+			return ec.marshalORequestSearch2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRequestSearch(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestConnection_search(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RequestConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RequestSearch(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _RequestEdge_node(ctx context.Context, field graphql.CollectedField, obj *ent.RequestEdge) (ret graphql.Marshaler) {
@@ -11637,6 +11749,75 @@ func (ec *executionContext) _RequestEdge_cursor(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_RequestEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RequestEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _RequestSearch_scanned(ctx context.Context, field graphql.CollectedField, obj *model.RequestSearch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestSearch_scanned(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Scanned, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RequestSearch_scanned(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestSearch", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RequestSearch_stoppedEarly(ctx context.Context, field graphql.CollectedField, obj *model.RequestSearch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestSearch_stoppedEarly(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StoppedEarly, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RequestSearch_stoppedEarly(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestSearch", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RequestSearch_examinedTo(ctx context.Context, field graphql.CollectedField, obj *model.RequestSearch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestSearch_examinedTo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExaminedTo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestSearch_examinedTo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestSearch", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Server_id(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
@@ -23955,7 +24136,7 @@ func (ec *executionContext) _Request(ctx context.Context, sel ast.SelectionSet, 
 
 var requestConnectionImplementors = []string{"RequestConnection"}
 
-func (ec *executionContext) _RequestConnection(ctx context.Context, sel ast.SelectionSet, obj *ent.RequestConnection) graphql.Marshaler {
+func (ec *executionContext) _RequestConnection(ctx context.Context, sel ast.SelectionSet, obj *model.RequestConnection) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, requestConnectionImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -23977,6 +24158,11 @@ func (ec *executionContext) _RequestConnection(ctx context.Context, sel ast.Sele
 		case "totalCount":
 			out.Values[i] = ec._RequestConnection_totalCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "search":
+			out.Values[i] = ec._RequestConnection_search(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -24015,6 +24201,49 @@ func (ec *executionContext) _RequestEdge(ctx context.Context, sel ast.SelectionS
 		case "cursor":
 			out.Values[i] = ec._RequestEdge_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var requestSearchImplementors = []string{"RequestSearch"}
+
+func (ec *executionContext) _RequestSearch(ctx context.Context, sel ast.SelectionSet, obj *model.RequestSearch) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, requestSearchImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RequestSearch")
+		case "scanned":
+			out.Values[i] = ec._RequestSearch_scanned(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "stoppedEarly":
+			out.Values[i] = ec._RequestSearch_stoppedEarly(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "examinedTo":
+			out.Values[i] = ec._RequestSearch_examinedTo(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -25514,7 +25743,7 @@ func (ec *executionContext) marshalNRequest2ᚖgithubᚗcomᚋadalᚑrelayᚋada
 	return ec._Request(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRequestConnection(ctx context.Context, sel ast.SelectionSet, v *ent.RequestConnection) graphql.Marshaler {
+func (ec *executionContext) marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRequestConnection(ctx context.Context, sel ast.SelectionSet, v *model.RequestConnection) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "RequestConnection!")
 		return graphql.Null
@@ -26990,6 +27219,13 @@ func (ec *executionContext) unmarshalORequestOrder2ᚖgithubᚗcomᚋadalᚑrela
 	}
 	res, err := ec.unmarshalInputRequestOrder(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalORequestSearch2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRequestSearch(ctx context.Context, sel ast.SelectionSet, v *model.RequestSearch) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RequestSearch(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalORequestStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrequestᚐStatusᚄ(ctx context.Context, v any) ([]request.Status, error) {

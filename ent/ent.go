@@ -13,6 +13,8 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
+	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -84,6 +86,8 @@ func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
 			attempt.Table:         attempt.ValidColumn,
+			bulkjob.Table:         bulkjob.ValidColumn,
+			bulkjobitem.Table:     bulkjobitem.ValidColumn,
 			delivery.Table:        delivery.ValidColumn,
 			ledgerentry.Table:     ledgerentry.ValidColumn,
 			outboundattempt.Table: outboundattempt.ValidColumn,

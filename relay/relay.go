@@ -20,6 +20,7 @@ import (
 	"github.com/adal-relay/adal/api"
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/bulk"
 	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/egress"
@@ -146,6 +147,10 @@ type Relay struct {
 	crons     []*leader.Cron
 	publisher *publisher
 	handler   http.Handler
+
+	// Bulk starts bulk jobs; BulkRunner runs them.
+	Bulk       *bulk.Service
+	BulkRunner *bulk.Runner
 }
 
 // Migrate applies the database's pending migrations and reports how many it applied.
@@ -284,6 +289,21 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, err
 	}
+	if r.BulkRunner, err = bulk.NewRunner(bulk.RunnerConfig{
+		DB:           db,
+		Delivery:     r.Delivery,
+		Events:       r.Events,
+		Lease:        cfg.Lease,
+		PollInterval: cfg.PollInterval,
+		Logger:       cfg.Logger,
+		Now:          cfg.Now,
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	r.Bulk = bulk.New(bulk.Config{
+		Dialect: db.Dialect, Events: r.Events, Wake: r.BulkRunner.Wake, Logger: cfg.Logger, Now: cfg.Now,
+	})
 	r.Routing.OnRecipientResumed(r.Scheduler.WakeLanes)
 	if err := r.openCron(cfg); err != nil {
 		db.Close()
@@ -302,6 +322,7 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			CLIHub:   r.CLIHub,
 			Outbound: r.Outbound,
 			Search:   search.New(db.Dialect, cfg.Search),
+			Bulk:     r.Bulk,
 		},
 		Client:           db.Client,
 		Auth:             authn,
@@ -393,7 +414,7 @@ func (r *Relay) services() []startstop.Service {
 	for _, c := range r.crons {
 		svcs = append(svcs, c)
 	}
-	return append(svcs, r.publisher, r.CLIHub, r.Scheduler, r.Rescuer)
+	return append(svcs, r.publisher, r.CLIHub, r.Scheduler, r.Rescuer, r.BulkRunner)
 }
 
 // Start starts the background services under ctx. If one fails to start, those already started are stopped.

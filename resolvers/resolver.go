@@ -8,6 +8,7 @@ import (
 
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/bulk"
 	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
@@ -36,6 +37,8 @@ type Resolver struct {
 	Outbound *outbound.Service
 	// Search runs requests(search: …).
 	Search *search.Searcher
+	// Bulk answers dry runs and starts and cancels bulk jobs.
+	Bulk *bulk.Service
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

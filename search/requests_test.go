@@ -203,7 +203,9 @@ func TestSearchCombinesWithFiltersAndPages(t *testing.T) {
 	for _, id := range newestFirst {
 		if slices.IndexFunc(edges, func(e struct {
 			Node struct{ ID, ReceivedAt string }
-		}) bool { return e.Node.ID == id && e.Node.ReceivedAt >= since }) >= 0 {
+		}) bool {
+			return e.Node.ID == id && e.Node.ReceivedAt >= since
+		}) >= 0 {
 			want = append(want, id)
 		}
 	}

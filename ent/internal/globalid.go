@@ -2,4 +2,4 @@
 
 package internal
 
-const IncrementStarts = "{\"attempts\":0,\"deliveries\":4294967296,\"ledger_entries\":8589934592,\"outbound_attempts\":34359738368,\"outbound_jobs\":38654705664,\"plans\":12884901888,\"recipients\":17179869184,\"requests\":21474836480,\"servers\":25769803776,\"tenants\":30064771072,\"tokens\":42949672960}"
+const IncrementStarts = "{\"attempts\":0,\"bulk_job_items\":51539607552,\"bulk_jobs\":47244640256,\"deliveries\":4294967296,\"ledger_entries\":8589934592,\"outbound_attempts\":34359738368,\"outbound_jobs\":38654705664,\"plans\":12884901888,\"recipients\":17179869184,\"requests\":21474836480,\"servers\":25769803776,\"tenants\":30064771072,\"tokens\":42949672960}"

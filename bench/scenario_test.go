@@ -65,3 +65,19 @@ func TestMemoryScenarios(t *testing.T) {
 		t.Errorf("backlog: not every one of its 3000 deliveries was attempted once and succeeded: %s", r.Detail)
 	}
 }
+
+// TestSearchScenario runs the search scenario small: its row must not be void (every request of the history
+// examined once by paging on, every rare one found).
+func TestSearchScenario(t *testing.T) {
+	url := os.Getenv(dbtest.EnvURL)
+	if !strings.HasPrefix(url, "postgres") {
+		t.Skipf("the bench runs on PostgreSQL: set %s", dbtest.EnvURL)
+	}
+	rows, err := Run(t.Context(), Config{DatabaseURL: url, Scenarios: []string{"search"}, SearchRequests: 20_000, Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Void != "" || !strings.Contains(rows[0].Detail, "20000 requests examined") {
+		t.Fatalf("search: %+v", rows)
+	}
+}

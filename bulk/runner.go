@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -376,20 +375,20 @@ func (j *jobRun) retry(ctx context.Context, tx *ent.Client, job *ent.BulkJob, it
 	return done, failed, "", nil
 }
 
-// cancel cancels items, in request order: a cancel refreshes its request's status under the request's lock,
-// and every transaction that refreshes several takes them in that order.
+// cancel cancels items (delivery.CancelBatch).
 func (j *jobRun) cancel(ctx context.Context, tx *ent.Client, items []item) (done, failed int, err error) {
-	byRequest := slices.Clone(items)
-	slices.SortFunc(byRequest, func(a, b item) int { return cmp.Compare(a.RequestID, b.RequestID) })
-	for _, it := range byRequest {
-		_, err := j.r.cfg.Delivery.Cancel(ctx, tx, it.DeliveryID)
-		switch fault.KindOf(err) {
-		case fault.Conflict, fault.NotFound:
+	ids := make([]int, len(items))
+	for i, it := range items {
+		ids[i] = it.DeliveryID
+	}
+	outcomes, err := j.r.cfg.Delivery.CancelBatch(ctx, tx, ids)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, o := range outcomes {
+		if o != nil {
 			failed++
-		default:
-			if err != nil {
-				return 0, 0, err
-			}
+		} else {
 			done++
 		}
 	}

@@ -333,6 +333,58 @@ func (s *Service) Cancel(ctx context.Context, client *ent.Client, deliveryID int
 	return client.Delivery.Get(ctx, d.ID)
 }
 
+// CancelBatch cancels each of the deliveries that is still PENDING, as Cancel does, and reports for each
+// whether it did: nil, or why not (CONFLICT when it is in flight or finished, NOT_FOUND). It locks the
+// deliveries in id order, cancels them in one statement and then refreshes their requests' status in request
+// order — deliveries before requests, each in one order, as the other statements that change both take them.
+func (s *Service) CancelBatch(ctx context.Context, client *ent.Client, deliveryIDs []int) ([]error, error) {
+	const op = "delivery.CancelBatch"
+	q := client.Delivery.Query().Where(entdelivery.IDIn(deliveryIDs...)).Order(entdelivery.ByID()).
+		WithRequest(func(q *ent.RequestQuery) { q.Select(request.FieldID, request.FieldServerID) })
+	q.Modify(s.locks.NoKeyUpdate)
+	held, err := q.All(ctx)
+	if err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	byID := make(map[int]*ent.Delivery, len(held))
+	var pending, requests []int
+	for _, d := range held {
+		byID[d.ID] = d
+		if d.Status == entdelivery.StatusPENDING {
+			pending = append(pending, d.ID)
+			requests = append(requests, d.RequestID)
+		}
+	}
+	out := make([]error, len(deliveryIDs))
+	for i, id := range deliveryIDs {
+		switch d, ok := byID[id]; {
+		case !ok:
+			out[i] = fault.E(op, fault.NotFound, "delivery not found")
+		case d.Status != entdelivery.StatusPENDING:
+			out[i] = fault.E(op, fault.Conflict, "delivery is %s; cancel applies to PENDING deliveries", d.Status)
+		}
+	}
+	if len(pending) == 0 {
+		return out, nil
+	}
+	if err := client.Delivery.Update().Where(entdelivery.IDIn(pending...)).
+		SetStatus(entdelivery.StatusCANCELED).SetFinishedAt(s.cfg.Now()).ClearNextAttemptAt().
+		Exec(ctx); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	if err := RefreshRequestStatus(ctx, client, requests...); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	changes := make([]Change, len(pending))
+	for i, id := range pending {
+		d := byID[id]
+		changes[i] = Change{TenantID: d.TenantID, ServerID: d.Edges.Request.ServerID, RequestID: d.RequestID,
+			DeliveryID: d.ID, Status: entdelivery.StatusCANCELED, Kind: KindUpdated}
+	}
+	s.notify(ctx, changes...)
+	return out, nil
+}
+
 // Replay stores a new request copied from a stored one (replayOf points back, new key), delivered to the
 // server's recipients as configured now, for 1 credit. The original is unchanged.
 func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int, key string) (*ent.Request, error) {

@@ -215,7 +215,10 @@ func (r *Runner) run(ctx context.Context, id int) {
 		}
 		if job.DoneThrough > 0 {
 			if err := j.resume(); err != nil {
-				j.failed(err)
+				// The job stays claimed until its lease lapses; a runner takes it up again then.
+				if ctx.Err() == nil {
+					r.cfg.Logger.Warn("resume bulk job", "job", id, "err", err)
+				}
 				return
 			}
 		}

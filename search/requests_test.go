@@ -183,6 +183,12 @@ func TestSearchCombinesWithFiltersAndPages(t *testing.T) {
 	require.Equal(t, newestFirst, searchPage(t, env, tn.Member, map[string]any{"s": srv.ID, "q": "match-me",
 		"where": map[string]any{"status": "FAILED"}}).ids())
 
+	// Conditions on edges too (evaluated per row, with the text): no request here has a delivery.
+	require.Empty(t, searchPage(t, env, tn.Member, map[string]any{"s": srv.ID, "q": "match-me",
+		"where": map[string]any{"hasDeliveries": true}}).ids())
+	require.Equal(t, newestFirst, searchPage(t, env, tn.Member, map[string]any{"s": srv.ID, "q": "match-me",
+		"where": map[string]any{"hasDeliveries": false, "or": []any{map[string]any{"status": "FAILED"}, map[string]any{"status": "PARTIAL"}}}}).ids())
+
 	// A received-time range keeps to the requests inside it.
 	var times struct {
 		Requests struct {

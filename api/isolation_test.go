@@ -16,6 +16,7 @@ import (
 
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -45,6 +46,7 @@ type tenantFixture struct {
 	OutboundTry  string // its attempt
 	OutboundKey  string
 	Token        string // a stored MEMBER token the owner minted
+	BulkJob      string // a running bulk job whose lease a process holds (set in the database)
 	TokensAll    []string
 	OtherPlan    string // a second plan, selectable, that the tenant could switch to
 	LedgerAll    []string
@@ -119,6 +121,12 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 	}}, &p)
 	f.OtherPlan = p.CreatePlan.ID
 
+	job, err := db.BulkJob.Create().SetTenantID(tid).SetServerID(atoi(t, f.Server.ID)).SetKind(bulkjob.KindRETRY).
+		SetCriteria([]byte(`{"serverId":` + f.Server.ID + `}`)).SetTotal(0).SetLeaseOwner("elsewhere").
+		SetLeaseExpiresAt(time.Now().Add(24 * time.Hour)).Save(ctx)
+	require.NoError(t, err)
+	f.BulkJob = strconv.Itoa(job.ID)
+
 	var tok struct{ IssueToken struct{ ID string } }
 	env.MustGraphQL(f.Owner, `mutation { issueToken(input: {role: MEMBER, subject: "minted"}){ id } }`, nil, &tok)
 	f.Token = tok.IssueToken.ID
@@ -188,13 +196,23 @@ var isolationOps = []isolationOp{
 		vars: idVar(func(a tenantFixture) string { return a.OutboundTry })},
 	{field: "node", name: "token", query: `query($id: ID!){ node(id: $id){ id ... on Token { subject role expiresAt } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Token })},
+	{field: "node", name: "bulk job", query: `query($id: ID!){ node(id: $id){ id ... on BulkJob { status } } }`,
+		vars: idVar(func(a tenantFixture) string { return a.BulkJob })},
 	{field: "nodes", query: `query($ids: [ID!]!){ nodes(ids: $ids){ id } }`,
 		vars: func(a tenantFixture) map[string]any {
-			return map[string]any{"ids": []string{a.ID, a.Server.ID, a.RcpActive, a.Request, a.DelPending, a.Attempt, a.LedgerEntry, a.Outbound, a.OutboundTry, a.Token}}
+			return map[string]any{"ids": []string{a.ID, a.Server.ID, a.RcpActive, a.Request, a.DelPending, a.Attempt, a.LedgerEntry, a.Outbound, a.OutboundTry, a.Token, a.BulkJob}}
 		}},
 	{field: "server", query: `query($id: ID!){ server(id: $id){ id name inboundUrl recipients { id } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Server.ID })},
 	{field: "requests", query: `query($id: ID!){ requests(serverId: $id, first: 3){ totalCount edges { node { id body } } } }`,
+		vars: idVar(func(a tenantFixture) string { return a.Server.ID })},
+	{field: "requests", name: "search", query: `query($id: ID!){ requests(serverId: $id, search: "tenant"){ totalCount edges { node { id body } } } }`,
+		vars: idVar(func(a tenantFixture) string { return a.Server.ID })},
+	{field: "bulkJob", query: `query($id: ID!){ bulkJob(id: $id){ id status filter { serverId } } }`,
+		vars: idVar(func(a tenantFixture) string { return a.BulkJob })},
+	{field: "planBulkRetry", query: `query($id: ID!){ planBulkRetry(filter: {serverId: $id}){ count credits balance } }`,
+		vars: idVar(func(a tenantFixture) string { return a.Server.ID })},
+	{field: "planBulkCancel", query: `query($id: ID!){ planBulkCancel(filter: {serverId: $id}){ count } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Server.ID })},
 	{field: "request", query: `query($id: ID!){ request(id: $id){ id body headers { name value } deliveries { id } } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Request })},
@@ -272,6 +290,15 @@ var isolationOps = []isolationOp{
 	{field: "rotateRecipientSecret", mutation: true,
 		query: `mutation($id: ID!){ rotateRecipientSecret(id: $id, graceSeconds: 3600){ id signingSecret previousSecretExpiresAt } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.RcpActive })},
+	{field: "bulkRetry", mutation: true,
+		query: `mutation($id: ID!){ bulkRetry(filter: {serverId: $id}){ id total } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.Server.ID })},
+	{field: "bulkCancel", mutation: true,
+		query: `mutation($id: ID!){ bulkCancel(filter: {serverId: $id}){ id total } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.Server.ID })},
+	{field: "cancelBulkJob", mutation: true,
+		query: `mutation($id: ID!){ cancelBulkJob(id: $id){ id status } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.BulkJob })},
 	{field: "deleteRecipient", mutation: true,
 		query: `mutation($id: ID!){ deleteRecipient(id: $id){ id } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.RcpDisabled })},
@@ -286,6 +313,8 @@ var subscriptionOps = []isolationOp{
 		vars: idVar(func(a tenantFixture) string { return a.Server.ID })},
 	{field: "deliveryUpdated", name: "request", query: `subscription($id: ID!){ deliveryUpdated(requestId: $id){ id status } }`,
 		vars: idVar(func(a tenantFixture) string { return a.Request })},
+	{field: "bulkJobUpdated", query: `subscription($id: ID!){ bulkJobUpdated(id: $id){ id status done } }`,
+		vars: idVar(func(a tenantFixture) string { return a.BulkJob })},
 	{field: "cliListen", query: `subscription($id: ID!){ cliListen(recipientId: $id){ kind message deliveryId } }`,
 		vars: idVar(func(a tenantFixture) string { return a.RcpActive })},
 }
@@ -312,6 +341,7 @@ var exempt = map[string]string{
 	"alerts":             "takes no ID; alerting's TestAlertTenantIsolation checks that B lists only its own alerts",
 	"limits":             "takes no ID and holds no tenant's data: the bounds the API checks input against",
 	"redeemSignInCode":   "takes no ID and no token: a one-time code buys an operator token (TestFirstRunSignInLink)",
+	"bulkJobs":           "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's jobs",
 }
 
 func (op isolationOp) label() string {
@@ -430,8 +460,11 @@ func TestIsolation(t *testing.T) {
 			FOutbound struct {
 				Edges []struct{ Node struct{ ID string } }
 			}
+			BulkJobs, FBulkJobs struct {
+				Edges []struct{ Node struct{ ID string } }
+			}
 		}
-		env.MustGraphQL(tk.token, `query($srv: ID!, $aSrv: ID!, $aTenant: ID!, $aJob: ID!){
+		env.MustGraphQL(tk.token, `query($srv: ID!, $aSrv: ID!, $aTenant: ID!, $aJob: ID!, $aBulk: ID!){
 			servers(first: 20){ edges { node { id } } }
 			tenants(first: 20){ edges { node { id } } }
 			requests(serverId: $srv, first: 20){ edges { node { id } } }
@@ -442,7 +475,9 @@ func TestIsolation(t *testing.T) {
 			fTenant: tenants(where: {id: $aTenant}){ edges { node { id } } }
 			outboundJobs(first: 20){ edges { node { id } } }
 			fOutbound: outboundJobs(where: {id: $aJob}){ edges { node { id } } }
-		}`, map[string]any{"srv": b.Server.ID, "aSrv": a.Server.ID, "aTenant": a.ID, "aJob": a.Outbound}, &lists)
+			bulkJobs(first: 20){ edges { node { id } } }
+			fBulkJobs: bulkJobs(where: {id: $aBulk}){ edges { node { id } } }
+		}`, map[string]any{"srv": b.Server.ID, "aSrv": a.Server.ID, "aTenant": a.ID, "aJob": a.Outbound, "aBulk": a.BulkJob}, &lists)
 		ids := func(edges []struct{ Node struct{ ID string } }) []string {
 			var out []string
 			for _, e := range edges {
@@ -460,6 +495,8 @@ func TestIsolation(t *testing.T) {
 		require.Empty(t, lists.FTenant.Edges, tk.role+": tenants filtered to A's id")
 		require.Equal(t, []string{b.Outbound}, ids(lists.OutboundJobs.Edges), tk.role+": outbound jobs")
 		require.Empty(t, lists.FOutbound.Edges, tk.role+": outbound jobs filtered to A's id")
+		require.Equal(t, []string{b.BulkJob}, ids(lists.BulkJobs.Edges), tk.role+": bulk jobs")
+		require.Empty(t, lists.FBulkJobs.Edges, tk.role+": bulk jobs filtered to A's id")
 		var planIDs []string
 		for _, p := range lists.Plans {
 			planIDs = append(planIDs, p.ID)
@@ -687,6 +724,8 @@ func snapshot(t *testing.T, env *relaytest.Env) string {
 	add(c.Delivery.Query().Order(ent.Asc("id")).All(ctx))
 	add(c.Attempt.Query().Order(ent.Asc("id")).All(ctx))
 	add(c.Token.Query().Order(ent.Asc("id")).All(ctx))
+	add(c.BulkJob.Query().Order(ent.Asc("id")).All(ctx))
+	add(c.BulkJobItem.Query().Order(ent.Asc("id")).All(ctx))
 	b, err := json.MarshalIndent(all, "", " ")
 	require.NoError(t, err)
 	return string(b)

@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios are the scenario names in the order they run.
-var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "noisy", "punctuality", "purge", "cli", "graphql"}
+var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "noisy", "punctuality", "purge", "cli", "graphql", "search"}
 
 // Config configures a bench run.
 type Config struct {
@@ -79,6 +79,9 @@ type Config struct {
 	// GraphQLClients is how many connections the graphql scenario sends its worst query from at once.
 	GraphQLClients int
 
+	// SearchRequests is how many requests the search scenario stores on its one server.
+	SearchRequests int
+
 	PgbenchClients int
 	PgbenchScale   int
 
@@ -118,6 +121,7 @@ func (c *Config) defaults() {
 	c.NoisyQuietRate = cmp.Or(c.NoisyQuietRate, 100)
 	c.CLIBacklog = cmp.Or(c.CLIBacklog, 5000)
 	c.GraphQLClients = cmp.Or(c.GraphQLClients, 16)
+	c.SearchRequests = cmp.Or(c.SearchRequests, 1_000_000)
 	c.CLIRate = cmp.Or(c.CLIRate, 100)
 	c.PgbenchClients = cmp.Or(c.PgbenchClients, 16)
 	c.PgbenchScale = cmp.Or(c.PgbenchScale, 16)
@@ -208,7 +212,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 var scenarioRuns = map[string]func(*Runner, context.Context) error{
 	"ingest": (*Runner).ingest, "dispatch": (*Runner).dispatch, "latency": (*Runner).latency,
 	"punctuality": (*Runner).punctuality, "purge": (*Runner).purge, "cli": (*Runner).cli,
-	"backlog": (*Runner).backlog, "graphql": (*Runner).graphql, "noisy": (*Runner).noisy,
+	"backlog": (*Runner).backlog, "graphql": (*Runner).graphql, "noisy": (*Runner).noisy, "search": (*Runner).search,
 }
 
 func (b *Runner) scenario(ctx context.Context, name string) error {

@@ -97,3 +97,19 @@ func TestNoisyScenario(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchScenario runs the search scenario small: its row must not be void (every request of the history
+// examined once by paging on, every rare one found).
+func TestSearchScenario(t *testing.T) {
+	url := os.Getenv(dbtest.EnvURL)
+	if !strings.HasPrefix(url, "postgres") {
+		t.Skipf("the bench runs on PostgreSQL: set %s", dbtest.EnvURL)
+	}
+	rows, err := Run(t.Context(), Config{DatabaseURL: url, Scenarios: []string{"search"}, SearchRequests: 20_000, Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Void != "" || !strings.Contains(rows[0].Detail, "20000 requests examined") {
+		t.Fatalf("search: %+v", rows)
+	}
+}

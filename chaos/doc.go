@@ -1,5 +1,5 @@
-// Package chaos holds Adal's fault tests: real server processes killed with SIGKILL mid-delivery and right after
-// a 202, PostgreSQL backends terminated under load, and PostgreSQL restarted under load. They are slow and
+// Package chaos holds Adal's fault tests: real server processes killed with SIGKILL mid-delivery, right after
+// a 202 and mid bulk job, PostgreSQL backends terminated under load, and PostgreSQL restarted under load. They are slow and
 // brutal, so they only build with the chaos tag:
 //
 //	ADAL_TEST_DATABASE_URL=postgres://… [ADAL_CHAOS_PG_RESTART='pg_ctlcluster … restart'] go test -tags chaos -count=1 ./chaos/

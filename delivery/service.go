@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/adal-relay/adal/billing"
@@ -165,38 +166,66 @@ func (s *Service) notify(ctx context.Context, changes ...Change) {
 // on the newest delivery of that request to that recipient; other recipients are untouched.
 func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int) (*ent.Delivery, error) {
 	const op = "delivery.Retry"
-	d, err := client.Delivery.Query().Where(entdelivery.ID(deliveryID)).WithRecipient().Only(ctx)
+	r, err := s.retryable(ctx, client, op, deliveryID)
 	if err != nil {
-		return nil, storage.Err(op, "delivery", err)
+		return nil, err
 	}
-	switch {
-	case d.Status == entdelivery.StatusPENDING || d.Status == entdelivery.StatusIN_PROGRESS:
-		return nil, fault.E(op, fault.Conflict, "delivery is %s; only FAILED, CANCELED or SUCCEEDED deliveries can be retried", d.Status)
-	case d.Superseded:
-		return nil, fault.E(op, fault.Conflict, "a newer delivery of this request to this recipient exists; retry that one")
-	case d.Edges.Recipient.DeletedAt != nil:
-		return nil, fault.E(op, fault.Conflict, "the recipient was deleted")
-	}
-	req, err := s.holdRequest(ctx, client, d.RequestID)
-	if err != nil {
-		return nil, storage.Err(op, "request", err)
-	}
-	if retention.Expired(req.ExpiresAt, s.cfg.Now()) {
-		return nil, fault.E(op, fault.NotFound, "the request expired and is being purged")
-	}
-	isAlert, err := free(ctx, client, req.ServerID)
+	isAlert, err := free(ctx, client, r.req.ServerID)
 	if err != nil {
 		return nil, storage.Err(op, "server", err)
 	}
 	if !isAlert {
-		if _, err := s.cfg.Billing.Debit(ctx, client, d.TenantID, billing.CreditsPerAction, billing.ReasonManualRetry, billing.DeliveryReference(d.ID)); err != nil {
+		if _, err := s.cfg.Billing.Debit(ctx, client, r.d.TenantID, billing.CreditsPerAction, billing.ReasonManualRetry, billing.DeliveryReference(r.d.ID)); err != nil {
 			return nil, err
 		}
 	}
+	nd, err := s.retry(ctx, client, op, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := RefreshRequestStatus(ctx, client, r.req.ID); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	return nd, nil
+}
+
+// retryable is a delivery a retry may take over, with its request held (holdRequest).
+type retryable struct {
+	d   *ent.Delivery
+	req *ent.Request
+}
+
+// retryable checks that the delivery may be retried: final, current, to a live recipient, of a request not
+// expired.
+func (s *Service) retryable(ctx context.Context, client *ent.Client, op string, deliveryID int) (retryable, error) {
+	d, err := client.Delivery.Query().Where(entdelivery.ID(deliveryID)).WithRecipient().Only(ctx)
+	if err != nil {
+		return retryable{}, storage.Err(op, "delivery", err)
+	}
+	switch {
+	case d.Status == entdelivery.StatusPENDING || d.Status == entdelivery.StatusIN_PROGRESS:
+		return retryable{}, fault.E(op, fault.Conflict, "delivery is %s; only FAILED, CANCELED or SUCCEEDED deliveries can be retried", d.Status)
+	case d.Superseded:
+		return retryable{}, fault.E(op, fault.Conflict, "a newer delivery of this request to this recipient exists; retry that one")
+	case d.Edges.Recipient.DeletedAt != nil:
+		return retryable{}, fault.E(op, fault.Conflict, "the recipient was deleted")
+	}
+	req, err := s.holdRequest(ctx, client, d.RequestID)
+	if err != nil {
+		return retryable{}, storage.Err(op, "request", err)
+	}
+	if retention.Expired(req.ExpiresAt, s.cfg.Now()) {
+		return retryable{}, fault.E(op, fault.NotFound, "the request expired and is being purged")
+	}
+	return retryable{d: d, req: req}, nil
+}
+
+// retry supersedes r's delivery and creates its successor. The request's status is the caller's to refresh.
+func (s *Service) retry(ctx context.Context, client *ent.Client, op string, r retryable) (*ent.Delivery, error) {
 	// Superseding is conditional on the delivery still being final and current, so two concurrent retries
 	// cannot both succeed.
 	n, err := client.Delivery.Update().
-		Where(entdelivery.ID(d.ID), entdelivery.Superseded(false),
+		Where(entdelivery.ID(r.d.ID), entdelivery.Superseded(false),
 			entdelivery.StatusIn(entdelivery.StatusFAILED, entdelivery.StatusCANCELED, entdelivery.StatusSUCCEEDED)).
 		SetSuperseded(true).
 		Save(ctx)
@@ -206,14 +235,86 @@ func (s *Service) Retry(ctx context.Context, client *ent.Client, deliveryID int)
 	if n == 0 {
 		return nil, fault.E(op, fault.Conflict, "the delivery changed meanwhile; reload and retry")
 	}
-	ds, err := s.createDeliveries(ctx, client, req, []*ent.Recipient{d.Edges.Recipient}, entdelivery.TriggerMANUAL_RETRY)
+	ds, err := s.createDeliveries(ctx, client, r.req, []*ent.Recipient{r.d.Edges.Recipient}, entdelivery.TriggerMANUAL_RETRY)
 	if err != nil {
 		return nil, err
 	}
-	if err := RefreshRequestStatus(ctx, client, req.ID); err != nil {
+	return ds[0], nil
+}
+
+// RetryOutcome is what RetryBatch did with one delivery: its new delivery, or why there is none (CONFLICT or
+// NOT_FOUND, as Retry would have answered).
+type RetryOutcome struct {
+	Retry *ent.Delivery
+	Err   error
+}
+
+// RetryBatch retries each of a tenant's deliveries as Retry does — a new MANUAL_RETRY delivery, 1 credit (none
+// for an alert) each with a ledger entry naming the delivery retried — and reports what became of each, in order. It holds
+// the deliveries first (in id order), so what it checks stays true until the commit, and pays for every retry
+// it made together at the end: the tenant's balance, which intake locks for every request, is held only for
+// the last two statements of the transaction rather than from the first retry on. When the balance cannot pay
+// for them all it returns INSUFFICIENT_CREDITS, and the caller must roll the transaction back (and ask for no
+// more than the balance). client must be bound to the transaction.
+func (s *Service) RetryBatch(ctx context.Context, client *ent.Client, tenantID int, deliveryIDs []int) ([]RetryOutcome, error) {
+	const op = "delivery.RetryBatch"
+	ids := slices.Sorted(slices.Values(deliveryIDs))
+	hold := client.Delivery.Query().Where(entdelivery.IDIn(ids...)).Order(entdelivery.ByID())
+	hold.Modify(s.locks.NoKeyUpdate)
+	if _, err := hold.IDs(ctx); err != nil {
 		return nil, fault.Wrap(op, fault.Internal, err)
 	}
-	return ds[0], nil
+	out := make([]RetryOutcome, len(deliveryIDs))
+	var refs []string
+	var requests []int
+	alerts := map[int]bool{} // server id → whether it is the tenant's alerts server, whose retries are free
+	for i, id := range deliveryIDs {
+		r, err := s.retryable(ctx, client, op, id)
+		if err == nil && r.d.TenantID != tenantID {
+			err = fault.E(op, fault.NotFound, "delivery not found")
+		}
+		if err != nil {
+			if k := fault.KindOf(err); k != fault.Conflict && k != fault.NotFound {
+				return nil, err
+			}
+			out[i].Err = err
+			continue
+		}
+		if out[i].Retry, err = s.retry(ctx, client, op, r); err != nil {
+			return nil, err
+		}
+		requests = append(requests, r.req.ID)
+		isAlert, seen := alerts[r.req.ServerID]
+		if !seen {
+			if isAlert, err = free(ctx, client, r.req.ServerID); err != nil {
+				return nil, storage.Err(op, "server", err)
+			}
+			alerts[r.req.ServerID] = isAlert
+		}
+		if !isAlert {
+			refs = append(refs, billing.DeliveryReference(r.d.ID))
+		}
+	}
+	if len(requests) == 0 {
+		return out, nil
+	}
+	if err := RefreshRequestStatus(ctx, client, requests...); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	if len(refs) == 0 {
+		return out, nil
+	}
+	rs, err := s.cfg.Billing.Reserve(ctx, client, []billing.Want{{TenantID: tenantID, N: len(refs)}})
+	if err != nil {
+		return nil, err
+	}
+	if rs[0].Granted < len(refs) {
+		return nil, fault.E(op, fault.InsufficientCredits, "not enough credits: %d needed, %d left", len(refs), rs[0].Granted)
+	}
+	if err := s.cfg.Billing.Settle(ctx, client, rs, billing.ReasonManualRetry, [][]string{refs}); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // holdRequest reads a stored request that new rows are about to point to (a retry's delivery, a replay's link)
@@ -259,6 +360,58 @@ func (s *Service) Cancel(ctx context.Context, client *ent.Client, deliveryID int
 	s.notify(ctx, Change{TenantID: d.TenantID, ServerID: d.Edges.Request.ServerID, RequestID: d.RequestID,
 		DeliveryID: d.ID, Status: entdelivery.StatusCANCELED, Kind: KindUpdated})
 	return client.Delivery.Get(ctx, d.ID)
+}
+
+// CancelBatch cancels each of the deliveries that is still PENDING, as Cancel does, and reports for each
+// whether it did: nil, or why not (CONFLICT when it is in flight or finished, NOT_FOUND). It locks the
+// deliveries in id order, cancels them in one statement and then refreshes their requests' status in request
+// order — deliveries before requests, each in one order, as the other statements that change both take them.
+func (s *Service) CancelBatch(ctx context.Context, client *ent.Client, deliveryIDs []int) ([]error, error) {
+	const op = "delivery.CancelBatch"
+	q := client.Delivery.Query().Where(entdelivery.IDIn(deliveryIDs...)).Order(entdelivery.ByID()).
+		WithRequest(func(q *ent.RequestQuery) { q.Select(request.FieldID, request.FieldServerID) })
+	q.Modify(s.locks.NoKeyUpdate)
+	held, err := q.All(ctx)
+	if err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	byID := make(map[int]*ent.Delivery, len(held))
+	var pending, requests []int
+	for _, d := range held {
+		byID[d.ID] = d
+		if d.Status == entdelivery.StatusPENDING {
+			pending = append(pending, d.ID)
+			requests = append(requests, d.RequestID)
+		}
+	}
+	out := make([]error, len(deliveryIDs))
+	for i, id := range deliveryIDs {
+		switch d, ok := byID[id]; {
+		case !ok:
+			out[i] = fault.E(op, fault.NotFound, "delivery not found")
+		case d.Status != entdelivery.StatusPENDING:
+			out[i] = fault.E(op, fault.Conflict, "delivery is %s; cancel applies to PENDING deliveries", d.Status)
+		}
+	}
+	if len(pending) == 0 {
+		return out, nil
+	}
+	if err := client.Delivery.Update().Where(entdelivery.IDIn(pending...)).
+		SetStatus(entdelivery.StatusCANCELED).SetFinishedAt(s.cfg.Now()).ClearNextAttemptAt().
+		Exec(ctx); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	if err := RefreshRequestStatus(ctx, client, requests...); err != nil {
+		return nil, fault.Wrap(op, fault.Internal, err)
+	}
+	changes := make([]Change, len(pending))
+	for i, id := range pending {
+		d := byID[id]
+		changes[i] = Change{TenantID: d.TenantID, ServerID: d.Edges.Request.ServerID, RequestID: d.RequestID,
+			DeliveryID: d.ID, Status: entdelivery.StatusCANCELED, Kind: KindUpdated}
+	}
+	s.notify(ctx, changes...)
+	return out, nil
 }
 
 // Replay stores a new request copied from a stored one (replayOf points back, new key), delivered to the

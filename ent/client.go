@@ -17,6 +17,8 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
+	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -44,6 +46,10 @@ type Client struct {
 	AlertSubscription *AlertSubscriptionClient
 	// Attempt is the client for interacting with the Attempt builders.
 	Attempt *AttemptClient
+	// BulkJob is the client for interacting with the BulkJob builders.
+	BulkJob *BulkJobClient
+	// BulkJobItem is the client for interacting with the BulkJobItem builders.
+	BulkJobItem *BulkJobItemClient
 	// Delivery is the client for interacting with the Delivery builders.
 	Delivery *DeliveryClient
 	// LedgerEntry is the client for interacting with the LedgerEntry builders.
@@ -85,6 +91,8 @@ func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
 	c.AlertSubscription = NewAlertSubscriptionClient(c.config)
 	c.Attempt = NewAttemptClient(c.config)
+	c.BulkJob = NewBulkJobClient(c.config)
+	c.BulkJobItem = NewBulkJobItemClient(c.config)
 	c.Delivery = NewDeliveryClient(c.config)
 	c.LedgerEntry = NewLedgerEntryClient(c.config)
 	c.OutboundAttempt = NewOutboundAttemptClient(c.config)
@@ -193,6 +201,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		config:            cfg,
 		AlertSubscription: NewAlertSubscriptionClient(cfg),
 		Attempt:           NewAttemptClient(cfg),
+		BulkJob:           NewBulkJobClient(cfg),
+		BulkJobItem:       NewBulkJobItemClient(cfg),
 		Delivery:          NewDeliveryClient(cfg),
 		LedgerEntry:       NewLedgerEntryClient(cfg),
 		OutboundAttempt:   NewOutboundAttemptClient(cfg),
@@ -228,6 +238,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		config:            cfg,
 		AlertSubscription: NewAlertSubscriptionClient(cfg),
 		Attempt:           NewAttemptClient(cfg),
+		BulkJob:           NewBulkJobClient(cfg),
+		BulkJobItem:       NewBulkJobItemClient(cfg),
 		Delivery:          NewDeliveryClient(cfg),
 		LedgerEntry:       NewLedgerEntryClient(cfg),
 		OutboundAttempt:   NewOutboundAttemptClient(cfg),
@@ -271,9 +283,10 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt,
-		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Rejection,
-		c.RejectionTally, c.Request, c.Server, c.SignInCode, c.Tenant, c.Token,
+		c.AlertSubscription, c.Attempt, c.BulkJob, c.BulkJobItem, c.Delivery,
+		c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.PendingAlert, c.Plan,
+		c.Recipient, c.Rejection, c.RejectionTally, c.Request, c.Server, c.SignInCode,
+		c.Tenant, c.Token,
 	} {
 		n.Use(hooks...)
 	}
@@ -283,9 +296,10 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.AlertSubscription, c.Attempt, c.Delivery, c.LedgerEntry, c.OutboundAttempt,
-		c.OutboundJob, c.PendingAlert, c.Plan, c.Recipient, c.Rejection,
-		c.RejectionTally, c.Request, c.Server, c.SignInCode, c.Tenant, c.Token,
+		c.AlertSubscription, c.Attempt, c.BulkJob, c.BulkJobItem, c.Delivery,
+		c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.PendingAlert, c.Plan,
+		c.Recipient, c.Rejection, c.RejectionTally, c.Request, c.Server, c.SignInCode,
+		c.Tenant, c.Token,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -298,6 +312,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.AlertSubscription.mutate(ctx, m)
 	case *AttemptMutation:
 		return c.Attempt.mutate(ctx, m)
+	case *BulkJobMutation:
+		return c.BulkJob.mutate(ctx, m)
+	case *BulkJobItemMutation:
+		return c.BulkJobItem.mutate(ctx, m)
 	case *DeliveryMutation:
 		return c.Delivery.mutate(ctx, m)
 	case *LedgerEntryMutation:
@@ -660,6 +678,306 @@ func (c *AttemptClient) mutate(ctx context.Context, m *AttemptMutation) (Value, 
 		return (&AttemptDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Attempt mutation op: %q", m.Op())
+	}
+}
+
+// BulkJobClient is a client for the BulkJob schema.
+type BulkJobClient struct {
+	config
+}
+
+// NewBulkJobClient returns a client for the BulkJob from the given config.
+func NewBulkJobClient(c config) *BulkJobClient {
+	return &BulkJobClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `bulkjob.Hooks(f(g(h())))`.
+func (c *BulkJobClient) Use(hooks ...Hook) {
+	c.hooks.BulkJob = append(c.hooks.BulkJob, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `bulkjob.Intercept(f(g(h())))`.
+func (c *BulkJobClient) Intercept(interceptors ...Interceptor) {
+	c.inters.BulkJob = append(c.inters.BulkJob, interceptors...)
+}
+
+// Create returns a builder for creating a BulkJob entity.
+func (c *BulkJobClient) Create() *BulkJobCreate {
+	mutation := newBulkJobMutation(c.config, OpCreate)
+	return &BulkJobCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of BulkJob entities.
+func (c *BulkJobClient) CreateBulk(builders ...*BulkJobCreate) *BulkJobCreateBulk {
+	return &BulkJobCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *BulkJobClient) MapCreateBulk(slice any, setFunc func(*BulkJobCreate, int)) *BulkJobCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &BulkJobCreateBulk{err: fmt.Errorf("calling to BulkJobClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*BulkJobCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &BulkJobCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for BulkJob.
+func (c *BulkJobClient) Update() *BulkJobUpdate {
+	mutation := newBulkJobMutation(c.config, OpUpdate)
+	return &BulkJobUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *BulkJobClient) UpdateOne(_m *BulkJob) *BulkJobUpdateOne {
+	mutation := newBulkJobMutation(c.config, OpUpdateOne, withBulkJob(_m))
+	return &BulkJobUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *BulkJobClient) UpdateOneID(id int) *BulkJobUpdateOne {
+	mutation := newBulkJobMutation(c.config, OpUpdateOne, withBulkJobID(id))
+	return &BulkJobUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for BulkJob.
+func (c *BulkJobClient) Delete() *BulkJobDelete {
+	mutation := newBulkJobMutation(c.config, OpDelete)
+	return &BulkJobDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *BulkJobClient) DeleteOne(_m *BulkJob) *BulkJobDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *BulkJobClient) DeleteOneID(id int) *BulkJobDeleteOne {
+	builder := c.Delete().Where(bulkjob.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &BulkJobDeleteOne{builder}
+}
+
+// Query returns a query builder for BulkJob.
+func (c *BulkJobClient) Query() *BulkJobQuery {
+	return &BulkJobQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeBulkJob},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a BulkJob entity by its id.
+func (c *BulkJobClient) Get(ctx context.Context, id int) (*BulkJob, error) {
+	return c.Query().Where(bulkjob.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *BulkJobClient) GetX(ctx context.Context, id int) *BulkJob {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a BulkJob.
+func (c *BulkJobClient) QueryTenant(_m *BulkJob) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(bulkjob.Table, bulkjob.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, bulkjob.TenantTable, bulkjob.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *BulkJobClient) Hooks() []Hook {
+	hooks := c.hooks.BulkJob
+	return append(hooks[:len(hooks):len(hooks)], bulkjob.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *BulkJobClient) Interceptors() []Interceptor {
+	return c.inters.BulkJob
+}
+
+func (c *BulkJobClient) mutate(ctx context.Context, m *BulkJobMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&BulkJobCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&BulkJobUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&BulkJobUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&BulkJobDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown BulkJob mutation op: %q", m.Op())
+	}
+}
+
+// BulkJobItemClient is a client for the BulkJobItem schema.
+type BulkJobItemClient struct {
+	config
+}
+
+// NewBulkJobItemClient returns a client for the BulkJobItem from the given config.
+func NewBulkJobItemClient(c config) *BulkJobItemClient {
+	return &BulkJobItemClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `bulkjobitem.Hooks(f(g(h())))`.
+func (c *BulkJobItemClient) Use(hooks ...Hook) {
+	c.hooks.BulkJobItem = append(c.hooks.BulkJobItem, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `bulkjobitem.Intercept(f(g(h())))`.
+func (c *BulkJobItemClient) Intercept(interceptors ...Interceptor) {
+	c.inters.BulkJobItem = append(c.inters.BulkJobItem, interceptors...)
+}
+
+// Create returns a builder for creating a BulkJobItem entity.
+func (c *BulkJobItemClient) Create() *BulkJobItemCreate {
+	mutation := newBulkJobItemMutation(c.config, OpCreate)
+	return &BulkJobItemCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of BulkJobItem entities.
+func (c *BulkJobItemClient) CreateBulk(builders ...*BulkJobItemCreate) *BulkJobItemCreateBulk {
+	return &BulkJobItemCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *BulkJobItemClient) MapCreateBulk(slice any, setFunc func(*BulkJobItemCreate, int)) *BulkJobItemCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &BulkJobItemCreateBulk{err: fmt.Errorf("calling to BulkJobItemClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*BulkJobItemCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &BulkJobItemCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for BulkJobItem.
+func (c *BulkJobItemClient) Update() *BulkJobItemUpdate {
+	mutation := newBulkJobItemMutation(c.config, OpUpdate)
+	return &BulkJobItemUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *BulkJobItemClient) UpdateOne(_m *BulkJobItem) *BulkJobItemUpdateOne {
+	mutation := newBulkJobItemMutation(c.config, OpUpdateOne, withBulkJobItem(_m))
+	return &BulkJobItemUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *BulkJobItemClient) UpdateOneID(id int) *BulkJobItemUpdateOne {
+	mutation := newBulkJobItemMutation(c.config, OpUpdateOne, withBulkJobItemID(id))
+	return &BulkJobItemUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for BulkJobItem.
+func (c *BulkJobItemClient) Delete() *BulkJobItemDelete {
+	mutation := newBulkJobItemMutation(c.config, OpDelete)
+	return &BulkJobItemDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *BulkJobItemClient) DeleteOne(_m *BulkJobItem) *BulkJobItemDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *BulkJobItemClient) DeleteOneID(id int) *BulkJobItemDeleteOne {
+	builder := c.Delete().Where(bulkjobitem.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &BulkJobItemDeleteOne{builder}
+}
+
+// Query returns a query builder for BulkJobItem.
+func (c *BulkJobItemClient) Query() *BulkJobItemQuery {
+	return &BulkJobItemQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeBulkJobItem},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a BulkJobItem entity by its id.
+func (c *BulkJobItemClient) Get(ctx context.Context, id int) (*BulkJobItem, error) {
+	return c.Query().Where(bulkjobitem.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *BulkJobItemClient) GetX(ctx context.Context, id int) *BulkJobItem {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a BulkJobItem.
+func (c *BulkJobItemClient) QueryTenant(_m *BulkJobItem) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(bulkjobitem.Table, bulkjobitem.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, bulkjobitem.TenantTable, bulkjobitem.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *BulkJobItemClient) Hooks() []Hook {
+	hooks := c.hooks.BulkJobItem
+	return append(hooks[:len(hooks):len(hooks)], bulkjobitem.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *BulkJobItemClient) Interceptors() []Interceptor {
+	return c.inters.BulkJobItem
+}
+
+func (c *BulkJobItemClient) mutate(ctx context.Context, m *BulkJobItemMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&BulkJobItemCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&BulkJobItemUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&BulkJobItemUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&BulkJobItemDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown BulkJobItem mutation op: %q", m.Op())
 	}
 }
 
@@ -2990,14 +3308,14 @@ func (c *TokenClient) mutate(ctx context.Context, m *TokenMutation) (Value, erro
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob,
-		PendingAlert, Plan, Recipient, Rejection, RejectionTally, Request, Server,
-		SignInCode, Tenant, Token []ent.Hook
+		AlertSubscription, Attempt, BulkJob, BulkJobItem, Delivery, LedgerEntry,
+		OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient, Rejection,
+		RejectionTally, Request, Server, SignInCode, Tenant, Token []ent.Hook
 	}
 	inters struct {
-		AlertSubscription, Attempt, Delivery, LedgerEntry, OutboundAttempt, OutboundJob,
-		PendingAlert, Plan, Recipient, Rejection, RejectionTally, Request, Server,
-		SignInCode, Tenant, Token []ent.Interceptor
+		AlertSubscription, Attempt, BulkJob, BulkJobItem, Delivery, LedgerEntry,
+		OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient, Rejection,
+		RejectionTally, Request, Server, SignInCode, Tenant, Token []ent.Interceptor
 	}
 )
 

@@ -14,6 +14,8 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
+	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -90,6 +92,8 @@ func checkColumn(t, c string) error {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
 			alertsubscription.Table: alertsubscription.ValidColumn,
 			attempt.Table:           attempt.ValidColumn,
+			bulkjob.Table:           bulkjob.ValidColumn,
+			bulkjobitem.Table:       bulkjobitem.ValidColumn,
 			delivery.Table:          delivery.ValidColumn,
 			ledgerentry.Table:       ledgerentry.ValidColumn,
 			outboundattempt.Table:   outboundattempt.ValidColumn,

@@ -5,6 +5,8 @@ package ent
 import (
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
+	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -29,7 +31,7 @@ import (
 
 // schemaGraph holds a representation of ent/schema at runtime.
 var schemaGraph = func() *sqlgraph.Schema {
-	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 16)}
+	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 18)}
 	graph.Nodes[0] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   alertsubscription.Table,
@@ -73,6 +75,54 @@ var schemaGraph = func() *sqlgraph.Schema {
 	}
 	graph.Nodes[2] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
+			Table:   bulkjob.Table,
+			Columns: bulkjob.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: bulkjob.FieldID,
+			},
+		},
+		Type: "BulkJob",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			bulkjob.FieldTenantID:       {Type: field.TypeInt, Column: bulkjob.FieldTenantID},
+			bulkjob.FieldCreatedAt:      {Type: field.TypeTime, Column: bulkjob.FieldCreatedAt},
+			bulkjob.FieldServerID:       {Type: field.TypeInt, Column: bulkjob.FieldServerID},
+			bulkjob.FieldKind:           {Type: field.TypeEnum, Column: bulkjob.FieldKind},
+			bulkjob.FieldStatus:         {Type: field.TypeEnum, Column: bulkjob.FieldStatus},
+			bulkjob.FieldCriteria:       {Type: field.TypeBytes, Column: bulkjob.FieldCriteria},
+			bulkjob.FieldTotal:          {Type: field.TypeInt, Column: bulkjob.FieldTotal},
+			bulkjob.FieldDone:           {Type: field.TypeInt, Column: bulkjob.FieldDone},
+			bulkjob.FieldFailed:         {Type: field.TypeInt, Column: bulkjob.FieldFailed},
+			bulkjob.FieldCreditsSpent:   {Type: field.TypeInt64, Column: bulkjob.FieldCreditsSpent},
+			bulkjob.FieldDoneThrough:    {Type: field.TypeInt, Column: bulkjob.FieldDoneThrough},
+			bulkjob.FieldLeaseOwner:     {Type: field.TypeString, Column: bulkjob.FieldLeaseOwner},
+			bulkjob.FieldLeaseExpiresAt: {Type: field.TypeTime, Column: bulkjob.FieldLeaseExpiresAt},
+			bulkjob.FieldCreatedBy:      {Type: field.TypeString, Column: bulkjob.FieldCreatedBy},
+			bulkjob.FieldErrorMessage:   {Type: field.TypeString, Column: bulkjob.FieldErrorMessage},
+			bulkjob.FieldUpdatedAt:      {Type: field.TypeTime, Column: bulkjob.FieldUpdatedAt},
+			bulkjob.FieldFinishedAt:     {Type: field.TypeTime, Column: bulkjob.FieldFinishedAt},
+		},
+	}
+	graph.Nodes[3] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   bulkjobitem.Table,
+			Columns: bulkjobitem.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: bulkjobitem.FieldID,
+			},
+		},
+		Type: "BulkJobItem",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			bulkjobitem.FieldTenantID:    {Type: field.TypeInt, Column: bulkjobitem.FieldTenantID},
+			bulkjobitem.FieldJobID:       {Type: field.TypeInt, Column: bulkjobitem.FieldJobID},
+			bulkjobitem.FieldDeliveryID:  {Type: field.TypeInt, Column: bulkjobitem.FieldDeliveryID},
+			bulkjobitem.FieldRequestID:   {Type: field.TypeInt, Column: bulkjobitem.FieldRequestID},
+			bulkjobitem.FieldRecipientID: {Type: field.TypeInt, Column: bulkjobitem.FieldRecipientID},
+		},
+	}
+	graph.Nodes[4] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
 			Table:   delivery.Table,
 			Columns: delivery.Columns,
 			ID: &sqlgraph.FieldSpec{
@@ -102,7 +152,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			delivery.FieldFinishedAt:       {Type: field.TypeTime, Column: delivery.FieldFinishedAt},
 		},
 	}
-	graph.Nodes[3] = &sqlgraph.Node{
+	graph.Nodes[5] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   ledgerentry.Table,
 			Columns: ledgerentry.Columns,
@@ -122,7 +172,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			ledgerentry.FieldPeriod:       {Type: field.TypeString, Column: ledgerentry.FieldPeriod},
 		},
 	}
-	graph.Nodes[4] = &sqlgraph.Node{
+	graph.Nodes[6] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   outboundattempt.Table,
 			Columns: outboundattempt.Columns,
@@ -147,7 +197,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			outboundattempt.FieldResponseTruncated: {Type: field.TypeBool, Column: outboundattempt.FieldResponseTruncated},
 		},
 	}
-	graph.Nodes[5] = &sqlgraph.Node{
+	graph.Nodes[7] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   outboundjob.Table,
 			Columns: outboundjob.Columns,
@@ -180,7 +230,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			outboundjob.FieldFinishedAt:        {Type: field.TypeTime, Column: outboundjob.FieldFinishedAt},
 		},
 	}
-	graph.Nodes[6] = &sqlgraph.Node{
+	graph.Nodes[8] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   pendingalert.Table,
 			Columns: pendingalert.Columns,
@@ -199,7 +249,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			pendingalert.FieldDueAt:       {Type: field.TypeTime, Column: pendingalert.FieldDueAt},
 		},
 	}
-	graph.Nodes[7] = &sqlgraph.Node{
+	graph.Nodes[9] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   plan.Table,
 			Columns: plan.Columns,
@@ -220,7 +270,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			plan.FieldSelectable:             {Type: field.TypeBool, Column: plan.FieldSelectable},
 		},
 	}
-	graph.Nodes[8] = &sqlgraph.Node{
+	graph.Nodes[10] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   recipient.Table,
 			Columns: recipient.Columns,
@@ -262,7 +312,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipient.FieldCapChangedAt:            {Type: field.TypeTime, Column: recipient.FieldCapChangedAt},
 		},
 	}
-	graph.Nodes[9] = &sqlgraph.Node{
+	graph.Nodes[11] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   rejection.Table,
 			Columns: rejection.Columns,
@@ -283,7 +333,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			rejection.FieldMessage:    {Type: field.TypeString, Column: rejection.FieldMessage},
 		},
 	}
-	graph.Nodes[10] = &sqlgraph.Node{
+	graph.Nodes[12] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   rejectiontally.Table,
 			Columns: rejectiontally.Columns,
@@ -300,7 +350,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			rejectiontally.FieldLastAt:   {Type: field.TypeTime, Column: rejectiontally.FieldLastAt},
 		},
 	}
-	graph.Nodes[11] = &sqlgraph.Node{
+	graph.Nodes[13] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   request.Table,
 			Columns: request.Columns,
@@ -328,7 +378,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			request.FieldFilteredOut: {Type: field.TypeJSON, Column: request.FieldFilteredOut},
 		},
 	}
-	graph.Nodes[12] = &sqlgraph.Node{
+	graph.Nodes[14] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   server.Table,
 			Columns: server.Columns,
@@ -357,7 +407,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			server.FieldKind:                    {Type: field.TypeEnum, Column: server.FieldKind},
 		},
 	}
-	graph.Nodes[13] = &sqlgraph.Node{
+	graph.Nodes[15] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   signincode.Table,
 			Columns: signincode.Columns,
@@ -374,7 +424,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			signincode.FieldUsedAt:    {Type: field.TypeTime, Column: signincode.FieldUsedAt},
 		},
 	}
-	graph.Nodes[14] = &sqlgraph.Node{
+	graph.Nodes[16] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   tenant.Table,
 			Columns: tenant.Columns,
@@ -393,7 +443,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			tenant.FieldCreditsExhaustedAt: {Type: field.TypeTime, Column: tenant.FieldCreditsExhaustedAt},
 		},
 	}
-	graph.Nodes[15] = &sqlgraph.Node{
+	graph.Nodes[17] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   token.Table,
 			Columns: token.Columns,
@@ -460,6 +510,30 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		"Attempt",
 		"Delivery",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   bulkjob.TenantTable,
+			Columns: []string{bulkjob.TenantColumn},
+			Bidi:    false,
+		},
+		"BulkJob",
+		"Tenant",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   bulkjobitem.TenantTable,
+			Columns: []string{bulkjobitem.TenantColumn},
+			Bidi:    false,
+		},
+		"BulkJobItem",
+		"Tenant",
 	)
 	graph.MustAddE(
 		"tenant",
@@ -1018,6 +1092,224 @@ func (f *AttemptFilter) WhereHasDeliveryWith(preds ...predicate.Delivery) {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *BulkJobQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the BulkJobQuery builder.
+func (_q *BulkJobQuery) Filter() *BulkJobFilter {
+	return &BulkJobFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *BulkJobMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the BulkJobMutation builder.
+func (m *BulkJobMutation) Filter() *BulkJobFilter {
+	return &BulkJobFilter{config: m.config, predicateAdder: m}
+}
+
+// BulkJobFilter provides a generic filtering capability at runtime for BulkJobQuery.
+type BulkJobFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *BulkJobFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[2].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *BulkJobFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(bulkjob.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *BulkJobFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(bulkjob.FieldTenantID))
+}
+
+// WhereCreatedAt applies the entql time.Time predicate on the created_at field.
+func (f *BulkJobFilter) WhereCreatedAt(p entql.TimeP) {
+	f.Where(p.Field(bulkjob.FieldCreatedAt))
+}
+
+// WhereServerID applies the entql int predicate on the server_id field.
+func (f *BulkJobFilter) WhereServerID(p entql.IntP) {
+	f.Where(p.Field(bulkjob.FieldServerID))
+}
+
+// WhereKind applies the entql string predicate on the kind field.
+func (f *BulkJobFilter) WhereKind(p entql.StringP) {
+	f.Where(p.Field(bulkjob.FieldKind))
+}
+
+// WhereStatus applies the entql string predicate on the status field.
+func (f *BulkJobFilter) WhereStatus(p entql.StringP) {
+	f.Where(p.Field(bulkjob.FieldStatus))
+}
+
+// WhereCriteria applies the entql []byte predicate on the criteria field.
+func (f *BulkJobFilter) WhereCriteria(p entql.BytesP) {
+	f.Where(p.Field(bulkjob.FieldCriteria))
+}
+
+// WhereTotal applies the entql int predicate on the total field.
+func (f *BulkJobFilter) WhereTotal(p entql.IntP) {
+	f.Where(p.Field(bulkjob.FieldTotal))
+}
+
+// WhereDone applies the entql int predicate on the done field.
+func (f *BulkJobFilter) WhereDone(p entql.IntP) {
+	f.Where(p.Field(bulkjob.FieldDone))
+}
+
+// WhereFailed applies the entql int predicate on the failed field.
+func (f *BulkJobFilter) WhereFailed(p entql.IntP) {
+	f.Where(p.Field(bulkjob.FieldFailed))
+}
+
+// WhereCreditsSpent applies the entql int64 predicate on the credits_spent field.
+func (f *BulkJobFilter) WhereCreditsSpent(p entql.Int64P) {
+	f.Where(p.Field(bulkjob.FieldCreditsSpent))
+}
+
+// WhereDoneThrough applies the entql int predicate on the done_through field.
+func (f *BulkJobFilter) WhereDoneThrough(p entql.IntP) {
+	f.Where(p.Field(bulkjob.FieldDoneThrough))
+}
+
+// WhereLeaseOwner applies the entql string predicate on the lease_owner field.
+func (f *BulkJobFilter) WhereLeaseOwner(p entql.StringP) {
+	f.Where(p.Field(bulkjob.FieldLeaseOwner))
+}
+
+// WhereLeaseExpiresAt applies the entql time.Time predicate on the lease_expires_at field.
+func (f *BulkJobFilter) WhereLeaseExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(bulkjob.FieldLeaseExpiresAt))
+}
+
+// WhereCreatedBy applies the entql string predicate on the created_by field.
+func (f *BulkJobFilter) WhereCreatedBy(p entql.StringP) {
+	f.Where(p.Field(bulkjob.FieldCreatedBy))
+}
+
+// WhereErrorMessage applies the entql string predicate on the error_message field.
+func (f *BulkJobFilter) WhereErrorMessage(p entql.StringP) {
+	f.Where(p.Field(bulkjob.FieldErrorMessage))
+}
+
+// WhereUpdatedAt applies the entql time.Time predicate on the updated_at field.
+func (f *BulkJobFilter) WhereUpdatedAt(p entql.TimeP) {
+	f.Where(p.Field(bulkjob.FieldUpdatedAt))
+}
+
+// WhereFinishedAt applies the entql time.Time predicate on the finished_at field.
+func (f *BulkJobFilter) WhereFinishedAt(p entql.TimeP) {
+	f.Where(p.Field(bulkjob.FieldFinishedAt))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *BulkJobFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *BulkJobFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
+func (_q *BulkJobItemQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the BulkJobItemQuery builder.
+func (_q *BulkJobItemQuery) Filter() *BulkJobItemFilter {
+	return &BulkJobItemFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *BulkJobItemMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the BulkJobItemMutation builder.
+func (m *BulkJobItemMutation) Filter() *BulkJobItemFilter {
+	return &BulkJobItemFilter{config: m.config, predicateAdder: m}
+}
+
+// BulkJobItemFilter provides a generic filtering capability at runtime for BulkJobItemQuery.
+type BulkJobItemFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *BulkJobItemFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[3].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *BulkJobItemFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(bulkjobitem.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *BulkJobItemFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(bulkjobitem.FieldTenantID))
+}
+
+// WhereJobID applies the entql int predicate on the job_id field.
+func (f *BulkJobItemFilter) WhereJobID(p entql.IntP) {
+	f.Where(p.Field(bulkjobitem.FieldJobID))
+}
+
+// WhereDeliveryID applies the entql int predicate on the delivery_id field.
+func (f *BulkJobItemFilter) WhereDeliveryID(p entql.IntP) {
+	f.Where(p.Field(bulkjobitem.FieldDeliveryID))
+}
+
+// WhereRequestID applies the entql int predicate on the request_id field.
+func (f *BulkJobItemFilter) WhereRequestID(p entql.IntP) {
+	f.Where(p.Field(bulkjobitem.FieldRequestID))
+}
+
+// WhereRecipientID applies the entql int predicate on the recipient_id field.
+func (f *BulkJobItemFilter) WhereRecipientID(p entql.IntP) {
+	f.Where(p.Field(bulkjobitem.FieldRecipientID))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *BulkJobItemFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *BulkJobItemFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *DeliveryQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -1046,7 +1338,7 @@ type DeliveryFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *DeliveryFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[2].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[4].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1232,7 +1524,7 @@ type LedgerEntryFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *LedgerEntryFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[3].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1321,7 +1613,7 @@ type OutboundAttemptFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *OutboundAttemptFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[4].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1449,7 +1741,7 @@ type OutboundJobFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *OutboundJobFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[7].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1645,7 +1937,7 @@ type PendingAlertFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *PendingAlertFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[8].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1729,7 +2021,7 @@ type PlanFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *PlanFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[7].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1823,7 +2115,7 @@ type RecipientFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RecipientFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[8].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2050,7 +2342,7 @@ type RejectionFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RejectionFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2144,7 +2436,7 @@ type RejectionTallyFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RejectionTallyFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2218,7 +2510,7 @@ type RequestFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RequestFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[13].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2403,7 +2695,7 @@ type ServerFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *ServerFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[14].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2565,7 +2857,7 @@ type SignInCodeFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *SignInCodeFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[13].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[15].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2625,7 +2917,7 @@ type TenantFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TenantFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[14].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[16].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2709,7 +3001,7 @@ type TokenFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TokenFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[15].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[17].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"entgo.io/contrib/entgql"
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -139,6 +140,145 @@ func newAttemptPaginateArgs(rv map[string]any) *attemptPaginateArgs {
 	}
 	if v, ok := rv[whereField].(*AttemptWhereInput); ok {
 		args.opts = append(args.opts, WithAttemptFilter(v.Filter))
+	}
+	return args
+}
+
+// CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
+func (_q *BulkJobQuery) CollectFields(ctx context.Context, satisfies ...string) (*BulkJobQuery, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return _q, nil
+	}
+	if err := _q.collectField(ctx, false, graphql.GetOperationContext(ctx), fc.Field, nil, satisfies...); err != nil {
+		return nil, err
+	}
+	return _q, nil
+}
+
+func (_q *BulkJobQuery) collectField(ctx context.Context, oneNode bool, opCtx *graphql.OperationContext, collected graphql.CollectedField, path []string, satisfies ...string) error {
+	path = append([]string(nil), path...)
+	var (
+		unknownSeen    bool
+		fieldSeen      = make(map[string]struct{}, len(bulkjob.Columns))
+		selectedFields = []string{bulkjob.FieldID}
+	)
+	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
+		switch field.Name {
+		case "createdAt":
+			if _, ok := fieldSeen[bulkjob.FieldCreatedAt]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldCreatedAt)
+				fieldSeen[bulkjob.FieldCreatedAt] = struct{}{}
+			}
+		case "kind":
+			if _, ok := fieldSeen[bulkjob.FieldKind]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldKind)
+				fieldSeen[bulkjob.FieldKind] = struct{}{}
+			}
+		case "status":
+			if _, ok := fieldSeen[bulkjob.FieldStatus]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldStatus)
+				fieldSeen[bulkjob.FieldStatus] = struct{}{}
+			}
+		case "total":
+			if _, ok := fieldSeen[bulkjob.FieldTotal]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldTotal)
+				fieldSeen[bulkjob.FieldTotal] = struct{}{}
+			}
+		case "done":
+			if _, ok := fieldSeen[bulkjob.FieldDone]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldDone)
+				fieldSeen[bulkjob.FieldDone] = struct{}{}
+			}
+		case "failed":
+			if _, ok := fieldSeen[bulkjob.FieldFailed]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldFailed)
+				fieldSeen[bulkjob.FieldFailed] = struct{}{}
+			}
+		case "creditsSpent":
+			if _, ok := fieldSeen[bulkjob.FieldCreditsSpent]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldCreditsSpent)
+				fieldSeen[bulkjob.FieldCreditsSpent] = struct{}{}
+			}
+		case "createdBy":
+			if _, ok := fieldSeen[bulkjob.FieldCreatedBy]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldCreatedBy)
+				fieldSeen[bulkjob.FieldCreatedBy] = struct{}{}
+			}
+		case "errorMessage":
+			if _, ok := fieldSeen[bulkjob.FieldErrorMessage]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldErrorMessage)
+				fieldSeen[bulkjob.FieldErrorMessage] = struct{}{}
+			}
+		case "updatedAt":
+			if _, ok := fieldSeen[bulkjob.FieldUpdatedAt]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldUpdatedAt)
+				fieldSeen[bulkjob.FieldUpdatedAt] = struct{}{}
+			}
+		case "finishedAt":
+			if _, ok := fieldSeen[bulkjob.FieldFinishedAt]; !ok {
+				selectedFields = append(selectedFields, bulkjob.FieldFinishedAt)
+				fieldSeen[bulkjob.FieldFinishedAt] = struct{}{}
+			}
+		case "id":
+		case "__typename":
+		default:
+			unknownSeen = true
+		}
+	}
+	if !unknownSeen {
+		_q.Select(selectedFields...)
+	}
+	return nil
+}
+
+type bulkjobPaginateArgs struct {
+	first, last   *int
+	after, before *Cursor
+	opts          []BulkJobPaginateOption
+}
+
+func newBulkJobPaginateArgs(rv map[string]any) *bulkjobPaginateArgs {
+	args := &bulkjobPaginateArgs{}
+	if rv == nil {
+		return args
+	}
+	if v := rv[firstField]; v != nil {
+		args.first = v.(*int)
+	}
+	if v := rv[lastField]; v != nil {
+		args.last = v.(*int)
+	}
+	if v := rv[afterField]; v != nil {
+		args.after = v.(*Cursor)
+	}
+	if v := rv[beforeField]; v != nil {
+		args.before = v.(*Cursor)
+	}
+	if v, ok := rv[orderByField]; ok {
+		switch v := v.(type) {
+		case map[string]any:
+			var (
+				err1, err2 error
+				order      = &BulkJobOrder{Field: &BulkJobOrderField{}, Direction: entgql.OrderDirectionAsc}
+			)
+			if d, ok := v[directionField]; ok {
+				err1 = order.Direction.UnmarshalGQL(d)
+			}
+			if f, ok := v[fieldField]; ok {
+				err2 = order.Field.UnmarshalGQL(f)
+			}
+			if err1 == nil && err2 == nil {
+				args.opts = append(args.opts, WithBulkJobOrder(order))
+			}
+		case *BulkJobOrder:
+			if v != nil {
+				args.opts = append(args.opts, WithBulkJobOrder(v))
+			}
+		}
+	}
+	if v, ok := rv[whereField].(*BulkJobWhereInput); ok {
+		args.opts = append(args.opts, WithBulkJobFilter(v.Filter))
 	}
 	return args
 }

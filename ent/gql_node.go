@@ -10,6 +10,7 @@ import (
 	"entgo.io/contrib/entgql"
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/internal"
 	"github.com/adal-relay/adal/ent/ledgerentry"
@@ -34,6 +35,11 @@ var attemptImplementors = []string{"Attempt", "Node"}
 
 // IsNode implements the Node interface check for GQLGen.
 func (*Attempt) IsNode() {}
+
+var bulkjobImplementors = []string{"BulkJob", "Node"}
+
+// IsNode implements the Node interface check for GQLGen.
+func (*BulkJob) IsNode() {}
 
 var deliveryImplementors = []string{"Delivery", "Node"}
 
@@ -172,6 +178,15 @@ func (c *Client) noder(ctx context.Context, table string, id int) (Noder, error)
 			Where(attempt.ID(id))
 		if fc := graphql.GetFieldContext(ctx); fc != nil {
 			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, attemptImplementors...); err != nil {
+				return nil, err
+			}
+		}
+		return query.Only(ctx)
+	case bulkjob.Table:
+		query := c.BulkJob.Query().
+			Where(bulkjob.ID(id))
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, bulkjobImplementors...); err != nil {
 				return nil, err
 			}
 		}
@@ -352,6 +367,22 @@ func (c *Client) noders(ctx context.Context, table string, ids []int) ([]Noder, 
 		query := c.Attempt.Query().
 			Where(attempt.IDIn(ids...))
 		query, err := query.CollectFields(ctx, attemptImplementors...)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := query.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, node := range nodes {
+			for _, noder := range idmap[node.ID] {
+				*noder = node
+			}
+		}
+	case bulkjob.Table:
+		query := c.BulkJob.Query().
+			Where(bulkjob.IDIn(ids...))
+		query, err := query.CollectFields(ctx, bulkjobImplementors...)
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -353,6 +354,302 @@ func (_m *Attempt) ToEdge(order *AttemptOrder) *AttemptEdge {
 		order = DefaultAttemptOrder
 	}
 	return &AttemptEdge{
+		Node:   _m,
+		Cursor: order.Field.toCursor(_m),
+	}
+}
+
+// BulkJobEdge is the edge representation of BulkJob.
+type BulkJobEdge struct {
+	Node   *BulkJob `json:"node"`
+	Cursor Cursor   `json:"cursor"`
+}
+
+// BulkJobConnection is the connection containing edges to BulkJob.
+type BulkJobConnection struct {
+	Edges      []*BulkJobEdge `json:"edges"`
+	PageInfo   PageInfo       `json:"pageInfo"`
+	TotalCount int            `json:"totalCount"`
+}
+
+func (c *BulkJobConnection) build(nodes []*BulkJob, pager *bulkjobPager, after *Cursor, first *int, before *Cursor, last *int) {
+	c.PageInfo.HasNextPage = before != nil
+	c.PageInfo.HasPreviousPage = after != nil
+	if first != nil && *first+1 == len(nodes) {
+		c.PageInfo.HasNextPage = true
+		nodes = nodes[:len(nodes)-1]
+	} else if last != nil && *last+1 == len(nodes) {
+		c.PageInfo.HasPreviousPage = true
+		nodes = nodes[:len(nodes)-1]
+	}
+	var nodeAt func(int) *BulkJob
+	if last != nil {
+		n := len(nodes) - 1
+		nodeAt = func(i int) *BulkJob {
+			return nodes[n-i]
+		}
+	} else {
+		nodeAt = func(i int) *BulkJob {
+			return nodes[i]
+		}
+	}
+	c.Edges = make([]*BulkJobEdge, len(nodes))
+	for i := range nodes {
+		node := nodeAt(i)
+		c.Edges[i] = &BulkJobEdge{
+			Node:   node,
+			Cursor: pager.toCursor(node),
+		}
+	}
+	if l := len(c.Edges); l > 0 {
+		c.PageInfo.StartCursor = &c.Edges[0].Cursor
+		c.PageInfo.EndCursor = &c.Edges[l-1].Cursor
+	}
+	if c.TotalCount == 0 {
+		c.TotalCount = len(nodes)
+	}
+}
+
+// BulkJobPaginateOption enables pagination customization.
+type BulkJobPaginateOption func(*bulkjobPager) error
+
+// WithBulkJobOrder configures pagination ordering.
+func WithBulkJobOrder(order *BulkJobOrder) BulkJobPaginateOption {
+	if order == nil {
+		order = DefaultBulkJobOrder
+	}
+	o := *order
+	return func(pager *bulkjobPager) error {
+		if err := o.Direction.Validate(); err != nil {
+			return err
+		}
+		if o.Field == nil {
+			o.Field = DefaultBulkJobOrder.Field
+		}
+		pager.order = &o
+		return nil
+	}
+}
+
+// WithBulkJobFilter configures pagination filter.
+func WithBulkJobFilter(filter func(*BulkJobQuery) (*BulkJobQuery, error)) BulkJobPaginateOption {
+	return func(pager *bulkjobPager) error {
+		if filter == nil {
+			return errors.New("BulkJobQuery filter cannot be nil")
+		}
+		pager.filter = filter
+		return nil
+	}
+}
+
+type bulkjobPager struct {
+	reverse bool
+	order   *BulkJobOrder
+	filter  func(*BulkJobQuery) (*BulkJobQuery, error)
+}
+
+func newBulkJobPager(opts []BulkJobPaginateOption, reverse bool) (*bulkjobPager, error) {
+	pager := &bulkjobPager{reverse: reverse}
+	for _, opt := range opts {
+		if err := opt(pager); err != nil {
+			return nil, err
+		}
+	}
+	if pager.order == nil {
+		pager.order = DefaultBulkJobOrder
+	}
+	return pager, nil
+}
+
+func (p *bulkjobPager) applyFilter(query *BulkJobQuery) (*BulkJobQuery, error) {
+	if p.filter != nil {
+		return p.filter(query)
+	}
+	return query, nil
+}
+
+func (p *bulkjobPager) toCursor(_m *BulkJob) Cursor {
+	return p.order.Field.toCursor(_m)
+}
+
+func (p *bulkjobPager) applyCursors(query *BulkJobQuery, after, before *Cursor) (*BulkJobQuery, error) {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	for _, predicate := range entgql.CursorsPredicate(after, before, DefaultBulkJobOrder.Field.column, p.order.Field.column, direction) {
+		query = query.Where(predicate)
+	}
+	return query, nil
+}
+
+func (p *bulkjobPager) applyOrder(query *BulkJobQuery) *BulkJobQuery {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	query = query.Order(p.order.Field.toTerm(direction.OrderTermOption()))
+	if p.order.Field != DefaultBulkJobOrder.Field {
+		query = query.Order(DefaultBulkJobOrder.Field.toTerm(direction.OrderTermOption()))
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return query
+}
+
+func (p *bulkjobPager) orderExpr(query *BulkJobQuery) sql.Querier {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return sql.ExprFunc(func(b *sql.Builder) {
+		b.Ident(p.order.Field.column).Pad().WriteString(string(direction))
+		if p.order.Field != DefaultBulkJobOrder.Field {
+			b.Comma().Ident(DefaultBulkJobOrder.Field.column).Pad().WriteString(string(direction))
+		}
+	})
+}
+
+// Paginate executes the query and returns a relay based cursor connection to BulkJob.
+func (_m *BulkJobQuery) Paginate(
+	ctx context.Context, after *Cursor, first *int,
+	before *Cursor, last *int, opts ...BulkJobPaginateOption,
+) (*BulkJobConnection, error) {
+	if err := validateFirstLast(first, last); err != nil {
+		return nil, err
+	}
+	pager, err := newBulkJobPager(opts, last != nil)
+	if err != nil {
+		return nil, err
+	}
+	if _m, err = pager.applyFilter(_m); err != nil {
+		return nil, err
+	}
+	conn := &BulkJobConnection{Edges: []*BulkJobEdge{}}
+	ignoredEdges := !hasCollectedField(ctx, edgesField)
+	if hasCollectedField(ctx, totalCountField) || hasCollectedField(ctx, pageInfoField) {
+		hasPagination := after != nil || first != nil || before != nil || last != nil
+		if hasPagination || ignoredEdges {
+			c := _m.Clone()
+			c.ctx.Fields = nil
+			if conn.TotalCount, err = c.Count(ctx); err != nil {
+				return nil, err
+			}
+			conn.PageInfo.HasNextPage = first != nil && conn.TotalCount > 0
+			conn.PageInfo.HasPreviousPage = last != nil && conn.TotalCount > 0
+		}
+	}
+	if ignoredEdges || (first != nil && *first == 0) || (last != nil && *last == 0) {
+		return conn, nil
+	}
+	if _m, err = pager.applyCursors(_m, after, before); err != nil {
+		return nil, err
+	}
+	limit := paginateLimit(first, last)
+	if limit != 0 {
+		_m.Limit(limit)
+	}
+	if field := collectedField(ctx, edgesField, nodeField); field != nil {
+		if err := _m.collectField(ctx, limit == 1, graphql.GetOperationContext(ctx), *field, []string{edgesField, nodeField}); err != nil {
+			return nil, err
+		}
+	}
+	_m = pager.applyOrder(_m)
+	nodes, err := _m.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn.build(nodes, pager, after, first, before, last)
+	return conn, nil
+}
+
+var (
+	// BulkJobOrderFieldCreatedAt orders BulkJob by created_at.
+	BulkJobOrderFieldCreatedAt = &BulkJobOrderField{
+		Value: func(_m *BulkJob) (ent.Value, error) {
+			return _m.CreatedAt, nil
+		},
+		column: bulkjob.FieldCreatedAt,
+		toTerm: bulkjob.ByCreatedAt,
+		toCursor: func(_m *BulkJob) Cursor {
+			return Cursor{
+				ID:    _m.ID,
+				Value: _m.CreatedAt,
+			}
+		},
+	}
+)
+
+// String implement fmt.Stringer interface.
+func (f BulkJobOrderField) String() string {
+	var str string
+	switch f.column {
+	case BulkJobOrderFieldCreatedAt.column:
+		str = "CREATED_AT"
+	}
+	return str
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (f BulkJobOrderField) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(f.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (f *BulkJobOrderField) UnmarshalGQL(v interface{}) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("BulkJobOrderField %T must be a string", v)
+	}
+	switch str {
+	case "CREATED_AT":
+		*f = *BulkJobOrderFieldCreatedAt
+	default:
+		return fmt.Errorf("%s is not a valid BulkJobOrderField", str)
+	}
+	return nil
+}
+
+// BulkJobOrderField defines the ordering field of BulkJob.
+type BulkJobOrderField struct {
+	// Value extracts the ordering value from the given BulkJob.
+	Value    func(*BulkJob) (ent.Value, error)
+	column   string // field or computed.
+	toTerm   func(...sql.OrderTermOption) bulkjob.OrderOption
+	toCursor func(*BulkJob) Cursor
+}
+
+// BulkJobOrder defines the ordering of BulkJob.
+type BulkJobOrder struct {
+	Direction OrderDirection     `json:"direction"`
+	Field     *BulkJobOrderField `json:"field"`
+}
+
+// DefaultBulkJobOrder is the default ordering of BulkJob.
+var DefaultBulkJobOrder = &BulkJobOrder{
+	Direction: entgql.OrderDirectionAsc,
+	Field: &BulkJobOrderField{
+		Value: func(_m *BulkJob) (ent.Value, error) {
+			return _m.ID, nil
+		},
+		column: bulkjob.FieldID,
+		toTerm: bulkjob.ByID,
+		toCursor: func(_m *BulkJob) Cursor {
+			return Cursor{ID: _m.ID}
+		},
+	},
+}
+
+// ToEdge converts BulkJob into BulkJobEdge.
+func (_m *BulkJob) ToEdge(order *BulkJobOrder) *BulkJobEdge {
+	if order == nil {
+		order = DefaultBulkJobOrder
+	}
+	return &BulkJobEdge{
 		Node:   _m,
 		Cursor: order.Field.toCursor(_m),
 	}

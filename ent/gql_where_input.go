@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -458,6 +459,520 @@ func (i *AttemptWhereInput) P() (predicate.Attempt, error) {
 		return predicates[0], nil
 	default:
 		return attempt.And(predicates...), nil
+	}
+}
+
+// BulkJobWhereInput represents a where input for filtering BulkJob queries.
+type BulkJobWhereInput struct {
+	Predicates []predicate.BulkJob  `json:"-"`
+	Not        *BulkJobWhereInput   `json:"not,omitempty"`
+	Or         []*BulkJobWhereInput `json:"or,omitempty"`
+	And        []*BulkJobWhereInput `json:"and,omitempty"`
+
+	// "id" field predicates.
+	ID      *int  `json:"id,omitempty"`
+	IDNEQ   *int  `json:"idNEQ,omitempty"`
+	IDIn    []int `json:"idIn,omitempty"`
+	IDNotIn []int `json:"idNotIn,omitempty"`
+	IDGT    *int  `json:"idGT,omitempty"`
+	IDGTE   *int  `json:"idGTE,omitempty"`
+	IDLT    *int  `json:"idLT,omitempty"`
+	IDLTE   *int  `json:"idLTE,omitempty"`
+
+	// "created_at" field predicates.
+	CreatedAt      *time.Time  `json:"createdAt,omitempty"`
+	CreatedAtNEQ   *time.Time  `json:"createdAtNEQ,omitempty"`
+	CreatedAtIn    []time.Time `json:"createdAtIn,omitempty"`
+	CreatedAtNotIn []time.Time `json:"createdAtNotIn,omitempty"`
+	CreatedAtGT    *time.Time  `json:"createdAtGT,omitempty"`
+	CreatedAtGTE   *time.Time  `json:"createdAtGTE,omitempty"`
+	CreatedAtLT    *time.Time  `json:"createdAtLT,omitempty"`
+	CreatedAtLTE   *time.Time  `json:"createdAtLTE,omitempty"`
+
+	// "kind" field predicates.
+	Kind      *bulkjob.Kind  `json:"kind,omitempty"`
+	KindNEQ   *bulkjob.Kind  `json:"kindNEQ,omitempty"`
+	KindIn    []bulkjob.Kind `json:"kindIn,omitempty"`
+	KindNotIn []bulkjob.Kind `json:"kindNotIn,omitempty"`
+
+	// "status" field predicates.
+	Status      *bulkjob.Status  `json:"status,omitempty"`
+	StatusNEQ   *bulkjob.Status  `json:"statusNEQ,omitempty"`
+	StatusIn    []bulkjob.Status `json:"statusIn,omitempty"`
+	StatusNotIn []bulkjob.Status `json:"statusNotIn,omitempty"`
+
+	// "total" field predicates.
+	Total      *int  `json:"total,omitempty"`
+	TotalNEQ   *int  `json:"totalNEQ,omitempty"`
+	TotalIn    []int `json:"totalIn,omitempty"`
+	TotalNotIn []int `json:"totalNotIn,omitempty"`
+	TotalGT    *int  `json:"totalGT,omitempty"`
+	TotalGTE   *int  `json:"totalGTE,omitempty"`
+	TotalLT    *int  `json:"totalLT,omitempty"`
+	TotalLTE   *int  `json:"totalLTE,omitempty"`
+
+	// "done" field predicates.
+	Done      *int  `json:"done,omitempty"`
+	DoneNEQ   *int  `json:"doneNEQ,omitempty"`
+	DoneIn    []int `json:"doneIn,omitempty"`
+	DoneNotIn []int `json:"doneNotIn,omitempty"`
+	DoneGT    *int  `json:"doneGT,omitempty"`
+	DoneGTE   *int  `json:"doneGTE,omitempty"`
+	DoneLT    *int  `json:"doneLT,omitempty"`
+	DoneLTE   *int  `json:"doneLTE,omitempty"`
+
+	// "failed" field predicates.
+	Failed      *int  `json:"failed,omitempty"`
+	FailedNEQ   *int  `json:"failedNEQ,omitempty"`
+	FailedIn    []int `json:"failedIn,omitempty"`
+	FailedNotIn []int `json:"failedNotIn,omitempty"`
+	FailedGT    *int  `json:"failedGT,omitempty"`
+	FailedGTE   *int  `json:"failedGTE,omitempty"`
+	FailedLT    *int  `json:"failedLT,omitempty"`
+	FailedLTE   *int  `json:"failedLTE,omitempty"`
+
+	// "credits_spent" field predicates.
+	CreditsSpent      *int64  `json:"creditsSpent,omitempty"`
+	CreditsSpentNEQ   *int64  `json:"creditsSpentNEQ,omitempty"`
+	CreditsSpentIn    []int64 `json:"creditsSpentIn,omitempty"`
+	CreditsSpentNotIn []int64 `json:"creditsSpentNotIn,omitempty"`
+	CreditsSpentGT    *int64  `json:"creditsSpentGT,omitempty"`
+	CreditsSpentGTE   *int64  `json:"creditsSpentGTE,omitempty"`
+	CreditsSpentLT    *int64  `json:"creditsSpentLT,omitempty"`
+	CreditsSpentLTE   *int64  `json:"creditsSpentLTE,omitempty"`
+
+	// "created_by" field predicates.
+	CreatedBy             *string  `json:"createdBy,omitempty"`
+	CreatedByNEQ          *string  `json:"createdByNEQ,omitempty"`
+	CreatedByIn           []string `json:"createdByIn,omitempty"`
+	CreatedByNotIn        []string `json:"createdByNotIn,omitempty"`
+	CreatedByGT           *string  `json:"createdByGT,omitempty"`
+	CreatedByGTE          *string  `json:"createdByGTE,omitempty"`
+	CreatedByLT           *string  `json:"createdByLT,omitempty"`
+	CreatedByLTE          *string  `json:"createdByLTE,omitempty"`
+	CreatedByContains     *string  `json:"createdByContains,omitempty"`
+	CreatedByHasPrefix    *string  `json:"createdByHasPrefix,omitempty"`
+	CreatedByHasSuffix    *string  `json:"createdByHasSuffix,omitempty"`
+	CreatedByEqualFold    *string  `json:"createdByEqualFold,omitempty"`
+	CreatedByContainsFold *string  `json:"createdByContainsFold,omitempty"`
+
+	// "error_message" field predicates.
+	ErrorMessage             *string  `json:"errorMessage,omitempty"`
+	ErrorMessageNEQ          *string  `json:"errorMessageNEQ,omitempty"`
+	ErrorMessageIn           []string `json:"errorMessageIn,omitempty"`
+	ErrorMessageNotIn        []string `json:"errorMessageNotIn,omitempty"`
+	ErrorMessageGT           *string  `json:"errorMessageGT,omitempty"`
+	ErrorMessageGTE          *string  `json:"errorMessageGTE,omitempty"`
+	ErrorMessageLT           *string  `json:"errorMessageLT,omitempty"`
+	ErrorMessageLTE          *string  `json:"errorMessageLTE,omitempty"`
+	ErrorMessageContains     *string  `json:"errorMessageContains,omitempty"`
+	ErrorMessageHasPrefix    *string  `json:"errorMessageHasPrefix,omitempty"`
+	ErrorMessageHasSuffix    *string  `json:"errorMessageHasSuffix,omitempty"`
+	ErrorMessageEqualFold    *string  `json:"errorMessageEqualFold,omitempty"`
+	ErrorMessageContainsFold *string  `json:"errorMessageContainsFold,omitempty"`
+
+	// "updated_at" field predicates.
+	UpdatedAt      *time.Time  `json:"updatedAt,omitempty"`
+	UpdatedAtNEQ   *time.Time  `json:"updatedAtNEQ,omitempty"`
+	UpdatedAtIn    []time.Time `json:"updatedAtIn,omitempty"`
+	UpdatedAtNotIn []time.Time `json:"updatedAtNotIn,omitempty"`
+	UpdatedAtGT    *time.Time  `json:"updatedAtGT,omitempty"`
+	UpdatedAtGTE   *time.Time  `json:"updatedAtGTE,omitempty"`
+	UpdatedAtLT    *time.Time  `json:"updatedAtLT,omitempty"`
+	UpdatedAtLTE   *time.Time  `json:"updatedAtLTE,omitempty"`
+
+	// "finished_at" field predicates.
+	FinishedAt       *time.Time  `json:"finishedAt,omitempty"`
+	FinishedAtNEQ    *time.Time  `json:"finishedAtNEQ,omitempty"`
+	FinishedAtIn     []time.Time `json:"finishedAtIn,omitempty"`
+	FinishedAtNotIn  []time.Time `json:"finishedAtNotIn,omitempty"`
+	FinishedAtGT     *time.Time  `json:"finishedAtGT,omitempty"`
+	FinishedAtGTE    *time.Time  `json:"finishedAtGTE,omitempty"`
+	FinishedAtLT     *time.Time  `json:"finishedAtLT,omitempty"`
+	FinishedAtLTE    *time.Time  `json:"finishedAtLTE,omitempty"`
+	FinishedAtIsNil  bool        `json:"finishedAtIsNil,omitempty"`
+	FinishedAtNotNil bool        `json:"finishedAtNotNil,omitempty"`
+}
+
+// AddPredicates adds custom predicates to the where input to be used during the filtering phase.
+func (i *BulkJobWhereInput) AddPredicates(predicates ...predicate.BulkJob) {
+	i.Predicates = append(i.Predicates, predicates...)
+}
+
+// Filter applies the BulkJobWhereInput filter on the BulkJobQuery builder.
+func (i *BulkJobWhereInput) Filter(q *BulkJobQuery) (*BulkJobQuery, error) {
+	if i == nil {
+		return q, nil
+	}
+	p, err := i.P()
+	if err != nil {
+		if err == ErrEmptyBulkJobWhereInput {
+			return q, nil
+		}
+		return nil, err
+	}
+	return q.Where(p), nil
+}
+
+// ErrEmptyBulkJobWhereInput is returned in case the BulkJobWhereInput is empty.
+var ErrEmptyBulkJobWhereInput = errors.New("ent: empty predicate BulkJobWhereInput")
+
+// P returns a predicate for filtering bulkjobs.
+// An error is returned if the input is empty or invalid.
+func (i *BulkJobWhereInput) P() (predicate.BulkJob, error) {
+	var predicates []predicate.BulkJob
+	if i.Not != nil {
+		p, err := i.Not.P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'not'", err)
+		}
+		predicates = append(predicates, bulkjob.Not(p))
+	}
+	switch n := len(i.Or); {
+	case n == 1:
+		p, err := i.Or[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'or'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		or := make([]predicate.BulkJob, 0, n)
+		for _, w := range i.Or {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'or'", err)
+			}
+			or = append(or, p)
+		}
+		predicates = append(predicates, bulkjob.Or(or...))
+	}
+	switch n := len(i.And); {
+	case n == 1:
+		p, err := i.And[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'and'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		and := make([]predicate.BulkJob, 0, n)
+		for _, w := range i.And {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'and'", err)
+			}
+			and = append(and, p)
+		}
+		predicates = append(predicates, bulkjob.And(and...))
+	}
+	predicates = append(predicates, i.Predicates...)
+	if i.ID != nil {
+		predicates = append(predicates, bulkjob.IDEQ(*i.ID))
+	}
+	if i.IDNEQ != nil {
+		predicates = append(predicates, bulkjob.IDNEQ(*i.IDNEQ))
+	}
+	if len(i.IDIn) > 0 {
+		predicates = append(predicates, bulkjob.IDIn(i.IDIn...))
+	}
+	if len(i.IDNotIn) > 0 {
+		predicates = append(predicates, bulkjob.IDNotIn(i.IDNotIn...))
+	}
+	if i.IDGT != nil {
+		predicates = append(predicates, bulkjob.IDGT(*i.IDGT))
+	}
+	if i.IDGTE != nil {
+		predicates = append(predicates, bulkjob.IDGTE(*i.IDGTE))
+	}
+	if i.IDLT != nil {
+		predicates = append(predicates, bulkjob.IDLT(*i.IDLT))
+	}
+	if i.IDLTE != nil {
+		predicates = append(predicates, bulkjob.IDLTE(*i.IDLTE))
+	}
+	if i.CreatedAt != nil {
+		predicates = append(predicates, bulkjob.CreatedAtEQ(*i.CreatedAt))
+	}
+	if i.CreatedAtNEQ != nil {
+		predicates = append(predicates, bulkjob.CreatedAtNEQ(*i.CreatedAtNEQ))
+	}
+	if len(i.CreatedAtIn) > 0 {
+		predicates = append(predicates, bulkjob.CreatedAtIn(i.CreatedAtIn...))
+	}
+	if len(i.CreatedAtNotIn) > 0 {
+		predicates = append(predicates, bulkjob.CreatedAtNotIn(i.CreatedAtNotIn...))
+	}
+	if i.CreatedAtGT != nil {
+		predicates = append(predicates, bulkjob.CreatedAtGT(*i.CreatedAtGT))
+	}
+	if i.CreatedAtGTE != nil {
+		predicates = append(predicates, bulkjob.CreatedAtGTE(*i.CreatedAtGTE))
+	}
+	if i.CreatedAtLT != nil {
+		predicates = append(predicates, bulkjob.CreatedAtLT(*i.CreatedAtLT))
+	}
+	if i.CreatedAtLTE != nil {
+		predicates = append(predicates, bulkjob.CreatedAtLTE(*i.CreatedAtLTE))
+	}
+	if i.Kind != nil {
+		predicates = append(predicates, bulkjob.KindEQ(*i.Kind))
+	}
+	if i.KindNEQ != nil {
+		predicates = append(predicates, bulkjob.KindNEQ(*i.KindNEQ))
+	}
+	if len(i.KindIn) > 0 {
+		predicates = append(predicates, bulkjob.KindIn(i.KindIn...))
+	}
+	if len(i.KindNotIn) > 0 {
+		predicates = append(predicates, bulkjob.KindNotIn(i.KindNotIn...))
+	}
+	if i.Status != nil {
+		predicates = append(predicates, bulkjob.StatusEQ(*i.Status))
+	}
+	if i.StatusNEQ != nil {
+		predicates = append(predicates, bulkjob.StatusNEQ(*i.StatusNEQ))
+	}
+	if len(i.StatusIn) > 0 {
+		predicates = append(predicates, bulkjob.StatusIn(i.StatusIn...))
+	}
+	if len(i.StatusNotIn) > 0 {
+		predicates = append(predicates, bulkjob.StatusNotIn(i.StatusNotIn...))
+	}
+	if i.Total != nil {
+		predicates = append(predicates, bulkjob.TotalEQ(*i.Total))
+	}
+	if i.TotalNEQ != nil {
+		predicates = append(predicates, bulkjob.TotalNEQ(*i.TotalNEQ))
+	}
+	if len(i.TotalIn) > 0 {
+		predicates = append(predicates, bulkjob.TotalIn(i.TotalIn...))
+	}
+	if len(i.TotalNotIn) > 0 {
+		predicates = append(predicates, bulkjob.TotalNotIn(i.TotalNotIn...))
+	}
+	if i.TotalGT != nil {
+		predicates = append(predicates, bulkjob.TotalGT(*i.TotalGT))
+	}
+	if i.TotalGTE != nil {
+		predicates = append(predicates, bulkjob.TotalGTE(*i.TotalGTE))
+	}
+	if i.TotalLT != nil {
+		predicates = append(predicates, bulkjob.TotalLT(*i.TotalLT))
+	}
+	if i.TotalLTE != nil {
+		predicates = append(predicates, bulkjob.TotalLTE(*i.TotalLTE))
+	}
+	if i.Done != nil {
+		predicates = append(predicates, bulkjob.DoneEQ(*i.Done))
+	}
+	if i.DoneNEQ != nil {
+		predicates = append(predicates, bulkjob.DoneNEQ(*i.DoneNEQ))
+	}
+	if len(i.DoneIn) > 0 {
+		predicates = append(predicates, bulkjob.DoneIn(i.DoneIn...))
+	}
+	if len(i.DoneNotIn) > 0 {
+		predicates = append(predicates, bulkjob.DoneNotIn(i.DoneNotIn...))
+	}
+	if i.DoneGT != nil {
+		predicates = append(predicates, bulkjob.DoneGT(*i.DoneGT))
+	}
+	if i.DoneGTE != nil {
+		predicates = append(predicates, bulkjob.DoneGTE(*i.DoneGTE))
+	}
+	if i.DoneLT != nil {
+		predicates = append(predicates, bulkjob.DoneLT(*i.DoneLT))
+	}
+	if i.DoneLTE != nil {
+		predicates = append(predicates, bulkjob.DoneLTE(*i.DoneLTE))
+	}
+	if i.Failed != nil {
+		predicates = append(predicates, bulkjob.FailedEQ(*i.Failed))
+	}
+	if i.FailedNEQ != nil {
+		predicates = append(predicates, bulkjob.FailedNEQ(*i.FailedNEQ))
+	}
+	if len(i.FailedIn) > 0 {
+		predicates = append(predicates, bulkjob.FailedIn(i.FailedIn...))
+	}
+	if len(i.FailedNotIn) > 0 {
+		predicates = append(predicates, bulkjob.FailedNotIn(i.FailedNotIn...))
+	}
+	if i.FailedGT != nil {
+		predicates = append(predicates, bulkjob.FailedGT(*i.FailedGT))
+	}
+	if i.FailedGTE != nil {
+		predicates = append(predicates, bulkjob.FailedGTE(*i.FailedGTE))
+	}
+	if i.FailedLT != nil {
+		predicates = append(predicates, bulkjob.FailedLT(*i.FailedLT))
+	}
+	if i.FailedLTE != nil {
+		predicates = append(predicates, bulkjob.FailedLTE(*i.FailedLTE))
+	}
+	if i.CreditsSpent != nil {
+		predicates = append(predicates, bulkjob.CreditsSpentEQ(*i.CreditsSpent))
+	}
+	if i.CreditsSpentNEQ != nil {
+		predicates = append(predicates, bulkjob.CreditsSpentNEQ(*i.CreditsSpentNEQ))
+	}
+	if len(i.CreditsSpentIn) > 0 {
+		predicates = append(predicates, bulkjob.CreditsSpentIn(i.CreditsSpentIn...))
+	}
+	if len(i.CreditsSpentNotIn) > 0 {
+		predicates = append(predicates, bulkjob.CreditsSpentNotIn(i.CreditsSpentNotIn...))
+	}
+	if i.CreditsSpentGT != nil {
+		predicates = append(predicates, bulkjob.CreditsSpentGT(*i.CreditsSpentGT))
+	}
+	if i.CreditsSpentGTE != nil {
+		predicates = append(predicates, bulkjob.CreditsSpentGTE(*i.CreditsSpentGTE))
+	}
+	if i.CreditsSpentLT != nil {
+		predicates = append(predicates, bulkjob.CreditsSpentLT(*i.CreditsSpentLT))
+	}
+	if i.CreditsSpentLTE != nil {
+		predicates = append(predicates, bulkjob.CreditsSpentLTE(*i.CreditsSpentLTE))
+	}
+	if i.CreatedBy != nil {
+		predicates = append(predicates, bulkjob.CreatedByEQ(*i.CreatedBy))
+	}
+	if i.CreatedByNEQ != nil {
+		predicates = append(predicates, bulkjob.CreatedByNEQ(*i.CreatedByNEQ))
+	}
+	if len(i.CreatedByIn) > 0 {
+		predicates = append(predicates, bulkjob.CreatedByIn(i.CreatedByIn...))
+	}
+	if len(i.CreatedByNotIn) > 0 {
+		predicates = append(predicates, bulkjob.CreatedByNotIn(i.CreatedByNotIn...))
+	}
+	if i.CreatedByGT != nil {
+		predicates = append(predicates, bulkjob.CreatedByGT(*i.CreatedByGT))
+	}
+	if i.CreatedByGTE != nil {
+		predicates = append(predicates, bulkjob.CreatedByGTE(*i.CreatedByGTE))
+	}
+	if i.CreatedByLT != nil {
+		predicates = append(predicates, bulkjob.CreatedByLT(*i.CreatedByLT))
+	}
+	if i.CreatedByLTE != nil {
+		predicates = append(predicates, bulkjob.CreatedByLTE(*i.CreatedByLTE))
+	}
+	if i.CreatedByContains != nil {
+		predicates = append(predicates, bulkjob.CreatedByContains(*i.CreatedByContains))
+	}
+	if i.CreatedByHasPrefix != nil {
+		predicates = append(predicates, bulkjob.CreatedByHasPrefix(*i.CreatedByHasPrefix))
+	}
+	if i.CreatedByHasSuffix != nil {
+		predicates = append(predicates, bulkjob.CreatedByHasSuffix(*i.CreatedByHasSuffix))
+	}
+	if i.CreatedByEqualFold != nil {
+		predicates = append(predicates, bulkjob.CreatedByEqualFold(*i.CreatedByEqualFold))
+	}
+	if i.CreatedByContainsFold != nil {
+		predicates = append(predicates, bulkjob.CreatedByContainsFold(*i.CreatedByContainsFold))
+	}
+	if i.ErrorMessage != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageEQ(*i.ErrorMessage))
+	}
+	if i.ErrorMessageNEQ != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageNEQ(*i.ErrorMessageNEQ))
+	}
+	if len(i.ErrorMessageIn) > 0 {
+		predicates = append(predicates, bulkjob.ErrorMessageIn(i.ErrorMessageIn...))
+	}
+	if len(i.ErrorMessageNotIn) > 0 {
+		predicates = append(predicates, bulkjob.ErrorMessageNotIn(i.ErrorMessageNotIn...))
+	}
+	if i.ErrorMessageGT != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageGT(*i.ErrorMessageGT))
+	}
+	if i.ErrorMessageGTE != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageGTE(*i.ErrorMessageGTE))
+	}
+	if i.ErrorMessageLT != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageLT(*i.ErrorMessageLT))
+	}
+	if i.ErrorMessageLTE != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageLTE(*i.ErrorMessageLTE))
+	}
+	if i.ErrorMessageContains != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageContains(*i.ErrorMessageContains))
+	}
+	if i.ErrorMessageHasPrefix != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageHasPrefix(*i.ErrorMessageHasPrefix))
+	}
+	if i.ErrorMessageHasSuffix != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageHasSuffix(*i.ErrorMessageHasSuffix))
+	}
+	if i.ErrorMessageEqualFold != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageEqualFold(*i.ErrorMessageEqualFold))
+	}
+	if i.ErrorMessageContainsFold != nil {
+		predicates = append(predicates, bulkjob.ErrorMessageContainsFold(*i.ErrorMessageContainsFold))
+	}
+	if i.UpdatedAt != nil {
+		predicates = append(predicates, bulkjob.UpdatedAtEQ(*i.UpdatedAt))
+	}
+	if i.UpdatedAtNEQ != nil {
+		predicates = append(predicates, bulkjob.UpdatedAtNEQ(*i.UpdatedAtNEQ))
+	}
+	if len(i.UpdatedAtIn) > 0 {
+		predicates = append(predicates, bulkjob.UpdatedAtIn(i.UpdatedAtIn...))
+	}
+	if len(i.UpdatedAtNotIn) > 0 {
+		predicates = append(predicates, bulkjob.UpdatedAtNotIn(i.UpdatedAtNotIn...))
+	}
+	if i.UpdatedAtGT != nil {
+		predicates = append(predicates, bulkjob.UpdatedAtGT(*i.UpdatedAtGT))
+	}
+	if i.UpdatedAtGTE != nil {
+		predicates = append(predicates, bulkjob.UpdatedAtGTE(*i.UpdatedAtGTE))
+	}
+	if i.UpdatedAtLT != nil {
+		predicates = append(predicates, bulkjob.UpdatedAtLT(*i.UpdatedAtLT))
+	}
+	if i.UpdatedAtLTE != nil {
+		predicates = append(predicates, bulkjob.UpdatedAtLTE(*i.UpdatedAtLTE))
+	}
+	if i.FinishedAt != nil {
+		predicates = append(predicates, bulkjob.FinishedAtEQ(*i.FinishedAt))
+	}
+	if i.FinishedAtNEQ != nil {
+		predicates = append(predicates, bulkjob.FinishedAtNEQ(*i.FinishedAtNEQ))
+	}
+	if len(i.FinishedAtIn) > 0 {
+		predicates = append(predicates, bulkjob.FinishedAtIn(i.FinishedAtIn...))
+	}
+	if len(i.FinishedAtNotIn) > 0 {
+		predicates = append(predicates, bulkjob.FinishedAtNotIn(i.FinishedAtNotIn...))
+	}
+	if i.FinishedAtGT != nil {
+		predicates = append(predicates, bulkjob.FinishedAtGT(*i.FinishedAtGT))
+	}
+	if i.FinishedAtGTE != nil {
+		predicates = append(predicates, bulkjob.FinishedAtGTE(*i.FinishedAtGTE))
+	}
+	if i.FinishedAtLT != nil {
+		predicates = append(predicates, bulkjob.FinishedAtLT(*i.FinishedAtLT))
+	}
+	if i.FinishedAtLTE != nil {
+		predicates = append(predicates, bulkjob.FinishedAtLTE(*i.FinishedAtLTE))
+	}
+	if i.FinishedAtIsNil {
+		predicates = append(predicates, bulkjob.FinishedAtIsNil())
+	}
+	if i.FinishedAtNotNil {
+		predicates = append(predicates, bulkjob.FinishedAtNotNil())
+	}
+
+	switch len(predicates) {
+	case 0:
+		return nil, ErrEmptyBulkJobWhereInput
+	case 1:
+		return predicates[0], nil
+	default:
+		return bulkjob.And(predicates...), nil
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
+	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -43,6 +45,8 @@ const (
 	// Node types.
 	TypeAlertSubscription = "AlertSubscription"
 	TypeAttempt           = "Attempt"
+	TypeBulkJob           = "BulkJob"
+	TypeBulkJobItem       = "BulkJobItem"
 	TypeDelivery          = "Delivery"
 	TypeLedgerEntry       = "LedgerEntry"
 	TypeOutboundAttempt   = "OutboundAttempt"
@@ -1774,6 +1778,2223 @@ func (m *AttemptMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Attempt edge %s", name)
+}
+
+// BulkJobMutation represents an operation that mutates the BulkJob nodes in the graph.
+type BulkJobMutation struct {
+	config
+	op               Op
+	typ              string
+	id               *int
+	created_at       *time.Time
+	server_id        *int
+	addserver_id     *int
+	kind             *bulkjob.Kind
+	status           *bulkjob.Status
+	criteria         *[]byte
+	total            *int
+	addtotal         *int
+	_done            *int
+	add_done         *int
+	failed           *int
+	addfailed        *int
+	credits_spent    *int64
+	addcredits_spent *int64
+	done_through     *int
+	adddone_through  *int
+	lease_owner      *string
+	lease_expires_at *time.Time
+	created_by       *string
+	error_message    *string
+	updated_at       *time.Time
+	finished_at      *time.Time
+	clearedFields    map[string]struct{}
+	tenant           *int
+	clearedtenant    bool
+	done             bool
+	oldValue         func(context.Context) (*BulkJob, error)
+	predicates       []predicate.BulkJob
+}
+
+var _ ent.Mutation = (*BulkJobMutation)(nil)
+
+// bulkjobOption allows management of the mutation configuration using functional options.
+type bulkjobOption func(*BulkJobMutation)
+
+// newBulkJobMutation creates new mutation for the BulkJob entity.
+func newBulkJobMutation(c config, op Op, opts ...bulkjobOption) *BulkJobMutation {
+	m := &BulkJobMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeBulkJob,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withBulkJobID sets the ID field of the mutation.
+func withBulkJobID(id int) bulkjobOption {
+	return func(m *BulkJobMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *BulkJob
+		)
+		m.oldValue = func(ctx context.Context) (*BulkJob, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().BulkJob.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withBulkJob sets the old BulkJob of the mutation.
+func withBulkJob(node *BulkJob) bulkjobOption {
+	return func(m *BulkJobMutation) {
+		m.oldValue = func(context.Context) (*BulkJob, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m BulkJobMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m BulkJobMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *BulkJobMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *BulkJobMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().BulkJob.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *BulkJobMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *BulkJobMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *BulkJobMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *BulkJobMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *BulkJobMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *BulkJobMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetServerID sets the "server_id" field.
+func (m *BulkJobMutation) SetServerID(i int) {
+	m.server_id = &i
+	m.addserver_id = nil
+}
+
+// ServerID returns the value of the "server_id" field in the mutation.
+func (m *BulkJobMutation) ServerID() (r int, exists bool) {
+	v := m.server_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldServerID returns the old "server_id" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldServerID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldServerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldServerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldServerID: %w", err)
+	}
+	return oldValue.ServerID, nil
+}
+
+// AddServerID adds i to the "server_id" field.
+func (m *BulkJobMutation) AddServerID(i int) {
+	if m.addserver_id != nil {
+		*m.addserver_id += i
+	} else {
+		m.addserver_id = &i
+	}
+}
+
+// AddedServerID returns the value that was added to the "server_id" field in this mutation.
+func (m *BulkJobMutation) AddedServerID() (r int, exists bool) {
+	v := m.addserver_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetServerID resets all changes to the "server_id" field.
+func (m *BulkJobMutation) ResetServerID() {
+	m.server_id = nil
+	m.addserver_id = nil
+}
+
+// SetKind sets the "kind" field.
+func (m *BulkJobMutation) SetKind(b bulkjob.Kind) {
+	m.kind = &b
+}
+
+// Kind returns the value of the "kind" field in the mutation.
+func (m *BulkJobMutation) Kind() (r bulkjob.Kind, exists bool) {
+	v := m.kind
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldKind returns the old "kind" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldKind(ctx context.Context) (v bulkjob.Kind, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldKind is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldKind requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldKind: %w", err)
+	}
+	return oldValue.Kind, nil
+}
+
+// ResetKind resets all changes to the "kind" field.
+func (m *BulkJobMutation) ResetKind() {
+	m.kind = nil
+}
+
+// SetStatus sets the "status" field.
+func (m *BulkJobMutation) SetStatus(b bulkjob.Status) {
+	m.status = &b
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *BulkJobMutation) Status() (r bulkjob.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldStatus(ctx context.Context) (v bulkjob.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *BulkJobMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetCriteria sets the "criteria" field.
+func (m *BulkJobMutation) SetCriteria(b []byte) {
+	m.criteria = &b
+}
+
+// Criteria returns the value of the "criteria" field in the mutation.
+func (m *BulkJobMutation) Criteria() (r []byte, exists bool) {
+	v := m.criteria
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCriteria returns the old "criteria" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldCriteria(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCriteria is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCriteria requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCriteria: %w", err)
+	}
+	return oldValue.Criteria, nil
+}
+
+// ResetCriteria resets all changes to the "criteria" field.
+func (m *BulkJobMutation) ResetCriteria() {
+	m.criteria = nil
+}
+
+// SetTotal sets the "total" field.
+func (m *BulkJobMutation) SetTotal(i int) {
+	m.total = &i
+	m.addtotal = nil
+}
+
+// Total returns the value of the "total" field in the mutation.
+func (m *BulkJobMutation) Total() (r int, exists bool) {
+	v := m.total
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTotal returns the old "total" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldTotal(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTotal is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTotal requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTotal: %w", err)
+	}
+	return oldValue.Total, nil
+}
+
+// AddTotal adds i to the "total" field.
+func (m *BulkJobMutation) AddTotal(i int) {
+	if m.addtotal != nil {
+		*m.addtotal += i
+	} else {
+		m.addtotal = &i
+	}
+}
+
+// AddedTotal returns the value that was added to the "total" field in this mutation.
+func (m *BulkJobMutation) AddedTotal() (r int, exists bool) {
+	v := m.addtotal
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetTotal resets all changes to the "total" field.
+func (m *BulkJobMutation) ResetTotal() {
+	m.total = nil
+	m.addtotal = nil
+}
+
+// SetDone sets the "done" field.
+func (m *BulkJobMutation) SetDone(i int) {
+	m._done = &i
+	m.add_done = nil
+}
+
+// Done returns the value of the "done" field in the mutation.
+func (m *BulkJobMutation) Done() (r int, exists bool) {
+	v := m._done
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDone returns the old "done" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldDone(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDone is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDone requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDone: %w", err)
+	}
+	return oldValue.Done, nil
+}
+
+// AddDone adds i to the "done" field.
+func (m *BulkJobMutation) AddDone(i int) {
+	if m.add_done != nil {
+		*m.add_done += i
+	} else {
+		m.add_done = &i
+	}
+}
+
+// AddedDone returns the value that was added to the "done" field in this mutation.
+func (m *BulkJobMutation) AddedDone() (r int, exists bool) {
+	v := m.add_done
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetDone resets all changes to the "done" field.
+func (m *BulkJobMutation) ResetDone() {
+	m._done = nil
+	m.add_done = nil
+}
+
+// SetFailed sets the "failed" field.
+func (m *BulkJobMutation) SetFailed(i int) {
+	m.failed = &i
+	m.addfailed = nil
+}
+
+// Failed returns the value of the "failed" field in the mutation.
+func (m *BulkJobMutation) Failed() (r int, exists bool) {
+	v := m.failed
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFailed returns the old "failed" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldFailed(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFailed is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFailed requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFailed: %w", err)
+	}
+	return oldValue.Failed, nil
+}
+
+// AddFailed adds i to the "failed" field.
+func (m *BulkJobMutation) AddFailed(i int) {
+	if m.addfailed != nil {
+		*m.addfailed += i
+	} else {
+		m.addfailed = &i
+	}
+}
+
+// AddedFailed returns the value that was added to the "failed" field in this mutation.
+func (m *BulkJobMutation) AddedFailed() (r int, exists bool) {
+	v := m.addfailed
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetFailed resets all changes to the "failed" field.
+func (m *BulkJobMutation) ResetFailed() {
+	m.failed = nil
+	m.addfailed = nil
+}
+
+// SetCreditsSpent sets the "credits_spent" field.
+func (m *BulkJobMutation) SetCreditsSpent(i int64) {
+	m.credits_spent = &i
+	m.addcredits_spent = nil
+}
+
+// CreditsSpent returns the value of the "credits_spent" field in the mutation.
+func (m *BulkJobMutation) CreditsSpent() (r int64, exists bool) {
+	v := m.credits_spent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreditsSpent returns the old "credits_spent" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldCreditsSpent(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreditsSpent is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreditsSpent requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreditsSpent: %w", err)
+	}
+	return oldValue.CreditsSpent, nil
+}
+
+// AddCreditsSpent adds i to the "credits_spent" field.
+func (m *BulkJobMutation) AddCreditsSpent(i int64) {
+	if m.addcredits_spent != nil {
+		*m.addcredits_spent += i
+	} else {
+		m.addcredits_spent = &i
+	}
+}
+
+// AddedCreditsSpent returns the value that was added to the "credits_spent" field in this mutation.
+func (m *BulkJobMutation) AddedCreditsSpent() (r int64, exists bool) {
+	v := m.addcredits_spent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCreditsSpent resets all changes to the "credits_spent" field.
+func (m *BulkJobMutation) ResetCreditsSpent() {
+	m.credits_spent = nil
+	m.addcredits_spent = nil
+}
+
+// SetDoneThrough sets the "done_through" field.
+func (m *BulkJobMutation) SetDoneThrough(i int) {
+	m.done_through = &i
+	m.adddone_through = nil
+}
+
+// DoneThrough returns the value of the "done_through" field in the mutation.
+func (m *BulkJobMutation) DoneThrough() (r int, exists bool) {
+	v := m.done_through
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDoneThrough returns the old "done_through" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldDoneThrough(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDoneThrough is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDoneThrough requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDoneThrough: %w", err)
+	}
+	return oldValue.DoneThrough, nil
+}
+
+// AddDoneThrough adds i to the "done_through" field.
+func (m *BulkJobMutation) AddDoneThrough(i int) {
+	if m.adddone_through != nil {
+		*m.adddone_through += i
+	} else {
+		m.adddone_through = &i
+	}
+}
+
+// AddedDoneThrough returns the value that was added to the "done_through" field in this mutation.
+func (m *BulkJobMutation) AddedDoneThrough() (r int, exists bool) {
+	v := m.adddone_through
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetDoneThrough resets all changes to the "done_through" field.
+func (m *BulkJobMutation) ResetDoneThrough() {
+	m.done_through = nil
+	m.adddone_through = nil
+}
+
+// SetLeaseOwner sets the "lease_owner" field.
+func (m *BulkJobMutation) SetLeaseOwner(s string) {
+	m.lease_owner = &s
+}
+
+// LeaseOwner returns the value of the "lease_owner" field in the mutation.
+func (m *BulkJobMutation) LeaseOwner() (r string, exists bool) {
+	v := m.lease_owner
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLeaseOwner returns the old "lease_owner" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldLeaseOwner(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLeaseOwner is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLeaseOwner requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLeaseOwner: %w", err)
+	}
+	return oldValue.LeaseOwner, nil
+}
+
+// ResetLeaseOwner resets all changes to the "lease_owner" field.
+func (m *BulkJobMutation) ResetLeaseOwner() {
+	m.lease_owner = nil
+}
+
+// SetLeaseExpiresAt sets the "lease_expires_at" field.
+func (m *BulkJobMutation) SetLeaseExpiresAt(t time.Time) {
+	m.lease_expires_at = &t
+}
+
+// LeaseExpiresAt returns the value of the "lease_expires_at" field in the mutation.
+func (m *BulkJobMutation) LeaseExpiresAt() (r time.Time, exists bool) {
+	v := m.lease_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLeaseExpiresAt returns the old "lease_expires_at" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldLeaseExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLeaseExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLeaseExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLeaseExpiresAt: %w", err)
+	}
+	return oldValue.LeaseExpiresAt, nil
+}
+
+// ClearLeaseExpiresAt clears the value of the "lease_expires_at" field.
+func (m *BulkJobMutation) ClearLeaseExpiresAt() {
+	m.lease_expires_at = nil
+	m.clearedFields[bulkjob.FieldLeaseExpiresAt] = struct{}{}
+}
+
+// LeaseExpiresAtCleared returns if the "lease_expires_at" field was cleared in this mutation.
+func (m *BulkJobMutation) LeaseExpiresAtCleared() bool {
+	_, ok := m.clearedFields[bulkjob.FieldLeaseExpiresAt]
+	return ok
+}
+
+// ResetLeaseExpiresAt resets all changes to the "lease_expires_at" field.
+func (m *BulkJobMutation) ResetLeaseExpiresAt() {
+	m.lease_expires_at = nil
+	delete(m.clearedFields, bulkjob.FieldLeaseExpiresAt)
+}
+
+// SetCreatedBy sets the "created_by" field.
+func (m *BulkJobMutation) SetCreatedBy(s string) {
+	m.created_by = &s
+}
+
+// CreatedBy returns the value of the "created_by" field in the mutation.
+func (m *BulkJobMutation) CreatedBy() (r string, exists bool) {
+	v := m.created_by
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedBy returns the old "created_by" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldCreatedBy(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedBy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedBy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedBy: %w", err)
+	}
+	return oldValue.CreatedBy, nil
+}
+
+// ResetCreatedBy resets all changes to the "created_by" field.
+func (m *BulkJobMutation) ResetCreatedBy() {
+	m.created_by = nil
+}
+
+// SetErrorMessage sets the "error_message" field.
+func (m *BulkJobMutation) SetErrorMessage(s string) {
+	m.error_message = &s
+}
+
+// ErrorMessage returns the value of the "error_message" field in the mutation.
+func (m *BulkJobMutation) ErrorMessage() (r string, exists bool) {
+	v := m.error_message
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldErrorMessage returns the old "error_message" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldErrorMessage(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldErrorMessage is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldErrorMessage requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldErrorMessage: %w", err)
+	}
+	return oldValue.ErrorMessage, nil
+}
+
+// ResetErrorMessage resets all changes to the "error_message" field.
+func (m *BulkJobMutation) ResetErrorMessage() {
+	m.error_message = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *BulkJobMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *BulkJobMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *BulkJobMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetFinishedAt sets the "finished_at" field.
+func (m *BulkJobMutation) SetFinishedAt(t time.Time) {
+	m.finished_at = &t
+}
+
+// FinishedAt returns the value of the "finished_at" field in the mutation.
+func (m *BulkJobMutation) FinishedAt() (r time.Time, exists bool) {
+	v := m.finished_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFinishedAt returns the old "finished_at" field's value of the BulkJob entity.
+// If the BulkJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobMutation) OldFinishedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFinishedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFinishedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFinishedAt: %w", err)
+	}
+	return oldValue.FinishedAt, nil
+}
+
+// ClearFinishedAt clears the value of the "finished_at" field.
+func (m *BulkJobMutation) ClearFinishedAt() {
+	m.finished_at = nil
+	m.clearedFields[bulkjob.FieldFinishedAt] = struct{}{}
+}
+
+// FinishedAtCleared returns if the "finished_at" field was cleared in this mutation.
+func (m *BulkJobMutation) FinishedAtCleared() bool {
+	_, ok := m.clearedFields[bulkjob.FieldFinishedAt]
+	return ok
+}
+
+// ResetFinishedAt resets all changes to the "finished_at" field.
+func (m *BulkJobMutation) ResetFinishedAt() {
+	m.finished_at = nil
+	delete(m.clearedFields, bulkjob.FieldFinishedAt)
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *BulkJobMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[bulkjob.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *BulkJobMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *BulkJobMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *BulkJobMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the BulkJobMutation builder.
+func (m *BulkJobMutation) Where(ps ...predicate.BulkJob) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the BulkJobMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *BulkJobMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.BulkJob, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *BulkJobMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *BulkJobMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (BulkJob).
+func (m *BulkJobMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *BulkJobMutation) Fields() []string {
+	fields := make([]string, 0, 17)
+	if m.tenant != nil {
+		fields = append(fields, bulkjob.FieldTenantID)
+	}
+	if m.created_at != nil {
+		fields = append(fields, bulkjob.FieldCreatedAt)
+	}
+	if m.server_id != nil {
+		fields = append(fields, bulkjob.FieldServerID)
+	}
+	if m.kind != nil {
+		fields = append(fields, bulkjob.FieldKind)
+	}
+	if m.status != nil {
+		fields = append(fields, bulkjob.FieldStatus)
+	}
+	if m.criteria != nil {
+		fields = append(fields, bulkjob.FieldCriteria)
+	}
+	if m.total != nil {
+		fields = append(fields, bulkjob.FieldTotal)
+	}
+	if m._done != nil {
+		fields = append(fields, bulkjob.FieldDone)
+	}
+	if m.failed != nil {
+		fields = append(fields, bulkjob.FieldFailed)
+	}
+	if m.credits_spent != nil {
+		fields = append(fields, bulkjob.FieldCreditsSpent)
+	}
+	if m.done_through != nil {
+		fields = append(fields, bulkjob.FieldDoneThrough)
+	}
+	if m.lease_owner != nil {
+		fields = append(fields, bulkjob.FieldLeaseOwner)
+	}
+	if m.lease_expires_at != nil {
+		fields = append(fields, bulkjob.FieldLeaseExpiresAt)
+	}
+	if m.created_by != nil {
+		fields = append(fields, bulkjob.FieldCreatedBy)
+	}
+	if m.error_message != nil {
+		fields = append(fields, bulkjob.FieldErrorMessage)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, bulkjob.FieldUpdatedAt)
+	}
+	if m.finished_at != nil {
+		fields = append(fields, bulkjob.FieldFinishedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *BulkJobMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case bulkjob.FieldTenantID:
+		return m.TenantID()
+	case bulkjob.FieldCreatedAt:
+		return m.CreatedAt()
+	case bulkjob.FieldServerID:
+		return m.ServerID()
+	case bulkjob.FieldKind:
+		return m.Kind()
+	case bulkjob.FieldStatus:
+		return m.Status()
+	case bulkjob.FieldCriteria:
+		return m.Criteria()
+	case bulkjob.FieldTotal:
+		return m.Total()
+	case bulkjob.FieldDone:
+		return m.Done()
+	case bulkjob.FieldFailed:
+		return m.Failed()
+	case bulkjob.FieldCreditsSpent:
+		return m.CreditsSpent()
+	case bulkjob.FieldDoneThrough:
+		return m.DoneThrough()
+	case bulkjob.FieldLeaseOwner:
+		return m.LeaseOwner()
+	case bulkjob.FieldLeaseExpiresAt:
+		return m.LeaseExpiresAt()
+	case bulkjob.FieldCreatedBy:
+		return m.CreatedBy()
+	case bulkjob.FieldErrorMessage:
+		return m.ErrorMessage()
+	case bulkjob.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case bulkjob.FieldFinishedAt:
+		return m.FinishedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *BulkJobMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case bulkjob.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case bulkjob.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case bulkjob.FieldServerID:
+		return m.OldServerID(ctx)
+	case bulkjob.FieldKind:
+		return m.OldKind(ctx)
+	case bulkjob.FieldStatus:
+		return m.OldStatus(ctx)
+	case bulkjob.FieldCriteria:
+		return m.OldCriteria(ctx)
+	case bulkjob.FieldTotal:
+		return m.OldTotal(ctx)
+	case bulkjob.FieldDone:
+		return m.OldDone(ctx)
+	case bulkjob.FieldFailed:
+		return m.OldFailed(ctx)
+	case bulkjob.FieldCreditsSpent:
+		return m.OldCreditsSpent(ctx)
+	case bulkjob.FieldDoneThrough:
+		return m.OldDoneThrough(ctx)
+	case bulkjob.FieldLeaseOwner:
+		return m.OldLeaseOwner(ctx)
+	case bulkjob.FieldLeaseExpiresAt:
+		return m.OldLeaseExpiresAt(ctx)
+	case bulkjob.FieldCreatedBy:
+		return m.OldCreatedBy(ctx)
+	case bulkjob.FieldErrorMessage:
+		return m.OldErrorMessage(ctx)
+	case bulkjob.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case bulkjob.FieldFinishedAt:
+		return m.OldFinishedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown BulkJob field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *BulkJobMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case bulkjob.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case bulkjob.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case bulkjob.FieldServerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetServerID(v)
+		return nil
+	case bulkjob.FieldKind:
+		v, ok := value.(bulkjob.Kind)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetKind(v)
+		return nil
+	case bulkjob.FieldStatus:
+		v, ok := value.(bulkjob.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case bulkjob.FieldCriteria:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCriteria(v)
+		return nil
+	case bulkjob.FieldTotal:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTotal(v)
+		return nil
+	case bulkjob.FieldDone:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDone(v)
+		return nil
+	case bulkjob.FieldFailed:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFailed(v)
+		return nil
+	case bulkjob.FieldCreditsSpent:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreditsSpent(v)
+		return nil
+	case bulkjob.FieldDoneThrough:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDoneThrough(v)
+		return nil
+	case bulkjob.FieldLeaseOwner:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLeaseOwner(v)
+		return nil
+	case bulkjob.FieldLeaseExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLeaseExpiresAt(v)
+		return nil
+	case bulkjob.FieldCreatedBy:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedBy(v)
+		return nil
+	case bulkjob.FieldErrorMessage:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetErrorMessage(v)
+		return nil
+	case bulkjob.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case bulkjob.FieldFinishedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFinishedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJob field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *BulkJobMutation) AddedFields() []string {
+	var fields []string
+	if m.addserver_id != nil {
+		fields = append(fields, bulkjob.FieldServerID)
+	}
+	if m.addtotal != nil {
+		fields = append(fields, bulkjob.FieldTotal)
+	}
+	if m.add_done != nil {
+		fields = append(fields, bulkjob.FieldDone)
+	}
+	if m.addfailed != nil {
+		fields = append(fields, bulkjob.FieldFailed)
+	}
+	if m.addcredits_spent != nil {
+		fields = append(fields, bulkjob.FieldCreditsSpent)
+	}
+	if m.adddone_through != nil {
+		fields = append(fields, bulkjob.FieldDoneThrough)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *BulkJobMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case bulkjob.FieldServerID:
+		return m.AddedServerID()
+	case bulkjob.FieldTotal:
+		return m.AddedTotal()
+	case bulkjob.FieldDone:
+		return m.AddedDone()
+	case bulkjob.FieldFailed:
+		return m.AddedFailed()
+	case bulkjob.FieldCreditsSpent:
+		return m.AddedCreditsSpent()
+	case bulkjob.FieldDoneThrough:
+		return m.AddedDoneThrough()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *BulkJobMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case bulkjob.FieldServerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddServerID(v)
+		return nil
+	case bulkjob.FieldTotal:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddTotal(v)
+		return nil
+	case bulkjob.FieldDone:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDone(v)
+		return nil
+	case bulkjob.FieldFailed:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddFailed(v)
+		return nil
+	case bulkjob.FieldCreditsSpent:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCreditsSpent(v)
+		return nil
+	case bulkjob.FieldDoneThrough:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDoneThrough(v)
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJob numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *BulkJobMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(bulkjob.FieldLeaseExpiresAt) {
+		fields = append(fields, bulkjob.FieldLeaseExpiresAt)
+	}
+	if m.FieldCleared(bulkjob.FieldFinishedAt) {
+		fields = append(fields, bulkjob.FieldFinishedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *BulkJobMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *BulkJobMutation) ClearField(name string) error {
+	switch name {
+	case bulkjob.FieldLeaseExpiresAt:
+		m.ClearLeaseExpiresAt()
+		return nil
+	case bulkjob.FieldFinishedAt:
+		m.ClearFinishedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJob nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *BulkJobMutation) ResetField(name string) error {
+	switch name {
+	case bulkjob.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case bulkjob.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case bulkjob.FieldServerID:
+		m.ResetServerID()
+		return nil
+	case bulkjob.FieldKind:
+		m.ResetKind()
+		return nil
+	case bulkjob.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case bulkjob.FieldCriteria:
+		m.ResetCriteria()
+		return nil
+	case bulkjob.FieldTotal:
+		m.ResetTotal()
+		return nil
+	case bulkjob.FieldDone:
+		m.ResetDone()
+		return nil
+	case bulkjob.FieldFailed:
+		m.ResetFailed()
+		return nil
+	case bulkjob.FieldCreditsSpent:
+		m.ResetCreditsSpent()
+		return nil
+	case bulkjob.FieldDoneThrough:
+		m.ResetDoneThrough()
+		return nil
+	case bulkjob.FieldLeaseOwner:
+		m.ResetLeaseOwner()
+		return nil
+	case bulkjob.FieldLeaseExpiresAt:
+		m.ResetLeaseExpiresAt()
+		return nil
+	case bulkjob.FieldCreatedBy:
+		m.ResetCreatedBy()
+		return nil
+	case bulkjob.FieldErrorMessage:
+		m.ResetErrorMessage()
+		return nil
+	case bulkjob.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case bulkjob.FieldFinishedAt:
+		m.ResetFinishedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJob field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *BulkJobMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, bulkjob.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *BulkJobMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case bulkjob.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *BulkJobMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *BulkJobMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *BulkJobMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, bulkjob.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *BulkJobMutation) EdgeCleared(name string) bool {
+	switch name {
+	case bulkjob.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *BulkJobMutation) ClearEdge(name string) error {
+	switch name {
+	case bulkjob.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJob unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *BulkJobMutation) ResetEdge(name string) error {
+	switch name {
+	case bulkjob.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJob edge %s", name)
+}
+
+// BulkJobItemMutation represents an operation that mutates the BulkJobItem nodes in the graph.
+type BulkJobItemMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *int
+	job_id          *int
+	addjob_id       *int
+	delivery_id     *int
+	adddelivery_id  *int
+	request_id      *int
+	addrequest_id   *int
+	recipient_id    *int
+	addrecipient_id *int
+	clearedFields   map[string]struct{}
+	tenant          *int
+	clearedtenant   bool
+	done            bool
+	oldValue        func(context.Context) (*BulkJobItem, error)
+	predicates      []predicate.BulkJobItem
+}
+
+var _ ent.Mutation = (*BulkJobItemMutation)(nil)
+
+// bulkjobitemOption allows management of the mutation configuration using functional options.
+type bulkjobitemOption func(*BulkJobItemMutation)
+
+// newBulkJobItemMutation creates new mutation for the BulkJobItem entity.
+func newBulkJobItemMutation(c config, op Op, opts ...bulkjobitemOption) *BulkJobItemMutation {
+	m := &BulkJobItemMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeBulkJobItem,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withBulkJobItemID sets the ID field of the mutation.
+func withBulkJobItemID(id int) bulkjobitemOption {
+	return func(m *BulkJobItemMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *BulkJobItem
+		)
+		m.oldValue = func(ctx context.Context) (*BulkJobItem, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().BulkJobItem.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withBulkJobItem sets the old BulkJobItem of the mutation.
+func withBulkJobItem(node *BulkJobItem) bulkjobitemOption {
+	return func(m *BulkJobItemMutation) {
+		m.oldValue = func(context.Context) (*BulkJobItem, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m BulkJobItemMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m BulkJobItemMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *BulkJobItemMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *BulkJobItemMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().BulkJobItem.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *BulkJobItemMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *BulkJobItemMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the BulkJobItem entity.
+// If the BulkJobItem object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobItemMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *BulkJobItemMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetJobID sets the "job_id" field.
+func (m *BulkJobItemMutation) SetJobID(i int) {
+	m.job_id = &i
+	m.addjob_id = nil
+}
+
+// JobID returns the value of the "job_id" field in the mutation.
+func (m *BulkJobItemMutation) JobID() (r int, exists bool) {
+	v := m.job_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldJobID returns the old "job_id" field's value of the BulkJobItem entity.
+// If the BulkJobItem object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobItemMutation) OldJobID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldJobID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldJobID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldJobID: %w", err)
+	}
+	return oldValue.JobID, nil
+}
+
+// AddJobID adds i to the "job_id" field.
+func (m *BulkJobItemMutation) AddJobID(i int) {
+	if m.addjob_id != nil {
+		*m.addjob_id += i
+	} else {
+		m.addjob_id = &i
+	}
+}
+
+// AddedJobID returns the value that was added to the "job_id" field in this mutation.
+func (m *BulkJobItemMutation) AddedJobID() (r int, exists bool) {
+	v := m.addjob_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetJobID resets all changes to the "job_id" field.
+func (m *BulkJobItemMutation) ResetJobID() {
+	m.job_id = nil
+	m.addjob_id = nil
+}
+
+// SetDeliveryID sets the "delivery_id" field.
+func (m *BulkJobItemMutation) SetDeliveryID(i int) {
+	m.delivery_id = &i
+	m.adddelivery_id = nil
+}
+
+// DeliveryID returns the value of the "delivery_id" field in the mutation.
+func (m *BulkJobItemMutation) DeliveryID() (r int, exists bool) {
+	v := m.delivery_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeliveryID returns the old "delivery_id" field's value of the BulkJobItem entity.
+// If the BulkJobItem object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobItemMutation) OldDeliveryID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeliveryID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeliveryID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeliveryID: %w", err)
+	}
+	return oldValue.DeliveryID, nil
+}
+
+// AddDeliveryID adds i to the "delivery_id" field.
+func (m *BulkJobItemMutation) AddDeliveryID(i int) {
+	if m.adddelivery_id != nil {
+		*m.adddelivery_id += i
+	} else {
+		m.adddelivery_id = &i
+	}
+}
+
+// AddedDeliveryID returns the value that was added to the "delivery_id" field in this mutation.
+func (m *BulkJobItemMutation) AddedDeliveryID() (r int, exists bool) {
+	v := m.adddelivery_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetDeliveryID resets all changes to the "delivery_id" field.
+func (m *BulkJobItemMutation) ResetDeliveryID() {
+	m.delivery_id = nil
+	m.adddelivery_id = nil
+}
+
+// SetRequestID sets the "request_id" field.
+func (m *BulkJobItemMutation) SetRequestID(i int) {
+	m.request_id = &i
+	m.addrequest_id = nil
+}
+
+// RequestID returns the value of the "request_id" field in the mutation.
+func (m *BulkJobItemMutation) RequestID() (r int, exists bool) {
+	v := m.request_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRequestID returns the old "request_id" field's value of the BulkJobItem entity.
+// If the BulkJobItem object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobItemMutation) OldRequestID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRequestID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRequestID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRequestID: %w", err)
+	}
+	return oldValue.RequestID, nil
+}
+
+// AddRequestID adds i to the "request_id" field.
+func (m *BulkJobItemMutation) AddRequestID(i int) {
+	if m.addrequest_id != nil {
+		*m.addrequest_id += i
+	} else {
+		m.addrequest_id = &i
+	}
+}
+
+// AddedRequestID returns the value that was added to the "request_id" field in this mutation.
+func (m *BulkJobItemMutation) AddedRequestID() (r int, exists bool) {
+	v := m.addrequest_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRequestID resets all changes to the "request_id" field.
+func (m *BulkJobItemMutation) ResetRequestID() {
+	m.request_id = nil
+	m.addrequest_id = nil
+}
+
+// SetRecipientID sets the "recipient_id" field.
+func (m *BulkJobItemMutation) SetRecipientID(i int) {
+	m.recipient_id = &i
+	m.addrecipient_id = nil
+}
+
+// RecipientID returns the value of the "recipient_id" field in the mutation.
+func (m *BulkJobItemMutation) RecipientID() (r int, exists bool) {
+	v := m.recipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecipientID returns the old "recipient_id" field's value of the BulkJobItem entity.
+// If the BulkJobItem object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *BulkJobItemMutation) OldRecipientID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecipientID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecipientID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecipientID: %w", err)
+	}
+	return oldValue.RecipientID, nil
+}
+
+// AddRecipientID adds i to the "recipient_id" field.
+func (m *BulkJobItemMutation) AddRecipientID(i int) {
+	if m.addrecipient_id != nil {
+		*m.addrecipient_id += i
+	} else {
+		m.addrecipient_id = &i
+	}
+}
+
+// AddedRecipientID returns the value that was added to the "recipient_id" field in this mutation.
+func (m *BulkJobItemMutation) AddedRecipientID() (r int, exists bool) {
+	v := m.addrecipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRecipientID resets all changes to the "recipient_id" field.
+func (m *BulkJobItemMutation) ResetRecipientID() {
+	m.recipient_id = nil
+	m.addrecipient_id = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *BulkJobItemMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[bulkjobitem.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *BulkJobItemMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *BulkJobItemMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *BulkJobItemMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the BulkJobItemMutation builder.
+func (m *BulkJobItemMutation) Where(ps ...predicate.BulkJobItem) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the BulkJobItemMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *BulkJobItemMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.BulkJobItem, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *BulkJobItemMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *BulkJobItemMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (BulkJobItem).
+func (m *BulkJobItemMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *BulkJobItemMutation) Fields() []string {
+	fields := make([]string, 0, 5)
+	if m.tenant != nil {
+		fields = append(fields, bulkjobitem.FieldTenantID)
+	}
+	if m.job_id != nil {
+		fields = append(fields, bulkjobitem.FieldJobID)
+	}
+	if m.delivery_id != nil {
+		fields = append(fields, bulkjobitem.FieldDeliveryID)
+	}
+	if m.request_id != nil {
+		fields = append(fields, bulkjobitem.FieldRequestID)
+	}
+	if m.recipient_id != nil {
+		fields = append(fields, bulkjobitem.FieldRecipientID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *BulkJobItemMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case bulkjobitem.FieldTenantID:
+		return m.TenantID()
+	case bulkjobitem.FieldJobID:
+		return m.JobID()
+	case bulkjobitem.FieldDeliveryID:
+		return m.DeliveryID()
+	case bulkjobitem.FieldRequestID:
+		return m.RequestID()
+	case bulkjobitem.FieldRecipientID:
+		return m.RecipientID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *BulkJobItemMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case bulkjobitem.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case bulkjobitem.FieldJobID:
+		return m.OldJobID(ctx)
+	case bulkjobitem.FieldDeliveryID:
+		return m.OldDeliveryID(ctx)
+	case bulkjobitem.FieldRequestID:
+		return m.OldRequestID(ctx)
+	case bulkjobitem.FieldRecipientID:
+		return m.OldRecipientID(ctx)
+	}
+	return nil, fmt.Errorf("unknown BulkJobItem field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *BulkJobItemMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case bulkjobitem.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case bulkjobitem.FieldJobID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetJobID(v)
+		return nil
+	case bulkjobitem.FieldDeliveryID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeliveryID(v)
+		return nil
+	case bulkjobitem.FieldRequestID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRequestID(v)
+		return nil
+	case bulkjobitem.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecipientID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJobItem field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *BulkJobItemMutation) AddedFields() []string {
+	var fields []string
+	if m.addjob_id != nil {
+		fields = append(fields, bulkjobitem.FieldJobID)
+	}
+	if m.adddelivery_id != nil {
+		fields = append(fields, bulkjobitem.FieldDeliveryID)
+	}
+	if m.addrequest_id != nil {
+		fields = append(fields, bulkjobitem.FieldRequestID)
+	}
+	if m.addrecipient_id != nil {
+		fields = append(fields, bulkjobitem.FieldRecipientID)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *BulkJobItemMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case bulkjobitem.FieldJobID:
+		return m.AddedJobID()
+	case bulkjobitem.FieldDeliveryID:
+		return m.AddedDeliveryID()
+	case bulkjobitem.FieldRequestID:
+		return m.AddedRequestID()
+	case bulkjobitem.FieldRecipientID:
+		return m.AddedRecipientID()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *BulkJobItemMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case bulkjobitem.FieldJobID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddJobID(v)
+		return nil
+	case bulkjobitem.FieldDeliveryID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDeliveryID(v)
+		return nil
+	case bulkjobitem.FieldRequestID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRequestID(v)
+		return nil
+	case bulkjobitem.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRecipientID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJobItem numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *BulkJobItemMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *BulkJobItemMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *BulkJobItemMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown BulkJobItem nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *BulkJobItemMutation) ResetField(name string) error {
+	switch name {
+	case bulkjobitem.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case bulkjobitem.FieldJobID:
+		m.ResetJobID()
+		return nil
+	case bulkjobitem.FieldDeliveryID:
+		m.ResetDeliveryID()
+		return nil
+	case bulkjobitem.FieldRequestID:
+		m.ResetRequestID()
+		return nil
+	case bulkjobitem.FieldRecipientID:
+		m.ResetRecipientID()
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJobItem field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *BulkJobItemMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, bulkjobitem.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *BulkJobItemMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case bulkjobitem.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *BulkJobItemMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *BulkJobItemMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *BulkJobItemMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, bulkjobitem.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *BulkJobItemMutation) EdgeCleared(name string) bool {
+	switch name {
+	case bulkjobitem.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *BulkJobItemMutation) ClearEdge(name string) error {
+	switch name {
+	case bulkjobitem.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJobItem unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *BulkJobItemMutation) ResetEdge(name string) error {
+	switch name {
+	case bulkjobitem.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown BulkJobItem edge %s", name)
 }
 
 // DeliveryMutation represents an operation that mutates the Delivery nodes in the graph.

@@ -18,6 +18,10 @@ type Tx struct {
 	AlertSubscription *AlertSubscriptionClient
 	// Attempt is the client for interacting with the Attempt builders.
 	Attempt *AttemptClient
+	// BulkJob is the client for interacting with the BulkJob builders.
+	BulkJob *BulkJobClient
+	// BulkJobItem is the client for interacting with the BulkJobItem builders.
+	BulkJobItem *BulkJobItemClient
 	// Delivery is the client for interacting with the Delivery builders.
 	Delivery *DeliveryClient
 	// LedgerEntry is the client for interacting with the LedgerEntry builders.
@@ -179,6 +183,8 @@ func (tx *Tx) Client() *Client {
 func (tx *Tx) init() {
 	tx.AlertSubscription = NewAlertSubscriptionClient(tx.config)
 	tx.Attempt = NewAttemptClient(tx.config)
+	tx.BulkJob = NewBulkJobClient(tx.config)
+	tx.BulkJobItem = NewBulkJobItemClient(tx.config)
 	tx.Delivery = NewDeliveryClient(tx.config)
 	tx.LedgerEntry = NewLedgerEntryClient(tx.config)
 	tx.OutboundAttempt = NewOutboundAttemptClient(tx.config)

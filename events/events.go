@@ -50,6 +50,8 @@ const (
 	KindUpdated = "updated"
 	// KindAttempt: an attempt on the delivery was recorded (its outcome is in the database).
 	KindAttempt = "attempt"
+	// KindBulkJob: a bulk job progressed, or ended (its state is in the database).
+	KindBulkJob = "bulk"
 	// KindOverflow is sent by the bus to a subscriber whose buffer filled up: the events after it were dropped
 	// until the subscriber caught up. Its IDs are the subscriber's Filter, so it says which scope to re-read.
 	KindOverflow = "overflow"
@@ -91,8 +93,12 @@ type Event struct {
 	DeliveryID int `json:"d"`
 	// Status is the delivery status after the change, so a list can recolour a row without a read.
 	Status string `json:"st"`
-	// Kind is what happened: KindCreated, KindUpdated, KindAttempt, or the synthetic KindOverflow/KindResync.
+	// Kind is what happened: KindCreated, KindUpdated, KindAttempt, KindBulkJob, or the synthetic
+	// KindOverflow/KindResync.
 	Kind string `json:"k"`
+	// BulkJobID is the bulk job that progressed or ended (KindBulkJob); such an event names no server or
+	// request, so only subscribers of that job (Filter.BulkJobID) get it.
+	BulkJobID int `json:"b,omitempty"`
 }
 
 // Bus carries Events from the code that changes deliveries to the subscriptions that show them.
@@ -125,14 +131,18 @@ type Filter struct {
 	ServerID int
 	// RequestID keeps to one request's events (the request page); 0 for any.
 	RequestID int
+	// BulkJobID keeps to one bulk job's events; 0 for none: delivery subscribers never get a job's.
+	BulkJobID int
 }
 
 // Match reports whether e is within f. A synthetic event names the scope that may have missed events — a
-// tenant, say, with no server or request — and reaches every subscriber within it; it never crosses tenants.
+// tenant, say, with no server or request — and reaches every subscriber within it; it never crosses tenants. A
+// bulk job's events reach its own subscribers only, and theirs no delivery events.
 func (f Filter) Match(e Event) bool {
 	synthetic := e.Kind == KindOverflow || e.Kind == KindResync
 	within := func(want, got int) bool { return want == 0 || want == got || (synthetic && got == 0) }
-	return (f.TenantID == 0 || f.TenantID == e.TenantID) && within(f.ServerID, e.ServerID) && within(f.RequestID, e.RequestID)
+	return (f.TenantID == 0 || f.TenantID == e.TenantID) && within(f.ServerID, e.ServerID) &&
+		within(f.RequestID, e.RequestID) && (f.BulkJobID == e.BulkJobID || (synthetic && e.BulkJobID == 0))
 }
 
 // Option tunes a bus at construction.

@@ -21,6 +21,7 @@ import (
 	"github.com/adal-relay/adal/api"
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/bulk"
 	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/egress"
@@ -36,6 +37,7 @@ import (
 	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/scheduler"
+	"github.com/adal-relay/adal/search"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
@@ -97,8 +99,10 @@ type Config struct {
 	// AlertInterval is how often the leader looks for alert events written by other processes
 	// (ADAL_ALERT_INTERVAL); default 2s. Its own it handles at once.
 	AlertInterval time.Duration
-	Dev           bool
-	Logger        *slog.Logger
+	// Search bounds one page of a search of stored requests; zero fields take search's defaults.
+	Search search.Bounds
+	Dev    bool
+	Logger *slog.Logger
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
 }
@@ -157,6 +161,10 @@ type Relay struct {
 	crons      []*leader.Cron
 	publisher  *publisher
 	handler    http.Handler
+
+	// Bulk starts bulk jobs; BulkRunner runs them.
+	Bulk       *bulk.Service
+	BulkRunner *bulk.Runner
 }
 
 // Migrate applies the database's pending migrations and reports how many it applied.
@@ -306,6 +314,21 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		db.Close()
 		return nil, err
 	}
+	if r.BulkRunner, err = bulk.NewRunner(bulk.RunnerConfig{
+		DB:           db,
+		Delivery:     r.Delivery,
+		Events:       r.Events,
+		Lease:        cfg.Lease,
+		PollInterval: cfg.PollInterval,
+		Logger:       cfg.Logger,
+		Now:          cfg.Now,
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	r.Bulk = bulk.New(bulk.Config{
+		Dialect: db.Dialect, Events: r.Events, Wake: r.BulkRunner.Wake, Logger: cfg.Logger, Now: cfg.Now,
+	})
 	r.Routing.OnRecipientResumed(r.Scheduler.WakeLanes)
 	if err := r.openCron(cfg); err != nil {
 		db.Close()
@@ -333,6 +356,8 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 			Alerting:     r.Alerts,
 			MaxBodyBytes: cfg.MaxBodyBytes,
 			Logger:       cfg.Logger,
+			Search:       search.New(db.Dialect, cfg.Search),
+			Bulk:         r.Bulk,
 		},
 		Client:           db.Client,
 		Auth:             authn,
@@ -424,7 +449,7 @@ func (r *Relay) services() []startstop.Service {
 	for _, c := range r.crons {
 		svcs = append(svcs, c)
 	}
-	return append(svcs, r.Rejections, r.publisher, r.CLIHub, r.Scheduler, r.Rescuer, r.Alerts)
+	return append(svcs, r.Rejections, r.publisher, r.CLIHub, r.Scheduler, r.Rescuer, r.Alerts, r.BulkRunner)
 }
 
 // Start starts the background services under ctx. If one fails to start, those already started are stopped.

@@ -295,7 +295,7 @@ func (r *queryResolver) Server(ctx context.Context, id int) (*ent.Server, error)
 }
 
 // Requests is the resolver for the requests field.
-func (r *queryResolver) Requests(ctx context.Context, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) (*ent.RequestConnection, error) {
+func (r *queryResolver) Requests(ctx context.Context, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput, search *string) (*model.RequestConnection, error) {
 	if _, err := require(ctx, "requests"); err != nil {
 		return nil, err
 	}
@@ -311,8 +311,15 @@ func (r *queryResolver) Requests(ctx context.Context, serverID int, after *entgq
 	if err != nil {
 		return nil, err
 	}
-	return client.Request.Query().Where(request.ServerID(serverID)).
+	if search != nil {
+		return r.searchRequests(ctx, client, serverID, *search, after, first, before, last, orderBy, where)
+	}
+	conn, err := client.Request.Query().Where(request.ServerID(serverID)).
 		Paginate(ctx, after, first, before, last, ent.WithRequestOrder(orderBy), ent.WithRequestFilter(where.Filter))
+	if err != nil {
+		return nil, err
+	}
+	return &model.RequestConnection{RequestConnection: conn}, nil
 }
 
 // Request is the resolver for the request field.

@@ -107,7 +107,7 @@ func (r *queryResolver) AlertSubscriptions(ctx context.Context) ([]*ent.AlertSub
 }
 
 // Alerts is the resolver for the alerts field.
-func (r *queryResolver) Alerts(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.RequestConnection, error) {
+func (r *queryResolver) Alerts(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*model.RequestConnection, error) {
 	if _, err := require(ctx, "alerts"); err != nil {
 		return nil, err
 	}
@@ -116,8 +116,12 @@ func (r *queryResolver) Alerts(ctx context.Context, after *entgql.Cursor[int], f
 		return nil, err
 	}
 	order := &ent.RequestOrder{Direction: entgql.OrderDirectionDesc, Field: ent.RequestOrderFieldReceivedAt}
-	return r.client(ctx).Request.Query().Where(request.HasServerWith(server.KindEQ(server.KindALERTS))).
+	conn, err := r.client(ctx).Request.Query().Where(request.HasServerWith(server.KindEQ(server.KindALERTS))).
 		Paginate(ctx, after, first, before, last, ent.WithRequestOrder(order))
+	if err != nil {
+		return nil, err
+	}
+	return &model.RequestConnection{RequestConnection: conn}, nil
 }
 
 // AlertSubscription returns generated.AlertSubscriptionResolver implementation.

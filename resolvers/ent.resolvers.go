@@ -69,6 +69,9 @@ func (r *queryResolver) Tokens(ctx context.Context, after *entgql.Cursor[int], f
 		Paginate(ctx, after, first, before, last, ent.WithTokenOrder(orderBy), ent.WithTokenFilter(where.Filter))
 }
 
+// BulkJob returns generated.BulkJobResolver implementation.
+func (r *Resolver) BulkJob() generated.BulkJobResolver { return &bulkJobResolver{r} }
+
 // LedgerEntry returns generated.LedgerEntryResolver implementation.
 func (r *Resolver) LedgerEntry() generated.LedgerEntryResolver { return &ledgerEntryResolver{r} }
 
@@ -99,6 +102,7 @@ func (r *Resolver) Tenant() generated.TenantResolver { return &tenantResolver{r}
 func (r *Resolver) Token() generated.TokenResolver { return &tokenResolver{r} }
 
 type (
+	bulkJobResolver         struct{ *Resolver }
 	ledgerEntryResolver     struct{ *Resolver }
 	outboundAttemptResolver struct{ *Resolver }
 	outboundJobResolver     struct{ *Resolver }

@@ -14,6 +14,7 @@ import (
 	"github.com/adal-relay/adal/alerting"
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/bulk"
 	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
@@ -22,6 +23,7 @@ import (
 	"github.com/adal-relay/adal/graph/model"
 	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/search"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -46,6 +48,10 @@ type Resolver struct {
 	MaxBodyBytes int64
 	// Logger hears of panics the subscriptions' goroutines recovered from; nil is slog's default.
 	Logger *slog.Logger
+	// Search runs requests(search: …).
+	Search *search.Searcher
+	// Bulk answers dry runs and starts and cancels bulk jobs.
+	Bulk *bulk.Service
 }
 
 // client is the transaction's client inside a mutation (entgql.Transactioner puts it in ctx), the plain

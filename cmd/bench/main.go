@@ -66,6 +66,7 @@ func run() error {
 	flag.Float64Var(&cfg.NoisyQuietRate, "noisy-quiet-rate", 100, "requests per second of the noisy scenario's quiet tenant")
 	flag.IntVar(&cfg.CLIBacklog, "cli-backlog", 5000, "requests the cli scenario accepts before its CLI connects")
 	flag.IntVar(&cfg.GraphQLClients, "graphql-clients", 16, "connections the graphql scenario sends its worst query from at once")
+	flag.IntVar(&cfg.SearchRequests, "search-requests", 1_000_000, "requests of one server the search scenario searches")
 	flag.Float64Var(&cfg.CLIRate, "cli-rate", 100, "requests per second the cli scenario sends while its CLI is connected")
 	flag.StringVar(&cfg.AdalBinary, "adal-binary", "", "the adal CLI the cli scenario runs (default: built from this module)")
 	flag.IntVar(&cfg.PgbenchClients, "pgbench-clients", 16, "pgbench -c")

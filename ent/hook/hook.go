@@ -33,6 +33,30 @@ func (f AttemptFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, err
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AttemptMutation", m)
 }
 
+// The BulkJobFunc type is an adapter to allow the use of ordinary
+// function as BulkJob mutator.
+type BulkJobFunc func(context.Context, *ent.BulkJobMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f BulkJobFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.BulkJobMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.BulkJobMutation", m)
+}
+
+// The BulkJobItemFunc type is an adapter to allow the use of ordinary
+// function as BulkJobItem mutator.
+type BulkJobItemFunc func(context.Context, *ent.BulkJobItemMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f BulkJobItemFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.BulkJobItemMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.BulkJobItemMutation", m)
+}
+
 // The DeliveryFunc type is an adapter to allow the use of ordinary
 // function as Delivery mutator.
 type DeliveryFunc func(context.Context, *ent.DeliveryMutation) (ent.Value, error)

@@ -10,6 +10,8 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
+	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -135,6 +137,60 @@ func (f TraverseAttempt) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.AttemptQuery", q)
+}
+
+// The BulkJobFunc type is an adapter to allow the use of ordinary function as a Querier.
+type BulkJobFunc func(context.Context, *ent.BulkJobQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f BulkJobFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.BulkJobQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.BulkJobQuery", q)
+}
+
+// The TraverseBulkJob type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseBulkJob func(context.Context, *ent.BulkJobQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseBulkJob) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseBulkJob) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.BulkJobQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.BulkJobQuery", q)
+}
+
+// The BulkJobItemFunc type is an adapter to allow the use of ordinary function as a Querier.
+type BulkJobItemFunc func(context.Context, *ent.BulkJobItemQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f BulkJobItemFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.BulkJobItemQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.BulkJobItemQuery", q)
+}
+
+// The TraverseBulkJobItem type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseBulkJobItem func(context.Context, *ent.BulkJobItemQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseBulkJobItem) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseBulkJobItem) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.BulkJobItemQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.BulkJobItemQuery", q)
 }
 
 // The DeliveryFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -522,6 +578,10 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.AlertSubscriptionQuery, predicate.AlertSubscription, alertsubscription.OrderOption]{typ: ent.TypeAlertSubscription, tq: q}, nil
 	case *ent.AttemptQuery:
 		return &query[*ent.AttemptQuery, predicate.Attempt, attempt.OrderOption]{typ: ent.TypeAttempt, tq: q}, nil
+	case *ent.BulkJobQuery:
+		return &query[*ent.BulkJobQuery, predicate.BulkJob, bulkjob.OrderOption]{typ: ent.TypeBulkJob, tq: q}, nil
+	case *ent.BulkJobItemQuery:
+		return &query[*ent.BulkJobItemQuery, predicate.BulkJobItem, bulkjobitem.OrderOption]{typ: ent.TypeBulkJobItem, tq: q}, nil
 	case *ent.DeliveryQuery:
 		return &query[*ent.DeliveryQuery, predicate.Delivery, delivery.OrderOption]{typ: ent.TypeDelivery, tq: q}, nil
 	case *ent.LedgerEntryQuery:

@@ -86,6 +86,86 @@ var (
 			},
 		},
 	}
+	// BulkJobsColumns holds the columns for the "bulk_jobs" table.
+	BulkJobsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "server_id", Type: field.TypeInt},
+		{Name: "kind", Type: field.TypeEnum, Enums: []string{"RETRY", "CANCEL"}},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"RUNNING", "SUCCEEDED", "CANCELED", "STOPPED_NO_CREDITS", "FAILED"}, Default: "RUNNING"},
+		{Name: "criteria", Type: field.TypeBytes},
+		{Name: "total", Type: field.TypeInt},
+		{Name: "done", Type: field.TypeInt, Default: 0},
+		{Name: "failed", Type: field.TypeInt, Default: 0},
+		{Name: "credits_spent", Type: field.TypeInt64, Default: 0},
+		{Name: "done_through", Type: field.TypeInt, Default: 0},
+		{Name: "lease_owner", Type: field.TypeString, Default: ""},
+		{Name: "lease_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "created_by", Type: field.TypeString, Default: ""},
+		{Name: "error_message", Type: field.TypeString, Default: ""},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "finished_at", Type: field.TypeTime, Nullable: true},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// BulkJobsTable holds the schema information for the "bulk_jobs" table.
+	BulkJobsTable = &schema.Table{
+		Name:       "bulk_jobs",
+		Columns:    BulkJobsColumns,
+		PrimaryKey: []*schema.Column{BulkJobsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "bulk_jobs_tenants_tenant",
+				Columns:    []*schema.Column{BulkJobsColumns[17]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "bulkjob_tenant_id",
+				Unique:  false,
+				Columns: []*schema.Column{BulkJobsColumns[17]},
+			},
+			{
+				Name:    "bulk_job_running_lease",
+				Unique:  false,
+				Columns: []*schema.Column{BulkJobsColumns[12]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "status = 'RUNNING'",
+				},
+			},
+		},
+	}
+	// BulkJobItemsColumns holds the columns for the "bulk_job_items" table.
+	BulkJobItemsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "job_id", Type: field.TypeInt},
+		{Name: "delivery_id", Type: field.TypeInt},
+		{Name: "request_id", Type: field.TypeInt},
+		{Name: "recipient_id", Type: field.TypeInt},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// BulkJobItemsTable holds the schema information for the "bulk_job_items" table.
+	BulkJobItemsTable = &schema.Table{
+		Name:       "bulk_job_items",
+		Columns:    BulkJobItemsColumns,
+		PrimaryKey: []*schema.Column{BulkJobItemsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "bulk_job_items_tenants_tenant",
+				Columns:    []*schema.Column{BulkJobItemsColumns[5]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "bulkjobitem_job_id_delivery_id",
+				Unique:  true,
+				Columns: []*schema.Column{BulkJobItemsColumns[1], BulkJobItemsColumns[2]},
+			},
+		},
+	}
 	// DeliveriesColumns holds the columns for the "deliveries" table.
 	DeliveriesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -738,6 +818,8 @@ var (
 	Tables = []*schema.Table{
 		AlertSubscriptionsTable,
 		AttemptsTable,
+		BulkJobsTable,
+		BulkJobItemsTable,
 		DeliveriesTable,
 		LedgerEntriesTable,
 		OutboundAttemptsTable,
@@ -765,6 +847,14 @@ func init() {
 	AttemptsTable.ForeignKeys[1].RefTable = DeliveriesTable
 	AttemptsTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(0),
+	}
+	BulkJobsTable.ForeignKeys[0].RefTable = TenantsTable
+	BulkJobsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(68719476736),
+	}
+	BulkJobItemsTable.ForeignKeys[0].RefTable = TenantsTable
+	BulkJobItemsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(73014444032),
 	}
 	DeliveriesTable.ForeignKeys[0].RefTable = TenantsTable
 	DeliveriesTable.ForeignKeys[1].RefTable = RecipientsTable

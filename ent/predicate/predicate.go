@@ -12,6 +12,12 @@ type AlertSubscription func(*sql.Selector)
 // Attempt is the predicate function for attempt builders.
 type Attempt func(*sql.Selector)
 
+// BulkJob is the predicate function for bulkjob builders.
+type BulkJob func(*sql.Selector)
+
+// BulkJobItem is the predicate function for bulkjobitem builders.
+type BulkJobItem func(*sql.Selector)
+
 // Delivery is the predicate function for delivery builders.
 type Delivery func(*sql.Selector)
 

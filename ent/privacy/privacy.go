@@ -159,6 +159,54 @@ func (f AttemptMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutatio
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.AttemptMutation", m)
 }
 
+// The BulkJobQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type BulkJobQueryRuleFunc func(context.Context, *ent.BulkJobQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f BulkJobQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.BulkJobQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.BulkJobQuery", q)
+}
+
+// The BulkJobMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type BulkJobMutationRuleFunc func(context.Context, *ent.BulkJobMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f BulkJobMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.BulkJobMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.BulkJobMutation", m)
+}
+
+// The BulkJobItemQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type BulkJobItemQueryRuleFunc func(context.Context, *ent.BulkJobItemQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f BulkJobItemQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.BulkJobItemQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.BulkJobItemQuery", q)
+}
+
+// The BulkJobItemMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type BulkJobItemMutationRuleFunc func(context.Context, *ent.BulkJobItemMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f BulkJobItemMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.BulkJobItemMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.BulkJobItemMutation", m)
+}
+
 // The DeliveryQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type DeliveryQueryRuleFunc func(context.Context, *ent.DeliveryQuery) error
@@ -534,6 +582,10 @@ func queryFilter(q ent.Query) (Filter, error) {
 		return q.Filter(), nil
 	case *ent.AttemptQuery:
 		return q.Filter(), nil
+	case *ent.BulkJobQuery:
+		return q.Filter(), nil
+	case *ent.BulkJobItemQuery:
+		return q.Filter(), nil
 	case *ent.DeliveryQuery:
 		return q.Filter(), nil
 	case *ent.LedgerEntryQuery:
@@ -572,6 +624,10 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 	case *ent.AlertSubscriptionMutation:
 		return m.Filter(), nil
 	case *ent.AttemptMutation:
+		return m.Filter(), nil
+	case *ent.BulkJobMutation:
+		return m.Filter(), nil
+	case *ent.BulkJobItemMutation:
 		return m.Filter(), nil
 	case *ent.DeliveryMutation:
 		return m.Filter(), nil

@@ -8,6 +8,8 @@ import (
 
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
+	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -66,6 +68,66 @@ func init() {
 	attemptDescErrorMessage := attemptFields[8].Descriptor()
 	// attempt.DefaultErrorMessage holds the default value on creation for the error_message field.
 	attempt.DefaultErrorMessage = attemptDescErrorMessage.Default.(string)
+	bulkjobMixin := schema.BulkJob{}.Mixin()
+	bulkjob.Policy = privacy.NewPolicies(bulkjobMixin[0], schema.BulkJob{})
+	bulkjob.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := bulkjob.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	bulkjobMixinFields1 := bulkjobMixin[1].Fields()
+	_ = bulkjobMixinFields1
+	bulkjobFields := schema.BulkJob{}.Fields()
+	_ = bulkjobFields
+	// bulkjobDescCreatedAt is the schema descriptor for created_at field.
+	bulkjobDescCreatedAt := bulkjobMixinFields1[0].Descriptor()
+	// bulkjob.DefaultCreatedAt holds the default value on creation for the created_at field.
+	bulkjob.DefaultCreatedAt = bulkjobDescCreatedAt.Default.(func() time.Time)
+	// bulkjobDescDone is the schema descriptor for done field.
+	bulkjobDescDone := bulkjobFields[5].Descriptor()
+	// bulkjob.DefaultDone holds the default value on creation for the done field.
+	bulkjob.DefaultDone = bulkjobDescDone.Default.(int)
+	// bulkjobDescFailed is the schema descriptor for failed field.
+	bulkjobDescFailed := bulkjobFields[6].Descriptor()
+	// bulkjob.DefaultFailed holds the default value on creation for the failed field.
+	bulkjob.DefaultFailed = bulkjobDescFailed.Default.(int)
+	// bulkjobDescCreditsSpent is the schema descriptor for credits_spent field.
+	bulkjobDescCreditsSpent := bulkjobFields[7].Descriptor()
+	// bulkjob.DefaultCreditsSpent holds the default value on creation for the credits_spent field.
+	bulkjob.DefaultCreditsSpent = bulkjobDescCreditsSpent.Default.(int64)
+	// bulkjobDescDoneThrough is the schema descriptor for done_through field.
+	bulkjobDescDoneThrough := bulkjobFields[8].Descriptor()
+	// bulkjob.DefaultDoneThrough holds the default value on creation for the done_through field.
+	bulkjob.DefaultDoneThrough = bulkjobDescDoneThrough.Default.(int)
+	// bulkjobDescLeaseOwner is the schema descriptor for lease_owner field.
+	bulkjobDescLeaseOwner := bulkjobFields[9].Descriptor()
+	// bulkjob.DefaultLeaseOwner holds the default value on creation for the lease_owner field.
+	bulkjob.DefaultLeaseOwner = bulkjobDescLeaseOwner.Default.(string)
+	// bulkjobDescCreatedBy is the schema descriptor for created_by field.
+	bulkjobDescCreatedBy := bulkjobFields[11].Descriptor()
+	// bulkjob.DefaultCreatedBy holds the default value on creation for the created_by field.
+	bulkjob.DefaultCreatedBy = bulkjobDescCreatedBy.Default.(string)
+	// bulkjobDescErrorMessage is the schema descriptor for error_message field.
+	bulkjobDescErrorMessage := bulkjobFields[12].Descriptor()
+	// bulkjob.DefaultErrorMessage holds the default value on creation for the error_message field.
+	bulkjob.DefaultErrorMessage = bulkjobDescErrorMessage.Default.(string)
+	// bulkjobDescUpdatedAt is the schema descriptor for updated_at field.
+	bulkjobDescUpdatedAt := bulkjobFields[13].Descriptor()
+	// bulkjob.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	bulkjob.DefaultUpdatedAt = bulkjobDescUpdatedAt.Default.(func() time.Time)
+	bulkjobitemMixin := schema.BulkJobItem{}.Mixin()
+	bulkjobitem.Policy = privacy.NewPolicies(bulkjobitemMixin[0], schema.BulkJobItem{})
+	bulkjobitem.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := bulkjobitem.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
 	deliveryMixin := schema.Delivery{}.Mixin()
 	delivery.Policy = privacy.NewPolicies(deliveryMixin[0], schema.Delivery{})
 	delivery.Hooks[0] = func(next ent.Mutator) ent.Mutator {

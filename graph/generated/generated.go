@@ -16,8 +16,10 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/bulk"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/attempt"
+	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -42,6 +44,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	AlertSubscription() AlertSubscriptionResolver
+	BulkJob() BulkJobResolver
 	LedgerEntry() LedgerEntryResolver
 	Mutation() MutationResolver
 	OutboundAttempt() OutboundAttemptResolver
@@ -81,6 +84,52 @@ type ComplexityRoot struct {
 		Number       func(childComplexity int) int
 		StartedAt    func(childComplexity int) int
 		Status       func(childComplexity int) int
+	}
+
+	BulkJob struct {
+		CreatedAt    func(childComplexity int) int
+		CreatedBy    func(childComplexity int) int
+		CreditsSpent func(childComplexity int) int
+		Done         func(childComplexity int) int
+		ErrorMessage func(childComplexity int) int
+		Failed       func(childComplexity int) int
+		Filter       func(childComplexity int) int
+		FinishedAt   func(childComplexity int) int
+		ID           func(childComplexity int) int
+		Kind         func(childComplexity int) int
+		Status       func(childComplexity int) int
+		Total        func(childComplexity int) int
+		UpdatedAt    func(childComplexity int) int
+	}
+
+	BulkJobConnection struct {
+		Edges      func(childComplexity int) int
+		PageInfo   func(childComplexity int) int
+		TotalCount func(childComplexity int) int
+	}
+
+	BulkJobEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
+	BulkJobFilter struct {
+		ErrorKind      func(childComplexity int) int
+		HTTPStatusMax  func(childComplexity int) int
+		HTTPStatusMin  func(childComplexity int) int
+		ReceivedAfter  func(childComplexity int) int
+		ReceivedBefore func(childComplexity int) int
+		RecipientID    func(childComplexity int) int
+		Search         func(childComplexity int) int
+		ServerID       func(childComplexity int) int
+		Status         func(childComplexity int) int
+	}
+
+	BulkPlan struct {
+		Balance  func(childComplexity int) int
+		Count    func(childComplexity int) int
+		Credits  func(childComplexity int) int
+		MaxCount func(childComplexity int) int
 	}
 
 	CliJob struct {
@@ -188,6 +237,9 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
+		BulkCancel              func(childComplexity int, filter bulk.Filter) int
+		BulkRetry               func(childComplexity int, filter bulk.Filter) int
+		CancelBulkJob           func(childComplexity int, id int) int
 		CancelDelivery          func(childComplexity int, id int) int
 		ChangeTenantPlan        func(childComplexity int, tenantID int, planID int) int
 		CreateAlertSubscription func(childComplexity int, input model.CreateAlertSubscriptionInput) int
@@ -288,14 +340,18 @@ type ComplexityRoot struct {
 	Query struct {
 		AlertSubscriptions func(childComplexity int) int
 		Alerts             func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
+		BulkJob            func(childComplexity int, id int) int
+		BulkJobs           func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.BulkJobOrder, where *ent.BulkJobWhereInput) int
 		Ledger             func(childComplexity int, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
 		Limits             func(childComplexity int) int
 		Node               func(childComplexity int, id int) int
 		Nodes              func(childComplexity int, ids []int) int
 		OutboundJobs       func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) int
+		PlanBulkCancel     func(childComplexity int, filter bulk.Filter) int
+		PlanBulkRetry      func(childComplexity int, filter bulk.Filter) int
 		Plans              func(childComplexity int) int
 		Request            func(childComplexity int, id int) int
-		Requests           func(childComplexity int, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) int
+		Requests           func(childComplexity int, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput, search *string) int
 		Server             func(childComplexity int, id int) int
 		Servers            func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) int
 		Tenants            func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) int
@@ -377,12 +433,19 @@ type ComplexityRoot struct {
 	RequestConnection struct {
 		Edges      func(childComplexity int) int
 		PageInfo   func(childComplexity int) int
+		Search     func(childComplexity int) int
 		TotalCount func(childComplexity int) int
 	}
 
 	RequestEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	RequestSearch struct {
+		ExaminedTo   func(childComplexity int) int
+		Scanned      func(childComplexity int) int
+		StoppedEarly func(childComplexity int) int
 	}
 
 	RetryScheduleLimits struct {
@@ -429,6 +492,7 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
+		BulkJobUpdated  func(childComplexity int, id int) int
 		CliListen       func(childComplexity int, recipientID int) int
 		DeliveryUpdated func(childComplexity int, serverID *int, requestID *int) int
 	}
@@ -521,6 +585,9 @@ type AlertSubscriptionResolver interface {
 	Recipient(ctx context.Context, obj *ent.AlertSubscription) (*ent.Recipient, error)
 	Deliveries(ctx context.Context, obj *ent.AlertSubscription, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.DeliveryConnection, error)
 }
+type BulkJobResolver interface {
+	Filter(ctx context.Context, obj *ent.BulkJob) (*bulk.Filter, error)
+}
 type LedgerEntryResolver interface {
 	Tenant(ctx context.Context, obj *ent.LedgerEntry) (*ent.Tenant, error)
 }
@@ -547,6 +614,9 @@ type MutationResolver interface {
 	CreateAlertSubscription(ctx context.Context, input model.CreateAlertSubscriptionInput) (*ent.AlertSubscription, error)
 	DeleteAlertSubscription(ctx context.Context, id int) (*ent.AlertSubscription, error)
 	SetLowCreditThreshold(ctx context.Context, tenantID int, threshold *int) (*ent.Tenant, error)
+	BulkRetry(ctx context.Context, filter bulk.Filter) (*ent.BulkJob, error)
+	BulkCancel(ctx context.Context, filter bulk.Filter) (*ent.BulkJob, error)
+	CancelBulkJob(ctx context.Context, id int) (*ent.BulkJob, error)
 	ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error)
 	RedeemSignInCode(ctx context.Context, code string) (*model.IssuedToken, error)
 	SendOutbound(ctx context.Context, input model.SendOutboundInput) (*ent.OutboundJob, error)
@@ -573,11 +643,15 @@ type QueryResolver interface {
 	Viewer(ctx context.Context) (*model.Viewer, error)
 	Servers(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) (*ent.ServerConnection, error)
 	Server(ctx context.Context, id int) (*ent.Server, error)
-	Requests(ctx context.Context, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput) (*ent.RequestConnection, error)
+	Requests(ctx context.Context, serverID int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.RequestOrder, where *ent.RequestWhereInput, search *string) (*model.RequestConnection, error)
 	Request(ctx context.Context, id int) (*ent.Request, error)
 	Ledger(ctx context.Context, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.LedgerEntryConnection, error)
 	AlertSubscriptions(ctx context.Context) ([]*ent.AlertSubscription, error)
-	Alerts(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*ent.RequestConnection, error)
+	Alerts(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) (*model.RequestConnection, error)
+	PlanBulkRetry(ctx context.Context, filter bulk.Filter) (*bulk.Plan, error)
+	PlanBulkCancel(ctx context.Context, filter bulk.Filter) (*bulk.Plan, error)
+	BulkJobs(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.BulkJobOrder, where *ent.BulkJobWhereInput) (*ent.BulkJobConnection, error)
+	BulkJob(ctx context.Context, id int) (*ent.BulkJob, error)
 	Limits(ctx context.Context) (*model.Limits, error)
 	TestFilter(ctx context.Context, filter any, requestID int) (*model.FilterResult, error)
 	OutboundJobs(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) (*ent.OutboundJobConnection, error)
@@ -606,6 +680,7 @@ type ServerResolver interface {
 }
 type SubscriptionResolver interface {
 	DeliveryUpdated(ctx context.Context, serverID *int, requestID *int) (<-chan *ent.Delivery, error)
+	BulkJobUpdated(ctx context.Context, id int) (<-chan *ent.BulkJob, error)
 	CliListen(ctx context.Context, recipientID int) (<-chan *model.CliJob, error)
 }
 type TenantResolver interface {
@@ -749,6 +824,197 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Status(childComplexity), true
+
+	case "BulkJob.createdAt":
+		if e.ComplexityRoot.BulkJob.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.CreatedAt(childComplexity), true
+	case "BulkJob.createdBy":
+		if e.ComplexityRoot.BulkJob.CreatedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.CreatedBy(childComplexity), true
+	case "BulkJob.creditsSpent":
+		if e.ComplexityRoot.BulkJob.CreditsSpent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.CreditsSpent(childComplexity), true
+	case "BulkJob.done":
+		if e.ComplexityRoot.BulkJob.Done == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.Done(childComplexity), true
+	case "BulkJob.errorMessage":
+		if e.ComplexityRoot.BulkJob.ErrorMessage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.ErrorMessage(childComplexity), true
+	case "BulkJob.failed":
+		if e.ComplexityRoot.BulkJob.Failed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.Failed(childComplexity), true
+	case "BulkJob.filter":
+		if e.ComplexityRoot.BulkJob.Filter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.Filter(childComplexity), true
+	case "BulkJob.finishedAt":
+		if e.ComplexityRoot.BulkJob.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.FinishedAt(childComplexity), true
+	case "BulkJob.id":
+		if e.ComplexityRoot.BulkJob.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.ID(childComplexity), true
+	case "BulkJob.kind":
+		if e.ComplexityRoot.BulkJob.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.Kind(childComplexity), true
+	case "BulkJob.status":
+		if e.ComplexityRoot.BulkJob.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.Status(childComplexity), true
+	case "BulkJob.total":
+		if e.ComplexityRoot.BulkJob.Total == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.Total(childComplexity), true
+	case "BulkJob.updatedAt":
+		if e.ComplexityRoot.BulkJob.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJob.UpdatedAt(childComplexity), true
+
+	case "BulkJobConnection.edges":
+		if e.ComplexityRoot.BulkJobConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobConnection.Edges(childComplexity), true
+	case "BulkJobConnection.pageInfo":
+		if e.ComplexityRoot.BulkJobConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobConnection.PageInfo(childComplexity), true
+	case "BulkJobConnection.totalCount":
+		if e.ComplexityRoot.BulkJobConnection.TotalCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobConnection.TotalCount(childComplexity), true
+
+	case "BulkJobEdge.cursor":
+		if e.ComplexityRoot.BulkJobEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobEdge.Cursor(childComplexity), true
+	case "BulkJobEdge.node":
+		if e.ComplexityRoot.BulkJobEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobEdge.Node(childComplexity), true
+
+	case "BulkJobFilter.errorKind":
+		if e.ComplexityRoot.BulkJobFilter.ErrorKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobFilter.ErrorKind(childComplexity), true
+	case "BulkJobFilter.httpStatusMax":
+		if e.ComplexityRoot.BulkJobFilter.HTTPStatusMax == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobFilter.HTTPStatusMax(childComplexity), true
+	case "BulkJobFilter.httpStatusMin":
+		if e.ComplexityRoot.BulkJobFilter.HTTPStatusMin == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobFilter.HTTPStatusMin(childComplexity), true
+	case "BulkJobFilter.receivedAfter":
+		if e.ComplexityRoot.BulkJobFilter.ReceivedAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobFilter.ReceivedAfter(childComplexity), true
+	case "BulkJobFilter.receivedBefore":
+		if e.ComplexityRoot.BulkJobFilter.ReceivedBefore == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobFilter.ReceivedBefore(childComplexity), true
+	case "BulkJobFilter.recipientId":
+		if e.ComplexityRoot.BulkJobFilter.RecipientID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobFilter.RecipientID(childComplexity), true
+	case "BulkJobFilter.search":
+		if e.ComplexityRoot.BulkJobFilter.Search == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobFilter.Search(childComplexity), true
+	case "BulkJobFilter.serverId":
+		if e.ComplexityRoot.BulkJobFilter.ServerID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobFilter.ServerID(childComplexity), true
+	case "BulkJobFilter.status":
+		if e.ComplexityRoot.BulkJobFilter.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkJobFilter.Status(childComplexity), true
+
+	case "BulkPlan.balance":
+		if e.ComplexityRoot.BulkPlan.Balance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkPlan.Balance(childComplexity), true
+	case "BulkPlan.count":
+		if e.ComplexityRoot.BulkPlan.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkPlan.Count(childComplexity), true
+	case "BulkPlan.credits":
+		if e.ComplexityRoot.BulkPlan.Credits == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkPlan.Credits(childComplexity), true
+	case "BulkPlan.maxCount":
+		if e.ComplexityRoot.BulkPlan.MaxCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BulkPlan.MaxCount(childComplexity), true
 
 	case "CliJob.attempt":
 		if e.ComplexityRoot.CliJob.Attempt == nil {
@@ -1187,6 +1453,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Limits.URLMaxLength(childComplexity), true
 
+	case "Mutation.bulkCancel":
+		if e.ComplexityRoot.Mutation.BulkCancel == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_bulkCancel_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.BulkCancel(childComplexity, args["filter"].(bulk.Filter)), true
+	case "Mutation.bulkRetry":
+		if e.ComplexityRoot.Mutation.BulkRetry == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_bulkRetry_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.BulkRetry(childComplexity, args["filter"].(bulk.Filter)), true
+	case "Mutation.cancelBulkJob":
+		if e.ComplexityRoot.Mutation.CancelBulkJob == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_cancelBulkJob_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CancelBulkJob(childComplexity, args["id"].(int)), true
 	case "Mutation.cancelDelivery":
 		if e.ComplexityRoot.Mutation.CancelDelivery == nil {
 			break
@@ -1808,6 +2107,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Alerts(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int)), true
+	case "Query.bulkJob":
+		if e.ComplexityRoot.Query.BulkJob == nil {
+			break
+		}
+
+		args, err := ec.field_Query_bulkJob_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.BulkJob(childComplexity, args["id"].(int)), true
+	case "Query.bulkJobs":
+		if e.ComplexityRoot.Query.BulkJobs == nil {
+			break
+		}
+
+		args, err := ec.field_Query_bulkJobs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.BulkJobs(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.BulkJobOrder), args["where"].(*ent.BulkJobWhereInput)), true
 
 	case "Query.ledger":
 		if e.ComplexityRoot.Query.Ledger == nil {
@@ -1859,6 +2180,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.OutboundJobs(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.OutboundJobOrder), args["where"].(*ent.OutboundJobWhereInput)), true
+	case "Query.planBulkCancel":
+		if e.ComplexityRoot.Query.PlanBulkCancel == nil {
+			break
+		}
+
+		args, err := ec.field_Query_planBulkCancel_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PlanBulkCancel(childComplexity, args["filter"].(bulk.Filter)), true
+	case "Query.planBulkRetry":
+		if e.ComplexityRoot.Query.PlanBulkRetry == nil {
+			break
+		}
+
+		args, err := ec.field_Query_planBulkRetry_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PlanBulkRetry(childComplexity, args["filter"].(bulk.Filter)), true
 	case "Query.plans":
 		if e.ComplexityRoot.Query.Plans == nil {
 			break
@@ -1886,7 +2229,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.Requests(childComplexity, args["serverId"].(int), args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.RequestOrder), args["where"].(*ent.RequestWhereInput)), true
+		return e.ComplexityRoot.Query.Requests(childComplexity, args["serverId"].(int), args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.RequestOrder), args["where"].(*ent.RequestWhereInput), args["search"].(*string)), true
 	case "Query.server":
 		if e.ComplexityRoot.Query.Server == nil {
 			break
@@ -2296,6 +2639,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RequestConnection.PageInfo(childComplexity), true
+	case "RequestConnection.search":
+		if e.ComplexityRoot.RequestConnection.Search == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestConnection.Search(childComplexity), true
 	case "RequestConnection.totalCount":
 		if e.ComplexityRoot.RequestConnection.TotalCount == nil {
 			break
@@ -2315,6 +2664,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RequestEdge.Node(childComplexity), true
+
+	case "RequestSearch.examinedTo":
+		if e.ComplexityRoot.RequestSearch.ExaminedTo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestSearch.ExaminedTo(childComplexity), true
+	case "RequestSearch.scanned":
+		if e.ComplexityRoot.RequestSearch.Scanned == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestSearch.Scanned(childComplexity), true
+	case "RequestSearch.stoppedEarly":
+		if e.ComplexityRoot.RequestSearch.StoppedEarly == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestSearch.StoppedEarly(childComplexity), true
 
 	case "RetryScheduleLimits.dueSeconds":
 		if e.ComplexityRoot.RetryScheduleLimits.DueSeconds == nil {
@@ -2494,6 +2862,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ServerResponse.Status(childComplexity), true
 
+	case "Subscription.bulkJobUpdated":
+		if e.ComplexityRoot.Subscription.BulkJobUpdated == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_bulkJobUpdated_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.BulkJobUpdated(childComplexity, args["id"].(int)), true
 	case "Subscription.cliListen":
 		if e.ComplexityRoot.Subscription.CliListen == nil {
 			break
@@ -2834,6 +3213,9 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("AttemptWhereInput", ec.unmarshalInputAttemptWhereInput),
+			graphql.NewInputUnmarshaler("BulkFilter", ec.unmarshalInputBulkFilter),
+			graphql.NewInputUnmarshaler("BulkJobOrder", ec.unmarshalInputBulkJobOrder),
+			graphql.NewInputUnmarshaler("BulkJobWhereInput", ec.unmarshalInputBulkJobWhereInput),
 			graphql.NewInputUnmarshaler("CreateAlertSubscriptionInput", ec.unmarshalInputCreateAlertSubscriptionInput),
 			graphql.NewInputUnmarshaler("CreatePlanInput", ec.unmarshalInputCreatePlanInput),
 			graphql.NewInputUnmarshaler("CreateRecipientInput", ec.unmarshalInputCreateRecipientInput),
@@ -3016,8 +3398,11 @@ extend type Query {
   "The viewer's servers (operators: every tenant's), without deleted ones."
   servers(after: Cursor, first: Int, before: Cursor, last: Int, orderBy: ServerOrder, where: ServerWhereInput): ServerConnection!
   server(id: ID!): Server
-  "A server's requests, newest first unless orderBy says otherwise."
-  requests(serverId: ID!, after: Cursor, first: Int, before: Cursor, last: Int, orderBy: RequestOrder, where: RequestWhereInput): RequestConnection!
+  """
+  A server's requests, newest first unless orderBy says otherwise. With search, only those whose path, query,
+  headers or body contain the text (see RequestSearch).
+  """
+  requests(serverId: ID!, after: Cursor, first: Int, before: Cursor, last: Int, orderBy: RequestOrder, where: RequestWhereInput, search: String): RequestConnection!
   request(id: ID!): Request
   "Credit ledger, newest first. Tenant viewers see their own; operators name a tenant or see all."
   ledger(tenantId: ID, after: Cursor, first: Int, before: Cursor, last: Int): LedgerEntryConnection!
@@ -3217,6 +3602,113 @@ type Usage {
 extend type Tenant {
   "Usage in a period such as \"2026-11\"; the current period when omitted."
   usage(period: String): Usage!
+}
+`, BuiltIn: false},
+	{Name: "../bulk.graphqls", Input: `# Finding stored requests by text, and acting on many deliveries at once.
+
+"""
+How far a search of stored requests went. A search walks the server's requests in received order (newest first
+by default) and stops when the page is full, when the requests run out, or at its bound: a number of requests
+examined or about a second of work, whichever comes first. When it stops at its bound, stoppedEarly is true,
+pageInfo.hasNextPage is true and pageInfo.endCursor points at the last request examined, so asking for the next
+page (after: endCursor) searches on from there ("search older").
+"""
+type RequestSearch {
+  "Requests examined for this page."
+  scanned: Int!
+  "True when the search stopped at its bound: requests past pageInfo.endCursor were not examined yet."
+  stoppedEarly: Boolean!
+  "The received time of the last request examined; null when there was none."
+  examinedTo: Time
+}
+
+extend type RequestConnection {
+  "Set when the list was asked with search; totalCount then counts the matches of this page only."
+  search: RequestSearch
+}
+
+"""
+Selects deliveries of one server for a bulk action: the current delivery of each request to each recipient (a
+delivery a retry took over is never matched again), of requests not yet expired, to recipients not deleted,
+in a state the action applies to (a retry: FAILED, CANCELED or SUCCEEDED; a cancel: PENDING). Every other field
+narrows it.
+"""
+input BulkFilter {
+  serverId: ID!
+  recipientId: ID
+  "One of the statuses the action applies to."
+  status: DeliveryStatus
+  "Requests received at or after this time."
+  receivedAfter: Time
+  "Requests received before this time."
+  receivedBefore: Time
+  "The last attempt's HTTP status, at least this (100 to 599)."
+  httpStatusMin: Int
+  "The last attempt's HTTP status, at most this (100 to 599)."
+  httpStatusMax: Int
+  "The last attempt's error kind."
+  errorKind: AttemptErrorKind
+  "Text the request's path, query, headers or body contain, as requests(search:) finds it (3 to 256 characters)."
+  search: String
+}
+
+"The filter a bulk job was started with."
+type BulkJobFilter {
+  serverId: ID!
+  recipientId: ID
+  status: DeliveryStatus
+  receivedAfter: Time
+  receivedBefore: Time
+  httpStatusMin: Int
+  httpStatusMax: Int
+  errorKind: AttemptErrorKind
+  search: String
+}
+
+"A dry run: what a bulk action on a filter would do now."
+type BulkPlan {
+  "How many deliveries match."
+  count: Int!
+  "What acting on all of them costs: 1 credit per retry; a cancel is free."
+  credits: Int!
+  "The tenant's balance now: a retry job stops (STOPPED_NO_CREDITS) when it is spent."
+  balance: Int!
+  "The most deliveries one job takes; narrow a filter that matches more (a shorter received time range)."
+  maxCount: Int!
+}
+
+extend type BulkJob {
+  filter: BulkJobFilter!
+}
+
+extend type Query {
+  "Dry run of bulkRetry: how many deliveries it would retry now, and their cost."
+  planBulkRetry(filter: BulkFilter!): BulkPlan!
+  "Dry run of bulkCancel: how many pending deliveries it would cancel now."
+  planBulkCancel(filter: BulkFilter!): BulkPlan!
+  "The viewer's bulk jobs (operators: every tenant's), newest first unless orderBy says otherwise."
+  bulkJobs(after: Cursor, first: Int, before: Cursor, last: Int, orderBy: BulkJobOrder, where: BulkJobWhereInput): BulkJobConnection!
+  bulkJob(id: ID!): BulkJob
+}
+
+extend type Mutation {
+  """
+  Starts a background job that retries every delivery the filter matches now, as retryDelivery does (a new
+  MANUAL_RETRY delivery, 1 credit each, debited as the job goes), in batches, at the recipients' pace: no more
+  than a few of the job's retries to one recipient wait for their first attempt at a time. The job stops
+  (STOPPED_NO_CREDITS) when the tenant's credits run out. A process that dies mid-job leaves it to another,
+  which goes on from the last batch committed; no delivery is retried twice.
+  """
+  bulkRetry(filter: BulkFilter!): BulkJob!
+  "Starts a background job that cancels every pending delivery the filter matches now, as cancelDelivery does."
+  bulkCancel(filter: BulkFilter!): BulkJob!
+  "Stops a running job: what it did stays done. CONFLICT when it already ended."
+  cancelBulkJob(id: ID!): BulkJob!
+}
+
+extend type Subscription {
+  "The job as it stands, then again each time it progresses, until it ends."
+  bulkJobUpdated(id: ID!): BulkJob!
 }
 `, BuiltIn: false},
 	{Name: "../cli.graphqls", Input: `# The adal CLI's part of the API: a CLI attaches to one CLI recipient with the cliListen subscription (over the
@@ -3848,6 +4340,231 @@ input AttemptWhereInput {
   """
   hasDelivery: Boolean
   hasDeliveryWith: [DeliveryWhereInput!]
+}
+type BulkJob implements Node {
+  id: ID!
+  createdAt: Time!
+  kind: BulkJobKind!
+  status: BulkJobStatus!
+  total: Int!
+  done: Int!
+  failed: Int!
+  creditsSpent: Int!
+  createdBy: String!
+  errorMessage: String!
+  updatedAt: Time!
+  finishedAt: Time
+}
+"""
+A connection to a list of items.
+"""
+type BulkJobConnection {
+  """
+  A list of edges.
+  """
+  edges: [BulkJobEdge]
+  """
+  Information to aid in pagination.
+  """
+  pageInfo: PageInfo!
+  """
+  Identifies the total count of items in the connection.
+  """
+  totalCount: Int!
+}
+"""
+An edge in a connection.
+"""
+type BulkJobEdge {
+  """
+  The item at the end of the edge.
+  """
+  node: BulkJob
+  """
+  A cursor for use in pagination.
+  """
+  cursor: Cursor!
+}
+"""
+BulkJobKind is enum for the field kind
+"""
+enum BulkJobKind @goModel(model: "github.com/adal-relay/adal/ent/bulkjob.Kind") {
+  RETRY
+  CANCEL
+}
+"""
+Ordering options for BulkJob connections
+"""
+input BulkJobOrder {
+  """
+  The ordering direction.
+  """
+  direction: OrderDirection! = ASC
+  """
+  The field by which to order BulkJobs.
+  """
+  field: BulkJobOrderField!
+}
+"""
+Properties by which BulkJob connections can be ordered.
+"""
+enum BulkJobOrderField {
+  CREATED_AT
+}
+"""
+BulkJobStatus is enum for the field status
+"""
+enum BulkJobStatus @goModel(model: "github.com/adal-relay/adal/ent/bulkjob.Status") {
+  RUNNING
+  SUCCEEDED
+  CANCELED
+  STOPPED_NO_CREDITS
+  FAILED
+}
+"""
+BulkJobWhereInput is used for filtering BulkJob objects.
+Input was generated by ent.
+"""
+input BulkJobWhereInput {
+  not: BulkJobWhereInput
+  and: [BulkJobWhereInput!]
+  or: [BulkJobWhereInput!]
+  """
+  id field predicates
+  """
+  id: ID
+  idNEQ: ID
+  idIn: [ID!]
+  idNotIn: [ID!]
+  idGT: ID
+  idGTE: ID
+  idLT: ID
+  idLTE: ID
+  """
+  created_at field predicates
+  """
+  createdAt: Time
+  createdAtNEQ: Time
+  createdAtIn: [Time!]
+  createdAtNotIn: [Time!]
+  createdAtGT: Time
+  createdAtGTE: Time
+  createdAtLT: Time
+  createdAtLTE: Time
+  """
+  kind field predicates
+  """
+  kind: BulkJobKind
+  kindNEQ: BulkJobKind
+  kindIn: [BulkJobKind!]
+  kindNotIn: [BulkJobKind!]
+  """
+  status field predicates
+  """
+  status: BulkJobStatus
+  statusNEQ: BulkJobStatus
+  statusIn: [BulkJobStatus!]
+  statusNotIn: [BulkJobStatus!]
+  """
+  total field predicates
+  """
+  total: Int
+  totalNEQ: Int
+  totalIn: [Int!]
+  totalNotIn: [Int!]
+  totalGT: Int
+  totalGTE: Int
+  totalLT: Int
+  totalLTE: Int
+  """
+  done field predicates
+  """
+  done: Int
+  doneNEQ: Int
+  doneIn: [Int!]
+  doneNotIn: [Int!]
+  doneGT: Int
+  doneGTE: Int
+  doneLT: Int
+  doneLTE: Int
+  """
+  failed field predicates
+  """
+  failed: Int
+  failedNEQ: Int
+  failedIn: [Int!]
+  failedNotIn: [Int!]
+  failedGT: Int
+  failedGTE: Int
+  failedLT: Int
+  failedLTE: Int
+  """
+  credits_spent field predicates
+  """
+  creditsSpent: Int
+  creditsSpentNEQ: Int
+  creditsSpentIn: [Int!]
+  creditsSpentNotIn: [Int!]
+  creditsSpentGT: Int
+  creditsSpentGTE: Int
+  creditsSpentLT: Int
+  creditsSpentLTE: Int
+  """
+  created_by field predicates
+  """
+  createdBy: String
+  createdByNEQ: String
+  createdByIn: [String!]
+  createdByNotIn: [String!]
+  createdByGT: String
+  createdByGTE: String
+  createdByLT: String
+  createdByLTE: String
+  createdByContains: String
+  createdByHasPrefix: String
+  createdByHasSuffix: String
+  createdByEqualFold: String
+  createdByContainsFold: String
+  """
+  error_message field predicates
+  """
+  errorMessage: String
+  errorMessageNEQ: String
+  errorMessageIn: [String!]
+  errorMessageNotIn: [String!]
+  errorMessageGT: String
+  errorMessageGTE: String
+  errorMessageLT: String
+  errorMessageLTE: String
+  errorMessageContains: String
+  errorMessageHasPrefix: String
+  errorMessageHasSuffix: String
+  errorMessageEqualFold: String
+  errorMessageContainsFold: String
+  """
+  updated_at field predicates
+  """
+  updatedAt: Time
+  updatedAtNEQ: Time
+  updatedAtIn: [Time!]
+  updatedAtNotIn: [Time!]
+  updatedAtGT: Time
+  updatedAtGTE: Time
+  updatedAtLT: Time
+  updatedAtLTE: Time
+  """
+  finished_at field predicates
+  """
+  finishedAt: Time
+  finishedAtNEQ: Time
+  finishedAtIn: [Time!]
+  finishedAtNotIn: [Time!]
+  finishedAtGT: Time
+  finishedAtGTE: Time
+  finishedAtLT: Time
+  finishedAtLTE: Time
+  finishedAtIsNil: Boolean
+  finishedAtNotNil: Boolean
 }
 """
 Define a Relay Cursor type:
@@ -6005,6 +6722,98 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
 }
 
+func (ec *executionContext) childFields_BulkJob(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_BulkJob_id(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_BulkJob_createdAt(ctx, field)
+	case "kind":
+		return ec.fieldContext_BulkJob_kind(ctx, field)
+	case "status":
+		return ec.fieldContext_BulkJob_status(ctx, field)
+	case "total":
+		return ec.fieldContext_BulkJob_total(ctx, field)
+	case "done":
+		return ec.fieldContext_BulkJob_done(ctx, field)
+	case "failed":
+		return ec.fieldContext_BulkJob_failed(ctx, field)
+	case "creditsSpent":
+		return ec.fieldContext_BulkJob_creditsSpent(ctx, field)
+	case "createdBy":
+		return ec.fieldContext_BulkJob_createdBy(ctx, field)
+	case "errorMessage":
+		return ec.fieldContext_BulkJob_errorMessage(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_BulkJob_updatedAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_BulkJob_finishedAt(ctx, field)
+	case "filter":
+		return ec.fieldContext_BulkJob_filter(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BulkJob", field.Name)
+}
+
+func (ec *executionContext) childFields_BulkJobConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_BulkJobConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_BulkJobConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_BulkJobConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BulkJobConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_BulkJobEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_BulkJobEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_BulkJobEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BulkJobEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_BulkJobFilter(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "serverId":
+		return ec.fieldContext_BulkJobFilter_serverId(ctx, field)
+	case "recipientId":
+		return ec.fieldContext_BulkJobFilter_recipientId(ctx, field)
+	case "status":
+		return ec.fieldContext_BulkJobFilter_status(ctx, field)
+	case "receivedAfter":
+		return ec.fieldContext_BulkJobFilter_receivedAfter(ctx, field)
+	case "receivedBefore":
+		return ec.fieldContext_BulkJobFilter_receivedBefore(ctx, field)
+	case "httpStatusMin":
+		return ec.fieldContext_BulkJobFilter_httpStatusMin(ctx, field)
+	case "httpStatusMax":
+		return ec.fieldContext_BulkJobFilter_httpStatusMax(ctx, field)
+	case "errorKind":
+		return ec.fieldContext_BulkJobFilter_errorKind(ctx, field)
+	case "search":
+		return ec.fieldContext_BulkJobFilter_search(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BulkJobFilter", field.Name)
+}
+
+func (ec *executionContext) childFields_BulkPlan(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "count":
+		return ec.fieldContext_BulkPlan_count(ctx, field)
+	case "credits":
+		return ec.fieldContext_BulkPlan_credits(ctx, field)
+	case "balance":
+		return ec.fieldContext_BulkPlan_balance(ctx, field)
+	case "maxCount":
+		return ec.fieldContext_BulkPlan_maxCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BulkPlan", field.Name)
+}
+
 func (ec *executionContext) childFields_CliJob(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "kind":
@@ -6497,6 +7306,8 @@ func (ec *executionContext) childFields_RequestConnection(ctx context.Context, f
 		return ec.fieldContext_RequestConnection_pageInfo(ctx, field)
 	case "totalCount":
 		return ec.fieldContext_RequestConnection_totalCount(ctx, field)
+	case "search":
+		return ec.fieldContext_RequestConnection_search(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RequestConnection", field.Name)
 }
@@ -6509,6 +7320,18 @@ func (ec *executionContext) childFields_RequestEdge(ctx context.Context, field g
 		return ec.fieldContext_RequestEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RequestEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_RequestSearch(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "scanned":
+		return ec.fieldContext_RequestSearch_scanned(ctx, field)
+	case "stoppedEarly":
+		return ec.fieldContext_RequestSearch_stoppedEarly(ctx, field)
+	case "examinedTo":
+		return ec.fieldContext_RequestSearch_examinedTo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RequestSearch", field.Name)
 }
 
 func (ec *executionContext) childFields_RetryScheduleLimits(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6898,6 +7721,48 @@ func (ec *executionContext) field_AlertSubscription_deliveries_args(ctx context.
 		return nil, err
 	}
 	args["last"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_bulkCancel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (bulk.Filter, error) {
+			return ec.unmarshalNBulkFilter2githubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_bulkRetry_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (bulk.Filter, error) {
+			return ec.unmarshalNBulkFilter2githubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_cancelBulkJob_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -7403,6 +8268,74 @@ func (ec *executionContext) field_Query_alerts_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_bulkJob_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_bulkJobs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "orderBy",
+		func(ctx context.Context, v any) (*ent.BulkJobOrder, error) {
+			return ec.unmarshalOBulkJobOrder2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobOrder(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["orderBy"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "where",
+		func(ctx context.Context, v any) (*ent.BulkJobWhereInput, error) {
+			return ec.unmarshalOBulkJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobWhereInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["where"] = arg5
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_ledger_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7531,6 +8464,34 @@ func (ec *executionContext) field_Query_outboundJobs_args(ctx context.Context, r
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_planBulkCancel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (bulk.Filter, error) {
+			return ec.unmarshalNBulkFilter2githubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_planBulkRetry_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (bulk.Filter, error) {
+			return ec.unmarshalNBulkFilter2githubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_request_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7604,6 +8565,14 @@ func (ec *executionContext) field_Query_requests_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["where"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "search",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["search"] = arg7
 	return args, nil
 }
 
@@ -7840,6 +8809,20 @@ func (ec *executionContext) field_Server_rejections_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["last"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_bulkJobUpdated_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -8432,6 +9415,755 @@ func (ec *executionContext) fieldContext_Attempt_delivery(_ context.Context, fie
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _BulkJob_id(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "ID")
+}
+
+func (ec *executionContext) _BulkJob_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "Time")
+}
+
+func (ec *executionContext) _BulkJob_kind(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bulkjob.Kind) graphql.Marshaler {
+			return ec.marshalNBulkJobKind2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "BulkJobKind")
+}
+
+func (ec *executionContext) _BulkJob_status(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bulkjob.Status) graphql.Marshaler {
+			return ec.marshalNBulkJobStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "BulkJobStatus")
+}
+
+func (ec *executionContext) _BulkJob_total(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_total(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Total, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkJob_done(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_done(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Done, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_done(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkJob_failed(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_failed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Failed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_failed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkJob_creditsSpent(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_creditsSpent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreditsSpent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_creditsSpent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkJob_createdBy(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_createdBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_createdBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _BulkJob_errorMessage(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_errorMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ErrorMessage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_errorMessage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "String")
+}
+
+func (ec *executionContext) _BulkJob_updatedAt(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "Time")
+}
+
+func (ec *executionContext) _BulkJob_finishedAt(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJob", field, false, false, "Time")
+}
+
+func (ec *executionContext) _BulkJob_filter(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJob) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJob_filter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.BulkJob().Filter(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bulk.Filter) graphql.Marshaler {
+			return ec.marshalNBulkJobFilter2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐFilter(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJob_filter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BulkJob",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkJobFilter(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BulkJobConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJobConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.BulkJobEdge) graphql.Marshaler {
+			return ec.marshalOBulkJobEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobEdge(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BulkJobConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkJobEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BulkJobConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJobConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.PageInfo[int]) graphql.Marshaler {
+			return ec.marshalNPageInfo2entgoᚗioᚋcontribᚋentgqlᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BulkJobConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BulkJobConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJobConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobConnection_totalCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TotalCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkJobEdge_node(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJobEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.BulkJob) graphql.Marshaler {
+			return ec.marshalOBulkJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJob(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BulkJobEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkJob(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BulkJobEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *ent.BulkJobEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.Cursor[int]) graphql.Marshaler {
+			return ec.marshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _BulkJobFilter_serverId(ctx context.Context, field graphql.CollectedField, obj *bulk.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobFilter_serverId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ServerID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobFilter_serverId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobFilter", field, false, false, "ID")
+}
+
+func (ec *executionContext) _BulkJobFilter_recipientId(ctx context.Context, field graphql.CollectedField, obj *bulk.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobFilter_recipientId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RecipientID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOID2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobFilter_recipientId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobFilter", field, false, false, "ID")
+}
+
+func (ec *executionContext) _BulkJobFilter_status(ctx context.Context, field graphql.CollectedField, obj *bulk.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobFilter_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *delivery.Status) graphql.Marshaler {
+			return ec.marshalODeliveryStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋdeliveryᚐStatus(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobFilter_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobFilter", field, false, false, "DeliveryStatus")
+}
+
+func (ec *executionContext) _BulkJobFilter_receivedAfter(ctx context.Context, field graphql.CollectedField, obj *bulk.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobFilter_receivedAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReceivedAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobFilter_receivedAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobFilter", field, false, false, "Time")
+}
+
+func (ec *executionContext) _BulkJobFilter_receivedBefore(ctx context.Context, field graphql.CollectedField, obj *bulk.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobFilter_receivedBefore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReceivedBefore, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobFilter_receivedBefore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobFilter", field, false, false, "Time")
+}
+
+func (ec *executionContext) _BulkJobFilter_httpStatusMin(ctx context.Context, field graphql.CollectedField, obj *bulk.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobFilter_httpStatusMin(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HTTPStatusMin, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobFilter_httpStatusMin(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobFilter", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkJobFilter_httpStatusMax(ctx context.Context, field graphql.CollectedField, obj *bulk.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobFilter_httpStatusMax(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HTTPStatusMax, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobFilter_httpStatusMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobFilter", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkJobFilter_errorKind(ctx context.Context, field graphql.CollectedField, obj *bulk.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobFilter_errorKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ErrorKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *attempt.ErrorKind) graphql.Marshaler {
+			return ec.marshalOAttemptErrorKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋattemptᚐErrorKind(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobFilter_errorKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobFilter", field, false, false, "AttemptErrorKind")
+}
+
+func (ec *executionContext) _BulkJobFilter_search(ctx context.Context, field graphql.CollectedField, obj *bulk.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkJobFilter_search(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Search, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BulkJobFilter_search(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkJobFilter", field, false, false, "String")
+}
+
+func (ec *executionContext) _BulkPlan_count(ctx context.Context, field graphql.CollectedField, obj *bulk.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkPlan_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkPlan_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkPlan", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkPlan_credits(ctx context.Context, field graphql.CollectedField, obj *bulk.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkPlan_credits(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Credits, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkPlan_credits(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkPlan", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkPlan_balance(ctx context.Context, field graphql.CollectedField, obj *bulk.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkPlan_balance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Balance, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkPlan_balance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkPlan", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BulkPlan_maxCount(ctx context.Context, field graphql.CollectedField, obj *bulk.Plan) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BulkPlan_maxCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BulkPlan_maxCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BulkPlan", field, false, false, "Int")
 }
 
 func (ec *executionContext) _CliJob_kind(ctx context.Context, field graphql.CollectedField, obj *model.CliJob) (ret graphql.Marshaler) {
@@ -11152,6 +12884,138 @@ func (ec *executionContext) fieldContext_Mutation_setLowCreditThreshold(ctx cont
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_bulkRetry(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_bulkRetry(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().BulkRetry(ctx, fc.Args["filter"].(bulk.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.BulkJob) graphql.Marshaler {
+			return ec.marshalNBulkJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_bulkRetry(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkJob(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_bulkRetry_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_bulkCancel(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_bulkCancel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().BulkCancel(ctx, fc.Args["filter"].(bulk.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.BulkJob) graphql.Marshaler {
+			return ec.marshalNBulkJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_bulkCancel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkJob(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_bulkCancel_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_cancelBulkJob(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_cancelBulkJob(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CancelBulkJob(ctx, fc.Args["id"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.BulkJob) graphql.Marshaler {
+			return ec.marshalNBulkJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_cancelBulkJob(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkJob(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_cancelBulkJob_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_reportCliAttempt(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12923,11 +14787,11 @@ func (ec *executionContext) _Query_requests(ctx context.Context, field graphql.C
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().Requests(ctx, fc.Args["serverId"].(int), fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int), fc.Args["orderBy"].(*ent.RequestOrder), fc.Args["where"].(*ent.RequestWhereInput))
+			return ec.Resolvers.Query().Requests(ctx, fc.Args["serverId"].(int), fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int), fc.Args["orderBy"].(*ent.RequestOrder), fc.Args["where"].(*ent.RequestWhereInput), fc.Args["search"].(*string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *ent.RequestConnection) graphql.Marshaler {
-			return ec.marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRequestConnection(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RequestConnection) graphql.Marshaler {
+			return ec.marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRequestConnection(ctx, selections, v)
 		},
 		true,
 		true,
@@ -13090,8 +14954,8 @@ func (ec *executionContext) _Query_alerts(ctx context.Context, field graphql.Col
 			return ec.Resolvers.Query().Alerts(ctx, fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *ent.RequestConnection) graphql.Marshaler {
-			return ec.marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRequestConnection(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RequestConnection) graphql.Marshaler {
+			return ec.marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRequestConnection(ctx, selections, v)
 		},
 		true,
 		true,
@@ -13115,6 +14979,182 @@ func (ec *executionContext) fieldContext_Query_alerts(ctx context.Context, field
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_alerts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_planBulkRetry(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_planBulkRetry(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PlanBulkRetry(ctx, fc.Args["filter"].(bulk.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bulk.Plan) graphql.Marshaler {
+			return ec.marshalNBulkPlan2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐPlan(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_planBulkRetry(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkPlan(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_planBulkRetry_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_planBulkCancel(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_planBulkCancel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PlanBulkCancel(ctx, fc.Args["filter"].(bulk.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bulk.Plan) graphql.Marshaler {
+			return ec.marshalNBulkPlan2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐPlan(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_planBulkCancel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkPlan(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_planBulkCancel_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_bulkJobs(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_bulkJobs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().BulkJobs(ctx, fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int), fc.Args["orderBy"].(*ent.BulkJobOrder), fc.Args["where"].(*ent.BulkJobWhereInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.BulkJobConnection) graphql.Marshaler {
+			return ec.marshalNBulkJobConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_bulkJobs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkJobConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_bulkJobs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_bulkJob(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_bulkJob(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().BulkJob(ctx, fc.Args["id"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.BulkJob) graphql.Marshaler {
+			return ec.marshalOBulkJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJob(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_bulkJob(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkJob(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_bulkJob_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -14678,7 +16718,7 @@ func (ec *executionContext) fieldContext_Request_filteredOut(_ context.Context, 
 	return fc, nil
 }
 
-func (ec *executionContext) _RequestConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.RequestConnection) (ret graphql.Marshaler) {
+func (ec *executionContext) _RequestConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.RequestConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -14710,7 +16750,7 @@ func (ec *executionContext) fieldContext_RequestConnection_edges(_ context.Conte
 	return fc, nil
 }
 
-func (ec *executionContext) _RequestConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *ent.RequestConnection) (ret graphql.Marshaler) {
+func (ec *executionContext) _RequestConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.RequestConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -14742,7 +16782,7 @@ func (ec *executionContext) fieldContext_RequestConnection_pageInfo(_ context.Co
 	return fc, nil
 }
 
-func (ec *executionContext) _RequestConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *ent.RequestConnection) (ret graphql.Marshaler) {
+func (ec *executionContext) _RequestConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *model.RequestConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -14763,6 +16803,38 @@ func (ec *executionContext) _RequestConnection_totalCount(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_RequestConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RequestConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RequestConnection_search(ctx context.Context, field graphql.CollectedField, obj *model.RequestConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestConnection_search(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Search, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RequestSearch) graphql.Marshaler {
+			return ec.marshalORequestSearch2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRequestSearch(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestConnection_search(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RequestConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RequestSearch(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _RequestEdge_node(ctx context.Context, field graphql.CollectedField, obj *ent.RequestEdge) (ret graphql.Marshaler) {
@@ -14818,6 +16890,75 @@ func (ec *executionContext) _RequestEdge_cursor(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_RequestEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RequestEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _RequestSearch_scanned(ctx context.Context, field graphql.CollectedField, obj *model.RequestSearch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestSearch_scanned(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Scanned, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RequestSearch_scanned(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestSearch", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RequestSearch_stoppedEarly(ctx context.Context, field graphql.CollectedField, obj *model.RequestSearch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestSearch_stoppedEarly(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StoppedEarly, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RequestSearch_stoppedEarly(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestSearch", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RequestSearch_examinedTo(ctx context.Context, field graphql.CollectedField, obj *model.RequestSearch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestSearch_examinedTo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExaminedTo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestSearch_examinedTo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestSearch", field, false, false, "Time")
 }
 
 func (ec *executionContext) _RetryScheduleLimits_schedule(ctx context.Context, field graphql.CollectedField, obj *model.RetryScheduleLimits) (ret graphql.Marshaler) {
@@ -15586,6 +17727,50 @@ func (ec *executionContext) fieldContext_Subscription_deliveryUpdated(ctx contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_deliveryUpdated_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_bulkJobUpdated(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_bulkJobUpdated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().BulkJobUpdated(ctx, fc.Args["id"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.BulkJob) graphql.Marshaler {
+			return ec.marshalNBulkJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_bulkJobUpdated(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BulkJob(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_bulkJobUpdated_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -18551,6 +20736,913 @@ func (ec *executionContext) unmarshalInputAttemptWhereInput(ctx context.Context,
 func UnmarshalAttemptWhereInput(ctx context.Context, raw any) (ent.AttemptWhereInput, error) {
 	var out ent.AttemptWhereInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "AttemptWhereInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputBulkFilter(ctx context.Context, obj any) (bulk.Filter, error) {
+	var it bulk.Filter
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"serverId", "recipientId", "status", "receivedAfter", "receivedBefore", "httpStatusMin", "httpStatusMax", "errorKind", "search"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "serverId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("serverId"))
+			data, err := ec.unmarshalNID2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ServerID = data
+		case "recipientId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("recipientId"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RecipientID = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalODeliveryStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋdeliveryᚐStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "receivedAfter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("receivedAfter"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReceivedAfter = data
+		case "receivedBefore":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("receivedBefore"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReceivedBefore = data
+		case "httpStatusMin":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusMin"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusMin = data
+		case "httpStatusMax":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("httpStatusMax"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HTTPStatusMax = data
+		case "errorKind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorKind"))
+			data, err := ec.unmarshalOAttemptErrorKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋattemptᚐErrorKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorKind = data
+		case "search":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("search"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Search = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalBulkFilter unmarshals raw into the BulkFilter input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalBulkFilter(ctx context.Context, raw any) (bulk.Filter, error) {
+	var out bulk.Filter
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "BulkFilter", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputBulkJobOrder(ctx context.Context, obj any) (ent.BulkJobOrder, error) {
+	var it ent.BulkJobOrder
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["direction"]; !present {
+		asMap["direction"] = "ASC"
+	}
+
+	fieldsInOrder := [...]string{"direction", "field"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "direction":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("direction"))
+			data, err := ec.unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Direction = data
+		case "field":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("field"))
+			data, err := ec.unmarshalNBulkJobOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobOrderField(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Field = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalBulkJobOrder unmarshals raw into the BulkJobOrder input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalBulkJobOrder(ctx context.Context, raw any) (ent.BulkJobOrder, error) {
+	var out ent.BulkJobOrder
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "BulkJobOrder", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputBulkJobWhereInput(ctx context.Context, obj any) (ent.BulkJobWhereInput, error) {
+	var it ent.BulkJobWhereInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "kind", "kindNEQ", "kindIn", "kindNotIn", "status", "statusNEQ", "statusIn", "statusNotIn", "total", "totalNEQ", "totalIn", "totalNotIn", "totalGT", "totalGTE", "totalLT", "totalLTE", "done", "doneNEQ", "doneIn", "doneNotIn", "doneGT", "doneGTE", "doneLT", "doneLTE", "failed", "failedNEQ", "failedIn", "failedNotIn", "failedGT", "failedGTE", "failedLT", "failedLTE", "creditsSpent", "creditsSpentNEQ", "creditsSpentIn", "creditsSpentNotIn", "creditsSpentGT", "creditsSpentGTE", "creditsSpentLT", "creditsSpentLTE", "createdBy", "createdByNEQ", "createdByIn", "createdByNotIn", "createdByGT", "createdByGTE", "createdByLT", "createdByLTE", "createdByContains", "createdByHasPrefix", "createdByHasSuffix", "createdByEqualFold", "createdByContainsFold", "errorMessage", "errorMessageNEQ", "errorMessageIn", "errorMessageNotIn", "errorMessageGT", "errorMessageGTE", "errorMessageLT", "errorMessageLTE", "errorMessageContains", "errorMessageHasPrefix", "errorMessageHasSuffix", "errorMessageEqualFold", "errorMessageContainsFold", "updatedAt", "updatedAtNEQ", "updatedAtIn", "updatedAtNotIn", "updatedAtGT", "updatedAtGTE", "updatedAtLT", "updatedAtLTE", "finishedAt", "finishedAtNEQ", "finishedAtIn", "finishedAtNotIn", "finishedAtGT", "finishedAtGTE", "finishedAtLT", "finishedAtLTE", "finishedAtIsNil", "finishedAtNotNil"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "not":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("not"))
+			data, err := ec.unmarshalOBulkJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobWhereInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Not = data
+		case "and":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("and"))
+			data, err := ec.unmarshalOBulkJobWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.And = data
+		case "or":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("or"))
+			data, err := ec.unmarshalOBulkJobWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Or = data
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "idNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNEQ"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNEQ = data
+		case "idIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDIn = data
+		case "idNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNotIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNotIn = data
+		case "idGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGT = data
+		case "idGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGTE = data
+		case "idLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLT = data
+		case "idLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLTE = data
+		case "createdAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAt = data
+		case "createdAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNEQ = data
+		case "createdAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtIn = data
+		case "createdAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNotIn = data
+		case "createdAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGT = data
+		case "createdAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGTE = data
+		case "createdAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLT = data
+		case "createdAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLTE = data
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalOBulkJobKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "kindNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kindNEQ"))
+			data, err := ec.unmarshalOBulkJobKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.KindNEQ = data
+		case "kindIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kindIn"))
+			data, err := ec.unmarshalOBulkJobKind2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKindᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.KindIn = data
+		case "kindNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kindNotIn"))
+			data, err := ec.unmarshalOBulkJobKind2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKindᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.KindNotIn = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOBulkJobStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "statusNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusNEQ"))
+			data, err := ec.unmarshalOBulkJobStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatus(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusNEQ = data
+		case "statusIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusIn"))
+			data, err := ec.unmarshalOBulkJobStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatusᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusIn = data
+		case "statusNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusNotIn"))
+			data, err := ec.unmarshalOBulkJobStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatusᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusNotIn = data
+		case "total":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("total"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Total = data
+		case "totalNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("totalNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TotalNEQ = data
+		case "totalIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("totalIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TotalIn = data
+		case "totalNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("totalNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TotalNotIn = data
+		case "totalGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("totalGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TotalGT = data
+		case "totalGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("totalGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TotalGTE = data
+		case "totalLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("totalLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TotalLT = data
+		case "totalLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("totalLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TotalLTE = data
+		case "done":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("done"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Done = data
+		case "doneNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("doneNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DoneNEQ = data
+		case "doneIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("doneIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DoneIn = data
+		case "doneNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("doneNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DoneNotIn = data
+		case "doneGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("doneGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DoneGT = data
+		case "doneGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("doneGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DoneGTE = data
+		case "doneLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("doneLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DoneLT = data
+		case "doneLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("doneLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DoneLTE = data
+		case "failed":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failed"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Failed = data
+		case "failedNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failedNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FailedNEQ = data
+		case "failedIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failedIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FailedIn = data
+		case "failedNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failedNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FailedNotIn = data
+		case "failedGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failedGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FailedGT = data
+		case "failedGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failedGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FailedGTE = data
+		case "failedLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failedLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FailedLT = data
+		case "failedLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failedLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FailedLTE = data
+		case "creditsSpent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("creditsSpent"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreditsSpent = data
+		case "creditsSpentNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("creditsSpentNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreditsSpentNEQ = data
+		case "creditsSpentIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("creditsSpentIn"))
+			data, err := ec.unmarshalOInt2ᚕint64ᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreditsSpentIn = data
+		case "creditsSpentNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("creditsSpentNotIn"))
+			data, err := ec.unmarshalOInt2ᚕint64ᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreditsSpentNotIn = data
+		case "creditsSpentGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("creditsSpentGT"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreditsSpentGT = data
+		case "creditsSpentGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("creditsSpentGTE"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreditsSpentGTE = data
+		case "creditsSpentLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("creditsSpentLT"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreditsSpentLT = data
+		case "creditsSpentLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("creditsSpentLTE"))
+			data, err := ec.unmarshalOInt2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreditsSpentLTE = data
+		case "createdBy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdBy"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedBy = data
+		case "createdByNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByNEQ = data
+		case "createdByIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByIn = data
+		case "createdByNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByNotIn = data
+		case "createdByGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByGT = data
+		case "createdByGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByGTE = data
+		case "createdByLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByLT = data
+		case "createdByLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByLTE = data
+		case "createdByContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByContains = data
+		case "createdByHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByHasPrefix = data
+		case "createdByHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByHasSuffix = data
+		case "createdByEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByEqualFold = data
+		case "createdByContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByContainsFold = data
+		case "errorMessage":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessage"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessage = data
+		case "errorMessageNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageNEQ = data
+		case "errorMessageIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageIn = data
+		case "errorMessageNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageNotIn = data
+		case "errorMessageGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageGT = data
+		case "errorMessageGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageGTE = data
+		case "errorMessageLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageLT = data
+		case "errorMessageLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageLTE = data
+		case "errorMessageContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageContains = data
+		case "errorMessageHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageHasPrefix = data
+		case "errorMessageHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageHasSuffix = data
+		case "errorMessageEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageEqualFold = data
+		case "errorMessageContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("errorMessageContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ErrorMessageContainsFold = data
+		case "updatedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAt = data
+		case "updatedAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtNEQ = data
+		case "updatedAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtIn = data
+		case "updatedAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtNotIn = data
+		case "updatedAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtGT = data
+		case "updatedAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtGTE = data
+		case "updatedAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtLT = data
+		case "updatedAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtLTE = data
+		case "finishedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAt = data
+		case "finishedAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtNEQ = data
+		case "finishedAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtIn = data
+		case "finishedAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtNotIn = data
+		case "finishedAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtGT = data
+		case "finishedAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtGTE = data
+		case "finishedAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtLT = data
+		case "finishedAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtLTE = data
+		case "finishedAtIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtIsNil = data
+		case "finishedAtNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("finishedAtNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FinishedAtNotNil = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalBulkJobWhereInput unmarshals raw into the BulkJobWhereInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalBulkJobWhereInput(ctx context.Context, raw any) (ent.BulkJobWhereInput, error) {
+	var out ent.BulkJobWhereInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "BulkJobWhereInput", raw, &out)
 	return out, err
 }
 
@@ -26756,6 +29848,11 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Delivery(ctx, sel, obj)
+	case *ent.BulkJob:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._BulkJob(ctx, sel, obj)
 	case *ent.Attempt:
 		if obj == nil {
 			return graphql.Null
@@ -26909,6 +30006,302 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Attempt_delivery(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var bulkJobImplementors = []string{"BulkJob", "Node"}
+
+func (ec *executionContext) _BulkJob(ctx context.Context, sel ast.SelectionSet, obj *ent.BulkJob) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, bulkJobImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BulkJob")
+		case "id":
+			out.Values[i] = ec._BulkJob_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._BulkJob_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._BulkJob_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._BulkJob_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "total":
+			out.Values[i] = ec._BulkJob_total(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "done":
+			out.Values[i] = ec._BulkJob_done(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "failed":
+			out.Values[i] = ec._BulkJob_failed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "creditsSpent":
+			out.Values[i] = ec._BulkJob_creditsSpent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdBy":
+			out.Values[i] = ec._BulkJob_createdBy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "errorMessage":
+			out.Values[i] = ec._BulkJob_errorMessage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._BulkJob_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "finishedAt":
+			out.Values[i] = ec._BulkJob_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "filter":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._BulkJob_filter(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var bulkJobConnectionImplementors = []string{"BulkJobConnection"}
+
+func (ec *executionContext) _BulkJobConnection(ctx context.Context, sel ast.SelectionSet, obj *ent.BulkJobConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, bulkJobConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BulkJobConnection")
+		case "edges":
+			out.Values[i] = ec._BulkJobConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._BulkJobConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalCount":
+			out.Values[i] = ec._BulkJobConnection_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var bulkJobEdgeImplementors = []string{"BulkJobEdge"}
+
+func (ec *executionContext) _BulkJobEdge(ctx context.Context, sel ast.SelectionSet, obj *ent.BulkJobEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, bulkJobEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BulkJobEdge")
+		case "node":
+			out.Values[i] = ec._BulkJobEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._BulkJobEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var bulkJobFilterImplementors = []string{"BulkJobFilter"}
+
+func (ec *executionContext) _BulkJobFilter(ctx context.Context, sel ast.SelectionSet, obj *bulk.Filter) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, bulkJobFilterImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BulkJobFilter")
+		case "serverId":
+			out.Values[i] = ec._BulkJobFilter_serverId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "recipientId":
+			out.Values[i] = ec._BulkJobFilter_recipientId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._BulkJobFilter_status(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "receivedAfter":
+			out.Values[i] = ec._BulkJobFilter_receivedAfter(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "receivedBefore":
+			out.Values[i] = ec._BulkJobFilter_receivedBefore(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "httpStatusMin":
+			out.Values[i] = ec._BulkJobFilter_httpStatusMin(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "httpStatusMax":
+			out.Values[i] = ec._BulkJobFilter_httpStatusMax(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "errorKind":
+			out.Values[i] = ec._BulkJobFilter_errorKind(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "search":
+			out.Values[i] = ec._BulkJobFilter_search(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var bulkPlanImplementors = []string{"BulkPlan"}
+
+func (ec *executionContext) _BulkPlan(ctx context.Context, sel ast.SelectionSet, obj *bulk.Plan) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, bulkPlanImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BulkPlan")
+		case "count":
+			out.Values[i] = ec._BulkPlan_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "credits":
+			out.Values[i] = ec._BulkPlan_credits(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "balance":
+			out.Values[i] = ec._BulkPlan_balance(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "maxCount":
+			out.Values[i] = ec._BulkPlan_maxCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -27766,6 +31159,27 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "bulkRetry":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_bulkRetry(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "bulkCancel":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_bulkCancel(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cancelBulkJob":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_cancelBulkJob(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "reportCliAttempt":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_reportCliAttempt(ctx, field)
@@ -28342,6 +31756,30 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_alerts(ctx, field)
 				})
+		case "planBulkRetry":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_planBulkRetry(ctx, field)
+				})
+		case "planBulkCancel":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_planBulkCancel(ctx, field)
+				})
+		case "bulkJobs":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_bulkJobs(ctx, field)
+				})
+		case "bulkJob":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_bulkJob(ctx, field)
+				})
 		case "limits":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -28821,7 +32259,7 @@ func (ec *executionContext) _Request(ctx context.Context, sel ast.SelectionSet, 
 
 var requestConnectionImplementors = []string{"RequestConnection"}
 
-func (ec *executionContext) _RequestConnection(ctx context.Context, sel ast.SelectionSet, obj *ent.RequestConnection) graphql.Marshaler {
+func (ec *executionContext) _RequestConnection(ctx context.Context, sel ast.SelectionSet, obj *model.RequestConnection) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, requestConnectionImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -28843,6 +32281,11 @@ func (ec *executionContext) _RequestConnection(ctx context.Context, sel ast.Sele
 		case "totalCount":
 			out.Values[i] = ec._RequestConnection_totalCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "search":
+			out.Values[i] = ec._RequestConnection_search(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -28881,6 +32324,49 @@ func (ec *executionContext) _RequestEdge(ctx context.Context, sel ast.SelectionS
 		case "cursor":
 			out.Values[i] = ec._RequestEdge_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var requestSearchImplementors = []string{"RequestSearch"}
+
+func (ec *executionContext) _RequestSearch(ctx context.Context, sel ast.SelectionSet, obj *model.RequestSearch) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, requestSearchImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RequestSearch")
+		case "scanned":
+			out.Values[i] = ec._RequestSearch_scanned(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "stoppedEarly":
+			out.Values[i] = ec._RequestSearch_stoppedEarly(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "examinedTo":
+			out.Values[i] = ec._RequestSearch_examinedTo(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -29202,6 +32688,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	switch fields[0].Name {
 	case "deliveryUpdated":
 		return ec._Subscription_deliveryUpdated(ctx, fields[0])
+	case "bulkJobUpdated":
+		return ec._Subscription_bulkJobUpdated(ctx, fields[0])
 	case "cliListen":
 		return ec._Subscription_cliListen(ctx, fields[0])
 	default:
@@ -30190,6 +33678,82 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) unmarshalNBulkFilter2githubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐFilter(ctx context.Context, v any) (bulk.Filter, error) {
+	res, err := ec.unmarshalInputBulkFilter(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBulkJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJob(ctx context.Context, sel ast.SelectionSet, v *ent.BulkJob) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BulkJob!")
+		return graphql.Null
+	}
+	return ec._BulkJob(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNBulkJobConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobConnection(ctx context.Context, sel ast.SelectionSet, v *ent.BulkJobConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BulkJobConnection!")
+		return graphql.Null
+	}
+	return ec._BulkJobConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNBulkJobFilter2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐFilter(ctx context.Context, sel ast.SelectionSet, v *bulk.Filter) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BulkJobFilter!")
+		return graphql.Null
+	}
+	return ec._BulkJobFilter(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNBulkJobKind2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKind(ctx context.Context, v any) (bulkjob.Kind, error) {
+	var res bulkjob.Kind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBulkJobKind2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKind(ctx context.Context, sel ast.SelectionSet, v bulkjob.Kind) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNBulkJobOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobOrderField(ctx context.Context, v any) (*ent.BulkJobOrderField, error) {
+	var res = new(ent.BulkJobOrderField)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBulkJobOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobOrderField(ctx context.Context, sel ast.SelectionSet, v *ent.BulkJobOrderField) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BulkJobOrderField!")
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalNBulkJobStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatus(ctx context.Context, v any) (bulkjob.Status, error) {
+	var res bulkjob.Status
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBulkJobStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatus(ctx context.Context, sel ast.SelectionSet, v bulkjob.Status) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNBulkJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobWhereInput(ctx context.Context, v any) (*ent.BulkJobWhereInput, error) {
+	res, err := ec.unmarshalInputBulkJobWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBulkPlan2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋbulkᚐPlan(ctx context.Context, sel ast.SelectionSet, v *bulk.Plan) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BulkPlan!")
+		return graphql.Null
+	}
+	return ec._BulkPlan(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNCliJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCliJob(ctx context.Context, sel ast.SelectionSet, v *model.CliJob) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "CliJob!")
@@ -30802,7 +34366,7 @@ func (ec *executionContext) marshalNRequest2ᚖgithubᚗcomᚋadalᚑrelayᚋada
 	return ec._Request(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRequestConnection(ctx context.Context, sel ast.SelectionSet, v *ent.RequestConnection) graphql.Marshaler {
+func (ec *executionContext) marshalNRequestConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRequestConnection(ctx context.Context, sel ast.SelectionSet, v *model.RequestConnection) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "RequestConnection!")
 		return graphql.Null
@@ -31480,6 +35044,170 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOBulkJob2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJob(ctx context.Context, sel ast.SelectionSet, v *ent.BulkJob) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._BulkJob(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOBulkJobEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobEdge(ctx context.Context, sel ast.SelectionSet, v []*ent.BulkJobEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalOBulkJobEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobEdge(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalOBulkJobEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobEdge(ctx context.Context, sel ast.SelectionSet, v *ent.BulkJobEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._BulkJobEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOBulkJobKind2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKindᚄ(ctx context.Context, v any) ([]bulkjob.Kind, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]bulkjob.Kind, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNBulkJobKind2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKind(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOBulkJobKind2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKindᚄ(ctx context.Context, sel ast.SelectionSet, v []bulkjob.Kind) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNBulkJobKind2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKind(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOBulkJobKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKind(ctx context.Context, v any) (*bulkjob.Kind, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(bulkjob.Kind)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOBulkJobKind2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐKind(ctx context.Context, sel ast.SelectionSet, v *bulkjob.Kind) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOBulkJobOrder2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobOrder(ctx context.Context, v any) (*ent.BulkJobOrder, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputBulkJobOrder(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOBulkJobStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatusᚄ(ctx context.Context, v any) ([]bulkjob.Status, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]bulkjob.Status, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNBulkJobStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatus(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOBulkJobStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatusᚄ(ctx context.Context, sel ast.SelectionSet, v []bulkjob.Status) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNBulkJobStatus2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatus(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOBulkJobStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatus(ctx context.Context, v any) (*bulkjob.Status, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(bulkjob.Status)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOBulkJobStatus2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋbulkjobᚐStatus(ctx context.Context, sel ast.SelectionSet, v *bulkjob.Status) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOBulkJobWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobWhereInputᚄ(ctx context.Context, v any) ([]*ent.BulkJobWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*ent.BulkJobWhereInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNBulkJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobWhereInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOBulkJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobWhereInput(ctx context.Context, v any) (*ent.BulkJobWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputBulkJobWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx context.Context, v any) (*entgql.Cursor[int], error) {
@@ -32468,6 +36196,13 @@ func (ec *executionContext) unmarshalORequestOrder2ᚖgithubᚗcomᚋadalᚑrela
 	}
 	res, err := ec.unmarshalInputRequestOrder(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalORequestSearch2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRequestSearch(ctx context.Context, sel ast.SelectionSet, v *model.RequestSearch) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RequestSearch(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalORequestStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrequestᚐStatusᚄ(ctx context.Context, v any) ([]request.Status, error) {

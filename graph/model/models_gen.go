@@ -192,6 +192,20 @@ type ReportCliAttemptInput struct {
 	ErrorMessage *string            `json:"errorMessage,omitempty"`
 }
 
+// How far a search of stored requests went. A search walks the server's requests in received order (newest first
+// by default) and stops when the page is full, when the requests run out, or at its bound: a number of requests
+// examined or about a second of work, whichever comes first. When it stops at its bound, stoppedEarly is true,
+// pageInfo.hasNextPage is true and pageInfo.endCursor points at the last request examined, so asking for the next
+// page (after: endCursor) searches on from there ("search older").
+type RequestSearch struct {
+	// Requests examined for this page.
+	Scanned int `json:"scanned"`
+	// True when the search stopped at its bound: requests past pageInfo.endCursor were not examined yet.
+	StoppedEarly bool `json:"stoppedEarly"`
+	// The received time of the last request examined; null when there was none.
+	ExaminedTo *time.Time `json:"examinedTo,omitempty"`
+}
+
 // One retry schedule: its bounds on maxAttempts, and when its attempts come due.
 type RetryScheduleLimits struct {
 	Schedule    recipient.RetrySchedule `json:"schedule"`

@@ -29,9 +29,10 @@ RETURNING id`,
 }
 
 // outstandingCondition holds for a retry that still takes one of the recipient's places: its first attempt is
-// in flight, or due to go out on the direct lane. A retry that waits for a later attempt, for a CLI to attach
+// in flight, or due to go out on the direct lane or, for a recipient with maxConcurrency, waiting for one of its
+// slots (the capped lane), so a job never queues more than its window behind a capped recipient. A retry that waits for a later attempt, for a CLI to attach
 // or for its recipient to be resumed or enabled takes none: the job would otherwise wait on it for hours.
-const outstandingCondition = `(d.status = 'IN_PROGRESS' OR (d.status = 'PENDING' AND d.attempt_count = 0 AND d.lane = 'DIRECT'))`
+const outstandingCondition = `(d.status = 'IN_PROGRESS' OR (d.status = 'PENDING' AND d.attempt_count = 0 AND d.lane IN ('DIRECT', 'CAPPED')))`
 
 // resumedSQL finds, for a job taken over from another process, the retries it made that are still
 // outstanding: $1 job, $2 done_through. A manual retry of an item's request to its recipient is the job's (or

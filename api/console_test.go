@@ -181,8 +181,8 @@ func TestLimits(t *testing.T) {
 	}
 	require.Equal(t, []float64{0, 4, 13, 29, 54, 90, 139, 203, 284, 384}, byName["QUADRATIC"])
 	require.Equal(t, []float64{0, 1, 2, 4, 9, 19, 39, 59, 119, 179}, byName["STEPPED"])
-	require.Len(t, byName["EXPONENTIAL"], 11)
-	require.InDelta(t, 1023*84.8/60, byName["EXPONENTIAL"][10], 1e-6)
+	require.Len(t, byName["EXPONENTIAL"], 12)
+	require.InDelta(t, 2047*84.8/60, byName["EXPONENTIAL"][11], 1e-6)
 
 	// Each bound is where the API starts refusing, with the message the console repeats.
 	srv := env.NewServer(tn, "s", nil)

@@ -23,7 +23,7 @@ const journalSweep = 15 * time.Second
 const listenQuery = `subscription($recipientId: ID!) {
   cliListen(recipientId: $recipientId) {
     kind message deliveryId attempt leaseToken method path query headers { name value }
-    bodyBase64 requestId idempotencyKey timeoutSeconds signatureHeaders { name value }
+    bodyBase64 requestId idempotencyKey timeoutSeconds verified signatureHeaders { name value }
   }
 }`
 

@@ -63,6 +63,7 @@ func (s *Service) AddAlertRecipient(ctx context.Context, client *ent.Client, srv
 	rs := recipientSettings{
 		name: in.Name, method: recipient.MethodDIRECT_HTTP, url: in.URL, maxAttempts: 10,
 		schedule: recipient.RetryScheduleSTEPPED, timeoutSecond: MaxTimeoutSeconds, filterIn: in.Filter,
+		sigHeaders: recipient.DefaultSignatureHeaders,
 	}
 	if err := rs.validate(op); err != nil {
 		return nil, err

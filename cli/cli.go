@@ -63,7 +63,8 @@ type command struct{ name, synopsis, summary string }
 var commands = []command{
 	{"login", "adal login   --api URL --token TOKEN",
 		"check the API URL and token and save them for the other commands"},
-	{"listen", "adal listen  (--recipient ID --forward URL)... | --server SERVER --forward URL  [--format text|json]",
+	{"listen", "adal listen  (--recipient ID --forward URL)... | --server SERVER --forward URL  [--format text|json]\n" +
+		"  adal listen  (--recipient ID... | --server SERVER) --print-secret",
 		"attach to CLI recipients and forward each delivery to a local URL, printing a line per delivery;\n" +
 			"    reconnects by itself, and Ctrl-C stops it (local calls in flight are finished and reported first)"},
 	{"requests", "adal requests --server SERVER [--status STATUS] [--limit N] [--format text|json]",
@@ -212,6 +213,7 @@ func commandFlags(name string, out io.Writer) *flag.FlagSet {
 		fs.String("journal-dir", defaultJournalDir(), "`DIR` of the local journal: jobs in flight survive a crash there and are\nreported, never run twice; keep it between runs")
 		fs.Duration("check-local", defaultCheckLocal, "`DURATION` between checks that each local service accepts connections (a TCP\nconnect); a third of it while one is down; 0 turns the checks off")
 		fs.Duration("give-up-after", 0, "stop with exit status 2 once the server has been unreachable for `DURATION` (0: never give up)")
+		fs.Bool("print-secret", false, "print the signing secret of each recipient (to verify signatures locally) and exit; needs an\nowner's or admin's token")
 	case "requests":
 		fs.String("server", "", "the `SERVER` (ID or name) whose requests to list (required)")
 		fs.String("status", "", "only requests with this `STATUS`: PENDING, DELIVERED, FAILED or PARTIAL")

@@ -24,6 +24,9 @@ type target struct {
 	Name        string
 	Server      string
 	Forward     string
+	// Secret is the recipient's signing secret, asked for by --print-secret only; nil when the token may not
+	// read it (a MEMBER's).
+	Secret *string
 }
 
 func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -33,7 +36,8 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fs := in.fs
 	recipients, forwards, server := flagList(fs, "recipient"), flagList(fs, "forward"), flagValue(fs, "server")
-	in.problems = append(in.problems, checkTargets(recipients, forwards, server)...)
+	printSecret := fs.Lookup("print-secret").Value.(flag.Getter).Get().(bool)
+	in.problems = append(in.problems, checkTargets(recipients, forwards, server, printSecret)...)
 	checkLocal := fs.Lookup("check-local").Value.(flag.Getter).Get().(time.Duration)
 	giveUp := fs.Lookup("give-up-after").Value.(flag.Getter).Get().(time.Duration)
 	if checkLocal < 0 || giveUp < 0 {
@@ -48,9 +52,15 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	l := newListener(client, out, keepAlive, checkLocal, giveUp)
-	targets, err := l.resolve(ctx, recipients, forwards, server)
+	if printSecret && len(forwards) == 0 {
+		forwards = []string{""}
+	}
+	targets, err := l.resolve(ctx, recipients, forwards, server, printSecret)
 	if err != nil || targets == nil {
 		return out.fail(err) // nil: stopped while waiting for the server
+	}
+	if printSecret {
+		return out.fail(printSecrets(out, targets))
 	}
 	if err := l.open(targets, flagValue(fs, "journal-dir")); err != nil {
 		return out.fail(err)
@@ -60,18 +70,20 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // checkTargets checks the recipient, forward and server flags of listen.
-func checkTargets(recipients, forwards []string, server string) []string {
+func checkTargets(recipients, forwards []string, server string, printSecret bool) []string {
 	var problems []string
 	switch {
+	case printSecret && len(forwards) > 0:
+		problems = append(problems, "--print-secret prints the signing secrets and exits: give it without --forward")
 	case server != "" && len(recipients) > 0:
 		problems = append(problems, "give --recipient or --server, not both")
 	case server == "" && len(recipients) == 0:
 		problems = append(problems, "--recipient (or --server) is required")
-	case len(forwards) == 0:
+	case len(forwards) == 0 && !printSecret:
 		problems = append(problems, "--forward is required")
 	case server != "" && len(forwards) > 1:
 		problems = append(problems, "with --server, give one --forward: every recipient of the server forwards there")
-	case len(recipients) > 0 && len(forwards) != 1 && len(forwards) != len(recipients):
+	case len(recipients) > 0 && !printSecret && len(forwards) != 1 && len(forwards) != len(recipients):
 		problems = append(problems, fmt.Sprintf("%d --recipient but %d --forward: give one --forward per --recipient, or one for all", len(recipients), len(forwards)))
 	case len(recipients) > maxRecipients:
 		problems = append(problems, fmt.Sprintf("at most %d recipients per adal listen; run another for the rest", maxRecipients))
@@ -98,15 +110,15 @@ func isID(s string) bool { return s != "" && strings.Trim(s, "0123456789") == ""
 
 // resolve finds the recipients to listen for, waiting for the server if it cannot be reached yet. It returns
 // nil, nil when ctx ends meanwhile.
-func (l *listener) resolve(ctx context.Context, recipients, forwards []string, server string) ([]target, error) {
+func (l *listener) resolve(ctx context.Context, recipients, forwards []string, server string, withSecret bool) ([]target, error) {
 	backoff, since := firstBackoff, l.now()
 	for {
 		var ts []target
 		var err error
 		if server != "" {
-			ts, err = serverTargets(ctx, l.api, server, forwards[0])
+			ts, err = serverTargets(ctx, l.api, server, forwards[0], withSecret)
 		} else {
-			ts, err = recipientTargets(ctx, l.api, recipients, forwards)
+			ts, err = recipientTargets(ctx, l.api, recipients, forwards, withSecret)
 		}
 		var lost *lostError
 		if !errors.As(err, &lost) {
@@ -126,20 +138,26 @@ func (l *listener) resolve(ctx context.Context, recipients, forwards []string, s
 	}
 }
 
-// recipientFields is what listen needs to know of a recipient.
-const recipientFields = `id name method deletedAt server { name }`
+// recipientFields is what listen needs to know of a recipient, with its signing secret when withSecret.
+func recipientFields(withSecret bool) string {
+	if withSecret {
+		return `id name method deletedAt server { name } signingSecret`
+	}
+	return `id name method deletedAt server { name }`
+}
 
 type recipientInfo struct {
-	ID        string
-	Name      string
-	Method    string
-	DeletedAt *time.Time
-	Server    *struct{ Name string }
+	ID            string
+	Name          string
+	Method        string
+	DeletedAt     *time.Time
+	Server        *struct{ Name string }
+	SigningSecret *string
 }
 
 // recipientTargets looks the recipients up, so that a wrong one is refused before anything starts and each
 // delivery line can name its recipient.
-func recipientTargets(ctx context.Context, api *apiClient, ids, forwards []string) ([]target, error) {
+func recipientTargets(ctx context.Context, api *apiClient, ids, forwards []string, withSecret bool) ([]target, error) {
 	var q strings.Builder
 	vars := map[string]any{}
 	q.WriteString("query(")
@@ -149,7 +167,7 @@ func recipientTargets(ctx context.Context, api *apiClient, ids, forwards []strin
 	q.WriteString(") {")
 	for i, id := range ids {
 		vars[fmt.Sprintf("r%d", i)] = id
-		fmt.Fprintf(&q, " r%d: node(id: $r%d) { ... on Recipient { %s } }", i, i, recipientFields)
+		fmt.Fprintf(&q, " r%d: node(id: $r%d) { ... on Recipient { %s } }", i, i, recipientFields(withSecret))
 	}
 	q.WriteString(" }")
 	var out map[string]*recipientInfo
@@ -165,7 +183,7 @@ func recipientTargets(ctx context.Context, api *apiClient, ids, forwards []strin
 		if r.Method != "CLI" {
 			return nil, fmt.Errorf("recipient %s (%q) delivers by %s; only CLI recipients can be listened to (INVALID_INPUT)", id, r.Name, r.Method)
 		}
-		ts[i] = target{RecipientID: id, Name: r.Name, Forward: forwards[min(i, len(forwards)-1)]}
+		ts[i] = target{RecipientID: id, Name: r.Name, Forward: forwards[min(i, len(forwards)-1)], Secret: r.SigningSecret}
 		if r.Server != nil {
 			ts[i].Server = r.Server.Name
 		}
@@ -174,15 +192,15 @@ func recipientTargets(ctx context.Context, api *apiClient, ids, forwards []strin
 }
 
 // serverTargets is every CLI recipient of a server, all forwarding to forward.
-func serverTargets(ctx context.Context, api *apiClient, server, forward string) ([]target, error) {
-	s, err := findServer(ctx, api, server, "recipients { "+recipientFields+" }")
+func serverTargets(ctx context.Context, api *apiClient, server, forward string, withSecret bool) ([]target, error) {
+	s, err := findServer(ctx, api, server, "recipients { "+recipientFields(withSecret)+" }")
 	if err != nil {
 		return nil, err
 	}
 	var ts []target
 	for _, r := range s.Recipients {
 		if r.Method == "CLI" && r.DeletedAt == nil {
-			ts = append(ts, target{RecipientID: r.ID, Name: r.Name, Server: s.Name, Forward: forward})
+			ts = append(ts, target{RecipientID: r.ID, Name: r.Name, Server: s.Name, Forward: forward, Secret: r.SigningSecret})
 		}
 	}
 	switch {
@@ -243,4 +261,31 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// secretEvent is one recipient's signing secret, printed by listen --print-secret.
+type secretEvent struct {
+	eventHead
+	RecipientID string `json:"recipientId"`
+	Recipient   string `json:"recipient"`
+	Secret      string `json:"secret"`
+}
+
+// printSecrets prints each target's signing secret: alone on its line for one recipient (so that
+// $(adal listen --recipient R --print-secret) is the secret), after the recipient's ID and name for several.
+// A token that may not read a secret (a MEMBER's) is refused before anything is printed.
+func printSecrets(out *output, targets []target) error {
+	for _, t := range targets {
+		if t.Secret == nil {
+			return fmt.Errorf("recipient %s (%q): this token may not read its signing secret (FORBIDDEN); a MEMBER's cannot: use an owner's or admin's token", t.RecipientID, t.Name)
+		}
+	}
+	for _, t := range targets {
+		text := *t.Secret + "\n"
+		if len(targets) > 1 {
+			text = fmt.Sprintf("%s\t%s\t%s\n", t.RecipientID, t.Name, *t.Secret)
+		}
+		out.record(secretEvent{eventHead: head("secret", time.Time{}), RecipientID: t.RecipientID, Recipient: t.Name, Secret: *t.Secret}, text)
+	}
+	return nil
 }

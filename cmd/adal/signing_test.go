@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,4 +96,46 @@ func TestListenForwardsSignedDeliveries(t *testing.T) {
 	}
 	require.NotContains(t, cli.output(), strings.TrimPrefix(secret, "whsec_"), "the CLI never sees the secret")
 	cli.interrupt()
+}
+
+// --print-secret prints what a local receiver verifies with: the secret alone for one recipient, one JSON line
+// per recipient with --format json, and a refusal (exit 1, nothing printed) for a token that may not read it.
+func TestListenPrintsTheSigningSecret(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, unit(20*time.Millisecond))
+	f := newFixture(t, env, nil, nil)
+	second := env.NewRecipient(f.tenant, f.server.ID, map[string]any{"method": "CLI", "name": "second"})
+	secretOf := func(id string) string {
+		var out struct{ Node struct{ SigningSecret string } }
+		env.MustGraphQL(f.tenant.Owner, `query($id: ID!){ node(id: $id){ ... on Recipient { signingSecret } } }`,
+			map[string]any{"id": id}, &out)
+		return out.Node.SigningSecret
+	}
+	as := run{env: []string{"ADAL_API=" + env.Server.URL, "ADAL_TOKEN=" + f.tenant.Owner}}
+
+	code, stdout, stderr := runAdal(t, as, "listen", "--recipient", f.recipient, "--print-secret")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, secretOf(f.recipient), stdout)
+	require.True(t, strings.HasPrefix(stdout, "whsec_"), stdout)
+
+	code, stdout, stderr = runAdal(t, as, "listen", "--server", f.server.ID, "--print-secret", "--format", "json")
+	require.Equal(t, 0, code, stderr)
+	got := map[string]string{}
+	for _, line := range strings.Split(stdout, "\n") {
+		var ev struct{ Type, RecipientID, Secret string }
+		require.NoError(t, json.Unmarshal([]byte(line), &ev), line)
+		require.Equal(t, "secret", ev.Type)
+		got[ev.RecipientID] = ev.Secret
+	}
+	require.Equal(t, map[string]string{f.recipient: secretOf(f.recipient), second: secretOf(second)}, got)
+
+	member := run{env: []string{"ADAL_API=" + env.Server.URL, "ADAL_TOKEN=" + f.tenant.Member}}
+	code, stdout, stderr = runAdal(t, member, "listen", "--recipient", f.recipient, "--print-secret")
+	require.Equal(t, 1, code)
+	require.Empty(t, stdout)
+	require.Contains(t, stderr, "may not read its signing secret")
+
+	code, _, stderr = runAdal(t, as, "listen", "--recipient", f.recipient, "--print-secret", "--forward", "http://127.0.0.1:1/")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "without --forward")
 }

@@ -8,14 +8,14 @@ import "time"
 // and exposed as they are.
 type Schedule string
 
-// The three retry schedules of the product (DESIGN §4). QUADRATIC is the default because it is the one the
-// first product brief asked for.
+// The three retry schedules. QUADRATIC is the default: it reaches a recipient that is down for a few hours
+// without giving up, and stops within the day.
 const (
 	// Quadratic waits n² units before attempt n: 4, 9, …, 100 (6 h 24 min over 10 attempts).
 	Quadratic Schedule = "QUADRATIC"
 	// Stepped waits 1, 1, 2, 5, 10, 20, 20, 60, 60 units after the 1st..9th consecutive failure.
 	Stepped Schedule = "STEPPED"
-	// Exponential is the Workfront formula, which numbers the retries: retry k (attempt k+1) is due
+	// Exponential follows Workfront's formula, which numbers the retries: retry k (attempt k+1) is due
 	// ((2^k)−1)·84.8 s after the first attempt, k = 1..11.
 	Exponential Schedule = "EXPONENTIAL"
 

@@ -112,8 +112,32 @@ func TestConsoleRecipientSettings(t *testing.T) {
 	mainReq := env.Send(srv.Key, "/push", `{"ref":"refs/heads/main","commits":3}`)
 	devReq := env.Send(srv.Key, "/push", `{"ref":"refs/heads/dev","commits":1}`)
 
+	// A new recipient with a cap, Standard Webhooks headers and a filter, previewed before it exists.
+	create := `form[data-role="recipient-form"]`
+	b.signIn(base, "#/servers/"+srv.ID+"/recipients/new", tenant.Owner, create)
+	b.do("fill the new recipient", 15*time.Second,
+		typeInto(pageField("name"), "posts-only"),
+		typeInto(pageField("url"), target.URL+"/posts"),
+		typeInto(pageField("maxConcurrency"), "3"),
+		chromedp.Click(css(`main [data-field="signatureHeaders"] input[value="STANDARD_WEBHOOKS"]`)),
+		typeInto(pageField("filter"), `{"method": "POST"}`))
+	b.waitJS("the new recipient's filter previewed", `document.querySelector('[data-role="filter-result"]').dataset.result === 'match'`, 15*time.Second)
+	if got := b.text(`[data-role="filter-result"]`); !strings.Contains(got, "Matches request #"+devReq) {
+		t.Errorf("preview on the new recipient = %q, want a match with the latest request #%s", got, devReq)
+	}
+	b.page("recipient-new")
+	b.do("add it", 15*time.Second,
+		chromedp.Click(css(create+` [data-role="submit"]`)),
+		chromedp.WaitVisible(css(`[data-role="health"]`)))
+	newID := strings.TrimPrefix(eval[string](b, `location.hash`), "#/recipients/")
+	if r := readRecipient(env, tenant.Owner, newID); r.MaxConcurrency == nil || *r.MaxConcurrency != 3 || r.SignatureHeaders != "STANDARD_WEBHOOKS" || string(r.Filter) != `{"method":"POST"}` {
+		t.Errorf("new recipient = cap %v, headers %s, filter %s", r.MaxConcurrency, r.SignatureHeaders, r.Filter)
+	}
+
 	settings := `form[data-role="recipient-settings"]`
-	b.signIn(base, "#/recipients/"+rid, tenant.Owner, settings)
+	b.do("open the recipient", 20*time.Second,
+		chromedp.Navigate(base+"/#/recipients/"+rid),
+		chromedp.WaitVisible(css(settings)))
 
 	// The concurrency cap: refused as the API refuses it, then saved with the signature headers.
 	apiMsg := env.GraphQL(tenant.Owner, `mutation($id: ID!){ updateRecipient(id: $id, input: {maxConcurrency: 0}) { id } }`, map[string]any{"id": rid})
@@ -188,14 +212,14 @@ func TestConsoleRecipientSettings(t *testing.T) {
 	// It routes: a request on dev gets no delivery to ci.
 	var routed struct {
 		Request struct {
-			Deliveries  []struct{ ID string }
+			Deliveries  []struct{ Recipient struct{ ID string } }
 			FilteredOut []struct{ ID string }
 		}
 	}
 	later := env.Send(srv.Key, "/push", `{"ref":"refs/heads/dev"}`)
-	env.MustGraphQL(tenant.Owner, `query($id: ID!){ request(id: $id){ deliveries { id } filteredOut { id } } }`, map[string]any{"id": later}, &routed)
-	if len(routed.Request.Deliveries) != 0 || len(routed.Request.FilteredOut) != 1 || routed.Request.FilteredOut[0].ID != rid {
-		t.Errorf("a request the saved filter does not match: %+v", routed.Request)
+	env.MustGraphQL(tenant.Owner, `query($id: ID!){ request(id: $id){ deliveries { recipient { id } } filteredOut { id } } }`, map[string]any{"id": later}, &routed)
+	if d := routed.Request.Deliveries; len(d) != 1 || d[0].Recipient.ID != newID || len(routed.Request.FilteredOut) != 1 || routed.Request.FilteredOut[0].ID != rid {
+		t.Errorf("a request ci's saved filter does not match: %+v", routed.Request)
 	}
 
 	// The signing secret: hidden, revealed, copied (and selected when the clipboard refuses), rotated.

@@ -384,6 +384,21 @@ func TestConsoleServerSettings(t *testing.T) {
 	}
 	b.page("server-verification")
 
+	// Shadow mode, saved without typing the key again: the key set is kept, and a forged request passes.
+	b.do("switch to shadow mode", 15*time.Second,
+		chromedp.Click(css(`main [data-field="verification.enforce"] input[value="false"]`)),
+		chromedp.Click(css(verification+` [data-role="submit"]`)))
+	b.toastSays("in shadow mode")
+	b.waitJS("the status shows shadow mode", `document.querySelector('[data-role="verification-status"]').dataset.enforce === 'false'`, 15*time.Second)
+	readServer()
+	if v := sv.Server.Verification; v.Kind != "API_KEY" || v.Enforce || v.SecretCount != 1 {
+		t.Fatalf("verification after shadow mode = %+v, want the key kept", v)
+	}
+	pollUntil(t, 20*time.Second, 500*time.Millisecond, "a forged request accepted in shadow mode", func() bool {
+		code, _ := postWith(t, env, http.MethodPost, srv.Key, "/shadow", `{}`, map[string]string{"X-Api-Key": "guess"})
+		return code == http.StatusAccepted
+	})
+
 	// Methods and the answer.
 	intake := `form[data-role="intake-form"]`
 	b.do("a method that is not one", 15*time.Second,

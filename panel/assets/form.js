@@ -159,7 +159,8 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
       if (onDone) await onDone(result, all);
     } catch (err) {
       if (err && err.name === 'AbortError') return;
-      const word = err && err.code === 'INVALID_INPUT' ? String(err.message).split(/\s/)[0] : '';
+      // "filter: $.body…" names its field as "filter …" does.
+      const word = err && err.code === 'INVALID_INPUT' ? String(err.message).split(/\s/)[0].replace(/:$/, '') : '';
       if (word && state.has(word) && setError(word, err.message)) state.get(word).input.focus();
       else errorSlot.replaceChildren(errorAlert(err));
     } finally {

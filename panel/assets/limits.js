@@ -20,6 +20,34 @@ const utf8 = new TextEncoder();
 // byteLength is what the server's len() counts.
 const byteLength = (s) => utf8.encode(s).length;
 
+// Bounds the API states in its messages rather than in the limits query.
+const FILTER_MAX_BYTES = 16 << 10;
+const RESPONSE_BODY_MAX = 1024;
+const ALLOWED_METHODS_MAX = 16;
+export const TOLERANCE_MAX = 86400;
+export const SECRET_MAX_BYTES = 512;
+
+// printable is verification's rule for names and keys: ASCII from space to tilde.
+export const printable = (s) => /^[\x20-\x7e]*$/.test(s);
+
+// parseRule reads a routing filter's text: { rule } or { error } in package filter's words.
+export function parseRule(text) {
+  let rule;
+  try { rule = JSON.parse(text); } catch (err) { return { error: `not valid JSON: ${err.message}` }; }
+  if (rule === null || typeof rule !== 'object' || Array.isArray(rule)) return { error: 'a rule is a JSON object' };
+  return { rule };
+}
+
+// methodList reads "post, put" as ["POST", "PUT"]: upper case, each once, in order.
+export function methodList(text) {
+  const out = [];
+  for (const m of String(text || '').split(/[\s,]+/)) {
+    const u = m.toUpperCase();
+    if (u && !out.includes(u)) out.push(u);
+  }
+  return out;
+}
+
 // scheduleOf returns a schedule's bounds and due times.
 export const scheduleOf = (L, name) => L.retrySchedules.find((s) => s.schedule === name) || L.retrySchedules[0];
 
@@ -40,6 +68,29 @@ export const checks = {
     return v != null && (v < s.minAttempts || v > s.maxAttempts) ? `maxAttempts must be between ${s.minAttempts} and ${s.maxAttempts} for ${s.schedule}` : '';
   },
   timeoutSeconds: (L) => (v) => (v != null && (v < 1 || v > L.timeoutSecondsMax) ? `timeoutSeconds must be between 1 and ${L.timeoutSecondsMax}` : ''),
+  maxConcurrency: () => (v) => (v != null && v < 1 ? 'maxConcurrency must be 1 or more' : ''),
+  // filter is what package filter refuses before it reads a rule: its size, JSON, and a root that is no object.
+  filter: () => (v) => {
+    if (!v) return '';
+    if (byteLength(v) > FILTER_MAX_BYTES) return `filter: $: a rule is at most ${FILTER_MAX_BYTES} bytes`;
+    const rule = parseRule(v);
+    return rule.error ? `filter: $: ${rule.error}` : '';
+  },
+  // The answer a server gives for a stored request.
+  responseStatus: () => (v) => (v != null && (v < 200 || v > 299) ? 'response.status must be between 200 and 299' : ''),
+  responseBody: () => (v, all) => {
+    if (!v) return '';
+    if (byteLength(v) > RESPONSE_BODY_MAX) return `response.body must be at most ${RESPONSE_BODY_MAX} bytes`;
+    const st = all['response.status'];
+    return st === 204 || st === 205 ? `response.body must be empty for status ${st}` : '';
+  },
+  responseContentType: () => (v) => (v && (v.length > 200 || !printable(v) || !/^[\w.+-]+\/[\w.+-]+(\s*;.*)?$/.test(v)) ? 'response.contentType must be a media type such as application/json' : ''),
+  allowedMethods: () => (v) => {
+    const list = methodList(v);
+    if (list.length > ALLOWED_METHODS_MAX) return `allowedMethods holds at most ${ALLOWED_METHODS_MAX} methods`;
+    const bad = list.find((m) => !/^[A-Z-]{1,20}$/.test(m));
+    return bad ? `allowedMethods: "${bad}" is not an HTTP method` : '';
+  },
   // recipientUrl is routing's rule for a direct recipient's URL.
   recipientUrl: (L) => (v, all) => {
     if (all.method && all.method !== 'DIRECT_HTTP') return '';

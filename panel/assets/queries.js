@@ -191,6 +191,22 @@ query Server($id: ID!, $withTenant: Boolean!) {
     maxRequestsPerSecond
     previousKeyExpiresAt
     deletedAt
+    allowedMethods
+    rejectedCount
+    verification {
+      kind
+      enforce
+      headers
+      header
+      queryParameter
+      algorithm
+      encoding
+      prefix
+      toleranceSeconds
+      username
+      secretCount
+    }
+    response { status contentType body }
     tenant @include(if: $withTenant) { id name }
     recipients {
       id
@@ -203,6 +219,7 @@ query Server($id: ID!, $withTenant: Boolean!) {
       retrySchedule
       timeoutSeconds
       sendIdempotencyKey
+      maxConcurrency
       cliConnected
     }
   }
@@ -228,6 +245,18 @@ mutation RotateInboundKey($serverId: ID!, $graceSeconds: Int) {
   rotateInboundKey(serverId: $serverId, graceSeconds: $graceSeconds) { id inboundUrl previousKeyExpiresAt }
 }`;
 
+export const SERVER_REJECTIONS = /* GraphQL */ `
+query ServerRejections($id: ID!, $first: Int!) {
+  server(id: $id) {
+    id
+    rejectedCount
+    rejections(first: $first) {
+      totalCount
+      edges { node { id at method path sourceAddr reason message } }
+    }
+  }
+}`;
+
 // ---- recipients --------------------------------------------------------------------------------------------
 
 export const RECIPIENT = /* GraphQL */ `
@@ -250,6 +279,11 @@ query Recipient($id: ID!) {
       nextProbeAt
       deletedAt
       cliConnected
+      maxConcurrency
+      signatureHeaders
+      signingSecret
+      previousSecretExpiresAt
+      filter
       server { id name inboundUrl deliverPendingOnConnect }
     }
   }
@@ -263,6 +297,24 @@ mutation CreateRecipient($input: CreateRecipientInput!) {
 export const UPDATE_RECIPIENT = /* GraphQL */ `
 mutation UpdateRecipient($id: ID!, $input: UpdateRecipientInput!) {
   updateRecipient(id: $id, input: $input) { id name }
+}`;
+
+export const ROTATE_RECIPIENT_SECRET = /* GraphQL */ `
+mutation RotateRecipientSecret($id: ID!, $graceSeconds: Int) {
+  rotateRecipientSecret(id: $id, graceSeconds: $graceSeconds) { id signingSecret previousSecretExpiresAt }
+}`;
+
+// FILTER_REQUESTS lists a server's latest requests, for the routing filter's preview.
+export const FILTER_REQUESTS = /* GraphQL */ `
+query FilterRequests($serverId: ID!, $first: Int!) {
+  requests(serverId: $serverId, first: $first) {
+    edges { node { id method path receivedAt } }
+  }
+}`;
+
+export const TEST_FILTER = /* GraphQL */ `
+query TestFilter($filter: JSON!, $requestId: ID!) {
+  testFilter(filter: $filter, requestId: $requestId) { matches error }
 }`;
 
 export const DELETE_RECIPIENT = /* GraphQL */ `

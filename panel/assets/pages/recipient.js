@@ -1,19 +1,21 @@
 // One recipient: its health and why, pausing, resuming and enabling it, its settings with the schedule's due
-// times, deleting it; for a CLI recipient, the adal command to run and whether a CLI is attached, live. Also
-// the page that adds a recipient to a server.
+// times, its concurrency cap, signature headers and routing filter (with a live "would match" preview against a
+// stored request), its signing secret (revealed, copied, rotated), deleting it; for a CLI recipient, the adal
+// command to run and whether a CLI is attached, live. Also the page that adds a recipient to a server.
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
-import { h, mount, icon, badge, timeEl, plural, loading, emptyState, errorState, toast, confirmAction } from '../ui.js';
+import { h, mount, icon, badge, timeEl, plural, loading, emptyState, errorState, toast, confirmAction, debounce } from '../ui.js';
 import { href, navigate } from '../router.js';
 import { canManage } from '../session.js';
-import { limits, checks, dueTimes, scheduleOf } from '../limits.js';
+import { limits, checks, dueTimes, scheduleOf, duration, parseRule } from '../limits.js';
 import { createForm } from '../form.js';
 import { setTitle, pageHeader, liveIndicator, poller, orNotFound, costLine, snippet, facts, section } from '../page.js';
 import { SCHEDULES, STATE_TEXT } from './shared.js';
 
 // recipientFields are a recipient's settings; r holds the current ones when editing (its method is fixed).
-function recipientFields(L, r) {
+// preview, when given, is the routing filter's filterPreview.
+function recipientFields(L, r, preview) {
   const create = !r.id;
   const schedules = L.retrySchedules.map((s) => ({
     value: s.schedule,
@@ -49,6 +51,24 @@ function recipientFields(L, r) {
       name: 'sendIdempotencyKey', label: 'Send an X-Adal-Idempotency header', type: 'checkbox', value: !!r.sendIdempotencyKey,
       hint: 'The same value on every attempt of a delivery, so the receiver can drop repeats.',
     },
+    {
+      name: 'maxConcurrency', label: 'Concurrency cap', type: 'number', value: r.maxConcurrency ?? '', check: checks.maxConcurrency(L),
+      show: (v) => (v.method || r.method) === 'DIRECT_HTTP', optionalNote: 'no cap if empty',
+      hint: 'Attempts in flight at once across all processes (1: one at a time). A delivery waiting for a slot stays pending and spends no attempt.',
+    },
+    {
+      name: 'signatureHeaders', label: 'Signature headers', type: 'radio', value: r.signatureHeaders || 'ADAL', wide: true, options: [
+        { value: 'ADAL', label: 'Adal', hint: 'X-Adal-Webhook-Id, -Timestamp and -Signature; a sender\u2019s own webhook-* headers pass as sent' },
+        { value: 'STANDARD_WEBHOOKS', label: 'Standard Webhooks', hint: 'webhook-id, webhook-timestamp and webhook-signature, replacing a sender\u2019s headers of those names' },
+      ],
+      hint: 'Every attempt is signed with the recipient\u2019s signing secret; this names the headers that carry the signature.',
+    },
+    {
+      name: 'filter', label: 'Routing filter', type: 'textarea', raw: true, value: r.filter ? JSON.stringify(r.filter, null, 2) : '',
+      check: checks.filter(L), optionalNote: 'every request if empty', attrs: { rows: 6, placeholder: '{"headers.x-github-event": "push", "body.amount": {"$gte": 100}}' },
+      hint: 'A JSON rule over method, path, query, headers and body (dot paths; $eq $neq $gt $gte $lt $lte $in $nin $exists $regex $and $or $not). A request it does not match gets no delivery to this recipient.',
+      preview: preview ? (v) => preview.update(v.filter) : null,
+    },
   );
   return fields;
 }
@@ -67,11 +87,84 @@ function schedulePreview(L, schedule, attempts) {
 function recipientInput(v, create) {
   const input = {
     name: v.name, maxAttempts: v.maxAttempts, retrySchedule: v.retrySchedule, timeoutSeconds: v.timeoutSeconds,
-    sendIdempotencyKey: v.sendIdempotencyKey,
+    sendIdempotencyKey: v.sendIdempotencyKey, signatureHeaders: v.signatureHeaders,
   };
   if (create) input.method = v.method;
-  if ((v.method || 'DIRECT_HTTP') === 'DIRECT_HTTP' && v.url !== undefined) input.url = v.url;
+  const direct = (v.method || 'DIRECT_HTTP') === 'DIRECT_HTTP';
+  if (direct && v.url !== undefined) input.url = v.url;
+  if (direct && v.maxConcurrency != null) input.maxConcurrency = v.maxConcurrency;
+  else if (direct && !create) input.clearMaxConcurrency = true;
+  if (v.filter && v.filter.trim()) input.filter = parseRule(v.filter).rule;
+  else if (!create) input.clearFilter = true;
   return input;
+}
+
+// filterPreview says, as a rule is typed, whether it would match a stored request of the server — the latest,
+// or the one whose ID the person gives — with testFilter, which saves nothing. update(text) returns its element.
+function filterPreview(serverId) {
+  const pickId = 'filter-request-' + serverId;
+  const pick = h('input.input.plain.input-sm.filter-pick', {
+    id: pickId, inputmode: 'numeric', autocomplete: 'off', list: pickId + '-list', placeholder: 'latest', 'aria-describedby': pickId + '-hint',
+    dataset: { role: 'filter-request' },
+  });
+  const options = h('datalist', { id: pickId + '-list' });
+  const pickHint = h('span.muted.sm', { id: pickId + '-hint' });
+  const out = h('div.filter-result', { dataset: { role: 'filter-result', result: 'none' }, role: 'status' });
+  const el = h('div.filter-preview', { dataset: { role: 'filter-preview' } },
+    h('div.filter-preview-head', h('label.inline-label', { for: pickId }, 'Would it match request #'), pick, options, pickHint),
+    out);
+  let text = null;
+  let seq = 0;
+  let latest = null;
+  const show = (result, ...children) => {
+    out.dataset.result = result;
+    mount(out, ...children);
+  };
+
+  // latestRequest reads the server's newest requests (the first is the latest) and offers them to pick from.
+  const latestRequest = async () => {
+    const data = await gql(Q.FILTER_REQUESTS, { serverId, first: 20 });
+    const rows = data.requests.edges.map((e) => e.node);
+    mount(options, rows.map((q) => h('option', { value: q.id }, `${q.method} ${q.path || '/'}`)));
+    latest = rows[0] || null;
+    pickHint.textContent = latest ? `Empty: the latest, #${latest.id} (${latest.method} ${latest.path || '/'})` : '';
+    return latest;
+  };
+
+  const run = async () => {
+    const mine = ++seq;
+    if (!text.trim()) { show('none', h('span.muted', 'No filter: every request is delivered to this recipient.')); return; }
+    const parsed = parseRule(text);
+    if (parsed.error) { show('error', icon('alert'), h('span', `filter: $: ${parsed.error}`)); return; }
+    let id = pick.value.trim().replace(/^#/, '');
+    try {
+      if (!id) {
+        const q = await latestRequest();
+        if (mine !== seq) return;
+        if (!q) { show('none', h('span.muted', 'No stored request to test it against yet: send one to the server\u2019s inbound URL.')); return; }
+        id = q.id;
+      }
+      if (!/^\d+$/.test(id)) { show('error', icon('alert'), h('span', 'A request ID is a number.')); return; }
+      const res = (await gql(Q.TEST_FILTER, { filter: parsed.rule, requestId: id })).testFilter;
+      if (mine !== seq) return;
+      if (res.error) show('error', icon('alert'), h('span', 'filter: ' + res.error));
+      else if (res.matches) show('match', icon('check'), h('span', 'Matches request ', h('a', { href: href('/requests/' + id) }, `#${id}`), ': it would be delivered to this recipient.'));
+      else show('no-match', icon('x'), h('span', 'Doesn\u2019t match request ', h('a', { href: href('/requests/' + id) }, `#${id}`), ': it would get no delivery to this recipient.'));
+    } catch (err) {
+      if (mine !== seq) return;
+      show('error', icon('alert'), h('span', err.code === 'NOT_FOUND' ? `No request #${id} on this server.` : err.message));
+    }
+  };
+  const later = debounce(run, 300);
+  pick.addEventListener('input', later);
+  // Enter in the picker tests at once rather than saving the form.
+  pick.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); later.cancel(); run(); } });
+  return {
+    update(value) {
+      if (value !== text) { text = value || ''; later(); }
+      return el;
+    },
+  };
 }
 
 // ---- a new recipient ---------------------------------------------------------------------------------------
@@ -94,7 +187,7 @@ export async function viewNewRecipient(ctx, main, serverId) {
   }
   const form = createForm({
     role: 'recipient-form',
-    fields: recipientFields(L, {}),
+    fields: recipientFields(L, {}, filterPreview(serverId)),
     cost: () => costLine(0),
     submitLabel: 'Add recipient',
     onCancel: () => navigate(href(`/servers/${serverId}/recipients`)),
@@ -127,6 +220,7 @@ export function viewRecipient(ctx, main, id) {
   const status = h('div');
   const cli = h('div');
   let cliEl = null;
+  let secretEl = null;
 
   const load = async (quiet) => {
     let data;
@@ -155,6 +249,7 @@ export function viewRecipient(ctx, main, id) {
       if (!cliEl) mount(cli, (cliEl = cliCard(r)));
       cliEl.update(r);
     }
+    if (secretEl) secretEl.update(r);
   };
 
   const page = async (r) => {
@@ -171,13 +266,14 @@ export function viewRecipient(ctx, main, id) {
       const L = await limits();
       const form = createForm({
         role: 'recipient-settings',
-        fields: recipientFields(L, r),
+        fields: recipientFields(L, r, filterPreview(r.server.id)),
         cost: () => costLine(0),
         submitLabel: 'Save changes',
         onSubmit: (v) => gql(Q.UPDATE_RECIPIENT, { id: r.id, input: recipientInput({ ...v, method: r.method }, false) }),
         onDone: () => { toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`); last = ''; load(true); },
       });
       parts.push(section('Settings', { id: 'settings', sub: 'New deliveries use them; those already created keep theirs.' }, form.el));
+      if (r.signingSecret) parts.push((secretEl = secretCard(r, L)));
       parts.push(section('Delete this recipient', { id: 'danger' },
         h('p', 'Its pending deliveries are canceled and nothing more is sent to it. Its history stays with the requests.'),
         h('button.btn.btn-danger-ghost', { type: 'button', dataset: { role: 'delete-recipient' }, onclick: () => deleteFlow(r) }, icon('trash'), 'Delete recipient')));
@@ -187,7 +283,12 @@ export function viewRecipient(ctx, main, id) {
         ['Timeout', `${r.timeoutSeconds} s`],
         ['Idempotency header', r.sendIdempotencyKey ? 'Sent' : 'Not sent'],
         r.method === 'DIRECT_HTTP' ? ['URL', h('span.mono.break', r.url)] : null,
+        r.method === 'DIRECT_HTTP' ? ['Concurrency', r.maxConcurrency ? `At most ${plural(r.maxConcurrency, 'attempt')} at once` : 'No cap'] : null,
+        ['Signature headers', r.signatureHeaders === 'STANDARD_WEBHOOKS' ? 'Standard Webhooks (webhook-*)' : 'Adal (X-Adal-Webhook-*)'],
+        ['Routing filter', r.filter ? h('code.mono.break', { dataset: { role: 'filter-text' } }, JSON.stringify(r.filter)) : 'None: every request'],
       ])));
+      parts.push(section('Signing secret', { id: 'secret' }, h('p.muted', { dataset: { role: 'secret-hidden' } },
+        'Deliveries are signed with the recipient\u2019s secret. Only the tenant\u2019s owner or an operator can see it.')));
     }
     if (ctx.alive) mount(root, h('div.stack', parts));
   };
@@ -240,6 +341,97 @@ function cliCard(r) {
     banner.dataset.connected = String(connected);
     mount(banner, h('span.status-dot', { class: connected ? 'tone-success' : 'tone-neutral' }),
       connected ? 'A CLI is connected: due deliveries go to it now.' : 'No CLI connected: deliveries wait, pending, without spending attempts.');
+  };
+  return el;
+}
+
+// secretCard shows the secret deliveries are signed with: hidden until revealed, copied, rotated with a grace
+// during which both signatures are sent. update(r) follows changes read by the page's polling.
+function secretCard(r, L) {
+  let secret = r.signingSecret;
+  let previousUntil = r.previousSecretExpiresAt;
+  let shown = false;
+  let rotatedAt = 0;
+  const value = h('code.secret-value', { id: 'secret-' + r.id, dataset: { role: 'secret-value' } });
+  const reveal = h('button.btn.btn-secondary.btn-sm', { type: 'button', dataset: { role: 'reveal-secret' }, 'aria-controls': 'secret-' + r.id });
+  const copy = h('button.btn.btn-secondary.btn-sm', { type: 'button', dataset: { role: 'copy-secret' } });
+  const rotate = h('button.btn.btn-secondary.btn-sm', { type: 'button', dataset: { role: 'rotate-secret' } }, icon('rotate'), 'Rotate');
+  const grace = h('p.muted', { dataset: { role: 'secret-grace' } });
+  const draw = () => {
+    value.textContent = shown ? secret : 'whsec_' + '\u2022'.repeat(32);
+    value.dataset.revealed = String(shown);
+    reveal.setAttribute('aria-pressed', String(shown));
+    mount(reveal, icon('key'), shown ? 'Hide' : 'Reveal');
+    mount(grace, previousUntil && Date.parse(previousUntil) > Date.now()
+      ? ['Until ', timeEl(previousUntil), ' deliveries also carry a signature made with the previous secret.']
+      : null);
+  };
+  const copyLabel = (iconName, text) => mount(copy, icon(iconName), h('span', text));
+  copyLabel('copy', 'Copy');
+  reveal.addEventListener('click', () => { shown = !shown; draw(); });
+  copy.addEventListener('click', async () => {
+    let ok = false;
+    try {
+      if (navigator.clipboard && navigator.clipboard.writeText) { await navigator.clipboard.writeText(secret); ok = true; }
+    } catch { ok = false; }
+    if (!ok) {
+      // No clipboard (an insecure origin, a refused permission): show the secret selected, for Ctrl+C.
+      shown = true;
+      draw();
+      const range = document.createRange();
+      range.selectNodeContents(value);
+      const sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+    }
+    copyLabel(ok ? 'check' : 'copy', ok ? 'Copied' : 'Selected: press Ctrl+C');
+    copy.classList.toggle('copied', ok);
+    setTimeout(() => { copyLabel('copy', 'Copy'); copy.classList.remove('copied'); }, 2500);
+  });
+  rotate.addEventListener('click', async () => {
+    const pickId = 'secret-grace-' + r.id;
+    const hours = L.keyGraceSecondsDefault / 3600;
+    const pick = h('select.input.plain', { id: pickId, dataset: { role: 'secret-grace-seconds' } },
+      [
+        ['0', 'No grace: only the new secret signs from now on'],
+        ['3600', '1 hour'],
+        [String(L.keyGraceSecondsDefault), `${hours} hours (the default)`],
+        [String(7 * 86400), '7 days'],
+        [String(L.keyGraceSecondsMax), `${L.keyGraceSecondsMax / 86400} days (the longest)`],
+      ].map(([v, label]) => h('option', { value: v, selected: v === String(L.keyGraceSecondsDefault) }, label)));
+    const result = await confirmAction({
+      title: `Rotate the signing secret of ${r.name}`,
+      body: [
+        h('p', 'A new secret signs deliveries at once.'),
+        h('p', 'During the grace, every delivery carries both signatures, space-separated, the new one first: give the recipient the new secret while it still accepts the old one. After it, only the new secret signs.'),
+        h('div.field', h('label.field-label', { for: pickId }, 'Grace (both signatures sent)'), pick),
+        costLine(0),
+      ],
+      confirmLabel: 'Rotate secret',
+      action: () => gql(Q.ROTATE_RECIPIENT_SECRET, { id: r.id, graceSeconds: Number(pick.value) }),
+    });
+    if (!result) return;
+    const now = result.rotateRecipientSecret;
+    rotatedAt = Date.now();
+    secret = now.signingSecret;
+    previousUntil = now.previousSecretExpiresAt;
+    shown = true;
+    draw();
+    toast(now.previousSecretExpiresAt
+      ? `New signing secret of ${r.name} shown; the old one also signs for ${duration(Number(pick.value))}.`
+      : `New signing secret of ${r.name} shown; the old one no longer signs.`);
+  });
+  draw();
+  const el = section('Signing secret', { id: 'secret', sub: 'Give it to a Standard Webhooks library to verify deliveries' },
+    h('div.secret-line', value, h('div.row-actions', reveal, copy, rotate)),
+    grace);
+  el.update = (now) => {
+    if (!now.signingSecret || (now.signingSecret === secret && now.previousSecretExpiresAt === previousUntil)) return;
+    // A poll sent before this page's own rotation answers with the replaced secret: not news.
+    if (Date.now() - rotatedAt < 5000) return;
+    secret = now.signingSecret;
+    previousUntil = now.previousSecretExpiresAt;
+    draw();
   };
   return el;
 }

@@ -1,5 +1,6 @@
 // One server: its requests (filtered by status and time, live), its recipients, and its settings (name,
-// retention, rate limit, CLI backlog, inbound key rotation, deletion).
+// retention, rate limit, CLI backlog, sender verification with its recent rejections, allowed methods, the
+// answer senders get, inbound key rotation, deletion).
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
@@ -9,7 +10,7 @@ import {
 } from '../ui.js';
 import { href, navigate } from '../router.js';
 import { canManage, isOperator, refreshViewer } from '../session.js';
-import { limits } from '../limits.js';
+import { limits, checks, printable, methodList, TOLERANCE_MAX, SECRET_MAX_BYTES } from '../limits.js';
 import { createForm } from '../form.js';
 import { setTitle, pageHeader, tabs, liveIndicator, watch, poller, orNotFound, costLine, snippet, section } from '../page.js';
 import { dataTable } from '../table.js';
@@ -323,7 +324,9 @@ async function settingsTab(ctx, body, s, reload) {
         title: `Rotate the inbound key of ${s.name}`,
         body: [
           h('p', 'The server gets a new inbound URL at once. Give it to your senders.'),
-          h('p', grace ? `The current URL keeps working for ${graceOptions.find((o) => o.value === v.graceSeconds).label.replace('Keep the old URL for ', '')}, then answers 404.` : 'The current URL answers 404 from now on.'),
+          h('p', grace
+            ? `The current URL keeps working for ${graceOptions.find((o) => o.value === v.graceSeconds).label.replace('Keep the old URL for ', '')}, then answers 404: senders still using it stop working.`
+            : 'The current URL stops working at once: it answers 404 from now on.'),
           costLine(0),
         ],
         confirmLabel: 'Rotate key',
@@ -339,15 +342,288 @@ async function settingsTab(ctx, body, s, reload) {
     },
   });
 
+  const verification = createForm({
+    role: 'verification-form',
+    fields: verificationFields(s.verification),
+    cost: () => costLine(0),
+    submitLabel: 'Save verification',
+    onSubmit: (v) => gql(Q.UPDATE_SERVER, { id: s.id, input: { verification: verificationInput(v) } }),
+    onDone: (_, v) => {
+      const kind = v['verification.kind'];
+      toast(kind === 'NONE' ? `${s.name} verifies nothing now.` : `${s.name} now verifies ${KIND_LABELS[kind]}${v['verification.enforce'] === 'false' ? ', in shadow mode' : ''}.`);
+      reload();
+    },
+  });
+  const intake = createForm({
+    role: 'intake-form',
+    fields: intakeFields(s),
+    cost: () => costLine(0),
+    submitLabel: 'Save methods and answer',
+    onSubmit: (v) => gql(Q.UPDATE_SERVER, { id: s.id, input: intakeInput(v) }),
+    onDone: () => { toast(`What ${s.name} accepts and answers is saved.`); reload(); },
+  });
+
   const deleteBtn = h('button.btn.btn-danger-ghost', { type: 'button', dataset: { role: 'delete-server' }, onclick: () => deleteServerFlow(s) }, icon('trash'), 'Delete server');
   mount(body, h('div.stack',
     section('Settings', { id: 'settings' }, form.el),
+    section('Sender verification', { id: 'verification', sub: 'Check that requests come from your sender' },
+      verificationStatus(s.verification), verification.el),
+    rejectionsSection(ctx, s),
+    section('Methods and answer', { id: 'intake', sub: 'What senders may send, and what they get back' }, intake.el),
     section('Inbound key', {
       id: 'rotate', sub: s.previousKeyExpiresAt ? ['A replaced key works until ', timeEl(s.previousKeyExpiresAt)] : 'Rotate it if the URL leaked',
     }, h('p.muted', 'Rotating gives the server a new inbound URL. The old one can keep working for a while so senders can move over.'), rotate.el),
     section('Delete this server', { id: 'danger' },
       h('p', 'Intake stops at once; its recipients are deleted and their pending deliveries canceled. Stored requests stay readable until they expire.'),
       deleteBtn)));
+}
+
+// ---- senders: verification, rejections, methods, answer -------------------------------------------------------
+
+const KINDS = [
+  ['NONE', 'Nothing (every request is accepted)'],
+  ['HMAC', 'HMAC signature in a header of your choice'],
+  ['GITHUB', 'GitHub (X-Hub-Signature-256)'],
+  ['STRIPE', 'Stripe (Stripe-Signature)'],
+  ['SHOPIFY', 'Shopify (X-Shopify-Hmac-Sha256)'],
+  ['SLACK', 'Slack (X-Slack-Signature)'],
+  ['STANDARD_WEBHOOKS', 'Standard Webhooks (webhook-signature)'],
+  ['BASIC', 'HTTP Basic authentication'],
+  ['API_KEY', 'An API key in a header or the query'],
+];
+const KIND_LABELS = {
+  NONE: 'nothing', HMAC: 'an HMAC signature', GITHUB: 'GitHub signatures', STRIPE: 'Stripe signatures', SHOPIFY: 'Shopify signatures',
+  SLACK: 'Slack signatures', STANDARD_WEBHOOKS: 'Standard Webhooks signatures', BASIC: 'HTTP Basic credentials', API_KEY: 'an API key',
+};
+const TIMESTAMPED = ['STRIPE', 'SLACK', 'STANDARD_WEBHOOKS'];
+const SECRET_WORD = { BASIC: 'password', API_KEY: 'key' };
+const RESERVED_HEADER = /^(x-adal-.*|host|content-length|transfer-encoding|connection)$/i;
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,100}$/;
+
+// verificationStatus says what the server checks now, and whether secrets are set (never what they are).
+function verificationStatus(ver) {
+  if (ver.kind === 'NONE') {
+    return h('p.muted', { dataset: { role: 'verification-status', kind: 'NONE' } }, 'Now: nothing is checked; deliveries carry no X-Adal-Verified header.');
+  }
+  const where = ver.queryParameter ? `the ${ver.queryParameter} query parameter` : ver.headers.join(', ');
+  return h('p', { dataset: { role: 'verification-status', kind: ver.kind, enforce: String(ver.enforce) } },
+    h('strong', `Now: ${KINDS.find(([k]) => k === ver.kind)[1]}`), ` · reads ${where} · `,
+    ver.enforce ? 'enforced: failures are refused with 401 and not stored' : 'shadow mode: failures are accepted, marked X-Adal-Verified: false',
+    ' · ', h('span', { dataset: { role: 'secret-count' } }, ver.secretCount ? `${plural(ver.secretCount, 'secret')} set` : 'no secret set'), '.');
+}
+
+// verificationFields edit a server's verification; ver is the current one. Secrets are write-only: the form
+// only says how many are set.
+function verificationFields(ver) {
+  const kind = (v) => v['verification.kind'];
+  const is = (...kinds) => (v) => kinds.includes(kind(v));
+  const keyIn = (where) => (v) => kind(v) === 'API_KEY' && v.keyIn === where;
+  const same = (v) => kind(v) === ver.kind && ver.secretCount > 0;
+  return [
+    {
+      name: 'verification.kind', label: 'Check', type: 'select', value: ver.kind, options: KINDS.map(([value, label]) => ({ value, label })),
+      hint: 'A request that fails the check is answered 401 and kept only as a rejection (no body), unless in shadow mode.',
+    },
+    {
+      name: 'verification.enforce', label: 'When a request fails', type: 'radio', value: String(ver.kind === 'NONE' ? true : ver.enforce), show: (v) => kind(v) !== 'NONE',
+      options: [
+        { value: 'true', label: 'Enforce', hint: 'Refuse it with 401: nothing is stored, charged or delivered' },
+        { value: 'false', label: 'Shadow mode', hint: 'Accept and deliver it, marked X-Adal-Verified: false, to try the settings first' },
+      ],
+    },
+    {
+      name: 'keyIn', label: 'The key is sent in', type: 'radio', value: ver.queryParameter ? 'query' : 'header', show: is('API_KEY'),
+      options: [
+        { value: 'header', label: 'A header', hint: 'As is, or after Bearer' },
+        { value: 'query', label: 'A query parameter', hint: 'Of the URL the sender calls' },
+      ],
+    },
+    {
+      name: 'verification.header', label: 'Header', mono: true, value: ver.header || '', show: (v) => kind(v) === 'HMAC' || keyIn('header')(v), optionalNote: false,
+      attrs: { placeholder: 'X-Signature' },
+      check: (v, all) => {
+        if (!v) return kind(all) === 'HMAC' ? 'verification.header is required for HMAC' : 'verification: API_KEY takes exactly one of header or queryParameter';
+        if (!HEADER_NAME.test(v)) return 'verification.header must be a valid HTTP header name of at most 100 characters';
+        if (RESERVED_HEADER.test(v)) return `verification.header "${v}" is not a header a sender controls`;
+        return '';
+      },
+    },
+    {
+      name: 'verification.queryParameter', label: 'Query parameter', mono: true, value: ver.queryParameter || '', show: keyIn('query'), optionalNote: false,
+      attrs: { placeholder: 'api_key' },
+      check: (v) => {
+        if (!v) return 'verification: API_KEY takes exactly one of header or queryParameter';
+        return v.length > 100 || !printable(v) ? 'verification.queryParameter must be at most 100 printable characters' : '';
+      },
+    },
+    {
+      name: 'verification.algorithm', label: 'Algorithm', type: 'select', value: ver.algorithm || 'SHA256', show: is('HMAC'),
+      options: [{ value: 'SHA256', label: 'HMAC-SHA256' }, { value: 'SHA1', label: 'HMAC-SHA1' }, { value: 'SHA512', label: 'HMAC-SHA512' }],
+    },
+    {
+      name: 'verification.encoding', label: 'Encoding', type: 'select', value: ver.encoding || 'HEX', show: is('HMAC'),
+      options: [{ value: 'HEX', label: 'Hexadecimal' }, { value: 'BASE64', label: 'Base64' }],
+    },
+    {
+      name: 'verification.prefix', label: 'Prefix', mono: true, raw: true, value: ver.prefix || '', show: is('HMAC'), attrs: { placeholder: 'sha256=' },
+      hint: 'What precedes the signature in its header, if anything.',
+      check: (v) => (v.length > 64 || !printable(v) ? 'verification.prefix must be at most 64 printable characters' : ''),
+    },
+    {
+      name: 'verification.toleranceSeconds', label: 'Tolerance (seconds)', type: 'number', required: true, value: ver.toleranceSeconds ?? 300, show: is(...TIMESTAMPED),
+      hint: 'How far a signature\u2019s timestamp may be from now, either way: older ones are refused as replays.',
+      check: (v) => (v != null && (v < 1 || v > TOLERANCE_MAX) ? `verification.toleranceSeconds must be between 1 and ${TOLERANCE_MAX}` : ''),
+    },
+    {
+      name: 'verification.username', label: 'User name', value: ver.username || '', show: is('BASIC'), optionalNote: false,
+      check: (v) => (!v || v.length > 200 || v.includes(':') || !printable(v) ? 'verification.username is required for BASIC: at most 200 printable characters, no \':\'' : ''),
+    },
+    {
+      name: 'verification.secrets', label: 'Secret', type: 'password', mono: true, raw: true, value: '', show: (v) => kind(v) !== 'NONE',
+      optionalNote: 'write-only', attrs: { autocomplete: 'new-password' },
+      hint: (ver.kind !== 'NONE' && ver.secretCount ? `${plural(ver.secretCount, 'secret')} set, never shown. Leave both empty to keep ${ver.secretCount === 1 ? 'it' : 'them'} (same check); type new ones to replace them. ` : 'Write-only: never shown again. ')
+        + 'The signing secret; BASIC: the password; API_KEY: the key; Standard Webhooks: whsec_\u2026',
+      check: (v, all) => {
+        const k = kind(all);
+        if (!v && !all.secret2 && !same(all)) return `verification.secrets is required for ${k} (${SECRET_WORD[k] || 'signing secret'})`;
+        return secretCheck(k, v);
+      },
+    },
+    {
+      name: 'secret2', label: 'Second secret', type: 'password', mono: true, raw: true, value: '', show: (v) => kind(v) !== 'NONE',
+      optionalNote: 'while a sender rotates', attrs: { autocomplete: 'new-password' },
+      hint: 'A request passes when it matches either secret: add the new one here, let the sender switch, then save the new one alone.',
+      check: (v, all) => secretCheck(kind(all), v),
+    },
+  ];
+}
+
+function secretCheck(kind, v) {
+  if (!v) return '';
+  if (new TextEncoder().encode(v).length > SECRET_MAX_BYTES) return `verification.secrets: each must be 1 to ${SECRET_MAX_BYTES} bytes`;
+  if (kind === 'STANDARD_WEBHOOKS') {
+    if (!v.startsWith('whsec_')) return 'verification.secrets: a STANDARD_WEBHOOKS secret starts with whsec_';
+    let ok = false;
+    try { ok = atob(v.slice(6)).length > 0; } catch { ok = false; }
+    if (!ok) return 'verification.secrets: a STANDARD_WEBHOOKS secret is whsec_ followed by the key in base64';
+  }
+  if ((kind === 'BASIC' || kind === 'API_KEY') && !printable(v)) return `verification.secrets: a ${SECRET_WORD[kind]} must be printable characters`;
+  return '';
+}
+
+// verificationInput is updateServer's verification: only the settings the kind uses (the API refuses others),
+// and secrets only when typed (left out, those set are kept).
+function verificationInput(v) {
+  const kind = v['verification.kind'];
+  if (kind === 'NONE') return { kind };
+  const input = { kind, enforce: v['verification.enforce'] !== 'false' };
+  const secrets = [v['verification.secrets'], v.secret2].filter(Boolean);
+  if (secrets.length) input.secrets = secrets;
+  if (kind === 'HMAC') {
+    Object.assign(input, { header: v['verification.header'], algorithm: v['verification.algorithm'], encoding: v['verification.encoding'] });
+    if (v['verification.prefix']) input.prefix = v['verification.prefix'];
+  }
+  if (TIMESTAMPED.includes(kind)) input.toleranceSeconds = v['verification.toleranceSeconds'];
+  if (kind === 'BASIC') input.username = v['verification.username'];
+  if (kind === 'API_KEY') {
+    if (v.keyIn === 'query') input.queryParameter = v['verification.queryParameter'];
+    else input.header = v['verification.header'];
+  }
+  return input;
+}
+
+const REJECTIONS_SHOWN = 20;
+const REASONS = { MISSING: 'Missing', MALFORMED: 'Malformed', MISMATCH: 'Mismatch', STALE: 'Stale' };
+
+// rejectionsSection lists the latest requests refused for failing verification, refreshed while shown.
+function rejectionsSection(ctx, s) {
+  const count = h('span.muted', { dataset: { role: 'rejected-count' } }, plural(s.rejectedCount, 'rejection'));
+  const list = h('div', loading('Loading rejections…'));
+  let last = '';
+  const draw = (server) => {
+    count.textContent = `${plural(server.rejectedCount, 'request')} refused since the server was created`;
+    count.dataset.count = String(server.rejectedCount);
+    const rows = server.rejections.edges.map((e) => e.node);
+    if (!rows.length) {
+      return h('p.muted', server.verification && server.verification.kind === 'NONE'
+        ? 'None: this server verifies nothing, so it refuses nothing.'
+        : 'None so far. A request that fails an enforced check appears here, without its body.');
+    }
+    return dataTable({
+      className: 'rejections',
+      rows,
+      rowProps: (r) => ({ dataset: { rejectionId: r.id, reason: r.reason } }),
+      columns: [
+        { label: 'Time', className: 'nowrap', cell: (r) => [timeEl(r.at, 'relative'), h('div.cell-sub', timeEl(r.at))] },
+        { label: 'Method', cell: (r) => h('span.http-method', r.method) },
+        { label: 'Path', className: 'path-cell', cell: (r) => h('span.mono.break', r.path || '/') },
+        { label: 'Source', cell: (r) => h('span.mono', r.sourceAddr) },
+        { label: 'Reason', cell: (r) => [h('span.tag', { dataset: { role: 'reason' } }, REASONS[r.reason] || r.reason), h('div.cell-sub', r.message)] },
+      ],
+    });
+  };
+  const refresh = async () => {
+    // Saving a setting draws the tab again, with its own list: this one is gone.
+    if (last && !list.isConnected) return;
+    try {
+      const data = await gql(Q.SERVER_REJECTIONS, { id: s.id, first: REJECTIONS_SHOWN }, { signal: ctx.signal });
+      if (!ctx.alive || !data.server) return;
+      const snap = JSON.stringify(data.server);
+      if (snap === last) return;
+      last = snap;
+      mount(list, draw({ ...data.server, verification: s.verification }));
+    } catch (err) {
+      if (ctx.alive && err.name !== 'AbortError' && !last) mount(list, errorState(err, refresh));
+    }
+  };
+  refresh();
+  ctx.every(3000, refresh);
+  return section('Rejected requests', { id: 'rejections', sub: count },
+    h('p.muted', `The latest ${REJECTIONS_SHOWN} refused for failing verification, newest first: 401 was answered and nothing stored or charged.`),
+    list);
+}
+
+// intakeFields are the methods a server accepts and the answer its senders get.
+function intakeFields(s) {
+  const custom = (v) => v.customResponse;
+  return [
+    {
+      name: 'allowedMethods', label: 'Allowed methods', mono: true, value: (s.allowedMethods || []).join(', '), check: checks.allowedMethods(),
+      optionalNote: 'all if empty', attrs: { placeholder: 'POST, PUT' },
+      hint: 'Comma-separated. Other methods get 405 with an Allow header, and nothing is stored or charged.',
+    },
+    {
+      name: 'customResponse', label: 'Answer stored requests with my own response', type: 'checkbox', value: !!s.response, wide: true,
+      hint: 'Off: senders get 202 with {"requestId": …}. Some senders want a particular status or body.',
+    },
+    {
+      name: 'response.status', label: 'Status', type: 'number', required: true, value: s.response ? s.response.status : 200, show: custom,
+      check: checks.responseStatus(),
+    },
+    {
+      name: 'response.contentType', label: 'Content type', mono: true, value: s.response ? s.response.contentType : '', show: custom,
+      check: checks.responseContentType(), optionalNote: 'text/plain if a body', attrs: { placeholder: 'application/json' },
+    },
+    {
+      name: 'response.body', label: 'Body', type: 'textarea', raw: true, value: s.response ? s.response.body : '', show: custom,
+      check: checks.responseBody(), attrs: { rows: 3, placeholder: '{"ok": true}' }, hint: 'At most 1024 bytes; none for 204 and 205.',
+    },
+  ];
+}
+
+function intakeInput(v) {
+  const input = {};
+  const methods = methodList(v.allowedMethods);
+  if (methods.length) input.allowedMethods = methods;
+  else input.clearAllowedMethods = true;
+  if (v.customResponse) {
+    input.response = { status: v['response.status'] };
+    if (v['response.contentType']) input.response.contentType = v['response.contentType'];
+    if (v['response.body']) input.response.body = v['response.body'];
+  } else {
+    input.clearResponse = true;
+  }
+  return input;
 }
 
 async function deleteServerFlow(s) {

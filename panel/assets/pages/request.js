@@ -91,6 +91,7 @@ function requestPage(r, ui, indicator, reload) {
     h('section.section',
       h('div.section-head', h('h2', 'Deliveries'), h('span.muted', deliveryCounts(r.deliveries || []))),
       deliveriesByRecipient(r, ui, reload)),
+    filteredOutSection(r),
     headersSection(r, ui),
     bodySection(r, ui),
   ];
@@ -123,6 +124,9 @@ function deliveryCounts(deliveries) {
 function deliveriesByRecipient(r, ui, reload) {
   const deliveries = [...(r.deliveries || [])].sort((a, b) => Number(a.id) - Number(b.id));
   if (!deliveries.length) {
+    if ((r.filteredOut || []).length) {
+      return emptyState('inbox', 'No deliveries', 'No recipient\u2019s routing filter matched this request (see below). Replay it to route it by the filters as they are now.');
+    }
     return emptyState('inbox', 'No deliveries', 'The server had no active recipients when this request arrived. Replay it to deliver it to the recipients configured now.');
   }
   const groups = new Map();
@@ -146,6 +150,25 @@ function deliveriesByRecipient(r, ui, reload) {
       g.recipient.state !== 'ACTIVE' ? badge(g.recipient.state, `Recipient ${titleCase(g.recipient.state).toLowerCase()}`) : null,
       h('a.btn.btn-ghost.btn-sm', { href: href('/recipients/' + g.recipient.id), dataset: { role: 'open-recipient' } }, 'Recipient', icon('arrowRight'))),
     g.deliveries.map((d) => deliveryBlock(d, r, changed.has(d.id), reload)))));
+}
+
+// filteredOutSection names the recipients whose routing filter did not match the request when it was
+// accepted: they got no delivery of it.
+function filteredOutSection(r) {
+  const out = [...(r.filteredOut || [])].sort((a, b) => a.name.localeCompare(b.name));
+  if (!out.length) return null;
+  return h('section.section', { dataset: { section: 'filtered-out' } },
+    h('div.section-head', h('h2', 'Filtered out'), h('span.muted', `${out.length} ${out.length === 1 ? 'recipient' : 'recipients'}`)),
+    h('div.card.filtered-out',
+      h('div.note.tone-info', icon('send'),
+        h('span', out.length === 1 ? 'This recipient\u2019s routing filter' : 'These recipients\u2019 routing filters',
+          ' did not match this request when it was accepted: ', h('strong', 'no delivery'), ' was made to ',
+          out.length === 1 ? 'it' : 'them', '. A replay is routed by the filters as they are then.')),
+      h('ul.filtered-list', out.map((x) => h('li', { dataset: { recipientId: x.id, role: 'filtered-out' } },
+        h('a', { href: href('/recipients/' + x.id) }, x.name),
+        h('span.muted', ' · '), deliveryMethod(x),
+        x.method !== 'CLI' && x.url ? h('span.mono.muted.url', ' ', x.url) : null,
+        x.state !== 'ACTIVE' ? [' ', badge(x.state)] : null)))));
 }
 
 function deliveryBlock(d, r, flash, reload) {

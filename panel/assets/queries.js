@@ -494,7 +494,6 @@ query Alerts($first: Int!, $after: Cursor) {
         receivedAt
         status
         headers { name value }
-        body
         deliveries {
           id
           status

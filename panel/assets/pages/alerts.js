@@ -5,7 +5,7 @@
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
 import {
-  h, mount, icon, badge, titleCase, timeEl, plural, fmtNumber, loading, emptyState, errorState, toast, confirmAction,
+  h, mount, icon, badge, timeEl, plural, fmtNumber, loading, emptyState, errorState, toast, confirmAction,
 } from '../ui.js';
 import { href } from '../router.js';
 import { canManage, setBalance } from '../session.js';
@@ -219,7 +219,7 @@ export function viewAlerts(ctx, main) {
         rowProps: (r) => ({ dataset: { alertId: r.id, status: r.status, type: alertType(r) } }),
         columns: [
           { label: 'Raised', className: 'nowrap', cell: (r) => [h('a.row-link', { href: href('/requests/' + r.id) }, timeEl(r.receivedAt, 'relative')), h('div.cell-sub', timeEl(r.receivedAt))] },
-          { label: 'Alert', cell: (r) => [h('span.tag', { dataset: { role: 'alert-type' } }, alertType(r) || 'alert'), h('div.cell-sub', alertSummary(r))] },
+          { label: 'Alert', cell: (r) => [h('span.tag', { dataset: { role: 'alert-type' } }, alertType(r) || 'alert'), h('div.cell-sub', { dataset: { role: 'alert-summary' } }, alertSummary(r))] },
           { label: 'Status', cell: (r) => badge(r.status) },
           {
             label: 'Sent to',
@@ -264,19 +264,10 @@ function alertType(r) {
   return hd ? hd.value : '';
 }
 
-// alertSummary is one line on what the alert says, from its body (JSON or Slack's text).
+// alertSummary says what an alert is about, from its type (the body is on the alert's own page: the list
+// leaves bodies out to stay a cheap query).
 function alertSummary(r) {
-  let b;
-  try { b = JSON.parse(r.body); } catch { return ''; }
-  if (!b || typeof b !== 'object') return '';
-  if (typeof b.text === 'string') return b.text;
-  const d = b.data || {};
-  const parts = [];
-  if (d.recipient) parts.push(`Recipient ${d.recipient.name}${d.recipient.serverName ? ` of ${d.recipient.serverName}` : ''}`);
-  if (d.state) parts.push(titleCase(d.state));
-  if (d.reason) parts.push(d.reason);
-  if (d.count != null) parts.push(plural(d.count, 'failure'));
-  if (d.balance != null) parts.push(`Balance ${fmtNumber(d.balance)}`);
-  if (d.threshold != null) parts.push(`threshold ${fmtNumber(d.threshold)}`);
-  return parts.join(' · ');
+  const t = alertType(r);
+  const e = ALERT_EVENTS.find((x) => x.type === t);
+  return e ? `${e.label}: ${e.hint.charAt(0).toLowerCase()}${e.hint.slice(1)}` : '';
 }

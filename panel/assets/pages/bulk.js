@@ -352,9 +352,10 @@ export function bulkController(ctx, { server, scope, reloadList }) {
     update(result.cancelBulkJob);
   }
 
-  function scopeSummary(f) {
+  function scopeSummary(j) {
+    const f = j.filter;
     const parts = [];
-    parts.push(f.status ? titleCase(f.status).toLowerCase() : 'any');
+    parts.push(j.kind === 'CANCEL' ? 'pending' : f.status ? titleCase(f.status).toLowerCase() : 'failed, canceled or succeeded');
     if (f.recipientId) {
       const rec = server.recipients.find((r) => r.id === f.recipientId);
       parts.push(`to ${rec ? rec.name : '#' + f.recipientId}`);
@@ -375,7 +376,7 @@ export function bulkController(ctx, { server, scope, reloadList }) {
         columns: [
           { label: 'Started', className: 'nowrap', cell: (j) => [timeEl(j.createdAt, 'relative'), h('div.cell-sub', j.createdBy)] },
           { label: 'Action', cell: (j) => h('strong', j.kind === 'RETRY' ? 'Retry' : 'Cancel') },
-          { label: 'Deliveries', cell: (j) => h('span.muted.sm', j.filter ? scopeSummary(j.filter) : '') },
+          { label: 'Deliveries', cell: (j) => h('span.muted.sm', j.filter ? scopeSummary(j) : '') },
           { label: 'Progress', className: 'nowrap', cell: (j) => [h('span', { dataset: { role: 'job-done' } }, `${fmtNumber(j.done)} / ${fmtNumber(j.total)}`), j.failed ? h('div.cell-sub', `${fmtNumber(j.failed)} failed`) : null] },
           { label: 'Credits', right: true, cell: (j) => fmtNumber(j.creditsSpent) },
           { label: 'Status', cell: (j) => [jobBadge(j.status), j.errorMessage ? h('div.cell-sub', j.errorMessage) : null] },

@@ -479,7 +479,24 @@ func TestConsoleAlertsInBrowser(t *testing.T) {
 	if got := eval[string](b, `location.hash`); got != "#/requests/"+alertID {
 		t.Errorf("the alert opened %s", got)
 	}
+	if got := b.text(".crumbs"); !strings.HasPrefix(got, "Alerts") {
+		t.Errorf("an alert's breadcrumb = %q, want it under Alerts", got)
+	}
 	b.shot("alerts-04-alert-request")
+	// Retrying an alert is free too.
+	b.do("retry the alert", 20*time.Second,
+		chromedp.Click(css(`[data-delivery-id][data-status="SUCCEEDED"] [data-role="retry"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="cost"]`)))
+	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "no credits") {
+		t.Errorf("an alert's retry cost = %q, want free", got)
+	}
+	b.do("confirm the alert's retry", 30*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)))
+	b.waitJS("the retried alert delivered", `document.querySelectorAll('[data-delivery-id][data-status="SUCCEEDED"]').length === 2`, 30*time.Second)
+	if got := balanceOf(env, tenant.Owner); got != balance {
+		t.Errorf("balance after retrying an alert = %d, want %d", got, balance)
+	}
 
 	// Deleting says what happens, then the subscription is gone.
 	b.do("delete the subscription", 20*time.Second,

@@ -14,6 +14,13 @@ import { TRIGGERS, ERROR_KINDS, deliveryMethod } from './shared.js';
 
 const ACTIVE_DELIVERY = new Set(['PENDING', 'IN_PROGRESS']);
 
+// isAlert: an alert Adal raised (docs/alerts.md) is stored as a request of the tenant's hidden alerts server,
+// with no source address and its type in a header. Retrying or replaying it costs nothing.
+const isAlert = (r) => !r.sourceAddr && (r.headers || []).some((x) => x.name.toLowerCase() === 'adal-alert-type');
+// price is what a retry or a replay of r costs.
+const price = (r) => (isAlert(r) ? 0 : 1);
+const priceLabel = (r) => (price(r) ? '1 credit' : 'free');
+
 export function viewRequest(ctx, main, id) {
   setTitle(`Request #${id}`);
   const indicator = liveIndicator();
@@ -64,13 +71,15 @@ export function viewRequest(ctx, main, id) {
 function requestPage(r, ui, indicator, reload) {
   setTitle(`${r.method} ${r.path || '/'} · #${r.id}`);
   const replayBtn = h('button.btn.btn-secondary', { type: 'button', dataset: { role: 'replay' }, onclick: () => replayFlow(r) },
-    icon('replay'), 'Replay request', h('span.btn-cost', '1 credit'));
+    icon('replay'), 'Replay request', h('span.btn-cost', priceLabel(r)));
   const head = pageHeader({
-    crumbs: [
-      { label: 'Servers', href: '#/servers' },
-      { label: r.server.name, href: href('/servers/' + r.server.id) },
-      { label: `Request #${r.id}` },
-    ],
+    crumbs: isAlert(r)
+      ? [{ label: 'Alerts', href: '#/alerts' }, { label: `Alert #${r.id}` }]
+      : [
+        { label: 'Servers', href: '#/servers' },
+        { label: r.server.name, href: href('/servers/' + r.server.id) },
+        { label: `Request #${r.id}` },
+      ],
     title: h('span.request-title', h('span.http-method.lg', r.method),
       h('span.mono', r.path || '/', r.query ? h('span.muted', '?' + r.query) : null)),
     subtitle: h('div.title-badges', badge(r.status), indicator),
@@ -174,8 +183,8 @@ function filteredOutSection(r) {
 function deliveryBlock(d, r, flash, reload) {
   const actions = [];
   if (['FAILED', 'CANCELED', 'SUCCEEDED'].includes(d.status)) {
-    actions.push(h('button.btn.btn-secondary.btn-sm', { type: 'button', dataset: { role: 'retry' }, onclick: () => retryFlow(d, reload) },
-      icon('retry'), 'Retry', h('span.btn-cost', '1 credit')));
+    actions.push(h('button.btn.btn-secondary.btn-sm', { type: 'button', dataset: { role: 'retry' }, onclick: () => retryFlow(d, r, reload) },
+      icon('retry'), 'Retry', h('span.btn-cost', priceLabel(r))));
   }
   if (d.status === 'PENDING') {
     actions.push(h('button.btn.btn-danger-ghost.btn-sm', { type: 'button', dataset: { role: 'cancel' }, onclick: () => cancelFlow(d, reload) },
@@ -276,15 +285,15 @@ function setActive(e) {
 
 // ---- actions -----------------------------------------------------------------------------------------------
 
-async function retryFlow(d, reload) {
+async function retryFlow(d, r, reload) {
   const result = await confirmAction({
     title: `Retry delivery to ${d.recipient.name}`,
     body: [
       h('p', 'Sends this request to ', h('strong', d.recipient.name),
         ' again as a new delivery, with its own attempts and retry schedule. Other recipients are not affected.'),
-      costLine(1, 'A manual retry'),
+      costLine(price(r), 'A manual retry'),
     ],
-    confirmLabel: 'Retry · 1 credit',
+    confirmLabel: `Retry · ${priceLabel(r)}`,
     action: () => gql(Q.RETRY_DELIVERY, { id: d.id }),
   });
   if (!result) return;
@@ -317,9 +326,9 @@ async function replayFlow(r) {
     body: [
       h('p', 'Creates a new request with the same method, path, headers and body and delivers it to the recipients ',
         h('strong', r.server.name), ' has now. It gets a new key; this request stays unchanged.'),
-      costLine(1, 'A replay'),
+      costLine(price(r), 'A replay'),
     ],
-    confirmLabel: 'Replay · 1 credit',
+    confirmLabel: `Replay · ${priceLabel(r)}`,
     action: () => gql(Q.REPLAY_REQUEST, { id: r.id }),
   });
   if (!result) return;

@@ -305,6 +305,106 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 	t.Logf("screenshots in %s", b.dir)
 }
 
+// TestConsoleBulkJobProgressAndCancelInBrowser: a bulk retry to a recipient that hangs stops making retries
+// once a few wait for their first attempt; its progress shows live on the page (no reload), and Cancel job
+// stops it: what it did stays done and is all that was charged.
+func TestConsoleBulkJobProgressAndCancelInBrowser(t *testing.T) {
+	b := startBrowser(t)
+	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 10 * time.Millisecond })
+	base := panelURL(t, env)
+	tenant := env.NewTenant("hooli", relaytest.PlanLimits{Credits: 100})
+
+	var hang atomic.Bool
+	release := make(chan struct{})
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hang.Load() {
+			select { // hold the attempt until the test ends
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		http.Error(w, "unavailable", http.StatusBadGateway)
+	}))
+	t.Cleanup(target.Close)
+	t.Cleanup(func() { close(release) }) // runs first: lets the held attempts finish so the server can close
+	srv := env.NewServer(tenant, "warehouse", nil)
+	env.NewRecipient(tenant, srv.ID, map[string]any{
+		"name": "stock-api", "method": "DIRECT_HTTP", "url": target.URL + "/stock", "maxAttempts": 1, "timeoutSeconds": 30,
+	})
+	const total = 12
+	for i := range total {
+		env.Send(srv.Key, "/stock", fmt.Sprintf(`{"sku":"sku_%02d"}`, i))
+	}
+	relaytest.Eventually(t, 30*time.Second, "every delivery failed", func() bool {
+		return count(deliveryStatuses(env, tenant.Owner, srv.ID)["stock-api"], "FAILED") == total
+	})
+	hang.Store(true)
+	before := balanceOf(env, tenant.Owner)
+
+	b.signIn(base, "#/servers/"+srv.ID, tenant.Owner, `tr[data-request-id]`)
+	b.waitJS("the requests listed", rowIDs+fmt.Sprintf(`.length === %d`, total), 15*time.Second)
+	eval[bool](b, `window.__noReload = true`)
+	b.do("retry every failed delivery", 20*time.Second,
+		chromedp.Click(css(`input[data-role="select-page"]`)),
+		chromedp.WaitVisible(css(`[data-role="select-all-matching"]`)),
+		chromedp.Click(css(`[data-role="select-all-matching"]`)),
+		chromedp.Click(css(`[data-role="bulk-retry"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="dry-run"]`)))
+	if got := b.text(`dialog[open] [data-role="plan-count"]`); got != fmt.Sprintf("%d deliveries", total) {
+		t.Errorf("dry run = %q", got)
+	}
+	if got := b.text(`dialog[open] .dialog-body`); !strings.Contains(got, "all of them, not only this page") {
+		t.Errorf("the dialog does not say it acts beyond the page: %q", got)
+	}
+	b.do("start it", 20*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="bulk-progress"][data-status="RUNNING"]`)))
+	// The job makes a few retries, then waits for the recipient: the page shows how far it got, live.
+	jobID := eval[string](b, `document.querySelector('[data-role="bulk-progress"]').dataset.jobId`)
+	type jobState struct {
+		Status                    string
+		Total, Done, CreditsSpent int
+	}
+	readJob := func() jobState {
+		var out struct{ BulkJob jobState }
+		env.MustGraphQL(tenant.Owner, `query($id: ID!) { bulkJob(id: $id) { status total done creditsSpent } }`, map[string]any{"id": jobID}, &out)
+		return out.BulkJob
+	}
+	var partial jobState
+	relaytest.Eventually(t, 20*time.Second, "the job waiting for the recipient after a few retries", func() bool {
+		partial = readJob()
+		return partial.Status == "RUNNING" && partial.Done > 0 && partial.Done < total
+	})
+	b.waitJS("partial progress shown live", fmt.Sprintf(`(() => {
+		const p = document.querySelector('[data-role="bulk-progress"][data-status="RUNNING"]');
+		return !!p && p.querySelector('[data-role="bulk-done"]').textContent === '%d / %d' && p.querySelector('[data-role="bulk-credits"]').textContent === '%d';
+	})()`, partial.Done, total, partial.CreditsSpent), 10*time.Second)
+	b.shot("cancel-01-running")
+	b.do("cancel the job", 20*time.Second,
+		chromedp.Click(css(`[data-role="bulk-progress"] [data-role="cancel-job"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="bulk-progress"][data-status="CANCELED"]`)))
+	j := readJob()
+	if j.Status != "CANCELED" || j.Total != total || j.Done == 0 || j.Done >= total || j.CreditsSpent != j.Done {
+		t.Fatalf("job after cancel = %+v", j)
+	}
+	if got := b.text(`[data-role="bulk-progress"] [data-role="bulk-done"]`); got != fmt.Sprintf("%d / %d", j.Done, total) {
+		t.Errorf("progress shown = %q, the job did %d of %d", got, j.Done, total)
+	}
+	if got := balanceOf(env, tenant.Owner); got != before-j.Done {
+		t.Errorf("balance = %d, want %d: only the retries made are charged", got, before-j.Done)
+	}
+	b.waitJS("the jobs list shows it canceled", fmt.Sprintf(`!!document.querySelector('[data-section="bulk-jobs"] tr[data-job-id=%q][data-status="CANCELED"]')`, jobID), 15*time.Second)
+	if !eval[bool](b, `window.__noReload === true`) {
+		t.Error("the page reloaded to show the progress")
+	}
+	b.page("cancel-02-canceled")
+	b.noExceptions()
+}
+
 func sameSet(a, b []string) bool {
 	x, y := slices.Clone(a), slices.Clone(b)
 	slices.Sort(x)

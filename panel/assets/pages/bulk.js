@@ -271,8 +271,12 @@ export function bulkController(ctx, { server, scope, reloadList }) {
 
   function update(j) {
     const prev = jobs.get(j.id) || {};
+    // A read and an event may cross: a job only moves forward, so an older state never replaces a newer one.
+    if (prev.id && (prev.status !== 'RUNNING' ? j.status === 'RUNNING' : j.status === 'RUNNING' && j.done < prev.done)) return;
     const job = { ...prev, ...j };
     const wasRunning = prev.status === 'RUNNING';
+    // The same job again (a repeated event, a catch-up read): keep the DOM, and the focus on its buttons.
+    if (prev.id && JSON.stringify(job) === JSON.stringify(prev)) return;
     jobs.set(j.id, job);
     if (current && current.id === j.id) current = job;
     if (job.status === 'RUNNING') follow(job);

@@ -163,6 +163,9 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 		choose(`[data-role="bulk-status"]`, "FAILED"),
 		chromedp.Click(css(`[data-role="bulk-retry"]`)),
 		chromedp.WaitVisible(css(`dialog[open] [data-role="dry-run"]`)))
+	if bad := eval[[]string](b, unlabelled); len(bad) > 0 {
+		t.Errorf("controls without a label with the selection bar shown: %v", bad)
+	}
 	var plan struct{ PlanBulkRetry struct{ Count, Credits int } }
 	env.MustGraphQL(tenant.Owner, `query($s: ID!) { planBulkRetry(filter: {serverId: $s, status: FAILED, search: "order.created"}) { count credits } }`,
 		map[string]any{"s": srv.ID}, &plan)
@@ -299,6 +302,9 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 		chromedp.Navigate(base+"/#/servers/"+srv.ID),
 		chromedp.WaitVisible(css(`tr[data-request-id]`)),
 		chromedp.WaitVisible(css(`[data-section="bulk-jobs"]`)))
+	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 400 {
+		t.Errorf("the requests page is %dpx wide on a 390px screen", w)
+	}
 	b.page("bulk-06-narrow")
 	b.do("wide again", 10*time.Second, chromedp.EmulateViewport(1440, 960))
 	b.noExceptions()

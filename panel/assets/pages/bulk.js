@@ -74,7 +74,7 @@ export function bulkController(ctx, { server, scope, reloadList }) {
           ? h('button.btn.btn-ghost.btn-sm', { type: 'button', dataset: { role: 'clear-selection' }, onclick: clear }, 'Clear selection')
           : pageAll
             ? h('button.btn.btn-ghost.btn-sm', { type: 'button', dataset: { role: 'select-all-matching' }, onclick: () => { sel.all = true; syncChecks(); } },
-              sel.hasMore ? 'Select all requests matching the filter' : 'Select all matching the filter (for a bulk job)')
+              sel.hasMore ? `Select all requests matching the filter, not only these ${sel.rows.length}` : 'Select all requests matching the filter')
             : null),
       h('div.bulk-bar-controls',
         h('label.inline-label', { for: 'bulk-status' }, 'Retry deliveries that are'), statusSelect,

@@ -1,5 +1,6 @@
-// One request: its deliveries grouped by recipient with every attempt, live; headers and body; links between
-// a replay and its original; retry, cancel and replay, each with its cost before and the new balance after.
+// One request: its deliveries grouped by recipient with every attempt, live, and the recipients its routing
+// filters left out; headers and body; links between a replay and its original; retry, cancel and replay, each
+// with its cost before and the new balance after.
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';

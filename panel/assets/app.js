@@ -4,7 +4,7 @@
 //
 // Operators:  #/tenants, #/tenants/:id, #/plans, #/servers, #/ledger
 // Tenants:    #/servers, #/servers/:id[/recipients|/settings|/recipients/new], #/recipients/:id,
-//             #/requests/:id, #/outbound[/new|/:id], #/credits, #/team (owners)
+//             #/requests/:id, #/outbound[/new|/:id], #/credits, #/alerts, #/team (owners)
 // Everyone:   #/signin[?code=…] — a one-time code from a sign-in link is redeemed at once.
 
 import { auth, live, onUnauthenticated } from './gql.js';
@@ -23,6 +23,7 @@ import { viewCredits, viewLedger } from './pages/credits.js';
 import { viewTeam } from './pages/team.js';
 import { viewPlans } from './pages/plans.js';
 import { viewTenants, viewTenant } from './pages/tenants.js';
+import { viewAlerts } from './pages/alerts.js';
 
 const header = document.getElementById('header');
 const main = document.getElementById('main');
@@ -40,6 +41,7 @@ const ROUTES = [
   { path: 'outbound/new', roles: ['ADMIN', 'OWNER'], view: (ctx) => viewNewOutbound(ctx, main) },
   { path: 'outbound/:id', view: (ctx, p) => viewOutboundJob(ctx, main, p.id) },
   { path: 'credits', view: (ctx) => viewCredits(ctx, main) },
+  { path: 'alerts', roles: ['OWNER', 'MEMBER'], view: (ctx) => viewAlerts(ctx, main) },
   { path: 'team', roles: ['OWNER', 'MEMBER'], view: (ctx) => viewTeam(ctx, main) },
   { path: 'ledger', roles: ['ADMIN'], view: (ctx) => viewLedger(ctx, main) },
   { path: 'plans', roles: ['ADMIN'], view: (ctx, p, q) => viewPlans(ctx, main, q) },
@@ -63,8 +65,8 @@ const SECTION_OF = { requests: 'servers', recipients: 'servers' };
 
 const NAV = {
   ADMIN: [['tenants', 'Tenants'], ['plans', 'Plans'], ['servers', 'Servers'], ['ledger', 'Ledger']],
-  OWNER: [['servers', 'Servers'], ['outbound', 'Outbound'], ['credits', 'Credits'], ['team', 'Team']],
-  MEMBER: [['servers', 'Servers'], ['outbound', 'Outbound'], ['credits', 'Credits']],
+  OWNER: [['servers', 'Servers'], ['outbound', 'Outbound'], ['credits', 'Credits'], ['alerts', 'Alerts'], ['team', 'Team']],
+  MEMBER: [['servers', 'Servers'], ['outbound', 'Outbound'], ['credits', 'Credits'], ['alerts', 'Alerts']],
 };
 
 export const home = () => (session.viewer && session.viewer.role === 'ADMIN' ? '#/tenants' : '#/servers');

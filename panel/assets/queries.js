@@ -389,6 +389,7 @@ query Request($id: ID!) {
     server { id name }
     replayOf { id }
     replays { id }
+    filteredOut { id name method url state cliConnected }
     deliveries {
       id
       status
@@ -436,6 +437,140 @@ subscription DeliveryUpdatedForRequest($requestId: ID!) {
 export const DELIVERY_UPDATED_FOR_SERVER = /* GraphQL */ `
 subscription DeliveryUpdatedForServer($serverId: ID!) {
   deliveryUpdated(serverId: $serverId) { id status attemptCount nextAttemptAt }
+}`;
+
+// ---- search and bulk jobs ----------------------------------------------------------------------------------
+
+export const SEARCH_REQUESTS = /* GraphQL */ `
+query SearchRequests($serverId: ID!, $first: Int!, $after: Cursor, $where: RequestWhereInput, $search: String!) {
+  server(id: $serverId) {
+    id
+    name
+    inboundUrl
+    recipients { id name method state cliConnected }
+  }
+  requests(serverId: $serverId, first: $first, after: $after, where: $where, search: $search) {
+    totalCount
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+    search { scanned stoppedEarly examinedTo }
+    edges {
+      node {
+        id
+        method
+        path
+        query
+        receivedAt
+        status
+        replayOf { id }
+        deliveries {
+          id
+          status
+          trigger
+          attemptCount
+          recipient { id name }
+        }
+      }
+    }
+  }
+}`;
+
+export const PLAN_BULK_RETRY = /* GraphQL */ `
+query PlanBulkRetry($filter: BulkFilter!) {
+  planBulkRetry(filter: $filter) { count credits balance maxCount }
+}`;
+
+export const PLAN_BULK_CANCEL = /* GraphQL */ `
+query PlanBulkCancel($filter: BulkFilter!) {
+  planBulkCancel(filter: $filter) { count credits balance maxCount }
+}`;
+
+export const BULK_RETRY = /* GraphQL */ `
+mutation BulkRetry($filter: BulkFilter!) {
+  bulkRetry(filter: $filter) { id kind status total done failed creditsSpent errorMessage createdAt finishedAt createdBy filter { serverId recipientId status receivedAfter receivedBefore search } }
+}`;
+
+export const BULK_CANCEL = /* GraphQL */ `
+mutation BulkCancel($filter: BulkFilter!) {
+  bulkCancel(filter: $filter) { id kind status total done failed creditsSpent errorMessage createdAt finishedAt createdBy filter { serverId recipientId status receivedAfter receivedBefore search } }
+}`;
+
+export const CANCEL_BULK_JOB = /* GraphQL */ `
+mutation CancelBulkJob($id: ID!) {
+  cancelBulkJob(id: $id) { id status total done failed creditsSpent errorMessage finishedAt }
+}`;
+
+export const BULK_JOBS = /* GraphQL */ `
+query BulkJobs($first: Int!) {
+  bulkJobs(first: $first) {
+    totalCount
+    edges {
+      node { id kind status total done failed creditsSpent errorMessage createdAt finishedAt createdBy filter { serverId recipientId status receivedAfter receivedBefore search } }
+    }
+  }
+}`;
+
+export const BULK_JOB = /* GraphQL */ `
+query BulkJob($id: ID!) {
+  bulkJob(id: $id) { id kind status total done failed creditsSpent errorMessage finishedAt }
+}`;
+
+export const BULK_JOB_UPDATED = /* GraphQL */ `
+subscription BulkJobUpdated($id: ID!) {
+  bulkJobUpdated(id: $id) { id kind status total done failed creditsSpent errorMessage finishedAt }
+}`;
+
+
+// ---- alerts ------------------------------------------------------------------------------------------------
+
+export const ALERT_SETTINGS = /* GraphQL */ `
+query AlertSettings {
+  viewer { role tenant { id name creditBalance lowCreditThreshold } }
+  alertSubscriptions {
+    id
+    url
+    events
+    format
+    createdAt
+    recipient { id name state stateReason }
+  }
+}`;
+
+export const ALERTS = /* GraphQL */ `
+query Alerts($first: Int!, $after: Cursor) {
+  alerts(first: $first, after: $after) {
+    totalCount
+    pageInfo { hasNextPage endCursor }
+    edges {
+      node {
+        id
+        receivedAt
+        status
+        headers { name value }
+        deliveries {
+          id
+          status
+          attemptCount
+          maxAttempts
+          recipient { id name url }
+        }
+      }
+    }
+  }
+}`;
+
+export const CREATE_ALERT_SUBSCRIPTION = /* GraphQL */ `
+mutation CreateAlertSubscription($input: CreateAlertSubscriptionInput!) {
+  createAlertSubscription(input: $input) { id url events format }
+}`;
+
+export const DELETE_ALERT_SUBSCRIPTION = /* GraphQL */ `
+mutation DeleteAlertSubscription($id: ID!) {
+  deleteAlertSubscription(id: $id) { id }
+}`;
+
+export const SET_LOW_CREDIT_THRESHOLD = /* GraphQL */ `
+mutation SetLowCreditThreshold($tenantId: ID!, $threshold: Int) {
+  setLowCreditThreshold(tenantId: $tenantId, threshold: $threshold) { id creditBalance lowCreditThreshold }
 }`;
 
 // ---- outbound jobs -----------------------------------------------------------------------------------------
@@ -540,3 +675,4 @@ query Ledger($first: Int!, $after: Cursor, $tenantId: ID) {
     }
   }
 }`;
+

@@ -1,5 +1,6 @@
-// One request: its deliveries grouped by recipient with every attempt, live; headers and body; links between
-// a replay and its original; retry, cancel and replay, each with its cost before and the new balance after.
+// One request: its deliveries grouped by recipient with every attempt, live, and the recipients its routing
+// filters left out; headers and body; links between a replay and its original; retry, cancel and replay, each
+// with its cost before and the new balance after.
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
@@ -13,6 +14,13 @@ import { setTitle, pageHeader, liveIndicator, watch, orNotFound, costLine } from
 import { TRIGGERS, ERROR_KINDS, deliveryMethod } from './shared.js';
 
 const ACTIVE_DELIVERY = new Set(['PENDING', 'IN_PROGRESS']);
+
+// isAlert: an alert Adal raised (docs/alerts.md) is stored as a request of the tenant's hidden alerts server,
+// with no source address and its type in a header. Retrying or replaying it costs nothing.
+const isAlert = (r) => !r.sourceAddr && (r.headers || []).some((x) => x.name.toLowerCase() === 'adal-alert-type');
+// price is what a retry or a replay of r costs.
+const price = (r) => (isAlert(r) ? 0 : 1);
+const priceLabel = (r) => (price(r) ? '1 credit' : 'free');
 
 export function viewRequest(ctx, main, id) {
   setTitle(`Request #${id}`);
@@ -64,13 +72,15 @@ export function viewRequest(ctx, main, id) {
 function requestPage(r, ui, indicator, reload) {
   setTitle(`${r.method} ${r.path || '/'} · #${r.id}`);
   const replayBtn = h('button.btn.btn-secondary', { type: 'button', dataset: { role: 'replay' }, onclick: () => replayFlow(r) },
-    icon('replay'), 'Replay request', h('span.btn-cost', '1 credit'));
+    icon('replay'), 'Replay request', h('span.btn-cost', priceLabel(r)));
   const head = pageHeader({
-    crumbs: [
-      { label: 'Servers', href: '#/servers' },
-      { label: r.server.name, href: href('/servers/' + r.server.id) },
-      { label: `Request #${r.id}` },
-    ],
+    crumbs: isAlert(r)
+      ? [{ label: 'Alerts', href: '#/alerts' }, { label: `Alert #${r.id}` }]
+      : [
+        { label: 'Servers', href: '#/servers' },
+        { label: r.server.name, href: href('/servers/' + r.server.id) },
+        { label: `Request #${r.id}` },
+      ],
     title: h('span.request-title', h('span.http-method.lg', r.method),
       h('span.mono', r.path || '/', r.query ? h('span.muted', '?' + r.query) : null)),
     subtitle: h('div.title-badges', badge(r.status), indicator),
@@ -91,6 +101,7 @@ function requestPage(r, ui, indicator, reload) {
     h('section.section',
       h('div.section-head', h('h2', 'Deliveries'), h('span.muted', deliveryCounts(r.deliveries || []))),
       deliveriesByRecipient(r, ui, reload)),
+    filteredOutSection(r),
     headersSection(r, ui),
     bodySection(r, ui),
   ];
@@ -123,6 +134,9 @@ function deliveryCounts(deliveries) {
 function deliveriesByRecipient(r, ui, reload) {
   const deliveries = [...(r.deliveries || [])].sort((a, b) => Number(a.id) - Number(b.id));
   if (!deliveries.length) {
+    if ((r.filteredOut || []).length) {
+      return emptyState('inbox', 'No deliveries', 'No recipient\u2019s routing filter matched this request (see below). Replay it to route it by the filters as they are now.');
+    }
     return emptyState('inbox', 'No deliveries', 'The server had no active recipients when this request arrived. Replay it to deliver it to the recipients configured now.');
   }
   const groups = new Map();
@@ -148,11 +162,30 @@ function deliveriesByRecipient(r, ui, reload) {
     g.deliveries.map((d) => deliveryBlock(d, r, changed.has(d.id), reload)))));
 }
 
+// filteredOutSection names the recipients whose routing filter did not match the request when it was
+// accepted: they got no delivery of it.
+function filteredOutSection(r) {
+  const out = [...(r.filteredOut || [])].sort((a, b) => a.name.localeCompare(b.name));
+  if (!out.length) return null;
+  return h('section.section', { dataset: { section: 'filtered-out' } },
+    h('div.section-head', h('h2', 'Filtered out'), h('span.muted', `${out.length} ${out.length === 1 ? 'recipient' : 'recipients'}`)),
+    h('div.card.filtered-out',
+      h('div.note.tone-info', icon('send'),
+        h('span', out.length === 1 ? 'This recipient\u2019s routing filter' : 'These recipients\u2019 routing filters',
+          ' did not match this request when it was accepted: ', h('strong', 'no delivery'), ' was made to ',
+          out.length === 1 ? 'it' : 'them', '. A replay is routed by the filters as they are then.')),
+      h('ul.filtered-list', out.map((x) => h('li', { dataset: { recipientId: x.id, role: 'filtered-out' } },
+        h('a', { href: href('/recipients/' + x.id) }, x.name),
+        h('span.muted', ' · '), deliveryMethod(x),
+        x.method !== 'CLI' && x.url ? h('span.mono.muted.url', ' ', x.url) : null,
+        x.state !== 'ACTIVE' ? [' ', badge(x.state)] : null)))));
+}
+
 function deliveryBlock(d, r, flash, reload) {
   const actions = [];
   if (['FAILED', 'CANCELED', 'SUCCEEDED'].includes(d.status)) {
-    actions.push(h('button.btn.btn-secondary.btn-sm', { type: 'button', dataset: { role: 'retry' }, onclick: () => retryFlow(d, reload) },
-      icon('retry'), 'Retry', h('span.btn-cost', '1 credit')));
+    actions.push(h('button.btn.btn-secondary.btn-sm', { type: 'button', dataset: { role: 'retry' }, onclick: () => retryFlow(d, r, reload) },
+      icon('retry'), 'Retry', h('span.btn-cost', priceLabel(r))));
   }
   if (d.status === 'PENDING') {
     actions.push(h('button.btn.btn-danger-ghost.btn-sm', { type: 'button', dataset: { role: 'cancel' }, onclick: () => cancelFlow(d, reload) },
@@ -253,15 +286,15 @@ function setActive(e) {
 
 // ---- actions -----------------------------------------------------------------------------------------------
 
-async function retryFlow(d, reload) {
+async function retryFlow(d, r, reload) {
   const result = await confirmAction({
     title: `Retry delivery to ${d.recipient.name}`,
     body: [
       h('p', 'Sends this request to ', h('strong', d.recipient.name),
         ' again as a new delivery, with its own attempts and retry schedule. Other recipients are not affected.'),
-      costLine(1, 'A manual retry'),
+      costLine(price(r), 'A manual retry'),
     ],
-    confirmLabel: 'Retry · 1 credit',
+    confirmLabel: `Retry · ${priceLabel(r)}`,
     action: () => gql(Q.RETRY_DELIVERY, { id: d.id }),
   });
   if (!result) return;
@@ -294,9 +327,9 @@ async function replayFlow(r) {
     body: [
       h('p', 'Creates a new request with the same method, path, headers and body and delivers it to the recipients ',
         h('strong', r.server.name), ' has now. It gets a new key; this request stays unchanged.'),
-      costLine(1, 'A replay'),
+      costLine(price(r), 'A replay'),
     ],
-    confirmLabel: 'Replay · 1 credit',
+    confirmLabel: `Replay · ${priceLabel(r)}`,
     action: () => gql(Q.REPLAY_REQUEST, { id: r.id }),
   });
   if (!result) return;

@@ -17,11 +17,19 @@ import { dataTable } from '../table.js';
 import { SCHEDULES, deliveryMethod, stateBadge } from './shared.js';
 import { serverFields, serverInput } from './servers.js';
 import { stateActions } from './recipient.js';
+import { bulkController } from './bulk.js';
 
 const PAGE_SIZE = 25;
 const REQUEST_STATUSES = ['PENDING', 'DELIVERED', 'FAILED', 'PARTIAL'];
 const RANGES = { '': 'Any time', '1h': 'Last hour', '24h': 'Last 24 hours', '7d': 'Last 7 days', custom: 'Custom range' };
 const RANGE_MS = { '1h': 3600e3, '24h': 86400e3, '7d': 7 * 86400e3 };
+// A search is 3 to 256 characters, as the API takes it.
+const SEARCH_MIN = 3;
+const SEARCH_MAX = 256;
+const searchError = (v) => {
+  const n = [...v].length;
+  return v && (n < SEARCH_MIN || n > SEARCH_MAX) ? `search must be ${SEARCH_MIN} to ${SEARCH_MAX} characters, got ${n}` : '';
+};
 
 export function viewServer(ctx, main, id, tab, query) {
   setTitle('Server');
@@ -100,9 +108,12 @@ function requestsTab(ctx, body, s, query) {
   const base = '/servers/' + serverId;
   const status = REQUEST_STATUSES.includes(query.get('status')) ? query.get('status') : '';
   const range = query.get('since') || query.get('until') ? 'custom' : (RANGES[query.get('range')] ? query.get('range') || '' : '');
-  const filters = { status, range: range === 'custom' ? '' : range, since: query.get('since'), until: query.get('until') };
+  const typed = query.get('q') || '';
+  const badSearch = searchError(typed);
+  const search = badSearch ? '' : typed;
+  const filters = { status, range: range === 'custom' ? '' : range, since: query.get('since'), until: query.get('until'), q: search };
   const after = query.get('after') || null;
-  const before = query.get('before') || null;
+  const before = search ? null : query.get('before') || null;
   const indicator = liveIndicator();
 
   const rangeSelect = h('select.input.plain.input-sm', { id: 'range', 'aria-label': 'Received' },
@@ -113,7 +124,7 @@ function requestsTab(ctx, body, s, query) {
     h('label.sr', { for: 'since' }, 'From'), h('span.muted.sm', 'From'), since,
     h('label.sr', { for: 'until' }, 'To'), h('span.muted.sm', 'to'), until,
     h('button.btn.btn-secondary.btn-sm', { type: 'submit' }, 'Apply'));
-  const go = (params) => navigate(href(base, { status: filters.status, range: filters.range, since: filters.since, until: filters.until, ...params }));
+  const go = (params) => navigate(href(base, { status: filters.status, range: filters.range, since: filters.since, until: filters.until, q: filters.q, ...params }));
   rangeSelect.addEventListener('change', () => {
     if (rangeSelect.value === 'custom') { custom.hidden = false; since.focus(); return; }
     go({ range: rangeSelect.value, since: null, until: null });
@@ -123,10 +134,36 @@ function requestsTab(ctx, body, s, query) {
     go({ range: null, since: since.value ? new Date(since.value).toISOString() : null, until: until.value ? new Date(until.value).toISOString() : null });
   });
 
+  // The search is in the address like the other filters, so a search can be linked and reloaded.
+  const searchInput = h('input.input.plain.input-sm.search-input', {
+    type: 'search', id: 'search', name: 'q', value: typed, placeholder: 'Text in the path, headers or body',
+    maxlength: SEARCH_MAX, autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'search-error',
+    'aria-invalid': badSearch ? 'true' : 'false',
+  });
+  const searchErr = h('span.field-error', { id: 'search-error', role: 'alert' }, badSearch);
+  const searchForm = h('form.search-form', { role: 'search', dataset: { role: 'search' }, novalidate: true },
+    h('label.sr', { for: 'search' }, 'Search requests'), searchInput,
+    h('button.btn.btn-secondary.btn-sm', { type: 'submit' }, 'Search'),
+    search ? h('a.btn.btn-ghost.btn-sm', { href: href(base, { ...filters, q: null }), dataset: { role: 'clear-search' } }, 'Clear') : null,
+    searchErr);
+  searchForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const v = searchInput.value;
+    const msg = searchError(v);
+    searchErr.textContent = msg;
+    searchInput.setAttribute('aria-invalid', msg ? 'true' : 'false');
+    if (msg) { searchInput.focus(); return; }
+    go({ q: v || null });
+  });
+  searchInput.addEventListener('input', () => {
+    if (searchErr.textContent && !searchError(searchInput.value)) { searchErr.textContent = ''; searchInput.setAttribute('aria-invalid', 'false'); }
+  });
+
   const toolbar = h('div.toolbar',
+    searchForm,
     h('div.segmented', { role: 'group', 'aria-label': 'Filter by status' },
       ['', ...REQUEST_STATUSES].map((st) => h('a.segment', {
-        href: href(base, { status: st, range: filters.range, since: filters.since, until: filters.until }),
+        href: href(base, { status: st, range: filters.range, since: filters.since, until: filters.until, q: filters.q }),
         class: st === status ? 'active' : '',
         'aria-current': st === status ? 'true' : null,
         dataset: { filter: st || 'ALL' },
@@ -135,21 +172,25 @@ function requestsTab(ctx, body, s, query) {
     h('div.spacer'),
     indicator);
   const list = h('div', loading('Loading requests…'));
-  mount(body, toolbar, list);
+  const times = timeWhere(query);
+  let load = () => {};
+  const bulk = bulkController(ctx, { server: s, scope: { search, status, ...times }, reloadList: () => load(true) });
+  mount(body, toolbar, bulk.progressSlot, bulk.bar, list, bulk.jobsSlot);
 
   let loaded = false;
   let lastSnapshot = '';
-  const where = { ...timeWhere(query) };
+  const where = { ...times };
   if (status) where.status = status;
   const variables = { serverId, where: Object.keys(where).length ? where : null };
+  if (search) variables.search = search;
   if (before) Object.assign(variables, { last: PAGE_SIZE, before });
   else Object.assign(variables, { first: PAGE_SIZE, after });
-  const filtered = !!(status || Object.keys(where).length);
+  const filtered = !!(status || search || Object.keys(where).length);
 
-  const load = async (quiet) => {
-    if (!quiet) mount(list, loading('Loading requests…'));
+  load = async (quiet) => {
+    if (!quiet) mount(list, loading(search ? 'Searching…' : 'Loading requests…'));
     try {
-      const data = await gql(Q.SERVER_REQUESTS, variables, { signal: ctx.signal }).catch(orNotFound);
+      const data = await gql(search ? Q.SEARCH_REQUESTS : Q.SERVER_REQUESTS, variables, { signal: ctx.signal }).catch(orNotFound);
       if (!ctx.alive) return;
       if (!data || !data.server) {
         mount(list, emptyState('alert', 'Server not found', 'It may have been deleted, or it belongs to another tenant.'));
@@ -161,7 +202,8 @@ function requestsTab(ctx, body, s, query) {
       // A new request spent a credit: the header's balance follows.
       if (loaded) refreshViewer().catch(() => {});
       loaded = true;
-      mount(list, requestsTable(data.requests, data.server, { status, filtered, base, filters }));
+      bulk.setRows(data.requests.edges.map((e) => e.node), data.requests.pageInfo.hasNextPage || !!after || !!before);
+      mount(list, requestsTable(data.requests, data.server, { status, filtered, base, filters, search, after, select: bulk.column }));
     } catch (err) {
       if (!ctx.alive || err.name === 'AbortError') return;
       if (quiet && loaded) return; // keep the table; the next event retries
@@ -181,9 +223,18 @@ function requestsTab(ctx, body, s, query) {
 // curlLine is a test webhook a person can paste into a shell.
 export const curlLine = (inboundUrl) => `curl -X POST '${inboundUrl}/test' -H 'Content-Type: application/json' -d '{"hello": "adal"}'`;
 
-function requestsTable(conn, server, { status, filtered, base, filters }) {
+function requestsTable(conn, server, { status, filtered, base, filters, search, after, select }) {
   const rows = conn.edges.map((e) => e.node);
+  const p = conn.pageInfo;
+  const keep = { status, range: filters.range, since: filters.since, until: filters.until, q: filters.q };
   if (!rows.length) {
+    if (search) {
+      const older = conn.search && conn.search.stoppedEarly && p.hasNextPage;
+      return emptyState('inbox', `No requests contain “${search}”`,
+        conn.search ? `${plural(conn.search.scanned, 'request')} examined${older ? ', the search stopped at its bound: older ones were not examined yet' : ''}.` : 'Nothing matches the search.',
+        older ? h('a.btn.btn-secondary', { href: href(base, { ...keep, after: p.endCursor }), dataset: { role: 'search-older' } }, 'Search older requests') : null,
+        h('a.btn.btn-secondary', { href: href(base, { ...keep, q: null }) }, 'Clear the search'));
+    }
     if (filtered) {
       return emptyState('inbox', status ? `No ${titleCase(status).toLowerCase()} requests` : 'No requests in this range', 'Nothing matches the filter.',
         h('a.btn.btn-secondary', { href: href(base) }, 'Show all requests'));
@@ -196,21 +247,33 @@ function requestsTable(conn, server, { status, filtered, base, filters }) {
           h('a', { href: href(base + '/recipients/new') }, 'add one'), '.')
         : null);
   }
-  const p = conn.pageInfo;
-  const keep = { status, range: filters.range, since: filters.since, until: filters.until };
   const table = h('div.card.table-card', dataTable({
     className: 'requests',
     rows,
     link: (r) => href('/requests/' + r.id),
     rowProps: (r) => ({ dataset: { requestId: r.id, status: r.status } }),
     columns: [
+      select || null,
       { label: 'Received', className: 'nowrap', cell: (r) => [h('a.row-link', { href: href('/requests/' + r.id) }, timeEl(r.receivedAt, 'relative')), h('div.cell-sub', timeEl(r.receivedAt))] },
       { label: 'Method', cell: (r) => h('span.http-method', r.method) },
       { label: 'Path', className: 'path-cell', cell: (r) => [h('span.mono', r.path || '/', r.query ? h('span.muted', '?' + r.query) : null), r.replayOf ? h('a.tag', { href: href('/requests/' + r.replayOf.id) }, `replay of #${r.replayOf.id}`) : null] },
       { label: 'Status', cell: (r) => badge(r.status) },
       { label: 'Deliveries', cell: (r) => deliveriesSummary(r.deliveries || []) },
-    ],
+    ].filter(Boolean),
   }));
+  if (search) {
+    // A search pages forward only; its count is this page's matches.
+    const sr = conn.search || { scanned: 0, stoppedEarly: false };
+    return [table, h('div.pager', { dataset: { role: 'search-pager' } },
+      h('span.muted', { dataset: { role: 'search-summary' } },
+        `${plural(conn.totalCount, 'match', 'matches')} for “${search}” · ${plural(sr.scanned, 'request')} examined`,
+        sr.stoppedEarly ? ' · stopped at the search\u2019s bound' : ''),
+      h('div.spacer'),
+      after ? h('a.btn.btn-secondary.btn-sm', { href: href(base, keep), dataset: { role: 'newest' } }, icon('arrowLeft'), 'Newest') : null,
+      p.hasNextPage
+        ? h('a.btn.btn-secondary.btn-sm', { href: href(base, { ...keep, after: p.endCursor }), dataset: { role: 'older' } }, 'Search older', icon('arrowRight'))
+        : h('button.btn.btn-secondary.btn-sm', { type: 'button', disabled: true }, 'Search older', icon('arrowRight')))];
+  }
   const pager = h('div.pager',
     h('span.muted', `${plural(conn.totalCount, status ? titleCase(status).toLowerCase() + ' request' : 'request')}`),
     h('div.spacer'),

@@ -1,0 +1,655 @@
+package panel_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/relay/relaytest"
+)
+
+// rowIDs lists the request IDs the requests table shows.
+const rowIDs = `[...document.querySelectorAll('tr[data-request-id]')].map((r) => r.dataset.requestId)`
+
+// signIn opens the console at hash with token, through the sign-in form, and waits for sel.
+func (b *browser) signIn(base, hash, token, sel string) {
+	b.t.Helper()
+	b.do("sign in", 30*time.Second,
+		chromedp.Navigate(base+"/"+hash),
+		chromedp.WaitVisible(css("#token")),
+		chromedp.SetValue(css("#token"), token),
+		chromedp.Click(css("form.signin-card button[type=submit]")),
+		chromedp.WaitVisible(css(sel)))
+}
+
+// deliveryStatuses reads, as the owner, the status of every delivery of a server's requests by recipient name.
+func deliveryStatuses(env *relaytest.Env, token, serverID string) map[string][]string {
+	var out struct {
+		Requests struct {
+			Edges []struct {
+				Node struct {
+					Deliveries []struct {
+						Status    string
+						Recipient struct{ Name string }
+					}
+				}
+			}
+		}
+	}
+	env.MustGraphQL(token, `query($s: ID!) { requests(serverId: $s, first: 100) { edges { node { deliveries { status recipient { name } } } } } }`,
+		map[string]any{"s": serverID}, &out)
+	got := map[string][]string{}
+	for _, e := range out.Requests.Edges {
+		for _, d := range e.Node.Deliveries {
+			got[d.Recipient.Name] = append(got[d.Recipient.Name], d.Status)
+		}
+	}
+	return got
+}
+
+func count(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// TestConsoleSearchAndBulkInBrowser: the owner searches a server's requests by a text of their bodies, selects
+// every request the search matches and retries their failed deliveries in one bulk job (the dry run states the
+// count and the cost first; the job's progress shows live until it is done, and the credits are debited), then
+// cancels pending deliveries in bulk, and retries one selected row's delivery.
+func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
+	b := startBrowser(t)
+	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 10 * time.Millisecond })
+	base := panelURL(t, env)
+	tenant := env.NewTenant("initech", relaytest.PlanLimits{Credits: 100})
+
+	// The recipient fails until the test makes it healthy.
+	var healthy atomic.Bool
+	var succeeded atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !healthy.Load() {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		succeeded.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(target.Close)
+	srv := env.NewServer(tenant, "shop", nil)
+	env.NewRecipient(tenant, srv.ID, map[string]any{
+		"name": "orders-api", "method": "DIRECT_HTTP", "url": target.URL + "/hooks", "maxAttempts": 1,
+	})
+	var orders, customers []string
+	for i := range 3 {
+		orders = append(orders, env.Send(srv.Key, "/events", fmt.Sprintf(`{"type":"order.created","id":"ord_%d"}`, i)))
+	}
+	for i := range 2 {
+		customers = append(customers, env.Send(srv.Key, "/events", fmt.Sprintf(`{"type":"customer.updated","id":"cus_%d"}`, i)))
+	}
+	relaytest.Eventually(t, 30*time.Second, "every first delivery failed", func() bool {
+		return count(deliveryStatuses(env, tenant.Owner, srv.ID)["orders-api"], "FAILED") == 5
+	})
+
+	b.signIn(base, "#/servers/"+srv.ID, tenant.Owner, `tr[data-request-id]`)
+	b.waitJS("five requests listed", rowIDs+`.length === 5`, 15*time.Second)
+
+	// The search takes 3 characters or more, as the API does.
+	b.do("search with too short a text", 15*time.Second,
+		typeInto("#search", "or"),
+		chromedp.Click(css(`form[data-role="search"] button[type=submit]`)),
+		chromedp.WaitVisible(css(`#search-error`)))
+	apiMsg := env.GraphQL(tenant.Owner, `query($s: ID!) { requests(serverId: $s, first: 5, search: "or") { totalCount } }`, map[string]any{"s": srv.ID})
+	if apiMsg.Code() != "INVALID_INPUT" {
+		t.Fatalf("API accepted a 2-character search: %+v", apiMsg)
+	}
+	if got := b.text(`#search-error`); got != apiMsg.Errors[0].Message {
+		t.Errorf("the search says %q where the API says %q", got, apiMsg.Errors[0].Message)
+	}
+	if eval[string](b, `location.hash`) != "#/servers/"+srv.ID {
+		t.Errorf("a refused search changed the address to %s", eval[string](b, `location.hash`))
+	}
+
+	b.do("search the bodies", 20*time.Second,
+		typeInto("#search", "order.created"),
+		chromedp.Click(css(`form[data-role="search"] button[type=submit]`)),
+		chromedp.WaitVisible(css(`[data-role="search-summary"]`)))
+	b.waitJS("only the matching requests", rowIDs+`.length === 3`, 15*time.Second)
+	if got := eval[[]string](b, rowIDs); !sameSet(got, orders) {
+		t.Errorf("search shows %v, want the order requests %v", got, orders)
+	}
+	if got := eval[string](b, `location.hash`); !strings.Contains(got, "q=order.created") {
+		t.Errorf("the search is not in the address: %s", got)
+	}
+	if got := b.text(`[data-role="search-summary"]`); !strings.Contains(got, "3 matches") {
+		t.Errorf("search summary = %q", got)
+	}
+	// The address keeps it: a reload shows the same search.
+	b.do("reload the search", 20*time.Second,
+		chromedp.Reload(),
+		chromedp.WaitVisible(css(`[data-role="search-summary"]`)))
+	b.waitJS("the same matches after a reload", rowIDs+`.length === 3`, 15*time.Second)
+	if got := eval[string](b, `document.querySelector('#search').value`); got != "order.created" {
+		t.Errorf("search box after reload = %q", got)
+	}
+	b.page("bulk-01-search")
+
+	// Select every request the search matches and retry their failed deliveries, now that the recipient is up.
+	healthy.Store(true)
+	before := balanceOf(env, tenant.Owner)
+	b.do("select the page", 15*time.Second,
+		chromedp.Click(css(`input[data-role="select-page"]`)),
+		chromedp.WaitVisible(css(`[data-role="select-all-matching"]`)))
+	if n := eval[int](b, `document.querySelectorAll('input[data-role="select-row"]:checked').length`); n != 3 {
+		t.Errorf("rows checked = %d, want 3", n)
+	}
+	b.do("select all matching and ask for a retry", 20*time.Second,
+		chromedp.Click(css(`[data-role="select-all-matching"]`)),
+		chromedp.WaitVisible(css(`[data-role="clear-selection"]`)),
+		choose(`[data-role="bulk-status"]`, "FAILED"),
+		chromedp.Click(css(`[data-role="bulk-retry"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="dry-run"]`)))
+	if bad := eval[[]string](b, unlabelled); len(bad) > 0 {
+		t.Errorf("controls without a label with the selection bar shown: %v", bad)
+	}
+	var plan struct{ PlanBulkRetry struct{ Count, Credits int } }
+	env.MustGraphQL(tenant.Owner, `query($s: ID!) { planBulkRetry(filter: {serverId: $s, status: FAILED, search: "order.created"}) { count credits } }`,
+		map[string]any{"s": srv.ID}, &plan)
+	if plan.PlanBulkRetry.Count != 3 || plan.PlanBulkRetry.Credits != 3 {
+		t.Fatalf("API dry run = %+v, want 3 deliveries for 3 credits", plan.PlanBulkRetry)
+	}
+	if got := b.text(`dialog[open] [data-role="plan-count"]`); got != "3 deliveries" {
+		t.Errorf("dry run count = %q, want 3 deliveries", got)
+	}
+	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "3 credits") || !strings.Contains(got, fmt.Sprintf("%d → %d", before, before-3)) {
+		t.Errorf("dry run cost = %q, want 3 credits and %d → %d", got, before, before-3)
+	}
+	if got := b.text(`dialog[open] .dialog-body`); !strings.Contains(got, "order.created") {
+		t.Errorf("the dialog does not say which requests: %q", got)
+	}
+	b.shotViewport("bulk-02-retry-dry-run")
+	b.do("start the bulk retry", 20*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="bulk-progress"]`)))
+	jobID := eval[string](b, `document.querySelector('[data-role="bulk-progress"]').dataset.jobId`)
+	b.waitJS("the job's progress reaches done", `(() => {
+		const p = document.querySelector('[data-role="bulk-progress"][data-status="SUCCEEDED"]');
+		return !!p && p.querySelector('[data-role="bulk-done"]').textContent === '3 / 3' && p.querySelector('[data-role="bulk-credits"]').textContent === '3';
+	})()`, 60*time.Second)
+	if got := b.text(`[data-role="bulk-progress"] [data-role="bulk-failed"]`); got != "0" {
+		t.Errorf("failed = %q", got)
+	}
+	var job struct {
+		BulkJob struct {
+			Kind, Status              string
+			Total, Done, CreditsSpent int
+		}
+	}
+	env.MustGraphQL(tenant.Owner, `query($id: ID!) { bulkJob(id: $id) { kind status total done creditsSpent } }`, map[string]any{"id": jobID}, &job)
+	if j := job.BulkJob; j.Kind != "RETRY" || j.Status != "SUCCEEDED" || j.Total != 3 || j.Done != 3 || j.CreditsSpent != 3 {
+		t.Errorf("bulk job %s = %+v", jobID, j)
+	}
+	if got := balanceOf(env, tenant.Owner); got != before-3 {
+		t.Errorf("balance after the bulk retry = %d, want %d", got, before-3)
+	}
+	relaytest.Eventually(t, 30*time.Second, "the three retries delivered", func() bool {
+		return count(deliveryStatuses(env, tenant.Owner, srv.ID)["orders-api"], "SUCCEEDED") == 3
+	})
+	if n := succeeded.Load(); n != 3 {
+		t.Errorf("the recipient got %d successful attempts, want 3", n)
+	}
+	b.waitJS("the header shows the debited balance",
+		fmt.Sprintf(`document.querySelector('[data-role="balance"]').textContent === '%d'`, before-3), 15*time.Second)
+	b.waitJS("the jobs list shows the job done", fmt.Sprintf(`!!document.querySelector('[data-section="bulk-jobs"] tr[data-job-id=%q][data-status="SUCCEEDED"]')`, jobID), 15*time.Second)
+	b.waitJS("the list shows the retried deliveries", `document.querySelectorAll('tr[data-request-id] .chip[data-status="SUCCEEDED"]').length === 3`, 15*time.Second)
+	b.page("bulk-03-retry-done")
+
+	// Pending deliveries: a CLI recipient nobody listens on gets the next two requests.
+	env.NewRecipient(tenant, srv.ID, map[string]any{"name": "laptop", "method": "CLI"})
+	for i := range 2 {
+		customers = append(customers, env.Send(srv.Key, "/events", fmt.Sprintf(`{"type":"customer.updated","id":"cus_late_%d"}`, i)))
+	}
+	relaytest.Eventually(t, 30*time.Second, "the late requests delivered to orders-api and pending for laptop", func() bool {
+		got := deliveryStatuses(env, tenant.Owner, srv.ID)
+		return count(got["laptop"], "PENDING") == 2 && count(got["orders-api"], "PENDING")+count(got["orders-api"], "IN_PROGRESS") == 0
+	})
+	balanceBeforeCancel := balanceOf(env, tenant.Owner)
+	b.do("search the customer events", 20*time.Second,
+		typeInto("#search", "customer.updated"),
+		chromedp.Click(css(`form[data-role="search"] button[type=submit]`)),
+		chromedp.WaitVisible(css(`[data-role="search-summary"]`)))
+	b.waitJS("the four customer requests", rowIDs+`.length === 4`, 15*time.Second)
+	if got := eval[[]string](b, rowIDs); !sameSet(got, customers) {
+		t.Errorf("search shows %v, want %v", got, customers)
+	}
+	b.do("select all matching and ask for a cancel", 20*time.Second,
+		chromedp.Click(css(`input[data-role="select-page"]`)),
+		chromedp.WaitVisible(css(`[data-role="select-all-matching"]`)),
+		chromedp.Click(css(`[data-role="select-all-matching"]`)),
+		chromedp.Click(css(`[data-role="bulk-cancel"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="dry-run"]`)))
+	if got := b.text(`dialog[open] [data-role="plan-count"]`); got != "2 deliveries" {
+		t.Errorf("cancel dry run count = %q, want 2 deliveries", got)
+	}
+	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "no credits") {
+		t.Errorf("cancel cost = %q, want free", got)
+	}
+	b.shotViewport("bulk-04-cancel-dry-run")
+	b.do("start the bulk cancel", 20*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="bulk-progress"]`)))
+	b.waitJS("the cancel job is done", `(() => {
+		const p = document.querySelector('[data-role="bulk-progress"][data-status="SUCCEEDED"]');
+		return !!p && p.querySelector('[data-role="bulk-done"]').textContent === '2 / 2' && p.querySelector('[data-role="bulk-credits"]').textContent === '0';
+	})()`, 60*time.Second)
+	laptop := deliveryStatuses(env, tenant.Owner, srv.ID)["laptop"]
+	if len(laptop) != 2 || count(laptop, "CANCELED") != 2 {
+		t.Errorf("the CLI recipient's deliveries = %v, want 2 canceled", laptop)
+	}
+	if got := balanceOf(env, tenant.Owner); got != balanceBeforeCancel {
+		t.Errorf("balance after the bulk cancel = %d, want %d (a cancel is free)", got, balanceBeforeCancel)
+	}
+	b.page("bulk-05-cancel-done")
+
+	// One selected row: its canceled delivery is retried, as its own page's button would.
+	one := customers[len(customers)-1]
+	before = balanceOf(env, tenant.Owner)
+	b.do("select one row and retry its canceled delivery", 20*time.Second,
+		chromedp.Click(css(`tr[data-request-id="`+one+`"] input[data-role="select-row"]`)),
+		chromedp.WaitVisible(css(`[data-role="selection-count"]`)),
+		choose(`[data-role="bulk-status"]`, "CANCELED"),
+		chromedp.Click(css(`[data-role="bulk-retry"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="dry-run"]`)))
+	if got := b.text(`dialog[open] [data-role="plan-count"]`); got != "1 delivery" {
+		t.Errorf("selected row dry run = %q, want 1 delivery", got)
+	}
+	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "1 credit") {
+		t.Errorf("selected row cost = %q", got)
+	}
+	b.do("retry the selected row", 20*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="bulk-progress"][data-job-id="local"][data-status="SUCCEEDED"]`)))
+	if got := b.text(`[data-role="bulk-progress"] [data-role="bulk-done"]`); got != "1 / 1" {
+		t.Errorf("selected row progress = %q", got)
+	}
+	if got := balanceOf(env, tenant.Owner); got != before-1 {
+		t.Errorf("balance after retrying one row = %d, want %d", got, before-1)
+	}
+	if got := deliveryStatuses(env, tenant.Owner, srv.ID)["laptop"]; len(got) != 3 || count(got, "PENDING") != 1 {
+		t.Errorf("the CLI recipient's deliveries after the retry = %v, want one new pending", got)
+	}
+
+	// A narrow screen: the list, its search and its jobs fit.
+	b.do("narrow requests", 15*time.Second,
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(base+"/#/servers/"+srv.ID),
+		chromedp.WaitVisible(css(`tr[data-request-id]`)),
+		chromedp.WaitVisible(css(`[data-section="bulk-jobs"]`)))
+	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 400 {
+		t.Errorf("the requests page is %dpx wide on a 390px screen", w)
+	}
+	b.page("bulk-06-narrow")
+	b.do("wide again", 10*time.Second, chromedp.EmulateViewport(1440, 960))
+	b.noExceptions()
+	t.Logf("screenshots in %s", b.dir)
+}
+
+// TestConsoleBulkJobProgressAndCancelInBrowser: a bulk retry to a recipient that hangs stops making retries
+// once a few wait for their first attempt; its progress shows live on the page (no reload), and Cancel job
+// stops it: what it did stays done and is all that was charged.
+func TestConsoleBulkJobProgressAndCancelInBrowser(t *testing.T) {
+	b := startBrowser(t)
+	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 10 * time.Millisecond })
+	base := panelURL(t, env)
+	tenant := env.NewTenant("hooli", relaytest.PlanLimits{Credits: 100})
+
+	var hang atomic.Bool
+	release := make(chan struct{})
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hang.Load() {
+			select { // hold the attempt until the test ends
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		http.Error(w, "unavailable", http.StatusBadGateway)
+	}))
+	t.Cleanup(target.Close)
+	t.Cleanup(func() { close(release) }) // runs first: lets the held attempts finish so the server can close
+	srv := env.NewServer(tenant, "warehouse", nil)
+	env.NewRecipient(tenant, srv.ID, map[string]any{
+		"name": "stock-api", "method": "DIRECT_HTTP", "url": target.URL + "/stock", "maxAttempts": 1, "timeoutSeconds": 30,
+	})
+	const total = 12
+	for i := range total {
+		env.Send(srv.Key, "/stock", fmt.Sprintf(`{"sku":"sku_%02d"}`, i))
+	}
+	relaytest.Eventually(t, 30*time.Second, "every delivery failed", func() bool {
+		return count(deliveryStatuses(env, tenant.Owner, srv.ID)["stock-api"], "FAILED") == total
+	})
+	hang.Store(true)
+	before := balanceOf(env, tenant.Owner)
+
+	b.signIn(base, "#/servers/"+srv.ID, tenant.Owner, `tr[data-request-id]`)
+	b.waitJS("the requests listed", rowIDs+fmt.Sprintf(`.length === %d`, total), 15*time.Second)
+	eval[bool](b, `window.__noReload = true`)
+	b.do("retry every failed delivery", 20*time.Second,
+		chromedp.Click(css(`input[data-role="select-page"]`)),
+		chromedp.WaitVisible(css(`[data-role="select-all-matching"]`)),
+		chromedp.Click(css(`[data-role="select-all-matching"]`)),
+		chromedp.Click(css(`[data-role="bulk-retry"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="dry-run"]`)))
+	if got := b.text(`dialog[open] [data-role="plan-count"]`); got != fmt.Sprintf("%d deliveries", total) {
+		t.Errorf("dry run = %q", got)
+	}
+	if got := b.text(`dialog[open] .dialog-body`); !strings.Contains(got, "all of them, not only this page") {
+		t.Errorf("the dialog does not say it acts beyond the page: %q", got)
+	}
+	b.do("start it", 20*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="bulk-progress"][data-status="RUNNING"]`)))
+	// The job makes a few retries, then waits for the recipient: the page shows how far it got, live.
+	jobID := eval[string](b, `document.querySelector('[data-role="bulk-progress"]').dataset.jobId`)
+	type jobState struct {
+		Status                    string
+		Total, Done, CreditsSpent int
+	}
+	readJob := func() jobState {
+		var out struct{ BulkJob jobState }
+		env.MustGraphQL(tenant.Owner, `query($id: ID!) { bulkJob(id: $id) { status total done creditsSpent } }`, map[string]any{"id": jobID}, &out)
+		return out.BulkJob
+	}
+	var partial jobState
+	relaytest.Eventually(t, 20*time.Second, "the job waiting for the recipient after a few retries", func() bool {
+		partial = readJob()
+		return partial.Status == "RUNNING" && partial.Done > 0 && partial.Done < total
+	})
+	b.waitJS("partial progress shown live", fmt.Sprintf(`(() => {
+		const p = document.querySelector('[data-role="bulk-progress"][data-status="RUNNING"]');
+		return !!p && p.querySelector('[data-role="bulk-done"]').textContent === '%d / %d' && p.querySelector('[data-role="bulk-credits"]').textContent === '%d';
+	})()`, partial.Done, total, partial.CreditsSpent), 10*time.Second)
+	b.shot("cancel-01-running")
+	b.do("cancel the job", 20*time.Second,
+		chromedp.Click(css(`[data-role="bulk-progress"] [data-role="cancel-job"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="bulk-progress"][data-status="CANCELED"]`)))
+	j := readJob()
+	if j.Status != "CANCELED" || j.Total != total || j.Done == 0 || j.Done >= total || j.CreditsSpent != j.Done {
+		t.Fatalf("job after cancel = %+v", j)
+	}
+	if got := b.text(`[data-role="bulk-progress"] [data-role="bulk-done"]`); got != fmt.Sprintf("%d / %d", j.Done, total) {
+		t.Errorf("progress shown = %q, the job did %d of %d", got, j.Done, total)
+	}
+	if got := balanceOf(env, tenant.Owner); got != before-j.Done {
+		t.Errorf("balance = %d, want %d: only the retries made are charged", got, before-j.Done)
+	}
+	b.waitJS("the jobs list shows it canceled", fmt.Sprintf(`!!document.querySelector('[data-section="bulk-jobs"] tr[data-job-id=%q][data-status="CANCELED"]')`, jobID), 15*time.Second)
+	if !eval[bool](b, `window.__noReload === true`) {
+		t.Error("the page reloaded to show the progress")
+	}
+	b.page("cancel-02-canceled")
+	b.noExceptions()
+}
+
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// alertSink is an httptest server that records the alerts it receives.
+type alertSink struct {
+	*httptest.Server
+	mu     sync.Mutex
+	alerts []receivedAlert
+}
+
+type receivedAlert struct {
+	Type string
+	Body map[string]any
+}
+
+func newAlertSink(t *testing.T) *alertSink {
+	s := &alertSink{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		_ = json.Unmarshal(raw, &body)
+		s.mu.Lock()
+		s.alerts = append(s.alerts, receivedAlert{Type: r.Header.Get("Adal-Alert-Type"), Body: body})
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *alertSink) received(typ string) (receivedAlert, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.alerts {
+		if a.Type == typ {
+			return a, true
+		}
+	}
+	return receivedAlert{}, false
+}
+
+// TestConsoleAlertsInBrowser: the owner subscribes an endpoint to alerts on the Alerts page (the form refuses
+// what the API refuses), sets a low-credit threshold above the balance, sees the credits.low alert arrive at
+// the endpoint and in the history (free of charge), opens it like any request, and deletes the subscription;
+// a request a recipient's routing filter left out says so on its page.
+func TestConsoleAlertsInBrowser(t *testing.T) {
+	b := startBrowser(t)
+	env := relaytest.Start(t, func(c *relay.Config) {
+		c.RetryUnit = 10 * time.Millisecond
+		c.AlertInterval = 100 * time.Millisecond
+	})
+	base := panelURL(t, env)
+	tenant := env.NewTenant("umbrella", relaytest.PlanLimits{Credits: 40})
+	sink := newAlertSink(t)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	t.Cleanup(target.Close)
+	srv := env.NewServer(tenant, "payments", nil)
+	env.NewRecipient(tenant, srv.ID, map[string]any{"name": "ledger", "method": "DIRECT_HTTP", "url": target.URL + "/all"})
+	bigOrders := env.NewRecipient(tenant, srv.ID, map[string]any{
+		"name": "big-orders", "method": "DIRECT_HTTP", "url": target.URL + "/big",
+		"filter": map[string]any{"body.amount": map[string]any{"$gte": 100}},
+	})
+	small := env.Send(srv.Key, "/pay", `{"amount": 5}`)
+
+	b.signIn(base, "#/alerts", tenant.Owner, `[data-role="new-alert-subscription"]`)
+	if !eval[bool](b, `!!document.querySelector('a.nav-link[href="#/alerts"][aria-current="page"]')`) {
+		t.Error("the Alerts page is not in the nav")
+	}
+	if got := b.text("main .page-sub"); !strings.Contains(got, "Alerts cost no credits") {
+		t.Errorf("the page does not say alerts are free: %q", got)
+	}
+	b.page("alerts-01-empty")
+
+	// The form refuses what the API refuses, in its words.
+	apiMsg := env.GraphQL(tenant.Owner, `mutation { createAlertSubscription(input: {url: "https://example.com/x", events: []}) { id } }`, nil)
+	if apiMsg.Code() != "INVALID_INPUT" {
+		t.Fatalf("API accepted no events: %+v", apiMsg)
+	}
+	b.do("open the subscription form", 15*time.Second,
+		chromedp.Click(css(`[data-role="new-alert-subscription"]`)),
+		chromedp.WaitVisible(css(`dialog[open] form[data-role="alert-form"]`)),
+		typeInto(dialogField("url"), "https://hooks.slack.com/services/T0/B0/x"),
+		chromedp.WaitVisible(css(`dialog[open] [data-field="url"] .field-preview`)))
+	if got := b.text(`dialog[open] [data-field="url"] .field-preview`); !strings.Contains(got, "Slack") {
+		t.Errorf("a Slack URL's preview = %q", got)
+	}
+	b.do("submit without events", 15*time.Second,
+		typeInto(dialogField("url"), sink.URL+"/adal"),
+		chromedp.Click(css(`dialog[open] [data-role="submit"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-field="RECIPIENT_DISABLED"] .field-error`)))
+	if got := b.text(`dialog[open] [data-field="RECIPIENT_DISABLED"] .field-error`); got != apiMsg.Errors[0].Message {
+		t.Errorf("the form says %q where the API says %q", got, apiMsg.Errors[0].Message)
+	}
+	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "no credits") {
+		t.Errorf("subscription cost = %q", got)
+	}
+	b.shotViewport("alerts-02-form")
+	b.do("subscribe to credits.low and recipient.disabled", 15*time.Second,
+		chromedp.Click(css(dialogField("CREDITS_LOW"))),
+		chromedp.Click(css(dialogField("RECIPIENT_DISABLED"))),
+		chromedp.Click(css(`dialog[open] [data-role="submit"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`tr[data-subscription-id]`)))
+	if got := b.text(`tr[data-subscription-id] [data-role="alert-url"]`); got != sink.URL+"/adal" {
+		t.Errorf("subscription URL = %q", got)
+	}
+	if got := b.text(`tr[data-subscription-id] [data-role="alert-format"]`); got != "JSON" {
+		t.Errorf("subscription format = %q", got)
+	}
+	events := eval[[]string](b, `[...document.querySelectorAll('tr[data-subscription-id] [data-event]')].map((e) => e.dataset.event)`)
+	if !sameSet(events, []string{"RECIPIENT_DISABLED", "CREDITS_LOW"}) {
+		t.Errorf("events shown = %v", events)
+	}
+	var subs struct {
+		AlertSubscriptions []struct {
+			ID, URL, Format string
+			Events          []string
+		}
+	}
+	env.MustGraphQL(tenant.Owner, `{ alertSubscriptions { id url format events } }`, nil, &subs)
+	if len(subs.AlertSubscriptions) != 1 || subs.AlertSubscriptions[0].URL != sink.URL+"/adal" || subs.AlertSubscriptions[0].Format != "JSON" ||
+		!sameSet(subs.AlertSubscriptions[0].Events, []string{"RECIPIENT_DISABLED", "CREDITS_LOW"}) {
+		t.Fatalf("subscriptions stored = %+v", subs.AlertSubscriptions)
+	}
+
+	// A threshold above the balance raises credits.low at once.
+	balance := balanceOf(env, tenant.Owner)
+	b.do("a threshold of 0 is refused", 15*time.Second,
+		typeInto(pageField("threshold"), "0"),
+		chromedp.Click(css(`form[data-role="threshold-form"] [data-role="submit"]`)),
+		chromedp.WaitVisible(css(`[data-field="threshold"] .field-error`)))
+	b.do("set the threshold above the balance", 15*time.Second,
+		typeInto(pageField("threshold"), fmt.Sprint(balance+10)),
+		chromedp.Click(css(`form[data-role="threshold-form"] [data-role="submit"]`)))
+	b.waitJS("the threshold shown", fmt.Sprintf(`document.querySelector('[data-role="threshold-now"]').textContent.includes('under %d')`, balance+10), 15*time.Second)
+	var tn struct {
+		Viewer struct{ Tenant struct{ LowCreditThreshold *int } }
+	}
+	env.MustGraphQL(tenant.Owner, `{ viewer { tenant { lowCreditThreshold } } }`, nil, &tn)
+	if th := tn.Viewer.Tenant.LowCreditThreshold; th == nil || *th != balance+10 {
+		t.Errorf("threshold stored = %v, want %d", th, balance+10)
+	}
+	relaytest.Eventually(t, 30*time.Second, "the credits.low alert at the endpoint", func() bool {
+		_, ok := sink.received("credits.low")
+		return ok
+	})
+	a, _ := sink.received("credits.low")
+	if a.Body["type"] != "credits.low" {
+		t.Errorf("alert body = %v", a.Body)
+	}
+	if data, _ := a.Body["data"].(map[string]any); data == nil || fmt.Sprint(data["balance"]) != fmt.Sprint(balance) {
+		t.Errorf("alert data = %v, want balance %d", a.Body["data"], balance)
+	}
+	b.waitJS("the alert in the history, delivered", `!!document.querySelector('tr[data-alert-id][data-type="credits.low"] [data-status="SUCCEEDED"]')`, 30*time.Second)
+	if got := b.text(`tr[data-alert-id][data-type="credits.low"] [data-role="alert-summary"]`); !strings.Contains(got, "Credits low") {
+		t.Errorf("history summary = %q", got)
+	}
+	if got := balanceOf(env, tenant.Owner); got != balance {
+		t.Errorf("balance after the alert = %d, want %d: alerts are free", got, balance)
+	}
+	b.page("alerts-03-history")
+
+	// The alert is a request like any other: its page shows its delivery.
+	alertID := eval[string](b, `document.querySelector('tr[data-alert-id][data-type="credits.low"]').dataset.alertId`)
+	b.do("open the alert", 15*time.Second,
+		chromedp.Click(css(`tr[data-alert-id="`+alertID+`"] a.row-link`)),
+		chromedp.WaitVisible(css(`[data-delivery-id][data-status="SUCCEEDED"]`)))
+	if got := eval[string](b, `location.hash`); got != "#/requests/"+alertID {
+		t.Errorf("the alert opened %s", got)
+	}
+	if got := b.text(".crumbs"); !strings.HasPrefix(got, "Alerts") {
+		t.Errorf("an alert's breadcrumb = %q, want it under Alerts", got)
+	}
+	b.shot("alerts-04-alert-request")
+	// Retrying an alert is free too.
+	b.do("retry the alert", 20*time.Second,
+		chromedp.Click(css(`[data-delivery-id][data-status="SUCCEEDED"] [data-role="retry"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="cost"]`)))
+	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "no credits") {
+		t.Errorf("an alert's retry cost = %q, want free", got)
+	}
+	b.do("confirm the alert's retry", 30*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)))
+	b.waitJS("the retried alert delivered", `document.querySelectorAll('[data-delivery-id][data-status="SUCCEEDED"]').length === 2`, 30*time.Second)
+	if got := balanceOf(env, tenant.Owner); got != balance {
+		t.Errorf("balance after retrying an alert = %d, want %d", got, balance)
+	}
+
+	// Deleting says what happens, then the subscription is gone.
+	b.do("delete the subscription", 20*time.Second,
+		chromedp.Navigate(base+"/#/alerts"),
+		chromedp.WaitVisible(css(`[data-role="delete-alert-subscription"]`)),
+		chromedp.Click(css(`[data-role="delete-alert-subscription"]`)),
+		chromedp.WaitVisible(css(`dialog[open] .consequences`)))
+	if got := b.text(`dialog[open] .dialog-body`); !strings.Contains(got, sink.URL) || !strings.Contains(got, "no credits") {
+		t.Errorf("delete dialog = %q", got)
+	}
+	b.do("confirm the deletion", 15*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="empty-new-alert-subscription"]`)))
+	env.MustGraphQL(tenant.Owner, `{ alertSubscriptions { id url format events } }`, nil, &subs)
+	if len(subs.AlertSubscriptions) != 0 {
+		t.Errorf("subscriptions after deletion = %+v", subs.AlertSubscriptions)
+	}
+	if !eval[bool](b, `!!document.querySelector('tr[data-alert-id][data-type="credits.low"]')`) {
+		t.Error("the history lost the alert sent before the deletion")
+	}
+
+	// A request the filter of big-orders left out says so on its page, naming it.
+	b.do("open the small payment", 15*time.Second,
+		chromedp.Navigate(base+"/#/requests/"+small),
+		chromedp.WaitVisible(css(`[data-section="filtered-out"]`)))
+	if got := b.text(`[data-section="filtered-out"] [data-role="filtered-out"][data-recipient-id="` + bigOrders + `"]`); !strings.Contains(got, "big-orders") {
+		t.Errorf("filtered-out recipient = %q", got)
+	}
+	if n := eval[int](b, `document.querySelectorAll('[data-role="filtered-out"]').length`); n != 1 {
+		t.Errorf("filtered-out recipients shown = %d, want 1", n)
+	}
+	groups := eval[[]string](b, `[...document.querySelectorAll('.recipient-group h3')].map((e) => e.textContent)`)
+	if strings.Join(groups, ",") != "ledger" {
+		t.Errorf("deliveries shown for %v, want ledger only", groups)
+	}
+	b.page("alerts-05-filtered-out")
+
+	b.do("narrow alerts", 15*time.Second,
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(base+"/#/alerts"),
+		chromedp.WaitVisible(css(`[data-section="alert-history"] tr[data-alert-id]`)))
+	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 400 {
+		t.Errorf("the alerts page is %dpx wide on a 390px screen", w)
+	}
+	b.page("alerts-06-narrow")
+	b.do("wide again", 10*time.Second, chromedp.EmulateViewport(1440, 960))
+	b.noExceptions()
+	t.Logf("screenshots in %s", b.dir)
+}

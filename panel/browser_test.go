@@ -245,6 +245,17 @@ func (b *browser) noExceptions() {
 
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
+// signIn opens the panel at hash with token pasted into the sign-in form, and waits for sel.
+func (b *browser) signIn(base, hash, token, sel string) {
+	b.t.Helper()
+	b.do("sign in and open "+hash, 30*time.Second,
+		chromedp.Navigate(base+"/"+hash),
+		chromedp.WaitVisible(css("#token")),
+		chromedp.SetValue(css("#token"), token),
+		chromedp.Click(css("form.signin-card button[type=submit]")),
+		chromedp.WaitVisible(css(sel)))
+}
+
 // TestPanelInBrowser drives the panel in headless Chromium against a real process: sign in with the owner's
 // token, open the server, open the request it received, see its delivery, and look at the credits.
 func TestPanelInBrowser(t *testing.T) {

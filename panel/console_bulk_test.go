@@ -22,17 +22,6 @@ import (
 // rowIDs lists the request IDs the requests table shows.
 const rowIDs = `[...document.querySelectorAll('tr[data-request-id]')].map((r) => r.dataset.requestId)`
 
-// signIn opens the console at hash with token, through the sign-in form, and waits for sel.
-func (b *browser) signIn(base, hash, token, sel string) {
-	b.t.Helper()
-	b.do("sign in", 30*time.Second,
-		chromedp.Navigate(base+"/"+hash),
-		chromedp.WaitVisible(css("#token")),
-		chromedp.SetValue(css("#token"), token),
-		chromedp.Click(css("form.signin-card button[type=submit]")),
-		chromedp.WaitVisible(css(sel)))
-}
-
 // deliveryStatuses reads, as the owner, the status of every delivery of a server's requests by recipient name.
 func deliveryStatuses(env *relaytest.Env, token, serverID string) map[string][]string {
 	var out struct {
@@ -551,7 +540,9 @@ func TestConsoleAlertsInBrowser(t *testing.T) {
 		chromedp.Click(css(`form[data-role="threshold-form"] [data-role="submit"]`)))
 	b.waitJS("the threshold shown", fmt.Sprintf(`document.querySelector('[data-role="threshold-now"]').textContent.includes('under %d')`, balance+10), 15*time.Second)
 	var tn struct {
-		Viewer struct{ Tenant struct{ LowCreditThreshold *int } }
+		Viewer struct {
+			Tenant struct{ LowCreditThreshold *int }
+		}
 	}
 	env.MustGraphQL(tenant.Owner, `{ viewer { tenant { lowCreditThreshold } } }`, nil, &tn)
 	if th := tn.Viewer.Tenant.LowCreditThreshold; th == nil || *th != balance+10 {

@@ -15,17 +15,6 @@ import (
 	"github.com/adal-relay/adal/relay/relaytest"
 )
 
-// signIn opens the panel at hash with token pasted into the sign-in form, and waits for sel.
-func (b *browser) signIn(base, hash, token, sel string) {
-	b.t.Helper()
-	b.do("sign in and open "+hash, 30*time.Second,
-		chromedp.Navigate(base+"/"+hash),
-		chromedp.WaitVisible(css("#token")),
-		chromedp.SetValue(css("#token"), token),
-		chromedp.Click(css("form.signin-card button[type=submit]")),
-		chromedp.WaitVisible(css(sel)))
-}
-
 // signOut signs out from the top bar.
 func (b *browser) signOut() {
 	b.t.Helper()

@@ -3,6 +3,7 @@ package api_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -139,7 +140,8 @@ func TestLimits(t *testing.T) {
 	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
 	const q = `{ limits { nameMaxLength retentionDaysMax urlMaxLength timeoutSecondsMax keyGraceSecondsDefault
 		keyGraceSecondsMax tokenTtlSecondsMin tokenTtlSecondsDefault tokenTtlSecondsMax maxBodyBytes
-		outboundBodyMaxBytes outboundMaxAttempts creditsPerAction pageSizeMax
+		outboundBodyMaxBytes outboundMaxAttempts creditsPerAction pageSizeMax filterMaxBytes responseBodyMaxBytes
+		allowedMethodsMax verificationToleranceSecondsMax verificationSecretMaxBytes
 		retrySchedules { schedule minAttempts maxAttempts dueSeconds } } }`
 	require.Equal(t, "UNAUTHENTICATED", env.GraphQL("", q, nil).Code())
 	var out struct {
@@ -149,6 +151,8 @@ func TestLimits(t *testing.T) {
 			TokenTTLSecondsMin, TokenTTLSecondsDefault, TokenTTLSecondsMax            int
 			MaxBodyBytes, OutboundBodyMaxBytes, OutboundMaxAttempts, CreditsPerAction int
 			PageSizeMax                                                               int
+			FilterMaxBytes, ResponseBodyMaxBytes, AllowedMethodsMax                   int
+			VerificationToleranceSecondsMax, VerificationSecretMaxBytes               int
 			RetrySchedules                                                            []struct {
 				Schedule                 string
 				MinAttempts, MaxAttempts int
@@ -192,6 +196,14 @@ func TestLimits(t *testing.T) {
 	}{
 		{map[string]any{"name": strings.Repeat("x", l.NameMaxLength+1)}, "name must be at most 200 characters"},
 		{map[string]any{"retentionDays": l.RetentionDaysMax + 1}, "retentionDays must be between 1 and 3650"},
+		{map[string]any{"response": map[string]any{"status": 200, "body": strings.Repeat("x", l.ResponseBodyMaxBytes+1)}},
+			fmt.Sprintf("response.body must be at most %d bytes", l.ResponseBodyMaxBytes)},
+		{map[string]any{"allowedMethods": methods(l.AllowedMethodsMax + 1)},
+			fmt.Sprintf("allowedMethods holds at most %d methods", l.AllowedMethodsMax)},
+		{map[string]any{"verification": map[string]any{"kind": "STRIPE", "secrets": []string{"s"}, "toleranceSeconds": l.VerificationToleranceSecondsMax + 1}},
+			fmt.Sprintf("verification.toleranceSeconds must be between 1 and %d", l.VerificationToleranceSecondsMax)},
+		{map[string]any{"verification": map[string]any{"kind": "API_KEY", "header": "X-Key", "secrets": []string{strings.Repeat("k", l.VerificationSecretMaxBytes+1)}}},
+			fmt.Sprintf("verification.secrets: each must be 1 to %d bytes", l.VerificationSecretMaxBytes)},
 	} {
 		resp := env.GraphQL(tn.Owner, `mutation($id: ID!, $in: UpdateServerInput!){ updateServer(id: $id, input: $in){ id } }`,
 			map[string]any{"id": srv.ID, "in": c.in})
@@ -202,6 +214,20 @@ func TestLimits(t *testing.T) {
 		map[string]any{"in": map[string]any{"serverId": srv.ID, "name": "r", "method": "DIRECT_HTTP",
 			"url": "https://example.com/" + strings.Repeat("x", routing.MaxURLLength)}})
 	require.Equal(t, "url must be at most 2048 characters", resp.Errors[0].Message)
+	resp = env.GraphQL(tn.Owner, `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id } }`,
+		map[string]any{"in": map[string]any{"serverId": srv.ID, "name": "r", "method": "DIRECT_HTTP", "url": "https://example.com/",
+			"filter": map[string]any{"body.note": strings.Repeat("x", l.FilterMaxBytes)}}})
+	require.Equal(t, "INVALID_INPUT", resp.Code())
+	require.Equal(t, fmt.Sprintf("filter: $: a rule is at most %d bytes", l.FilterMaxBytes), resp.Errors[0].Message)
+}
+
+// methods is n distinct method names.
+func methods(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "M" + strings.Repeat("X", i)
+	}
+	return out
 }
 
 // What the console links: a ledger entry's tenant, a server's tenant, a tenant's servers and its usage by month.

@@ -15,10 +15,12 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/filter"
 	"github.com/adal-relay/adal/graph/model"
 	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/verify"
 )
 
 // Tenant is the resolver for the tenant field.
@@ -46,20 +48,25 @@ func (r *queryResolver) Limits(ctx context.Context) (*model.Limits, error) {
 	}
 	second := func(d time.Duration) int { return int(d / time.Second) }
 	out := &model.Limits{
-		NameMaxLength:          routing.MaxNameLength,
-		RetentionDaysMax:       billing.MaxRetentionDays,
-		URLMaxLength:           routing.MaxURLLength,
-		TimeoutSecondsMax:      routing.MaxTimeoutSeconds,
-		KeyGraceSecondsDefault: second(routing.DefaultKeyGrace),
-		KeyGraceSecondsMax:     second(routing.MaxKeyGrace),
-		TokenTTLSecondsMin:     second(auth.MinTokenTTL),
-		TokenTTLSecondsDefault: second(auth.DefaultTokenTTL),
-		TokenTTLSecondsMax:     second(auth.MaxTokenTTL),
-		MaxBodyBytes:           int(r.MaxBodyBytes),
-		OutboundBodyMaxBytes:   r.Outbound.MaxBody(),
-		OutboundMaxAttempts:    outbound.MaxAttempts,
-		CreditsPerAction:       billing.CreditsPerAction,
-		PageSizeMax:            MaxPage,
+		NameMaxLength:                   routing.MaxNameLength,
+		RetentionDaysMax:                billing.MaxRetentionDays,
+		URLMaxLength:                    routing.MaxURLLength,
+		TimeoutSecondsMax:               routing.MaxTimeoutSeconds,
+		KeyGraceSecondsDefault:          second(routing.DefaultKeyGrace),
+		KeyGraceSecondsMax:              second(routing.MaxKeyGrace),
+		TokenTTLSecondsMin:              second(auth.MinTokenTTL),
+		TokenTTLSecondsDefault:          second(auth.DefaultTokenTTL),
+		TokenTTLSecondsMax:              second(auth.MaxTokenTTL),
+		MaxBodyBytes:                    int(r.MaxBodyBytes),
+		OutboundBodyMaxBytes:            r.Outbound.MaxBody(),
+		OutboundMaxAttempts:             outbound.MaxAttempts,
+		CreditsPerAction:                billing.CreditsPerAction,
+		PageSizeMax:                     MaxPage,
+		FilterMaxBytes:                  filter.MaxRuleBytes,
+		ResponseBodyMaxBytes:            routing.MaxResponseBody,
+		AllowedMethodsMax:               routing.MaxAllowedMethods,
+		VerificationToleranceSecondsMax: verify.MaxTolerance,
+		VerificationSecretMaxBytes:      verify.MaxSecretLength,
 	}
 	for _, s := range []delivery.Schedule{delivery.Quadratic, delivery.Stepped, delivery.Exponential} {
 		due := s.DueOffsets(s.MaxAttempts(), r.Delivery.Unit())

@@ -15,8 +15,8 @@ import (
 const (
 	// MaxResponseBody bounds a server's own answer to a stored request.
 	MaxResponseBody = 1024
-	// maxAllowedMethods bounds the list of methods a server accepts.
-	maxAllowedMethods = 16
+	// MaxAllowedMethods bounds the list of methods a server accepts.
+	MaxAllowedMethods = 16
 )
 
 // ResponseInput is what a sender gets for a stored request instead of 202 {"requestId"}.
@@ -80,8 +80,8 @@ func allowedMethods(in []string) ([]string, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("allowedMethods must name at least one method; clearAllowedMethods accepts all")
 	}
-	if len(in) > maxAllowedMethods {
-		return nil, fmt.Errorf("allowedMethods holds at most %d methods", maxAllowedMethods)
+	if len(in) > MaxAllowedMethods {
+		return nil, fmt.Errorf("allowedMethods holds at most %d methods", MaxAllowedMethods)
 	}
 	out := make([]string, 0, len(in))
 	for _, m := range in {

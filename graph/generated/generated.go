@@ -219,21 +219,26 @@ type ComplexityRoot struct {
 	}
 
 	Limits struct {
-		CreditsPerAction       func(childComplexity int) int
-		KeyGraceSecondsDefault func(childComplexity int) int
-		KeyGraceSecondsMax     func(childComplexity int) int
-		MaxBodyBytes           func(childComplexity int) int
-		NameMaxLength          func(childComplexity int) int
-		OutboundBodyMaxBytes   func(childComplexity int) int
-		OutboundMaxAttempts    func(childComplexity int) int
-		PageSizeMax            func(childComplexity int) int
-		RetentionDaysMax       func(childComplexity int) int
-		RetrySchedules         func(childComplexity int) int
-		TimeoutSecondsMax      func(childComplexity int) int
-		TokenTTLSecondsDefault func(childComplexity int) int
-		TokenTTLSecondsMax     func(childComplexity int) int
-		TokenTTLSecondsMin     func(childComplexity int) int
-		URLMaxLength           func(childComplexity int) int
+		AllowedMethodsMax               func(childComplexity int) int
+		CreditsPerAction                func(childComplexity int) int
+		FilterMaxBytes                  func(childComplexity int) int
+		KeyGraceSecondsDefault          func(childComplexity int) int
+		KeyGraceSecondsMax              func(childComplexity int) int
+		MaxBodyBytes                    func(childComplexity int) int
+		NameMaxLength                   func(childComplexity int) int
+		OutboundBodyMaxBytes            func(childComplexity int) int
+		OutboundMaxAttempts             func(childComplexity int) int
+		PageSizeMax                     func(childComplexity int) int
+		ResponseBodyMaxBytes            func(childComplexity int) int
+		RetentionDaysMax                func(childComplexity int) int
+		RetrySchedules                  func(childComplexity int) int
+		TimeoutSecondsMax               func(childComplexity int) int
+		TokenTTLSecondsDefault          func(childComplexity int) int
+		TokenTTLSecondsMax              func(childComplexity int) int
+		TokenTTLSecondsMin              func(childComplexity int) int
+		URLMaxLength                    func(childComplexity int) int
+		VerificationSecretMaxBytes      func(childComplexity int) int
+		VerificationToleranceSecondsMax func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -1362,12 +1367,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.LedgerEntryEdge.Node(childComplexity), true
 
+	case "Limits.allowedMethodsMax":
+		if e.ComplexityRoot.Limits.AllowedMethodsMax == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.AllowedMethodsMax(childComplexity), true
 	case "Limits.creditsPerAction":
 		if e.ComplexityRoot.Limits.CreditsPerAction == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Limits.CreditsPerAction(childComplexity), true
+	case "Limits.filterMaxBytes":
+		if e.ComplexityRoot.Limits.FilterMaxBytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.FilterMaxBytes(childComplexity), true
 	case "Limits.keyGraceSecondsDefault":
 		if e.ComplexityRoot.Limits.KeyGraceSecondsDefault == nil {
 			break
@@ -1410,6 +1427,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Limits.PageSizeMax(childComplexity), true
+	case "Limits.responseBodyMaxBytes":
+		if e.ComplexityRoot.Limits.ResponseBodyMaxBytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.ResponseBodyMaxBytes(childComplexity), true
 	case "Limits.retentionDaysMax":
 		if e.ComplexityRoot.Limits.RetentionDaysMax == nil {
 			break
@@ -1452,6 +1475,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Limits.URLMaxLength(childComplexity), true
+	case "Limits.verificationSecretMaxBytes":
+		if e.ComplexityRoot.Limits.VerificationSecretMaxBytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.VerificationSecretMaxBytes(childComplexity), true
+	case "Limits.verificationToleranceSecondsMax":
+		if e.ComplexityRoot.Limits.VerificationToleranceSecondsMax == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.VerificationToleranceSecondsMax(childComplexity), true
 
 	case "Mutation.bulkCancel":
 		if e.ComplexityRoot.Mutation.BulkCancel == nil {
@@ -3832,6 +3867,16 @@ type Limits {
   creditsPerAction: Int!
   "Longest page of a list (first or last)."
   pageSizeMax: Int!
+  "Largest routing filter of a recipient, in bytes of its JSON."
+  filterMaxBytes: Int!
+  "Largest body of a server's own answer (Server.response), in bytes."
+  responseBodyMaxBytes: Int!
+  "Most methods a server's allowedMethods lists."
+  allowedMethodsMax: Int!
+  "Largest toleranceSeconds of a sender verification."
+  verificationToleranceSecondsMax: Int!
+  "Largest secret of a sender verification, in bytes."
+  verificationSecretMaxBytes: Int!
   "The retry schedules a recipient may use."
   retrySchedules: [RetryScheduleLimits!]!
 }
@@ -7016,6 +7061,16 @@ func (ec *executionContext) childFields_Limits(ctx context.Context, field graphq
 		return ec.fieldContext_Limits_creditsPerAction(ctx, field)
 	case "pageSizeMax":
 		return ec.fieldContext_Limits_pageSizeMax(ctx, field)
+	case "filterMaxBytes":
+		return ec.fieldContext_Limits_filterMaxBytes(ctx, field)
+	case "responseBodyMaxBytes":
+		return ec.fieldContext_Limits_responseBodyMaxBytes(ctx, field)
+	case "allowedMethodsMax":
+		return ec.fieldContext_Limits_allowedMethodsMax(ctx, field)
+	case "verificationToleranceSecondsMax":
+		return ec.fieldContext_Limits_verificationToleranceSecondsMax(ctx, field)
+	case "verificationSecretMaxBytes":
+		return ec.fieldContext_Limits_verificationSecretMaxBytes(ctx, field)
 	case "retrySchedules":
 		return ec.fieldContext_Limits_retrySchedules(ctx, field)
 	}
@@ -11881,6 +11936,121 @@ func (ec *executionContext) _Limits_pageSizeMax(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_Limits_pageSizeMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_filterMaxBytes(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_filterMaxBytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FilterMaxBytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_filterMaxBytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_responseBodyMaxBytes(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_responseBodyMaxBytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResponseBodyMaxBytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_responseBodyMaxBytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_allowedMethodsMax(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_allowedMethodsMax(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AllowedMethodsMax, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_allowedMethodsMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_verificationToleranceSecondsMax(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_verificationToleranceSecondsMax(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VerificationToleranceSecondsMax, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_verificationToleranceSecondsMax(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_verificationSecretMaxBytes(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_verificationSecretMaxBytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VerificationSecretMaxBytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_verificationSecretMaxBytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
 }
 
@@ -30961,6 +31131,31 @@ func (ec *executionContext) _Limits(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "pageSizeMax":
 			out.Values[i] = ec._Limits_pageSizeMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "filterMaxBytes":
+			out.Values[i] = ec._Limits_filterMaxBytes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "responseBodyMaxBytes":
+			out.Values[i] = ec._Limits_responseBodyMaxBytes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "allowedMethodsMax":
+			out.Values[i] = ec._Limits_allowedMethodsMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "verificationToleranceSecondsMax":
+			out.Values[i] = ec._Limits_verificationToleranceSecondsMax(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "verificationSecretMaxBytes":
+			out.Values[i] = ec._Limits_verificationSecretMaxBytes(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -174,6 +174,16 @@ type Limits struct {
 	CreditsPerAction int `json:"creditsPerAction"`
 	// Longest page of a list (first or last).
 	PageSizeMax int `json:"pageSizeMax"`
+	// Largest routing filter of a recipient, in bytes of its JSON.
+	FilterMaxBytes int `json:"filterMaxBytes"`
+	// Largest body of a server's own answer (Server.response), in bytes.
+	ResponseBodyMaxBytes int `json:"responseBodyMaxBytes"`
+	// Most methods a server's allowedMethods lists.
+	AllowedMethodsMax int `json:"allowedMethodsMax"`
+	// Largest toleranceSeconds of a sender verification.
+	VerificationToleranceSecondsMax int `json:"verificationToleranceSecondsMax"`
+	// Largest secret of a sender verification, in bytes.
+	VerificationSecretMaxBytes int `json:"verificationSecretMaxBytes"`
 	// The retry schedules a recipient may use.
 	RetrySchedules []*RetryScheduleLimits `json:"retrySchedules"`
 }

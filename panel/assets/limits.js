@@ -20,13 +20,6 @@ const utf8 = new TextEncoder();
 // byteLength is what the server's len() counts.
 const byteLength = (s) => utf8.encode(s).length;
 
-// Bounds the API states in its messages rather than in the limits query.
-const FILTER_MAX_BYTES = 16 << 10;
-const RESPONSE_BODY_MAX = 1024;
-const ALLOWED_METHODS_MAX = 16;
-export const TOLERANCE_MAX = 86400;
-export const SECRET_MAX_BYTES = 512;
-
 // printable is verification's rule for names and keys: ASCII from space to tilde.
 export const printable = (s) => /^[\x20-\x7e]*$/.test(s);
 
@@ -70,24 +63,24 @@ export const checks = {
   timeoutSeconds: (L) => (v) => (v != null && (v < 1 || v > L.timeoutSecondsMax) ? `timeoutSeconds must be between 1 and ${L.timeoutSecondsMax}` : ''),
   maxConcurrency: () => (v) => (v != null && v < 1 ? 'maxConcurrency must be 1 or more' : ''),
   // filter is what package filter refuses before it reads a rule: its size, JSON, and a root that is no object.
-  filter: () => (v) => {
+  filter: (L) => (v) => {
     if (!v) return '';
-    if (byteLength(v) > FILTER_MAX_BYTES) return `filter: $: a rule is at most ${FILTER_MAX_BYTES} bytes`;
+    if (byteLength(v) > L.filterMaxBytes) return `filter: $: a rule is at most ${L.filterMaxBytes} bytes`;
     const rule = parseRule(v);
     return rule.error ? `filter: $: ${rule.error}` : '';
   },
   // The answer a server gives for a stored request.
   responseStatus: () => (v) => (v != null && (v < 200 || v > 299) ? 'response.status must be between 200 and 299' : ''),
-  responseBody: () => (v, all) => {
+  responseBody: (L) => (v, all) => {
     if (!v) return '';
-    if (byteLength(v) > RESPONSE_BODY_MAX) return `response.body must be at most ${RESPONSE_BODY_MAX} bytes`;
+    if (byteLength(v) > L.responseBodyMaxBytes) return `response.body must be at most ${L.responseBodyMaxBytes} bytes`;
     const st = all['response.status'];
     return st === 204 || st === 205 ? `response.body must be empty for status ${st}` : '';
   },
   responseContentType: () => (v) => (v && (v.length > 200 || !printable(v) || !/^[\w.+-]+\/[\w.+-]+(\s*;.*)?$/.test(v)) ? 'response.contentType must be a media type such as application/json' : ''),
-  allowedMethods: () => (v) => {
+  allowedMethods: (L) => (v) => {
     const list = methodList(v);
-    if (list.length > ALLOWED_METHODS_MAX) return `allowedMethods holds at most ${ALLOWED_METHODS_MAX} methods`;
+    if (list.length > L.allowedMethodsMax) return `allowedMethods holds at most ${L.allowedMethodsMax} methods`;
     const bad = list.find((m) => !/^[A-Z-]{1,20}$/.test(m));
     return bad ? `allowedMethods: "${bad}" is not an HTTP method` : '';
   },

@@ -35,6 +35,11 @@ query Limits {
     outboundMaxAttempts
     creditsPerAction
     pageSizeMax
+    filterMaxBytes
+    responseBodyMaxBytes
+    allowedMethodsMax
+    verificationToleranceSecondsMax
+    verificationSecretMaxBytes
     retrySchedules { schedule minAttempts maxAttempts dueSeconds }
   }
 }`;

@@ -10,7 +10,7 @@ import {
 } from '../ui.js';
 import { href, navigate } from '../router.js';
 import { canManage, isOperator, refreshViewer } from '../session.js';
-import { limits, checks, printable, methodList, TOLERANCE_MAX, SECRET_MAX_BYTES } from '../limits.js';
+import { limits, checks, printable, methodList } from '../limits.js';
 import { createForm } from '../form.js';
 import { setTitle, pageHeader, tabs, liveIndicator, watch, poller, orNotFound, costLine, snippet, section } from '../page.js';
 import { dataTable } from '../table.js';
@@ -407,7 +407,7 @@ async function settingsTab(ctx, body, s, reload) {
 
   const verification = createForm({
     role: 'verification-form',
-    fields: verificationFields(s.verification),
+    fields: verificationFields(s.verification, L),
     cost: () => costLine(0),
     submitLabel: 'Save verification',
     onSubmit: (v) => gql(Q.UPDATE_SERVER, { id: s.id, input: { verification: verificationInput(v) } }),
@@ -419,7 +419,7 @@ async function settingsTab(ctx, body, s, reload) {
   });
   const intake = createForm({
     role: 'intake-form',
-    fields: intakeFields(s),
+    fields: intakeFields(s, L),
     cost: () => costLine(0),
     submitLabel: 'Save methods and answer',
     onSubmit: (v) => gql(Q.UPDATE_SERVER, { id: s.id, input: intakeInput(v) }),
@@ -477,7 +477,7 @@ function verificationStatus(ver) {
 
 // verificationFields edit a server's verification; ver is the current one. Secrets are write-only: the form
 // only says how many are set.
-function verificationFields(ver) {
+function verificationFields(ver, L) {
   const kind = (v) => v['verification.kind'];
   const is = (...kinds) => (v) => kinds.includes(kind(v));
   const keyIn = (where) => (v) => kind(v) === 'API_KEY' && v.keyIn === where;
@@ -535,7 +535,7 @@ function verificationFields(ver) {
     {
       name: 'verification.toleranceSeconds', label: 'Tolerance (seconds)', type: 'number', required: true, value: ver.toleranceSeconds ?? 300, show: is(...TIMESTAMPED),
       hint: 'How far a signature\u2019s timestamp may be from now, either way: older ones are refused as replays.',
-      check: (v) => (v != null && (v < 1 || v > TOLERANCE_MAX) ? `verification.toleranceSeconds must be between 1 and ${TOLERANCE_MAX}` : ''),
+      check: (v) => (v != null && (v < 1 || v > L.verificationToleranceSecondsMax) ? `verification.toleranceSeconds must be between 1 and ${L.verificationToleranceSecondsMax}` : ''),
     },
     {
       name: 'verification.username', label: 'User name', value: ver.username || '', show: is('BASIC'), optionalNote: false,
@@ -549,21 +549,21 @@ function verificationFields(ver) {
       check: (v, all) => {
         const k = kind(all);
         if (!v && !all.secret2 && !same(all)) return `verification.secrets is required for ${k} (${SECRET_WORD[k] || 'signing secret'})`;
-        return secretCheck(k, v);
+        return secretCheck(L, k, v);
       },
     },
     {
       name: 'secret2', label: 'Second secret', type: 'password', mono: true, raw: true, value: '', show: (v) => kind(v) !== 'NONE',
       optionalNote: 'while a sender rotates', attrs: { autocomplete: 'new-password' },
       hint: 'A request passes when it matches either secret: add the new one here, let the sender switch, then save the new one alone.',
-      check: (v, all) => secretCheck(kind(all), v),
+      check: (v, all) => secretCheck(L, kind(all), v),
     },
   ];
 }
 
-function secretCheck(kind, v) {
+function secretCheck(L, kind, v) {
   if (!v) return '';
-  if (new TextEncoder().encode(v).length > SECRET_MAX_BYTES) return `verification.secrets: each must be 1 to ${SECRET_MAX_BYTES} bytes`;
+  if (new TextEncoder().encode(v).length > L.verificationSecretMaxBytes) return `verification.secrets: each must be 1 to ${L.verificationSecretMaxBytes} bytes`;
   if (kind === 'STANDARD_WEBHOOKS') {
     if (!v.startsWith('whsec_')) return 'verification.secrets: a STANDARD_WEBHOOKS secret starts with whsec_';
     let ok = false;
@@ -647,11 +647,11 @@ function rejectionsSection(ctx, s) {
 }
 
 // intakeFields are the methods a server accepts and the answer its senders get.
-function intakeFields(s) {
+function intakeFields(s, L) {
   const custom = (v) => v.customResponse;
   return [
     {
-      name: 'allowedMethods', label: 'Allowed methods', mono: true, value: (s.allowedMethods || []).join(', '), check: checks.allowedMethods(),
+      name: 'allowedMethods', label: 'Allowed methods', mono: true, value: (s.allowedMethods || []).join(', '), check: checks.allowedMethods(L),
       optionalNote: 'all if empty', attrs: { placeholder: 'POST, PUT' },
       hint: 'Comma-separated. Other methods get 405 with an Allow header, and nothing is stored or charged.',
     },
@@ -669,7 +669,7 @@ function intakeFields(s) {
     },
     {
       name: 'response.body', label: 'Body', type: 'textarea', raw: true, value: s.response ? s.response.body : '', show: custom,
-      check: checks.responseBody(), attrs: { rows: 3, placeholder: '{"ok": true}' }, hint: 'At most 1024 bytes; none for 204 and 205.',
+      check: checks.responseBody(L), attrs: { rows: 3, placeholder: '{"ok": true}' }, hint: `At most ${L.responseBodyMaxBytes} bytes; none for 204 and 205.`,
     },
   ];
 }

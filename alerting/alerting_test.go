@@ -3,6 +3,7 @@ package alerting_test
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -121,21 +122,39 @@ func quick(rules delivery.HealthRules) func(*relay.Config) {
 	}
 }
 
+// disableAfter is the default health rules but for disabling a recipient after n failures in a row.
+func disableAfter(n int64) delivery.HealthRules {
+	rules := delivery.DefaultHealthRules
+	rules.DisableConsecutive = n
+	return rules
+}
+
+// startFailing starts a process (quick, with rules; then configure) with a tenant of 20 credits and a server,
+// and a direct recipient with the fields in extra to a URL that fails until down.ok is set. It returns them
+// and the recipient's id.
+func startFailing(t *testing.T, rules delivery.HealthRules, extra map[string]any, configure ...func(*relay.Config)) (
+	env *relaytest.Env, tn relaytest.Tenant, srv relaytest.Server, down *failing, rid string,
+) {
+	t.Helper()
+	env = relaytest.Start(t, append([]func(*relay.Config){quick(rules)}, configure...)...)
+	tn, srv = env.NewTenantServer(20)
+	down = newFailing(t)
+	in := map[string]any{"method": "DIRECT_HTTP", "url": down.URL}
+	maps.Copy(in, extra)
+	return env, tn, srv, down, env.NewRecipient(tn, srv.ID, in)
+}
+
 func data(r received) map[string]any { return r.Body["data"].(map[string]any) }
 
 // A recipient disabled, frozen and brought back by its owner raises one alert each, in that order, as a JSON
 // payload {type, timestamp, data} naming the recipient and why.
 func TestRecipientStateAlerts(t *testing.T) {
 	t.Parallel()
-	rules := delivery.DefaultHealthRules
-	rules.DisableConsecutive = 3
+	rules := disableAfter(3)
 	rules.FreezeHard = 5
 	rules.ProbeUnits = 1
-	env := relaytest.Start(t, quick(rules))
-	tn, srv := env.NewTenantServer(20)
-	down := newFailing(t)
-	rid := env.NewRecipient(tn, srv.ID, map[string]any{"name": "orders", "method": "DIRECT_HTTP", "url": down.URL,
-		"maxAttempts": 10, "retrySchedule": "STEPPED"})
+	env, tn, srv, down, rid := startFailing(t, rules, map[string]any{"name": "orders", "maxAttempts": 10,
+		"retrySchedule": "STEPPED"})
 	rcv := newAlertReceiver(t)
 	subscribe(t, env, tn.Owner, rcv.URL, []string{"RECIPIENT_DISABLED", "RECIPIENT_FROZEN", "RECIPIENT_RECOVERED"}, nil)
 
@@ -165,13 +184,9 @@ func TestRecipientStateAlerts(t *testing.T) {
 // nothing of it.
 func TestRecoveredByProbe(t *testing.T) {
 	t.Parallel()
-	rules := delivery.DefaultHealthRules
-	rules.DisableConsecutive = 2
+	rules := disableAfter(2)
 	rules.ProbeUnits = 2
-	env := relaytest.Start(t, quick(rules))
-	tn, srv := env.NewTenantServer(20)
-	down := newFailing(t)
-	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": down.URL, "retrySchedule": "STEPPED"})
+	env, tn, srv, down, rid := startFailing(t, rules, map[string]any{"retrySchedule": "STEPPED"})
 	rcv := newAlertReceiver(t)
 	subscribe(t, env, tn.Owner, rcv.URL, []string{"RECIPIENT_DISABLED", "RECIPIENT_RECOVERED"}, nil)
 	credits := newAlertReceiver(t)
@@ -192,10 +207,8 @@ func TestRecoveredByProbe(t *testing.T) {
 func TestDeliveryFailedAtMostHourlyWithCount(t *testing.T) {
 	t.Parallel()
 	clock := relaytest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
-	env := relaytest.Start(t, quick(delivery.DefaultHealthRules), func(c *relay.Config) { c.Now = clock.Now })
-	tn, srv := env.NewTenantServer(20)
-	down := newFailing(t)
-	rid := env.NewRecipient(tn, srv.ID, map[string]any{"name": "orders", "method": "DIRECT_HTTP", "url": down.URL, "maxAttempts": 1})
+	env, tn, srv, _, rid := startFailing(t, delivery.DefaultHealthRules, map[string]any{"name": "orders", "maxAttempts": 1},
+		func(c *relay.Config) { c.Now = clock.Now })
 	rcv := newAlertReceiver(t)
 	subscribe(t, env, tn.Owner, rcv.URL, []string{"DELIVERY_FAILED"}, nil)
 	ctx := viewer.SystemContext(t.Context())
@@ -313,12 +326,7 @@ func TestCreditAlerts(t *testing.T) {
 // deliveries with their attempts.
 func TestAlertsAreRetriedAndShownAsDeliveries(t *testing.T) {
 	t.Parallel()
-	rules := delivery.DefaultHealthRules
-	rules.DisableConsecutive = 1
-	env := relaytest.Start(t, quick(rules))
-	tn, srv := env.NewTenantServer(20)
-	down := newFailing(t)
-	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": down.URL})
+	env, tn, srv, _, _ := startFailing(t, disableAfter(1), nil)
 	rcv := newAlertReceiver(t)
 	rcv.failFirst.Store(2)
 	sub := subscribe(t, env, tn.Owner, rcv.URL, []string{"RECIPIENT_DISABLED"}, nil)
@@ -390,12 +398,7 @@ func TestAlertsAreRetriedAndShownAsDeliveries(t *testing.T) {
 // An alert that cannot reach its URL fails for good like any delivery, and raises no alert about itself.
 func TestFailingAlertsRaiseNoAlerts(t *testing.T) {
 	t.Parallel()
-	rules := delivery.DefaultHealthRules
-	rules.DisableConsecutive = 1
-	env := relaytest.Start(t, quick(rules))
-	tn, srv := env.NewTenantServer(20)
-	down := newFailing(t)
-	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": down.URL, "maxAttempts": 1})
+	env, tn, srv, _, _ := startFailing(t, disableAfter(1), map[string]any{"maxAttempts": 1})
 	deadURL := newFailing(t)
 	subscribe(t, env, tn.Owner, deadURL.URL, []string{"RECIPIENT_DISABLED", "DELIVERY_FAILED"}, nil)
 	rcv := newAlertReceiver(t)
@@ -425,9 +428,7 @@ func TestFailingAlertsRaiseNoAlerts(t *testing.T) {
 // A Slack subscription gets Slack's {"text"}: by default for a hooks.slack.com URL, or when asked for.
 func TestSlackFormat(t *testing.T) {
 	t.Parallel()
-	rules := delivery.DefaultHealthRules
-	rules.DisableConsecutive = 1
-	env := relaytest.Start(t, quick(rules))
+	env := relaytest.Start(t, quick(disableAfter(1)))
 	tn, srv := env.NewTenantServer(20)
 	var created struct {
 		CreateAlertSubscription struct{ ID, Format string }

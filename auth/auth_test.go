@@ -46,6 +46,14 @@ func newAuth(t *testing.T) (*auth.Authenticator, *clock) {
 	return a, c
 }
 
+// mustIssue returns a token a issues for v, valid for ttl.
+func mustIssue(t *testing.T, a *auth.Authenticator, v viewer.Viewer, ttl time.Duration) string {
+	t.Helper()
+	tok, err := a.Issue(v, ttl)
+	require.NoError(t, err)
+	return tok
+}
+
 // validClaims are what Issue would produce for an owner of tenant 7; tests tweak one field at a time.
 func validClaims() jwt.MapClaims {
 	return jwt.MapClaims{
@@ -94,8 +102,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Run(string(v.Role), func(t *testing.T) {
 			t.Parallel()
 			a, _ := newAuth(t)
-			tok, err := a.Issue(v, time.Hour)
-			require.NoError(t, err)
+			tok := mustIssue(t, a, v, time.Hour)
 			got, err := a.Verify(tok)
 			require.NoError(t, err)
 			require.Equal(t, v, got)
@@ -114,8 +121,7 @@ func TestIssuedClaims(t *testing.T) {
 		return m
 	}
 
-	owner, err := a.Issue(viewer.Viewer{Role: viewer.Owner, TenantID: 7, Subject: "alice"}, time.Hour)
-	require.NoError(t, err)
+	owner := mustIssue(t, a, viewer.Viewer{Role: viewer.Owner, TenantID: 7, Subject: "alice"}, time.Hour)
 	m := parse(owner)
 	require.Equal(t, "alice", m["sub"])
 	require.Equal(t, "OWNER", m["role"])
@@ -126,8 +132,7 @@ func TestIssuedClaims(t *testing.T) {
 	require.EqualValues(t, t0.Add(time.Hour).Unix(), m["exp"])
 	require.NotEmpty(t, m["jti"])
 
-	admin, err := a.Issue(viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Hour)
-	require.NoError(t, err)
+	admin := mustIssue(t, a, viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Hour)
 	am := parse(admin)
 	require.NotContains(t, am, "tenant")
 	require.NotEqual(t, m["jti"], am["jti"], "jti must be random per token")
@@ -160,12 +165,11 @@ func TestIssueRefuses(t *testing.T) {
 func TestExpiry(t *testing.T) {
 	t.Parallel()
 	a, c := newAuth(t)
-	tok, err := a.Issue(viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Minute)
-	require.NoError(t, err)
+	tok := mustIssue(t, a, viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Minute)
 
 	// Within the clock-skew leeway the token still works...
 	c.Set(t0.Add(time.Minute + 20*time.Second))
-	_, err = a.Verify(tok)
+	_, err := a.Verify(tok)
 	require.NoError(t, err)
 
 	// ...beyond it, it does not, and the reason is visible to callers.
@@ -243,8 +247,7 @@ func TestVerifyRefuses(t *testing.T) {
 func TestRevokedSet(t *testing.T) {
 	a, _ := newAuth(t)
 	v := viewer.Viewer{Role: viewer.Owner, TenantID: 7, Subject: "o"}
-	tok, err := a.Issue(v, time.Hour)
-	require.NoError(t, err)
+	tok := mustIssue(t, a, v, time.Hour)
 	_, info, err := a.VerifyToken(tok)
 	require.NoError(t, err)
 	require.NotEmpty(t, info.ID)

@@ -34,8 +34,7 @@ func TestMiddlewareValid(t *testing.T) {
 	t.Parallel()
 	a, _ := newAuth(t)
 	want := viewer.Viewer{Role: viewer.Member, TenantID: 3, Subject: "bob"}
-	tok, err := a.Issue(want, time.Hour)
-	require.NoError(t, err)
+	tok := mustIssue(t, a, want, time.Hour)
 
 	for _, h := range []string{"Bearer " + tok, "bearer " + tok, "  Bearer   " + tok + " "} {
 		rec, called, v, ok := serve(t, a, []string{h})
@@ -58,11 +57,9 @@ func TestMiddlewareMissingPassesThrough(t *testing.T) {
 func TestMiddlewareInvalid(t *testing.T) {
 	t.Parallel()
 	a, c := newAuth(t)
-	expired, err := a.Issue(viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Minute)
-	require.NoError(t, err)
+	expired := mustIssue(t, a, viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Minute)
 	c.Set(t0.Add(time.Hour))
-	fresh, err := a.Issue(viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Hour)
-	require.NoError(t, err)
+	fresh := mustIssue(t, a, viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Hour)
 
 	for name, h := range map[string][]string{
 		"expired":      {"Bearer " + expired},
@@ -98,8 +95,7 @@ func TestMiddlewareInvalid(t *testing.T) {
 func TestMiddlewareExpiredMessage(t *testing.T) {
 	t.Parallel()
 	a, c := newAuth(t)
-	tok, err := a.Issue(viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Minute)
-	require.NoError(t, err)
+	tok := mustIssue(t, a, viewer.Viewer{Role: viewer.Admin, Subject: "ops"}, time.Minute)
 	c.Set(t0.Add(time.Hour))
 	rec, _, _, _ := serve(t, a, []string{"Bearer " + tok})
 	require.Contains(t, rec.Body.String(), "expired")
@@ -109,8 +105,7 @@ func TestViewerFromInitPayload(t *testing.T) {
 	t.Parallel()
 	a, _ := newAuth(t)
 	want := viewer.Viewer{Role: viewer.Owner, TenantID: 9, Subject: "carol"}
-	tok, err := a.Issue(want, time.Hour)
-	require.NoError(t, err)
+	tok := mustIssue(t, a, want, time.Hour)
 
 	for name, p := range map[string]map[string]any{
 		"Authorization":           {"Authorization": "Bearer " + tok},

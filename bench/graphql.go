@@ -21,16 +21,11 @@ import (
 // as many bodies as one operation may read, each a full-size body of control bytes (which grow sixfold as
 // JSON), from GraphQLClients connections at once for the measured duration. The budget: peak RSS ≤ 150 MiB.
 func (b *Runner) graphql(ctx context.Context) error {
-	p, err := b.startProcess("graphql", nil)
+	p, srv, err := b.startStoreOnly("graphql")
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	fx, err := p.setup(1, 1, "http://127.0.0.1:9/hook", true)
-	if err != nil {
-		return err
-	}
-	srv := fx.Servers[0]
 	body := bytes.Repeat([]byte{1}, inbound.DefaultMaxBody)
 	const stored = 8
 	for range stored {

@@ -142,6 +142,21 @@ func (s *stage) Close() {
 	s.tr.Close()
 }
 
+// startStoreOnly opens an Adal process for scenario with one tenant and one server, whose one recipient is
+// paused: for scenarios that measure the API over what the server stores, with nothing delivered.
+func (b *Runner) startStoreOnly(scenario string) (*Process, FixtureServer, error) {
+	p, err := b.startProcess(scenario, nil)
+	if err != nil {
+		return nil, FixtureServer{}, err
+	}
+	fx, err := p.setup(1, 1, "http://127.0.0.1:9/hook", true)
+	if err != nil {
+		p.Close()
+		return nil, FixtureServer{}, err
+	}
+	return p, fx.Servers[0], nil
+}
+
 // committersSetting names the intake committers in a row's settings when the run sets them.
 func (b *Runner) committersSetting() string {
 	if b.cfg.IntakeCommitters == 0 {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -51,22 +52,11 @@ func (b *Runner) punctuality(ctx context.Context) error {
 		return fmt.Errorf("the window's first retries came due while inserting; lower -punctuality-rows")
 	}
 	// The due times as stored (microseconds), keyed by request.
-	dueOf := map[int64]time.Time{}
-	rows, err := p.DB.QueryContext(ctx, `SELECT request_id, next_attempt_at FROM deliveries WHERE next_attempt_at < $1`,
+	dueOf, err := timesByRequest(ctx, p.DB, `SELECT request_id, next_attempt_at FROM deliveries WHERE next_attempt_at < $1`,
 		t0.Add(window+time.Hour))
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var id int64
-		var at time.Time
-		if err := rows.Scan(&id, &at); err != nil {
-			rows.Close()
-			return err
-		}
-		dueOf[id] = at
-	}
-	rows.Close()
 	if int64(len(dueOf)) != due {
 		return fmt.Errorf("found %d rows due in the window, inserted %d", len(dueOf), due)
 	}
@@ -91,22 +81,14 @@ func (b *Runner) punctuality(ctx context.Context) error {
 		return err
 	}
 	// Process-scheduled retries: attempt 3 is due 3² units after attempt 2 ended, as recorded.
-	retryDue := map[int64]time.Time{}
-	rows, err = p.DB.QueryContext(ctx, `SELECT d.request_id, a.finished_at FROM attempts a
+	retryDue, err := timesByRequest(ctx, p.DB, `SELECT d.request_id, a.finished_at FROM attempts a
 		JOIN deliveries d ON d.id = a.delivery_id WHERE a.number = 2 AND a.status = 'FAILED'`)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var id int64
-		var ended time.Time
-		if err := rows.Scan(&id, &ended); err != nil {
-			rows.Close()
-			return err
-		}
+	for id, ended := range retryDue {
 		retryDue[id] = ended.Add(9 * unit)
 	}
-	rows.Close()
 	var late, lateRetry []time.Duration
 	var early, unexpected int
 	for _, a := range arrivals {
@@ -151,4 +133,23 @@ func (b *Runner) punctuality(ctx context.Context) error {
 	}
 	b.add(row)
 	return nil
+}
+
+// timesByRequest runs query, whose rows are a request id and a time, and returns the times by request.
+func timesByRequest(ctx context.Context, db *sql.DB, query string, args ...any) (map[int64]time.Time, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]time.Time{}
+	for rows.Next() {
+		var id int64
+		var at time.Time
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, err
+		}
+		out[id] = at
+	}
+	return out, rows.Err()
 }

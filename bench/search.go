@@ -27,16 +27,11 @@ const searchRuns = 5
 // latency of the first page of a common, a rare and an absent term, and how fast paging on ("search older")
 // walks the whole history. The budget: every call answers within 2 s.
 func (b *Runner) search(ctx context.Context) error {
-	p, err := b.startProcess("search", nil)
+	p, srv, err := b.startStoreOnly("search")
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	fx, err := p.setup(1, 1, "http://127.0.0.1:9/hook", true)
-	if err != nil {
-		return err
-	}
-	srv := fx.Servers[0]
 	b.logf("search: inserting %d requests", b.cfg.SearchRequests)
 	if err := insertSearchable(ctx, p, srv, b.cfg.SearchRequests); err != nil {
 		return err

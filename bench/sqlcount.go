@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/adal-relay/adal/storage"
 )
 
 // SQLCounter counts what a process sends to PostgreSQL through the connector it wraps (installed with
@@ -82,29 +84,23 @@ func (k *countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{Conn: conn, c: k.c}, nil
+	return &countingConn{ForwardingConn: storage.ForwardingConn{Conn: conn}, c: k.c}, nil
 }
 
 func (k *countingConnector) Driver() driver.Driver { return k.next.Driver() }
 
 // countingConn forwards every optional interface lib/pq's connection implements, counting on the way.
 type countingConn struct {
-	driver.Conn
+	storage.ForwardingConn
 	c *SQLCounter
 }
 
 var (
-	_ driver.Connector          = (*countingConnector)(nil)
-	_ driver.ConnBeginTx        = (*countingConn)(nil)
-	_ driver.ConnPrepareContext = (*countingConn)(nil)
-	_ driver.ExecerContext      = (*countingConn)(nil)
-	_ driver.QueryerContext     = (*countingConn)(nil)
-	_ driver.Pinger             = (*countingConn)(nil)
-	_ driver.NamedValueChecker  = (*countingConn)(nil)
-	_ driver.SessionResetter    = (*countingConn)(nil)
-	_ driver.Validator          = (*countingConn)(nil)
-	_ driver.StmtExecContext    = (*countingStmt)(nil)
-	_ driver.StmtQueryContext   = (*countingStmt)(nil)
+	_ driver.Connector        = (*countingConnector)(nil)
+	_ driver.ExecerContext    = (*countingConn)(nil)
+	_ driver.QueryerContext   = (*countingConn)(nil)
+	_ driver.StmtExecContext  = (*countingStmt)(nil)
+	_ driver.StmtQueryContext = (*countingStmt)(nil)
 )
 
 func (k *countingConn) Prepare(query string) (driver.Stmt, error) {
@@ -166,34 +162,6 @@ func (k *countingConn) QueryContext(ctx context.Context, query string, args []dr
 		k.c.statement(query)
 	}
 	return rows, err
-}
-
-func (k *countingConn) Ping(ctx context.Context) error {
-	if p, ok := k.Conn.(driver.Pinger); ok {
-		return p.Ping(ctx)
-	}
-	return nil
-}
-
-func (k *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
-	if c, ok := k.Conn.(driver.NamedValueChecker); ok {
-		return c.CheckNamedValue(nv)
-	}
-	return driver.ErrSkip
-}
-
-func (k *countingConn) ResetSession(ctx context.Context) error {
-	if r, ok := k.Conn.(driver.SessionResetter); ok {
-		return r.ResetSession(ctx)
-	}
-	return nil
-}
-
-func (k *countingConn) IsValid() bool {
-	if v, ok := k.Conn.(driver.Validator); ok {
-		return v.IsValid()
-	}
-	return true
 }
 
 type countingTx struct {

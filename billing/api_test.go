@@ -14,18 +14,32 @@ import (
 type ledgerPage struct {
 	Ledger struct {
 		TotalCount int
-		Edges      []struct {
-			Node struct {
-				ID           string
-				Reason       string
-				Amount       int
-				BalanceAfter int
-				Reference    string
-				Period       *string
-				CreatedAt    time.Time
-			}
-		}
+		Edges      []struct{ Node ledgerEntry }
 	}
+}
+
+type ledgerEntry struct {
+	ID           string
+	Reason       string
+	Amount       int
+	BalanceAfter int
+	Reference    string
+	Period       *string
+	CreatedAt    time.Time
+}
+
+// newestEntry reads token's ledger, requires it to hold total entries, the newest of reason, amount and
+// balance after, and returns that one.
+func newestEntry(t *testing.T, env *relaytest.Env, token string, total int, reason string, amount, balanceAfter int) ledgerEntry {
+	t.Helper()
+	var page ledgerPage
+	env.MustGraphQL(token, ledgerQuery, nil, &page)
+	require.Equal(t, total, page.Ledger.TotalCount)
+	e := page.Ledger.Edges[0].Node
+	require.Equal(t, reason, e.Reason)
+	require.Equal(t, amount, e.Amount)
+	require.Equal(t, balanceAfter, e.BalanceAfter)
+	return e
 }
 
 const ledgerQuery = `query($t: ID){ ledger(tenantId: $t, first: 50){ totalCount edges { node { id reason amount balanceAfter reference period createdAt } } } }`
@@ -52,13 +66,7 @@ func TestCreateTenantGrantsPlanCredits(t *testing.T) {
 	require.Equal(t, 250, bal)
 	require.Equal(t, tn.PlanID, planID)
 
-	var page ledgerPage
-	env.MustGraphQL(tn.Owner, ledgerQuery, nil, &page)
-	require.Equal(t, 1, page.Ledger.TotalCount)
-	e := page.Ledger.Edges[0].Node
-	require.Equal(t, "PLAN_GRANT", e.Reason)
-	require.Equal(t, 250, e.Amount)
-	require.Equal(t, 250, e.BalanceAfter)
+	e := newestEntry(t, env, tn.Owner, 1, "PLAN_GRANT", 250, 250)
 	require.NotNil(t, e.Period)
 	require.Equal(t, billing.Period(time.Now()), *e.Period)
 
@@ -142,13 +150,7 @@ func TestChangeTenantPlan(t *testing.T) {
 	require.Equal(t, "bigger", out.ChangeTenantPlan.Plan.Name)
 	require.Equal(t, 30, out.ChangeTenantPlan.CreditBalance, "the new plan's credits come with the next period")
 
-	var page ledgerPage
-	env.MustGraphQL(tn.Owner, ledgerQuery, nil, &page)
-	require.Equal(t, 2, page.Ledger.TotalCount)
-	e := page.Ledger.Edges[0].Node
-	require.Equal(t, "PLAN_CHANGE", e.Reason)
-	require.Equal(t, 0, e.Amount)
-	require.Equal(t, 30, e.BalanceAfter)
+	e := newestEntry(t, env, tn.Owner, 2, "PLAN_CHANGE", 0, 30)
 	require.Contains(t, e.Reference, bigger)
 
 	// The new plan's limits apply at once: retention of new requests is the new plan's.
@@ -174,6 +176,7 @@ func TestChangeTenantPlan(t *testing.T) {
 	require.Equal(t, tn.PlanID, out.ChangeTenantPlan.PlanID)
 	resp = env.GraphQL(tn.Owner, q, map[string]any{"t": tn.ID, "p": "999999"})
 	require.Equal(t, "NOT_FOUND", resp.Code(), "%+v", resp.Errors)
+	var page ledgerPage
 	env.MustGraphQL(tn.Owner, ledgerQuery, nil, &page)
 	require.Equal(t, 4, page.Ledger.TotalCount, "grant, change, request, change back")
 }

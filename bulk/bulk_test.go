@@ -90,6 +90,21 @@ func (f fixture) settled(n int) []*ent.Delivery {
 	return ds
 }
 
+// failedOnce accepts n requests for a recipient of its own, whose receiver fails their one attempt, and waits
+// until they are final; the receiver answers 200 OK from then on, so a retry succeeds. It returns the receiver
+// and every delivery.
+func (f fixture) failedOnce(n int) (*receiver, []*ent.Delivery) {
+	f.t.Helper()
+	rcv := newReceiver(f.t, http.StatusInternalServerError)
+	f.recipient(rcv.URL)
+	for range n {
+		f.env.Accept(f.srv.Key)
+	}
+	ds := f.settled(n)
+	rcv.code.Store(http.StatusOK)
+	return rcv, ds
+}
+
 type plan struct{ Count, Credits, Balance, MaxCount int }
 
 type job struct {
@@ -107,15 +122,20 @@ type job struct {
 
 const jobFields = `id status kind total done failed creditsSpent errorMessage finishedAt filter { serverId recipientId status search }`
 
-func (f fixture) plan(token, kind string, filter map[string]any) (plan, relaytest.Response) {
+// call sends token's operation on filter and returns what it answers as r, when it answers no errors.
+func call[T any](f fixture, token, operation string, filter map[string]any) (T, relaytest.Response) {
 	f.t.Helper()
-	resp := f.env.GraphQL(token, `query($f: BulkFilter!){ p: planBulk`+kind+`(filter: $f){ count credits balance maxCount } }`,
-		map[string]any{"f": filter})
-	var out struct{ P plan }
+	resp := f.env.GraphQL(token, operation, map[string]any{"f": filter})
+	var out struct{ R T }
 	if len(resp.Errors) == 0 {
 		require.NoError(f.t, json.Unmarshal(resp.Data, &out))
 	}
-	return out.P, resp
+	return out.R, resp
+}
+
+func (f fixture) plan(token, kind string, filter map[string]any) (plan, relaytest.Response) {
+	f.t.Helper()
+	return call[plan](f, token, `query($f: BulkFilter!){ r: planBulk`+kind+`(filter: $f){ count credits balance maxCount } }`, filter)
 }
 
 func (f fixture) mustPlan(kind string, filter map[string]any) plan {
@@ -127,13 +147,7 @@ func (f fixture) mustPlan(kind string, filter map[string]any) plan {
 
 func (f fixture) start(token, kind string, filter map[string]any) (job, relaytest.Response) {
 	f.t.Helper()
-	resp := f.env.GraphQL(token, `mutation($f: BulkFilter!){ j: bulk`+kind+`(filter: $f){ `+jobFields+` } }`,
-		map[string]any{"f": filter})
-	var out struct{ J job }
-	if len(resp.Errors) == 0 {
-		require.NoError(f.t, json.Unmarshal(resp.Data, &out))
-	}
-	return out.J, resp
+	return call[job](f, token, `mutation($f: BulkFilter!){ r: bulk`+kind+`(filter: $f){ `+jobFields+` } }`, filter)
 }
 
 func (f fixture) mustStart(kind string, filter map[string]any) job {
@@ -141,6 +155,19 @@ func (f fixture) mustStart(kind string, filter map[string]any) job {
 	j, resp := f.start(f.tn.Member, kind, filter)
 	require.Empty(f.t, resp.Errors)
 	return j
+}
+
+// windowHeld starts a retry job over 20 failed deliveries (failedOnce) whose receiver holds every request, and
+// waits until it holds a window of retries. It returns the receiver, every delivery and the job.
+func (f fixture) windowHeld() (*receiver, []*ent.Delivery, job) {
+	f.t.Helper()
+	rcv, originals := f.failedOnce(20)
+	rcv.hold.Store(true)
+	j := f.mustStart("Retry", map[string]any{"serverId": f.srv.ID})
+	relaytest.Eventually(f.t, wait, "the recipient to hold a window of retries", func() bool {
+		return rcv.inFlight.Load() == bulk.DefaultWindow
+	})
+	return rcv, originals, j
 }
 
 func (f fixture) job(id string) job {
@@ -304,13 +331,7 @@ func TestBulkRetryDoesWhatItsDryRunSaid(t *testing.T) {
 func TestBulkRetryStopsAtZeroCredits(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 10)
-	rcv := newReceiver(t, http.StatusInternalServerError)
-	f.recipient(rcv.URL)
-	for range 7 {
-		f.env.Accept(f.srv.Key)
-	}
-	originals := f.settled(7) // 3 credits left
-	rcv.code.Store(http.StatusOK)
+	_, originals := f.failedOnce(7) // 3 credits left
 	p := f.mustPlan("Retry", map[string]any{"serverId": f.srv.ID})
 	require.Equal(t, 7, p.Count)
 	require.Equal(t, 3, p.Balance)
@@ -510,19 +531,7 @@ func TestBulkRefusesBadFiltersAndOtherTenants(t *testing.T) {
 func TestBulkRetryFollowsTheRecipientsPaceAndCancels(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 100)
-	rcv := newReceiver(t, http.StatusInternalServerError)
-	f.recipient(rcv.URL)
-	for range 20 {
-		f.env.Accept(f.srv.Key)
-	}
-	f.settled(20)
-	rcv.code.Store(http.StatusOK)
-	rcv.hold.Store(true)
-
-	j := f.mustStart("Retry", map[string]any{"serverId": f.srv.ID})
-	relaytest.Eventually(t, wait, "the recipient to hold a window of retries", func() bool {
-		return rcv.inFlight.Load() == bulk.DefaultWindow
-	})
+	rcv, _, j := f.windowHeld()
 	require.Equal(t, bulk.DefaultWindow, f.job(j.ID).Done, "no more retries than the window while none is answered")
 
 	resp := f.env.GraphQL(f.tn.Member, `mutation($id: ID!){ cancelBulkJob(id: $id){ status finishedAt } }`, map[string]any{"id": j.ID})
@@ -552,19 +561,7 @@ func TestBulkRetryFollowsTheRecipientsPaceAndCancels(t *testing.T) {
 func TestBulkRetryResumesAfterItsRunnerDies(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 100)
-	rcv := newReceiver(t, http.StatusInternalServerError)
-	f.recipient(rcv.URL)
-	for range 20 {
-		f.env.Accept(f.srv.Key)
-	}
-	originals := f.settled(20)
-	rcv.code.Store(http.StatusOK)
-	rcv.hold.Store(true)
-
-	j := f.mustStart("Retry", map[string]any{"serverId": f.srv.ID})
-	relaytest.Eventually(t, wait, "a window of retries in flight", func() bool {
-		return rcv.inFlight.Load() == bulk.DefaultWindow
-	})
+	rcv, originals, j := f.windowHeld()
 	f.env.Relay.BulkRunner.Stop()
 	require.Equal(t, bulk.DefaultWindow, f.job(j.ID).Done)
 

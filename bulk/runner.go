@@ -164,16 +164,7 @@ func (r *Runner) claim(ctx context.Context, limit int) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	defer rows.Close()
-	var ids []int
-	for rows.Next() {
-		var id int
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return storage.ScanColumn[int](rows)
 }
 
 // errLost says the job is no longer this runner's to run: canceled, or its lease taken over.

@@ -25,6 +25,14 @@ func recv(t *testing.T, ch <-chan Event) Event {
 	return Event{}
 }
 
+// mustSubscribe subscribes to bus with f for the rest of the test.
+func mustSubscribe(t *testing.T, bus Bus, f Filter) <-chan Event {
+	t.Helper()
+	ch, err := bus.Subscribe(t.Context(), f)
+	require.NoError(t, err)
+	return ch
+}
+
 func recvN(t *testing.T, ch <-chan Event, n int) []Event {
 	t.Helper()
 	out := make([]Event, 0, n)
@@ -127,8 +135,7 @@ func TestLocalManySubscribersGetTheirEventsInOrder(t *testing.T) {
 	var subs []sub
 	for _, f := range filters {
 		for range copies {
-			ch, err := b.Subscribe(t.Context(), f)
-			require.NoError(t, err)
+			ch := mustSubscribe(t, b, f)
 			subs = append(subs, sub{f, ch})
 		}
 	}
@@ -161,8 +168,7 @@ func TestLocalUnsubscribeOnContextEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	gone, err := b.Subscribe(ctx, Filter{TenantID: 1})
 	require.NoError(t, err)
-	stays, err := b.Subscribe(t.Context(), Filter{TenantID: 1})
-	require.NoError(t, err)
+	stays := mustSubscribe(t, b, Filter{TenantID: 1})
 	require.Equal(t, 2, b.hub.count())
 
 	cancel()
@@ -187,8 +193,7 @@ func TestLocalStopClosesSubscribersAndCanRestart(t *testing.T) {
 
 	require.NoError(t, b.Start(t.Context()))
 	require.NoError(t, b.Start(t.Context()), "Start on a running bus is a no-op")
-	ch, err := b.Subscribe(t.Context(), Filter{})
-	require.NoError(t, err)
+	ch := mustSubscribe(t, b, Filter{})
 	b.Stop()
 	requireClosed(t, ch)
 	require.Zero(t, b.hub.count())
@@ -204,8 +209,7 @@ func requireRestarts(t *testing.T, b *Local) {
 
 	require.NoError(t, b.Start(t.Context()))
 	t.Cleanup(b.Stop)
-	ch, err := b.Subscribe(t.Context(), Filter{})
-	require.NoError(t, err)
+	ch := mustSubscribe(t, b, Filter{})
 	require.NoError(t, b.Publish(t.Context(), Event{DeliveryID: 1}))
 	require.Equal(t, 1, recv(t, ch).DeliveryID)
 }
@@ -215,8 +219,7 @@ func TestLocalStopsWhenStartContextEnds(t *testing.T) {
 	b := NewLocal()
 	ctx, cancel := context.WithCancel(t.Context())
 	require.NoError(t, b.Start(ctx))
-	ch, err := b.Subscribe(t.Context(), Filter{})
-	require.NoError(t, err)
+	ch := mustSubscribe(t, b, Filter{})
 	cancel()
 	requireClosed(t, ch)
 	// Started again under a live ctx, the ended ctx of the first run has no say any more.
@@ -230,8 +233,7 @@ func TestLocalSlowSubscriberDoesNotBlockPublishers(t *testing.T) {
 
 	slow, err := b.Subscribe(t.Context(), Filter{TenantID: 1}) // never read until the end
 	require.NoError(t, err)
-	fast, err := b.Subscribe(t.Context(), Filter{TenantID: 1})
-	require.NoError(t, err)
+	fast := mustSubscribe(t, b, Filter{TenantID: 1})
 
 	// Publish and read the reader's copy in lock-step: the reader must lose nothing, and if Publish ever
 	// blocked on the subscriber that never reads, the loop would stall and the deadline below would fire.

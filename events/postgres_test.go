@@ -78,10 +78,8 @@ func TestPostgresEventCrossesProcesses(t *testing.T) {
 	a, b, _ := pgPair(t)
 	tenant := randomTenant(t)
 
-	onB, err := b.Subscribe(t.Context(), Filter{TenantID: tenant, ServerID: 2})
-	require.NoError(t, err)
-	onA, err := a.Subscribe(t.Context(), Filter{TenantID: tenant})
-	require.NoError(t, err)
+	onB := mustSubscribe(t, b, Filter{TenantID: tenant, ServerID: 2})
+	onA := mustSubscribe(t, a, Filter{TenantID: tenant})
 
 	e := Event{TenantID: tenant, ServerID: 2, RequestID: 3, DeliveryID: 4, Status: "SUCCEEDED", Kind: KindUpdated}
 	require.NoError(t, a.Publish(t.Context(), e))
@@ -102,8 +100,7 @@ func TestPostgresLargeBatchesArriveCompleteAndInOrder(t *testing.T) {
 	a, b, _ := pgPair(t, WithBuffer(2*n))
 	tenant := randomTenant(t)
 
-	sub, err := b.Subscribe(t.Context(), Filter{TenantID: tenant})
-	require.NoError(t, err)
+	sub := mustSubscribe(t, b, Filter{TenantID: tenant})
 
 	// Both processes publish 500 events at once: each call needs several notifications, and each publisher's
 	// events must arrive whole and in its order, however the two interleave.
@@ -155,10 +152,8 @@ func TestPostgresTenantFilterKeepsOtherTenantsOut(t *testing.T) {
 	mine, theirs := randomTenant(t), randomTenant(t)
 	require.NotEqual(t, mine, theirs)
 
-	sub, err := b.Subscribe(t.Context(), Filter{TenantID: mine})
-	require.NoError(t, err)
-	operator, err := b.Subscribe(t.Context(), Filter{})
-	require.NoError(t, err)
+	sub := mustSubscribe(t, b, Filter{TenantID: mine})
+	operator := mustSubscribe(t, b, Filter{})
 
 	var evs []Event
 	for i := range 20 {
@@ -194,8 +189,7 @@ func TestPostgresResyncAfterReconnect(t *testing.T) {
 	t.Parallel()
 	a, b, channel := pgPair(t)
 	tenant := randomTenant(t)
-	sub, err := b.Subscribe(t.Context(), Filter{TenantID: tenant, ServerID: 3})
-	require.NoError(t, err)
+	sub := mustSubscribe(t, b, Filter{TenantID: tenant, ServerID: 3})
 
 	// Kill B's listener connection from the server side, as a database restart or failover would.
 	killer, err := sql.Open("postgres", testDSN(t))
@@ -219,18 +213,16 @@ func TestPostgresResyncAfterReconnect(t *testing.T) {
 func TestPostgresStopClosesSubscribers(t *testing.T) {
 	t.Parallel()
 	_, b, _ := pgPair(t)
-	ch, err := b.Subscribe(t.Context(), Filter{TenantID: randomTenant(t)})
-	require.NoError(t, err)
+	ch := mustSubscribe(t, b, Filter{TenantID: randomTenant(t)})
 	b.Stop()
 	requireClosed(t, ch)
-	_, err = b.Subscribe(t.Context(), Filter{})
+	_, err := b.Subscribe(t.Context(), Filter{})
 	require.ErrorIs(t, err, ErrNotRunning)
 
 	// Restart: a new listener, and events flow again.
 	require.NoError(t, b.Start(t.Context()))
 	tenant := randomTenant(t)
-	ch, err = b.Subscribe(t.Context(), Filter{TenantID: tenant})
-	require.NoError(t, err)
+	ch = mustSubscribe(t, b, Filter{TenantID: tenant})
 	require.NoError(t, b.Publish(t.Context(), Event{TenantID: tenant, DeliveryID: 1}))
 	require.Equal(t, 1, recv(t, ch).DeliveryID)
 
@@ -238,25 +230,32 @@ func TestPostgresStopClosesSubscribers(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	b.Stop()
 	require.NoError(t, b.Start(ctx))
-	ch, err = b.Subscribe(t.Context(), Filter{})
-	require.NoError(t, err)
+	ch = mustSubscribe(t, b, Filter{})
 	cancel()
 	requireClosed(t, ch)
+}
+
+// unreachable returns a bus, and its handle, for a database at dsn that cannot be reached; both close when
+// the test ends.
+func unreachable(t *testing.T, dsn string) (*Postgres, *sql.DB) {
+	t.Helper()
+	db, err := sql.Open("postgres", dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	bus, err := NewPostgres(dsn, db, nil)
+	require.NoError(t, err)
+	return bus, db
 }
 
 // TestPostgresStartFailsFast runs without a database: a process whose listener cannot connect at boot must
 // say so instead of retrying in the background while serving subscriptions that will never receive anything.
 func TestPostgresStartFailsFast(t *testing.T) {
 	t.Parallel()
-	db, err := sql.Open("postgres", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=5")
-	require.NoError(t, err)
-	defer db.Close()
-	bus, err := NewPostgres("postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=5", db, nil)
-	require.NoError(t, err)
+	bus, db := unreachable(t, "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=5")
 
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	err = bus.Start(ctx)
+	err := bus.Start(ctx)
 	require.Error(t, err)
 	require.NotErrorIs(t, err, context.DeadlineExceeded, "must fail on the first attempt, not time out")
 	_, err = bus.Subscribe(t.Context(), Filter{})
@@ -271,12 +270,8 @@ func TestPostgresStartFailsFast(t *testing.T) {
 
 func TestPostgresPublishRejectsOversizedEventBeforeSending(t *testing.T) {
 	t.Parallel()
-	db, err := sql.Open("postgres", "postgres://postgres@127.0.0.1:1/none?sslmode=disable")
-	require.NoError(t, err)
-	defer db.Close()
-	bus, err := NewPostgres("postgres://postgres@127.0.0.1:1/none?sslmode=disable", db, nil)
-	require.NoError(t, err)
+	bus, _ := unreachable(t, "postgres://postgres@127.0.0.1:1/none?sslmode=disable")
 	// The database is unreachable: getting ErrEventTooLarge proves nothing was sent first.
-	err = bus.Publish(t.Context(), Event{DeliveryID: 1}, Event{DeliveryID: 2, Status: strings.Repeat("x", 8000)})
+	err := bus.Publish(t.Context(), Event{DeliveryID: 1}, Event{DeliveryID: 2, Status: strings.Repeat("x", 8000)})
 	require.ErrorIs(t, err, ErrEventTooLarge)
 }

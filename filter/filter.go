@@ -12,6 +12,7 @@ package filter
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,12 +93,8 @@ func Compile(rule []byte) (*Filter, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, &Error{Path: "$", Msg: "not valid JSON: data after the rule"}
 	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, &Error{Path: "$", Msg: "a rule is a JSON object"}
-	}
 	c := compiler{}
-	root, err := c.object("$", nil, obj, 1)
+	root, err := c.objectRule("$", nil, v, 1, "a rule is a JSON object")
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +123,15 @@ type path struct {
 type compiler struct {
 	conditions int
 	body       bool
+}
+
+// objectRule compiles v as object does when it is a JSON object; anything else is the error msg at where.
+func (c *compiler) objectRule(where string, prefix *path, v any, depth int, msg string) (node, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, &Error{Path: where, Msg: msg}
+	}
+	return c.object(where, prefix, obj, depth)
 }
 
 // object compiles a rule object found at where (for messages) under the path prefix (nil at the top): its
@@ -174,12 +180,7 @@ func (c *compiler) key(at string, prefix *path, k string, v any, depth int) (nod
 		}
 		nodes := make([]node, len(list))
 		for i, item := range list {
-			itemAt := fmt.Sprintf("%s[%d]", at, i)
-			obj, ok := item.(map[string]any)
-			if !ok {
-				return nil, &Error{Path: itemAt, Msg: "expected a rule (a JSON object)"}
-			}
-			n, err := c.object(itemAt, prefix, obj, depth+2)
+			n, err := c.objectRule(fmt.Sprintf("%s[%d]", at, i), prefix, item, depth+2, "expected a rule (a JSON object)")
 			if err != nil {
 				return nil, err
 			}
@@ -190,11 +191,7 @@ func (c *compiler) key(at string, prefix *path, k string, v any, depth int) (nod
 		}
 		return anyOf(nodes), nil
 	case "$not":
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return nil, &Error{Path: at, Msg: "expected a rule or a set of operators (a JSON object)"}
-		}
-		n, err := c.object(at, prefix, obj, depth+1)
+		n, err := c.objectRule(at, prefix, v, depth+1, "expected a rule or a set of operators (a JSON object)")
 		if err != nil {
 			return nil, err
 		}
@@ -575,13 +572,7 @@ func compareNumber(v any, n json.Number) (int, bool) {
 	}
 	if a, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if b, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-			switch {
-			case a < b:
-				return -1, true
-			case a > b:
-				return 1, true
-			}
-			return 0, true
+			return cmp.Compare(a, b), true
 		}
 	}
 	a, err := strconv.ParseFloat(s, 64)

@@ -97,22 +97,16 @@ func FuzzInbound(f *testing.F) {
 				t.Fatalf("202 from server %d, which has no credit or is deleted", target)
 			}
 		}
-		requests, err := client.Request.Query().Count(ctx)
-		if err != nil {
-			t.Fatal(err)
+		count := func(n int, err error) int {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
 		}
-		debits, err := client.LedgerEntry.Query().Where(ledgerentry.ReasonEQ(ledgerentry.ReasonREQUEST_ACCEPTED)).Count(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		deliveries, err := client.Delivery.Query().Count(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pending, err := client.Request.Query().Where(request.StatusEQ(request.StatusPENDING)).Count(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		requests := count(client.Request.Query().Count(ctx))
+		debits := count(client.LedgerEntry.Query().Where(ledgerentry.ReasonEQ(ledgerentry.ReasonREQUEST_ACCEPTED)).Count(ctx))
+		deliveries := count(client.Delivery.Query().Count(ctx))
+		pending := count(client.Request.Query().Where(request.StatusEQ(request.StatusPENDING)).Count(ctx))
 		if requests != debits || deliveries != requests || pending != requests {
 			t.Fatalf("half-written accept: %d requests (%d pending), %d debits, %d deliveries", requests, pending, debits, deliveries)
 		}

@@ -21,12 +21,20 @@ import (
 	"github.com/adal-relay/adal/viewer"
 )
 
-func TestAcceptStoresRequestAndDebits(t *testing.T) {
-	t.Parallel()
+// startUnreachable starts a process with a tenant "acme" of credits and its server "stripe", whose one
+// recipient's URL refuses connections: what is accepted stays to be retried.
+func startUnreachable(t *testing.T, credits int) (*relaytest.Env, relaytest.Server) {
+	t.Helper()
 	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 5})
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: credits})
 	srv := env.NewServer(tn, "stripe", nil)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": "http://127.0.0.1:1/hook"})
+	return env, srv
+}
+
+func TestAcceptStoresRequestAndDebits(t *testing.T) {
+	t.Parallel()
+	env, srv := startUnreachable(t, 5)
 
 	resp := env.Post(srv.Key, "/events/x?y=1", []byte(`{"id":"evt_1"}`))
 	defer resp.Body.Close()
@@ -50,10 +58,7 @@ func TestAcceptStoresRequestAndDebits(t *testing.T) {
 // requests that share its batch their acceptance.
 func TestRawBytesInQueryDoNotFailTheBatch(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
-	srv := env.NewServer(tn, "stripe", nil)
-	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": "http://127.0.0.1:1/hook"})
+	env, srv := startUnreachable(t, 1000)
 	addr := strings.TrimPrefix(env.Server.URL, "http://")
 
 	var wg sync.WaitGroup
@@ -109,10 +114,7 @@ func rawPost(t *testing.T, addr, target, body string) int {
 // hand over: HTTP servers reject it) fails alone; the requests that shared its batch are still accepted.
 func TestRefusedRequestFailsAlone(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
-	srv := env.NewServer(tn, "stripe", nil)
-	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": "http://127.0.0.1:1/hook"})
+	env, srv := startUnreachable(t, 1000)
 
 	var wg sync.WaitGroup
 	errs := make([]error, 40)

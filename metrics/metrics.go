@@ -25,28 +25,19 @@ type Metrics struct {
 // is called at scrape time.
 func New(reg prometheus.Registerer, dueBacklog func(ctx context.Context) (int, error)) *Metrics {
 	m := &Metrics{
-		intake: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "adal_inbound_requests_total",
-			Help: "Inbound webhook requests by HTTP answer (202 accepted, 401 failed verification, 402 no credit, 404 unknown server, 405 method not allowed, 413 too large, 429 over a rate, 503 storage unavailable).",
-		}, []string{"code"}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "adal_inbound_rejections_total",
-			Help: "Inbound requests refused (401) for failing their server's enforced verification, by reason: MISSING, MALFORMED, MISMATCH, STALE.",
-		}, []string{"reason"}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "adal_attempts_total",
-			Help: "Delivery attempts by outcome: succeeded, or the error kind of a failed attempt.",
-		}, []string{"outcome"}),
-		attemptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "adal_attempt_duration_seconds",
-			Help:    "Duration of delivery attempts, from connect to the end of the response.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}),
-		claimBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "adal_claim_batch_size",
-			Help:    "Deliveries taken per scheduler claim.",
-			Buckets: []float64{0, 1, 2, 5, 10, 25, 50, 100, 250, 500},
-		}),
+		intake: counterVec("adal_inbound_requests_total",
+			"Inbound webhook requests by HTTP answer (202 accepted, 401 failed verification, 402 no credit, 404 unknown server, 405 method not allowed, 413 too large, 429 over a rate, 503 storage unavailable).",
+			"code"),
+		rejections: counterVec("adal_inbound_rejections_total",
+			"Inbound requests refused (401) for failing their server's enforced verification, by reason: MISSING, MALFORMED, MISMATCH, STALE.",
+			"reason"),
+		attempts: counterVec("adal_attempts_total",
+			"Delivery attempts by outcome: succeeded, or the error kind of a failed attempt.", "outcome"),
+		attemptDuration: histogram("adal_attempt_duration_seconds",
+			"Duration of delivery attempts, from connect to the end of the response.",
+			.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30),
+		claimBatch: histogram("adal_claim_batch_size", "Deliveries taken per scheduler claim.",
+			0, 1, 2, 5, 10, 25, 50, 100, 250, 500),
 	}
 	reg.MustRegister(m.intake, m.rejections, m.attempts, m.attemptDuration, m.claimBatch)
 	for _, r := range verify.Reasons { // present at zero, so a rate over them starts from the first scrape
@@ -67,6 +58,14 @@ func New(reg prometheus.Registerer, dueBacklog func(ctx context.Context) (int, e
 		}))
 	}
 	return m
+}
+
+func counterVec(name, help, label string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+}
+
+func histogram(name, help string, buckets ...float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
 }
 
 // Intake counts one inbound answer.

@@ -12,9 +12,8 @@ import (
 func TestTenantUsageFromTheLedger(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})
+	tn, srv := env.NewTenantServer(100)
 	other := env.NewTenant("other", relaytest.PlanLimits{Credits: 100})
-	srv := env.NewServer(tn, "s", nil)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	for range 3 {
 		postID(t, env, srv.Key)

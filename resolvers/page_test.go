@@ -12,8 +12,7 @@ import (
 func TestListsArePaged(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 200})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(200)
 	for range resolvers.DefaultPage + 5 {
 		postID(t, env, srv.Key)
 	}

@@ -64,8 +64,7 @@ func postID(t *testing.T, env *relaytest.Env, key string) string {
 func TestDeliveryUpdatedFollowsADeliveryLive(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 5 * time.Millisecond })
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(1000)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": flaky(t).URL})
 
 	// Subscribe to the request: wait until the subscription is live by watching the server for a first,
@@ -89,8 +88,7 @@ func TestDeliveryUpdatedFollowsADeliveryLive(t *testing.T) {
 func TestDeliveryUpdatedStartsWithTheRequestsDeliveries(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(1000)
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(ok.Close)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": ok.URL})
@@ -158,8 +156,7 @@ func TestDeliveryUpdatedIsTenantScoped(t *testing.T) {
 // Not parallel: it counts the process's goroutines, which other tests would disturb.
 func TestDeliveryUpdatedCleansUpWhenTheClientLeaves(t *testing.T) {
 	env := relaytest.Start(t)
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
-	srv := env.NewServer(tn, "s", nil)
+	tn, srv := env.NewTenantServer(1000)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	postID(t, env, srv.Key) // warm up the paths a subscription uses
 	settle := func() int {

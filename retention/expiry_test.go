@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/retention"
+	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/storage/dbtest"
 )
 
@@ -73,14 +74,8 @@ func TestExpiredConformance(t *testing.T) {
 	selected := func(cond string) []int {
 		rows, err := b.db.SQL.QueryContext(b.ctx, "SELECT id FROM requests WHERE "+cond, now)
 		require.NoError(t, err)
-		defer rows.Close()
-		var got []int
-		for rows.Next() {
-			var id int
-			require.NoError(t, rows.Scan(&id))
-			got = append(got, id)
-		}
-		require.NoError(t, rows.Err())
+		got, err := storage.ScanColumn[int](rows)
+		require.NoError(t, err)
 		slices.Sort(got)
 		return got
 	}

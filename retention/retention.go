@@ -300,16 +300,7 @@ func queryIDs(ctx context.Context, tx *ent.Client, query string, args ...any) ([
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return storage.ScanColumn[int64](rows)
 }
 
 type lockedDelivery struct {

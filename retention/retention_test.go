@@ -56,6 +56,14 @@ func (b *testBundle) purger(t testing.TB, configure ...func(*retention.Config)) 
 }
 
 // fixture is one tenant with a server and two recipients, enough to hang requests, deliveries and attempts on.
+// requireLeft requires n requests to be left in the database.
+func (b *testBundle) requireLeft(t testing.TB, n int, msgAndArgs ...any) {
+	t.Helper()
+	left, err := b.fx.client.Request.Query().Count(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, n, left, msgAndArgs...)
+}
+
 type fixture struct {
 	client     *ent.Client
 	tenantID   int
@@ -234,9 +242,7 @@ func TestPurgeInBoundedBatches(t *testing.T) {
 	require.Equal(t, int64(n), st.Requests)
 	require.Equal(t, 3, st.Batches, "two full batches and a short one")
 	require.Positive(t, st.LongestBatch)
-	left, err := b.fx.client.Request.Query().Count(b.ctx)
-	require.NoError(t, err)
-	require.Equal(t, 10, left, "the unexpired requests")
+	b.requireLeft(t, 10, "the unexpired requests")
 }
 
 // Workers take disjoint batches (SKIP LOCKED) and together purge everything once.
@@ -257,9 +263,7 @@ func TestPurgeWithConcurrentWorkers(t *testing.T) {
 	require.Equal(t, int64(100), st.Deliveries)
 	require.Equal(t, int64(200), st.Attempts)
 	require.GreaterOrEqual(t, st.Batches, 13)
-	left, err := b.fx.client.Request.Query().Count(b.ctx)
-	require.NoError(t, err)
-	require.Equal(t, 10, left)
+	b.requireLeft(t, 10)
 }
 
 func TestPurgeExactMultipleOfBatchSize(t *testing.T) {

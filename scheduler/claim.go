@@ -176,14 +176,5 @@ func probeTurn(ctx context.Context, db *storage.DB, now time.Time, every time.Du
 	if err != nil {
 		return nil, fmt.Errorf("probe turns: %w", err)
 	}
-	defer rows.Close()
-	var ids []int
-	for rows.Next() {
-		var id int
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return storage.ScanColumn[int](rows)
 }

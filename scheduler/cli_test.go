@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/relay/relaytest"
@@ -29,10 +30,18 @@ func (b cliBundle) cliDelivery(t *testing.T, requestID int) *ent.Delivery {
 	return d
 }
 
+// claim runs the CLI lane's claim at now, of up to 10 deliveries for an owner "cli:test:…", with the recipients
+// ready.
+func (b cliBundle) claim(t *testing.T, now time.Time, ready ...scheduler.CLIReady) []delivery.Claim {
+	t.Helper()
+	claims, err := scheduler.ClaimCLIForTest(viewer.SystemContext(t.Context()), b.Env.DB.DB, now, 10, "cli:test:", ready...)
+	require.NoError(t, err)
+	return claims
+}
+
 func TestClaimHoldsBacklogBackUnlessPendingOnConnect(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	ctx := viewer.SystemContext(t.Context())
 	off, recOff := b.Env.NewCLIRecipient(b.Tenant, false)
 	on, recOn := b.Env.NewCLIRecipient(b.Tenant, true)
 	reqOff, reqOn := b.Env.Accept(off.Key), b.Env.Accept(on.Key)
@@ -40,8 +49,7 @@ func TestClaimHoldsBacklogBackUnlessPendingOnConnect(t *testing.T) {
 	require.True(t, b.cliDelivery(t, reqOn).Backlog)
 
 	later := time.Now().UTC().Add(time.Minute)
-	claims, err := scheduler.ClaimCLIForTest(ctx, b.Env.DB.DB, later, 10, "cli:test:", scheduler.CLIReady{RecipientID: recOff, Since: later}, scheduler.CLIReady{RecipientID: recOn, Since: later})
-	require.NoError(t, err)
+	claims := b.claim(t, later, scheduler.CLIReady{RecipientID: recOff, Since: later}, scheduler.CLIReady{RecipientID: recOn, Since: later})
 	require.Len(t, claims, 1, "only the server that delivers pending requests on connect gives up its backlog")
 	require.Equal(t, b.cliDelivery(t, reqOn).ID, claims[0].DeliveryID)
 	require.Equal(t, 1, claims[0].Attempt)
@@ -50,8 +58,7 @@ func TestClaimHoldsBacklogBackUnlessPendingOnConnect(t *testing.T) {
 	// A delivery created after the CLI attached is not backlog for it, whatever its flag says (the heartbeat
 	// that sets the flag is eventually consistent).
 	long := time.Now().UTC().Add(-time.Hour)
-	claims, err = scheduler.ClaimCLIForTest(ctx, b.Env.DB.DB, later, 10, "cli:test:", scheduler.CLIReady{RecipientID: recOff, Since: long})
-	require.NoError(t, err)
+	claims = b.claim(t, later, scheduler.CLIReady{RecipientID: recOff, Since: long})
 	require.Len(t, claims, 1)
 	require.Equal(t, b.cliDelivery(t, reqOff).ID, claims[0].DeliveryID)
 	d := b.cliDelivery(t, reqOff)
@@ -62,20 +69,17 @@ func TestClaimHoldsBacklogBackUnlessPendingOnConnect(t *testing.T) {
 func TestClaimTakesOnlyAttachedActiveCLIRecipients(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	ctx := viewer.SystemContext(t.Context())
 	srv, rec := b.Env.NewCLIRecipient(b.Tenant, true)
 	_, other := b.Env.NewCLIRecipient(b.Tenant, true)
 	req := b.Env.Accept(srv.Key)
 	later := time.Now().UTC().Add(time.Minute)
 
-	claims, err := scheduler.ClaimCLIForTest(ctx, b.Env.DB.DB, later, 10, "cli:test:", scheduler.CLIReady{RecipientID: other, Since: later})
-	require.NoError(t, err)
+	claims := b.claim(t, later, scheduler.CLIReady{RecipientID: other, Since: later})
 	require.Empty(t, claims, "not attached")
 
 	var out struct{ PauseRecipient struct{ State string } }
 	b.Env.MustGraphQL(b.Tenant.Owner, `mutation($id: ID!){ pauseRecipient(id: $id){ state } }`, map[string]any{"id": strconv.Itoa(rec)}, &out)
-	claims, err = scheduler.ClaimCLIForTest(ctx, b.Env.DB.DB, later, 10, "cli:test:", scheduler.CLIReady{RecipientID: rec, Since: later})
-	require.NoError(t, err)
+	claims = b.claim(t, later, scheduler.CLIReady{RecipientID: rec, Since: later})
 	require.Empty(t, claims, "paused")
 	require.Equal(t, entdelivery.StatusPENDING, b.cliDelivery(t, req).Status)
 	require.Zero(t, b.cliDelivery(t, req).AttemptCount)
@@ -88,8 +92,7 @@ func TestReleaseUndoesAClaim(t *testing.T) {
 	srv, rec := b.Env.NewCLIRecipient(b.Tenant, true)
 	req := b.Env.Accept(srv.Key)
 	later := time.Now().UTC().Add(time.Minute)
-	claims, err := scheduler.ClaimCLIForTest(ctx, b.Env.DB.DB, later, 10, "cli:test:", scheduler.CLIReady{RecipientID: rec, Since: later})
-	require.NoError(t, err)
+	claims := b.claim(t, later, scheduler.CLIReady{RecipientID: rec, Since: later})
 	require.Len(t, claims, 1)
 
 	stale := claims[0]

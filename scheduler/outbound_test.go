@@ -102,12 +102,18 @@ func waitFinished(t *testing.T, env *relaytest.Env, id int) *ent.OutboundJob {
 	return outboundJob(t, env, id)
 }
 
+// startFailingTarget starts a process on the retry unit with a tenant of 10 credits, and a target that fails
+// its first failures calls.
+func startFailingTarget(t *testing.T, unit time.Duration, failures int) (*relaytest.Env, relaytest.Tenant, *target) {
+	t.Helper()
+	env := relaytest.Start(t, compressed(unit))
+	return env, env.NewTenant("acme", relaytest.PlanLimits{Credits: 10}), newTarget(t, failThenOK(failures))
+}
+
 func TestOutboundFailsThenSucceedsOnSteppedSchedule(t *testing.T) {
 	t.Parallel()
 	const unit = 20 * time.Millisecond
-	env := relaytest.Start(t, compressed(unit))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	tg := newTarget(t, failThenOK(3))
+	env, tn, tg := startFailingTarget(t, unit, 3)
 
 	id := send(t, env, tn, map[string]any{
 		"url": tg.URL + "/orders?x=1", "method": "PUT", "body": `{"n":1}`, "idempotencyKey": "order-1",
@@ -156,9 +162,7 @@ func TestOutboundFailsThenSucceedsOnSteppedSchedule(t *testing.T) {
 func TestOutboundFailsAfterTenAttempts(t *testing.T) {
 	t.Parallel()
 	const unit = 2 * time.Millisecond
-	env := relaytest.Start(t, compressed(unit))
-	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
-	tg := newTarget(t, failThenOK(1000))
+	env, tn, tg := startFailingTarget(t, unit, 1000)
 
 	id := send(t, env, tn, map[string]any{"url": tg.URL})
 	j := waitFinished(t, env, id)

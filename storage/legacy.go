@@ -158,17 +158,8 @@ func headersToBytea(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("find jsonb headers: %w", err)
 	}
-	var tables []string
-	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
-			rows.Close()
-			return err
-		}
-		tables = append(tables, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	tables, err := ScanColumn[string](rows)
+	if err != nil {
 		return err
 	}
 	for _, t := range tables { // a name from the fixed list above

@@ -48,10 +48,7 @@ func TestMigrateAppliesPendingOnce(t *testing.T) {
 // and recorded as migrated.
 func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
 	t.Parallel()
-	db := dbtest.OpenEmpty(t)
-	ctx := viewer.SystemContext(context.Background())
-	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
-	req := writeRows(t, db)
+	db, ctx, req := autoMigratedWithRows(t)
 	require.NoError(t, storage.DownToBaseline(ctx, db.DB))
 	require.ErrorIs(t, storage.CheckMigrated(ctx, db.DB), storage.ErrPending)
 
@@ -66,10 +63,7 @@ func TestMigrateUpgradesTheAutomaticMigrationsDatabase(t *testing.T) {
 // ones get, and their own.
 func TestMigrationGivesEveryRecipientASigningKey(t *testing.T) {
 	t.Parallel()
-	db := dbtest.OpenEmpty(t)
-	ctx := viewer.SystemContext(context.Background())
-	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
-	req := writeRows(t, db)
+	db, ctx, req := autoMigratedWithRows(t)
 	rec, err := db.Client.Recipient.Query().Only(ctx)
 	require.NoError(t, err)
 	_, err = db.Client.Recipient.Create().SetTenantID(rec.TenantID).SetServerID(rec.ServerID).SetName("cli").
@@ -190,6 +184,16 @@ func TestMigrationsIndexTheHistorySparingly(t *testing.T) {
 }
 
 var testHeaders = http.Header{"Content-Type": {"application/json"}, "X-Many": {"a", "b"}}
+
+// autoMigratedWithRows opens an empty database, creates the schema with the automatic migration and writes
+// rows into it (writeRows); it returns it, a system context and the request written.
+func autoMigratedWithRows(t *testing.T) (*dbtest.DB, context.Context, *ent.Request) {
+	t.Helper()
+	db := dbtest.OpenEmpty(t)
+	ctx := viewer.SystemContext(context.Background())
+	require.NoError(t, storage.AutoMigrate(ctx, db.DB))
+	return db, ctx, writeRows(t, db)
+}
 
 // writeRows stores a tenant with a server, a recipient and a request with one delivery, and returns the
 // request.

@@ -38,26 +38,20 @@ func (c preparingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &preparingConn{Conn: conn, stmts: map[string]driver.Stmt{}}, nil
+	return &preparingConn{ForwardingConn: ForwardingConn{Conn: conn}, stmts: map[string]driver.Stmt{}}, nil
 }
 
 // preparingConn runs registered statements through the statement it prepared for each, and forwards
 // everything else, with every optional interface of lib/pq's connection. database/sql uses a connection from
 // one goroutine at a time, so stmts needs no lock. The statements go when the connection closes.
 type preparingConn struct {
-	driver.Conn
+	ForwardingConn
 	stmts map[string]driver.Stmt
 }
 
 var (
-	_ driver.ConnBeginTx        = (*preparingConn)(nil)
-	_ driver.ConnPrepareContext = (*preparingConn)(nil)
-	_ driver.ExecerContext      = (*preparingConn)(nil)
-	_ driver.QueryerContext     = (*preparingConn)(nil)
-	_ driver.Pinger             = (*preparingConn)(nil)
-	_ driver.NamedValueChecker  = (*preparingConn)(nil)
-	_ driver.SessionResetter    = (*preparingConn)(nil)
-	_ driver.Validator          = (*preparingConn)(nil)
+	_ driver.ExecerContext  = (*preparingConn)(nil)
+	_ driver.QueryerContext = (*preparingConn)(nil)
 )
 
 // stmt returns the connection's statement for a registered query, preparing it the first time, or nil for
@@ -121,54 +115,4 @@ func (c *preparingConn) ExecContext(ctx context.Context, query string, args []dr
 		return nil, driver.ErrSkip
 	}
 	return e.ExecContext(ctx, query, args)
-}
-
-func (c *preparingConn) Prepare(query string) (driver.Stmt, error) {
-	return c.PrepareContext(context.Background(), query)
-}
-
-func (c *preparingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
-		return p.PrepareContext(ctx, query)
-	}
-	return c.Conn.Prepare(query)
-}
-
-func (c *preparingConn) Begin() (driver.Tx, error) {
-	return c.BeginTx(context.Background(), driver.TxOptions{})
-}
-
-func (c *preparingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
-		return b.BeginTx(ctx, opts)
-	}
-	return c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
-}
-
-func (c *preparingConn) Ping(ctx context.Context) error {
-	if p, ok := c.Conn.(driver.Pinger); ok {
-		return p.Ping(ctx)
-	}
-	return nil
-}
-
-func (c *preparingConn) CheckNamedValue(nv *driver.NamedValue) error {
-	if k, ok := c.Conn.(driver.NamedValueChecker); ok {
-		return k.CheckNamedValue(nv)
-	}
-	return driver.ErrSkip
-}
-
-func (c *preparingConn) ResetSession(ctx context.Context) error {
-	if r, ok := c.Conn.(driver.SessionResetter); ok {
-		return r.ResetSession(ctx)
-	}
-	return nil
-}
-
-func (c *preparingConn) IsValid() bool {
-	if v, ok := c.Conn.(driver.Validator); ok {
-		return v.IsValid()
-	}
-	return true
 }

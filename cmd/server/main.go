@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -95,55 +96,25 @@ func configFromEnv() (relay.Config, error) {
 			}
 		}
 	}
-	if v := os.Getenv("ADAL_MAX_BODY_BYTES"); v != "" {
-		if cfg.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); err != nil || cfg.MaxBodyBytes <= 0 {
-			return cfg, fmt.Errorf("ADAL_MAX_BODY_BYTES must be a positive number of bytes, got %q", v)
-		}
-	}
-	if v := os.Getenv("ADAL_INTAKE_BODY_BUDGET"); v != "" {
-		if cfg.IntakeBodyBudget, err = strconv.ParseInt(v, 10, 64); err != nil || cfg.IntakeBodyBudget <= 0 {
-			return cfg, fmt.Errorf("ADAL_INTAKE_BODY_BUDGET must be a positive number of bytes, got %q", v)
-		}
-	}
-	if v := os.Getenv("ADAL_GRAPHQL_MAX_RESPONSE_BYTES"); v != "" {
-		if cfg.MaxResponseBytes, err = strconv.Atoi(v); err != nil || cfg.MaxResponseBytes <= 0 {
-			return cfg, fmt.Errorf("ADAL_GRAPHQL_MAX_RESPONSE_BYTES must be a positive number of bytes, got %q", v)
-		}
-	}
-	if v := os.Getenv("ADAL_RETRY_UNIT"); v != "" {
-		if cfg.RetryUnit, err = time.ParseDuration(v); err != nil || cfg.RetryUnit <= 0 {
-			return cfg, fmt.Errorf("ADAL_RETRY_UNIT must be a positive duration such as 1m or 100ms, got %q", v)
-		}
-	}
-	if v := os.Getenv("ADAL_WORKERS"); v != "" {
-		if cfg.Workers, err = strconv.Atoi(v); err != nil || cfg.Workers < 1 {
-			return cfg, fmt.Errorf("ADAL_WORKERS must be a positive number, got %q", v)
-		}
-	}
-	if v := os.Getenv("ADAL_TENANT_WORKER_SHARE"); v != "" {
-		if cfg.TenantShare, err = strconv.ParseFloat(v, 64); err != nil || !(cfg.TenantShare > 0 && cfg.TenantShare <= 1) {
-			return cfg, fmt.Errorf("ADAL_TENANT_WORKER_SHARE must be a fraction above 0 and at most 1 such as 0.5, got %q", v)
-		}
-	}
-	if v := os.Getenv("ADAL_INTAKE_COMMITTERS"); v != "" {
-		if cfg.IntakeCommitters, err = strconv.Atoi(v); err != nil || cfg.IntakeCommitters < 1 {
-			return cfg, fmt.Errorf("ADAL_INTAKE_COMMITTERS must be a positive number, got %q", v)
-		}
-	}
-	if v := os.Getenv("ADAL_RESCUE_INTERVAL"); v != "" {
-		if cfg.RescueInterval, err = time.ParseDuration(v); err != nil || cfg.RescueInterval <= 0 {
-			return cfg, fmt.Errorf("ADAL_RESCUE_INTERVAL must be a positive duration such as 10s, got %q", v)
-		}
-	}
-	if v := os.Getenv("ADAL_ALERT_INTERVAL"); v != "" {
-		if cfg.AlertInterval, err = time.ParseDuration(v); err != nil || cfg.AlertInterval <= 0 {
-			return cfg, fmt.Errorf("ADAL_ALERT_INTERVAL must be a positive duration such as 2s, got %q", v)
-		}
-	}
-	if v := os.Getenv("ADAL_LEASE"); v != "" {
-		if cfg.Lease, err = time.ParseDuration(v); err != nil || cfg.Lease < time.Second {
-			return cfg, fmt.Errorf("ADAL_LEASE must be a duration of at least 1s such as 60s, got %q", v)
-		}
+	if err := cmp.Or(
+		envParsed(&cfg.MaxBodyBytes, "ADAL_MAX_BODY_BYTES", parseInt64, positive, "a positive number of bytes"),
+		envParsed(&cfg.IntakeBodyBudget, "ADAL_INTAKE_BODY_BUDGET", parseInt64, positive, "a positive number of bytes"),
+		envParsed(&cfg.MaxResponseBytes, "ADAL_GRAPHQL_MAX_RESPONSE_BYTES", strconv.Atoi, positive,
+			"a positive number of bytes"),
+		envParsed(&cfg.RetryUnit, "ADAL_RETRY_UNIT", time.ParseDuration, positive,
+			"a positive duration such as 1m or 100ms"),
+		envParsed(&cfg.Workers, "ADAL_WORKERS", strconv.Atoi, positive, "a positive number"),
+		envParsed(&cfg.TenantShare, "ADAL_TENANT_WORKER_SHARE", parseFloat64,
+			func(f float64) bool { return f > 0 && f <= 1 }, "a fraction above 0 and at most 1 such as 0.5"),
+		envParsed(&cfg.IntakeCommitters, "ADAL_INTAKE_COMMITTERS", strconv.Atoi, positive, "a positive number"),
+		envParsed(&cfg.RescueInterval, "ADAL_RESCUE_INTERVAL", time.ParseDuration, positive,
+			"a positive duration such as 10s"),
+		envParsed(&cfg.AlertInterval, "ADAL_ALERT_INTERVAL", time.ParseDuration, positive,
+			"a positive duration such as 2s"),
+		envParsed(&cfg.Lease, "ADAL_LEASE", time.ParseDuration, func(d time.Duration) bool { return d >= time.Second },
+			"a duration of at least 1s such as 60s"),
+	); err != nil { // the first variable in this order that is wrong
+		return cfg, err
 	}
 	level := slog.LevelInfo
 	if v := os.Getenv("ADAL_LOG_LEVEL"); v != "" {
@@ -167,12 +138,39 @@ func envBool(name string, unset bool) (bool, error) {
 	return b, nil
 }
 
-func serve(args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return err
+// envParsed sets *dst to the variable name's value as parse reads it, if it is set. A value parse refuses, or
+// valid does not allow, is an error that says what it must be (want).
+func envParsed[T any](dst *T, name string, parse func(string) (T, error), valid func(T) bool, want string) error {
+	v := os.Getenv(name)
+	if v == "" {
+		return nil
 	}
-	cfg, err := configFromEnv()
+	x, err := parse(v)
+	if err != nil || !valid(x) {
+		return fmt.Errorf("%s must be %s, got %q", name, want, v)
+	}
+	*dst = x
+	return nil
+}
+
+func positive[T int | int64 | time.Duration](x T) bool { return x > 0 }
+
+func parseInt64(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
+
+func parseFloat64(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+
+// configWithoutFlags reads the configuration for command name, which takes no flags: it still answers -h, and
+// refuses a flag it does not know.
+func configWithoutFlags(name string, args []string) (relay.Config, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return relay.Config{}, err
+	}
+	return configFromEnv()
+}
+
+func serve(args []string) error {
+	cfg, err := configWithoutFlags("serve", args)
 	if err != nil {
 		return err
 	}
@@ -203,11 +201,7 @@ func serve(args []string) error {
 
 // migrate applies the pending migrations, for deployments that start servers with ADAL_AUTO_MIGRATE=false.
 func migrate(args []string) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := configFromEnv()
+	cfg, err := configWithoutFlags("migrate", args)
 	if err != nil {
 		return err
 	}
@@ -217,6 +211,17 @@ func migrate(args []string) error {
 	}
 	fmt.Printf("applied %d migrations\n", n)
 	return nil
+}
+
+// openQuiet opens the relay the environment configures for a one-off command, logging only warnings and
+// errors, so that what the command prints stands alone.
+func openQuiet() (*relay.Relay, error) {
+	cfg, err := configFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return relay.Open(context.Background(), cfg)
 }
 
 func token(args []string) error {
@@ -241,12 +246,7 @@ func token(args []string) error {
 	if v.Subject == "" {
 		v.Subject = "cli-" + strings.ToLower(string(v.Role))
 	}
-	cfg, err := configFromEnv()
-	if err != nil {
-		return err
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := relay.Open(context.Background(), cfg)
+	r, err := openQuiet()
 	if err != nil {
 		return err
 	}
@@ -267,12 +267,7 @@ func signinLink(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := configFromEnv()
-	if err != nil {
-		return err
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := relay.Open(context.Background(), cfg)
+	r, err := openQuiet()
 	if err != nil {
 		return err
 	}

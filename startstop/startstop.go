@@ -23,29 +23,38 @@ type Service interface {
 // goroutines have all ended. Once a run has ended the service may be started again.
 type BaseStartStop struct {
 	mu      sync.Mutex
+	run     context.Context
 	cancel  context.CancelFunc
 	stopped chan struct{}
 }
 
 // StartInit begins a run. When the service already runs it returns ok false and nothing else to do.
 // Otherwise ctx is the run's context, ended by Stop or by the parent, and the service must call stopped
-// exactly once, when every goroutine of the run has ended (at once when its start failed).
+// exactly once, when every goroutine of the run has ended (at once when its start failed). A run whose
+// context has ended but whose goroutines have not is waited for, so a Start right after a run's parent
+// context ended starts a new run rather than keeping one that is about to stop.
 func (b *BaseStartStop) StartInit(parent context.Context) (ctx context.Context, ok bool, stopped func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.stopped != nil {
-		return parent, false, nil
+	for b.stopped != nil {
+		if b.run.Err() == nil {
+			return parent, false, nil
+		}
+		ending := b.stopped
+		b.mu.Unlock()
+		<-ending
+		b.mu.Lock()
 	}
 	ctx, cancel := context.WithCancel(parent)
 	ch := make(chan struct{})
-	b.cancel, b.stopped = cancel, ch
+	b.run, b.cancel, b.stopped = ctx, cancel, ch
 	var once sync.Once
 	return ctx, true, func() {
 		once.Do(func() {
 			cancel()
 			b.mu.Lock()
 			if b.stopped == ch {
-				b.cancel, b.stopped = nil, nil
+				b.run, b.cancel, b.stopped = nil, nil, nil
 			}
 			b.mu.Unlock()
 			close(ch)

@@ -74,3 +74,49 @@ func TestParentContextEndsTheRunAndAllowsARestart(t *testing.T) {
 	}
 	s.Stop()
 }
+
+// slowStop is a service whose run, once its context ends, winds down only when told to.
+type slowStop struct {
+	startstop.BaseStartStop
+	runs    atomic.Int32
+	release chan struct{}
+}
+
+func (s *slowStop) Start(ctx context.Context) error {
+	ctx, ok, stopped := s.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	s.runs.Add(1)
+	go func() {
+		defer stopped()
+		<-ctx.Done()
+		<-s.release
+	}()
+	return nil
+}
+
+// A Start while the previous run is winding down (its parent context ended, its goroutine not yet done) waits
+// for it and begins a new run, instead of taking the ending run for a live one.
+func TestStartWhileARunWindsDownBeginsANewRun(t *testing.T) {
+	t.Parallel()
+	s := &slowStop{release: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	started := make(chan error, 1)
+	go func() { started <- s.Start(context.Background()) }()
+	close(s.release) // the first run may end now; the second Start must not have returned before it did
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if got := s.runs.Load(); got != 2 {
+		t.Fatalf("runs = %d, want 2: the Start returned a run that was ending", got)
+	}
+	if !s.Running() {
+		t.Fatal("not running after the second Start")
+	}
+	s.Stop()
+}

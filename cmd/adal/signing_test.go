@@ -106,7 +106,9 @@ func TestListenPrintsTheSigningSecret(t *testing.T) {
 	f := newFixture(t, env, nil, nil)
 	second := env.NewRecipient(f.tenant, f.server.ID, map[string]any{"method": "CLI", "name": "second"})
 	secretOf := func(id string) string {
-		var out struct{ Node struct{ SigningSecret string } }
+		var out struct {
+			Node struct{ SigningSecret string }
+		}
 		env.MustGraphQL(f.tenant.Owner, `query($id: ID!){ node(id: $id){ ... on Recipient { signingSecret } } }`,
 			map[string]any{"id": id}, &out)
 		return out.Node.SigningSecret

@@ -55,7 +55,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return time.Now().UTC() }
+		cfg.Now = storage.Now
 	}
 	if cfg.Auth == nil || cfg.Client == nil {
 		return nil, errors.New("auth store: Auth and Client are required")

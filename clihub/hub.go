@@ -55,7 +55,7 @@ func (c *Config) validate() error {
 		c.Logger = slog.Default()
 	}
 	if c.Now == nil {
-		c.Now = func() time.Time { return time.Now().UTC() }
+		c.Now = storage.Now
 	}
 	switch {
 	case c.DB == nil || c.Delivery == nil:

@@ -132,8 +132,7 @@ func (c *Config) defaults() {
 		c.Logger = slog.Default()
 	}
 	if c.Now == nil {
-		// UTC throughout: SQLite compares stored times as text, which is only correct within one zone.
-		c.Now = func() time.Time { return time.Now().UTC() }
+		c.Now = storage.Now // UTC throughout (see storage.Now)
 	}
 }
 

@@ -51,7 +51,7 @@ func NewRescuer(cfg RescuerConfig) (*Rescuer, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return time.Now().UTC() }
+		cfg.Now = storage.Now
 	}
 	if cfg.DB == nil || cfg.Delivery == nil {
 		return nil, errors.New("rescuer: DB and Delivery are required")

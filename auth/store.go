@@ -51,9 +51,7 @@ type Store struct {
 // NewStore returns a store; it refreshes nothing until Start.
 func NewStore(cfg StoreConfig) (*Store, error) {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultRefreshInterval)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = storage.Now
 	}

@@ -78,9 +78,7 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = storage.NewLeaseOwner()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = storage.Now
 	}

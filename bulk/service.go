@@ -67,9 +67,7 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = storage.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Service{cfg: cfg}
 }
 

@@ -128,9 +128,7 @@ func (c *Config) defaults() {
 	if c.RetryUnit <= 0 {
 		c.RetryUnit = time.Minute
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = storage.Now // UTC throughout (see storage.Now)
 	}

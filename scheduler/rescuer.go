@@ -47,9 +47,7 @@ type Rescuer struct {
 func NewRescuer(cfg RescuerConfig) (*Rescuer, error) {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultRescueInterval)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultRescueBatch)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = storage.Now
 	}

@@ -88,9 +88,7 @@ func (c *Config) validate() error {
 	if c.Owner == "" {
 		c.Owner = storage.NewLeaseOwner()
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = storage.Now
 	}

@@ -208,7 +208,7 @@ func TestDeliveryFailedAtMostHourlyWithCount(t *testing.T) {
 	t.Parallel()
 	clock := relaytest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	env, tn, srv, _, rid := startFailing(t, delivery.DefaultHealthRules, map[string]any{"name": "orders", "maxAttempts": 1},
-		func(c *relay.Config) { c.Now = clock.Now })
+		clock.Use)
 	rcv := newAlertReceiver(t)
 	subscribe(t, env, tn.Owner, rcv.URL, []string{"DELIVERY_FAILED"}, nil)
 	ctx := viewer.SystemContext(t.Context())

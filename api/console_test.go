@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,8 +38,7 @@ func codeOf(t *testing.T, link string) string {
 func TestFirstRunSignInLink(t *testing.T) {
 	t.Parallel()
 	var logs relaytest.LogBuffer
-	clock := relaytest.NewClock(time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC))
-	env := relaytest.Start(t, relaytest.CaptureLogs(&logs), func(c *relay.Config) { c.Now = clock.Now })
+	env, clock := relaytest.StartAt(t, time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC), relaytest.CaptureLogs(&logs))
 
 	links := logs.SignInLinks()
 	require.Len(t, links, 1, "one line with a link:\n%s", logs.String())
@@ -101,17 +99,7 @@ func TestSignInCodeRedeemedOnce(t *testing.T) {
 	require.NoError(t, err)
 	code := codeOf(t, link)
 	const n = 6
-	codes := make([]string, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp := env.GraphQL("", redeem, map[string]any{"code": code})
-			codes[i] = resp.Code()
-		}()
-	}
-	wg.Wait()
+	codes := env.ConcurrentCodes(n, "", redeem, func(int) map[string]any { return map[string]any{"code": code} })
 	won := 0
 	for _, c := range codes {
 		if c == "" {
@@ -233,8 +221,7 @@ func methods(n int) []string {
 // What the console links: a ledger entry's tenant, a server's tenant, a tenant's servers and its usage by month.
 func TestConsoleLinks(t *testing.T) {
 	t.Parallel()
-	clock := relaytest.NewClock(time.Date(2026, 11, 30, 23, 30, 0, 0, time.UTC))
-	env := relaytest.Start(t, func(c *relay.Config) { c.Now = clock.Now })
+	env, clock := relaytest.StartAt(t, time.Date(2026, 11, 30, 23, 30, 0, 0, time.UTC))
 	a := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
 	b := env.NewTenant("globex", relaytest.PlanLimits{Credits: 20})
 	sa := env.NewServer(a, "zeta", nil)

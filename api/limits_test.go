@@ -86,9 +86,7 @@ func TestParserTokenLimit(t *testing.T) {
 // TOO_MANY_SUBSCRIPTIONS, and ending one frees its place for a new one, which then streams.
 func TestSubscriptionsPerConnection(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("subs", relaytest.PlanLimits{Credits: 100})
-	srv := env.NewServer(tn, "subs", nil)
+	env, tn, srv := relaytest.StartTenantServer(t, "subs", 100)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": "http://127.0.0.1:9/hook"})
 	const q = `subscription($s: ID!){ deliveryUpdated(serverId: $s){ id } }`
 	vars := map[string]any{"s": srv.ID}

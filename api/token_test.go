@@ -156,9 +156,7 @@ func requireClosedWith(t *testing.T, sub *wsSub, reason string) {
 // Revoking a token closes its websockets: the live delivery stream and a CLI's stream alike.
 func TestWebsocketClosedAtRevocation(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	a := env.NewTenant("ws-rev", relaytest.PlanLimits{Credits: 100})
-	srv := env.NewServer(a, "ws-rev", nil)
+	env, a, srv := relaytest.StartTenantServer(t, "ws-rev", 100)
 	rcp := env.NewRecipient(a, srv.ID, map[string]any{"method": "CLI"})
 	tok := mint(t, env, a.Owner, map[string]any{"role": "MEMBER"})
 
@@ -194,11 +192,7 @@ func TestWebsocketClosedAtRevocation(t *testing.T) {
 // A websocket closes once its token expires, by the process's clock.
 func TestWebsocketClosedAtExpiry(t *testing.T) {
 	t.Parallel()
-	clock := relaytest.NewClock(time.Now().UTC())
-	env := relaytest.Start(t, func(c *relay.Config) {
-		c.Now = clock.Now
-		c.TokenRefresh = 20 * time.Millisecond
-	})
+	env, clock := relaytest.StartAt(t, time.Now().UTC(), func(c *relay.Config) { c.TokenRefresh = 20 * time.Millisecond })
 	a := env.NewTenant("ws-exp", relaytest.PlanLimits{Credits: 1000})
 	srv := env.NewServer(a, "ws-exp", nil)
 	env.NewRecipient(a, srv.ID, map[string]any{"method": "CLI"}) // a pending delivery per webhook: an event

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adal-relay/adal/auth"
+	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -20,27 +20,11 @@ var (
 	t0         = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 )
 
-// clock is a settable time source, so expiry is tested by moving time instead of sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-func newAuth(t *testing.T) (*auth.Authenticator, *clock) {
+// newAuth returns an authenticator on a clock stopped at t0, so expiry is tested by moving time instead of
+// sleeping.
+func newAuth(t *testing.T) (*auth.Authenticator, *relaytest.Clock) {
 	t.Helper()
-	c := &clock{t: t0}
+	c := relaytest.NewClock(t0)
 	a, err := auth.New(testSecret, c.Now)
 	require.NoError(t, err)
 	return a, c

@@ -51,11 +51,9 @@ type Store struct {
 // NewStore returns a store; it refreshes nothing until Start.
 func NewStore(cfg StoreConfig) (*Store, error) {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultRefreshInterval)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return time.Now().UTC() }
+		cfg.Now = storage.Now
 	}
 	if cfg.Auth == nil || cfg.Client == nil {
 		return nil, errors.New("auth store: Auth and Client are required")

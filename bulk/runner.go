@@ -3,8 +3,6 @@ package bulk
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,15 +76,11 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	cfg.Window = cmp.Or(cfg.Window, DefaultWindow)
 	cfg.MaxJobs = cmp.Or(cfg.MaxJobs, DefaultMaxJobs)
 	if cfg.Owner == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		cfg.Owner = hex.EncodeToString(b[:])
+		cfg.Owner = storage.NewLeaseOwner()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return time.Now().UTC() }
+		cfg.Now = storage.Now
 	}
 	if cfg.DB == nil || cfg.Delivery == nil {
 		return nil, errors.New("bulk runner: DB and Delivery are required")

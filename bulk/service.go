@@ -65,11 +65,9 @@ func New(cfg Config) *Service {
 	cfg.MaxDeliveries = cmp.Or(cfg.MaxDeliveries, DefaultMaxDeliveries)
 	cfg.MatchTimeout = cmp.Or(cfg.MatchTimeout, DefaultMatchTimeout)
 	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return time.Now().UTC() }
+		cfg.Now = storage.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Service{cfg: cfg}
 }
 

@@ -51,11 +51,9 @@ func (c *Config) validate() error {
 	c.Heartbeat = cmp.Or(c.Heartbeat, 5*time.Second)
 	c.SeenFor = cmp.Or(c.SeenFor, 15*time.Second)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, scheduler.DefaultCLIMaxInFlight)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
-		c.Now = func() time.Time { return time.Now().UTC() }
+		c.Now = storage.Now
 	}
 	switch {
 	case c.DB == nil || c.Delivery == nil:

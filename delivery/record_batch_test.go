@@ -43,13 +43,9 @@ func TestRecordBatchRecordsAsRecordDoes(t *testing.T) {
 
 	const perRecipient = 8
 	build := func() recordWorld {
-		plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(100).SetRetentionDays(7).
-			SetMaxServers(1).SetMaxRecipientsPerServer(2).Save(ctx)
-		require.NoError(t, err)
-		tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(100).Save(ctx)
-		require.NoError(t, err)
-		srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).Save(ctx)
-		require.NoError(t, err)
+		plan := newPlan(t, ctx, db, 100, 1, 2)
+		tn := newTenant(t, ctx, db, plan.ID, 100)
+		srv := newServer(t, ctx, db, tn.ID)
 		var w recordWorld
 		var recs []*ent.Recipient
 		for i, maxAttempts := range []int{1, 3} { // recipient 0: every failure is final; 1: failures retry
@@ -178,13 +174,9 @@ func TestConcurrentBatchesSettleSiblingDeliveries(t *testing.T) {
 	ctx := viewer.SystemContext(t.Context())
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect,
 		Now: time.Now, Unit: time.Second, CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
-	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
-		SetMaxServers(1).SetMaxRecipientsPerServer(2).Save(ctx)
-	require.NoError(t, err)
-	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(1 << 20).Save(ctx)
-	require.NoError(t, err)
-	srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).Save(ctx)
-	require.NoError(t, err)
+	plan := newPlan(t, ctx, db, 0, 1, 2)
+	tn := newTenant(t, ctx, db, plan.ID, 1<<20)
+	srv := newServer(t, ctx, db, tn.ID)
 	var recs []*ent.Recipient
 	for i := range 2 {
 		r, err := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
@@ -273,6 +265,31 @@ func unixMicro(t *time.Time) any {
 	return t.UnixMicro()
 }
 
+// newPlan creates a plan of the credits a month, with room for servers servers of recipients recipients each.
+func newPlan(t testing.TB, ctx context.Context, db *dbtest.DB, credits int64, servers, recipients int) *ent.Plan {
+	t.Helper()
+	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(credits).SetRetentionDays(7).
+		SetMaxServers(servers).SetMaxRecipientsPerServer(recipients).Save(ctx)
+	require.NoError(t, err)
+	return plan
+}
+
+// newTenant creates a tenant "t" on the plan with balance credits.
+func newTenant(t testing.TB, ctx context.Context, db *dbtest.DB, planID int, balance int64) *ent.Tenant {
+	t.Helper()
+	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(planID).SetCreditBalance(balance).Save(ctx)
+	require.NoError(t, err)
+	return tn
+}
+
+// newServer creates a server "s" of the tenant.
+func newServer(t testing.TB, ctx context.Context, db *dbtest.DB, tenantID int) *ent.Server {
+	t.Helper()
+	srv, err := db.Client.Server.Create().SetTenantID(tenantID).SetName("s").SetInboundKey(hexID()).Save(ctx)
+	require.NoError(t, err)
+	return srv
+}
+
 func hexID() string {
 	b := make([]byte, 8)
 	_, _ = crand.Read(b)
@@ -308,9 +325,7 @@ func TestHealthConformance(t *testing.T) {
 	t.Parallel()
 	db, ctx, base, svc := setupRecord(t, delivery.HealthRules{DisableRatio: 0.7, DisableMinAttempts: 3,
 		DisableConsecutive: 4, FreezeConsecutive: 5, FreezeSilence: time.Hour, FreezeHard: 8, ProbeUnits: 10, Window: 3})
-	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
-		SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)
-	require.NoError(t, err)
+	plan := newPlan(t, ctx, db, 0, 1, 1)
 
 	for _, c := range healthCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -361,10 +376,8 @@ func TestHealthConformance(t *testing.T) {
 // base, and n claimed deliveries to it, one per request.
 func healthWorld(t *testing.T, ctx context.Context, db *dbtest.DB, svc *delivery.Service, planID int, start recipient.State, base time.Time, n int) (*ent.Recipient, []delivery.Claim) {
 	t.Helper()
-	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(planID).SetCreditBalance(int64(n)).Save(ctx)
-	require.NoError(t, err)
-	srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).Save(ctx)
-	require.NoError(t, err)
+	tn := newTenant(t, ctx, db, planID, int64(n))
+	srv := newServer(t, ctx, db, tn.ID)
 	create := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
 		SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/").SetMaxAttempts(1).
 		SetCreatedAt(base.Add(-30 * time.Minute)).SetState(start).SetStateReason("as the case starts")

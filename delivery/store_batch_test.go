@@ -28,13 +28,9 @@ func TestStoreBatchBeyondOneStatement(t *testing.T) {
 	ctx := viewer.SystemContext(t.Context())
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now)})
 	const requests, recipients = 256, 25 // 6,400 deliveries: ~90,000 parameters in one insert
-	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(requests).SetRetentionDays(7).
-		SetMaxServers(1).SetMaxRecipientsPerServer(recipients).Save(ctx)
-	require.NoError(t, err)
-	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(requests).Save(ctx)
-	require.NoError(t, err)
-	srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).Save(ctx)
-	require.NoError(t, err)
+	plan := newPlan(t, ctx, db, requests, 1, recipients)
+	tn := newTenant(t, ctx, db, plan.ID, requests)
+	srv := newServer(t, ctx, db, tn.ID)
 	builders := make([]*ent.RecipientCreate, recipients)
 	for i := range builders {
 		builders[i] = db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
@@ -70,11 +66,8 @@ func TestStoreBatchStoresWhatItReturns(t *testing.T) {
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, func() time.Time { return now }),
 		Dialect: db.Dialect, Now: func() time.Time { return now },
 		CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
-	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
-		SetMaxServers(2).SetMaxRecipientsPerServer(2).Save(ctx)
-	require.NoError(t, err)
-	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(10).Save(ctx)
-	require.NoError(t, err)
+	plan := newPlan(t, ctx, db, 0, 2, 2)
+	tn := newTenant(t, ctx, db, plan.ID, 10)
 	three := 3
 	withRecipients, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).
 		SetRetentionDays(three).Save(ctx)
@@ -165,14 +158,10 @@ func TestStoreBatchRefusesWhatItCannotStore(t *testing.T) {
 	db := dbtest.Open(t)
 	ctx := viewer.SystemContext(t.Context())
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect})
-	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
-		SetMaxServers(2).SetMaxRecipientsPerServer(1).Save(ctx)
-	require.NoError(t, err)
+	plan := newPlan(t, ctx, db, 0, 2, 1)
 	tenant := func(balance int64) (*ent.Server, []*ent.Recipient) {
-		tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(balance).Save(ctx)
-		require.NoError(t, err)
-		srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).Save(ctx)
-		require.NoError(t, err)
+		tn := newTenant(t, ctx, db, plan.ID, balance)
+		srv := newServer(t, ctx, db, tn.ID)
 		r, err := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
 			SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/").Save(ctx)
 		require.NoError(t, err)

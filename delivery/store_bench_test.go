@@ -40,14 +40,10 @@ func newIntakeBatch(b *testing.B) *intakeBatch {
 	f := &intakeBatch{db: db, ctx: ctx, rec: map[int][]*ent.Recipient{}, items: make([]delivery.Incoming, benchBatch),
 		svc: delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect,
 			Now: time.Now, Unit: time.Second, CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})}
-	plan, err := db.Client.Plan.Create().SetName("p-" + hexID()).SetMonthlyCredits(0).SetRetentionDays(7).
-		SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)
-	require.NoError(b, err)
+	plan := newPlan(b, ctx, db, 0, 1, 1)
 	for range 8 {
-		tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(plan.ID).SetCreditBalance(1 << 40).Save(ctx)
-		require.NoError(b, err)
-		srv, err := db.Client.Server.Create().SetTenantID(tn.ID).SetName("s").SetInboundKey(hexID()).Save(ctx)
-		require.NoError(b, err)
+		tn := newTenant(b, ctx, db, plan.ID, 1<<40)
+		srv := newServer(b, ctx, db, tn.ID)
 		rec, err := db.Client.Recipient.Create().SetTenantID(tn.ID).SetServerID(srv.ID).SetName("r").
 			SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/").Save(ctx)
 		require.NoError(b, err)

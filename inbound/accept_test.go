@@ -91,9 +91,7 @@ func storedRequest(t *testing.T, env *relaytest.Env, id string) *ent.Request {
 
 func TestUnknownOrDeletedServerIs404(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("gone", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "gone", nil)
+	env, tn, srv := relaytest.StartTenantServer(t, "gone", 10)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	other := env.NewServer(tn, "other", nil)
 
@@ -175,9 +173,7 @@ func TestBodyLimit(t *testing.T) {
 
 func TestAnyMethodPathQueryHeadersBody(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("methods", relaytest.PlanLimits{Credits: 100})
-	srv := env.NewServer(tn, "methods", nil)
+	env, tn, srv := relaytest.StartTenantServer(t, "methods", 100)
 
 	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodHead, http.MethodOptions, "PROPFIND"} {
 		if method == http.MethodHead {
@@ -252,9 +248,7 @@ func TestAnyMethodPathQueryHeadersBody(t *testing.T) {
 
 func TestOneDeliveryPerLiveRecipient(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("fanout", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "fanout", nil)
+	env, tn, srv := relaytest.StartTenantServer(t, "fanout", 10)
 	r1 := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI", "maxAttempts": 3})
 	r2 := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI", "retrySchedule": "EXPONENTIAL", "maxAttempts": 11})
 	gone := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})

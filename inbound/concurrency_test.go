@@ -25,9 +25,7 @@ import (
 func TestConcurrentIntakeNeverOverdraws(t *testing.T) {
 	t.Parallel()
 	const credits, posts = 20, 100
-	env := relaytest.Start(t)
-	tn := env.NewTenant("rush", relaytest.PlanLimits{Credits: credits})
-	srv := env.NewServer(tn, "rush", nil)
+	env, tn, srv := relaytest.StartTenantServer(t, "rush", credits)
 	// CLI recipients with no CLI attached: deliveries stay PENDING, so the counts below are stable.
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})

@@ -26,8 +26,7 @@ type limitsBundle struct {
 
 func setupLimits(t *testing.T, configure ...func(*relay.Config)) limitsBundle {
 	t.Helper()
-	clock := relaytest.NewClock(time.Now().UTC())
-	env := relaytest.Start(t, append([]func(*relay.Config){func(c *relay.Config) { c.Now = clock.Now }}, configure...)...)
+	env, clock := relaytest.StartAt(t, time.Now().UTC(), configure...)
 	return limitsBundle{env: env, clock: clock}
 }
 
@@ -209,9 +208,7 @@ func TestBodiesInFlightBound(t *testing.T) {
 
 func TestInvalidRateLimits(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("invalid", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "invalid", nil)
+	env, tn, srv := relaytest.StartTenantServer(t, "invalid", 10)
 	admin := env.AdminToken()
 	for _, n := range []int{0, -1} {
 		for _, c := range []struct {

@@ -16,9 +16,7 @@ import (
 // BenchmarkServers reads an intake batch's servers — 25 servers with one recipient each — as a committer
 // does: on PostgreSQL on its own, on SQLite inside the batch's transaction. ns/op is per batch.
 func BenchmarkServers(b *testing.B) {
-	db := dbtest.Open(b)
-	ctx := viewer.SystemContext(b.Context())
-	keys := benchServers(ctx, b, db, 25)
+	db, ctx, keys := benchServers(b, 25)
 	b.ReportAllocs()
 	for b.Loop() {
 		if db.Postgres() {
@@ -36,9 +34,11 @@ func BenchmarkServers(b *testing.B) {
 	}
 }
 
-// benchServers makes n tenants with a server each, with one direct recipient, and plenty of credits; it
-// returns the servers' inbound keys.
-func benchServers(ctx context.Context, b *testing.B, db *dbtest.DB, n int) []string {
+// benchServers opens a database holding n tenants with a server each, with one direct recipient, and plenty of
+// credits; it returns it, a system context and the servers' inbound keys.
+func benchServers(b *testing.B, n int) (*dbtest.DB, context.Context, []string) {
+	db := dbtest.Open(b)
+	ctx := viewer.SystemContext(b.Context())
 	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(0).SetRetentionDays(7).
 		SetMaxServers(1).SetMaxRecipientsPerServer(1).Save(ctx)
 	require.NoError(b, err)
@@ -53,5 +53,5 @@ func benchServers(ctx context.Context, b *testing.B, db *dbtest.DB, n int) []str
 			SetMethod(recipient.MethodDIRECT_HTTP).SetURL("http://127.0.0.1:1/").Save(ctx)
 		require.NoError(b, err)
 	}
-	return keys
+	return db, ctx, keys
 }

@@ -10,17 +10,13 @@ import (
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
-	"github.com/adal-relay/adal/storage/dbtest"
-	"github.com/adal-relay/adal/viewer"
 )
 
 // BenchmarkStoreAccepted stores intake batches as a committer does, from its servers' read to its commit: 32
 // requests of 1 KiB for the servers of 8 tenants, one recipient each. ns/op is per batch.
 func BenchmarkStoreAccepted(b *testing.B) {
-	db := dbtest.Open(b)
-	ctx := viewer.SystemContext(b.Context())
 	const tenants, size = 8, 32
-	keys := benchServers(ctx, b, db, tenants)
+	db, ctx, keys := benchServers(b, tenants)
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect,
 		Now: time.Now, CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
 	bt := &batcher{client: db.Client, delivery: svc, way: storeWays.For(db.DB)}

@@ -349,7 +349,7 @@ func rawSend(env *relaytest.Env, token string, body []byte) (jobView, error) {
 func TestKeyIsFreeAgainAfterRetention(t *testing.T) {
 	t.Parallel()
 	clock := relaytest.NewClock(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
-	b := setup(t, relaytest.PlanLimits{Credits: 10, RetentionDays: 1}, func(c *relay.Config) { c.Now = clock.Now })
+	b := setup(t, relaytest.PlanLimits{Credits: 10, RetentionDays: 1}, clock.Use)
 	ctx := viewer.SystemContext(t.Context())
 	svc, client := b.env.Relay.Outbound, b.env.Relay.DB.Client
 	in := map[string]any{"url": b.target.URL, "idempotencyKey": "nightly"}

@@ -128,12 +128,9 @@ func (c *Config) defaults() {
 	if c.RetryUnit <= 0 {
 		c.RetryUnit = time.Minute
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
-		// UTC throughout: SQLite compares stored times as text, which is only correct within one zone.
-		c.Now = func() time.Time { return time.Now().UTC() }
+		c.Now = storage.Now // UTC throughout (see storage.Now)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
-	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -100,9 +98,7 @@ func TestRecipientValidation(t *testing.T) {
 
 func TestUpdateRecipientValidation(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("upd", relaytest.PlanLimits{Credits: 1})
-	srv := env.NewServer(tn, "upd", nil)
+	env, tn, srv := relaytest.StartTenantServer(t, "upd", 1)
 	id := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": "https://example.com/a"})
 	cli := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	const q = `mutation($id: ID!, $in: UpdateRecipientInput!){ updateRecipient(id: $id, input: $in){ id maxAttempts retrySchedule url timeoutSeconds } }`
@@ -270,9 +266,7 @@ func TestInboundURL(t *testing.T) {
 // requests stay readable.
 func TestDeleteServer(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("del", relaytest.PlanLimits{Credits: 10})
-	srv := env.NewServer(tn, "del", nil)
+	env, tn, srv := relaytest.StartTenantServer(t, "del", 10)
 	r1 := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	r2 := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	keep := env.NewServer(tn, "keep", nil)
@@ -370,18 +364,8 @@ func TestPlanLimitsUnderConcurrency(t *testing.T) {
 	srv := env.NewServer(tn, "first", nil)
 
 	run := func(n int, query string, vars func(i int) map[string]any) map[string]int {
-		codes := make([]string, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				codes[i] = env.GraphQL(tn.Owner, query, vars(i)).Code()
-			}()
-		}
-		wg.Wait()
 		out := map[string]int{}
-		for _, c := range codes {
+		for _, c := range env.ConcurrentCodes(n, tn.Owner, query, vars) {
 			out[c]++
 		}
 		return out
@@ -406,9 +390,7 @@ func TestPlanLimitsUnderConcurrency(t *testing.T) {
 // DISABLED recipient forgets its failures and its probe; pausing and resuming keep its record.
 func TestOwnerStateChangesFollowTheHealthRules(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn := env.NewTenant("health", relaytest.PlanLimits{Credits: 1})
-	srv := env.NewServer(tn, "health", nil)
+	env, tn, srv := relaytest.StartTenantServer(t, "health", 1)
 	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": "https://example.com/hook"})
 	ctx := viewer.SystemContext(t.Context())
 	id, err := strconv.Atoi(rid)
@@ -438,8 +420,7 @@ func TestOwnerStateChangesFollowTheHealthRules(t *testing.T) {
 // tenant's owner or an operator rotates: a member gets FORBIDDEN, another tenant NOT_FOUND.
 func TestRotateInboundKey(t *testing.T) {
 	t.Parallel()
-	clock := relaytest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
-	env := relaytest.Start(t, func(c *relay.Config) { c.Now = clock.Now })
+	env, clock := relaytest.StartAt(t, time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	tn := env.NewTenant("rotate", relaytest.PlanLimits{Credits: 100})
 	other := env.NewTenant("rotate-other", relaytest.PlanLimits{Credits: 100})
 	srv := env.NewServer(tn, "rotate", nil)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 )
 
@@ -138,8 +137,7 @@ func TestSignatureHeadersSetting(t *testing.T) {
 // refused, and leave the secret as it was; the default grace is a day.
 func TestRotateRecipientSecretRefusals(t *testing.T) {
 	t.Parallel()
-	clock := relaytest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
-	env := relaytest.Start(t, func(c *relay.Config) { c.Now = clock.Now })
+	env, clock := relaytest.StartAt(t, time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	tn, srv := env.NewTenantServer(10)
 	other := env.NewTenant("rotate-other", relaytest.PlanLimits{Credits: 10})
 	id := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})

@@ -26,6 +26,13 @@ var postgresQueries = queries{
 	laneMoves:           laneStatements("$1", "$2", " FOR UPDATE OF d SKIP LOCKED"),
 }
 
+// roomsCTE reads the claims' rooms parameter ($5, shares.rooms): a JSON array of [tenant, room, attempts in
+// flight] for the tenants busy in this process.
+const roomsCTE = `rooms AS MATERIALIZED (
+	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room, (e->>2)::int AS flying
+	FROM json_array_elements($5::json) AS e
+)`
+
 // claimOutboundPostgres has the shape of the delivery claim: it visits the tenants with pending jobs one index
 // probe each, takes from each at most its room ($5, $6: as the delivery claim), and of these the first $2 in
 // the delivery claim's order become IN_PROGRESS under this process's lease, their attempt counted, in one statement that also
@@ -37,10 +44,7 @@ WITH RECURSIVE tenants(id) AS (
 	SELECT (SELECT j.tenant_id FROM outbound_jobs j WHERE j.status = 'PENDING' AND j.tenant_id > t.id
 		ORDER BY j.tenant_id LIMIT 1)
 	FROM tenants t WHERE t.id IS NOT NULL
-), rooms AS MATERIALIZED (
-	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room, (e->>2)::int AS flying
-	FROM json_array_elements($5::json) AS e
-), due AS (
+), ` + roomsCTE + `, due AS (
 	SELECT p.id FROM tenants t
 	CROSS JOIN LATERAL (
 		SELECT j.id, j.next_attempt_at FROM outbound_jobs j
@@ -147,10 +151,7 @@ WITH RECURSIVE tenants(id) AS (
 	SELECT (SELECT d.recipient_id FROM deliveries d WHERE d.status = 'PENDING' AND d.lane = 'CAPPED' AND d.recipient_id > c.id
 		ORDER BY d.recipient_id LIMIT 1)
 	FROM capped_ids c WHERE c.id IS NOT NULL
-), rooms AS MATERIALIZED (
-	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room, (e->>2)::int AS flying
-	FROM json_array_elements($5::json) AS e
-), direct AS (
+), ` + roomsCTE + `, direct AS (
 	SELECT p.id, p.tenant_id, p.next_attempt_at
 	FROM tenants t
 	CROSS JOIN LATERAL (

@@ -47,11 +47,9 @@ type Rescuer struct {
 func NewRescuer(cfg RescuerConfig) (*Rescuer, error) {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultRescueInterval)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultRescueBatch)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return time.Now().UTC() }
+		cfg.Now = storage.Now
 	}
 	if cfg.DB == nil || cfg.Delivery == nil {
 		return nil, errors.New("rescuer: DB and Delivery are required")

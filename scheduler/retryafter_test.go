@@ -11,7 +11,6 @@ import (
 	"github.com/adal-relay/adal/ent"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/outboundjob"
-	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -23,8 +22,7 @@ import (
 func TestRetryAfterMovesTheNextAttempt(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	clock := relaytest.NewClock(now)
-	env := relaytest.Start(t, func(c *relay.Config) { c.Now = clock.Now })
+	env, _ := relaytest.StartAt(t, now)
 	tn, srv := env.NewTenantServer(100)
 	httpDate := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
 

@@ -15,8 +15,6 @@ package scheduler
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,15 +86,11 @@ func (c *Config) validate() error {
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.CLILease = cmp.Or(c.CLILease, DefaultCLILease)
 	if c.Owner == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		c.Owner = hex.EncodeToString(b[:])
+		c.Owner = storage.NewLeaseOwner()
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
-		c.Now = func() time.Time { return time.Now().UTC() }
+		c.Now = storage.Now
 	}
 	switch {
 	case c.DB == nil || c.Delivery == nil || c.Sender == nil:

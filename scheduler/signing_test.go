@@ -12,7 +12,6 @@ import (
 
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/internal/swverify"
-	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 )
 
@@ -168,8 +167,7 @@ func TestDeliveriesAreSigned(t *testing.T) {
 // during a grace ends the earlier one. The clock is injected, so the grace ends exactly.
 func TestRotationSignsWithBothSecretsDuringTheGrace(t *testing.T) {
 	t.Parallel()
-	clock := relaytest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
-	env := relaytest.Start(t, func(c *relay.Config) { c.Now = clock.Now })
+	env, clock := relaytest.StartAt(t, time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	tn, srv := env.NewTenantServer(20)
 	rcv := newReceiver(t, 0)
 	id := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})

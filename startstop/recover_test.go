@@ -1,39 +1,20 @@
 package startstop_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/adal-relay/adal/internal/testproc"
 	"github.com/adal-relay/adal/startstop"
 )
 
-// syncBuffer is a log destination safe for the goroutines that write to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRecoverLogsThePanicWithItsStack(t *testing.T) {
 	t.Parallel()
-	var log syncBuffer
+	var log testproc.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	err := startstop.Recover(logger, "the test's work", func() { panic("boom") })
 	if err == nil || !strings.Contains(err.Error(), "the test's work panicked: boom") {
@@ -58,7 +39,7 @@ func TestEveryGoesOnAfterAPanic(t *testing.T) {
 	var calls atomic.Int32
 	third := make(chan struct{})
 	done := make(chan struct{})
-	var log syncBuffer
+	var log testproc.Buffer
 	go func() {
 		defer close(done)
 		startstop.Every(ctx, slog.New(slog.NewTextHandler(&log, nil)), "flaky job", time.Millisecond, func(context.Context) {
@@ -86,7 +67,7 @@ func TestEveryGoesOnAfterAPanic(t *testing.T) {
 func TestGoReleasesWhatItHeld(t *testing.T) {
 	t.Parallel()
 	released := make(chan struct{})
-	startstop.Go(slog.New(slog.NewTextHandler(&syncBuffer{}, nil)), "holder", func() {
+	startstop.Go(slog.New(slog.NewTextHandler(&testproc.Buffer{}, nil)), "holder", func() {
 		defer close(released)
 		panic("while holding")
 	})

@@ -4,8 +4,10 @@ package storage
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -197,4 +199,15 @@ func MigrationsDir(d string) string {
 		return "sqlite"
 	}
 	return d
+}
+
+// Now is the clock the services take when given none: UTC throughout, since SQLite compares stored times as
+// text, which is only correct within one zone.
+func Now() time.Time { return time.Now().UTC() }
+
+// NewLeaseOwner returns a random name for a process to take leases on rows under (their lease_owner column).
+func NewLeaseOwner() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/predicate"
+	"github.com/adal-relay/adal/internal/testproc"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
@@ -51,6 +52,13 @@ func (c *Clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
 // Env is a running Adal process under test.
 type Env struct {
 	T      testing.TB
@@ -66,6 +74,25 @@ type Env struct {
 func Start(t testing.TB, configure ...func(*relay.Config)) *Env {
 	t.Helper()
 	return start(t, dbtest.Open(t), configure)
+}
+
+// StartAt starts a process as Start does (configure runs after), on a clock stopped at now that the test
+// moves forward.
+func StartAt(t testing.TB, now time.Time, configure ...func(*relay.Config)) (*Env, *Clock) {
+	t.Helper()
+	clock := NewClock(now)
+	return Start(t, append([]func(*relay.Config){clock.Use}, configure...)...), clock
+}
+
+// Use makes a process's configuration take its time from c.
+func (c *Clock) Use(cfg *relay.Config) { cfg.Now = c.Now }
+
+// StartTenantServer starts a process as Start does, with a tenant of credits and its server, both called name.
+func StartTenantServer(t testing.TB, name string, credits int, configure ...func(*relay.Config)) (*Env, Tenant, Server) {
+	t.Helper()
+	env := Start(t, configure...)
+	tn := env.NewTenant(name, PlanLimits{Credits: credits})
+	return env, tn, env.NewServer(tn, name, nil)
 }
 
 // Peer starts another process on e's database, as a second replica of a scale-out deployment would run:
@@ -187,6 +214,18 @@ func (e *Env) GraphQL(token, query string, vars map[string]any) Response {
 	}
 	out.Status = resp.StatusCode
 	return out
+}
+
+// ConcurrentCodes sends token's operation n times at once, the i-th with vars(i), and returns each answer's
+// error code ("" for none), in order.
+func (e *Env) ConcurrentCodes(n int, token, query string, vars func(i int) map[string]any) []string {
+	codes := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { codes[i] = e.GraphQL(token, query, vars(i)).Code() })
+	}
+	wg.Wait()
+	return codes
 }
 
 // MustGraphQL runs an operation that must succeed and decodes its data into out (if not nil).
@@ -389,25 +428,9 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// LogBuffer collects a process's log for a test to read, such as the sign-in link of a first run.
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends to the buffer; the logger calls it from any goroutine.
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String is everything logged so far.
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+// LogBuffer collects a process's log for a test to read, such as the sign-in link of a first run. The logger
+// writes to it from any goroutine.
+type LogBuffer struct{ testproc.Buffer }
 
 // CaptureLogs sends the process's log (text, info and above) to buf: pass it to Start.
 func CaptureLogs(buf *LogBuffer) func(*relay.Config) {

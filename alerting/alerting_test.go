@@ -353,10 +353,13 @@ func TestAlertsAreRetriedAndShownAsDeliveries(t *testing.T) {
 	}
 	q := `{ alertSubscriptions { id url format events recipient { state }
 		deliveries { edges { node { id status attemptCount attempts { httpStatus } } } } } }`
-	relaytest.Eventually(t, 10*time.Second, "delivery recorded", func() bool {
+	// The subscription's recipient follows the same health rules as any: its first refusal disabled it, and the
+	// probe that got through brings it back.
+	relaytest.Eventually(t, 10*time.Second, "delivery recorded, recipient back to ACTIVE", func() bool {
 		env.MustGraphQL(tn.Member, q, nil, &out)
 		return len(out.AlertSubscriptions) == 1 && len(out.AlertSubscriptions[0].Deliveries.Edges) == 1 &&
-			out.AlertSubscriptions[0].Deliveries.Edges[0].Node.Status == "SUCCEEDED"
+			out.AlertSubscriptions[0].Deliveries.Edges[0].Node.Status == "SUCCEEDED" &&
+			out.AlertSubscriptions[0].Recipient.State == "ACTIVE"
 	})
 	s := out.AlertSubscriptions[0]
 	require.Equal(t, sub, s.ID)

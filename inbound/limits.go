@@ -3,6 +3,7 @@ package inbound
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,8 +20,14 @@ import (
 
 // keyTTL is how long intake trusts what it read of a key's server and plan: a changed limit applies within
 // it, in every process. A stale entry is served while one request refreshes it in the background, so intake
-// never waits on the database for a key it has seen.
+// never waits on the database for a key it has seen. Each entry's time is shortened by up to a quarter at
+// random, so keys first seen together do not all come due together.
 const keyTTL = 5 * time.Second
+
+// maxRefreshes bounds the background refreshes under way at once: each holds a database connection that
+// intake's commits would otherwise wait for. A key due while all are busy is served as it stands and
+// refreshed by a later request.
+const maxRefreshes = 2
 
 // keyInfo is what intake needs of a key before it reads the body: whether the key names a live server, and
 // the limits of that server and of its tenant's plan (0: none); and, for once it has, what the server checks
@@ -54,6 +61,8 @@ type limiter struct {
 	tenants sync.Map // tenant ID → *bucket
 	// swept is when idle entries were last dropped (Unix nanoseconds).
 	swept atomic.Int64
+	// refreshes holds a token per refresh under way.
+	refreshes chan struct{}
 }
 
 // idleAfter is how long an entry or a bucket goes unused before it is dropped: a key of a deleted server or
@@ -61,7 +70,7 @@ type limiter struct {
 const idleAfter = time.Minute
 
 func newLimiter(client *ent.Client, now func() time.Time) *limiter {
-	return &limiter{client: client, now: now}
+	return &limiter{client: client, now: now, refreshes: make(chan struct{}, maxRefreshes)}
 }
 
 // lookup returns the key's server and limits; nil for a key of no live server.
@@ -85,7 +94,15 @@ func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
 	}
 	info := e.info.Load()
 	if now := l.now(); now.After(info.expires) && e.refreshing.CompareAndSwap(false, true) {
-		startstop.Go(nil, "refresh intake limits", func() { l.refresh(key, e) })
+		select {
+		case l.refreshes <- struct{}{}:
+			startstop.Go(nil, "refresh intake limits", func() {
+				defer func() { <-l.refreshes }()
+				l.refresh(key, e)
+			})
+		default:
+			e.refreshing.Store(false)
+		}
 		if last := l.swept.Load(); now.UnixNano()-last > int64(idleAfter) && l.swept.CompareAndSwap(last, now.UnixNano()) {
 			startstop.Go(nil, "sweep intake limits", func() { l.sweep(now) })
 		}
@@ -168,7 +185,8 @@ func (l *limiter) read(ctx context.Context, key string) (*keyInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := &keyInfo{serverID: srv.ID, tenantID: srv.TenantID, senders: senders, expires: now.Add(keyTTL)}
+	ttl := keyTTL - rand.N(keyTTL/4)
+	info := &keyInfo{serverID: srv.ID, tenantID: srv.TenantID, senders: senders, expires: now.Add(ttl)}
 	if key != srv.InboundKey && srv.PreviousKeyExpiresAt.Before(info.expires) {
 		info.expires = *srv.PreviousKeyExpiresAt // a replaced key is looked up again when its grace ends
 	}

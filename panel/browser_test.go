@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/adal-relay/adal/panel"
 	"github.com/adal-relay/adal/relay"
@@ -244,6 +245,14 @@ func (b *browser) noExceptions() {
 }
 
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+// pressSubmit submits a form from the keyboard: its submit button focused, then Enter. A click goes to the
+// button's coordinates, which a live part re-rendered above it (a health card, a list) can move meanwhile.
+func pressSubmit(form string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Focus(css(form+` [data-role="submit"]`)),
+		chromedp.KeyEvent(kb.Enter))
+}
 
 // signIn opens the panel at hash with token pasted into the sign-in form, and waits for sel.
 func (b *browser) signIn(base, hash, token, sel string) {

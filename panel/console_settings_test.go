@@ -116,7 +116,7 @@ func TestConsoleRecipientSettings(t *testing.T) {
 	}
 	b.page("recipient-new")
 	b.do("add it", 15*time.Second,
-		chromedp.Click(css(create+` [data-role="submit"]`)),
+		pressSubmit(create),
 		chromedp.WaitVisible(css(`[data-role="health"]`)))
 	newID := strings.TrimPrefix(eval[string](b, `location.hash`), "#/recipients/")
 	if r := readRecipient(env, tenant.Owner, newID); r.MaxConcurrency == nil || *r.MaxConcurrency != 3 || r.SignatureHeaders != "STANDARD_WEBHOOKS" || string(r.Filter) != `{"method":"POST"}` {
@@ -135,7 +135,7 @@ func TestConsoleRecipientSettings(t *testing.T) {
 	}
 	b.do("a cap of 0", 15*time.Second,
 		typeInto(pageField("maxConcurrency"), "0"),
-		chromedp.Click(css(settings+` [data-role="submit"]`)),
+		pressSubmit(settings),
 		chromedp.WaitVisible(css(`[data-field="maxConcurrency"] .field-error`)))
 	if got := b.text(`[data-field="maxConcurrency"] .field-error`); got != apiMsg.Errors[0].Message {
 		t.Errorf("the form says %q where the API says %q", got, apiMsg.Errors[0].Message)
@@ -149,7 +149,7 @@ func TestConsoleRecipientSettings(t *testing.T) {
 	b.do("a cap of 2, Standard Webhooks headers", 15*time.Second,
 		typeInto(pageField("maxConcurrency"), "2"),
 		chromedp.Click(css(`main [data-field="signatureHeaders"] input[value="STANDARD_WEBHOOKS"]`)),
-		chromedp.Click(css(settings+` [data-role="submit"]`)))
+		pressSubmit(settings))
 	b.toastSays("Settings of ci saved")
 	got := readRecipient(env, tenant.Owner, rid)
 	if got.MaxConcurrency == nil || *got.MaxConcurrency != 2 || got.SignatureHeaders != "STANDARD_WEBHOOKS" {
@@ -169,7 +169,7 @@ func TestConsoleRecipientSettings(t *testing.T) {
 		t.Fatalf("API on a bad rule: %+v", apiMsg)
 	}
 	b.do("save the bad rule", 15*time.Second,
-		chromedp.Click(css(settings+` [data-role="submit"]`)),
+		pressSubmit(settings),
 		chromedp.WaitVisible(css(`[data-field="filter"] .field-error`)))
 	if got := b.text(`[data-field="filter"] .field-error`); got != apiMsg.Errors[0].Message {
 		t.Errorf("the filter field says %q where the API says %q", got, apiMsg.Errors[0].Message)
@@ -191,7 +191,7 @@ func TestConsoleRecipientSettings(t *testing.T) {
 		t.Errorf("preview against #%s = %q", mainReq, got)
 	}
 	b.page("recipient-filter-preview")
-	b.do("save the rule", 15*time.Second, chromedp.Click(css(settings+` [data-role="submit"]`)))
+	b.do("save the rule", 15*time.Second, pressSubmit(settings))
 	b.toastSays("Settings of ci saved")
 	relaytest.Eventually(t, 10*time.Second, "the filter saved", func() bool {
 		var f map[string]any
@@ -307,7 +307,7 @@ func TestConsoleServerSettings(t *testing.T) {
 		choose(pageField("verification.kind"), "API_KEY"),
 		chromedp.WaitVisible(css(pageField("verification.header"))),
 		typeInto(pageField("verification.header"), "X-Api-Key"),
-		chromedp.Click(css(verification+` [data-role="submit"]`)),
+		pressSubmit(verification),
 		chromedp.WaitVisible(css(`[data-field="verification.secrets"] .field-error`)))
 	if got := b.text(`[data-field="verification.secrets"] .field-error`); got != apiMsg.Errors[0].Message {
 		t.Errorf("the form says %q where the API says %q", got, apiMsg.Errors[0].Message)
@@ -320,7 +320,7 @@ func TestConsoleServerSettings(t *testing.T) {
 	const key = "k3y-of-the-sender"
 	b.do("save API_KEY, enforced", 15*time.Second,
 		typeInto(pageField("verification.secrets"), key),
-		chromedp.Click(css(verification+` [data-role="submit"]`)))
+		pressSubmit(verification))
 	b.toastSays("payments now verifies an API key")
 	b.waitJS("the status shows API_KEY", `(() => { const e = document.querySelector('[data-role="verification-status"]'); return e && e.dataset.kind === 'API_KEY' && e.dataset.enforce === 'true'; })()`, 15*time.Second)
 	var sv struct {
@@ -376,7 +376,7 @@ func TestConsoleServerSettings(t *testing.T) {
 	// Shadow mode, saved without typing the key again: the key set is kept, and a forged request passes.
 	b.do("switch to shadow mode", 15*time.Second,
 		chromedp.Click(css(`main [data-field="verification.enforce"] input[value="false"]`)),
-		chromedp.Click(css(verification+` [data-role="submit"]`)))
+		pressSubmit(verification))
 	b.toastSays("in shadow mode")
 	b.waitJS("the status shows shadow mode", `document.querySelector('[data-role="verification-status"]').dataset.enforce === 'false'`, 15*time.Second)
 	readServer()
@@ -392,7 +392,7 @@ func TestConsoleServerSettings(t *testing.T) {
 	intake := `form[data-role="intake-form"]`
 	b.do("a method that is not one", 15*time.Second,
 		typeInto(pageField("allowedMethods"), "post, put, get!"),
-		chromedp.Click(css(intake+` [data-role="submit"]`)),
+		pressSubmit(intake),
 		chromedp.WaitVisible(css(`[data-field="allowedMethods"] .field-error`)))
 	if got := b.text(`[data-field="allowedMethods"] .field-error`); got != `allowedMethods: "GET!" is not an HTTP method` {
 		t.Errorf("allowedMethods error = %q", got)
@@ -403,7 +403,7 @@ func TestConsoleServerSettings(t *testing.T) {
 		chromedp.WaitVisible(css(pageField("response.status"))),
 		typeInto(pageField("response.contentType"), "application/json"),
 		typeInto(pageField("response.body"), `{"ok":true}`),
-		chromedp.Click(css(intake+` [data-role="submit"]`)))
+		pressSubmit(intake))
 	b.toastSays("What payments accepts and answers is saved")
 	readServer()
 	if got := strings.Join(sv.Server.AllowedMethods, ","); got != "POST,PUT" || sv.Server.Response == nil || sv.Server.Response.Status != 200 || sv.Server.Response.Body != `{"ok":true}` {
@@ -421,7 +421,7 @@ func TestConsoleServerSettings(t *testing.T) {
 	// A rate limit.
 	b.do("a rate limit", 15*time.Second,
 		typeInto(pageField("maxRequestsPerSecond"), "5"),
-		chromedp.Click(css(`form[data-role="server-settings"] [data-role="submit"]`)))
+		pressSubmit(`form[data-role="server-settings"]`))
 	b.toastSays("Settings of payments saved")
 	relaytest.Eventually(t, 10*time.Second, "the rate limit saved", func() bool {
 		readServer()
@@ -432,7 +432,7 @@ func TestConsoleServerSettings(t *testing.T) {
 	b.do("rotate the inbound key", 20*time.Second,
 		chromedp.WaitVisible(css(`form[data-role="rotate-key"]`)),
 		choose(pageField("graceSeconds"), "0"),
-		chromedp.Click(css(`form[data-role="rotate-key"] [data-role="submit"]`)),
+		pressSubmit(`form[data-role="rotate-key"]`),
 		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)))
 	if got := b.text(`dialog[open] .dialog-body`); !strings.Contains(got, "stops working") {
 		t.Errorf("rotation dialog = %q", got)

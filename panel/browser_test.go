@@ -246,6 +246,18 @@ func (b *browser) noExceptions() {
 
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
+// chooseAndSubmit picks value in the form's select and submits the form in one task of the page: a form that
+// a live re-render is about to replace cannot take the choice and lose it before the submit.
+func chooseAndSubmit(form, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		el.value = %q;
+		if (el.value !== %q) throw new Error('no option ' + %q);
+		el.dispatchEvent(new Event('change', {bubbles: true}));
+		el.form.querySelector('[data-role="submit"]').click();
+	})()`, form+" select", value, value, value))
+}
+
 // pressSubmit submits a form from the keyboard: its submit button focused, then Enter. A click goes to the
 // button's coordinates, which a live part re-rendered above it (a health card, a list) can move meanwhile.
 func pressSubmit(form string) chromedp.Action[chromedp.Void] {

@@ -431,8 +431,7 @@ func TestConsoleServerSettings(t *testing.T) {
 	// Rotating the inbound key: the dialog says the old URL stops working, and it does.
 	b.do("rotate the inbound key", 20*time.Second,
 		chromedp.WaitVisible(css(`form[data-role="rotate-key"]`)),
-		choose(pageField("graceSeconds"), "0"),
-		pressSubmit(`form[data-role="rotate-key"]`),
+		chooseAndSubmit(`form[data-role="rotate-key"]`, "0"),
 		chromedp.WaitVisible(css(`dialog[open] [data-role="confirm"]`)))
 	if got := b.text(`dialog[open] .dialog-body`); !strings.Contains(got, "stops working") {
 		t.Errorf("rotation dialog = %q", got)

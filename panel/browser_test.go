@@ -258,6 +258,15 @@ func chooseAndSubmit(form, value string) chromedp.Action[chromedp.Void] {
 	})()`, form+" select", value, value, value))
 }
 
+// startPanel starts a browser and a process whose retries come every 10 ms, with one tenant holding credits,
+// and returns them with the panel's base URL.
+func startPanel(t *testing.T, tenant string, credits int) (*browser, *relaytest.Env, string, relaytest.Tenant) {
+	t.Helper()
+	b := startBrowser(t)
+	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 10 * time.Millisecond })
+	return b, env, panelURL(t, env), env.NewTenant(tenant, relaytest.PlanLimits{Credits: credits})
+}
+
 // pressSubmit submits a form from the keyboard: its submit button focused, then Enter. A click goes to the
 // button's coordinates, which a live part re-rendered above it (a health card, a list) can move meanwhile.
 func pressSubmit(form string) chromedp.Action[chromedp.Void] {
@@ -504,11 +513,8 @@ func balanceOf(env *relaytest.Env, token string) int {
 // watch its attempt appear live, press Retry, see the new delivery succeed and the balance drop by one; then
 // replay the request, and see a retry refused for lack of credits.
 func TestPanelRetryFlowInBrowser(t *testing.T) {
-	b := startBrowser(t)
-	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 10 * time.Millisecond })
-	base := panelURL(t, env)
 	// Three credits: the webhook, the retry and the replay; the last retry then finds none.
-	tenant := env.NewTenant("globex", relaytest.PlanLimits{Credits: 3})
+	b, env, base, tenant := startPanel(t, "globex", 3)
 
 	var healthy atomic.Bool
 	release := make(chan struct{})

@@ -62,10 +62,7 @@ func count(list []string, s string) int {
 // count and the cost first; the job's progress shows live until it is done, and the credits are debited), then
 // cancels pending deliveries in bulk, and retries one selected row's delivery.
 func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
-	b := startBrowser(t)
-	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 10 * time.Millisecond })
-	base := panelURL(t, env)
-	tenant := env.NewTenant("initech", relaytest.PlanLimits{Credits: 100})
+	b, env, base, tenant := startPanel(t, "initech", 100)
 
 	// The recipient fails until the test makes it healthy.
 	var healthy atomic.Bool
@@ -304,10 +301,7 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 // once a few wait for their first attempt; its progress shows live on the page (no reload), and Cancel job
 // stops it: what it did stays done and is all that was charged.
 func TestConsoleBulkJobProgressAndCancelInBrowser(t *testing.T) {
-	b := startBrowser(t)
-	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 10 * time.Millisecond })
-	base := panelURL(t, env)
-	tenant := env.NewTenant("hooli", relaytest.PlanLimits{Credits: 100})
+	b, env, base, tenant := startPanel(t, "hooli", 100)
 
 	var hang atomic.Bool
 	release := make(chan struct{})

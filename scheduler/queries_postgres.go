@@ -160,7 +160,7 @@ WITH RECURSIVE tenants(id) AS (
 		JOIN requests q ON q.id = d.request_id AND %[2]s
 		WHERE d.tenant_id = t.id AND d.status = 'PENDING' AND d.lane = 'DIRECT' AND d.next_attempt_at <= $1
 		  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
-		ORDER BY d.tenant_id, d.next_attempt_at
+		ORDER BY d.tenant_id, d.next_attempt_at, d.id
 		LIMIT LEAST(COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), $6::int), $7::int)
 		FOR UPDATE OF d SKIP LOCKED
 	) p
@@ -182,7 +182,7 @@ WITH RECURSIVE tenants(id) AS (
 		SELECT d.id, d.tenant_id, d.next_attempt_at FROM deliveries d
 		JOIN requests q ON q.id = d.request_id AND %[2]s
 		WHERE d.recipient_id = s.id AND d.status = 'PENDING' AND d.lane = 'CAPPED' AND d.next_attempt_at <= $1
-		ORDER BY d.recipient_id, d.next_attempt_at
+		ORDER BY d.recipient_id, d.next_attempt_at, d.id
 		LIMIT LEAST(s.free, $7::int)
 		FOR UPDATE OF d SKIP LOCKED
 	) p

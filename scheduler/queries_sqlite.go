@@ -126,12 +126,12 @@ WITH RECURSIVE tenants(id) AS (
 	SELECT d.id, d.tenant_id, d.next_attempt_at FROM tenants t
 	JOIN deliveries d ON d.id IN (
 		SELECT x.id FROM (
-			SELECT d2.id, row_number() OVER (ORDER BY d2.next_attempt_at) AS k FROM deliveries d2
+			SELECT d2.id, row_number() OVER (ORDER BY d2.next_attempt_at, d2.id) AS k FROM deliveries d2
 			JOIN recipients r ON r.id = d2.recipient_id
 			JOIN requests q ON q.id = d2.request_id AND %[2]s
 			WHERE d2.tenant_id = t.id AND d2.status = 'PENDING' AND d2.lane = 'DIRECT' AND d2.next_attempt_at <= ?1
 			  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
-			ORDER BY d2.next_attempt_at
+			ORDER BY d2.next_attempt_at, d2.id
 			LIMIT ?7
 		) x
 		WHERE x.k <= COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), ?6)
@@ -141,10 +141,10 @@ WITH RECURSIVE tenants(id) AS (
 	SELECT d.id, d.tenant_id, d.next_attempt_at FROM slots s
 	JOIN deliveries d ON d.id IN (
 		SELECT x.id FROM (
-			SELECT d2.id, row_number() OVER (ORDER BY d2.next_attempt_at) AS k FROM deliveries d2
+			SELECT d2.id, row_number() OVER (ORDER BY d2.next_attempt_at, d2.id) AS k FROM deliveries d2
 			JOIN requests q ON q.id = d2.request_id AND %[2]s
 			WHERE d2.recipient_id = s.id AND d2.status = 'PENDING' AND d2.lane = 'CAPPED' AND d2.next_attempt_at <= ?1
-			ORDER BY d2.next_attempt_at
+			ORDER BY d2.next_attempt_at, d2.id
 			LIMIT ?7
 		) x
 		WHERE x.k <= s.free

@@ -225,7 +225,7 @@ var (
 			{
 				Name:    "delivery_direct_due",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[16], DeliveriesColumns[7]},
+				Columns: []*schema.Column{DeliveriesColumns[16], DeliveriesColumns[7], DeliveriesColumns[0]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status = 'PENDING' AND lane = 'DIRECT'",
 				},
@@ -233,7 +233,7 @@ var (
 			{
 				Name:    "delivery_capped_due",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[17], DeliveriesColumns[7]},
+				Columns: []*schema.Column{DeliveriesColumns[17], DeliveriesColumns[7], DeliveriesColumns[0]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status = 'PENDING' AND lane = 'CAPPED'",
 				},

@@ -79,12 +79,15 @@ func (Delivery) Indexes() []ent.Index {
 		// Due pending deliveries in due order (the CLI hub, the next due time, the backlog gauge).
 		index.Fields("next_attempt_at").StorageKey("delivery_pending_due").
 			Annotations(entsql.IndexWhere("status = 'PENDING'")),
-		// The scheduler's claim: each tenant's due direct deliveries in due order (the claim takes a few from each
-		// tenant, within its share of the workers), parked, capped and CLI ones left out.
-		index.Fields("tenant_id", "next_attempt_at").StorageKey("delivery_direct_due").
+		// The scheduler's claim: each tenant's due direct deliveries in due order, then in order of arrival (the
+		// claim takes a few from each tenant, within its share of the workers), parked, capped and CLI ones left
+		// out. The id makes the order one that delivery_pending_due cannot give, so that the planner walks this
+		// tenant's entries rather than every tenant's due ones, filtered.
+		index.Fields("tenant_id", "next_attempt_at", "id").StorageKey("delivery_direct_due").
 			Annotations(entsql.IndexWhere("status = 'PENDING' AND lane = 'DIRECT'")),
-		// The claim of capped recipients: each one's due deliveries in due order, as many as it has slots free.
-		index.Fields("recipient_id", "next_attempt_at").StorageKey("delivery_capped_due").
+		// The claim of capped recipients: each one's due deliveries in due order (then arrival, as above), as
+		// many as it has slots free.
+		index.Fields("recipient_id", "next_attempt_at", "id").StorageKey("delivery_capped_due").
 			Annotations(entsql.IndexWhere("status = 'PENDING' AND lane = 'CAPPED'")),
 		// A recipient's pending deliveries (in a given lane: the lane reconciler; all: the probe claim, cancelling
 		// a deleted recipient's deliveries, the CLI backlog).

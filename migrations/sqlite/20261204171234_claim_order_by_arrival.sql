@@ -1,0 +1,20 @@
+-- +goose Up
+-- Indexes only: the generated statements rebuilt the deliveries table, a copy of every delivery.
+-- drop index "delivery_capped_due" from table: "deliveries"
+DROP INDEX `delivery_capped_due`;
+-- drop index "delivery_direct_due" from table: "deliveries"
+DROP INDEX `delivery_direct_due`;
+-- create index "delivery_capped_due" to table: "deliveries"
+CREATE INDEX `delivery_capped_due` ON `deliveries` (`recipient_id`, `next_attempt_at`, `id`) WHERE status = 'PENDING' AND lane = 'CAPPED';
+-- create index "delivery_direct_due" to table: "deliveries"
+CREATE INDEX `delivery_direct_due` ON `deliveries` (`tenant_id`, `next_attempt_at`, `id`) WHERE status = 'PENDING' AND lane = 'DIRECT';
+
+-- +goose Down
+-- reverse: create index "delivery_direct_due" to table: "deliveries"
+DROP INDEX `delivery_direct_due`;
+-- reverse: create index "delivery_capped_due" to table: "deliveries"
+DROP INDEX `delivery_capped_due`;
+-- reverse: drop index "delivery_direct_due" from table: "deliveries"
+CREATE INDEX `delivery_direct_due` ON `deliveries` (`tenant_id`, `next_attempt_at`) WHERE status = 'PENDING' AND lane = 'DIRECT';
+-- reverse: drop index "delivery_capped_due" from table: "deliveries"
+CREATE INDEX `delivery_capped_due` ON `deliveries` (`recipient_id`, `next_attempt_at`) WHERE status = 'PENDING' AND lane = 'CAPPED';

@@ -327,6 +327,20 @@ func PlanOf(ctx context.Context, client *ent.Client, tenantID int) (*ent.Plan, e
 	return p, storage.Err("billing.PlanOf", "plan", err)
 }
 
+// PlansOf returns the plans of tenants, by tenant ID: two reads however many tenants.
+func PlansOf(ctx context.Context, client *ent.Client, tenantIDs []int) (map[int]*ent.Plan, error) {
+	ts, err := client.Tenant.Query().Where(tenant.IDIn(tenantIDs...)).
+		Select(tenant.FieldID, tenant.FieldPlanID).WithPlan().All(ctx)
+	if err != nil {
+		return nil, storage.Err("billing.PlansOf", "plan", err)
+	}
+	plans := make(map[int]*ent.Plan, len(ts))
+	for _, t := range ts {
+		plans[t.ID] = t.Edges.Plan
+	}
+	return plans, nil
+}
+
 // Want is a batch's need of credits from one tenant.
 type Want struct {
 	TenantID int

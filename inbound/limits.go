@@ -1,9 +1,10 @@
 package inbound
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,15 +20,18 @@ import (
 )
 
 // keyTTL is how long intake trusts what it read of a key's server and plan: a changed limit applies within
-// it, in every process. A stale entry is served while one request refreshes it in the background, so intake
-// never waits on the database for a key it has seen. Each entry's time is shortened by up to a quarter at
-// random, so keys first seen together do not all come due together.
+// it, in every process. A stale entry is served while it is refreshed in the background, so intake never
+// waits on the database for a key it has seen. One refresh runs at a time, and it reloads every key that is
+// due or will be within refreshAhead, a few statements for all of them: refreshes hold database connections
+// that intake's commits would otherwise wait for.
 const keyTTL = 5 * time.Second
 
-// maxRefreshes bounds the background refreshes under way at once: each holds a database connection that
-// intake's commits would otherwise wait for. A key due while all are busy is served as it stands and
-// refreshed by a later request.
-const maxRefreshes = 2
+// refreshAhead is how early a key is refreshed with others that are due, so that keys come due together and
+// share a refresh rather than each starting its own.
+const refreshAhead = keyTTL / 2
+
+// refreshBatch bounds the keys one statement of a refresh asks for.
+const refreshBatch = 500
 
 // keyInfo is what intake needs of a key before it reads the body: whether the key names a live server, and
 // the limits of that server and of its tenant's plan (0: none); and, for once it has, what the server checks
@@ -40,10 +44,9 @@ type keyInfo struct {
 }
 
 type keyEntry struct {
-	ready      chan struct{} // closed once info or err is set
-	info       atomic.Pointer[keyInfo]
-	err        error
-	refreshing atomic.Bool
+	ready chan struct{} // closed once info or err is set
+	info  atomic.Pointer[keyInfo]
+	err   error
 }
 
 // limiter answers, before a body is read, whether a key names a server and whether a request to it is within
@@ -61,8 +64,8 @@ type limiter struct {
 	tenants sync.Map // tenant ID → *bucket
 	// swept is when idle entries were last dropped (Unix nanoseconds).
 	swept atomic.Int64
-	// refreshes holds a token per refresh under way.
-	refreshes chan struct{}
+	// refreshing is set while a refresh runs.
+	refreshing atomic.Bool
 }
 
 // idleAfter is how long an entry or a bucket goes unused before it is dropped: a key of a deleted server or
@@ -70,7 +73,7 @@ type limiter struct {
 const idleAfter = time.Minute
 
 func newLimiter(client *ent.Client, now func() time.Time) *limiter {
-	return &limiter{client: client, now: now, refreshes: make(chan struct{}, maxRefreshes)}
+	return &limiter{client: client, now: now}
 }
 
 // lookup returns the key's server and limits; nil for a key of no live server.
@@ -93,16 +96,11 @@ func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
 		return nil, e.err
 	}
 	info := e.info.Load()
-	if now := l.now(); now.After(info.expires) && e.refreshing.CompareAndSwap(false, true) {
-		select {
-		case l.refreshes <- struct{}{}:
-			startstop.Go(nil, "refresh intake limits", func() {
-				defer func() { <-l.refreshes }()
-				l.refresh(key, e)
-			})
-		default:
-			e.refreshing.Store(false)
-		}
+	if now := l.now(); now.After(info.expires) && l.refreshing.CompareAndSwap(false, true) {
+		startstop.Go(nil, "refresh intake limits", func() {
+			defer l.refreshing.Store(false)
+			l.refresh(now)
+		})
 		if last := l.swept.Load(); now.UnixNano()-last > int64(idleAfter) && l.swept.CompareAndSwap(last, now.UnixNano()) {
 			startstop.Go(nil, "sweep intake limits", func() { l.sweep(now) })
 		}
@@ -112,24 +110,46 @@ func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
 
 // load fills a new entry; one that found no live server, or failed, leaves the map.
 func (l *limiter) load(ctx context.Context, key string, e *keyEntry) {
-	info, err := l.read(context.WithoutCancel(ctx), key)
+	reads, err := l.read(context.WithoutCancel(ctx), []string{key})
+	info := reads[key].info
 	e.info.Store(info)
-	e.err = err
+	e.err = cmp.Or(err, reads[key].err)
 	close(e.ready)
 	if info == nil {
 		l.forget(key, e)
 	}
 }
 
-func (l *limiter) refresh(key string, e *keyEntry) {
-	defer e.refreshing.Store(false)
-	info, err := l.read(context.Background(), key)
-	switch {
-	case err != nil: // keep the last known limits; the next request tries again
-	case info == nil:
-		l.forget(key, e)
-	default:
-		e.info.Store(info)
+// refresh reloads every entry due by now+refreshAhead. An entry that failed to load keeps its last known
+// limits, and the next request that finds it due tries again.
+func (l *limiter) refresh(now time.Time) {
+	due := map[string]*keyEntry{}
+	l.keys.Range(func(key, v any) bool {
+		e := v.(*keyEntry)
+		select {
+		case <-e.ready:
+			if info := e.info.Load(); info != nil && info.expires.Before(now.Add(refreshAhead)) {
+				due[key.(string)] = e
+			}
+		default: // still loading
+		}
+		return true
+	})
+	keys := slices.Sorted(maps.Keys(due))
+	for chunk := range slices.Chunk(keys, refreshBatch) {
+		reads, err := l.read(context.Background(), chunk)
+		if err != nil {
+			continue
+		}
+		for _, key := range chunk {
+			switch r := reads[key]; {
+			case r.err != nil:
+			case r.info != nil:
+				due[key].info.Store(r.info)
+			default:
+				l.forget(key, due[key])
+			}
+		}
 	}
 }
 
@@ -138,7 +158,7 @@ func (l *limiter) refresh(key string, e *keyEntry) {
 func (l *limiter) sweep(now time.Time) {
 	l.keys.Range(func(key, v any) bool {
 		e := v.(*keyEntry)
-		if info := e.info.Load(); info != nil && now.Sub(info.expires) > idleAfter && !e.refreshing.Load() {
+		if info := e.info.Load(); info != nil && now.Sub(info.expires) > idleAfter {
 			l.forget(key.(string), e)
 		}
 		return true
@@ -155,48 +175,69 @@ func (l *limiter) sweep(now time.Time) {
 
 func (l *limiter) forget(key string, e *keyEntry) { l.keys.CompareAndDelete(key, e) }
 
-// read loads the key's live server, with its settings for senders, and its plan's limit: two indexed reads,
-// once per key per keyTTL.
-func (l *limiter) read(ctx context.Context, key string) (*keyInfo, error) {
+// keyRead is what read found of one key: its info, nil for a key of no live server or a replaced key past its
+// grace, or the error that kept it from being read.
+type keyRead struct {
+	info *keyInfo
+	err  error
+}
+
+// read loads the live servers of keys, with their settings for senders, and their plans' limits: three
+// indexed reads however many keys.
+func (l *limiter) read(ctx context.Context, keys []string) (map[string]keyRead, error) {
 	const op = "inbound.lookup"
 	ctx = viewer.SystemContext(ctx)
-	srv, err := l.client.Server.Query().
-		Where(server.Or(server.InboundKey(key), server.PreviousInboundKey(key)), server.DeletedAtIsNil(),
+	servers, err := l.client.Server.Query().
+		Where(server.Or(server.InboundKeyIn(keys...), server.PreviousInboundKeyIn(keys...)), server.DeletedAtIsNil(),
 			server.KindEQ(server.KindINBOUND)).
 		Select(server.FieldTenantID, server.FieldMaxRequestsPerSecond, server.FieldInboundKey,
 			server.FieldPreviousInboundKey, server.FieldPreviousKeyExpiresAt, server.FieldVerification,
 			server.FieldAllowedMethods, server.FieldResponseStatus, server.FieldResponseContentType,
-			server.FieldResponseBody).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, nil
-	}
+			server.FieldResponseBody).All(ctx)
 	if err != nil {
 		return nil, storage.Err(op, "server", err)
 	}
+	reads := make(map[string]keyRead, len(keys))
+	if len(servers) == 0 {
+		return reads, nil
+	}
+	tenants := make([]int, 0, len(servers))
+	for _, srv := range servers {
+		tenants = append(tenants, srv.TenantID)
+	}
+	plans, err := billing.PlansOf(ctx, l.client, tenants)
+	if err != nil {
+		return nil, err
+	}
+	asked := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		asked[k] = true
+	}
 	now := l.now()
-	if !slices.Contains(routing.InboundKeys(srv, now), key) {
-		return nil, nil // a replaced key past its grace
+	for _, srv := range servers {
+		senders, err := sendersOf(srv)
+		for _, key := range routing.InboundKeys(srv, now) { // a replaced key past its grace is not one
+			if !asked[key] {
+				continue
+			}
+			if err != nil {
+				reads[key] = keyRead{err: err}
+				continue
+			}
+			info := &keyInfo{serverID: srv.ID, tenantID: srv.TenantID, senders: senders, expires: now.Add(keyTTL)}
+			if key != srv.InboundKey && srv.PreviousKeyExpiresAt.Before(info.expires) {
+				info.expires = *srv.PreviousKeyExpiresAt // a replaced key is looked up again when its grace ends
+			}
+			if srv.MaxRequestsPerSecond != nil {
+				info.serverRate = *srv.MaxRequestsPerSecond
+			}
+			if plan := plans[srv.TenantID]; plan != nil && plan.MaxRequestsPerSecond != nil {
+				info.tenantRate = *plan.MaxRequestsPerSecond
+			}
+			reads[key] = keyRead{info: info}
+		}
 	}
-	plan, err := billing.PlanOf(ctx, l.client, srv.TenantID)
-	if err != nil {
-		return nil, err
-	}
-	senders, err := sendersOf(srv)
-	if err != nil {
-		return nil, err
-	}
-	ttl := keyTTL - rand.N(keyTTL/4)
-	info := &keyInfo{serverID: srv.ID, tenantID: srv.TenantID, senders: senders, expires: now.Add(ttl)}
-	if key != srv.InboundKey && srv.PreviousKeyExpiresAt.Before(info.expires) {
-		info.expires = *srv.PreviousKeyExpiresAt // a replaced key is looked up again when its grace ends
-	}
-	if srv.MaxRequestsPerSecond != nil {
-		info.serverRate = *srv.MaxRequestsPerSecond
-	}
-	if plan.MaxRequestsPerSecond != nil {
-		info.tenantRate = *plan.MaxRequestsPerSecond
-	}
-	return info, nil
+	return reads, nil
 }
 
 // allow takes one request from the server's bucket and the tenant's; when either is empty it takes none and

@@ -115,6 +115,32 @@ func TestRateLimitIsPerProcess(t *testing.T) {
 	require.Equal(t, 2, stateOf(t, b.env, tn).requests)
 }
 
+// What intake knows of a key is refreshed in the background once it is keyTTL old, every key that is due in
+// one refresh: a changed rate then applies; a deleted server's key answers 404.
+func TestLimitsRefreshInTheBackground(t *testing.T) {
+	t.Parallel()
+	b := setupLimits(t)
+	tn := b.env.NewTenant("changing", relaytest.PlanLimits{Credits: 100})
+	limited := b.env.NewServer(tn, "limited", nil)
+	deleted := b.env.NewServer(tn, "deleted", nil)
+	for _, key := range []string{limited.Key, limited.Key, deleted.Key} {
+		status, _ := post(t, b.env, key)
+		require.Equal(t, http.StatusAccepted, status, "no rate yet")
+	}
+	b.env.MustGraphQL(tn.Owner, `mutation($id: ID!){ updateServer(id: $id, input: {maxRequestsPerSecond: 1}){ id } }`,
+		map[string]any{"id": limited.ID}, nil)
+	b.env.MustGraphQL(tn.Owner, `mutation($id: ID!){ deleteServer(id: $id){ id } }`, map[string]any{"id": deleted.ID}, nil)
+
+	b.clock.Advance(6 * time.Second) // past keyTTL: the next request starts the refresh
+	relaytest.Eventually(t, 10*time.Second, "the new rate to apply", func() bool {
+		post(t, b.env, limited.Key)
+		status, _ := post(t, b.env, limited.Key) // the clock stands still: one a second, this one over it
+		return status == http.StatusTooManyRequests
+	})
+	status, _ := post(t, b.env, deleted.Key)
+	require.Equal(t, http.StatusNotFound, status, "the deleted server's key")
+}
+
 // rawRequest writes a request's head declaring a body of length bytes, and only the first sent of them.
 func rawRequest(t *testing.T, env *relaytest.Env, key string, length int, sent []byte) net.Conn {
 	t.Helper()

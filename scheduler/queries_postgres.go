@@ -49,7 +49,7 @@ WITH RECURSIVE tenants(id) AS (
 	CROSS JOIN LATERAL (
 		SELECT j.id, j.next_attempt_at FROM outbound_jobs j
 		WHERE j.tenant_id = t.id AND j.status = 'PENDING' AND j.next_attempt_at <= $1
-		ORDER BY j.tenant_id, j.next_attempt_at
+		ORDER BY j.tenant_id, j.next_attempt_at, j.id
 		LIMIT LEAST(COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), $6::int), $7::int)
 		FOR UPDATE OF j SKIP LOCKED
 	) p

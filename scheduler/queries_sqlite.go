@@ -47,9 +47,9 @@ WHERE id IN (
 	SELECT j.id FROM tenants t
 	JOIN outbound_jobs j ON j.id IN (
 		SELECT x.id FROM (
-			SELECT j2.id, row_number() OVER (ORDER BY j2.next_attempt_at) AS k FROM outbound_jobs j2
+			SELECT j2.id, row_number() OVER (ORDER BY j2.next_attempt_at, j2.id) AS k FROM outbound_jobs j2
 			WHERE j2.tenant_id = t.id AND j2.status = 'PENDING' AND j2.next_attempt_at <= ?1
-			ORDER BY j2.next_attempt_at
+			ORDER BY j2.next_attempt_at, j2.id
 			LIMIT ?7
 		) x
 		WHERE x.k <= COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), ?6)

@@ -406,7 +406,7 @@ var (
 			{
 				Name:    "outbound_job_pending_due",
 				Unique:  false,
-				Columns: []*schema.Column{OutboundJobsColumns[19], OutboundJobsColumns[12]},
+				Columns: []*schema.Column{OutboundJobsColumns[19], OutboundJobsColumns[12], OutboundJobsColumns[0]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status = 'PENDING'",
 				},

@@ -70,9 +70,10 @@ func (OutboundJob) Indexes() []ent.Index {
 	return []ent.Index{
 		// The next due time of a pending job.
 		index.Fields("status", "next_attempt_at"),
-		// The scheduler's claim: each tenant's pending jobs in due order (a few from each tenant, within its share
-		// of the workers).
-		index.Fields("tenant_id", "next_attempt_at").StorageKey("outbound_job_pending_due").
+		// The scheduler's claim: each tenant's pending jobs in due order, then in order of arrival (a few from
+		// each tenant, within its share of the workers). The id keeps the planner on this index rather than on
+		// (status, next_attempt_at), which would walk every tenant's due jobs.
+		index.Fields("tenant_id", "next_attempt_at", "id").StorageKey("outbound_job_pending_due").
 			Annotations(entsql.IndexWhere("status = 'PENDING'")),
 		// The rescuer: in-progress jobs whose lease lapsed.
 		index.Fields("status", "lease_expires_at"),

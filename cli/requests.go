@@ -108,13 +108,9 @@ func requests(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if limit < 1 || limit > maxLimit {
 		in.problemf("--limit must be between 1 and %d", maxLimit)
 	}
-	client, out, err := in.finish(stdout, stderr)
+	client, out, s, err := in.finishOnServer(ctx, stdout, stderr, server, "")
 	if err != nil {
 		return err
-	}
-	s, err := findServer(ctx, client, server, "")
-	if err != nil {
-		return out.fail(err)
 	}
 	vars := map[string]any{"server": s.ID, "first": limit}
 	if status != "" {

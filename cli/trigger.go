@@ -65,13 +65,9 @@ func trigger(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if header.Get("Content-Type") == "" && json.Valid(body) {
 		header.Set("Content-Type", "application/json")
 	}
-	client, out, err := in.finish(stdout, stderr)
+	_, out, s, err := in.finishOnServer(ctx, stdout, stderr, server, "inboundUrl")
 	if err != nil {
 		return err
-	}
-	s, err := findServer(ctx, client, server, "inboundUrl")
-	if err != nil {
-		return out.fail(err)
 	}
 	target := s.InboundURL + path
 	ctx, cancel := context.WithTimeout(ctx, triggerTimeout)

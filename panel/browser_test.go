@@ -137,6 +137,38 @@ func startBrowser(t *testing.T) *browser {
 }
 
 // do runs actions with a timeout; on failure it saves a screenshot and the console, then fails the test.
+// webhookTarget is an endpoint for a recipient, closed when the test ends.
+func webhookTarget(t *testing.T, handler http.HandlerFunc) *httptest.Server {
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// answering answers every request with status.
+func answering(status int) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }
+}
+
+// narrow opens url on a phone-sized screen, waits for every sel, checks that the what page fits the screen's
+// width and saves it as shot; wide returns to the desktop size.
+func (b *browser) narrow(what, url, shot string, sels ...string) {
+	b.t.Helper()
+	steps := []chromedp.Action[chromedp.Void]{chromedp.EmulateViewport(390, 844), chromedp.Navigate(url)}
+	for _, sel := range sels {
+		steps = append(steps, chromedp.WaitVisible(css(sel)))
+	}
+	b.do("narrow "+what, 15*time.Second, steps...)
+	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 400 {
+		b.t.Errorf("the %s page is %dpx wide on a 390px screen", what, w)
+	}
+	b.page(shot)
+}
+
+func (b *browser) wide() {
+	b.t.Helper()
+	b.do("wide again", 10*time.Second, chromedp.EmulateViewport(1440, 960))
+}
+
 func (b *browser) do(what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
@@ -294,10 +326,7 @@ func TestPanelInBrowser(t *testing.T) {
 	base := panelURL(t, env)
 
 	tenant := env.NewTenant("acme", relaytest.PlanLimits{Credits: 500})
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(target.Close)
+	target := webhookTarget(t, answering(http.StatusNoContent))
 	srv := env.NewServer(tenant, "stripe-webhooks", nil)
 	env.NewRecipient(tenant, srv.ID, map[string]any{
 		"name": "billing-api", "method": "DIRECT_HTTP", "url": target.URL + "/hooks/stripe", "maxAttempts": 5,
@@ -520,15 +549,14 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target := webhookTarget(t, func(w http.ResponseWriter, r *http.Request) {
 		if healthy.Load() {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
 		<-release // hold the first attempt until the browser is watching
 		http.Error(w, "upstream exploded", http.StatusBadGateway)
-	}))
-	t.Cleanup(target.Close)
+	})
 	srv := env.NewServer(tenant, "orders", nil)
 	env.NewRecipient(tenant, srv.ID, map[string]any{
 		"name": "fulfilment", "method": "DIRECT_HTTP", "url": target.URL + "/orders", "maxAttempts": 1,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +46,42 @@ func deliveryStatuses(env *relaytest.Env, token, serverID string) map[string][]s
 	return got
 }
 
+// searchFor types text into the requests page's search and submits it.
+func searchFor(text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(typeInto("#search", text), chromedp.Click(css(`form[data-role="search"] button[type=submit]`)))
+}
+
+// search searches the requests page for text and waits for the search's summary.
+func (b *browser) search(text string) {
+	b.t.Helper()
+	b.do("search for "+text, 20*time.Second, searchFor(text), chromedp.WaitVisible(css(`[data-role="search-summary"]`)))
+}
+
+// dryRun checks that the open dry run of what counts want, and returns what it says of the cost.
+func (b *browser) dryRun(what, want string) string {
+	b.t.Helper()
+	if got := b.text(`dialog[open] [data-role="plan-count"]`); got != want {
+		b.t.Errorf("%s dry run count = %q, want %s", what, got, want)
+	}
+	return b.text(`dialog[open] [data-role="cost"]`)
+}
+
+// confirmBulk starts the job the open dry run of what describes and waits until its progress shows it
+// succeeded, with done ("n / n") and credits spent; it returns the job's ID.
+func (b *browser) confirmBulk(what, done, credits string) string {
+	b.t.Helper()
+	b.do("start the "+what, 20*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="bulk-progress"]`)))
+	jobID := eval[string](b, `document.querySelector('[data-role="bulk-progress"]').dataset.jobId`)
+	b.waitJS("the "+what+" is done", fmt.Sprintf(`(() => {
+		const p = document.querySelector('[data-role="bulk-progress"][data-status="SUCCEEDED"]');
+		return !!p && p.querySelector('[data-role="bulk-done"]').textContent === %q && p.querySelector('[data-role="bulk-credits"]').textContent === %q;
+	})()`, done, credits), 60*time.Second)
+	return jobID
+}
+
 func count(list []string, s string) int {
 	n := 0
 	for _, x := range list {
@@ -67,15 +102,14 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 	// The recipient fails until the test makes it healthy.
 	var healthy atomic.Bool
 	var succeeded atomic.Int32
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target := webhookTarget(t, func(w http.ResponseWriter, r *http.Request) {
 		if !healthy.Load() {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return
 		}
 		succeeded.Add(1)
 		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(target.Close)
+	})
 	srv := env.NewServer(tenant, "shop", nil)
 	env.NewRecipient(tenant, srv.ID, map[string]any{
 		"name": "orders-api", "method": "DIRECT_HTTP", "url": target.URL + "/hooks", "maxAttempts": 1,
@@ -95,10 +129,7 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 	b.waitJS("five requests listed", rowIDs+`.length === 5`, 15*time.Second)
 
 	// The search takes 3 characters or more, as the API does.
-	b.do("search with too short a text", 15*time.Second,
-		typeInto("#search", "or"),
-		chromedp.Click(css(`form[data-role="search"] button[type=submit]`)),
-		chromedp.WaitVisible(css(`#search-error`)))
+	b.do("search with too short a text", 15*time.Second, searchFor("or"), chromedp.WaitVisible(css(`#search-error`)))
 	apiMsg := env.GraphQL(tenant.Owner, `query($s: ID!) { requests(serverId: $s, first: 5, search: "or") { totalCount } }`, map[string]any{"s": srv.ID})
 	if apiMsg.Code() != "INVALID_INPUT" {
 		t.Fatalf("API accepted a 2-character search: %+v", apiMsg)
@@ -110,10 +141,7 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 		t.Errorf("a refused search changed the address to %s", eval[string](b, `location.hash`))
 	}
 
-	b.do("search the bodies", 20*time.Second,
-		typeInto("#search", "order.created"),
-		chromedp.Click(css(`form[data-role="search"] button[type=submit]`)),
-		chromedp.WaitVisible(css(`[data-role="search-summary"]`)))
+	b.search("order.created")
 	b.waitJS("only the matching requests", rowIDs+`.length === 3`, 15*time.Second)
 	if got := eval[[]string](b, rowIDs); !sameSet(got, orders) {
 		t.Errorf("search shows %v, want the order requests %v", got, orders)
@@ -158,25 +186,14 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 	if plan.PlanBulkRetry.Count != 3 || plan.PlanBulkRetry.Credits != 3 {
 		t.Fatalf("API dry run = %+v, want 3 deliveries for 3 credits", plan.PlanBulkRetry)
 	}
-	if got := b.text(`dialog[open] [data-role="plan-count"]`); got != "3 deliveries" {
-		t.Errorf("dry run count = %q, want 3 deliveries", got)
-	}
-	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "3 credits") || !strings.Contains(got, fmt.Sprintf("%d → %d", before, before-3)) {
+	if got := b.dryRun("retry", "3 deliveries"); !strings.Contains(got, "3 credits") || !strings.Contains(got, fmt.Sprintf("%d → %d", before, before-3)) {
 		t.Errorf("dry run cost = %q, want 3 credits and %d → %d", got, before, before-3)
 	}
 	if got := b.text(`dialog[open] .dialog-body`); !strings.Contains(got, "order.created") {
 		t.Errorf("the dialog does not say which requests: %q", got)
 	}
 	b.shotViewport("bulk-02-retry-dry-run")
-	b.do("start the bulk retry", 20*time.Second,
-		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
-		chromedp.WaitNotPresent(css(`dialog[open]`)),
-		chromedp.WaitVisible(css(`[data-role="bulk-progress"]`)))
-	jobID := eval[string](b, `document.querySelector('[data-role="bulk-progress"]').dataset.jobId`)
-	b.waitJS("the job's progress reaches done", `(() => {
-		const p = document.querySelector('[data-role="bulk-progress"][data-status="SUCCEEDED"]');
-		return !!p && p.querySelector('[data-role="bulk-done"]').textContent === '3 / 3' && p.querySelector('[data-role="bulk-credits"]').textContent === '3';
-	})()`, 60*time.Second)
+	jobID := b.confirmBulk("bulk retry", "3 / 3", "3")
 	if got := b.text(`[data-role="bulk-progress"] [data-role="bulk-failed"]`); got != "0" {
 		t.Errorf("failed = %q", got)
 	}
@@ -215,10 +232,7 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 		return count(got["laptop"], "PENDING") == 2 && count(got["orders-api"], "PENDING")+count(got["orders-api"], "IN_PROGRESS") == 0
 	})
 	balanceBeforeCancel := balanceOf(env, tenant.Owner)
-	b.do("search the customer events", 20*time.Second,
-		typeInto("#search", "customer.updated"),
-		chromedp.Click(css(`form[data-role="search"] button[type=submit]`)),
-		chromedp.WaitVisible(css(`[data-role="search-summary"]`)))
+	b.search("customer.updated")
 	b.waitJS("the four customer requests", rowIDs+`.length === 4`, 15*time.Second)
 	if got := eval[[]string](b, rowIDs); !sameSet(got, customers) {
 		t.Errorf("search shows %v, want %v", got, customers)
@@ -229,21 +243,11 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 		chromedp.Click(css(`[data-role="select-all-matching"]`)),
 		chromedp.Click(css(`[data-role="bulk-cancel"]`)),
 		chromedp.WaitVisible(css(`dialog[open] [data-role="dry-run"]`)))
-	if got := b.text(`dialog[open] [data-role="plan-count"]`); got != "2 deliveries" {
-		t.Errorf("cancel dry run count = %q, want 2 deliveries", got)
-	}
-	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "no credits") {
+	if got := b.dryRun("cancel", "2 deliveries"); !strings.Contains(got, "no credits") {
 		t.Errorf("cancel cost = %q, want free", got)
 	}
 	b.shotViewport("bulk-04-cancel-dry-run")
-	b.do("start the bulk cancel", 20*time.Second,
-		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
-		chromedp.WaitNotPresent(css(`dialog[open]`)),
-		chromedp.WaitVisible(css(`[data-role="bulk-progress"]`)))
-	b.waitJS("the cancel job is done", `(() => {
-		const p = document.querySelector('[data-role="bulk-progress"][data-status="SUCCEEDED"]');
-		return !!p && p.querySelector('[data-role="bulk-done"]').textContent === '2 / 2' && p.querySelector('[data-role="bulk-credits"]').textContent === '0';
-	})()`, 60*time.Second)
+	b.confirmBulk("bulk cancel", "2 / 2", "0")
 	laptop := deliveryStatuses(env, tenant.Owner, srv.ID)["laptop"]
 	if len(laptop) != 2 || count(laptop, "CANCELED") != 2 {
 		t.Errorf("the CLI recipient's deliveries = %v, want 2 canceled", laptop)
@@ -262,10 +266,7 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 		choose(`[data-role="bulk-status"]`, "CANCELED"),
 		chromedp.Click(css(`[data-role="bulk-retry"]`)),
 		chromedp.WaitVisible(css(`dialog[open] [data-role="dry-run"]`)))
-	if got := b.text(`dialog[open] [data-role="plan-count"]`); got != "1 delivery" {
-		t.Errorf("selected row dry run = %q, want 1 delivery", got)
-	}
-	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "1 credit") {
+	if got := b.dryRun("selected row", "1 delivery"); !strings.Contains(got, "1 credit") {
 		t.Errorf("selected row cost = %q", got)
 	}
 	b.do("retry the selected row", 20*time.Second,
@@ -283,16 +284,8 @@ func TestConsoleSearchAndBulkInBrowser(t *testing.T) {
 	}
 
 	// A narrow screen: the list, its search and its jobs fit.
-	b.do("narrow requests", 15*time.Second,
-		chromedp.EmulateViewport(390, 844),
-		chromedp.Navigate(base+"/#/servers/"+srv.ID),
-		chromedp.WaitVisible(css(`tr[data-request-id]`)),
-		chromedp.WaitVisible(css(`[data-section="bulk-jobs"]`)))
-	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 400 {
-		t.Errorf("the requests page is %dpx wide on a 390px screen", w)
-	}
-	b.page("bulk-06-narrow")
-	b.do("wide again", 10*time.Second, chromedp.EmulateViewport(1440, 960))
+	b.narrow("requests", base+"/#/servers/"+srv.ID, "bulk-06-narrow", `tr[data-request-id]`, `[data-section="bulk-jobs"]`)
+	b.wide()
 	b.noExceptions()
 	t.Logf("screenshots in %s", b.dir)
 }
@@ -305,7 +298,7 @@ func TestConsoleBulkJobProgressAndCancelInBrowser(t *testing.T) {
 
 	var hang atomic.Bool
 	release := make(chan struct{})
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target := webhookTarget(t, func(w http.ResponseWriter, r *http.Request) {
 		if hang.Load() {
 			select { // hold the attempt until the test ends
 			case <-release:
@@ -313,8 +306,7 @@ func TestConsoleBulkJobProgressAndCancelInBrowser(t *testing.T) {
 			}
 		}
 		http.Error(w, "unavailable", http.StatusBadGateway)
-	}))
-	t.Cleanup(target.Close)
+	})
 	t.Cleanup(func() { close(release) }) // runs first: lets the held attempts finish so the server can close
 	srv := env.NewServer(tenant, "warehouse", nil)
 	env.NewRecipient(tenant, srv.ID, map[string]any{
@@ -401,9 +393,9 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(x, y)
 }
 
-// alertSink is an httptest server that records the alerts it receives.
+// alertSink is an endpoint that records the alerts it receives.
 type alertSink struct {
-	*httptest.Server
+	URL    string
 	mu     sync.Mutex
 	alerts []receivedAlert
 }
@@ -415,7 +407,7 @@ type receivedAlert struct {
 
 func newAlertSink(t *testing.T) *alertSink {
 	s := &alertSink{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.URL = webhookTarget(t, func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body map[string]any
 		_ = json.Unmarshal(raw, &body)
@@ -423,8 +415,7 @@ func newAlertSink(t *testing.T) *alertSink {
 		s.alerts = append(s.alerts, receivedAlert{Type: r.Header.Get("Adal-Alert-Type"), Body: body})
 		s.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(s.Close)
+	}).URL
 	return s
 }
 
@@ -452,8 +443,7 @@ func TestConsoleAlertsInBrowser(t *testing.T) {
 	base := panelURL(t, env)
 	tenant := env.NewTenant("umbrella", relaytest.PlanLimits{Credits: 40})
 	sink := newAlertSink(t)
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
-	t.Cleanup(target.Close)
+	target := webhookTarget(t, answering(http.StatusOK))
 	srv := env.NewServer(tenant, "payments", nil)
 	env.NewRecipient(tenant, srv.ID, map[string]any{"name": "ledger", "method": "DIRECT_HTTP", "url": target.URL + "/all"})
 	bigOrders := env.NewRecipient(tenant, srv.ID, map[string]any{
@@ -626,15 +616,8 @@ func TestConsoleAlertsInBrowser(t *testing.T) {
 	}
 	b.page("alerts-05-filtered-out")
 
-	b.do("narrow alerts", 15*time.Second,
-		chromedp.EmulateViewport(390, 844),
-		chromedp.Navigate(base+"/#/alerts"),
-		chromedp.WaitVisible(css(`[data-section="alert-history"] tr[data-alert-id]`)))
-	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 400 {
-		t.Errorf("the alerts page is %dpx wide on a 390px screen", w)
-	}
-	b.page("alerts-06-narrow")
-	b.do("wide again", 10*time.Second, chromedp.EmulateViewport(1440, 960))
+	b.narrow("alerts", base+"/#/alerts", "alerts-06-narrow", `[data-section="alert-history"] tr[data-alert-id]`)
+	b.wide()
 	b.noExceptions()
 	t.Logf("screenshots in %s", b.dir)
 }

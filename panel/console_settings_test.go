@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -93,8 +92,7 @@ func TestConsoleRecipientSettings(t *testing.T) {
 	b := startBrowser(t)
 	env := relaytest.Start(t)
 	base := panelURL(t, env)
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	t.Cleanup(target.Close)
+	target := webhookTarget(t, answering(http.StatusNoContent))
 	tenant := env.NewTenant("acme", relaytest.PlanLimits{Credits: 500})
 	srv := env.NewServer(tenant, "github", nil)
 	rid := env.NewRecipient(tenant, srv.ID, map[string]any{"name": "ci", "method": "DIRECT_HTTP", "url": target.URL + "/hooks"})

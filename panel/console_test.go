@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -65,12 +64,11 @@ func TestConsoleFromFirstRun(t *testing.T) {
 	env := relaytest.Start(t, relaytest.CaptureLogs(&logs))
 	base := panelURL(t, env)
 	var hits atomic.Int32
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target := webhookTarget(t, func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"received":true}`)
-	}))
-	t.Cleanup(target.Close)
+	})
 
 	// ---- the operator ------------------------------------------------------------------------------------
 	links := logs.SignInLinks()
@@ -456,19 +454,12 @@ func TestConsoleFromFirstRun(t *testing.T) {
 	b.page("19-outbound-job")
 
 	// A narrow screen: the same pages, one column.
-	b.do("narrow screen", 15*time.Second,
-		chromedp.EmulateViewport(390, 844),
-		chromedp.Navigate(base+"/#/requests/"+reqID),
-		chromedp.WaitVisible(css(`[data-delivery-id]`)))
-	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 400 {
-		t.Errorf("the request page is %dpx wide on a 390px screen", w)
-	}
-	b.page("20-narrow-request")
+	b.narrow("request", base+"/#/requests/"+reqID, "20-narrow-request", `[data-delivery-id]`)
 	b.do("narrow servers", 15*time.Second,
 		chromedp.Navigate(base+"/#/servers"),
 		chromedp.WaitVisible(css(`[data-server-id="`+serverID+`"]`)))
 	b.page("21-narrow-servers")
-	b.do("wide again", 10*time.Second, chromedp.EmulateViewport(1440, 960))
+	b.wide()
 
 	// Deleting the server says what happens first.
 	b.do("delete the server", 15*time.Second,

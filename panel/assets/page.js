@@ -111,6 +111,21 @@ export async function readNode(ctx, el, { query, variables, field, missing, retr
   return null;
 }
 
+// nodeReader is readNode for a page that reads its node again and again: read(quiet) resolves with the node
+// only when it differs from what the last read gave (or read.forget() was called since), else with null.
+export function nodeReader(ctx, el, opts) {
+  let last = '';
+  const read = async (quiet) => {
+    const data = await readNode(ctx, el, { ...opts, quiet });
+    const snap = data && JSON.stringify(data.node);
+    if (!snap || snap === last) return null;
+    last = snap;
+    return data.node;
+  };
+  read.forget = () => { last = ''; };
+  return read;
+}
+
 // costLine says, before a mutation runs, what it costs and what the balance becomes. credits: what it
 // debits (a positive number), 0 for a free change, or { grant: n, to: name, balance } for credits added.
 export function costLine(credits, what = 'This') {

@@ -8,7 +8,7 @@ import { href, navigate } from '../router.js';
 import { canManage, balanceAfter } from '../session.js';
 import { limits, checks } from '../limits.js';
 import { createForm } from '../form.js';
-import { setTitle, pageHeader, liveIndicator, poller, readNode, costLine, facts, section } from '../page.js';
+import { setTitle, pageHeader, liveIndicator, poller, nodeReader, costLine, facts, section } from '../page.js';
 import { dataTable, connectionList } from '../table.js';
 import { ERROR_KINDS } from './shared.js';
 
@@ -114,19 +114,15 @@ export function viewOutboundJob(ctx, main, id) {
   const indicator = liveIndicator();
   const root = h('div', loading('Loading job…'));
   mount(main, root);
-  let last = '';
   let job = null;
   const open = new Set();
+  const read = nodeReader(ctx, root, {
+    query: Q.OUTBOUND_JOB, variables: { id }, field: 'url', retry: () => load(false),
+    missing: ['Job not found', 'It may have expired and been purged, or it belongs to another tenant.', '#/outbound', 'All jobs'],
+  });
   const load = async (quiet) => {
-    const data = await readNode(ctx, root, {
-      query: Q.OUTBOUND_JOB, variables: { id }, field: 'url', quiet, retry: () => load(false),
-      missing: ['Job not found', 'It may have expired and been purged, or it belongs to another tenant.', '#/outbound', 'All jobs'],
-    });
-    if (!data) return;
-    const j = data.node;
-    const snap = JSON.stringify(j);
-    if (snap === last) return;
-    last = snap;
+    const j = await read(quiet);
+    if (!j) return;
     job = j;
     mount(root, jobPage(j, indicator, open));
   };

@@ -10,7 +10,7 @@ import { href, navigate } from '../router.js';
 import { canManage } from '../session.js';
 import { limits, checks, dueTimes, scheduleOf, duration, parseRule } from '../limits.js';
 import { createForm } from '../form.js';
-import { setTitle, pageHeader, liveIndicator, poller, orNotFound, readNode, costLine, snippet, facts, section } from '../page.js';
+import { setTitle, pageHeader, liveIndicator, poller, orNotFound, nodeReader, costLine, snippet, facts, section } from '../page.js';
 import { SCHEDULES, STATE_TEXT, confirmDelete } from './shared.js';
 
 // recipientFields are a recipient's settings; r holds the current ones when editing (its method is fixed).
@@ -215,23 +215,19 @@ export function viewRecipient(ctx, main, id) {
   const indicator = liveIndicator();
   const root = h('div', loading('Loading recipient…'));
   mount(main, root);
-  let last = '';
   let formShown = false;
   const status = h('div');
   const cli = h('div');
   let cliEl = null;
   let secretEl = null;
 
+  const read = nodeReader(ctx, root, {
+    query: Q.RECIPIENT, variables: { id }, field: 'method', retry: () => load(false),
+    missing: ['Recipient not found', 'It may belong to another tenant.', '#/servers', 'All servers'],
+  });
   const load = async (quiet) => {
-    const data = await readNode(ctx, root, {
-      query: Q.RECIPIENT, variables: { id }, field: 'method', quiet, retry: () => load(false),
-      missing: ['Recipient not found', 'It may belong to another tenant.', '#/servers', 'All servers'],
-    });
-    if (!data) return;
-    const r = data.node;
-    const snap = JSON.stringify(r);
-    if (snap === last) return;
-    last = snap;
+    const r = await read(quiet);
+    if (!r) return;
     setTitle(r.name);
     if (!formShown) {
       formShown = true;
@@ -263,7 +259,7 @@ export function viewRecipient(ctx, main, id) {
         cost: () => costLine(0),
         submitLabel: 'Save changes',
         onSubmit: (v) => gql(Q.UPDATE_RECIPIENT, { id: r.id, input: recipientInput({ ...v, method: r.method }, false) }),
-        onDone: () => { toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`); last = ''; load(true); },
+        onDone: () => { toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`); read.forget(); load(true); },
       });
       parts.push(section('Settings', { id: 'settings', sub: 'New deliveries use them; those already created keep theirs.' }, form.el));
       if (r.signingSecret) parts.push((secretEl = secretCard(r, L)));

@@ -111,19 +111,19 @@ export async function readNode(ctx, el, { query, variables, field, missing, retr
   return null;
 }
 
-// nodeReader is readNode for a page that reads its node again and again: read(quiet) resolves with the node
-// only when it differs from what the last read gave (or read.forget() was called since), else with null.
-export function nodeReader(ctx, el, opts) {
+// nodeView is the load(quiet) of a page that reads its node (as readNode) again and again: it calls
+// show(node) when the node differs from what the last load showed, or load.forget() was called since.
+export function nodeView(ctx, el, { show, ...opts }) {
   let last = '';
-  const read = async (quiet) => {
-    const data = await readNode(ctx, el, { ...opts, quiet });
+  const load = async (quiet) => {
+    const data = await readNode(ctx, el, { ...opts, quiet, retry: () => load(false) });
     const snap = data && JSON.stringify(data.node);
-    if (!snap || snap === last) return null;
+    if (!snap || snap === last) return;
     last = snap;
-    return data.node;
+    await show(data.node);
   };
-  read.forget = () => { last = ''; };
-  return read;
+  load.forget = () => { last = ''; };
+  return load;
 }
 
 // costLine says, before a mutation runs, what it costs and what the balance becomes. credits: what it

@@ -8,7 +8,7 @@ import { href, navigate } from '../router.js';
 import { canManage, balanceAfter } from '../session.js';
 import { limits, checks } from '../limits.js';
 import { createForm } from '../form.js';
-import { setTitle, pageHeader, liveIndicator, poller, nodeReader, costLine, facts, section } from '../page.js';
+import { setTitle, pageHeader, liveIndicator, poller, nodeView, costLine, facts, section } from '../page.js';
 import { dataTable, connectionList } from '../table.js';
 import { ERROR_KINDS } from './shared.js';
 
@@ -116,16 +116,14 @@ export function viewOutboundJob(ctx, main, id) {
   mount(main, root);
   let job = null;
   const open = new Set();
-  const read = nodeReader(ctx, root, {
-    query: Q.OUTBOUND_JOB, variables: { id }, field: 'url', retry: () => load(false),
+  const load = nodeView(ctx, root, {
+    query: Q.OUTBOUND_JOB, variables: { id }, field: 'url',
     missing: ['Job not found', 'It may have expired and been purged, or it belongs to another tenant.', '#/outbound', 'All jobs'],
+    show: (j) => {
+      job = j;
+      mount(root, jobPage(j, indicator, open));
+    },
   });
-  const load = async (quiet) => {
-    const j = await read(quiet);
-    if (!j) return;
-    job = j;
-    mount(root, jobPage(j, indicator, open));
-  };
   load(false);
   poller(ctx, { refresh: () => load(true), indicator, ms: 2000, shouldPoll: () => !job || ACTIVE.has(job.status) });
 }

@@ -10,7 +10,7 @@ import { href, navigate } from '../router.js';
 import { canManage } from '../session.js';
 import { limits, checks, dueTimes, scheduleOf, duration, parseRule } from '../limits.js';
 import { createForm } from '../form.js';
-import { setTitle, pageHeader, liveIndicator, poller, orNotFound, nodeReader, costLine, snippet, facts, section } from '../page.js';
+import { setTitle, pageHeader, liveIndicator, poller, orNotFound, nodeView, costLine, snippet, facts, section } from '../page.js';
 import { SCHEDULES, STATE_TEXT, confirmDelete } from './shared.js';
 
 // recipientFields are a recipient's settings; r holds the current ones when editing (its method is fixed).
@@ -221,25 +221,23 @@ export function viewRecipient(ctx, main, id) {
   let cliEl = null;
   let secretEl = null;
 
-  const read = nodeReader(ctx, root, {
-    query: Q.RECIPIENT, variables: { id }, field: 'method', retry: () => load(false),
+  const load = nodeView(ctx, root, {
+    query: Q.RECIPIENT, variables: { id }, field: 'method',
     missing: ['Recipient not found', 'It may belong to another tenant.', '#/servers', 'All servers'],
+    show: async (r) => {
+      setTitle(r.name);
+      if (!formShown) {
+        formShown = true;
+        await page(r);
+      }
+      mount(status, healthCard(r, () => load(true)));
+      if (r.method === 'CLI') {
+        if (!cliEl) mount(cli, (cliEl = cliCard(r)));
+        cliEl.update(r);
+      }
+      if (secretEl) secretEl.update(r);
+    },
   });
-  const load = async (quiet) => {
-    const r = await read(quiet);
-    if (!r) return;
-    setTitle(r.name);
-    if (!formShown) {
-      formShown = true;
-      await page(r);
-    }
-    mount(status, healthCard(r, () => load(true)));
-    if (r.method === 'CLI') {
-      if (!cliEl) mount(cli, (cliEl = cliCard(r)));
-      cliEl.update(r);
-    }
-    if (secretEl) secretEl.update(r);
-  };
 
   const page = async (r) => {
     const head = pageHeader({
@@ -259,7 +257,7 @@ export function viewRecipient(ctx, main, id) {
         cost: () => costLine(0),
         submitLabel: 'Save changes',
         onSubmit: (v) => gql(Q.UPDATE_RECIPIENT, { id: r.id, input: recipientInput({ ...v, method: r.method }, false) }),
-        onDone: () => { toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`); read.forget(); load(true); },
+        onDone: () => { toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`); load.forget(); load(true); },
       });
       parts.push(section('Settings', { id: 'settings', sub: 'New deliveries use them; those already created keep theirs.' }, form.el));
       if (r.signingSecret) parts.push((secretEl = secretCard(r, L)));

@@ -22,11 +22,13 @@ export function dataTable({ columns, rows, rowProps, link, className = '' }) {
 }
 
 // connectionList appends pages of a Relay connection: fetchPage(after) resolves with the connection, draw()
-// renders everything loaded so far, and empty(), when given, renders instead while nothing is. It returns
+// renders everything loaded so far (or, given table, the dataTable of the rows without them, that table in a
+// card above the pager in el), and empty(), when given, renders instead while nothing is. It returns
 // { load, show, rows, total, pager() }; show() is load() that puts a failure, with a retry, into el.
-export function connectionList({ ctx, el, fetchPage, draw, empty, noun = ['item', 'items'] }) {
+export function connectionList({ ctx, el, fetchPage, draw, table, empty, noun = ['item', 'items'] }) {
   const list = { rows: [], total: 0, pageInfo: null };
-  const render = () => (empty && !list.rows.length ? empty() : draw());
+  const drawTable = () => mount(el, h('div.card.table-card', dataTable({ ...table, rows: list.rows })), list.pager());
+  const render = () => (empty && !list.rows.length ? empty() : (draw || drawTable)());
   list.show = () => list.load().catch((err) => { if (ctx.alive && err.name !== 'AbortError') mount(el, errorState(err, list.show)); });
   list.load = async () => {
     const conn = await fetchPage(null);

@@ -34,9 +34,8 @@ export function viewOutboundJobs(ctx, main) {
     empty: () => mount(body, emptyState('send', canManage() ? 'Send your first outbound request' : 'No outbound jobs yet',
       'An outbound job is one HTTP call — URL, method, headers, body — that Adal makes and retries for you, with every attempt recorded.',
       send ? h('a.btn.btn-primary', { href: '#/outbound/new' }, icon('send'), 'Send a request') : null)),
-    draw: () => mount(body, h('div.card.table-card', dataTable({
+    table: {
       className: 'outbound',
-      rows: list.rows,
       link: (j) => href('/outbound/' + j.id),
       rowProps: (j) => ({ dataset: { jobId: j.id, status: j.status } }),
       columns: [
@@ -46,7 +45,7 @@ export function viewOutboundJobs(ctx, main) {
         { label: 'Attempts', cell: (j) => `${j.attemptCount} of ${j.maxAttempts}` },
         { label: 'Next attempt', cell: (j) => (j.nextAttemptAt && ACTIVE.has(j.status) ? timeEl(j.nextAttemptAt, 'relative') : h('span.muted', '—')) },
       ],
-    })), list.pager()),
+    },
   });
   list.show();
   // No subscription covers outbound jobs: read them again while any is on its way.

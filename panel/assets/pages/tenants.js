@@ -21,11 +21,11 @@ export function viewTenants(ctx, main) {
   mount(main, pageHeader({ title: 'Tenants', subtitle: 'Accounts on a plan, each with a credit balance.', actions: create }), body);
   const list = connectionList({
     ctx,
+    el: body,
     noun: ['tenant', 'tenants'],
     fetchPage: (after) => gql(Q.TENANTS, { first: 50, after }, { signal: ctx.signal }).then((d) => d.tenants),
-    draw: () => mount(body, h('div.card.table-card', dataTable({
+    table: {
       className: 'tenants',
-      rows: list.rows,
       link: (t) => href('/tenants/' + t.id),
       rowProps: (t) => ({ dataset: { tenantId: t.id, tenantName: t.name } }),
       columns: [
@@ -35,7 +35,7 @@ export function viewTenants(ctx, main) {
         { label: 'Requests this month', right: true, className: 'mono', cell: (t) => fmtNumber(t.usage.requestsAccepted) },
         { label: 'Spent this month', right: true, className: 'mono', cell: (t) => fmtNumber(t.usage.creditsSpent) },
       ],
-    })), list.pager()),
+    },
   });
   const load = async () => {
     try {

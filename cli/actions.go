@@ -65,18 +65,37 @@ func credits(n int) string {
 	return fmt.Sprintf("%d credits", n)
 }
 
-// actionCommand parses the command line of retry and replay: one ID argument.
-func actionCommand(name string, args []string, stdout, stderr io.Writer) (*apiClient, *output, string, error) {
-	in, err := begin(name, args, 1, stderr)
+// action is what retry and replay share: a paid mutation on the one ID the command line gives.
+type action struct {
+	name, noun, past string // the command, what its ID names, and what became of that
+	mutation         string // takes $id
+	reason           string // of the ledger entry it writes
+}
+
+// run parses the command line, runs the mutation into res and finds what it cost; found(id), called once res
+// holds the answer, names the new object and the reference of the ledger entry.
+func (a action) run(ctx context.Context, args []string, stdout, stderr io.Writer, res any, found func(id string) (newID, reference string)) (*output, string, charge, error) {
+	in, err := begin(a.name, args, 1, stderr)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, "", charge{}, err
 	}
 	id := strings.TrimSpace(in.args[0])
 	if !isID(id) {
 		in.problemf("%q is not an ID (a number, as adal requests shows)", id)
 	}
 	client, out, err := in.finish(stdout, stderr)
-	return client, out, id, err
+	if err != nil {
+		return nil, "", charge{}, err
+	}
+	if err := client.do(ctx, a.mutation, map[string]any{"id": id}, res); err != nil {
+		return nil, "", charge{}, out.fail(fmt.Errorf("cannot %s %s %s: %w", a.name, a.noun, id, explainAuth(err)))
+	}
+	newID, reference := found(id)
+	c, err := charged(ctx, client, a.reason, reference)
+	if err != nil {
+		return nil, "", charge{}, out.fail(fmt.Errorf("%s %s was %s as %s %s, but reading the balance failed: %w", a.noun, id, a.past, a.noun, newID, err))
+	}
+	return out, id, c, nil
 }
 
 // retryEvent is the result of adal retry.
@@ -93,10 +112,6 @@ type retryEvent struct {
 }
 
 func retry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	client, out, id, err := actionCommand("retry", args, stdout, stderr)
-	if err != nil {
-		return err
-	}
 	var res struct {
 		RetryDelivery struct {
 			ID, Status string
@@ -104,14 +119,12 @@ func retry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			Recipient  struct{ ID, Name string }
 		}
 	}
-	if err := client.do(ctx, `mutation($id: ID!) { retryDelivery(id: $id) { id status request { id } recipient { id name } } }`,
-		map[string]any{"id": id}, &res); err != nil {
-		return out.fail(fmt.Errorf("cannot retry delivery %s: %w", id, explainAuth(err)))
-	}
-	d := res.RetryDelivery
-	c, err := charged(ctx, client, "MANUAL_RETRY", "delivery:"+id)
+	d := &res.RetryDelivery
+	out, id, c, err := action{name: "retry", noun: "delivery", past: "retried", reason: "MANUAL_RETRY",
+		mutation: `mutation($id: ID!) { retryDelivery(id: $id) { id status request { id } recipient { id name } } }`,
+	}.run(ctx, args, stdout, stderr, &res, func(id string) (string, string) { return d.ID, "delivery:" + id })
 	if err != nil {
-		return out.fail(fmt.Errorf("delivery %s was retried as delivery %s, but reading the balance failed: %w", id, d.ID, err))
+		return err
 	}
 	out.record(retryEvent{eventHead: head("retry", time.Time{}), DeliveryID: id, NewDeliveryID: d.ID, RequestID: d.Request.ID,
 		RecipientID: d.Recipient.ID, Recipient: d.Recipient.Name, Status: d.Status, Cost: c.Cost, Balance: c.Balance},
@@ -136,10 +149,6 @@ type replayedToOne struct {
 }
 
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	client, out, id, err := actionCommand("replay", args, stdout, stderr)
-	if err != nil {
-		return err
-	}
 	var res struct {
 		ReplayRequest struct {
 			ID         string
@@ -149,14 +158,12 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		}
 	}
-	if err := client.do(ctx, `mutation($id: ID!) { replayRequest(id: $id) { id deliveries { id recipient { id name } } } }`,
-		map[string]any{"id": id}, &res); err != nil {
-		return out.fail(fmt.Errorf("cannot replay request %s: %w", id, explainAuth(err)))
-	}
-	r := res.ReplayRequest
-	c, err := charged(ctx, client, "REPLAY", "request:"+r.ID)
+	r := &res.ReplayRequest
+	out, id, c, err := action{name: "replay", noun: "request", past: "replayed", reason: "REPLAY",
+		mutation: `mutation($id: ID!) { replayRequest(id: $id) { id deliveries { id recipient { id name } } } }`,
+	}.run(ctx, args, stdout, stderr, &res, func(string) (string, string) { return r.ID, "request:" + r.ID })
 	if err != nil {
-		return out.fail(fmt.Errorf("request %s was replayed as request %s, but reading the balance failed: %w", id, r.ID, err))
+		return err
 	}
 	ev := replayEvent{eventHead: head("replay", time.Time{}), RequestID: id, NewRequestID: r.ID, Deliveries: []replayedToOne{}, Cost: c.Cost, Balance: c.Balance}
 	var names []string

@@ -393,6 +393,20 @@ func (in *invocation) finish(stdout, stderr io.Writer) (*apiClient, *output, err
 	return client, newOutput(stdout, stderr, in.json), nil
 }
 
+// finishOnServer is finish for a command about one server, given by ID or name: it looks the server up too,
+// with fields beyond its ID and name.
+func (in *invocation) finishOnServer(ctx context.Context, stdout, stderr io.Writer, server, fields string) (*apiClient, *output, *serverInfo, error) {
+	client, out, err := in.finish(stdout, stderr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s, err := findServer(ctx, client, server, fields)
+	if err != nil {
+		return nil, nil, nil, out.fail(err)
+	}
+	return client, out, s, nil
+}
+
 func login(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := commandFlags("login", stderr)
 	if _, err := parse(fs, args, 0); err != nil {

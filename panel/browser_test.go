@@ -2,7 +2,6 @@ package panel_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -137,6 +136,38 @@ func startBrowser(t *testing.T) *browser {
 }
 
 // do runs actions with a timeout; on failure it saves a screenshot and the console, then fails the test.
+// webhookTarget is an endpoint for a recipient, closed when the test ends.
+func webhookTarget(t *testing.T, handler http.HandlerFunc) *httptest.Server {
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// answering answers every request with status.
+func answering(status int) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }
+}
+
+// narrow opens url on a phone-sized screen, waits for every sel, checks that the what page fits the screen's
+// width and saves it as shot; wide returns to the desktop size.
+func (b *browser) narrow(what, url, shot string, sels ...string) {
+	b.t.Helper()
+	steps := []chromedp.Action[chromedp.Void]{chromedp.EmulateViewport(390, 844), chromedp.Navigate(url)}
+	for _, sel := range sels {
+		steps = append(steps, chromedp.WaitVisible(css(sel)))
+	}
+	b.do("narrow "+what, 15*time.Second, steps...)
+	if w := eval[int](b, `document.documentElement.scrollWidth`); w > 400 {
+		b.t.Errorf("the %s page is %dpx wide on a 390px screen", what, w)
+	}
+	b.page(shot)
+}
+
+func (b *browser) wide() {
+	b.t.Helper()
+	b.do("wide again", 10*time.Second, chromedp.EmulateViewport(1440, 960))
+}
+
 func (b *browser) do(what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
@@ -294,10 +325,7 @@ func TestPanelInBrowser(t *testing.T) {
 	base := panelURL(t, env)
 
 	tenant := env.NewTenant("acme", relaytest.PlanLimits{Credits: 500})
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(target.Close)
+	target := webhookTarget(t, answering(http.StatusNoContent))
 	srv := env.NewServer(tenant, "stripe-webhooks", nil)
 	env.NewRecipient(tenant, srv.ID, map[string]any{
 		"name": "billing-api", "method": "DIRECT_HTTP", "url": target.URL + "/hooks/stripe", "maxAttempts": 5,
@@ -318,19 +346,12 @@ func TestPanelInBrowser(t *testing.T) {
 
 	var requestID string
 	for i, path := range []string{"/v1/events?source=stripe", "/v1/events", "/v1/invoices/in_1PQ/paid"} {
-		payload := fmt.Sprintf(`{"id":"evt_%d","type":"invoice.paid","data":{"object":{"amount_paid":4200,"currency":"eur"}}}`, i)
-		resp := env.Post(srv.Key, path, []byte(payload))
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("post webhook: %d %s", resp.StatusCode, raw)
-		}
-		var accepted struct{ RequestID json.Number }
-		if err := json.Unmarshal(raw, &accepted); err != nil || accepted.RequestID == "" {
-			t.Fatalf("accept response %s: %v", raw, err)
+		id := env.Send(srv.Key, path, fmt.Sprintf(`{"id":"evt_%d","type":"invoice.paid","data":{"object":{"amount_paid":4200,"currency":"eur"}}}`, i))
+		if id == "" {
+			t.Fatalf("the webhook to %s was accepted without a request ID", path)
 		}
 		if i == 0 {
-			requestID = accepted.RequestID.String()
+			requestID = id
 		}
 	}
 	var v struct {
@@ -520,15 +541,14 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target := webhookTarget(t, func(w http.ResponseWriter, r *http.Request) {
 		if healthy.Load() {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
 		<-release // hold the first attempt until the browser is watching
 		http.Error(w, "upstream exploded", http.StatusBadGateway)
-	}))
-	t.Cleanup(target.Close)
+	})
 	srv := env.NewServer(tenant, "orders", nil)
 	env.NewRecipient(tenant, srv.ID, map[string]any{
 		"name": "fulfilment", "method": "DIRECT_HTTP", "url": target.URL + "/orders", "maxAttempts": 1,
@@ -541,15 +561,7 @@ func TestPanelRetryFlowInBrowser(t *testing.T) {
 		chromedp.Click(css("form.signin-card button[type=submit]")),
 		chromedp.WaitVisible(css(".state-empty")))
 
-	resp := env.Post(srv.Key, "/orders/created", []byte(`{"order":"ord_42","total":{"amount":4200,"currency":"EUR"}}`))
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("post webhook: %d %s", resp.StatusCode, raw)
-	}
-	var accepted struct{ RequestID json.Number }
-	_ = json.Unmarshal(raw, &accepted)
-	reqID := accepted.RequestID.String()
+	reqID := env.Send(srv.Key, "/orders/created", `{"order":"ord_42","total":{"amount":4200,"currency":"EUR"}}`)
 
 	// The new request shows up in the list without a reload (deliveryUpdated on the server).
 	b.do("see the request arrive", 20*time.Second, chromedp.WaitVisible(css(`tr[data-request-id="`+reqID+`"]`)))

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 )
 
@@ -93,8 +94,7 @@ func TestConsoleRecipientSettings(t *testing.T) {
 	b := startBrowser(t)
 	env := relaytest.Start(t)
 	base := panelURL(t, env)
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	t.Cleanup(target.Close)
+	target := webhookTarget(t, answering(http.StatusNoContent))
 	tenant := env.NewTenant("acme", relaytest.PlanLimits{Credits: 500})
 	srv := env.NewServer(tenant, "github", nil)
 	rid := env.NewRecipient(tenant, srv.ID, map[string]any{"name": "ci", "method": "DIRECT_HTTP", "url": target.URL + "/hooks"})
@@ -453,4 +453,233 @@ func TestConsoleServerSettings(t *testing.T) {
 	}
 	b.page("server-settings")
 	b.noExceptions()
+}
+
+// alertSink is an endpoint that records the alerts it receives.
+type alertSink struct {
+	URL    string
+	mu     sync.Mutex
+	alerts []receivedAlert
+}
+
+type receivedAlert struct {
+	Type string
+	Body map[string]any
+}
+
+func newAlertSink(t *testing.T) *alertSink {
+	s := &alertSink{}
+	s.URL = webhookTarget(t, func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		_ = json.Unmarshal(raw, &body)
+		s.mu.Lock()
+		s.alerts = append(s.alerts, receivedAlert{Type: r.Header.Get("Adal-Alert-Type"), Body: body})
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}).URL
+	return s
+}
+
+func (s *alertSink) received(typ string) (receivedAlert, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.alerts {
+		if a.Type == typ {
+			return a, true
+		}
+	}
+	return receivedAlert{}, false
+}
+
+// TestConsoleAlertsInBrowser: the owner subscribes an endpoint to alerts on the Alerts page (the form refuses
+// what the API refuses), sets a low-credit threshold above the balance, sees the credits.low alert arrive at
+// the endpoint and in the history (free of charge), opens it like any request, and deletes the subscription;
+// a request a recipient's routing filter left out says so on its page.
+func TestConsoleAlertsInBrowser(t *testing.T) {
+	b := startBrowser(t)
+	env := relaytest.Start(t, func(c *relay.Config) {
+		c.RetryUnit = 10 * time.Millisecond
+		c.AlertInterval = 100 * time.Millisecond
+	})
+	base := panelURL(t, env)
+	tenant := env.NewTenant("umbrella", relaytest.PlanLimits{Credits: 40})
+	sink := newAlertSink(t)
+	target := webhookTarget(t, answering(http.StatusOK))
+	srv := env.NewServer(tenant, "payments", nil)
+	env.NewRecipient(tenant, srv.ID, map[string]any{"name": "ledger", "method": "DIRECT_HTTP", "url": target.URL + "/all"})
+	bigOrders := env.NewRecipient(tenant, srv.ID, map[string]any{
+		"name": "big-orders", "method": "DIRECT_HTTP", "url": target.URL + "/big",
+		"filter": map[string]any{"body.amount": map[string]any{"$gte": 100}},
+	})
+	small := env.Send(srv.Key, "/pay", `{"amount": 5}`)
+
+	b.signIn(base, "#/alerts", tenant.Owner, `[data-role="new-alert-subscription"]`)
+	if !eval[bool](b, `!!document.querySelector('a.nav-link[href="#/alerts"][aria-current="page"]')`) {
+		t.Error("the Alerts page is not in the nav")
+	}
+	if got := b.text("main .page-sub"); !strings.Contains(got, "Alerts cost no credits") {
+		t.Errorf("the page does not say alerts are free: %q", got)
+	}
+	b.page("alerts-01-empty")
+
+	// The form refuses what the API refuses, in its words.
+	apiMsg := env.GraphQL(tenant.Owner, `mutation { createAlertSubscription(input: {url: "https://example.com/x", events: []}) { id } }`, nil)
+	if apiMsg.Code() != "INVALID_INPUT" {
+		t.Fatalf("API accepted no events: %+v", apiMsg)
+	}
+	b.do("open the subscription form", 15*time.Second,
+		chromedp.Click(css(`[data-role="new-alert-subscription"]`)),
+		chromedp.WaitVisible(css(`dialog[open] form[data-role="alert-form"]`)),
+		typeInto(dialogField("url"), "https://hooks.slack.com/services/T0/B0/x"),
+		chromedp.WaitVisible(css(`dialog[open] [data-field="url"] .field-preview`)))
+	if got := b.text(`dialog[open] [data-field="url"] .field-preview`); !strings.Contains(got, "Slack") {
+		t.Errorf("a Slack URL's preview = %q", got)
+	}
+	b.do("submit without events", 15*time.Second,
+		typeInto(dialogField("url"), sink.URL+"/adal"),
+		chromedp.Click(css(`dialog[open] [data-role="submit"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-field="RECIPIENT_DISABLED"] .field-error`)))
+	if got := b.text(`dialog[open] [data-field="RECIPIENT_DISABLED"] .field-error`); got != apiMsg.Errors[0].Message {
+		t.Errorf("the form says %q where the API says %q", got, apiMsg.Errors[0].Message)
+	}
+	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "no credits") {
+		t.Errorf("subscription cost = %q", got)
+	}
+	b.shotViewport("alerts-02-form")
+	b.do("subscribe to credits.low and recipient.disabled", 15*time.Second,
+		chromedp.Click(css(dialogField("CREDITS_LOW"))),
+		chromedp.Click(css(dialogField("RECIPIENT_DISABLED"))),
+		chromedp.Click(css(`dialog[open] [data-role="submit"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`tr[data-subscription-id]`)))
+	if got := b.text(`tr[data-subscription-id] [data-role="alert-url"]`); got != sink.URL+"/adal" {
+		t.Errorf("subscription URL = %q", got)
+	}
+	if got := b.text(`tr[data-subscription-id] [data-role="alert-format"]`); got != "JSON" {
+		t.Errorf("subscription format = %q", got)
+	}
+	events := eval[[]string](b, `[...document.querySelectorAll('tr[data-subscription-id] [data-event]')].map((e) => e.dataset.event)`)
+	if !sameSet(events, []string{"RECIPIENT_DISABLED", "CREDITS_LOW"}) {
+		t.Errorf("events shown = %v", events)
+	}
+	var subs struct {
+		AlertSubscriptions []struct {
+			ID, URL, Format string
+			Events          []string
+		}
+	}
+	env.MustGraphQL(tenant.Owner, `{ alertSubscriptions { id url format events } }`, nil, &subs)
+	if len(subs.AlertSubscriptions) != 1 || subs.AlertSubscriptions[0].URL != sink.URL+"/adal" || subs.AlertSubscriptions[0].Format != "JSON" ||
+		!sameSet(subs.AlertSubscriptions[0].Events, []string{"RECIPIENT_DISABLED", "CREDITS_LOW"}) {
+		t.Fatalf("subscriptions stored = %+v", subs.AlertSubscriptions)
+	}
+
+	// A threshold above the balance raises credits.low at once.
+	balance := balanceOf(env, tenant.Owner)
+	b.do("a threshold of 0 is refused", 15*time.Second,
+		typeInto(pageField("threshold"), "0"),
+		chromedp.Click(css(`form[data-role="threshold-form"] [data-role="submit"]`)),
+		chromedp.WaitVisible(css(`[data-field="threshold"] .field-error`)))
+	b.do("set the threshold above the balance", 15*time.Second,
+		typeInto(pageField("threshold"), fmt.Sprint(balance+10)),
+		chromedp.Click(css(`form[data-role="threshold-form"] [data-role="submit"]`)))
+	b.waitJS("the threshold shown", fmt.Sprintf(`document.querySelector('[data-role="threshold-now"]').textContent.includes('under %d')`, balance+10), 15*time.Second)
+	var tn struct {
+		Viewer struct {
+			Tenant struct{ LowCreditThreshold *int }
+		}
+	}
+	env.MustGraphQL(tenant.Owner, `{ viewer { tenant { lowCreditThreshold } } }`, nil, &tn)
+	if th := tn.Viewer.Tenant.LowCreditThreshold; th == nil || *th != balance+10 {
+		t.Errorf("threshold stored = %v, want %d", th, balance+10)
+	}
+	relaytest.Eventually(t, 30*time.Second, "the credits.low alert at the endpoint", func() bool {
+		_, ok := sink.received("credits.low")
+		return ok
+	})
+	a, _ := sink.received("credits.low")
+	if a.Body["type"] != "credits.low" {
+		t.Errorf("alert body = %v", a.Body)
+	}
+	if data, _ := a.Body["data"].(map[string]any); data == nil || fmt.Sprint(data["balance"]) != fmt.Sprint(balance) {
+		t.Errorf("alert data = %v, want balance %d", a.Body["data"], balance)
+	}
+	b.waitJS("the alert in the history, delivered", `!!document.querySelector('tr[data-alert-id][data-type="credits.low"] [data-status="SUCCEEDED"]')`, 30*time.Second)
+	if got := b.text(`tr[data-alert-id][data-type="credits.low"] [data-role="alert-summary"]`); !strings.Contains(got, "Credits low") {
+		t.Errorf("history summary = %q", got)
+	}
+	if got := balanceOf(env, tenant.Owner); got != balance {
+		t.Errorf("balance after the alert = %d, want %d: alerts are free", got, balance)
+	}
+	b.page("alerts-03-history")
+
+	// The alert is a request like any other: its page shows its delivery.
+	alertID := eval[string](b, `document.querySelector('tr[data-alert-id][data-type="credits.low"]').dataset.alertId`)
+	b.do("open the alert", 15*time.Second,
+		chromedp.Click(css(`tr[data-alert-id="`+alertID+`"] a.row-link`)),
+		chromedp.WaitVisible(css(`[data-delivery-id][data-status="SUCCEEDED"]`)))
+	if got := eval[string](b, `location.hash`); got != "#/requests/"+alertID {
+		t.Errorf("the alert opened %s", got)
+	}
+	if got := b.text(".crumbs"); !strings.HasPrefix(got, "Alerts") {
+		t.Errorf("an alert's breadcrumb = %q, want it under Alerts", got)
+	}
+	b.shot("alerts-04-alert-request")
+	// Retrying an alert is free too.
+	b.do("retry the alert", 20*time.Second,
+		chromedp.Click(css(`[data-delivery-id][data-status="SUCCEEDED"] [data-role="retry"]`)),
+		chromedp.WaitVisible(css(`dialog[open] [data-role="cost"]`)))
+	if got := b.text(`dialog[open] [data-role="cost"]`); !strings.Contains(got, "no credits") {
+		t.Errorf("an alert's retry cost = %q, want free", got)
+	}
+	b.do("confirm the alert's retry", 30*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)))
+	b.waitJS("the retried alert delivered", `document.querySelectorAll('[data-delivery-id][data-status="SUCCEEDED"]').length === 2`, 30*time.Second)
+	if got := balanceOf(env, tenant.Owner); got != balance {
+		t.Errorf("balance after retrying an alert = %d, want %d", got, balance)
+	}
+
+	// Deleting says what happens, then the subscription is gone.
+	b.do("delete the subscription", 20*time.Second,
+		chromedp.Navigate(base+"/#/alerts"),
+		chromedp.WaitVisible(css(`[data-role="delete-alert-subscription"]`)),
+		chromedp.Click(css(`[data-role="delete-alert-subscription"]`)),
+		chromedp.WaitVisible(css(`dialog[open] .consequences`)))
+	if got := b.text(`dialog[open] .dialog-body`); !strings.Contains(got, sink.URL) || !strings.Contains(got, "no credits") {
+		t.Errorf("delete dialog = %q", got)
+	}
+	b.do("confirm the deletion", 15*time.Second,
+		chromedp.Click(css(`dialog[open] [data-role="confirm"]`)),
+		chromedp.WaitNotPresent(css(`dialog[open]`)),
+		chromedp.WaitVisible(css(`[data-role="empty-new-alert-subscription"]`)))
+	env.MustGraphQL(tenant.Owner, `{ alertSubscriptions { id url format events } }`, nil, &subs)
+	if len(subs.AlertSubscriptions) != 0 {
+		t.Errorf("subscriptions after deletion = %+v", subs.AlertSubscriptions)
+	}
+	if !eval[bool](b, `!!document.querySelector('tr[data-alert-id][data-type="credits.low"]')`) {
+		t.Error("the history lost the alert sent before the deletion")
+	}
+
+	// A request the filter of big-orders left out says so on its page, naming it.
+	b.do("open the small payment", 15*time.Second,
+		chromedp.Navigate(base+"/#/requests/"+small),
+		chromedp.WaitVisible(css(`[data-section="filtered-out"]`)))
+	if got := b.text(`[data-section="filtered-out"] [data-role="filtered-out"][data-recipient-id="` + bigOrders + `"]`); !strings.Contains(got, "big-orders") {
+		t.Errorf("filtered-out recipient = %q", got)
+	}
+	if n := eval[int](b, `document.querySelectorAll('[data-role="filtered-out"]').length`); n != 1 {
+		t.Errorf("filtered-out recipients shown = %d, want 1", n)
+	}
+	groups := eval[[]string](b, `[...document.querySelectorAll('.recipient-group h3')].map((e) => e.textContent)`)
+	if strings.Join(groups, ",") != "ledger" {
+		t.Errorf("deliveries shown for %v, want ledger only", groups)
+	}
+	b.page("alerts-05-filtered-out")
+
+	b.narrow("alerts", base+"/#/alerts", "alerts-06-narrow", `[data-section="alert-history"] tr[data-alert-id]`)
+	b.wide()
+	b.noExceptions()
+	t.Logf("screenshots in %s", b.dir)
 }

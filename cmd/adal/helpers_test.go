@@ -273,6 +273,16 @@ func closedURL(t *testing.T) string {
 	return u + "/hook"
 }
 
+// balance reads the tenant's credit balance from the API.
+func balance(t *testing.T, env *relaytest.Env, token string) int {
+	t.Helper()
+	var out struct {
+		Viewer struct{ Tenant struct{ CreditBalance int } }
+	}
+	env.MustGraphQL(token, `{ viewer { tenant { creditBalance } } }`, nil, &out)
+	return out.Viewer.Tenant.CreditBalance
+}
+
 // deliveryOf reads the (only) delivery of a request to a recipient, with its attempts, as the system.
 func deliveryOf(t *testing.T, env *relaytest.Env, requestID, recipientID string) *ent.Delivery {
 	t.Helper()

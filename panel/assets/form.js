@@ -8,7 +8,7 @@
 // name is the API's field name: a server message that starts with it ("retentionDays must be …") is shown
 // under that field.
 
-import { h, icon, errorAlert } from './ui.js';
+import { h, icon, errorAlert, modal } from './ui.js';
 
 let nextId = 1;
 
@@ -194,15 +194,7 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
 // formDialog shows a form in a modal and resolves with the mutation's result, or null when closed.
 export function formDialog({ title, intro, ...opts }) {
   return new Promise((resolve) => {
-    let done = false;
     const dlg = h('dialog.dialog.dialog-form');
-    const finish = (value) => {
-      if (done) return;
-      done = true;
-      dlg.close();
-      dlg.remove();
-      resolve(value);
-    };
     const form = createForm({
       ...opts,
       intro: intro ? h('div.dialog-intro', intro) : null,
@@ -216,10 +208,7 @@ export function formDialog({ title, intro, ...opts }) {
       h('header.dialog-head', h('h2', title),
         h('button.dialog-x', { type: 'button', 'aria-label': 'Close', onclick: () => finish(null) }, icon('x'))),
       h('div.dialog-body', form.el)));
-    dlg.addEventListener('cancel', (e) => { e.preventDefault(); finish(null); });
-    document.body.append(dlg);
-    dlg.showModal();
-    form.focus();
+    const finish = modal(dlg, resolve, form);
   });
 }
 
@@ -231,11 +220,7 @@ export function showResult({ title, body, closeLabel = 'Done' }) {
       h('header.dialog-head', h('h2', title)),
       h('div.dialog-body', body),
       h('footer.dialog-foot', close)));
-    const finish = () => { dlg.close(); dlg.remove(); resolve(); };
-    close.addEventListener('click', finish);
-    dlg.addEventListener('cancel', (e) => { e.preventDefault(); finish(); });
-    document.body.append(dlg);
-    dlg.showModal();
-    close.focus();
+    const finish = modal(dlg, resolve, close);
+    close.addEventListener('click', () => finish());
   });
 }

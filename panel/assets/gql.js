@@ -24,50 +24,36 @@ export class GraphQLError extends Error {
   }
 }
 
-const TITLES = {
-  INSUFFICIENT_CREDITS: 'Out of credits',
-  UNAUTHENTICATED: 'Not signed in',
-  FORBIDDEN: 'Not allowed',
-  NOT_FOUND: 'Not found',
-  INVALID_INPUT: 'Invalid input',
-  CONFLICT: 'Conflict',
-  UNAVAILABLE: 'Server busy',
-  RESPONSE_TOO_LARGE: 'Too much at once',
-  TOO_MANY_SUBSCRIPTIONS: 'Too many live views',
-  INTERNAL: 'Server error',
-  NETWORK: 'Server unreachable',
-  GRAPHQL_VALIDATION_FAILED: 'Unsupported query',
-  GRAPHQL_PARSE_FAILED: 'Unsupported query',
+// What each error code is called, and what to do about it: the server's message says what went wrong, the
+// advice what next.
+const CODES = {
+  INSUFFICIENT_CREDITS: ['Out of credits', 'The balance is empty. An operator can grant credits, or an owner can switch to a plan with more.'],
+  UNAUTHENTICATED: ['Not signed in', 'Sign in again: your token expired or was revoked. An operator can print a sign-in link with `server signin-link`.'],
+  FORBIDDEN: ['Not allowed', 'Your role cannot do this. Ask the tenant\u2019s owner or an operator.'],
+  NOT_FOUND: ['Not found', 'It may have been deleted, expired, or belong to another tenant. Reload the page to see what is there now.'],
+  INVALID_INPUT: ['Invalid input', 'Correct the value and try again.'],
+  CONFLICT: ['Conflict', 'It changed in the meantime. Reload the page and try again.'],
+  UNAVAILABLE: ['Server busy', 'The server is busy. Try again in a moment.'],
+  RESPONSE_TOO_LARGE: ['Too much at once', 'The answer would be too large. Ask for fewer items at once.'],
+  TOO_MANY_SUBSCRIPTIONS: ['Too many live views', 'Too many live views are open. Close some tabs and reload.'],
+  INTERNAL: ['Server error', 'The server failed. Try again; if it keeps failing, its log says why.'],
+  NETWORK: ['Server unreachable', 'Check that the Adal server is running and reachable, then try again.'],
+  GRAPHQL_VALIDATION_FAILED: ['Unsupported query'],
+  GRAPHQL_PARSE_FAILED: ['Unsupported query'],
 };
+
+// describe is err's entry in CODES: for an HTTP_<status> code, or an unknown one, the fallback given.
+function describe(err, fallback) {
+  if (err && CODES[err.code]) return CODES[err.code];
+  if (err && err.code && err.code.startsWith('HTTP_')) return ['Unexpected server response', 'Something between the browser and Adal answered instead of it. Check the address and any proxy.'];
+  return fallback;
+}
 
 // errorTitle is a short human heading for an error, from its code.
-export function errorTitle(err) {
-  if (err && TITLES[err.code]) return TITLES[err.code];
-  if (err && err.code && err.code.startsWith('HTTP_')) return 'Unexpected server response';
-  return 'Something went wrong';
-}
-
-// What to do about an error, by its code: the server's message says what went wrong, this says what next.
-const ADVICE = {
-  UNAUTHENTICATED: 'Sign in again: your token expired or was revoked. An operator can print a sign-in link with `server signin-link`.',
-  FORBIDDEN: 'Your role cannot do this. Ask the tenant\u2019s owner or an operator.',
-  NOT_FOUND: 'It may have been deleted, expired, or belong to another tenant. Reload the page to see what is there now.',
-  INVALID_INPUT: 'Correct the value and try again.',
-  INSUFFICIENT_CREDITS: 'The balance is empty. An operator can grant credits, or an owner can switch to a plan with more.',
-  CONFLICT: 'It changed in the meantime. Reload the page and try again.',
-  UNAVAILABLE: 'The server is busy. Try again in a moment.',
-  RESPONSE_TOO_LARGE: 'The answer would be too large. Ask for fewer items at once.',
-  TOO_MANY_SUBSCRIPTIONS: 'Too many live views are open. Close some tabs and reload.',
-  NETWORK: 'Check that the Adal server is running and reachable, then try again.',
-  INTERNAL: 'The server failed. Try again; if it keeps failing, its log says why.',
-};
+export const errorTitle = (err) => describe(err, ['Something went wrong'])[0];
 
 // errorAdvice is one sentence on what to do about err.
-export function errorAdvice(err) {
-  if (err && ADVICE[err.code]) return ADVICE[err.code];
-  if (err && err.code && err.code.startsWith('HTTP_')) return 'Something between the browser and Adal answered instead of it. Check the address and any proxy.';
-  return 'Try again; if it keeps failing, reload the page.';
-}
+export const errorAdvice = (err) => describe(err, [])[1] || 'Try again; if it keeps failing, reload the page.';
 
 let unauthenticated = () => {};
 // onUnauthenticated registers what happens when the server rejects the token (expired, revoked, wrong secret).

@@ -1,8 +1,8 @@
 // The pieces every page is made of: its title and header, tabs, live indicators and refresh, the cost line of
 // a mutation, copyable snippets and fact lists.
 
-import { live } from './gql.js';
-import { h, icon, debounce, fmtNumber, plural, copyButton } from './ui.js';
+import { gql, live } from './gql.js';
+import { h, mount, icon, debounce, fmtNumber, plural, copyButton, emptyState, errorState } from './ui.js';
 import { balance } from './session.js';
 
 export function setTitle(title) {
@@ -91,6 +91,39 @@ export function poller(ctx, { refresh, indicator, ms = 3000, shouldPoll = () => 
 export function orNotFound(err) {
   if (err && err.code === 'NOT_FOUND') return null;
   throw err;
+}
+
+// readNode runs the query of a detail page that shows data.node in el: it resolves with the data, or with null
+// after putting into el a failure (with retry, unless quiet) or, when there is no node with field set (none,
+// or another type), missing: [title, text, link, label].
+export async function readNode(ctx, el, { query, variables, field, missing, retry, quiet = false }) {
+  let data;
+  try {
+    data = await gql(query, variables, { signal: ctx.signal }).catch(orNotFound);
+  } catch (err) {
+    if (ctx.alive && !quiet && err.name !== 'AbortError') mount(el, errorState(err, retry));
+    return null;
+  }
+  if (!ctx.alive) return null;
+  if (data && data.node && data.node[field]) return data;
+  const [title, text, link, label] = missing;
+  mount(el, emptyState('alert', title, text, h('a.btn.btn-secondary', { href: link }, label)));
+  return null;
+}
+
+// nodeView is the load(quiet) of a page that reads its node (as readNode) again and again: it calls
+// show(node) when the node differs from what the last load showed, or load.forget() was called since.
+export function nodeView(ctx, el, { show, ...opts }) {
+  let last = '';
+  const load = async (quiet) => {
+    const data = await readNode(ctx, el, { ...opts, quiet, retry: () => load(false) });
+    const snap = data && JSON.stringify(data.node);
+    if (!snap || snap === last) return;
+    last = snap;
+    await show(data.node);
+  };
+  load.forget = () => { last = ''; };
+  return load;
 }
 
 // costLine says, before a mutation runs, what it costs and what the balance becomes. credits: what it

@@ -344,17 +344,19 @@ mutation EnableRecipient($id: ID!) {
 
 // ---- requests ----------------------------------------------------------------------------------------------
 
+// SERVER_REQUESTS lists a server's requests, or with $search those containing it (search is then set).
 export const SERVER_REQUESTS = /* GraphQL */ `
-query ServerRequests($serverId: ID!, $first: Int, $after: Cursor, $last: Int, $before: Cursor, $where: RequestWhereInput) {
+query ServerRequests($serverId: ID!, $first: Int, $after: Cursor, $last: Int, $before: Cursor, $where: RequestWhereInput, $search: String) {
   server(id: $serverId) {
     id
     name
     inboundUrl
     recipients { id name method state cliConnected }
   }
-  requests(serverId: $serverId, first: $first, after: $after, last: $last, before: $before, where: $where) {
+  requests(serverId: $serverId, first: $first, after: $after, last: $last, before: $before, where: $where, search: $search) {
     totalCount
     pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+    search { scanned stoppedEarly examinedTo }
     edges {
       node {
         id
@@ -444,40 +446,7 @@ subscription DeliveryUpdatedForServer($serverId: ID!) {
   deliveryUpdated(serverId: $serverId) { id status attemptCount nextAttemptAt }
 }`;
 
-// ---- search and bulk jobs ----------------------------------------------------------------------------------
-
-export const SEARCH_REQUESTS = /* GraphQL */ `
-query SearchRequests($serverId: ID!, $first: Int!, $after: Cursor, $where: RequestWhereInput, $search: String!) {
-  server(id: $serverId) {
-    id
-    name
-    inboundUrl
-    recipients { id name method state cliConnected }
-  }
-  requests(serverId: $serverId, first: $first, after: $after, where: $where, search: $search) {
-    totalCount
-    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
-    search { scanned stoppedEarly examinedTo }
-    edges {
-      node {
-        id
-        method
-        path
-        query
-        receivedAt
-        status
-        replayOf { id }
-        deliveries {
-          id
-          status
-          trigger
-          attemptCount
-          recipient { id name }
-        }
-      }
-    }
-  }
-}`;
+// ---- bulk jobs ---------------------------------------------------------------------------------------------
 
 export const PLAN_BULK_RETRY = /* GraphQL */ `
 query PlanBulkRetry($filter: BulkFilter!) {

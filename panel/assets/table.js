@@ -1,6 +1,6 @@
 // Tables of records: columns described once, rows as links for the keyboard, a pager for Relay connections.
 
-import { h, icon, plural, toast } from './ui.js';
+import { errorState, h, icon, mount, plural, toast } from './ui.js';
 
 // dataTable renders rows with columns [{ label, cell(row) → node, className, right }]. rowProps(row) gives a
 // row's attributes (dataset for tests and styling); link(row) makes the whole row open that hash link while
@@ -21,17 +21,22 @@ export function dataTable({ columns, rows, rowProps, link, className = '' }) {
     }))));
 }
 
-// loadMorePager appends pages of a Relay connection: fetchPage(after) resolves with the connection, draw()
-// renders everything loaded so far. It returns { load, rows, total, pager() }.
-export function connectionList({ ctx, fetchPage, draw, noun = ['item', 'items'] }) {
+// connectionList appends pages of a Relay connection: fetchPage(after) resolves with the connection, draw()
+// renders everything loaded so far (or, given table, the dataTable of the rows without them, that table in a
+// card above the pager in el), and empty(), when given, renders instead while nothing is. It returns
+// { load, show, rows, total, pager() }; show() is load() that puts a failure, with a retry, into el.
+export function connectionList({ ctx, el, fetchPage, draw, table, empty, noun = ['item', 'items'] }) {
   const list = { rows: [], total: 0, pageInfo: null };
+  const drawTable = () => mount(el, h('div.card.table-card', dataTable({ ...table, rows: list.rows })), list.pager());
+  const render = () => (empty && !list.rows.length ? empty() : (draw || drawTable)());
+  list.show = () => list.load().catch((err) => { if (ctx.alive && err.name !== 'AbortError') mount(el, errorState(err, list.show)); });
   list.load = async () => {
     const conn = await fetchPage(null);
     if (!ctx.alive) return false;
     list.rows = conn.edges.map((e) => e.node);
     list.total = conn.totalCount;
     list.pageInfo = conn.pageInfo;
-    draw();
+    render();
     return true;
   };
   const more = async (e) => {
@@ -44,7 +49,7 @@ export function connectionList({ ctx, fetchPage, draw, noun = ['item', 'items'] 
       list.rows = list.rows.concat(conn.edges.map((x) => x.node));
       list.pageInfo = conn.pageInfo;
       list.total = conn.totalCount;
-      draw();
+      render();
     } catch (err) {
       if (!ctx.alive) return;
       btn.disabled = false;

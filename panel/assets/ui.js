@@ -272,16 +272,7 @@ export function confirmAction({ title, body, confirmLabel, dismissLabel = 'Cance
       h('div.dialog-body', body, errorSlot),
       h('footer.dialog-foot', cancelBtn, confirmBtn));
     const dlg = h('dialog.dialog', form);
-    let done = false;
-    const finish = (value) => {
-      if (done) return;
-      done = true;
-      dlg.close();
-      dlg.remove();
-      resolve(value);
-    };
     cancelBtn.addEventListener('click', () => finish(null));
-    dlg.addEventListener('cancel', (e) => { if (confirmBtn.disabled) e.preventDefault(); else finish(null); });
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       confirmBtn.disabled = true;
@@ -298,10 +289,26 @@ export function confirmAction({ title, body, confirmLabel, dismissLabel = 'Cance
         confirmBtn.classList.remove('busy');
       }
     });
-    document.body.append(dlg);
-    dlg.showModal();
-    confirmBtn.focus();
+    const finish = modal(dlg, resolve, confirmBtn, () => confirmBtn.disabled);
   });
+}
+
+// modal opens dlg as a modal dialog and focuses focusEl. The finish(value) it returns ends it once: it closes
+// and removes dlg and resolves with value. Escape finishes with null unless busy() holds.
+export function modal(dlg, resolve, focusEl, busy = () => false) {
+  let done = false;
+  const finish = (value) => {
+    if (done) return;
+    done = true;
+    dlg.close();
+    dlg.remove();
+    resolve(value);
+  };
+  dlg.addEventListener('cancel', (e) => { e.preventDefault(); if (!busy()) finish(null); });
+  document.body.append(dlg);
+  dlg.showModal();
+  focusEl.focus();
+  return finish;
 }
 
 // debounce delays fn until calls stop for ms; .cancel() drops a pending call.

@@ -5,7 +5,7 @@
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
 import {
-  h, mount, icon, badge, timeEl, plural, fmtNumber, loading, emptyState, errorState, toast, confirmAction,
+  h, mount, icon, badge, timeEl, plural, fmtNumber, loading, emptyState, errorState, toast,
 } from '../ui.js';
 import { href } from '../router.js';
 import { canManage, setBalance } from '../session.js';
@@ -13,6 +13,7 @@ import { limits, checks } from '../limits.js';
 import { createForm, formDialog } from '../form.js';
 import { setTitle, pageHeader, liveIndicator, poller, costLine, section } from '../page.js';
 import { dataTable, connectionList } from '../table.js';
+import { confirmDelete } from './shared.js';
 
 // The events, in the API's order, with the payload type a receiver sees.
 export const ALERT_EVENTS = [
@@ -141,21 +142,16 @@ export function viewAlerts(ctx, main) {
     loadSettings(true);
   }
 
-  async function deleteFlow(s) {
-    const result = await confirmAction({
+  function deleteFlow(s) {
+    return confirmDelete({
       title: 'Delete this alert subscription?',
-      body: [
-        h('p', 'Alerts stop going to ', h('strong.mono.break', s.url), '.'),
-        h('ul.consequences', h('li', 'Its pending alerts are canceled.'), h('li', 'Those already sent stay in the history below.')),
-        costLine(0),
-      ],
+      intro: h('p', 'Alerts stop going to ', h('strong.mono.break', s.url), '.'),
+      consequences: ['Its pending alerts are canceled.', 'Those already sent stay in the history below.'],
       confirmLabel: 'Delete subscription',
-      tone: 'danger',
       action: () => gql(Q.DELETE_ALERT_SUBSCRIPTION, { id: s.id }),
+      done: 'Alert subscription deleted.',
+      then: () => loadSettings(true),
     });
-    if (!result) return;
-    toast('Alert subscription deleted.');
-    loadSettings(true);
   }
 
   function drawThreshold() {

@@ -89,20 +89,13 @@ export function ledgerList(ctx, tenantId, { withTenant = false } = {}) {
   const el = h('div', loading('Loading the ledger…'));
   const list = connectionList({
     ctx,
+    el,
     noun: ['entry', 'entries'],
     fetchPage: (after) => gql(Q.LEDGER, { first: 50, after, tenantId }, { signal: ctx.signal }).then((d) => d.ledger),
-    draw: () => {
-      if (!list.rows.length) {
-        mount(el, emptyState('coins', 'No ledger entries yet', 'Grants, accepted requests, retries, replays and outbound jobs appear here as they happen.'));
-        return;
-      }
-      mount(el, ledgerTable(list.rows, { withTenant }), list.pager());
-    },
+    empty: () => mount(el, emptyState('coins', 'No ledger entries yet', 'Grants, accepted requests, retries, replays and outbound jobs appear here as they happen.')),
+    draw: () => mount(el, ledgerTable(list.rows, { withTenant }), list.pager()),
   });
-  return {
-    el,
-    load: () => list.load().catch((err) => { if (ctx.alive && err.name !== 'AbortError') mount(el, errorState(err, () => list.load())); }),
-  };
+  return { el, load: list.show };
 }
 
 export function viewLedger(ctx, main) {

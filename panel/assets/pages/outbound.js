@@ -8,7 +8,7 @@ import { href, navigate } from '../router.js';
 import { canManage, balanceAfter } from '../session.js';
 import { limits, checks } from '../limits.js';
 import { createForm } from '../form.js';
-import { setTitle, pageHeader, liveIndicator, poller, orNotFound, costLine, facts, section } from '../page.js';
+import { setTitle, pageHeader, liveIndicator, poller, nodeView, costLine, facts, section } from '../page.js';
 import { dataTable, connectionList } from '../table.js';
 import { ERROR_KINDS } from './shared.js';
 
@@ -28,32 +28,26 @@ export function viewOutboundJobs(ctx, main) {
   }), body);
   const list = connectionList({
     ctx,
+    el: body,
     noun: ['job', 'jobs'],
     fetchPage: (after) => gql(Q.OUTBOUND_JOBS, { first: 50, after }, { signal: ctx.signal }).then((d) => d.outboundJobs),
-    draw: () => {
-      if (!list.rows.length) {
-        mount(body, emptyState('send', canManage() ? 'Send your first outbound request' : 'No outbound jobs yet',
-          'An outbound job is one HTTP call — URL, method, headers, body — that Adal makes and retries for you, with every attempt recorded.',
-          send ? h('a.btn.btn-primary', { href: '#/outbound/new' }, icon('send'), 'Send a request') : null));
-        return;
-      }
-      mount(body, h('div.card.table-card', dataTable({
-        className: 'outbound',
-        rows: list.rows,
-        link: (j) => href('/outbound/' + j.id),
-        rowProps: (j) => ({ dataset: { jobId: j.id, status: j.status } }),
-        columns: [
-          { label: 'Created', className: 'nowrap', cell: (j) => [h('a.row-link', { href: href('/outbound/' + j.id) }, timeEl(j.createdAt, 'relative')), h('div.cell-sub', timeEl(j.createdAt))] },
-          { label: 'Request', className: 'path-cell', cell: (j) => [h('span.http-method', j.method), ' ', h('span.mono', j.url)] },
-          { label: 'Status', cell: (j) => [badge(j.status), j.duplicateOf ? h('div.cell-sub', `duplicate of #${j.duplicateOf.id}`) : null] },
-          { label: 'Attempts', cell: (j) => `${j.attemptCount} of ${j.maxAttempts}` },
-          { label: 'Next attempt', cell: (j) => (j.nextAttemptAt && ACTIVE.has(j.status) ? timeEl(j.nextAttemptAt, 'relative') : h('span.muted', '—')) },
-        ],
-      })), list.pager());
+    empty: () => mount(body, emptyState('send', canManage() ? 'Send your first outbound request' : 'No outbound jobs yet',
+      'An outbound job is one HTTP call — URL, method, headers, body — that Adal makes and retries for you, with every attempt recorded.',
+      send ? h('a.btn.btn-primary', { href: '#/outbound/new' }, icon('send'), 'Send a request') : null)),
+    table: {
+      className: 'outbound',
+      link: (j) => href('/outbound/' + j.id),
+      rowProps: (j) => ({ dataset: { jobId: j.id, status: j.status } }),
+      columns: [
+        { label: 'Created', className: 'nowrap', cell: (j) => [h('a.row-link', { href: href('/outbound/' + j.id) }, timeEl(j.createdAt, 'relative')), h('div.cell-sub', timeEl(j.createdAt))] },
+        { label: 'Request', className: 'path-cell', cell: (j) => [h('span.http-method', j.method), ' ', h('span.mono', j.url)] },
+        { label: 'Status', cell: (j) => [badge(j.status), j.duplicateOf ? h('div.cell-sub', `duplicate of #${j.duplicateOf.id}`) : null] },
+        { label: 'Attempts', cell: (j) => `${j.attemptCount} of ${j.maxAttempts}` },
+        { label: 'Next attempt', cell: (j) => (j.nextAttemptAt && ACTIVE.has(j.status) ? timeEl(j.nextAttemptAt, 'relative') : h('span.muted', '—')) },
+      ],
     },
   });
-  const load = () => list.load().catch((err) => { if (ctx.alive && err.name !== 'AbortError') mount(body, errorState(err, load)); });
-  load();
+  list.show();
   // No subscription covers outbound jobs: read them again while any is on its way.
   poller(ctx, { refresh: () => list.load().catch(() => {}), indicator, ms: 3000, shouldPoll: () => list.rows.some((j) => ACTIVE.has(j.status)) });
 }
@@ -119,29 +113,16 @@ export function viewOutboundJob(ctx, main, id) {
   const indicator = liveIndicator();
   const root = h('div', loading('Loading job…'));
   mount(main, root);
-  let last = '';
   let job = null;
   const open = new Set();
-  const load = async (quiet) => {
-    let data;
-    try {
-      data = await gql(Q.OUTBOUND_JOB, { id }, { signal: ctx.signal }).catch(orNotFound);
-    } catch (err) {
-      if (ctx.alive && !quiet && err.name !== 'AbortError') mount(root, errorState(err, () => load(false)));
-      return;
-    }
-    if (!ctx.alive) return;
-    const j = data && data.node && data.node.url ? data.node : null;
-    if (!j) {
-      mount(root, emptyState('alert', 'Job not found', 'It may have expired and been purged, or it belongs to another tenant.', h('a.btn.btn-secondary', { href: '#/outbound' }, 'All jobs')));
-      return;
-    }
-    const snap = JSON.stringify(j);
-    if (snap === last) return;
-    last = snap;
-    job = j;
-    mount(root, jobPage(j, indicator, open));
-  };
+  const load = nodeView(ctx, root, {
+    query: Q.OUTBOUND_JOB, variables: { id }, field: 'url',
+    missing: ['Job not found', 'It may have expired and been purged, or it belongs to another tenant.', '#/outbound', 'All jobs'],
+    show: (j) => {
+      job = j;
+      mount(root, jobPage(j, indicator, open));
+    },
+  });
   load(false);
   poller(ctx, { refresh: () => load(true), indicator, ms: 2000, shouldPoll: () => !job || ACTIVE.has(job.status) });
 }

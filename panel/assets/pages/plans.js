@@ -9,6 +9,16 @@ import { formDialog } from '../form.js';
 import { setTitle, pageHeader, costLine } from '../page.js';
 import { dataTable } from '../table.js';
 
+// readPlans resolves with the plans, or with null after showing in el, when there are none, how to create the
+// first: text says why, action is the button or link that does.
+export async function readPlans(ctx, el, text, action) {
+  const plans = (await gql(Q.PLANS, {}, { signal: ctx.signal })).plans;
+  if (!ctx.alive) return null;
+  if (plans.length) return plans;
+  mount(el, emptyState('layers', 'Create your first plan', text, action));
+  return null;
+}
+
 export function viewPlans(ctx, main, query) {
   setTitle('Plans');
   const body = h('div', loading('Loading plans…'));
@@ -19,14 +29,10 @@ export function viewPlans(ctx, main, query) {
   };
   const load = async () => {
     try {
-      const plans = (await gql(Q.PLANS, {}, { signal: ctx.signal })).plans;
-      if (!ctx.alive) return;
-      if (!plans.length) {
-        mount(body, emptyState('layers', 'Create your first plan',
-          'A plan sets a tenant\u2019s monthly credits, how long its requests are kept, and how many servers and recipients it may have. Tenants come next.',
-          h('button.btn.btn-primary', { type: 'button', dataset: { role: 'empty-new-plan' }, onclick: () => open(null) }, icon('plus'), 'Create your first plan')));
-        return;
-      }
+      const plans = await readPlans(ctx, body,
+        'A plan sets a tenant\u2019s monthly credits, how long its requests are kept, and how many servers and recipients it may have. Tenants come next.',
+        h('button.btn.btn-primary', { type: 'button', dataset: { role: 'empty-new-plan' }, onclick: () => open(null) }, icon('plus'), 'Create your first plan'));
+      if (!plans) return;
       mount(body, h('div.card.table-card', dataTable({
         className: 'plans',
         rows: plans,

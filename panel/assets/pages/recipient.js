@@ -10,8 +10,8 @@ import { href, navigate } from '../router.js';
 import { canManage } from '../session.js';
 import { limits, checks, dueTimes, scheduleOf, duration, parseRule } from '../limits.js';
 import { createForm } from '../form.js';
-import { setTitle, pageHeader, liveIndicator, poller, orNotFound, costLine, snippet, facts, section } from '../page.js';
-import { SCHEDULES, STATE_TEXT } from './shared.js';
+import { setTitle, pageHeader, liveIndicator, poller, orNotFound, nodeView, costLine, snippet, facts, section } from '../page.js';
+import { SCHEDULES, STATE_TEXT, confirmDelete } from './shared.js';
 
 // recipientFields are a recipient's settings; r holds the current ones when editing (its method is fixed).
 // preview, when given, is the routing filter's filterPreview.
@@ -215,42 +215,29 @@ export function viewRecipient(ctx, main, id) {
   const indicator = liveIndicator();
   const root = h('div', loading('Loading recipient…'));
   mount(main, root);
-  let last = '';
   let formShown = false;
   const status = h('div');
   const cli = h('div');
   let cliEl = null;
   let secretEl = null;
 
-  const load = async (quiet) => {
-    let data;
-    try {
-      data = await gql(Q.RECIPIENT, { id }, { signal: ctx.signal }).catch(orNotFound);
-    } catch (err) {
-      if (ctx.alive && !quiet && err.name !== 'AbortError') mount(root, errorState(err, () => load(false)));
-      return;
-    }
-    if (!ctx.alive) return;
-    const r = data && data.node && data.node.method ? data.node : null;
-    if (!r) {
-      mount(root, emptyState('alert', 'Recipient not found', 'It may belong to another tenant.', h('a.btn.btn-secondary', { href: '#/servers' }, 'All servers')));
-      return;
-    }
-    const snap = JSON.stringify(r);
-    if (snap === last) return;
-    last = snap;
-    setTitle(r.name);
-    if (!formShown) {
-      formShown = true;
-      await page(r);
-    }
-    mount(status, healthCard(r, () => load(true)));
-    if (r.method === 'CLI') {
-      if (!cliEl) mount(cli, (cliEl = cliCard(r)));
-      cliEl.update(r);
-    }
-    if (secretEl) secretEl.update(r);
-  };
+  const load = nodeView(ctx, root, {
+    query: Q.RECIPIENT, variables: { id }, field: 'method',
+    missing: ['Recipient not found', 'It may belong to another tenant.', '#/servers', 'All servers'],
+    show: async (r) => {
+      setTitle(r.name);
+      if (!formShown) {
+        formShown = true;
+        await page(r);
+      }
+      mount(status, healthCard(r, () => load(true)));
+      if (r.method === 'CLI') {
+        if (!cliEl) mount(cli, (cliEl = cliCard(r)));
+        cliEl.update(r);
+      }
+      if (secretEl) secretEl.update(r);
+    },
+  });
 
   const page = async (r) => {
     const head = pageHeader({
@@ -270,7 +257,7 @@ export function viewRecipient(ctx, main, id) {
         cost: () => costLine(0),
         submitLabel: 'Save changes',
         onSubmit: (v) => gql(Q.UPDATE_RECIPIENT, { id: r.id, input: recipientInput({ ...v, method: r.method }, false) }),
-        onDone: () => { toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`); last = ''; load(true); },
+        onDone: () => { toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`); load.forget(); load(true); },
       });
       parts.push(section('Settings', { id: 'settings', sub: 'New deliveries use them; those already created keep theirs.' }, form.el));
       if (r.signingSecret) parts.push((secretEl = secretCard(r, L)));
@@ -472,21 +459,17 @@ export function stateActions(r, reload, { compact = false } = {}) {
   });
 }
 
-async function deleteFlow(r) {
-  const result = await confirmAction({
+function deleteFlow(r) {
+  return confirmDelete({
     title: `Delete ${r.name}?`,
-    body: [
-      h('ul.consequences',
-        h('li', 'Nothing more is sent to it; its pending deliveries are canceled.'),
-        h('li', 'Its attempts stay in the history of the requests they belong to.'),
-        h('li', 'Requests arriving from now on are not delivered to it.')),
-      costLine(0),
+    consequences: [
+      'Nothing more is sent to it; its pending deliveries are canceled.',
+      'Its attempts stay in the history of the requests they belong to.',
+      'Requests arriving from now on are not delivered to it.',
     ],
     confirmLabel: 'Delete recipient',
-    tone: 'danger',
     action: () => gql(Q.DELETE_RECIPIENT, { id: r.id }),
+    done: `Recipient ${r.name} deleted.`,
+    then: () => navigate(href(`/servers/${r.server.id}/recipients`)),
   });
-  if (!result) return;
-  toast(`Recipient ${r.name} deleted.`);
-  navigate(href(`/servers/${r.server.id}/recipients`));
 }

@@ -14,7 +14,7 @@ import { limits, checks, printable, methodList } from '../limits.js';
 import { createForm } from '../form.js';
 import { setTitle, pageHeader, tabs, liveIndicator, watch, poller, orNotFound, costLine, snippet, section } from '../page.js';
 import { dataTable } from '../table.js';
-import { SCHEDULES, deliveryMethod, stateBadge } from './shared.js';
+import { SCHEDULES, deliveryMethod, stateBadge, confirmDelete } from './shared.js';
 import { serverFields, serverInput } from './servers.js';
 import { stateActions } from './recipient.js';
 import { bulkController } from './bulk.js';
@@ -190,7 +190,7 @@ function requestsTab(ctx, body, s, query) {
   load = async (quiet) => {
     if (!quiet) mount(list, loading(search ? 'Searching…' : 'Loading requests…'));
     try {
-      const data = await gql(search ? Q.SEARCH_REQUESTS : Q.SERVER_REQUESTS, variables, { signal: ctx.signal }).catch(orNotFound);
+      const data = await gql(Q.SERVER_REQUESTS, variables, { signal: ctx.signal }).catch(orNotFound);
       if (!ctx.alive) return;
       if (!data || !data.server) {
         mount(list, emptyState('alert', 'Server not found', 'It may have been deleted, or it belongs to another tenant.'));
@@ -689,23 +689,19 @@ function intakeInput(v) {
   return input;
 }
 
-async function deleteServerFlow(s) {
+function deleteServerFlow(s) {
   const pending = s.recipients.length;
-  const result = await confirmAction({
+  return confirmDelete({
     title: `Delete ${s.name}?`,
-    body: [
-      h('ul.consequences',
-        h('li', 'Its inbound URL answers ', h('strong', '404'), ' from now on: nothing more is accepted or charged.'),
-        h('li', pending ? `Its ${plural(pending, 'recipient')} ${pending === 1 ? 'is' : 'are'} deleted and their pending deliveries canceled.` : 'It has no recipients.'),
-        h('li', 'Requests already stored stay readable until their retention ends, then are purged.'),
-        h('li', 'This cannot be undone: a new server gets a new URL.')),
-      costLine(0),
+    consequences: [
+      ['Its inbound URL answers ', h('strong', '404'), ' from now on: nothing more is accepted or charged.'],
+      pending ? `Its ${plural(pending, 'recipient')} ${pending === 1 ? 'is' : 'are'} deleted and their pending deliveries canceled.` : 'It has no recipients.',
+      'Requests already stored stay readable until their retention ends, then are purged.',
+      'This cannot be undone: a new server gets a new URL.',
     ],
     confirmLabel: 'Delete server',
-    tone: 'danger',
     action: () => gql(Q.DELETE_SERVER, { id: s.id }),
+    done: `Server ${s.name} deleted.`,
+    then: () => navigate('#/servers'),
   });
-  if (!result) return;
-  toast(`Server ${s.name} deleted.`);
-  navigate('#/servers');
 }

@@ -3,7 +3,7 @@
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
-import { h, icon, badge, titleCase, timeEl, fmtNumber, plural, copyButton } from '../ui.js';
+import { h, icon, badge, titleCase, timeEl, fmtNumber, plural, copyButton, confirmAction, toast } from '../ui.js';
 import { href } from '../router.js';
 import { barChart } from '../chart.js';
 import { dataTable } from '../table.js';
@@ -139,4 +139,19 @@ export async function issueTokenFlow({ tenantId = null, tenantName = '', default
     ],
   });
   return t;
+}
+
+// confirmDelete asks before a deletion, which costs nothing, with its consequences (each the children of one
+// item) after intro; once it is done it says done and calls then().
+export async function confirmDelete({ title, intro = null, consequences, confirmLabel, action, done, then }) {
+  const result = await confirmAction({
+    title,
+    body: [intro, h('ul.consequences', consequences.map((c) => h('li', c))), costLine(0)],
+    confirmLabel,
+    tone: 'danger',
+    action,
+  });
+  if (!result) return;
+  toast(done);
+  then();
 }

@@ -2,7 +2,7 @@
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
-import { h, mount, icon, badge, timeEl, loading, emptyState, errorState, toast, confirmAction } from '../ui.js';
+import { h, mount, icon, badge, timeEl, loading, emptyState, toast, confirmAction } from '../ui.js';
 import { isOwner } from '../session.js';
 import { limits } from '../limits.js';
 import { setTitle, pageHeader, costLine } from '../page.js';
@@ -36,13 +36,11 @@ export function tokenList(ctx, el, tenantId, { card = false } = {}) {
   const where = tenantId ? { hasTenantWith: [{ id: tenantId }] } : null;
   const list = connectionList({
     ctx,
+    el,
     noun: ['token', 'tokens'],
     fetchPage: (after) => gql(Q.TOKENS, { first: 50, after, where }, { signal: ctx.signal }).then((d) => d.tokens),
+    empty: () => mount(el, emptyState('key', 'No tokens yet', 'Issue one for each person or machine that signs in, so each can be revoked alone.')),
     draw: () => {
-      if (!list.rows.length) {
-        mount(el, emptyState('key', 'No tokens yet', 'Issue one for each person or machine that signs in, so each can be revoked alone.'));
-        return;
-      }
       const table = dataTable({
         className: 'tokens',
         rows: list.rows,
@@ -59,9 +57,7 @@ export function tokenList(ctx, el, tenantId, { card = false } = {}) {
       mount(el, card ? h('div.card.table-card', table) : table, list.pager());
     },
   });
-  return {
-    load: () => list.load().catch((err) => { if (ctx.alive && err.name !== 'AbortError') mount(el, errorState(err, () => list.load())); }),
-  };
+  return { load: list.show };
 }
 
 async function revokeFlow(t, reload) {

@@ -8,11 +8,11 @@ import { h, mount, icon, fmtNumber, plural, copyButton, loading, emptyState, err
 import { href, navigate } from '../router.js';
 import { limits, checks } from '../limits.js';
 import { formDialog } from '../form.js';
-import { setTitle, pageHeader, costLine, section, orNotFound } from '../page.js';
+import { setTitle, pageHeader, costLine, section, readNode } from '../page.js';
 import { dataTable, connectionList } from '../table.js';
 import { ledgerTable, usageSection, planLimits, issueTokenFlow } from './shared.js';
 import { tokenList } from './team.js';
-import { planDialog } from './plans.js';
+import { planDialog, readPlans } from './plans.js';
 
 export function viewTenants(ctx, main) {
   setTitle('Tenants');
@@ -21,11 +21,11 @@ export function viewTenants(ctx, main) {
   mount(main, pageHeader({ title: 'Tenants', subtitle: 'Accounts on a plan, each with a credit balance.', actions: create }), body);
   const list = connectionList({
     ctx,
+    el: body,
     noun: ['tenant', 'tenants'],
     fetchPage: (after) => gql(Q.TENANTS, { first: 50, after }, { signal: ctx.signal }).then((d) => d.tenants),
-    draw: () => mount(body, h('div.card.table-card', dataTable({
+    table: {
       className: 'tenants',
-      rows: list.rows,
       link: (t) => href('/tenants/' + t.id),
       rowProps: (t) => ({ dataset: { tenantId: t.id, tenantName: t.name } }),
       columns: [
@@ -35,18 +35,14 @@ export function viewTenants(ctx, main) {
         { label: 'Requests this month', right: true, className: 'mono', cell: (t) => fmtNumber(t.usage.requestsAccepted) },
         { label: 'Spent this month', right: true, className: 'mono', cell: (t) => fmtNumber(t.usage.creditsSpent) },
       ],
-    })), list.pager()),
+    },
   });
   const load = async () => {
     try {
-      const plans = (await gql(Q.PLANS, {}, { signal: ctx.signal })).plans;
-      if (!ctx.alive) return;
-      if (!plans.length) {
-        mount(body, emptyState('layers', 'Create your first plan',
-          'Welcome to Adal. Tenants are accounts on a plan: start with a plan (monthly credits, retention, limits), then create a tenant on it and issue its owner a token.',
-          h('a.btn.btn-primary', { href: '#/plans?new=1', dataset: { role: 'first-plan' } }, icon('plus'), 'Create your first plan')));
-        return;
-      }
+      const plans = await readPlans(ctx, body,
+        'Welcome to Adal. Tenants are accounts on a plan: start with a plan (monthly credits, retention, limits), then create a tenant on it and issue its owner a token.',
+        h('a.btn.btn-primary', { href: '#/plans?new=1', dataset: { role: 'first-plan' } }, icon('plus'), 'Create your first plan'));
+      if (!plans) return;
       await list.load();
       if (ctx.alive && !list.rows.length) {
         mount(body, emptyState('users', 'Create your first tenant',
@@ -93,19 +89,12 @@ export function viewTenant(ctx, main, id) {
   const root = h('div', loading('Loading tenant…'));
   mount(main, root);
   const load = async () => {
-    let data;
-    try {
-      data = await gql(Q.TENANT, { id, tenantId: id }, { signal: ctx.signal }).catch(orNotFound);
-    } catch (err) {
-      if (ctx.alive && err.name !== 'AbortError') mount(root, errorState(err, load));
-      return;
-    }
-    if (!ctx.alive) return;
-    const t = data && data.node && data.node.plan ? data.node : null;
-    if (!t) {
-      mount(root, emptyState('alert', 'Tenant not found', 'There is no tenant with this ID.', h('a.btn.btn-secondary', { href: '#/tenants' }, 'All tenants')));
-      return;
-    }
+    const data = await readNode(ctx, root, {
+      query: Q.TENANT, variables: { id, tenantId: id }, field: 'plan', retry: load,
+      missing: ['Tenant not found', 'There is no tenant with this ID.', '#/tenants', 'All tenants'],
+    });
+    if (!data) return;
+    const t = data.node;
     setTitle(t.name);
     const tokensEl = h('div');
     const tokens = tokenList(ctx, tokensEl, t.id);

@@ -249,8 +249,7 @@ func TestDeliveryFailedAtMostHourlyWithCount(t *testing.T) {
 // came back and ran out. Alerts cost nothing: the balance and the ledger count the webhooks only.
 func TestCreditAlerts(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, quick(delivery.DefaultHealthRules))
-	tn, srv := env.NewTenantServer(5)
+	env, tn, srv := relaytest.StartWithServer(t, 5, quick(delivery.DefaultHealthRules))
 	rcv := newAlertReceiver(t)
 	subscribe(t, env, tn.Owner, rcv.URL, []string{"CREDITS_LOW", "CREDITS_EXHAUSTED"}, nil)
 	setThreshold := `mutation($t: ID!, $v: Int){ setLowCreditThreshold(tenantId: $t, threshold: $v){ lowCreditThreshold } }`
@@ -431,8 +430,7 @@ func TestFailingAlertsRaiseNoAlerts(t *testing.T) {
 // A Slack subscription gets Slack's {"text"}: by default for a hooks.slack.com URL, or when asked for.
 func TestSlackFormat(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, quick(disableAfter(1)))
-	tn, srv := env.NewTenantServer(20)
+	env, tn, srv := relaytest.StartWithServer(t, 20, quick(disableAfter(1)))
 	var created struct {
 		CreateAlertSubscription struct{ ID, Format string }
 	}

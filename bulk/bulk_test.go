@@ -66,8 +66,7 @@ type fixture struct {
 }
 
 func setup(t *testing.T, credits int, configure ...func(*relay.Config)) fixture {
-	env := relaytest.Start(t, configure...)
-	tn, srv := env.NewTenantServer(credits)
+	env, tn, srv := relaytest.StartWithServer(t, credits, configure...)
 	return fixture{t: t, env: env, tn: tn, srv: srv}
 }
 

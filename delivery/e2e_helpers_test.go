@@ -105,8 +105,7 @@ func (h *hook) received() []hookCall {
 // startFast starts a process whose retries come 5 ms apart, with a tenant of credits and a server of its.
 func startFast(t *testing.T, credits int) (*relaytest.Env, relaytest.Tenant, relaytest.Server) {
 	t.Helper()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn, srv := env.NewTenantServer(credits)
+	env, tn, srv := relaytest.StartWithServer(t, credits, retryUnit(5*time.Millisecond))
 	return env, tn, srv
 }
 

@@ -191,8 +191,7 @@ func TestIntakeRoutesByEachRecipientsFilter(t *testing.T) {
 // listed as filtered out.
 func TestRequestFilteredOutForEveryRecipient(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	rcv := newReceiver(t)
 	env.NewRecipient(tn, srv.ID, map[string]any{"name": "a", "method": "DIRECT_HTTP", "url": rcv.URL + "/a",
 		"filter": map[string]any{"body.type": "x"}})
@@ -212,8 +211,7 @@ func TestRequestFilteredOutForEveryRecipient(t *testing.T) {
 // an update with no filter keeps the rule, clearFilter removes it.
 func TestInvalidFiltersAreRefused(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	create := `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id filter } }`
 	for _, c := range []struct {
 		rule any
@@ -258,8 +256,7 @@ func TestInvalidFiltersAreRefused(t *testing.T) {
 // of the request still do.
 func TestLargeBodiesAreNotParsedAtIntake(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, func(c *relay.Config) { c.MaxBodyBytes = 2 * filter.MaxBodyParsed })
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, func(c *relay.Config) { c.MaxBodyBytes = 2 * filter.MaxBodyParsed })
 	rcv := newReceiver(t)
 	env.NewRecipient(tn, srv.ID, map[string]any{"name": "on-body", "method": "DIRECT_HTTP", "url": rcv.URL + "/b",
 		"filter": map[string]any{"body.type": "big"}})
@@ -276,8 +273,7 @@ func TestLargeBodiesAreNotParsedAtIntake(t *testing.T) {
 // A replay is routed by the filters as they are when it is replayed; the original keeps its routing.
 func TestReplayAppliesCurrentFilters(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	rcv := newReceiver(t)
 	a := env.NewRecipient(tn, srv.ID, map[string]any{"name": "a", "method": "DIRECT_HTTP", "url": rcv.URL + "/a",
 		"filter": map[string]any{"body.type": "paid"}})
@@ -305,8 +301,7 @@ func TestReplayAppliesCurrentFilters(t *testing.T) {
 // is not found.
 func TestTestFilter(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	other, otherSrv := env.NewTenant("other", relaytest.PlanLimits{Credits: 5}), ""
 	otherSrv = env.NewServer(other, "o", nil).Key
 	req, err := http.NewRequest(http.MethodPost, env.Server.URL+"/in/"+srv.Key+"/hook?x=1", bytes.NewReader([]byte(order)))

@@ -20,8 +20,7 @@ import (
 // and delivered. A panic after a batch was stored and answered leaves its 202s standing.
 func TestIntakeSurvivesAPanickingCommit(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	received := make(chan string, 10)
 	rcv := newCountingReceiver(t, received)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv})

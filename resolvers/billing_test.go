@@ -11,8 +11,7 @@ import (
 
 func TestTenantUsageFromTheLedger(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(100)
+	env, tn, srv := relaytest.StartWithServer(t, 100)
 	other := env.NewTenant("other", relaytest.PlanLimits{Credits: 100})
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	for range 3 {

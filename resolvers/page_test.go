@@ -11,8 +11,7 @@ import (
 
 func TestListsArePaged(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(200)
+	env, tn, srv := relaytest.StartWithServer(t, 200)
 	for range resolvers.DefaultPage + 5 {
 		postID(t, env, srv.Key)
 	}

@@ -17,8 +17,7 @@ import (
 func TestExponentialTwelveAttempts(t *testing.T) {
 	t.Parallel()
 	const unit = time.Millisecond // the whole schedule: 2047·84.8 s/60 s·1 ms ≈ 2.9 s
-	env := relaytest.Start(t, compressed(unit))
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, compressed(unit))
 	rcv := newReceiver(t, 1000)
 	id := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL,
 		"retrySchedule": "EXPONENTIAL", "maxAttempts": 12})

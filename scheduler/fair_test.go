@@ -171,8 +171,7 @@ func TestCappedRecipientGetsOneAttemptAtATime(t *testing.T) {
 func TestMaxConcurrencyCanBeSetAndRemoved(t *testing.T) {
 	t.Parallel()
 	const workers = 8
-	env := relaytest.Start(t, func(c *relay.Config) { c.Workers = workers })
-	tn, srv := env.NewTenantServer(100)
+	env, tn, srv := relaytest.StartWithServer(t, 100, func(c *relay.Config) { c.Workers = workers })
 	rcv := newHolding(t, 10)
 	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
 	const update = `mutation($id: ID!, $in: UpdateRecipientInput!){ updateRecipient(id: $id, input: $in){ id maxConcurrency } }`

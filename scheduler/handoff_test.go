@@ -49,8 +49,7 @@ func handedOver(d *ent.Delivery) bool {
 
 func TestIntakeHandsNewDeliveriesToFreeWorkers(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, func(c *relay.Config) { c.Workers = 1 })
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, func(c *relay.Config) { c.Workers = 1 })
 	rcv, arrived, release := blockingReceiver(t)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
 

@@ -45,8 +45,7 @@ func setURL(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, recipientID, 
 // come back to it and are delivered.
 func TestPausedBacklogIsParked(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(100)
+	env, tn, srv := relaytest.StartWithServer(t, 100)
 	rcv := newReceiver(t, 0)
 	// A retry due in four minutes keeps the first request's delivery pending while the recipient is still active.
 	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 2})

@@ -42,8 +42,7 @@ func metricValue(t *testing.T, text, series string) float64 {
 
 func TestMetricsAfterTraffic(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, compressed(5*time.Millisecond))
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, compressed(5*time.Millisecond))
 	rcv := newReceiver(t, 1) // one failed attempt, then successes
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "retrySchedule": "STEPPED"})
 
@@ -81,8 +80,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 // others wait.
 func TestMetricsDueBacklog(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, compressed(5*time.Millisecond), func(c *relay.Config) { c.Workers = 1 })
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, compressed(5*time.Millisecond), func(c *relay.Config) { c.Workers = 1 })
 	busy, arrived, release := blockingReceiver(t)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": busy.URL})
 

@@ -69,8 +69,7 @@ func requestStatus(t *testing.T, env *relaytest.Env, requestID string) request.S
 func TestFailsThenSucceedsOnQuadraticSchedule(t *testing.T) {
 	t.Parallel()
 	const unit = 20 * time.Millisecond
-	env := relaytest.Start(t, compressed(unit))
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, compressed(unit))
 	rcv := newReceiver(t, 3)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL + "/hook", "sendIdempotencyKey": true})
 
@@ -118,8 +117,7 @@ func TestFailsThenSucceedsOnQuadraticSchedule(t *testing.T) {
 
 func TestAlwaysFailingExhaustsAttempts(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, compressed(5*time.Millisecond))
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, compressed(5*time.Millisecond))
 	rcv := newReceiver(t, 1000)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL, "maxAttempts": 3, "retrySchedule": "STEPPED"})
 
@@ -135,8 +133,7 @@ func TestAlwaysFailingExhaustsAttempts(t *testing.T) {
 
 func TestRecipientsAreIndependent(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, compressed(5*time.Millisecond))
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, compressed(5*time.Millisecond))
 	good := newReceiver(t, 0)
 	bad := newReceiver(t, 1000)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": good.URL, "maxAttempts": 2})

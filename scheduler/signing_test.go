@@ -60,8 +60,7 @@ func (tg *target) callsCopy() []call {
 // them. A forged, altered or stale delivery is refused by the same receiver.
 func TestDeliveriesAreSigned(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, compressed(5*time.Millisecond))
-	tn, srv := env.NewTenantServer(20)
+	env, tn, srv := relaytest.StartWithServer(t, 20, compressed(5*time.Millisecond))
 	adalRcv, stdRcv := newReceiver(t, 1), newReceiver(t, 1)
 	adalID := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": adalRcv.URL, "sendIdempotencyKey": true})
 	stdID := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": stdRcv.URL,

@@ -81,8 +81,7 @@ func searchPage(t *testing.T, env *relaytest.Env, token string, vars map[string]
 // letters, newest first, and nothing else; the bytes of a body that is not UTF-8 are searched as they are.
 func TestSearchFindsTextInEveryPart(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(100)
+	env, tn, srv := relaytest.StartWithServer(t, 100)
 	inPath := post(t, env, srv.Key, "/Orders/Created", "", []byte(`{}`))
 	inQuery := post(t, env, srv.Key, "/x?kind=ORDER-paid", "", []byte(`{}`))
 	inHeader := post(t, env, srv.Key, "", `order "shipped" <b>`, []byte(`{}`))
@@ -119,8 +118,7 @@ func TestSearchFindsTextInEveryPart(t *testing.T) {
 // Search text shorter than three characters, a backward page, or another tenant's server are refused.
 func TestSearchRefusesBadInput(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	other := env.NewTenant("other", relaytest.PlanLimits{Credits: 10})
 	for _, c := range []struct {
 		token, query string
@@ -141,8 +139,7 @@ func TestSearchRefusesBadInput(t *testing.T) {
 // once, in either order.
 func TestSearchCombinesWithFiltersAndPages(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(100)
+	env, tn, srv := relaytest.StartWithServer(t, 100)
 	var matches []string
 	for i := range 12 {
 		body := fmt.Sprintf(`{"n":%d,"kind":"match-me"}`, i)
@@ -225,8 +222,7 @@ func TestSearchCombinesWithFiltersAndPages(t *testing.T) {
 func TestSearchStopsAtItsBoundAndGoesOn(t *testing.T) {
 	t.Parallel()
 	const bound = 4
-	env := relaytest.Start(t, func(c *relay.Config) { c.Search = search.Bounds{MaxRows: bound} })
-	tn, srv := env.NewTenantServer(100)
+	env, tn, srv := relaytest.StartWithServer(t, 100, func(c *relay.Config) { c.Search = search.Bounds{MaxRows: bound} })
 	rare := post(t, env, srv.Key, "", "", []byte(`{"needle":"haystack-rare"}`))
 	for i := range 9 {
 		post(t, env, srv.Key, "", "", []byte(fmt.Sprintf(`{"n":%d}`, i)))

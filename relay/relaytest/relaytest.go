@@ -95,6 +95,14 @@ func StartTenantServer(t testing.TB, name string, credits int, configure ...func
 	return env, tn, env.NewServer(tn, name, nil)
 }
 
+// StartWithServer starts a process as Start does, with NewTenantServer's tenant and server on it.
+func StartWithServer(t testing.TB, credits int, configure ...func(*relay.Config)) (*Env, Tenant, Server) {
+	t.Helper()
+	env := Start(t, configure...)
+	tn, srv := env.NewTenantServer(credits)
+	return env, tn, srv
+}
+
 // Peer starts another process on e's database, as a second replica of a scale-out deployment would run:
 // its own services, scheduler and HTTP server, sharing nothing with e but the database. Only PostgreSQL is
 // shared between processes; on SQLite the test is skipped.

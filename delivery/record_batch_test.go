@@ -170,8 +170,7 @@ func TestRecordBatchRecordsAsRecordDoes(t *testing.T) {
 // a batch that derived the status from what it read before the other committed would leave it PENDING forever.
 func TestConcurrentBatchesSettleSiblingDeliveries(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect,
 		Now: time.Now, Unit: time.Second, CLIConnected: func(*ent.Recipient, time.Time) bool { return false }})
 	plan := newPlan(t, ctx, db, 0, 1, 2)

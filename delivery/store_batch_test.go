@@ -16,7 +16,6 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/storage/dbtest"
-	"github.com/adal-relay/adal/viewer"
 )
 
 // TestStoreBatchBeyondOneStatement stores a batch whose deliveries need more bind parameters than PostgreSQL
@@ -24,8 +23,7 @@ import (
 // whole, not refused.
 func TestStoreBatchBeyondOneStatement(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now)})
 	const requests, recipients = 256, 25 // 6,400 deliveries: ~90,000 parameters in one insert
 	plan := newPlan(t, ctx, db, requests, 1, recipients)
@@ -60,8 +58,7 @@ func TestStoreBatchBeyondOneStatement(t *testing.T) {
 // the dialect uses.
 func TestStoreBatchStoresWhatItReturns(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	now := time.Now().UTC().Truncate(time.Microsecond) // what both databases keep of a time
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, func() time.Time { return now }),
 		Dialect: db.Dialect, Now: func() time.Time { return now },
@@ -155,8 +152,7 @@ func TestStoreBatchStoresWhatItReturns(t *testing.T) {
 // writes. A handoff slot that falls to a refused item is not handed out.
 func TestStoreBatchRefusesWhatItCannotStore(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect})
 	plan := newPlan(t, ctx, db, 0, 2, 1)
 	tenant := func(balance int64) (*ent.Server, []*ent.Recipient) {

@@ -311,8 +311,7 @@ func TestOutboundDefaultTimeoutIsThirtySeconds(t *testing.T) {
 // mid-attempt: the lease lapsed with the job IN_PROGRESS.
 func TestOutboundRescuerRecordsInterruptedAttempts(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	clock := relaytest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	const unit = time.Minute
 	bill := billing.New(db.Dialect, clock.Now)

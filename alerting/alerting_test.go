@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -500,8 +499,7 @@ func TestAlertTenantIsolation(t *testing.T) {
 	res := env.GraphQL(a.Owner, `mutation($id: ID!){ updateRecipient(id: $id, input: {url: "http://127.0.0.1:1/x"}){ id } }`,
 		map[string]any{"id": subs.AlertSubscriptions[0].Recipient.ID})
 	require.Equal(t, "INVALID_INPUT", res.Code())
-	id, err := strconv.Atoi(subA)
-	require.NoError(t, err)
+	id := relaytest.RowID(t, subA)
 	env.MustGraphQL(a.Owner, `mutation($id: ID!){ deleteAlertSubscription(id: $id){ id } }`, map[string]any{"id": id}, nil)
 	var none struct{ AlertSubscriptions []struct{ ID string } }
 	env.MustGraphQL(a.Owner, `{ alertSubscriptions { id } }`, nil, &none)

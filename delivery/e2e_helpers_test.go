@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -159,7 +158,9 @@ func getRequest(t *testing.T, env *relaytest.Env, token, id string) requestView 
 		replayOf { id } replays { id } deliveries { `+deliveryFields+` } } }`, map[string]any{"id": id}, &out)
 	require.NotNil(t, out.Request, "request %s not found", id)
 	r := *out.Request
-	sort.Slice(r.Deliveries, func(i, j int) bool { return atoi(t, r.Deliveries[i].ID) < atoi(t, r.Deliveries[j].ID) })
+	sort.Slice(r.Deliveries, func(i, j int) bool {
+		return relaytest.RowID(t, r.Deliveries[i].ID) < relaytest.RowID(t, r.Deliveries[j].ID)
+	})
 	for _, d := range r.Deliveries {
 		sort.Slice(d.Attempts, func(i, j int) bool { return d.Attempts[i].Number < d.Attempts[j].Number })
 	}
@@ -269,13 +270,6 @@ func replay(t *testing.T, env *relaytest.Env, token, id string) (requestView, st
 func setRecipientState(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, mutation, id string) {
 	t.Helper()
 	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ `+mutation+`(id: $id){ id } }`, map[string]any{"id": id}, nil)
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err)
-	return n
 }
 
 func terminal(status string) bool {

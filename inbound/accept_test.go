@@ -61,7 +61,7 @@ type state struct {
 func stateOf(t *testing.T, env *relaytest.Env, tn relaytest.Tenant) state {
 	t.Helper()
 	ctx := viewer.SystemContext(t.Context())
-	tid := mustAtoi(t, tn.ID)
+	tid := relaytest.RowID(t, tn.ID)
 	var s state
 	var err error
 	s.requests, err = env.DB.Client.Request.Query().Where(request.TenantID(tid)).Count(ctx)
@@ -76,16 +76,9 @@ func stateOf(t *testing.T, env *relaytest.Env, tn relaytest.Tenant) state {
 	return s
 }
 
-func mustAtoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err, s)
-	return n
-}
-
 func storedRequest(t *testing.T, env *relaytest.Env, id string) *ent.Request {
 	t.Helper()
-	r, err := env.DB.Client.Request.Query().Where(request.ID(mustAtoi(t, id))).
+	r, err := env.DB.Client.Request.Query().Where(request.ID(relaytest.RowID(t, id))).
 		WithDeliveries(func(q *ent.DeliveryQuery) { q.Order(ent.Asc(delivery.FieldRecipientID)) }).
 		Only(viewer.SystemContext(t.Context()))
 	require.NoError(t, err)

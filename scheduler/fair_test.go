@@ -142,8 +142,7 @@ func TestCappedRecipientGetsOneAttemptAtATime(t *testing.T) {
 	}
 	relaytest.Eventually(t, 10*time.Second, "the first attempt", func() bool { return rcv.arrived.Load() == 1 })
 	ctx := viewer.SystemContext(t.Context())
-	id, err := strconv.Atoi(rid)
-	require.NoError(t, err)
+	id := relaytest.RowID(t, rid)
 	r, err := a.DB.Client.Recipient.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, 1, r.InFlight)
@@ -223,8 +222,7 @@ func TestMaxConcurrencyCanBeSetAndRemoved(t *testing.T) {
 // lanes counts a recipient's pending deliveries by lane.
 func lanes(t *testing.T, env *relaytest.Env, recipientID string) map[entdelivery.Lane]int {
 	t.Helper()
-	id, err := strconv.Atoi(recipientID)
-	require.NoError(t, err)
+	id := relaytest.RowID(t, recipientID)
 	ds, err := env.DB.Client.Delivery.Query().
 		Where(entdelivery.RecipientID(id), entdelivery.StatusEQ(entdelivery.StatusPENDING)).
 		All(viewer.SystemContext(t.Context()))
@@ -295,7 +293,7 @@ func staleParked(t *testing.T, env *relaytest.Env, changedAt time.Time) (reqID s
 	setState(t, env, tn, "pauseRecipient", rid)
 	reqID = env.Send(srv.Key, "", `{}`)
 	require.Equal(t, map[entdelivery.Lane]int{entdelivery.LanePARKED: 1}, lanes(t, env, rid))
-	id, _ := strconv.Atoi(rid)
+	id := relaytest.RowID(t, rid)
 	require.NoError(t, env.DB.Client.Recipient.UpdateOneID(id).SetState(recipient.StateACTIVE).
 		SetStateChangedAt(changedAt).Exec(viewer.SystemContext(t.Context())))
 	return reqID, rcv

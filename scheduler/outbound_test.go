@@ -69,8 +69,7 @@ func send(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, in map[string]a
 	var out struct{ SendOutbound struct{ ID, Status string } }
 	env.MustGraphQL(tn.Owner, sendOutbound, map[string]any{"in": in}, &out)
 	require.Equal(t, "PENDING", out.SendOutbound.Status)
-	id, err := strconv.Atoi(out.SendOutbound.ID)
-	require.NoError(t, err)
+	id := relaytest.RowID(t, out.SendOutbound.ID)
 	return id
 }
 

@@ -54,14 +54,13 @@ func waitDelivery(t *testing.T, env *relaytest.Env, requestID string, status ent
 // deliveriesOf reads a request's deliveries with their attempts, as the system.
 func deliveriesOf(t *testing.T, env *relaytest.Env, requestID string) []*ent.Delivery {
 	t.Helper()
-	id, err := strconv.Atoi(requestID)
-	require.NoError(t, err)
+	id := relaytest.RowID(t, requestID)
 	return env.Deliveries(entdelivery.RequestID(id))
 }
 
 func requestStatus(t *testing.T, env *relaytest.Env, requestID string) request.Status {
 	t.Helper()
-	id, _ := strconv.Atoi(requestID)
+	id := relaytest.RowID(t, requestID)
 	r, err := env.DB.Client.Request.Get(viewer.SystemContext(t.Context()), id)
 	require.NoError(t, err)
 	return r.Status
@@ -189,8 +188,7 @@ func TestRetryAfterMovesTheNextAttempt(t *testing.T) {
 	}
 	recipients := map[int]string{}
 	for path := range want {
-		id, err := strconv.Atoi(env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL + path}))
-		require.NoError(t, err)
+		id := relaytest.RowID(t, env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL + path}))
 		recipients[id] = path
 	}
 	jobs := map[int]string{}

@@ -421,6 +421,16 @@ func (e *Env) Deliveries(where ...predicate.Delivery) []*ent.Delivery {
 	return ds
 }
 
+// RowID is the database row ID that a GraphQL ID names; t fails when it names none.
+func RowID(t testing.TB, id string) int {
+	t.Helper()
+	n, err := strconv.Atoi(id)
+	if err != nil {
+		t.Fatalf("ID %q: %v", id, err)
+	}
+	return n
+}
+
 // Eventually polls cond until it returns true or the deadline passes; it never sleeps to wait for a state
 // it could ask about.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {

@@ -76,21 +76,6 @@ func route(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, id string) (go
 	return got, out
 }
 
-func post(t *testing.T, env *relaytest.Env, key, suffix string, header http.Header, body string) string {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, env.Server.URL+"/in/"+key+suffix, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header = header
-	resp, err := env.Server.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(raw))
-	var out struct{ RequestID string }
-	require.NoError(t, json.Unmarshal(raw, &out))
-	return out.RequestID
-}
-
 // Each operator, dot paths into arrays and headers by any case, through intake: one request to a server whose
 // recipients each hold one rule; those whose rule matches get the request, the others are listed as filtered
 // out, by name.
@@ -146,7 +131,7 @@ func TestIntakeRoutesByEachRecipientsFilter(t *testing.T) {
 		env.NewRecipient(tn, srv.ID, in)
 	}
 	header := http.Header{"Content-Type": {"application/json"}, "X-GitHub-Event": {"push"}}
-	id := post(t, env, srv.Key, "/v1/events?live=true", header, order)
+	id := env.SendWith(srv.Key, "/v1/events?live=true", order, header)
 	got, out := route(t, env, tn, id)
 	var wantGot, wantOut []string
 	for _, r := range rules {

@@ -1,9 +1,7 @@
 package search_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -18,20 +16,11 @@ import (
 // post sends a webhook with a header of its own and returns its request ID.
 func post(t *testing.T, env *relaytest.Env, key, suffix, header string, body []byte) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, env.Server.URL+"/in/"+key+suffix, bytes.NewReader(body))
-	require.NoError(t, err)
+	h := http.Header{}
 	if header != "" {
-		req.Header.Set("X-Event", header)
+		h.Set("X-Event", header)
 	}
-	resp, err := env.Server.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", raw)
-	var id string
-	_, err = fmt.Sscanf(string(raw), `{"requestId":%q}`, &id)
-	require.NoError(t, err, "%s", raw)
-	return id
+	return env.SendWith(key, suffix, string(body), h)
 }
 
 type page struct {

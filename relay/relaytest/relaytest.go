@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -275,7 +276,24 @@ func (e *Env) Accept(key string) int {
 // request's ID.
 func (e *Env) Send(key, suffix, body string) string {
 	e.T.Helper()
-	resp := e.Post(key, suffix, []byte(body))
+	return e.SendWith(key, suffix, body, http.Header{"Content-Type": {"application/json"}})
+}
+
+// SendWith posts a webhook as Send does, with header as its only header fields.
+func (e *Env) SendWith(key, suffix, body string, header http.Header) string {
+	e.T.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.Server.URL+"/in/"+key+suffix, strings.NewReader(body))
+	if err != nil {
+		e.T.Fatalf("post webhook: %v", err)
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	resp, err := e.Server.Client().Do(req)
+	if err != nil {
+		e.T.Fatalf("post webhook: %v", err)
+	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusAccepted {

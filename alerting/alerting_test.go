@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -249,8 +248,7 @@ func TestDeliveryFailedAtMostHourlyWithCount(t *testing.T) {
 // came back and ran out. Alerts cost nothing: the balance and the ledger count the webhooks only.
 func TestCreditAlerts(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, quick(delivery.DefaultHealthRules))
-	tn, srv := env.NewTenantServer(5)
+	env, tn, srv := relaytest.StartWithServer(t, 5, quick(delivery.DefaultHealthRules))
 	rcv := newAlertReceiver(t)
 	subscribe(t, env, tn.Owner, rcv.URL, []string{"CREDITS_LOW", "CREDITS_EXHAUSTED"}, nil)
 	setThreshold := `mutation($t: ID!, $v: Int){ setLowCreditThreshold(tenantId: $t, threshold: $v){ lowCreditThreshold } }`
@@ -431,8 +429,7 @@ func TestFailingAlertsRaiseNoAlerts(t *testing.T) {
 // A Slack subscription gets Slack's {"text"}: by default for a hooks.slack.com URL, or when asked for.
 func TestSlackFormat(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, quick(disableAfter(1)))
-	tn, srv := env.NewTenantServer(20)
+	env, tn, srv := relaytest.StartWithServer(t, 20, quick(disableAfter(1)))
 	var created struct {
 		CreateAlertSubscription struct{ ID, Format string }
 	}
@@ -502,8 +499,7 @@ func TestAlertTenantIsolation(t *testing.T) {
 	res := env.GraphQL(a.Owner, `mutation($id: ID!){ updateRecipient(id: $id, input: {url: "http://127.0.0.1:1/x"}){ id } }`,
 		map[string]any{"id": subs.AlertSubscriptions[0].Recipient.ID})
 	require.Equal(t, "INVALID_INPUT", res.Code())
-	id, err := strconv.Atoi(subA)
-	require.NoError(t, err)
+	id := relaytest.RowID(t, subA)
 	env.MustGraphQL(a.Owner, `mutation($id: ID!){ deleteAlertSubscription(id: $id){ id } }`, map[string]any{"id": id}, nil)
 	var none struct{ AlertSubscriptions []struct{ ID string } }
 	env.MustGraphQL(a.Owner, `{ alertSubscriptions { id } }`, nil, &none)

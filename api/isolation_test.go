@@ -67,11 +67,11 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 	f.RcpActive = env.NewRecipient(f.Tenant, f.Server.ID, map[string]any{"method": "CLI", "name": "active"})
 	f.RcpPaused = env.NewRecipient(f.Tenant, f.Server.ID, map[string]any{"method": "CLI", "name": "paused"})
 	f.RcpDisabled = env.NewRecipient(f.Tenant, f.Server.ID, map[string]any{"method": "CLI", "name": "disabled"})
-	require.NoError(t, db.Recipient.UpdateOneID(atoi(t, f.RcpPaused)).SetState(recipient.StatePAUSED).Exec(ctx))
-	require.NoError(t, db.Recipient.UpdateOneID(atoi(t, f.RcpDisabled)).SetState(recipient.StateDISABLED).Exec(ctx))
+	require.NoError(t, db.Recipient.UpdateOneID(relaytest.RowID(t, f.RcpPaused)).SetState(recipient.StatePAUSED).Exec(ctx))
+	require.NoError(t, db.Recipient.UpdateOneID(relaytest.RowID(t, f.RcpDisabled)).SetState(recipient.StateDISABLED).Exec(ctx))
 
 	f.Request = postOK(t, env, f.Server.Key, "/isolation?x=1", `{"tenant":"`+name+`"}`)
-	dels, err := db.Delivery.Query().Where(delivery.RequestID(atoi(t, f.Request))).Order(ent.Asc(delivery.FieldID)).All(ctx)
+	dels, err := db.Delivery.Query().Where(delivery.RequestID(relaytest.RowID(t, f.Request))).Order(ent.Asc(delivery.FieldID)).All(ctx)
 	require.NoError(t, err)
 	require.Len(t, dels, 3, "one delivery per recipient")
 	for _, d := range dels {
@@ -98,7 +98,7 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 		map[string]any{"url": target, "key": f.OutboundKey}, &ob)
 	f.Outbound = ob.SendOutbound.ID
 	relaytest.Eventually(t, 10*time.Second, "outbound job of "+name+" done", func() bool {
-		j, err := db.OutboundJob.Query().Where(outboundjob.ID(atoi(t, f.Outbound))).WithAttempts().Only(ctx)
+		j, err := db.OutboundJob.Query().Where(outboundjob.ID(relaytest.RowID(t, f.Outbound))).WithAttempts().Only(ctx)
 		require.NoError(t, err)
 		if j.Status != outboundjob.StatusSUCCEEDED || len(j.Edges.Attempts) != 1 {
 			return false
@@ -107,7 +107,7 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 		return true
 	})
 
-	tid := atoi(t, f.ID)
+	tid := relaytest.RowID(t, f.ID)
 	led, err := db.LedgerEntry.Query().Where(ledgerentry.TenantID(tid)).Order(ent.Desc(ledgerentry.FieldID)).All(ctx)
 	require.NoError(t, err)
 	require.Len(t, led, 3, "plan grant, one accepted request, one outbound job")
@@ -121,7 +121,7 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 	}}, &p)
 	f.OtherPlan = p.CreatePlan.ID
 
-	job, err := db.BulkJob.Create().SetTenantID(tid).SetServerID(atoi(t, f.Server.ID)).SetKind(bulkjob.KindRETRY).
+	job, err := db.BulkJob.Create().SetTenantID(tid).SetServerID(relaytest.RowID(t, f.Server.ID)).SetKind(bulkjob.KindRETRY).
 		SetCriteria([]byte(`{"serverId":` + f.Server.ID + `}`)).SetTotal(0).SetLeaseOwner("elsewhere").
 		SetLeaseExpiresAt(time.Now().Add(24 * time.Hour)).Save(ctx)
 	require.NoError(t, err)
@@ -550,9 +550,9 @@ func TestIsolation(t *testing.T) {
 		DeliveryUpdated struct{ ID, RequestID string }
 	}
 	require.NoError(t, json.Unmarshal(got.Data, &ev))
-	d, err := env.DB.Client.Delivery.Get(viewer.SystemContext(t.Context()), atoi(t, ev.DeliveryUpdated.ID))
+	d, err := env.DB.Client.Delivery.Get(viewer.SystemContext(t.Context()), relaytest.RowID(t, ev.DeliveryUpdated.ID))
 	require.NoError(t, err)
-	require.Equal(t, atoi(t, b.ID), d.TenantID, "B's stream delivered %+v", ev)
+	require.Equal(t, relaytest.RowID(t, b.ID), d.TenantID, "B's stream delivered %+v", ev)
 
 	// Positive control for the subscriptions: A's own token is served.
 	for _, op := range subscriptionOps {
@@ -568,7 +568,7 @@ func TestIsolation(t *testing.T) {
 			req := postOK(t, env, a.Server.Key, "", `{}`)
 			vars = map[string]any{"id": req}
 			d, err := env.DB.Client.Delivery.Query().
-				Where(delivery.RequestID(atoi(t, req)), delivery.RecipientID(atoi(t, a.RcpActive))).
+				Where(delivery.RequestID(relaytest.RowID(t, req)), delivery.RecipientID(relaytest.RowID(t, a.RcpActive))).
 				Only(viewer.SystemContext(t.Context()))
 			require.NoError(t, err)
 			current, pending := strconv.Itoa(d.ID), true
@@ -752,13 +752,6 @@ func postOK(t *testing.T, env *relaytest.Env, key, suffix, body string) string {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	require.NotEmpty(t, out.RequestID)
 	return out.RequestID
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err, s)
-	return n
 }
 
 func intStrings(ids []int) []string {

@@ -28,6 +28,13 @@ type ledgerEntry struct {
 	CreatedAt    time.Time
 }
 
+// startWithTenant starts a process with a tenant called name of credits, and gives an operator's token.
+func startWithTenant(t *testing.T, name string, credits int) (*relaytest.Env, string, relaytest.Tenant) {
+	t.Helper()
+	env := relaytest.Start(t)
+	return env, env.AdminToken(), env.NewTenant(name, relaytest.PlanLimits{Credits: credits})
+}
+
 // newestEntry reads token's ledger, requires it to hold total entries, the newest of reason, amount and
 // balance after, and returns that one.
 func newestEntry(t *testing.T, env *relaytest.Env, token string, total int, reason string, amount, balanceAfter int) ledgerEntry {
@@ -58,9 +65,7 @@ func tenantBalance(t *testing.T, env *relaytest.Env, token, id string) (balance 
 
 func TestCreateTenantGrantsPlanCredits(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	admin := env.AdminToken()
-	tn := env.NewTenant("granted", relaytest.PlanLimits{Credits: 250})
+	env, admin, tn := startWithTenant(t, "granted", 250)
 
 	bal, planID := tenantBalance(t, env, admin, tn.ID)
 	require.Equal(t, 250, bal)
@@ -86,9 +91,7 @@ func TestCreateTenantGrantsPlanCredits(t *testing.T) {
 
 func TestGrantCredits(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	admin := env.AdminToken()
-	tn := env.NewTenant("grant", relaytest.PlanLimits{Credits: 10})
+	env, admin, tn := startWithTenant(t, "grant", 10)
 	const q = `mutation($t: ID!, $n: Int!, $ref: String){ grantCredits(tenantId: $t, amount: $n, reference: $ref){ id reason amount balanceAfter reference } }`
 
 	var out struct {
@@ -123,9 +126,7 @@ func TestGrantCredits(t *testing.T) {
 
 func TestChangeTenantPlan(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	admin := env.AdminToken()
-	tn := env.NewTenant("switch", relaytest.PlanLimits{Credits: 30})
+	env, admin, tn := startWithTenant(t, "switch", 30)
 	var p struct{ CreatePlan struct{ ID string } }
 	env.MustGraphQL(admin, `mutation{ createPlan(input: {name: "bigger", monthlyCredits: 1000, retentionDays: 30, maxServers: 50, maxRecipientsPerServer: 10, selectable: true}){ id } }`, nil, &p)
 	bigger := p.CreatePlan.ID
@@ -186,9 +187,7 @@ func TestChangeTenantPlan(t *testing.T) {
 // read another plan by ID; operators see and assign every plan.
 func TestOwnersPickOnlySelectablePlans(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	admin := env.AdminToken()
-	tn := env.NewTenant("picker", relaytest.PlanLimits{Credits: 5})
+	env, admin, tn := startWithTenant(t, "picker", 5)
 	other := env.NewTenant("neighbour", relaytest.PlanLimits{Credits: 5})
 	createPlan := func(name string, selectable *bool) string {
 		in := map[string]any{"name": name, "monthlyCredits": 1000000, "retentionDays": 30, "maxServers": 100, "maxRecipientsPerServer": 100}
@@ -256,9 +255,7 @@ func TestOwnersPickOnlySelectablePlans(t *testing.T) {
 
 func TestLedgerNewestFirst(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	admin := env.AdminToken()
-	tn := env.NewTenant("order", relaytest.PlanLimits{Credits: 5})
+	env, admin, tn := startWithTenant(t, "order", 5)
 	other := env.NewTenant("order-other", relaytest.PlanLimits{Credits: 7})
 	srv := env.NewServer(tn, "s", nil)
 	for i := range 3 {

@@ -39,6 +39,16 @@ func newLedgerTenant(t *testing.T, db *dbtest.DB, svc *billing.Service, credits 
 	return ctx, tn
 }
 
+// openLedger opens a database with a billing service on the clock now (nil: the wall clock) and a tenant
+// of credits.
+func openLedger(t *testing.T, now func() time.Time, credits int64) (*dbtest.DB, *billing.Service, context.Context, *ent.Tenant) {
+	t.Helper()
+	db := dbtest.Open(t)
+	svc := billing.New(db.Dialect, now)
+	ctx, tn := newLedgerTenant(t, db, svc, credits)
+	return db, svc, ctx, tn
+}
+
 func balanceOf(t *testing.T, ctx context.Context, db *dbtest.DB, id int) int64 {
 	t.Helper()
 	tn, err := db.Client.Tenant.Get(ctx, id)
@@ -64,9 +74,7 @@ func checkLedger(t *testing.T, ctx context.Context, db *dbtest.DB, id int) []*en
 
 func TestDebitNeverBelowZero(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	svc := billing.New(db.Dialect, nil)
-	ctx, tn := newLedgerTenant(t, db, svc, 3)
+	db, svc, ctx, tn := openLedger(t, nil, 3)
 
 	debit := func(amount int64) error {
 		return storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
@@ -104,9 +112,7 @@ func TestDebitNeverBelowZero(t *testing.T) {
 // for fails, the credit is back and no entry remains.
 func TestDebitRollsBackWithItsTransaction(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	svc := billing.New(db.Dialect, nil)
-	ctx, tn := newLedgerTenant(t, db, svc, 5)
+	db, svc, ctx, tn := openLedger(t, nil, 5)
 	boom := errors.New("what the credit paid for failed")
 	err := storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
 		if _, err := svc.Debit(ctx, tx, tn.ID, 2, billing.ReasonRequestAccepted, "x"); err != nil {
@@ -122,9 +128,7 @@ func TestDebitRollsBackWithItsTransaction(t *testing.T) {
 func TestConcurrentDebits(t *testing.T) {
 	t.Parallel()
 	const credits, workers = 10, 40
-	db := dbtest.Open(t)
-	svc := billing.New(db.Dialect, nil)
-	ctx, tn := newLedgerTenant(t, db, svc, credits)
+	db, svc, ctx, tn := openLedger(t, nil, credits)
 
 	var mu sync.Mutex
 	kinds := map[fault.Kind]int{}
@@ -154,10 +158,8 @@ func TestConcurrentDebits(t *testing.T) {
 
 func TestCreditAndPlanGrantOncePerPeriod(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
 	now := time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
-	svc := billing.New(db.Dialect, func() time.Time { return now })
-	ctx, tn := newLedgerTenant(t, db, svc, 100)
+	db, svc, ctx, tn := openLedger(t, func() time.Time { return now }, 100)
 
 	es := checkLedger(t, ctx, db, tn.ID)
 	require.Len(t, es, 1)
@@ -194,9 +196,7 @@ func TestCreditAndPlanGrantOncePerPeriod(t *testing.T) {
 // commits, even while requests are being paid for, so the ledger stays a consistent running sum.
 func TestPlanChangeEntryUnderConcurrentDebits(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	svc := billing.New(db.Dialect, nil)
-	ctx, tn := newLedgerTenant(t, db, svc, 200)
+	db, svc, ctx, tn := openLedger(t, nil, 200)
 	other, err := svc.CreatePlan(ctx, db.Client, billing.PlanInput{
 		Name: valuePtr("other"), MonthlyCredits: int64Ptr(1), RetentionDays: valuePtr(1), MaxServers: valuePtr(1), MaxRecipientsPerServer: valuePtr(1),
 	})
@@ -238,9 +238,7 @@ func TestPlanChangeEntryUnderConcurrentDebits(t *testing.T) {
 // prefix of what it wanted, and the ledger written for the reservations sums to the balances.
 func TestReserveSeveralTenants(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	svc := billing.New(db.Dialect, time.Now)
-	ctx, rich := newLedgerTenant(t, db, svc, 5)
+	db, svc, ctx, rich := openLedger(t, time.Now, 5)
 	broke, poor := tenantWith(t, ctx, db, rich.PlanID, 0), tenantWith(t, ctx, db, rich.PlanID, 2)
 
 	var got []billing.Reservation
@@ -280,9 +278,7 @@ func TestReserveSeveralTenants(t *testing.T) {
 // the tenants it also named keep their credits.
 func TestReserveUnknownTenantTakesNothing(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	svc := billing.New(db.Dialect, time.Now)
-	ctx, tn := newLedgerTenant(t, db, svc, 5)
+	db, svc, ctx, tn := openLedger(t, time.Now, 5)
 	err := storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
 		_, err := svc.Reserve(ctx, tx, []billing.Want{{TenantID: tn.ID, N: 2}, {TenantID: tn.ID + 1000, N: 1}})
 		return err
@@ -295,9 +291,7 @@ func TestReserveUnknownTenantTakesNothing(t *testing.T) {
 // and settling loses exactly what both were granted, with an entry per credit.
 func TestReserveTenantNamedTwice(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	svc := billing.New(db.Dialect, time.Now)
-	ctx, tn := newLedgerTenant(t, db, svc, 4)
+	db, svc, ctx, tn := openLedger(t, time.Now, 4)
 	var got []billing.Reservation
 	require.NoError(t, storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
 		var err error
@@ -319,9 +313,7 @@ func TestReserveTenantNamedTwice(t *testing.T) {
 // nothing, and one that settles a grant of zero writes no entry.
 func TestReserveTakesNothingUntilSettled(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	svc := billing.New(db.Dialect, time.Now)
-	ctx, tn := newLedgerTenant(t, db, svc, 2)
+	db, svc, ctx, tn := openLedger(t, time.Now, 2)
 	broke := tenantWith(t, ctx, db, tn.PlanID, 0)
 	require.NoError(t, storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
 		got, err := svc.Reserve(ctx, tx, []billing.Want{{TenantID: tn.ID, N: 1}})
@@ -349,4 +341,18 @@ func tenantWith(t *testing.T, ctx context.Context, db *dbtest.DB, planID int, ba
 	tn, err := db.Client.Tenant.Create().SetName("t").SetPlanID(planID).SetCreditBalance(balance).Save(ctx)
 	require.NoError(t, err)
 	return tn
+}
+
+// An installation is empty until it has a plan (and so, a tenant can follow).
+func TestEmpty(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t)
+	empty, err := billing.Empty(t.Context(), db.Client)
+	require.NoError(t, err)
+	require.True(t, empty, "a fresh database")
+
+	newLedgerTenant(t, db, billing.New(db.Dialect, nil), 5)
+	empty, err = billing.Empty(t.Context(), db.Client)
+	require.NoError(t, err)
+	require.False(t, empty, "with a plan and a tenant")
 }

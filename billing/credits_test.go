@@ -17,7 +17,6 @@ import (
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/storage/dbtest"
-	"github.com/adal-relay/adal/viewer"
 )
 
 // creditCases are tenants' balances and a batch of items, each naming the index of the tenant it is for, in
@@ -49,8 +48,7 @@ type creditState struct {
 // BalanceAfter on either database.
 func TestCreditsConformance(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	clock := func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }
 	svc := billing.New(db.Dialect, clock)
 	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(0).SetRetentionDays(7).

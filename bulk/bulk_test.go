@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,15 +65,13 @@ type fixture struct {
 }
 
 func setup(t *testing.T, credits int, configure ...func(*relay.Config)) fixture {
-	env := relaytest.Start(t, configure...)
-	tn, srv := env.NewTenantServer(credits)
+	env, tn, srv := relaytest.StartWithServer(t, credits, configure...)
 	return fixture{t: t, env: env, tn: tn, srv: srv}
 }
 
 // recipient creates a direct recipient of one attempt per delivery (so a failure is final at once).
 func (f fixture) recipient(url string) int {
-	id, err := strconv.Atoi(f.env.NewRecipient(f.tn, f.srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": url, "maxAttempts": 1}))
-	require.NoError(f.t, err)
+	id := relaytest.RowID(f.t, f.env.NewRecipient(f.tn, f.srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": url, "maxAttempts": 1}))
 	return id
 }
 
@@ -192,8 +189,7 @@ func (f fixture) waitJob(id, status string) job {
 func (f fixture) checkLedger() (refs []string, balance int64) {
 	f.t.Helper()
 	ctx := viewer.SystemContext(f.t.Context())
-	id, err := strconv.Atoi(f.tn.ID)
-	require.NoError(f.t, err)
+	id := relaytest.RowID(f.t, f.tn.ID)
 	var sum int64
 	for _, e := range f.env.DB.Client.LedgerEntry.Query().Where(ledgerentry.TenantID(id)).AllX(ctx) {
 		sum += e.Amount
@@ -547,8 +543,7 @@ func TestBulkRetryFollowsTheRecipientsPaceAndCancels(t *testing.T) {
 	require.Equal(t, "CANCELED", ended.Status)
 	require.Equal(t, bulk.DefaultWindow, ended.Done)
 	ctx := viewer.SystemContext(t.Context())
-	jobID, err := strconv.Atoi(j.ID)
-	require.NoError(t, err)
+	jobID := relaytest.RowID(t, j.ID)
 	require.Zero(t, f.env.DB.Client.BulkJobItem.Query().Where(bulkjobitem.JobID(jobID)).CountX(ctx), "nothing left to act on")
 	require.Len(t, f.env.Deliveries(entdelivery.TriggerEQ(entdelivery.TriggerMANUAL_RETRY)), bulk.DefaultWindow)
 	refs, _ := f.checkLedger()

@@ -2,7 +2,6 @@ package clihub_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -33,7 +32,7 @@ func TestReportRecordsOnlyTheCurrentLease(t *testing.T) {
 	c := j.Claim
 	require.Equal(t, j.LeaseToken, c.Owner)
 	require.Regexp(t, `^cli:[0-9a-f]+:[0-9a-f]{32}$`, c.Owner)
-	tenantID, _ := strconv.Atoi(b.Tenant.ID)
+	tenantID := relaytest.RowID(t, b.Tenant.ID)
 	member := viewer.NewContext(t.Context(), viewer.Viewer{Role: viewer.Member, TenantID: tenantID, Subject: "m"})
 	start := time.Now()
 	report := clihub.Report{DeliveryID: c.DeliveryID, Attempt: c.Attempt, LeaseToken: c.Owner,

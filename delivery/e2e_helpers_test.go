@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -105,8 +104,7 @@ func (h *hook) received() []hookCall {
 // startFast starts a process whose retries come 5 ms apart, with a tenant of credits and a server of its.
 func startFast(t *testing.T, credits int) (*relaytest.Env, relaytest.Tenant, relaytest.Server) {
 	t.Helper()
-	env := relaytest.Start(t, retryUnit(5*time.Millisecond))
-	tn, srv := env.NewTenantServer(credits)
+	env, tn, srv := relaytest.StartWithServer(t, credits, retryUnit(5*time.Millisecond))
 	return env, tn, srv
 }
 
@@ -160,7 +158,9 @@ func getRequest(t *testing.T, env *relaytest.Env, token, id string) requestView 
 		replayOf { id } replays { id } deliveries { `+deliveryFields+` } } }`, map[string]any{"id": id}, &out)
 	require.NotNil(t, out.Request, "request %s not found", id)
 	r := *out.Request
-	sort.Slice(r.Deliveries, func(i, j int) bool { return atoi(t, r.Deliveries[i].ID) < atoi(t, r.Deliveries[j].ID) })
+	sort.Slice(r.Deliveries, func(i, j int) bool {
+		return relaytest.RowID(t, r.Deliveries[i].ID) < relaytest.RowID(t, r.Deliveries[j].ID)
+	})
 	for _, d := range r.Deliveries {
 		sort.Slice(d.Attempts, func(i, j int) bool { return d.Attempts[i].Number < d.Attempts[j].Number })
 	}
@@ -270,13 +270,6 @@ func replay(t *testing.T, env *relaytest.Env, token, id string) (requestView, st
 func setRecipientState(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, mutation, id string) {
 	t.Helper()
 	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ `+mutation+`(id: $id){ id } }`, map[string]any{"id": id}, nil)
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err)
-	return n
 }
 
 func terminal(status string) bool {

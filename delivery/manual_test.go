@@ -200,8 +200,7 @@ func TestRetryAndCancelConflicts(t *testing.T) {
 func TestCancelScheduledRetry(t *testing.T) {
 	t.Parallel()
 	const unit = 500 * time.Millisecond // the retry is due 4 units (2 s) after the first attempt
-	env := relaytest.Start(t, retryUnit(unit))
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, retryUnit(unit))
 	flaky := newHook(t, failFirst(1))
 	rec := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": flaky.URL})
 
@@ -363,8 +362,7 @@ func TestManualActionsWithoutCredits(t *testing.T) {
 func TestPausedRecipientWaits(t *testing.T) {
 	t.Parallel()
 	const unit = 20 * time.Millisecond
-	env := relaytest.Start(t, retryUnit(unit))
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, retryUnit(unit))
 	paused := newHook(t, failFirst(1))
 	paused.hold()
 	other := newHook(t, always(http.StatusOK))

@@ -18,8 +18,7 @@ import (
 func TestRetryAndReplayWaitForThePurge(t *testing.T) {
 	t.Parallel()
 	dbtest.SkipUnlessPostgres(t)
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	down := newHook(t, always(http.StatusInternalServerError))
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": down.URL, "maxAttempts": 1})
 	reqID := env.Send(srv.Key, "/evt", `{"n":1}`)

@@ -212,3 +212,49 @@ func TestDueOffsets(t *testing.T) {
 	require.Len(t, Quadratic.DueOffsets(99, time.Minute), 10, "at most the schedule's maximum")
 	require.Equal(t, 4*time.Second, Quadratic.DueOffsets(2, time.Second)[1], "in the unit given")
 }
+
+// TestNextAttemptHeedsRetryAfter: a Retry-After moves the next attempt to no earlier than the schedule and no
+// later than twice the scheduled wait after the attempt; the attempt still counts.
+func TestNextAttemptHeedsRetryAfter(t *testing.T) {
+	t.Parallel()
+	first := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	end := first.Add(time.Second)
+	failed := func(retryAfter time.Time) Outcome {
+		return Outcome{StartedAt: first, FinishedAt: end, HTTPStatus: 429, ErrorKind: ErrHTTPStatus, RetryAfter: retryAfter}
+	}
+	// QUADRATIC, attempt 2 of 10: the schedule waits 4 minutes after the end of attempt 1.
+	scheduled := end.Add(4 * time.Minute)
+	for _, tt := range []struct {
+		name       string
+		retryAfter time.Time
+		want       time.Time
+	}{
+		{"none", time.Time{}, scheduled},
+		{"earlier than the schedule", end.Add(30 * time.Second), scheduled},
+		{"in the past", end.Add(-time.Hour), scheduled},
+		{"exactly the schedule", scheduled, scheduled},
+		{"between", end.Add(6 * time.Minute), end.Add(6 * time.Minute)},
+		{"exactly twice", end.Add(8 * time.Minute), end.Add(8 * time.Minute)},
+		{"beyond twice", end.Add(8*time.Minute + time.Second), end.Add(8 * time.Minute)},
+		{"days away", end.Add(72 * time.Hour), end.Add(8 * time.Minute)},
+	} {
+		succeeded, due := NextAttempt(1, 10, Quadratic, first, failed(tt.retryAfter), time.Minute)
+		require.False(t, succeeded, tt.name)
+		require.NotNil(t, due, tt.name)
+		require.True(t, tt.want.Equal(*due), "%s: due %v, want %v", tt.name, *due, tt.want)
+	}
+
+	// EXPONENTIAL counts from the first attempt: retry 3 is due 593.6 s after it, a wait of 592.6 s after an
+	// attempt that ended 1 s in, so the cap is 2·592.6 s after that end.
+	expDue := first.Add(593600 * time.Millisecond)
+	capAt := end.Add(2 * 592600 * time.Millisecond)
+	_, due := NextAttempt(3, 12, Exponential, first, failed(end.Add(time.Hour)), time.Minute)
+	require.True(t, capAt.Equal(*due), "due %v, want %v", *due, capAt)
+	_, due = NextAttempt(3, 12, Exponential, first, failed(expDue.Add(time.Minute)), time.Minute)
+	require.True(t, expDue.Add(time.Minute).Equal(*due), "due %v", *due)
+
+	// The attempt still counts: the last one fails the delivery whatever the recipient asked.
+	succeeded, due := NextAttempt(10, 10, Quadratic, first, failed(end.Add(time.Minute)), time.Minute)
+	require.False(t, succeeded)
+	require.Nil(t, due)
+}

@@ -612,3 +612,69 @@ func TestOutcomeSucceeded(t *testing.T) {
 	require.False(t, Outcome{}.Succeeded())
 	require.False(t, Outcome{HTTPStatus: 200, ErrorKind: ErrTimeout}.Succeeded())
 }
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"120", now.Add(2 * time.Minute)},
+		{" 7 ", now.Add(7 * time.Second)},
+		{"0", now},
+		{"Mon, 01 Jun 2026 12:05:00 GMT", now.Add(5 * time.Minute)},  // IMF-fixdate
+		{"Monday, 01-Jun-26 12:05:00 GMT", now.Add(5 * time.Minute)}, // RFC 850, still accepted by RFC 9110
+		{"Mon Jun  1 12:05:00 2026", now.Add(5 * time.Minute)},       // asctime
+		{"Mon, 01 Jun 2026 11:00:00 GMT", now.Add(-time.Hour)},       // in the past: NextAttempt keeps the schedule
+		{"99999999999999999999", now.Add(366 * 24 * time.Hour)},      // bounded, no overflow
+		{"", time.Time{}},
+		{"-5", time.Time{}},
+		{"+5", time.Time{}},
+		{"1.5", time.Time{}},
+		{"soon", time.Time{}},
+		{"12 seconds", time.Time{}},
+	} {
+		require.True(t, tt.want.Equal(ParseRetryAfter(tt.in, now)), "%q: got %v, want %v", tt.in, ParseRetryAfter(tt.in, now), tt.want)
+	}
+}
+
+// TestSenderReadsRetryAfter: the sender carries Retry-After of a 429 or a 503, in seconds or as an HTTP date,
+// and ignores it on other statuses.
+func TestSenderReadsRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	answers := map[string]struct {
+		status     int
+		retryAfter string
+	}{
+		"/seconds":  {http.StatusTooManyRequests, "120"},
+		"/date":     {http.StatusServiceUnavailable, "Mon, 01 Jun 2026 12:10:00 GMT"},
+		"/other":    {http.StatusInternalServerError, "120"},
+		"/bad":      {http.StatusTooManyRequests, "later"},
+		"/no-value": {http.StatusServiceUnavailable, ""},
+	}
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := answers[r.URL.Path]
+		if a.retryAfter != "" {
+			w.Header().Set("Retry-After", a.retryAfter)
+		}
+		w.WriteHeader(a.status)
+	}))
+	s := NewHTTPSender(egress.Policy{AllowPrivate: true}, 0, func() time.Time { return now })
+	t.Cleanup(s.CloseIdleConnections)
+	send := func(path string) Outcome {
+		return s.Send(context.Background(), Outgoing{Method: http.MethodPost, URL: srv.URL + path, Attempt: 1})
+	}
+
+	o := send("/seconds")
+	require.Equal(t, 429, o.HTTPStatus)
+	require.Equal(t, ErrHTTPStatus, o.ErrorKind, "the attempt still fails")
+	require.True(t, now.Add(2*time.Minute).Equal(o.RetryAfter), "%v", o.RetryAfter)
+	o = send("/date")
+	require.Equal(t, 503, o.HTTPStatus)
+	require.True(t, now.Add(10*time.Minute).Equal(o.RetryAfter), "%v", o.RetryAfter)
+	for _, path := range []string{"/other", "/bad", "/no-value"} {
+		require.True(t, send(path).RetryAfter.IsZero(), path)
+	}
+}

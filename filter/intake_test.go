@@ -76,21 +76,6 @@ func route(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, id string) (go
 	return got, out
 }
 
-func post(t *testing.T, env *relaytest.Env, key, suffix string, header http.Header, body string) string {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, env.Server.URL+"/in/"+key+suffix, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header = header
-	resp, err := env.Server.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(raw))
-	var out struct{ RequestID string }
-	require.NoError(t, json.Unmarshal(raw, &out))
-	return out.RequestID
-}
-
 // Each operator, dot paths into arrays and headers by any case, through intake: one request to a server whose
 // recipients each hold one rule; those whose rule matches get the request, the others are listed as filtered
 // out, by name.
@@ -146,7 +131,7 @@ func TestIntakeRoutesByEachRecipientsFilter(t *testing.T) {
 		env.NewRecipient(tn, srv.ID, in)
 	}
 	header := http.Header{"Content-Type": {"application/json"}, "X-GitHub-Event": {"push"}}
-	id := post(t, env, srv.Key, "/v1/events?live=true", header, order)
+	id := env.SendWith(srv.Key, "/v1/events?live=true", order, header)
 	got, out := route(t, env, tn, id)
 	var wantGot, wantOut []string
 	for _, r := range rules {
@@ -191,8 +176,7 @@ func TestIntakeRoutesByEachRecipientsFilter(t *testing.T) {
 // listed as filtered out.
 func TestRequestFilteredOutForEveryRecipient(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	rcv := newReceiver(t)
 	env.NewRecipient(tn, srv.ID, map[string]any{"name": "a", "method": "DIRECT_HTTP", "url": rcv.URL + "/a",
 		"filter": map[string]any{"body.type": "x"}})
@@ -212,8 +196,7 @@ func TestRequestFilteredOutForEveryRecipient(t *testing.T) {
 // an update with no filter keeps the rule, clearFilter removes it.
 func TestInvalidFiltersAreRefused(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	create := `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id filter } }`
 	for _, c := range []struct {
 		rule any
@@ -258,8 +241,7 @@ func TestInvalidFiltersAreRefused(t *testing.T) {
 // of the request still do.
 func TestLargeBodiesAreNotParsedAtIntake(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, func(c *relay.Config) { c.MaxBodyBytes = 2 * filter.MaxBodyParsed })
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, func(c *relay.Config) { c.MaxBodyBytes = 2 * filter.MaxBodyParsed })
 	rcv := newReceiver(t)
 	env.NewRecipient(tn, srv.ID, map[string]any{"name": "on-body", "method": "DIRECT_HTTP", "url": rcv.URL + "/b",
 		"filter": map[string]any{"body.type": "big"}})
@@ -276,8 +258,7 @@ func TestLargeBodiesAreNotParsedAtIntake(t *testing.T) {
 // A replay is routed by the filters as they are when it is replayed; the original keeps its routing.
 func TestReplayAppliesCurrentFilters(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	rcv := newReceiver(t)
 	a := env.NewRecipient(tn, srv.ID, map[string]any{"name": "a", "method": "DIRECT_HTTP", "url": rcv.URL + "/a",
 		"filter": map[string]any{"body.type": "paid"}})
@@ -305,8 +286,7 @@ func TestReplayAppliesCurrentFilters(t *testing.T) {
 // is not found.
 func TestTestFilter(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	other, otherSrv := env.NewTenant("other", relaytest.PlanLimits{Credits: 5}), ""
 	otherSrv = env.NewServer(other, "o", nil).Key
 	req, err := http.NewRequest(http.MethodPost, env.Server.URL+"/in/"+srv.Key+"/hook?x=1", bytes.NewReader([]byte(order)))

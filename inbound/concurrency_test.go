@@ -78,8 +78,7 @@ func TestConcurrentIntakeNeverOverdraws(t *testing.T) {
 
 	ctx := viewer.SystemContext(t.Context())
 	db := env.DB.Client
-	tid, err := strconv.Atoi(tn.ID)
-	require.NoError(t, err)
+	tid := relaytest.RowID(t, tn.ID)
 	tenant, err := db.Tenant.Get(ctx, tid)
 	require.NoError(t, err)
 	require.EqualValues(t, 0, tenant.CreditBalance)

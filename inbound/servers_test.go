@@ -11,7 +11,6 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/storage/dbtest"
-	"github.com/adal-relay/adal/viewer"
 )
 
 // TestServersReadAsEntReadsThem: intake's one-statement read of a batch's servers and recipients on
@@ -24,8 +23,7 @@ import (
 func TestServersReadAsEntReadsThem(t *testing.T) {
 	dbtest.SkipUnlessPostgres(t)
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	plan, err := db.Client.Plan.Create().SetName("p").SetMonthlyCredits(0).SetRetentionDays(7).
 		SetMaxServers(3).SetMaxRecipientsPerServer(3).Save(ctx)
 	require.NoError(t, err)

@@ -370,7 +370,7 @@ func TestRejectionsBounded(t *testing.T) {
 	})
 
 	// A flood beyond what is kept, recorded the way intake records each refusal.
-	serverID, tenantID := mustAtoi(t, srv.ID), mustAtoi(t, tn.ID)
+	serverID, tenantID := relaytest.RowID(t, srv.ID), relaytest.RowID(t, tn.ID)
 	const flood = 2500
 	start := time.Now().UTC()
 	for i := range flood {

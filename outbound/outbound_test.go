@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,14 +79,13 @@ func (b *testBundle) mustSend(in map[string]any) jobView {
 // owner returns a fresh OWNER token of the tenant (sending is the owner's): tests that move the clock outlive
 // the fixture's.
 func (b *testBundle) owner() string {
-	tid, _ := strconv.Atoi(b.tenant.ID)
+	tid := relaytest.RowID(b.env.T, b.tenant.ID)
 	return b.env.Token(viewer.Viewer{Role: viewer.Owner, TenantID: tid})
 }
 
 func (b *testBundle) job(t *testing.T, id string) *ent.OutboundJob {
 	t.Helper()
-	n, err := strconv.Atoi(id)
-	require.NoError(t, err)
+	n := relaytest.RowID(t, id)
 	j, err := b.env.DB.Client.OutboundJob.Query().Where(outboundjob.ID(n)).WithAttempts().
 		Only(viewer.SystemContext(t.Context()))
 	require.NoError(t, err)
@@ -104,7 +102,7 @@ func (b *testBundle) waitStatus(t *testing.T, id string, want outboundjob.Status
 // outboundLedger lists the tenant's OUTBOUND ledger entries.
 func (b *testBundle) outboundLedger(t *testing.T) []*ent.LedgerEntry {
 	t.Helper()
-	tid, _ := strconv.Atoi(b.tenant.ID)
+	tid := relaytest.RowID(t, b.tenant.ID)
 	es, err := b.env.DB.Client.LedgerEntry.Query().
 		Where(ledgerentry.TenantID(tid), ledgerentry.ReasonEQ(ledgerentry.ReasonOUTBOUND)).
 		All(viewer.SystemContext(t.Context()))
@@ -114,7 +112,7 @@ func (b *testBundle) outboundLedger(t *testing.T) []*ent.LedgerEntry {
 
 func (b *testBundle) balance(t *testing.T) int64 {
 	t.Helper()
-	tid, _ := strconv.Atoi(b.tenant.ID)
+	tid := relaytest.RowID(t, b.tenant.ID)
 	tn, err := b.env.DB.Client.Tenant.Get(viewer.SystemContext(t.Context()), tid)
 	require.NoError(t, err)
 	return tn.CreditBalance
@@ -199,7 +197,7 @@ func TestSendValidatesInput(t *testing.T) {
 
 	// The body limit, through the service (a GraphQL request that large is refused before it is parsed).
 	svc := outbound.New(outbound.Config{Billing: b.env.Relay.Billing, Dialect: b.env.DB.Dialect})
-	tid, _ := strconv.Atoi(b.tenant.ID)
+	tid := relaytest.RowID(t, b.tenant.ID)
 	ctx := viewer.NewContext(t.Context(), viewer.Viewer{Role: viewer.Owner, TenantID: tid})
 	_, err := svc.Send(ctx, b.env.DB.Client, outbound.SendInput{URL: b.target.URL, Body: make([]byte, outbound.DefaultMaxBody+1)})
 	require.Equal(t, fault.InvalidInput, fault.KindOf(err))
@@ -231,7 +229,7 @@ func TestInsufficientCreditsStoresNothing(t *testing.T) {
 	require.Zero(t, b.balance(t))
 
 	// k2 was never taken: with credit it makes an original.
-	tid, _ := strconv.Atoi(b.tenant.ID)
+	tid := relaytest.RowID(t, b.tenant.ID)
 	b.env.MustGraphQL(b.env.AdminToken(), `mutation($t: ID!){ grantCredits(tenantId: $t, amount: 1){ id } }`, map[string]any{"t": tid}, nil)
 	j := b.mustSend(map[string]any{"url": b.target.URL, "idempotencyKey": "k2"})
 	require.Equal(t, "PENDING", j.Status)
@@ -373,9 +371,9 @@ func TestKeyIsFreeAgainAfterRetention(t *testing.T) {
 	p, err := svc.PurgeExpired(ctx, client, clock.Now(), 1)
 	require.NoError(t, err)
 	require.Equal(t, outbound.Purged{Jobs: 1, Attempts: 1}, p)
-	_, err = client.OutboundJob.Get(ctx, mustAtoi(t, first.ID))
+	_, err = client.OutboundJob.Get(ctx, relaytest.RowID(t, first.ID))
 	require.True(t, ent.IsNotFound(err))
-	require.Zero(t, client.OutboundAttempt.Query().Where(outboundattempt.JobID(mustAtoi(t, first.ID))).CountX(ctx))
+	require.Zero(t, client.OutboundAttempt.Query().Where(outboundattempt.JobID(relaytest.RowID(t, first.ID))).CountX(ctx))
 	d := b.job(t, dup.ID)
 	require.Equal(t, outboundjob.StatusDUPLICATE, d.Status)
 	require.Nil(t, d.DuplicateOfID)
@@ -436,7 +434,7 @@ func TestSendWithoutGraphQLTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t, relaytest.PlanLimits{Credits: 2})
 	svc := b.env.Relay.Outbound
-	tid := mustAtoi(t, b.tenant.ID)
+	tid := relaytest.RowID(t, b.tenant.ID)
 	ctx := viewer.NewContext(t.Context(), viewer.Viewer{Role: viewer.Owner, TenantID: tid})
 	key := "direct"
 	j1, err := svc.Send(ctx, b.env.DB.Client, outbound.SendInput{URL: b.target.URL, IdempotencyKey: &key})
@@ -448,14 +446,7 @@ func TestSendWithoutGraphQLTransaction(t *testing.T) {
 
 	// A tenant cannot send for another tenant.
 	other := b.env.NewTenant("other", relaytest.PlanLimits{Credits: 2})
-	_, err = svc.Send(ctx, b.env.DB.Client, outbound.SendInput{TenantID: mustAtoi(t, other.ID), URL: b.target.URL})
+	_, err = svc.Send(ctx, b.env.DB.Client, outbound.SendInput{TenantID: relaytest.RowID(t, other.ID), URL: b.target.URL})
 	require.Error(t, err)
 	require.Contains(t, []fault.Kind{fault.NotFound, fault.Forbidden}, fault.KindOf(err))
-}
-
-func mustAtoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	require.NoError(t, err)
-	return n
 }

@@ -40,7 +40,9 @@ func FuzzCreateServer(f *testing.F) {
 	other := env.NewTenant("other", relaytest.PlanLimits{Credits: 10})
 	admin := env.AdminToken()
 	ctx := viewer.SystemContext(f.Context())
-	created := 0
+	servers := &creations{env: env, field: "createServer",
+		mutation: `mutation($in: CreateServerInput!){ createServer(input: $in){ id name inboundUrl } }`,
+		stored:   func() (int, error) { return env.DB.Client.Server.Query().Count(ctx) }}
 
 	f.Add(uint8(0), "webhooks", int64(7), true, "")
 	f.Fuzz(func(t *testing.T, as uint8, name string, retentionDays int64, deliverPending bool, tenantID string) {
@@ -59,19 +61,7 @@ func FuzzCreateServer(f *testing.F) {
 		if retentionDays == 0 {
 			delete(in, "retentionDays")
 		}
-		resp := postGraphQL(t, env, token, `mutation($in: CreateServerInput!){ createServer(input: $in){ id name inboundUrl } }`,
-			map[string]any{"in": in})
-		checkGraphQLAnswer(t, resp, "createServer")
-		if len(resp.Errors) == 0 {
-			created++
-		}
-		n, err := env.DB.Client.Server.Query().Count(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != created {
-			t.Fatalf("%d servers stored, %d reported created", n, created)
-		}
+		servers.post(t, token, in)
 	})
 }
 
@@ -87,7 +77,9 @@ func FuzzCreateRecipient(f *testing.F) {
 	own := env.NewServer(tn, "own", nil)
 	foreign := env.NewServer(other, "foreign", nil)
 	ctx := viewer.SystemContext(f.Context())
-	created := 0
+	recipients := &creations{env: env, field: "createRecipient",
+		mutation: `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id state } }`,
+		stored:   func() (int, error) { return env.DB.Client.Recipient.Query().Count(ctx) }}
 
 	f.Add(uint8(0), "billing", "DIRECT_HTTP", "http://127.0.0.1:9/hook", int64(3), "STEPPED", int64(10), true, "")
 	f.Fuzz(func(t *testing.T, target uint8, name, method, url string, maxAttempts int64, schedule string,
@@ -109,20 +101,36 @@ func FuzzCreateRecipient(f *testing.F) {
 		if timeoutSeconds != 0 {
 			in["timeoutSeconds"] = timeoutSeconds
 		}
-		resp := postGraphQL(t, env, tn.Owner, `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id state } }`,
-			map[string]any{"in": in})
-		checkGraphQLAnswer(t, resp, "createRecipient")
-		if len(resp.Errors) == 0 {
-			created++
-		}
-		n, err := env.DB.Client.Recipient.Query().Count(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != created {
-			t.Fatalf("%d recipients stored, %d reported created", n, created)
-		}
+		recipients.post(t, tn.Owner, in)
 	})
+}
+
+// creations posts one create mutation with untrusted input, and holds the rows stored to the creations the
+// answers reported.
+type creations struct {
+	env      *relaytest.Env
+	field    string // the mutation's field, e.g. createServer
+	mutation string
+	stored   func() (int, error)
+	reported int
+}
+
+// post sends in as token: the answer must be proper (checkGraphQLAnswer), and the rows stored as many as the
+// creations reported so far.
+func (c *creations) post(t *testing.T, token string, in map[string]any) {
+	t.Helper()
+	resp := postGraphQL(t, c.env, token, c.mutation, map[string]any{"in": in})
+	checkGraphQLAnswer(t, resp, c.field)
+	if len(resp.Errors) == 0 {
+		c.reported++
+	}
+	n, err := c.stored()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != c.reported {
+		t.Fatalf("%s: %d stored, %d reported created", c.field, n, c.reported)
+	}
 }
 
 // postGraphQL posts one operation as a client would and decodes the answer, failing t (not the fuzz target's

@@ -63,8 +63,7 @@ func postID(t *testing.T, env *relaytest.Env, key string) string {
 
 func TestDeliveryUpdatedFollowsADeliveryLive(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, func(c *relay.Config) { c.RetryUnit = 5 * time.Millisecond })
-	tn, srv := env.NewTenantServer(1000)
+	env, tn, srv := relaytest.StartWithServer(t, 1000, func(c *relay.Config) { c.RetryUnit = 5 * time.Millisecond })
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": flaky(t).URL})
 
 	// Subscribe to the request: wait until the subscription is live by watching the server for a first,
@@ -87,8 +86,7 @@ func TestDeliveryUpdatedFollowsADeliveryLive(t *testing.T) {
 // the subscription (after the client last read the request) still reaches it.
 func TestDeliveryUpdatedStartsWithTheRequestsDeliveries(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(1000)
+	env, tn, srv := relaytest.StartWithServer(t, 1000)
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(ok.Close)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": ok.URL})
@@ -155,8 +153,7 @@ func TestDeliveryUpdatedIsTenantScoped(t *testing.T) {
 
 // Not parallel: it counts the process's goroutines, which other tests would disturb.
 func TestDeliveryUpdatedCleansUpWhenTheClientLeaves(t *testing.T) {
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(1000)
+	env, tn, srv := relaytest.StartWithServer(t, 1000)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	postID(t, env, srv.Key) // warm up the paths a subscription uses
 	settle := func() int {

@@ -55,6 +55,12 @@ func (b *testBundle) purger(t testing.TB, configure ...func(*retention.Config)) 
 	return p
 }
 
+// expiring stores n requests that expire in from the bundle's clock (negative: already expired).
+func (b *testBundle) expiring(t testing.TB, n int, in time.Duration) []*ent.Request {
+	t.Helper()
+	return b.fx.requests(t, b.ctx, n, b.clock.Now().Add(in))
+}
+
 // fixture is one tenant with a server and two recipients, enough to hang requests, deliveries and attempts on.
 // requireLeft requires n requests to be left in the database.
 func (b *testBundle) requireLeft(t testing.TB, n int, msgAndArgs ...any) {
@@ -207,7 +213,7 @@ func TestPurgeDeletesExpiredRequestsWithHistory(t *testing.T) {
 func TestPurgeFollowsTheClock(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	req := b.fx.requests(t, b.ctx, 1, b.clock.Now().Add(24*time.Hour))[0]
+	req := b.expiring(t, 1, 24*time.Hour)[0]
 	b.fx.history(t, b.ctx, req, delivery.StatusPENDING, 0)
 	p := b.purger(t)
 
@@ -233,9 +239,8 @@ func TestPurgeInBoundedBatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	n, size := 2500, 0 // the default batch size, 1,000
-	now := b.clock.Now()
-	b.fx.requests(t, b.ctx, n, now.Add(-time.Minute))
-	b.fx.requests(t, b.ctx, 10, now.Add(time.Minute))
+	b.expiring(t, n, -time.Minute)
+	b.expiring(t, 10, time.Minute)
 
 	st, err := b.purger(t, func(c *retention.Config) { c.BatchSize = size }).PurgeOnce(context.Background())
 	require.NoError(t, err)
@@ -250,12 +255,11 @@ func TestPurgeWithConcurrentWorkers(t *testing.T) {
 	t.Parallel()
 	dbtest.SkipUnlessPostgres(t)
 	b := setup(t)
-	now := b.clock.Now()
-	reqs := b.fx.requests(t, b.ctx, 2500, now.Add(-time.Minute))
+	reqs := b.expiring(t, 2500, -time.Minute)
 	for _, r := range reqs[:50] {
 		b.fx.history(t, b.ctx, r, delivery.StatusFAILED, 2)
 	}
-	b.fx.requests(t, b.ctx, 10, now.Add(time.Minute))
+	b.expiring(t, 10, time.Minute)
 
 	st, err := b.purger(t, func(c *retention.Config) { c.BatchSize = 200; c.Workers = 3 }).PurgeOnce(t.Context())
 	require.NoError(t, err)
@@ -269,7 +273,7 @@ func TestPurgeWithConcurrentWorkers(t *testing.T) {
 func TestPurgeExactMultipleOfBatchSize(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.fx.requests(t, b.ctx, 6, b.clock.Now().Add(-time.Minute))
+	b.expiring(t, 6, -time.Minute)
 
 	st, err := b.purger(t, func(c *retention.Config) { c.BatchSize = 3 }).PurgeOnce(context.Background())
 	require.NoError(t, err)
@@ -283,8 +287,7 @@ func TestPurgeSkipsRequestsWithLockedDeliveries(t *testing.T) {
 	t.Parallel()
 	dbtest.SkipUnlessPostgres(t)
 	b := setup(t)
-	now := b.clock.Now()
-	reqs := b.fx.requests(t, b.ctx, 3, now.Add(-time.Minute))
+	reqs := b.expiring(t, 3, -time.Minute)
 	var busy *ent.Delivery
 	for i, r := range reqs {
 		ds := b.fx.history(t, b.ctx, r, delivery.StatusIN_PROGRESS, 1)
@@ -319,7 +322,7 @@ func TestPurgeSkipsRequestsWithLockedDeliveries(t *testing.T) {
 func TestScheduledPurgeRunsOnTheLeader(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	req := b.fx.requests(t, b.ctx, 1, b.clock.Now().Add(-time.Minute))[0]
+	req := b.expiring(t, 1, -time.Minute)[0]
 	p := b.purger(t, func(c *retention.Config) { c.Spec = "@every 1s" })
 	require.NoError(t, p.Start(t.Context()))
 	t.Cleanup(p.Stop)

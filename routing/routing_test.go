@@ -284,7 +284,7 @@ func TestDeleteServer(t *testing.T) {
 
 	ctx := viewer.SystemContext(t.Context())
 	db := env.DB.Client
-	sid, _ := strconv.Atoi(srv.ID)
+	sid := relaytest.RowID(t, srv.ID)
 	reqs, err := db.Request.Query().Where(request.ServerID(sid)).IDs(ctx)
 	require.NoError(t, err)
 	require.Len(t, reqs, 2)
@@ -294,9 +294,8 @@ func TestDeleteServer(t *testing.T) {
 
 	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ deleteServer(id: $id){ id deletedAt } }`, map[string]any{"id": srv.ID}, nil)
 
-	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
 	for _, rid := range []string{r1, r2} {
-		r, err := db.Recipient.Get(ctx, atoi(rid))
+		r, err := db.Recipient.Get(ctx, relaytest.RowID(t, rid))
 		require.NoError(t, err)
 		require.NotNil(t, r.DeletedAt, "recipient %s deleted with its server", rid)
 		ds, err := db.Delivery.Query().Where(delivery.RecipientID(r.ID)).All(ctx)
@@ -309,7 +308,7 @@ func TestDeleteServer(t *testing.T) {
 		}
 	}
 	// The other server is untouched.
-	rk2, err := db.Recipient.Get(ctx, atoi(rk))
+	rk2, err := db.Recipient.Get(ctx, relaytest.RowID(t, rk))
 	require.NoError(t, err)
 	require.Nil(t, rk2.DeletedAt)
 	require.Equal(t, recipient.StateACTIVE, rk2.State)
@@ -380,7 +379,7 @@ func TestPlanLimitsUnderConcurrency(t *testing.T) {
 	require.Equal(t, map[string]int{"": 3, "INVALID_INPUT": 9}, got, "recipients")
 
 	ctx := viewer.SystemContext(t.Context())
-	tid, _ := strconv.Atoi(tn.ID)
+	tid := relaytest.RowID(t, tn.ID)
 	n, err := env.DB.Client.Server.Query().Where(server.TenantID(tid)).Count(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
@@ -393,8 +392,7 @@ func TestOwnerStateChangesFollowTheHealthRules(t *testing.T) {
 	env, tn, srv := relaytest.StartTenantServer(t, "health", 1)
 	rid := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": "https://example.com/hook"})
 	ctx := viewer.SystemContext(t.Context())
-	id, err := strconv.Atoi(rid)
-	require.NoError(t, err)
+	id := relaytest.RowID(t, rid)
 	change := func(mutation, want string) *ent.Recipient {
 		t.Helper()
 		var out map[string]struct{ State string }

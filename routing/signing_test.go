@@ -50,8 +50,7 @@ func secretsIn(t *testing.T, data json.RawMessage) []*string {
 // nodes, a server's recipients, the servers list, a delivery's recipient.
 func TestSigningSecretOnlyForManagers(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	id := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
 	reqID := env.Send(srv.Key, "", `{}`) // a CLI recipient's delivery waits, so the request has one
 
@@ -108,8 +107,7 @@ func TestSigningSecretOnlyForManagers(t *testing.T) {
 // else is refused.
 func TestSignatureHeadersSetting(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	const create = `mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id signatureHeaders } }`
 	var out struct {
 		CreateRecipient struct{ ID, SignatureHeaders string }

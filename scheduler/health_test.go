@@ -3,7 +3,6 @@ package scheduler_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,7 +49,7 @@ func smallHealth(unit time.Duration, rules delivery.HealthRules) func(*relay.Con
 
 func recipientState(t *testing.T, env *relaytest.Env, id string) recipient.State {
 	t.Helper()
-	rid, _ := strconv.Atoi(id)
+	rid := relaytest.RowID(t, id)
 	r, err := env.DB.Client.Recipient.Get(viewer.SystemContext(t.Context()), rid)
 	require.NoError(t, err)
 	return r.State

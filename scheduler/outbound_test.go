@@ -12,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adal-relay/adal/billing"
-	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -21,7 +19,6 @@ import (
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
 	"github.com/adal-relay/adal/scheduler"
-	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -72,8 +69,7 @@ func send(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, in map[string]a
 	var out struct{ SendOutbound struct{ ID, Status string } }
 	env.MustGraphQL(tn.Owner, sendOutbound, map[string]any{"in": in}, &out)
 	require.Equal(t, "PENDING", out.SendOutbound.Status)
-	id, err := strconv.Atoi(out.SendOutbound.ID)
-	require.NoError(t, err)
+	id := relaytest.RowID(t, out.SendOutbound.ID)
 	return id
 }
 
@@ -305,59 +301,4 @@ func TestOutboundDefaultTimeoutIsThirtySeconds(t *testing.T) {
 	require.Equal(t, 30*time.Second, outbound.New(outbound.Config{}).Timeout())
 	// Under the default 60 s lease the whole 30 s fit in an attempt's budget.
 	require.GreaterOrEqual(t, scheduler.AttemptBudget(60*time.Second), 30*time.Second)
-}
-
-// TestOutboundRescuerRecordsInterruptedAttempts drives the rescuer by hand on a job whose process "died"
-// mid-attempt: the lease lapsed with the job IN_PROGRESS.
-func TestOutboundRescuerRecordsInterruptedAttempts(t *testing.T) {
-	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
-	clock := relaytest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	const unit = time.Minute
-	bill := billing.New(db.Dialect, clock.Now)
-	svc := outbound.New(outbound.Config{Billing: bill, Dialect: db.Dialect, Now: clock.Now})
-	rescuer, err := scheduler.NewRescuer(scheduler.RescuerConfig{DB: db.DB, Delivery: delivery.New(delivery.Config{Unit: unit}), Outbound: svc, Now: clock.Now})
-	require.NoError(t, err)
-
-	credits, days, one := int64(5), 7, 1
-	name := "p"
-	plan, err := bill.CreatePlan(ctx, db.Client, billing.PlanInput{Name: &name, MonthlyCredits: &credits, RetentionDays: &days, MaxServers: &one, MaxRecipientsPerServer: &one})
-	require.NoError(t, err)
-	tenant, err := bill.CreateTenant(ctx, db.Client, "acme", plan.ID)
-	require.NoError(t, err)
-	job, err := svc.Send(ctx, db.Client, outbound.SendInput{TenantID: tenant.ID, URL: "http://example.invalid/"})
-	require.NoError(t, err)
-
-	started := clock.Now()
-	lapsed := started.Add(time.Second)
-	require.NoError(t, db.Client.OutboundJob.UpdateOneID(job.ID).
-		SetStatus(outboundjob.StatusIN_PROGRESS).SetAttemptCount(1).SetFirstAttemptAt(started).
-		SetAttemptStartedAt(started).SetLeaseOwner("dead").SetLeaseExpiresAt(lapsed).Exec(ctx))
-
-	n, err := rescuer.RescueOnce(ctx)
-	require.NoError(t, err)
-	require.Zero(t, n, "the lease has not lapsed yet")
-
-	clock.Advance(2 * time.Second)
-	n, err = rescuer.RescueOnce(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-
-	j, err := db.Client.OutboundJob.Query().Where(outboundjob.ID(job.ID)).WithAttempts().Only(ctx)
-	require.NoError(t, err)
-	require.Equal(t, outboundjob.StatusPENDING, j.Status)
-	require.Equal(t, "", j.LeaseOwner)
-	require.Equal(t, clock.Now().Add(unit), *j.NextAttemptAt, "STEPPED: 1 unit after the interrupted attempt ended")
-	require.Len(t, j.Edges.Attempts, 1)
-	a := j.Edges.Attempts[0]
-	require.Equal(t, outboundattempt.ErrorKindINTERRUPTED, *a.ErrorKind)
-	require.True(t, a.StartedAt.Equal(started))
-
-	// The dead process's late report no longer holds the claim and changes nothing.
-	ok, err := scheduler.RecordOutbound(ctx, db.Client, unit, job.ID, tenant.ID, 1, started, "dead",
-		delivery.Outcome{StartedAt: started, FinishedAt: clock.Now(), HTTPStatus: 200})
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.Equal(t, 1, db.Client.OutboundAttempt.Query().CountX(ctx))
 }

@@ -1,7 +1,6 @@
 package scheduler_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -30,20 +29,13 @@ func signingSecret(t *testing.T, env *relaytest.Env, tn relaytest.Tenant, id str
 // returns the request's ID.
 func postSigned(t *testing.T, env *relaytest.Env, key, body string) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, env.Server.URL+"/in/"+key, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("webhook-id", "msg_from_sender")
-	req.Header.Set("webhook-timestamp", "1700000000")
-	req.Header.Set("webhook-signature", "v1,c2VuZGVyJ3Mgb3du")
-	req.Header.Set("X-Adal-Webhook-Signature", "v1,Zm9yZ2Vk") // a sender may not set Adal's headers
-	resp, err := env.Server.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	var out struct{ RequestID string }
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	return out.RequestID
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("webhook-id", "msg_from_sender")
+	h.Set("webhook-timestamp", "1700000000")
+	h.Set("webhook-signature", "v1,c2VuZGVyJ3Mgb3du")
+	h.Set("X-Adal-Webhook-Signature", "v1,Zm9yZ2Vk") // a sender may not set Adal's headers
+	return env.SendWith(key, "", body, h)
 }
 
 // callsCopy is what the target has received so far.
@@ -60,8 +52,7 @@ func (tg *target) callsCopy() []call {
 // them. A forged, altered or stale delivery is refused by the same receiver.
 func TestDeliveriesAreSigned(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, compressed(5*time.Millisecond))
-	tn, srv := env.NewTenantServer(20)
+	env, tn, srv := relaytest.StartWithServer(t, 20, compressed(5*time.Millisecond))
 	adalRcv, stdRcv := newReceiver(t, 1), newReceiver(t, 1)
 	adalID := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": adalRcv.URL, "sendIdempotencyKey": true})
 	stdID := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": stdRcv.URL,

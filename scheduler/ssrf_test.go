@@ -15,8 +15,7 @@ import (
 // attempt fails as CONNECTION with a message that says how to allow it, and nothing reaches the target.
 func TestPrivateTargetRefused(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t, compressed(5*time.Millisecond), func(c *relay.Config) { c.AllowPrivateTargets = false })
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10, compressed(5*time.Millisecond), func(c *relay.Config) { c.AllowPrivateTargets = false })
 	rcv := newReceiver(t, 0)
 	env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL + "/hook", "maxAttempts": 2, "retrySchedule": "STEPPED"})
 

@@ -1,9 +1,7 @@
 package search_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -18,20 +16,11 @@ import (
 // post sends a webhook with a header of its own and returns its request ID.
 func post(t *testing.T, env *relaytest.Env, key, suffix, header string, body []byte) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, env.Server.URL+"/in/"+key+suffix, bytes.NewReader(body))
-	require.NoError(t, err)
+	h := http.Header{}
 	if header != "" {
-		req.Header.Set("X-Event", header)
+		h.Set("X-Event", header)
 	}
-	resp, err := env.Server.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", raw)
-	var id string
-	_, err = fmt.Sscanf(string(raw), `{"requestId":%q}`, &id)
-	require.NoError(t, err, "%s", raw)
-	return id
+	return env.SendWith(key, suffix, string(body), h)
 }
 
 type page struct {
@@ -81,8 +70,7 @@ func searchPage(t *testing.T, env *relaytest.Env, token string, vars map[string]
 // letters, newest first, and nothing else; the bytes of a body that is not UTF-8 are searched as they are.
 func TestSearchFindsTextInEveryPart(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(100)
+	env, tn, srv := relaytest.StartWithServer(t, 100)
 	inPath := post(t, env, srv.Key, "/Orders/Created", "", []byte(`{}`))
 	inQuery := post(t, env, srv.Key, "/x?kind=ORDER-paid", "", []byte(`{}`))
 	inHeader := post(t, env, srv.Key, "", `order "shipped" <b>`, []byte(`{}`))
@@ -119,8 +107,7 @@ func TestSearchFindsTextInEveryPart(t *testing.T) {
 // Search text shorter than three characters, a backward page, or another tenant's server are refused.
 func TestSearchRefusesBadInput(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(10)
+	env, tn, srv := relaytest.StartWithServer(t, 10)
 	other := env.NewTenant("other", relaytest.PlanLimits{Credits: 10})
 	for _, c := range []struct {
 		token, query string
@@ -141,8 +128,7 @@ func TestSearchRefusesBadInput(t *testing.T) {
 // once, in either order.
 func TestSearchCombinesWithFiltersAndPages(t *testing.T) {
 	t.Parallel()
-	env := relaytest.Start(t)
-	tn, srv := env.NewTenantServer(100)
+	env, tn, srv := relaytest.StartWithServer(t, 100)
 	var matches []string
 	for i := range 12 {
 		body := fmt.Sprintf(`{"n":%d,"kind":"match-me"}`, i)
@@ -225,8 +211,7 @@ func TestSearchCombinesWithFiltersAndPages(t *testing.T) {
 func TestSearchStopsAtItsBoundAndGoesOn(t *testing.T) {
 	t.Parallel()
 	const bound = 4
-	env := relaytest.Start(t, func(c *relay.Config) { c.Search = search.Bounds{MaxRows: bound} })
-	tn, srv := env.NewTenantServer(100)
+	env, tn, srv := relaytest.StartWithServer(t, 100, func(c *relay.Config) { c.Search = search.Bounds{MaxRows: bound} })
 	rare := post(t, env, srv.Key, "", "", []byte(`{"needle":"haystack-rare"}`))
 	for i := range 9 {
 		post(t, env, srv.Key, "", "", []byte(fmt.Sprintf(`{"n":%d}`, i)))

@@ -8,10 +8,12 @@ import (
 	"github.com/adal-relay/adal/startstop"
 )
 
-// ticker is a minimal service: one goroutine that runs until its context ends.
+// ticker is a minimal service: one goroutine that runs until its context ends and then, when release is set,
+// winds down only once release is closed.
 type ticker struct {
 	startstop.BaseStartStop
-	runs atomic.Int32
+	runs    atomic.Int32
+	release chan struct{}
 }
 
 func (t *ticker) Start(ctx context.Context) error {
@@ -23,6 +25,9 @@ func (t *ticker) Start(ctx context.Context) error {
 	go func() {
 		defer stopped()
 		<-ctx.Done()
+		if t.release != nil {
+			<-t.release
+		}
 	}()
 	return nil
 }
@@ -75,32 +80,11 @@ func TestParentContextEndsTheRunAndAllowsARestart(t *testing.T) {
 	s.Stop()
 }
 
-// slowStop is a service whose run, once its context ends, winds down only when told to.
-type slowStop struct {
-	startstop.BaseStartStop
-	runs    atomic.Int32
-	release chan struct{}
-}
-
-func (s *slowStop) Start(ctx context.Context) error {
-	ctx, ok, stopped := s.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	s.runs.Add(1)
-	go func() {
-		defer stopped()
-		<-ctx.Done()
-		<-s.release
-	}()
-	return nil
-}
-
 // A Start while the previous run is winding down (its parent context ended, its goroutine not yet done) waits
 // for it and begins a new run, instead of taking the ending run for a live one.
 func TestStartWhileARunWindsDownBeginsANewRun(t *testing.T) {
 	t.Parallel()
-	s := &slowStop{release: make(chan struct{})}
+	s := &ticker{release: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)

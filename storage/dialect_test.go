@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	entsql "entgo.io/ent/dialect/sql"
 	"github.com/lib/pq"
@@ -14,7 +15,6 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/storage/dbtest"
-	"github.com/adal-relay/adal/viewer"
 )
 
 // The seam's behaviours, run on the database under test (SQLite, or PostgreSQL with dbtest.EnvURL): each case
@@ -36,8 +36,7 @@ func TestPerDialectRunsTheDatabasesStatement(t *testing.T) {
 // number used twice taking the same argument.
 func TestNumberedStatementBindsByNumber(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	a, b := plan(ctx, t, db), plan(ctx, t, db)
 	q := storage.Numbered(`SELECT COUNT(*) FROM plans WHERE (id = $1 OR id = $2) AND id <> $3 AND $2 > 0`)
 	for _, c := range []struct {
@@ -58,8 +57,7 @@ func TestNumberedStatementBindsByNumber(t *testing.T) {
 // locks rows, holds them against another transaction's FOR UPDATE until commit.
 func TestRowLocksReadAndHold(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	p := plan(ctx, t, db)
 	locks := storage.RowLocksOf(db.Dialect)
 	for name, lock := range map[string]func(*entsql.Selector){"share": locks.Share, "key share": locks.KeyShare, "no key update": locks.NoKeyUpdate} {
@@ -106,8 +104,7 @@ func plan(ctx context.Context, t *testing.T, db *dbtest.DB) *ent.Plan {
 // wrote is gone and its connection — on SQLite the database's one write lock — is free for the next.
 func TestInTxRollsBackOnPanic(t *testing.T) {
 	t.Parallel()
-	db := dbtest.Open(t)
-	ctx := viewer.SystemContext(t.Context())
+	db, ctx := dbtest.OpenAsSystem(t)
 	require.PanicsWithValue(t, "bug", func() {
 		_ = storage.InTx(ctx, db.Client, func(ctx context.Context, tx *ent.Client) error {
 			_, err := tx.Plan.Create().SetName("doomed").SetMonthlyCredits(0).SetRetentionDays(7).
@@ -121,4 +118,25 @@ func TestInTxRollsBackOnPanic(t *testing.T) {
 	require.Zero(t, n, "the panicked transaction's write was rolled back")
 	p := plan(ctx, t, db) // writes again: nothing holds the database
 	require.NotZero(t, p.ID)
+}
+
+func TestNullTimeReadsWhatSQLiteHandsBack(t *testing.T) {
+	t.Parallel()
+	want := time.Date(2026, 11, 30, 5, 4, 3, 120000000, time.UTC)
+	for _, src := range []any{
+		want,
+		want.String(),
+		want.String() + " m=+12.345678901",
+		"2026-11-30 05:04:03.12+00:00",
+		[]byte("2026-11-30T05:04:03.12Z"),
+	} {
+		var v storage.NullTime
+		require.NoError(t, v.Scan(src), "%v", src)
+		require.True(t, v.Valid)
+		require.True(t, want.Equal(v.Time), "%v parsed as %v", src, v.Time)
+	}
+	var v storage.NullTime
+	require.NoError(t, v.Scan(nil))
+	require.False(t, v.Valid)
+	require.Error(t, v.Scan("yesterday"))
 }

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -93,6 +94,14 @@ func StartTenantServer(t testing.TB, name string, credits int, configure ...func
 	env := Start(t, configure...)
 	tn := env.NewTenant(name, PlanLimits{Credits: credits})
 	return env, tn, env.NewServer(tn, name, nil)
+}
+
+// StartWithServer starts a process as Start does, with NewTenantServer's tenant and server on it.
+func StartWithServer(t testing.TB, credits int, configure ...func(*relay.Config)) (*Env, Tenant, Server) {
+	t.Helper()
+	env := Start(t, configure...)
+	tn, srv := env.NewTenantServer(credits)
+	return env, tn, srv
 }
 
 // Peer starts another process on e's database, as a second replica of a scale-out deployment would run:
@@ -267,7 +276,24 @@ func (e *Env) Accept(key string) int {
 // request's ID.
 func (e *Env) Send(key, suffix, body string) string {
 	e.T.Helper()
-	resp := e.Post(key, suffix, []byte(body))
+	return e.SendWith(key, suffix, body, http.Header{"Content-Type": {"application/json"}})
+}
+
+// SendWith posts a webhook as Send does, with header as its only header fields.
+func (e *Env) SendWith(key, suffix, body string, header http.Header) string {
+	e.T.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.Server.URL+"/in/"+key+suffix, strings.NewReader(body))
+	if err != nil {
+		e.T.Fatalf("post webhook: %v", err)
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	resp, err := e.Server.Client().Do(req)
+	if err != nil {
+		e.T.Fatalf("post webhook: %v", err)
+	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusAccepted {
@@ -411,6 +437,16 @@ func (e *Env) Deliveries(where ...predicate.Delivery) []*ent.Delivery {
 		e.T.Fatalf("read deliveries: %v", err)
 	}
 	return ds
+}
+
+// RowID is the database row ID that a GraphQL ID names; t fails when it names none.
+func RowID(t testing.TB, id string) int {
+	t.Helper()
+	n, err := strconv.Atoi(id)
+	if err != nil {
+		t.Fatalf("ID %q: %v", id, err)
+	}
+	return n
 }
 
 // Eventually polls cond until it returns true or the deadline passes; it never sleeps to wait for a state

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/viewer"
 )
 
 // EnvURL is the variable that switches tests to PostgreSQL.
@@ -36,6 +37,13 @@ func Open(t testing.TB) *DB {
 		t.Fatalf("migrate: %v", err)
 	}
 	return db
+}
+
+// OpenAsSystem opens a database as Open does, with a context of t's that acts as the system, above every
+// tenant.
+func OpenAsSystem(t testing.TB) (*DB, context.Context) {
+	t.Helper()
+	return Open(t), viewer.SystemContext(t.Context())
 }
 
 // OpenEmpty returns a database without tables that lives as long as t.

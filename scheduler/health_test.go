@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,14 +23,12 @@ type switchable struct {
 	*httptest.Server
 	ok    atomic.Bool
 	calls atomic.Int64
-	times chan time.Time
 }
 
 func newSwitchable(t *testing.T) *switchable {
-	s := &switchable{times: make(chan time.Time, 1000)}
+	s := &switchable{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.calls.Add(1)
-		s.times <- time.Now()
 		if s.ok.Load() {
 			w.WriteHeader(http.StatusOK)
 			return
@@ -97,24 +96,31 @@ func TestConsecutiveFailuresDisableThenProbeReenables(t *testing.T) {
 	require.Contains(t, out.Node.StateReason, "3 consecutive failures")
 
 	// While disabled, attempts come only as probes: consecutive probe attempts are at least the probe
-	// interval apart.
+	// interval apart. Their recorded start times are read, not their arrivals, which carry the network's
+	// jitter on a loaded machine.
 	second := env.Send(srv.Key, "", `{}`)
-	for len(rcv.times) > 0 {
-		<-rcv.times
-	}
+	ctx := viewer.SystemContext(t.Context())
+	r, err := env.DB.Client.Recipient.Get(ctx, relaytest.RowID(t, rid))
+	require.NoError(t, err)
 	var probes []time.Time
 	relaytest.Eventually(t, 20*time.Second, "two probes", func() bool {
-		select {
-		case at := <-rcv.times:
-			probes = append(probes, at)
-		default:
+		probes = probes[:0]
+		for _, id := range []string{first, second} {
+			for _, a := range deliveriesOf(t, env, id)[0].Edges.Attempts {
+				if a.StartedAt.After(*r.StateChangedAt) {
+					probes = append(probes, a.StartedAt)
+				}
+			}
 		}
 		return len(probes) >= 2
 	})
-	// The turns are exactly 10 units apart (the claim sets the next one), but arrival times carry the sender's
-	// and the network's jitter on a loaded machine; half an interval still tells a rate-limited probe from an
-	// unlimited stream of attempts (which would arrive a unit or less apart).
-	require.GreaterOrEqual(t, probes[1].Sub(probes[0]), 5*unit, "probes closer than the probe interval")
+	slices.SortFunc(probes, time.Time.Compare)
+	// The turns are exactly 10 units apart (the claim sets the next one), but an attempt starts a moment
+	// after its claim; half an interval still tells a rate-limited probe from an unlimited stream of attempts
+	// (which would start a unit or less apart).
+	for i := 1; i < len(probes); i++ {
+		require.GreaterOrEqual(t, probes[i].Sub(probes[i-1]), 5*unit, "probes closer than the probe interval")
+	}
 
 	// A successful probe re-enables, and waiting deliveries flow.
 	rcv.ok.Store(true)

@@ -59,21 +59,15 @@ func NewRescuer(cfg RescuerConfig) (*Rescuer, error) {
 
 // Start sweeps every Interval until Stop or ctx ends.
 func (r *Rescuer) Start(ctx context.Context) error {
-	ctx, ok, stopped := r.StartInit(viewer.SystemContext(ctx))
-	if !ok {
-		return nil
-	}
 	sweep := func(ctx context.Context) {
 		if _, err := r.RescueOnce(ctx); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("rescue interrupted attempts", "err", err)
 		}
 	}
-	go func() {
-		defer stopped()
+	return r.Run(viewer.SystemContext(ctx), nil, func(ctx context.Context) {
 		_ = startstop.Recover(r.cfg.Logger, "rescue sweep", func() { sweep(ctx) })
 		startstop.Every(ctx, r.cfg.Logger, "rescue sweep", r.cfg.Interval, sweep)
-	}()
-	return nil
+	})
 }
 
 // RescueOnce settles every delivery and outbound job whose lease has expired, and returns how many. Each

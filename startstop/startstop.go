@@ -1,6 +1,6 @@
 // Package startstop gives every background service of a process the same lifecycle: Start(ctx) runs it until
 // Stop or ctx ends, Stop waits for it, and both are idempotent. A service embeds BaseStartStop and calls
-// StartInit at the top of its Start.
+// StartInit at the top of its Start, or Run when its run is one goroutine.
 package startstop
 
 import (

@@ -19,32 +19,24 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
 
 // Start runs the dispatcher until Stop or ctx ends.
 func (s *Service) Start(ctx context.Context) error {
-	ctx, ok, stopped := s.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		defer stopped()
-		ctx := viewer.SystemContext(ctx)
+	return s.Run(ctx, nil, func(ctx context.Context) {
+		ctx = viewer.SystemContext(ctx)
 		ticker := time.NewTicker(s.cfg.Interval)
 		defer ticker.Stop()
 		for {
 			s.run(ctx)
-			select {
-			case <-ctx.Done():
+			if !startstop.Wait(ctx, ticker.C, s.wake) {
 				return
-			case <-ticker.C:
-			case <-s.wake:
 			}
 		}
-	}()
-	return nil
+	})
 }
 
 // run marks the tenants intake refused for want of credit (every process: the refusals were seen here), then,

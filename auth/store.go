@@ -158,16 +158,7 @@ func (s *Store) Refresh(ctx context.Context) error {
 // Start loads the revoked ids once (so no revoked token is accepted after Start returns), then reloads them
 // every Interval until Stop or ctx ends.
 func (s *Store) Start(ctx context.Context) error {
-	ctx, ok, stopped := s.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	if err := s.Refresh(ctx); err != nil {
-		stopped()
-		return err
-	}
-	go func() {
-		defer stopped()
+	return s.Run(ctx, s.Refresh, func(ctx context.Context) {
 		startstop.Every(ctx, s.cfg.Logger, "refresh revoked tokens", s.cfg.Interval, func(ctx context.Context) {
 			if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
 				// The previous set stays in force; expiry of sessions is still checked.
@@ -175,6 +166,5 @@ func (s *Store) Start(ctx context.Context) error {
 				s.cfg.Auth.sweep()
 			}
 		})
-	}()
-	return nil
+	})
 }

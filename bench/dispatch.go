@@ -117,11 +117,8 @@ func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge fun
 	elapsed := time.Since(start)
 	used := b.counter.Read().Sub(before)
 	rss := peakRSS()
-	attempts, err := p.count(`SELECT COUNT(*) FROM attempts`)
-	if err != nil {
-		return err
-	}
-	succeeded, err := p.count(`SELECT COUNT(*) FROM deliveries WHERE status = 'SUCCEEDED'`)
+	attempts, succeeded, err := p.countBoth(`SELECT COUNT(*) FROM attempts`,
+		`SELECT COUNT(*) FROM deliveries WHERE status = 'SUCCEEDED'`)
 	if err != nil {
 		return err
 	}

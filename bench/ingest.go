@@ -133,11 +133,8 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 
 // checkLedger verifies that the database holds exactly accepted requests and one REQUEST_ACCEPTED debit each.
 func (p *Process) checkLedger(accepted int64) error {
-	reqs, err := p.count(`SELECT COUNT(*) FROM requests`)
-	if err != nil {
-		return err
-	}
-	debits, err := p.count(`SELECT COUNT(*) FROM ledger_entries WHERE reason = 'REQUEST_ACCEPTED'`)
+	reqs, debits, err := p.countBoth(`SELECT COUNT(*) FROM requests`,
+		`SELECT COUNT(*) FROM ledger_entries WHERE reason = 'REQUEST_ACCEPTED'`)
 	if err != nil {
 		return err
 	}

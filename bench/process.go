@@ -343,6 +343,16 @@ func (p *Process) count(query string, args ...any) (int64, error) {
 	return n, err
 }
 
+// countBoth runs two COUNT queries on the bench's own connection, the second once the first has succeeded.
+func (p *Process) countBoth(first, second string) (int64, int64, error) {
+	a, err := p.count(first)
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := p.count(second)
+	return a, b, err
+}
+
 // warmUp sends load at rate for the configured warm-up and then analyzes the tables, as autovacuum would
 // have by the time a deployment is under steady load. It returns how many requests were accepted. Nothing of
 // it is measured.

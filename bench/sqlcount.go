@@ -141,27 +141,25 @@ func (k *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driv
 }
 
 func (k *countingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	e, ok := k.Conn.(driver.ExecerContext)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	res, err := e.ExecContext(ctx, query, args)
-	if err != driver.ErrSkip {
-		k.c.statement(query)
-	}
-	return res, err
+	return counted(k, query, func(e driver.ExecerContext) (driver.Result, error) { return e.ExecContext(ctx, query, args) })
 }
 
 func (k *countingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	q, ok := k.Conn.(driver.QueryerContext)
+	return counted(k, query, func(q driver.QueryerContext) (driver.Rows, error) { return q.QueryContext(ctx, query, args) })
+}
+
+// counted runs query with call when the connection offers it (C), and counts it unless the driver skipped it.
+func counted[R, C any](k *countingConn, query string, call func(C) (R, error)) (R, error) {
+	conn, ok := k.Conn.(C)
 	if !ok {
-		return nil, driver.ErrSkip
+		var none R
+		return none, driver.ErrSkip
 	}
-	rows, err := q.QueryContext(ctx, query, args)
+	r, err := call(conn)
 	if err != driver.ErrSkip {
 		k.c.statement(query)
 	}
-	return rows, err
+	return r, err
 }
 
 type countingTx struct {

@@ -100,30 +100,16 @@ func (r *Runner) Wake() {
 // under way after their batch in flight commits or rolls back, and leaves their leases to lapse: another
 // process takes them over then, as it would from a process that died.
 func (r *Runner) Start(ctx context.Context) error {
-	ctx, ok, stopped := r.StartInit(viewer.SystemContext(ctx))
-	if !ok {
-		return nil
-	}
-	go func() {
+	return r.Run(viewer.SystemContext(ctx), nil, func(ctx context.Context) {
 		var jobs sync.WaitGroup
-		defer func() {
-			jobs.Wait()
-			stopped()
-		}()
+		defer jobs.Wait()
 		timer := time.NewTimer(0)
 		defer timer.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.wake:
-			case <-timer.C:
-			}
+		for startstop.Wait(ctx, timer.C, r.wake) {
 			r.claimAndRun(ctx, &jobs)
 			timer.Reset(r.cfg.PollInterval)
 		}
-	}()
-	return nil
+	})
 }
 
 // claimAndRun claims as many jobs as there are free slots and runs each on a goroutine of its own.

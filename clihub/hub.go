@@ -105,19 +105,15 @@ func (h *Hub) wake() {
 // their subscriptions complete, so they reconnect to another process, and the jobs they had not received yet
 // are given back.
 func (h *Hub) Start(ctx context.Context) error {
-	ctx, ok, stopped := h.StartInit(viewer.SystemContext(ctx))
-	if !ok {
+	return h.Run(viewer.SystemContext(ctx), func(context.Context) error {
+		h.mu.Lock()
+		h.running = true
+		h.mu.Unlock()
 		return nil
-	}
-	h.mu.Lock()
-	h.running = true
-	h.mu.Unlock()
-	go func() {
-		defer stopped()
+	}, func(ctx context.Context) {
 		h.heartbeat(ctx)
 		h.detachAll()
-	}()
-	return nil
+	})
 }
 
 // detachAll detaches every CLI once the loops have ended.

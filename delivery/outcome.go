@@ -50,12 +50,9 @@ func (s *Service) Record(ctx context.Context, client *ent.Client, c Claim, o Out
 }
 
 func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome) (bool, error) {
-	upd := tx.Delivery.Update().
+	upd := EndLease(tx.Delivery.Update().
 		Where(entdelivery.ID(c.DeliveryID), entdelivery.StatusEQ(entdelivery.StatusIN_PROGRESS),
-			entdelivery.AttemptCount(c.Attempt), entdelivery.LeaseOwner(c.Owner)).
-		ClearLeaseExpiresAt().
-		ClearAttemptStartedAt().
-		SetLeaseOwner("")
+			entdelivery.AttemptCount(c.Attempt), entdelivery.LeaseOwner(c.Owner)))
 	status, due := s.next(c, o)
 	upd.SetStatus(status)
 	if due != nil {
@@ -477,6 +474,18 @@ func (s *Service) batchHealth(cs []Completion, idx, freed []int, recs map[int]*e
 		payload = w.close()
 	}
 	return append(payload, ']'), events
+}
+
+// LeaseUpdate is what the updates of claimed deliveries and outbound jobs end the claim's lease with alike.
+type LeaseUpdate[U any] interface {
+	ClearLeaseExpiresAt() U
+	ClearAttemptStartedAt() U
+	SetLeaseOwner(string) U
+}
+
+// EndLease makes u end the lease of the attempt it records: no expiry, no attempt under way, no owner.
+func EndLease[U LeaseUpdate[U]](u U) U {
+	return u.ClearLeaseExpiresAt().ClearAttemptStartedAt().SetLeaseOwner("")
 }
 
 // AttemptBuilder is what the attempt rows of deliveries and of outbound jobs are written with alike.

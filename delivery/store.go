@@ -270,14 +270,8 @@ func insertEach(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds
 			creates[n].SetFilteredOut(r.FilteredOut)
 		}
 	}
-	saved, err := inChunks(creates, func(c []*ent.RequestCreate) ([]*ent.Request, error) {
-		return client.Request.CreateBulk(c...).Save(ctx)
-	})
-	if err != nil {
+	if err := saveAll(ctx, creates, client.Request.CreateBulk, func(n int, r *ent.Request) { reqs[n].ID = r.ID }); err != nil {
 		return err
-	}
-	for n, r := range saved {
-		reqs[n].ID = r.ID
 	}
 	if len(ds) == 0 {
 		return nil
@@ -287,14 +281,23 @@ func insertEach(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds
 		d.RequestID = reqs[owners[k]].ID
 		builders[k] = deliveryCreate(client, d)
 	}
-	savedDs, err := inChunks(builders, func(c []*ent.DeliveryCreate) ([]*ent.Delivery, error) {
-		return client.Delivery.CreateBulk(c...).Save(ctx)
-	})
+	return saveAll(ctx, builders, client.Delivery.CreateBulk, func(k int, d *ent.Delivery) { ds[k].ID = d.ID })
+}
+
+// bulkSaver is a multi-row INSERT that saves rows of type T.
+type bulkSaver[T any] interface {
+	Save(context.Context) ([]T, error)
+}
+
+// saveAll saves builders with multi-row INSERTs of bulk, in chunks (inChunks), and hands each saved row to
+// saved with its index, in order.
+func saveAll[B, T any, S bulkSaver[T]](ctx context.Context, builders []B, bulk func(...B) S, saved func(n int, row T)) error {
+	rows, err := inChunks(builders, func(c []B) ([]T, error) { return bulk(c...).Save(ctx) })
 	if err != nil {
 		return err
 	}
-	for k, d := range savedDs {
-		ds[k].ID = d.ID
+	for n, row := range rows {
+		saved(n, row)
 	}
 	return nil
 }

@@ -29,17 +29,13 @@ func (l *Local) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ctx, ok, stopped := l.StartInit(ctx)
-	if !ok {
+	return l.Run(ctx, func(context.Context) error {
+		l.hub.start()
 		return nil
-	}
-	l.hub.start()
-	go func() {
-		defer stopped()
+	}, func(ctx context.Context) {
 		<-ctx.Done()
 		l.hub.stop()
-	}()
-	return nil
+	})
 }
 
 // Publish delivers evs to the matching subscribers of this process, in order. It does no I/O, so it ignores

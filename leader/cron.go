@@ -64,27 +64,22 @@ func NewCron(cfg CronConfig) (*Cron, error) {
 // Start schedules the job until ctx ends or Stop is called. Starting a started Cron does nothing. Stop
 // unschedules the job, cancels a run in progress and waits for it to return.
 func (c *Cron) Start(ctx context.Context) error {
-	ctx, ok, stopped := c.StartInit(ctx)
-	if !ok {
-		return nil
-	}
 	logger := cronLogger{c.cfg.Logger}
 	cr := cron.New(
 		cron.WithLocation(time.UTC),
 		cron.WithLogger(logger),
 		cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)),
 	)
-	if _, err := cr.AddFunc(c.cfg.Spec, func() { c.tick(ctx) }); err != nil {
-		stopped()
-		return fmt.Errorf("leader: schedule %s: %w", c.cfg.Name, err)
-	}
-	cr.Start()
-	go func() {
-		defer stopped()
+	return c.Run(ctx, func(ctx context.Context) error {
+		if _, err := cr.AddFunc(c.cfg.Spec, func() { c.tick(ctx) }); err != nil {
+			return fmt.Errorf("leader: schedule %s: %w", c.cfg.Name, err)
+		}
+		cr.Start()
+		return nil
+	}, func(ctx context.Context) {
 		<-ctx.Done()
 		<-cr.Stop().Done()
-	}()
-	return nil
+	})
 }
 
 func (c *Cron) tick(ctx context.Context) {

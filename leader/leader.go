@@ -107,12 +107,7 @@ func (e *Elector) IsLeader() bool { return e.leader.Load() }
 // nothing. Stop gives leadership up (releasing the lock at once, so another process can take over on its next
 // retry) and waits for the elector's goroutine to end.
 func (e *Elector) Start(ctx context.Context) error {
-	ctx, ok, stopped := e.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		defer stopped()
+	return e.Run(ctx, nil, func(ctx context.Context) {
 		// A campaign that panicked has let its lock go (its deferred release): step down, and campaign again.
 		for startstop.Recover(e.cfg.Logger, "leader campaign", func() { campaigns.For(e.cfg.DB)(e, ctx) }) != nil {
 			e.set(false)
@@ -122,8 +117,7 @@ func (e *Elector) Start(ctx context.Context) error {
 			}
 		}
 		e.set(false)
-	}()
-	return nil
+	})
 }
 
 // campaigns are how a process leads on each dialect: on PostgreSQL by holding an advisory lock, on SQLite —
@@ -160,12 +154,7 @@ func (e *Elector) campaign(ctx context.Context) {
 	key := e.cfg.Key
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
+	for startstop.Wait(ctx, timer.C, nil) {
 		if held == nil {
 			if key == 0 {
 				k, err := e.deriveKey(ctx)

@@ -120,16 +120,10 @@ func bounded(s string, n int) string {
 
 // Start writes held rejections every interval until Stop, and once more then.
 func (r *Recorder) Start(ctx context.Context) error {
-	ctx, ok, stopped := r.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		defer stopped()
+	return r.Run(ctx, nil, func(ctx context.Context) {
 		startstop.Every(ctx, r.cfg.Logger, "store rejections", r.cfg.Interval, r.write)
 		r.write(context.WithoutCancel(ctx))
-	}()
-	return nil
+	})
 }
 
 // write stores what is held, in one transaction. If that fails the rejections are dropped, counts included:

@@ -52,12 +52,7 @@ func (p *publisher) add(changes []delivery.Change) {
 
 // Start publishes queued changes until Stop or ctx ends, then publishes what is still queued.
 func (p *publisher) Start(ctx context.Context) error {
-	ctx, ok, stopped := p.StartInit(ctx)
-	if !ok {
-		return nil
-	}
-	go func() {
-		defer stopped()
+	return p.Run(ctx, nil, func(ctx context.Context) {
 		batch := make([]events.Event, 0, 256)
 		for {
 			select {
@@ -71,8 +66,7 @@ func (p *publisher) Start(ctx context.Context) error {
 				return
 			}
 		}
-	}()
-	return nil
+	})
 }
 
 // publishSafely publishes, and if that panics drops the batch (live status is best effort, as when the queue

@@ -183,6 +183,17 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	r, err := build(ctx, cfg, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// build migrates db (unless NoAutoMigrate) and builds the services on it.
+func build(ctx context.Context, cfg Config, db *storage.DB) (*Relay, error) {
+	var err error
 	if cfg.NoAutoMigrate {
 		err = storage.CheckMigrated(ctx, db)
 	} else {
@@ -192,26 +203,22 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		}
 	}
 	if err != nil {
-		db.Close()
 		return nil, err
 	}
 	secret := []byte(cfg.JWTSecret)
 	if len(secret) == 0 {
 		if secret, err = db.Secret(ctx, "jwt"); err != nil {
-			db.Close()
 			return nil, err
 		}
 	}
 	authn, err := auth.New(secret, cfg.Now)
 	if err != nil {
-		db.Close()
 		return nil, fmt.Errorf("ADAL_JWT_SECRET: %w", err)
 	}
 	tokens, err := auth.NewStore(auth.StoreConfig{
 		Auth: authn, Client: db.Client, Interval: cfg.TokenRefresh, Logger: cfg.Logger, Now: cfg.Now,
 	})
 	if err != nil {
-		db.Close()
 		return nil, err
 	}
 	r := &Relay{
@@ -223,7 +230,6 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Routing: routing.New(cfg.PublicURL, cfg.Now),
 	}
 	if r.Events, err = buses.For(db)(cfg, db); err != nil {
-		db.Close()
 		return nil, err
 	}
 	r.publisher = newPublisher(r.Events, cfg.Logger)
@@ -258,7 +264,6 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Logger:   cfg.Logger,
 		Now:      cfg.Now,
 	}); err != nil {
-		db.Close()
 		return nil, err
 	}
 	sender := cfg.Sender
@@ -279,7 +284,6 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Logger:       cfg.Logger,
 		Now:          cfg.Now,
 	}); err != nil {
-		db.Close()
 		return nil, err
 	}
 	r.Rejections = rejection.New(rejection.Config{Client: db.Client, Logger: cfg.Logger})
@@ -308,7 +312,6 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Logger:     cfg.Logger,
 		Now:        cfg.Now,
 	}); err != nil {
-		db.Close()
 		return nil, err
 	}
 	if r.BulkRunner, err = bulk.NewRunner(bulk.RunnerConfig{
@@ -320,7 +323,6 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 		Logger:       cfg.Logger,
 		Now:          cfg.Now,
 	}); err != nil {
-		db.Close()
 		return nil, err
 	}
 	r.Bulk = bulk.New(bulk.Config{
@@ -328,14 +330,12 @@ func Open(ctx context.Context, cfg Config) (*Relay, error) {
 	})
 	r.Routing.OnRecipientResumed(r.Scheduler.WakeLanes)
 	if err := r.openCron(cfg); err != nil {
-		db.Close()
 		return nil, err
 	}
 	if r.Alerts, err = alerting.New(alerting.Config{
 		DB: db, Delivery: r.Delivery, Routing: r.Routing, Billing: r.Billing, Leader: r.Leader,
 		Interval: cfg.AlertInterval, Logger: cfg.Logger, Now: cfg.Now,
 	}); err != nil {
-		db.Close()
 		return nil, err
 	}
 	r.handler = api.New(api.Config{

@@ -274,24 +274,15 @@ func (r *queryResolver) Viewer(ctx context.Context) (*model.Viewer, error) {
 
 // Servers is the resolver for the servers field.
 func (r *queryResolver) Servers(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.ServerOrder, where *ent.ServerWhereInput) (*ent.ServerConnection, error) {
-	if _, err := require(ctx, "servers"); err != nil {
-		return nil, err
-	}
-	first, err := pageSize("servers", first, last)
-	if err != nil {
-		return nil, err
-	}
-	return r.client(ctx).Server.Query().Where(server.DeletedAtIsNil(), server.KindEQ(server.KindINBOUND)).
-		Paginate(ctx, after, first, before, last, ent.WithServerOrder(orderBy), ent.WithServerFilter(where.Filter))
+	return page(ctx, "servers", first, last, func(first *int) (*ent.ServerConnection, error) {
+		return r.client(ctx).Server.Query().Where(server.DeletedAtIsNil(), server.KindEQ(server.KindINBOUND)).
+			Paginate(ctx, after, first, before, last, ent.WithServerOrder(orderBy), ent.WithServerFilter(where.Filter))
+	})
 }
 
 // Server is the resolver for the server field.
 func (r *queryResolver) Server(ctx context.Context, id int) (*ent.Server, error) {
-	if _, err := require(ctx, "server"); err != nil {
-		return nil, err
-	}
-	s, err := r.client(ctx).Server.Get(ctx, id)
-	return s, storage.Err("server", "server", err)
+	return node(ctx, "server", "server", func() (*ent.Server, error) { return r.client(ctx).Server.Get(ctx, id) })
 }
 
 // Requests is the resolver for the requests field.
@@ -324,11 +315,7 @@ func (r *queryResolver) Requests(ctx context.Context, serverID int, after *entgq
 
 // Request is the resolver for the request field.
 func (r *queryResolver) Request(ctx context.Context, id int) (*ent.Request, error) {
-	if _, err := require(ctx, "request"); err != nil {
-		return nil, err
-	}
-	req, err := r.client(ctx).Request.Get(ctx, id)
-	return req, storage.Err("request", "request", err)
+	return node(ctx, "request", "request", func() (*ent.Request, error) { return r.client(ctx).Request.Get(ctx, id) })
 }
 
 // Ledger is the resolver for the ledger field.
@@ -365,7 +352,7 @@ func (r *requestResolver) Headers(ctx context.Context, obj *ent.Request) ([]*mod
 
 // Body is the resolver for the body field.
 func (r *requestResolver) Body(ctx context.Context, obj *ent.Request) (string, error) {
-	return strings.ToValidUTF8(string(obj.Body), "\uFFFD"), nil
+	return bodyText(obj.Body), nil
 }
 
 // BodyBase64 is the resolver for the bodyBase64 field.

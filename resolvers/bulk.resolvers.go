@@ -12,7 +12,6 @@ import (
 	"github.com/adal-relay/adal/bulk"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/fault"
-	"github.com/adal-relay/adal/storage"
 )
 
 // Filter is the resolver for the filter field.
@@ -70,27 +69,18 @@ func (r *queryResolver) PlanBulkCancel(ctx context.Context, filter bulk.Filter) 
 
 // BulkJobs is the resolver for the bulkJobs field.
 func (r *queryResolver) BulkJobs(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.BulkJobOrder, where *ent.BulkJobWhereInput) (*ent.BulkJobConnection, error) {
-	if _, err := require(ctx, "bulkJobs"); err != nil {
-		return nil, err
-	}
 	if orderBy == nil {
 		orderBy = &ent.BulkJobOrder{Direction: entgql.OrderDirectionDesc, Field: ent.BulkJobOrderFieldCreatedAt}
 	}
-	first, err := pageSize("bulkJobs", first, last)
-	if err != nil {
-		return nil, err
-	}
-	return r.client(ctx).BulkJob.Query().
-		Paginate(ctx, after, first, before, last, ent.WithBulkJobOrder(orderBy), ent.WithBulkJobFilter(where.Filter))
+	return page(ctx, "bulkJobs", first, last, func(first *int) (*ent.BulkJobConnection, error) {
+		return r.client(ctx).BulkJob.Query().
+			Paginate(ctx, after, first, before, last, ent.WithBulkJobOrder(orderBy), ent.WithBulkJobFilter(where.Filter))
+	})
 }
 
 // BulkJob is the resolver for the bulkJob field.
 func (r *queryResolver) BulkJob(ctx context.Context, id int) (*ent.BulkJob, error) {
-	if _, err := require(ctx, "bulkJob"); err != nil {
-		return nil, err
-	}
-	job, err := r.client(ctx).BulkJob.Get(ctx, id)
-	return job, storage.Err("bulkJob", "bulk job", err)
+	return node(ctx, "bulkJob", "bulk job", func() (*ent.BulkJob, error) { return r.client(ctx).BulkJob.Get(ctx, id) })
 }
 
 // BulkJobUpdated is the resolver for the bulkJobUpdated field.

@@ -44,29 +44,19 @@ func (r *queryResolver) Plans(ctx context.Context) ([]*ent.Plan, error) {
 
 // Tenants is the resolver for the tenants field.
 func (r *queryResolver) Tenants(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) (*ent.TenantConnection, error) {
-	if _, err := require(ctx, "tenants"); err != nil {
-		return nil, err
-	}
-	first, err := pageSize("tenants", first, last)
-	if err != nil {
-		return nil, err
-	}
-	return r.client(ctx).Tenant.Query().
-		Paginate(ctx, after, first, before, last, ent.WithTenantOrder(orderBy), ent.WithTenantFilter(where.Filter))
+	return page(ctx, "tenants", first, last, func(first *int) (*ent.TenantConnection, error) {
+		return r.client(ctx).Tenant.Query().
+			Paginate(ctx, after, first, before, last, ent.WithTenantOrder(orderBy), ent.WithTenantFilter(where.Filter))
+	})
 }
 
 // Tokens is the resolver for the tokens field.
 func (r *queryResolver) Tokens(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TokenOrder, where *ent.TokenWhereInput) (*ent.TokenConnection, error) {
 	// Members hold tokens but do not administer them: listing who else holds one is an owner's business.
-	if _, err := require(ctx, "tokens", viewer.Admin, viewer.Owner); err != nil {
-		return nil, err
-	}
-	first, err := pageSize("tokens", first, last)
-	if err != nil {
-		return nil, err
-	}
-	return r.client(ctx).Token.Query().
-		Paginate(ctx, after, first, before, last, ent.WithTokenOrder(orderBy), ent.WithTokenFilter(where.Filter))
+	return page(ctx, "tokens", first, last, func(first *int) (*ent.TokenConnection, error) {
+		return r.client(ctx).Token.Query().
+			Paginate(ctx, after, first, before, last, ent.WithTokenOrder(orderBy), ent.WithTokenFilter(where.Filter))
+	}, viewer.Admin, viewer.Owner)
 }
 
 // BulkJob returns generated.BulkJobResolver implementation.

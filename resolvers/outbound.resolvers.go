@@ -9,8 +9,6 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
-	"sort"
-	"strings"
 
 	"entgo.io/contrib/entgql"
 	"github.com/adal-relay/adal/ent"
@@ -41,51 +39,22 @@ func (r *mutationResolver) SendOutbound(ctx context.Context, input model.SendOut
 
 // ResponseBody is the resolver for the responseBody field.
 func (r *outboundAttemptResolver) ResponseBody(ctx context.Context, obj *ent.OutboundAttempt) (*string, error) {
-	// A body is stored for every answer of a job that asked for it; an empty one reads back like none, so
-	// the job says which it is.
-	job, err := obj.Job(ctx)
-	if err != nil || !job.StoreResponseBody || obj.HTTPStatus == nil {
-		return nil, storage.Err("outboundAttempt.responseBody", "outbound job", err)
-	}
-	var s string
-	if obj.ResponseBody != nil {
-		s = strings.ToValidUTF8(string(*obj.ResponseBody), "\uFFFD")
-	}
-	return &s, nil
+	return responseBody(ctx, obj, "outboundAttempt.responseBody", bodyText)
 }
 
 // ResponseBodyBase64 is the resolver for the responseBodyBase64 field.
 func (r *outboundAttemptResolver) ResponseBodyBase64(ctx context.Context, obj *ent.OutboundAttempt) (*string, error) {
-	job, err := obj.Job(ctx)
-	if err != nil || !job.StoreResponseBody || obj.HTTPStatus == nil {
-		return nil, storage.Err("outboundAttempt.responseBodyBase64", "outbound job", err)
-	}
-	var s string
-	if obj.ResponseBody != nil {
-		s = base64.StdEncoding.EncodeToString(*obj.ResponseBody)
-	}
-	return &s, nil
+	return responseBody(ctx, obj, "outboundAttempt.responseBodyBase64", base64.StdEncoding.EncodeToString)
 }
 
 // Headers is the resolver for the headers field.
 func (r *outboundJobResolver) Headers(ctx context.Context, obj *ent.OutboundJob) ([]*model.Header, error) {
-	names := make([]string, 0, len(obj.Headers))
-	for name := range obj.Headers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	out := []*model.Header{}
-	for _, name := range names {
-		for _, value := range obj.Headers[name] {
-			out = append(out, &model.Header{Name: name, Value: value})
-		}
-	}
-	return out, nil
+	return headerList(obj.Headers), nil
 }
 
 // Body is the resolver for the body field.
 func (r *outboundJobResolver) Body(ctx context.Context, obj *ent.OutboundJob) (string, error) {
-	return strings.ToValidUTF8(string(obj.Body), "\uFFFD"), nil
+	return bodyText(obj.Body), nil
 }
 
 // BodyBase64 is the resolver for the bodyBase64 field.
@@ -109,16 +78,11 @@ func (r *outboundJobResolver) Attempts(ctx context.Context, obj *ent.OutboundJob
 
 // OutboundJobs is the resolver for the outboundJobs field.
 func (r *queryResolver) OutboundJobs(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) (*ent.OutboundJobConnection, error) {
-	if _, err := require(ctx, "outboundJobs"); err != nil {
-		return nil, err
-	}
 	if orderBy == nil {
 		orderBy = &ent.OutboundJobOrder{Direction: entgql.OrderDirectionDesc, Field: ent.OutboundJobOrderFieldCreatedAt}
 	}
-	first, err := pageSize("outboundJobs", first, last)
-	if err != nil {
-		return nil, err
-	}
-	return r.client(ctx).OutboundJob.Query().
-		Paginate(ctx, after, first, before, last, ent.WithOutboundJobOrder(orderBy), ent.WithOutboundJobFilter(where.Filter))
+	return page(ctx, "outboundJobs", first, last, func(first *int) (*ent.OutboundJobConnection, error) {
+		return r.client(ctx).OutboundJob.Query().
+			Paginate(ctx, after, first, before, last, ent.WithOutboundJobOrder(orderBy), ent.WithOutboundJobFilter(where.Filter))
+	})
 }

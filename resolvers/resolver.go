@@ -24,6 +24,7 @@ import (
 	"github.com/adal-relay/adal/outbound"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/search"
+	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -128,6 +129,31 @@ func pageSize(op string, first, last *int) (*int, error) {
 	return first, nil
 }
 
+// page is the body of a connection resolver: the viewer must be signed in (with one of roles, if any), the
+// page size is bounded (pageSize), and query reads the page of that size.
+func page[C any](ctx context.Context, op string, first, last *int, query func(first *int) (C, error), roles ...viewer.Role) (C, error) {
+	var none C
+	if _, err := require(ctx, op, roles...); err != nil {
+		return none, err
+	}
+	first, err := pageSize(op, first, last)
+	if err != nil {
+		return none, err
+	}
+	return query(first)
+}
+
+// node is the body of a resolver of one node by id: the viewer must be signed in, and get reads the node,
+// what names it in a not-found error.
+func node[T any](ctx context.Context, op, what string, get func() (T, error)) (T, error) {
+	if _, err := require(ctx, op); err != nil {
+		var none T
+		return none, err
+	}
+	n, err := get()
+	return n, storage.Err(op, what, err)
+}
+
 // alertType is the event an AlertEvent value names: RECIPIENT_DISABLED is recipient.disabled.
 func alertType(e model.AlertEvent) alert.Type {
 	return alert.Type(strings.ToLower(strings.Replace(string(e), "_", ".", 1)))
@@ -136,6 +162,24 @@ func alertType(e model.AlertEvent) alert.Type {
 // alertEventEnum is the AlertEvent value of an event.
 func alertEventEnum(t alert.Type) model.AlertEvent {
 	return model.AlertEvent(strings.ToUpper(strings.Replace(string(t), ".", "_", 1)))
+}
+
+// bodyText is a stored body as text, bytes that are not UTF-8 replaced.
+func bodyText(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
+
+// responseBody is an outbound attempt's stored response body, encoded; nil when the job stores none or the
+// attempt got no answer. A body is stored for every answer of a job that asked for it; an empty one reads back
+// like none, so the job says which it is.
+func responseBody(ctx context.Context, a *ent.OutboundAttempt, op string, encode func([]byte) string) (*string, error) {
+	job, err := a.Job(ctx)
+	if err != nil || !job.StoreResponseBody || a.HTTPStatus == nil {
+		return nil, storage.Err(op, "outbound job", err)
+	}
+	var s string
+	if a.ResponseBody != nil {
+		s = encode(*a.ResponseBody)
+	}
+	return &s, nil
 }
 
 // headerList is h as header lines: by name, each name's values in their order.

@@ -505,9 +505,12 @@ func (s *Service) createRecipient(ctx context.Context, client *ent.Client, op st
 	return r, storage.Err(op, "recipient", err)
 }
 
-// liveRecipient loads a recipient that has not been deleted, of one of the tenant's servers: an alert
-// subscription's recipient changes only with its subscription.
+// liveRecipient loads, for a viewer who may manage recipients, a recipient that has not been deleted, of one
+// of the tenant's servers: an alert subscription's recipient changes only with its subscription.
 func liveRecipient(ctx context.Context, client *ent.Client, op string, id int) (*ent.Recipient, error) {
+	if err := requireManagerOf(ctx, op); err != nil {
+		return nil, err
+	}
 	r, err := client.Recipient.Query().Where(recipient.ID(id), recipient.DeletedAtIsNil()).WithServer().Only(ctx)
 	if err != nil {
 		return nil, storage.Err(op, "recipient", err)
@@ -522,9 +525,6 @@ func liveRecipient(ctx context.Context, client *ent.Client, op string, id int) (
 // they were created with; new ones use the new settings.
 func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id int, in RecipientInput) (*ent.Recipient, error) {
 	const op = "routing.UpdateRecipient"
-	if err := requireManagerOf(ctx, op); err != nil {
-		return nil, err
-	}
 	r, err := liveRecipient(ctx, client, op, id)
 	if err != nil {
 		return nil, err
@@ -576,9 +576,6 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 // DeleteRecipient removes a recipient and cancels its pending deliveries; its history stays with the requests.
 func (s *Service) DeleteRecipient(ctx context.Context, client *ent.Client, id int) (*ent.Recipient, error) {
 	const op = "routing.DeleteRecipient"
-	if err := requireManagerOf(ctx, op); err != nil {
-		return nil, err
-	}
 	r, err := liveRecipient(ctx, client, op, id)
 	if err != nil {
 		return nil, err

@@ -172,20 +172,15 @@ func (s *Scheduler) runCLI(ctx context.Context) {
 		}
 		// Every delivery change wakes the lane; a burst of wake-ups is served by one claim per gap.
 		gap.Reset(s.cfg.MinPollGap)
-		select {
-		case <-ctx.Done():
+		if !startstop.Wait(ctx, gap.C, nil) {
 			return
-		case <-gap.C:
 		}
 		if wait -= s.cfg.MinPollGap; wait <= 0 {
 			continue
 		}
 		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
+		if !startstop.Wait(ctx, timer.C, s.wakeCLI) {
 			return
-		case <-s.wakeCLI:
-		case <-timer.C:
 		}
 	}
 }

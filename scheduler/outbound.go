@@ -125,12 +125,9 @@ func (s *Scheduler) attemptOutbound(j *outboundJob) {
 // record rule (next). It reports false, changing nothing, when the claim is no longer the job's current one
 // (the rescuer already recorded it as interrupted, or the job was purged); due says the job was rescheduled.
 func recordOutboundAttempt(ctx context.Context, tx *ent.Client, unit time.Duration, c outboundClaim, o delivery.Outcome) (recorded, due bool, err error) {
-	upd := tx.OutboundJob.Update().
+	upd := delivery.EndLease(tx.OutboundJob.Update().
 		Where(outboundjob.ID(c.JobID), outboundjob.StatusEQ(outboundjob.StatusIN_PROGRESS),
-			outboundjob.AttemptCount(c.Attempt), outboundjob.LeaseOwner(c.Owner)).
-		ClearLeaseExpiresAt().
-		ClearAttemptStartedAt().
-		SetLeaseOwner("")
+			outboundjob.AttemptCount(c.Attempt), outboundjob.LeaseOwner(c.Owner)))
 	succeeded, nextAt := delivery.NextAttempt(c.Attempt, c.MaxAttempts, outbound.Schedule, c.FirstAttemptAt, o, unit)
 	switch {
 	case nextAt != nil:
@@ -194,11 +191,7 @@ func lapsedOutbound(db *storage.DB) func(ctx context.Context, now time.Time, lim
 				outboundjob.FieldStoreResponseBody).
 			Limit(limit).
 			All(ctx)
-		if err != nil {
-			return nil, err
-		}
-		batch := make([]completion, len(stale))
-		for i, j := range stale {
+		return interruptedEach(stale, err, func(j *ent.OutboundJob) completion {
 			c := &outboundClaim{
 				JobID: j.ID, TenantID: j.TenantID, Attempt: j.AttemptCount, MaxAttempts: j.MaxAttempts,
 				FirstAttemptAt: now, StartedAt: now, Owner: j.LeaseOwner, StoreResponseBody: j.StoreResponseBody,
@@ -209,8 +202,7 @@ func lapsedOutbound(db *storage.DB) func(ctx context.Context, now time.Time, lim
 			if j.AttemptStartedAt != nil {
 				c.StartedAt = *j.AttemptStartedAt
 			}
-			batch[i] = completion{Completion: delivery.Completion{Outcome: interrupted(c.StartedAt, now)}, outbound: c}
-		}
-		return batch, nil
+			return completion{Completion: delivery.Completion{Outcome: interrupted(c.StartedAt, now)}, outbound: c}
+		})
 	}
 }

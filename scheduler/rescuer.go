@@ -59,21 +59,15 @@ func NewRescuer(cfg RescuerConfig) (*Rescuer, error) {
 
 // Start sweeps every Interval until Stop or ctx ends.
 func (r *Rescuer) Start(ctx context.Context) error {
-	ctx, ok, stopped := r.StartInit(viewer.SystemContext(ctx))
-	if !ok {
-		return nil
-	}
 	sweep := func(ctx context.Context) {
 		if _, err := r.RescueOnce(ctx); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("rescue interrupted attempts", "err", err)
 		}
 	}
-	go func() {
-		defer stopped()
+	return r.Run(viewer.SystemContext(ctx), nil, func(ctx context.Context) {
 		_ = startstop.Recover(r.cfg.Logger, "rescue sweep", func() { sweep(ctx) })
 		startstop.Every(ctx, r.cfg.Logger, "rescue sweep", r.cfg.Interval, sweep)
-	}()
-	return nil
+	})
 }
 
 // RescueOnce settles every delivery and outbound job whose lease has expired, and returns how many. Each
@@ -125,11 +119,7 @@ func lapsedDeliveries(db *storage.DB) func(ctx context.Context, now time.Time, l
 			WithRequest(func(q *ent.RequestQuery) { q.Select(request.FieldID, request.FieldServerID) }).
 			Limit(limit).
 			All(ctx)
-		if err != nil {
-			return nil, err
-		}
-		batch := make([]completion, len(stale))
-		for i, d := range stale {
+		return interruptedEach(stale, err, func(d *ent.Delivery) completion {
 			c := delivery.Claim{
 				DeliveryID: d.ID, TenantID: d.TenantID, RequestID: d.RequestID, RecipientID: d.RecipientID,
 				Attempt: d.AttemptCount, MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule),
@@ -146,8 +136,19 @@ func lapsedDeliveries(db *storage.DB) func(ctx context.Context, now time.Time, l
 			if d.AttemptStartedAt != nil {
 				started = *d.AttemptStartedAt
 			}
-			batch[i] = completion{Completion: delivery.Completion{Claim: c, Outcome: interrupted(started, now)}}
-		}
-		return batch, nil
+			return completion{Completion: delivery.Completion{Claim: c, Outcome: interrupted(started, now)}}
+		})
 	}
+}
+
+// interruptedEach is the completions of the lapsed rows stale (read with err), one per row by complete.
+func interruptedEach[T any](stale []T, err error, complete func(T) completion) ([]completion, error) {
+	if err != nil {
+		return nil, err
+	}
+	batch := make([]completion, len(stale))
+	for i, row := range stale {
+		batch[i] = complete(row)
+	}
+	return batch, nil
 }

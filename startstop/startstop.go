@@ -1,6 +1,6 @@
 // Package startstop gives every background service of a process the same lifecycle: Start(ctx) runs it until
 // Stop or ctx ends, Stop waits for it, and both are idempotent. A service embeds BaseStartStop and calls
-// StartInit at the top of its Start.
+// StartInit at the top of its Start, or Run when its run is one goroutine.
 package startstop
 
 import (
@@ -62,6 +62,27 @@ func (b *BaseStartStop) StartInit(parent context.Context) (ctx context.Context, 
 	}
 }
 
+// Run is the body of a Start whose run is one goroutine: it begins a run (nothing, when one is under way),
+// calls setup, if any, before returning — a failed setup ends the run and its error is returned — and then
+// runs fn on a goroutine of its own, the run ending when fn returns.
+func (b *BaseStartStop) Run(parent context.Context, setup func(ctx context.Context) error, fn func(ctx context.Context)) error {
+	ctx, ok, stopped := b.StartInit(parent)
+	if !ok {
+		return nil
+	}
+	if setup != nil {
+		if err := setup(ctx); err != nil {
+			stopped()
+			return err
+		}
+	}
+	go func() {
+		defer stopped()
+		fn(ctx)
+	}()
+	return nil
+}
+
 // Stop ends the current run, if any, and waits until it has stopped.
 func (b *BaseStartStop) Stop() {
 	b.mu.Lock()
@@ -99,12 +120,19 @@ func (b *BaseStartStop) Stopped() <-chan struct{} {
 func Every(ctx context.Context, logger *slog.Logger, what string, interval time.Duration, fn func(ctx context.Context)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	for Wait(ctx, ticker.C, nil) {
 		_ = Recover(logger, what, func() { fn(ctx) })
 	}
+}
+
+// Wait blocks until tick fires or wake receives, and reports true then; false once ctx has ended. A nil wake
+// never receives.
+func Wait(ctx context.Context, tick <-chan time.Time, wake <-chan struct{}) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tick:
+	case <-wake:
+	}
+	return true
 }

@@ -92,16 +92,7 @@ func baselineState(ctx context.Context, db *DB, stmts []string) (*atlas.Schema, 
 		}
 		defer scratch.Close()
 		scratch.SetMaxOpenConns(1) // one connection: each has a database of its own
-		for _, s := range stmts {
-			if _, err := scratch.ExecContext(ctx, s); err != nil {
-				return nil, fmt.Errorf("replay baseline: %w", err)
-			}
-		}
-		drv, err := sqlite.Open(scratch)
-		if err != nil {
-			return nil, err
-		}
-		return drv.InspectSchema(ctx, "main", nil)
+		return replayBaseline(ctx, scratch, stmts, sqlite.Open, "main")
 	}
 	tx, err := db.SQL.BeginTx(ctx, nil)
 	if err != nil {
@@ -117,12 +108,18 @@ func baselineState(ctx context.Context, db *DB, stmts []string) (*atlas.Schema, 
 	if _, err := tx.ExecContext(ctx, "SET LOCAL search_path TO "+name); err != nil {
 		return nil, err
 	}
+	return replayBaseline(ctx, tx, stmts, postgres.Open, name)
+}
+
+// replayBaseline runs the baseline statements on db, then inspects the schema named name that they built,
+// through the dialect's driver that open returns.
+func replayBaseline(ctx context.Context, db atlas.ExecQuerier, stmts []string, open func(atlas.ExecQuerier) (atlasmigrate.Driver, error), name string) (*atlas.Schema, error) {
 	for _, s := range stmts {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
+		if _, err := db.ExecContext(ctx, s); err != nil {
 			return nil, fmt.Errorf("replay baseline: %w", err)
 		}
 	}
-	drv, err := postgres.Open(tx)
+	drv, err := open(db)
 	if err != nil {
 		return nil, err
 	}

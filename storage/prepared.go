@@ -86,33 +86,32 @@ func (c *preparingConn) forget(query string, err error) error {
 }
 
 func (c *preparingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	st, err := c.stmt(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if q, ok := st.(driver.StmtQueryContext); ok {
-		rows, err := q.QueryContext(ctx, args)
-		return rows, c.forget(query, err)
-	}
-	q, ok := c.Conn.(driver.QueryerContext)
-	if !ok {
-		return nil, driver.ErrSkip
-	}
-	return q.QueryContext(ctx, query, args)
+	return viaStmt(ctx, c, query,
+		func(st driver.StmtQueryContext) (driver.Rows, error) { return st.QueryContext(ctx, args) },
+		func(conn driver.QueryerContext) (driver.Rows, error) { return conn.QueryContext(ctx, query, args) })
 }
 
 func (c *preparingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	return viaStmt(ctx, c, query,
+		func(st driver.StmtExecContext) (driver.Result, error) { return st.ExecContext(ctx, args) },
+		func(conn driver.ExecerContext) (driver.Result, error) { return conn.ExecContext(ctx, query, args) })
+}
+
+// viaStmt runs query on c's prepared statement for it with onStmt when the statement offers the call (S),
+// else directly on the connection with onConn when it does (C), else answers driver.ErrSkip.
+func viaStmt[R any, S any, C any](ctx context.Context, c *preparingConn, query string, onStmt func(S) (R, error), onConn func(C) (R, error)) (R, error) {
+	var none R
 	st, err := c.stmt(ctx, query)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	if e, ok := st.(driver.StmtExecContext); ok {
-		res, err := e.ExecContext(ctx, args)
-		return res, c.forget(query, err)
+	if s, ok := st.(S); ok {
+		r, err := onStmt(s)
+		return r, c.forget(query, err)
 	}
-	e, ok := c.Conn.(driver.ExecerContext)
+	conn, ok := c.Conn.(C)
 	if !ok {
-		return nil, driver.ErrSkip
+		return none, driver.ErrSkip
 	}
-	return e.ExecContext(ctx, query, args)
+	return onConn(conn)
 }

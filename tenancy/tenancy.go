@@ -15,53 +15,28 @@ import (
 // TenantOwnedPolicy guards every entity with a tenant_id: operators and the system see all, a tenant's viewers
 // see and change only rows of their tenant, and anonymous callers nothing.
 func TenantOwnedPolicy() ent.Policy {
-	return privacy.Policy{
-		Query: privacy.QueryPolicy{
-			denyIfNoViewer(),
-			allowIfGlobal(),
-			filterByTenant("tenant_id"),
-		},
-		Mutation: privacy.MutationPolicy{
-			denyIfNoViewer(),
-			allowIfGlobal(),
-			denyCreateInOtherTenant(),
-			filterByTenant("tenant_id"),
-		},
-	}
+	return viewersPolicy(filterByTenant("tenant_id"), denyCreateInOtherTenant(), filterByTenant("tenant_id"))
 }
 
 // TenantPolicy guards the tenant rows themselves: a tenant's viewers read their own; only operators and the
 // system change them (balances change through package billing, which says so with a narrow decision context).
 func TenantPolicy() ent.Policy {
-	return privacy.Policy{
-		Query: privacy.QueryPolicy{
-			denyIfNoViewer(),
-			allowIfGlobal(),
-			filterByTenant("id"),
-		},
-		Mutation: privacy.MutationPolicy{
-			denyIfNoViewer(),
-			allowIfGlobal(),
-			privacy.AlwaysDenyRule(),
-		},
-	}
+	return viewersPolicy(filterByTenant("id"), privacy.AlwaysDenyRule())
 }
 
 // CatalogPolicy guards plans: operators and the system see them all; a tenant's viewers see the plans an owner
 // may pick (selectable) and their tenant's current one, so an operator's private plans stay private. Only
 // operators and the system change them.
 func CatalogPolicy() ent.Policy {
+	return viewersPolicy(filterSelectableOrOwn(), privacy.AlwaysDenyRule())
+}
+
+// viewersPolicy denies anonymous callers and allows operators and the system; a tenant's viewers get what
+// query decides of reads and mutation, in order, of writes.
+func viewersPolicy(query privacy.QueryRule, mutation ...privacy.MutationRule) ent.Policy {
 	return privacy.Policy{
-		Query: privacy.QueryPolicy{
-			denyIfNoViewer(),
-			allowIfGlobal(),
-			filterSelectableOrOwn(),
-		},
-		Mutation: privacy.MutationPolicy{
-			denyIfNoViewer(),
-			allowIfGlobal(),
-			privacy.AlwaysDenyRule(),
-		},
+		Query:    privacy.QueryPolicy{denyIfNoViewer(), allowIfGlobal(), query},
+		Mutation: append(privacy.MutationPolicy{denyIfNoViewer(), allowIfGlobal()}, mutation...),
 	}
 }
 

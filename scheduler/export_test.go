@@ -23,3 +23,17 @@ func RecordOutbound(ctx context.Context, client *ent.Client, unit time.Duration,
 func ClaimCLIForTest(ctx context.Context, db *storage.DB, now time.Time, limit int, owner string, recipients ...CLIReady) ([]delivery.Claim, error) {
 	return claimCLI(ctx, db, now, limit, time.Minute, owner, recipients)
 }
+
+// HandOff is what intake's hand-off grants of want, slots free, in a process of workers with share for a tenant
+// alone, where flying attempts are in flight and the waiting tenants have due work left for want of room.
+func HandOff(workers int, share float64, flying map[int]int, waiting []int, want map[int]int, slots int) map[int]int {
+	f := newFairShare(workers, share, 1)
+	for t, n := range flying {
+		f.add(t, n)
+	}
+	for _, t := range waiting {
+		f.waiting[t] = true
+	}
+	granted, _ := f.reserve(want, slots)
+	return granted
+}

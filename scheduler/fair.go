@@ -9,9 +9,11 @@ import (
 // and bounds them, so that one tenant's slow recipients never hold every worker: a tenant may hold at most
 // alone workers while it is the only one busy here, and no more than an equal share of the workers while
 // others are busy too — busy meaning attempts in flight here, or due work the last claim left in the table for
-// want of room. A tenant not busy yet may take as much as it would once counted, so another tenant's new
-// delivery finds a free worker at once. Attempts already in flight are never cut short: a tenant over its new
-// share gets nothing more until it is back under it.
+// want of room (waiting). A tenant not busy yet may take as much as it would once counted, so another tenant's
+// new delivery finds a free worker at once. Intake's hand-off is held to the equal share only while another
+// tenant waits: until then there is no one to be fair to, and a tenant's burst goes straight to workers
+// rather than through the table. Attempts already in flight are never cut short: a tenant over its new share
+// gets nothing more until it is back under it.
 type fairShare struct {
 	workers, alone int
 	// wakeAt is how many attempts of waiting tenants must finish before the claim loop is woken for them, so
@@ -81,12 +83,25 @@ func (f *fairShare) rooms() shares {
 	return sh
 }
 
-// room is what tenant may take now; under mu.
+// room is what intake may hand tenant now; under mu.
 func (f *fairShare) room(tenant int) int {
 	if k, ok := f.flying[tenant]; ok || f.waiting[tenant] {
-		return max(0, f.shareOf(f.busy())-k)
+		return max(0, f.limit(tenant, f.busy())-k)
 	}
-	return f.shareOf(f.busy() + 1)
+	return f.limit(tenant, f.busy()+1)
+}
+
+// limit is what intake may hand tenant in all, with n the busy tenants it is counted among: alone while no
+// other tenant waits for room, its share otherwise; under mu.
+func (f *fairShare) limit(tenant, n int) int {
+	others := len(f.waiting)
+	if f.waiting[tenant] {
+		others--
+	}
+	if others == 0 {
+		return f.alone
+	}
+	return f.shareOf(n)
 }
 
 // claimed notes what a claim given sh took, by tenant, with full saying whether it took its whole limit: a

@@ -11,6 +11,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/relay"
 	"github.com/adal-relay/adal/relay/relaytest"
+	"github.com/adal-relay/adal/scheduler"
 	"github.com/adal-relay/adal/storage/dbtest"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -72,6 +73,29 @@ func TestNoisyTenantLeavesWorkersToOthers(t *testing.T) {
 	}
 	require.Equal(t, share, started)
 	require.Equal(t, noisyRecipients*noisyRequests-share, waiting)
+}
+
+// Intake hands a tenant's burst straight to workers, up to the share of a tenant alone, while no other tenant
+// waits for room; once another does, it hands no more than the equal share of the busy tenants, and none to a
+// tenant that waits itself (its due deliveries, in the table, go first).
+func TestHandOffHeldToTheShareOnlyWhileAnotherWaits(t *testing.T) {
+	t.Parallel()
+	const workers, alone = 12, 0.5 // 6 alone; 4 each for three busy tenants
+	busy := map[int]int{1: 1, 2: 1, 3: 1}
+	for _, c := range []struct {
+		name    string
+		waiting []int
+		want    map[int]int
+		granted map[int]int
+	}{
+		{"no one waits", nil, map[int]int{1: 9}, map[int]int{1: 5}},
+		{"a new tenant, no one waits", nil, map[int]int{4: 9}, map[int]int{4: 6}},
+		{"another waits", []int{2}, map[int]int{1: 9}, map[int]int{1: 3}},
+		{"a new tenant while another waits", []int{2}, map[int]int{4: 9}, map[int]int{4: 3}},
+		{"it waits itself", []int{1}, map[int]int{1: 9}, map[int]int{}},
+	} {
+		require.Equal(t, c.granted, scheduler.HandOff(workers, alone, busy, c.waiting, c.want, workers), c.name)
+	}
 }
 
 // Two tenants that both hang hold an equal share of the workers each, and leave none of their own to take.

@@ -120,7 +120,7 @@ func TestRateLimitIsPerProcess(t *testing.T) {
 func TestLimitsRefreshInTheBackground(t *testing.T) {
 	t.Parallel()
 	b := setupLimits(t)
-	tn := b.env.NewTenant("changing", relaytest.PlanLimits{Credits: 100})
+	tn := b.env.NewTenant("changing", relaytest.PlanLimits{Credits: 1000})
 	limited := b.env.NewServer(tn, "limited", nil)
 	deleted := b.env.NewServer(tn, "deleted", nil)
 	for _, key := range []string{limited.Key, limited.Key, deleted.Key} {
@@ -133,8 +133,8 @@ func TestLimitsRefreshInTheBackground(t *testing.T) {
 
 	b.clock.Advance(6 * time.Second) // past keyTTL: the next request starts the refresh
 	relaytest.Eventually(t, 10*time.Second, "the new rate to apply", func() bool {
-		post(t, b.env, limited.Key)
-		status, _ := post(t, b.env, limited.Key) // the clock stands still: one a second, this one over it
+		// The clock stands still: once the rate applies, the request after the bucket's one token is over it.
+		status, _ := post(t, b.env, limited.Key)
 		return status == http.StatusTooManyRequests
 	})
 	status, _ := post(t, b.env, deleted.Key)

@@ -18,8 +18,8 @@ var postgresQueries = queries{
 	claimCLISet:         claimCLISetPostgres,
 	cliValue:            "($%d::bigint, $%d::timestamptz)",
 	param:               "$",
-	nextDue:             nextDueSQL.Postgres,
-	nextDueWithOutbound: nextDueWithOutboundSQL.Postgres,
+	nextDue:             nextDuePostgres,
+	nextDueWithOutbound: nextDueWithOutboundPostgres,
 	dueCount:            dueCountSQL.Postgres,
 	probeTurn:           probeTurnSQL.Postgres,
 	releaseCLI:          releaseCLISQL.Postgres,
@@ -215,6 +215,13 @@ SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_a
 FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`
+
+// The next-due queries run after most claims. Planned afresh each time they cost more than they run (the
+// planner reads the ends of the due index to estimate `next_attempt_at > $1`), so they are prepared.
+var (
+	nextDuePostgres             = storage.Prepared(nextDueSQL.Postgres)
+	nextDueWithOutboundPostgres = storage.Prepared(nextDueWithOutboundSQL.Postgres)
+)
 
 var (
 	livePostgres       = retention.LiveSQL("q.expires_at", "$1")

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -77,16 +76,23 @@ func (s Signer) Sign(h http.Header, at time.Time, body []byte) {
 		return
 	}
 	ts := strconv.FormatInt(at.Unix(), 10)
-	// What is signed is the same for every key; only the MAC differs.
-	msg := make([]byte, 0, len(s.ID)+len(ts)+2+len(body))
-	msg = append(append(append(append(append(msg, s.ID...), '.'), ts...), '.'), body...)
-	sigs := make([]string, len(s.Keys))
+	// What is signed, id.timestamp.body, is the same for every key: the body is written to each MAC after the
+	// prefix rather than copied behind it, and the signatures go into one header value as they are made.
+	prefix := make([]byte, 0, len(s.ID)+len(ts)+2)
+	prefix = append(append(append(append(prefix, s.ID...), '.'), ts...), '.')
+	const sigLen = len("v1,") + 44 // 44: a SHA-256 MAC in standard base64
+	value := make([]byte, 0, len(s.Keys)*(sigLen+1))
+	var sum [sha256.Size]byte
 	for i, key := range s.Keys {
 		mac := hmac.New(sha256.New, key)
-		mac.Write(msg)
-		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+		mac.Write(prefix)
+		mac.Write(body)
+		if i > 0 {
+			value = append(value, ' ')
+		}
+		value = base64.StdEncoding.AppendEncode(append(value, "v1,"...), mac.Sum(sum[:0]))
 	}
 	h.Set(s.Headers.ID, s.ID)
 	h.Set(s.Headers.Timestamp, ts)
-	h.Set(s.Headers.Signature, strings.Join(sigs, " "))
+	h.Set(s.Headers.Signature, string(value))
 }

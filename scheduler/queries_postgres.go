@@ -216,7 +216,7 @@ FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`
 
-// The next-due queries run after most claims. Planned afresh each time they cost more than they run (the
+// The next-due queries run after most claims. Planned afresh each time, they cost more than they run (the
 // planner reads the ends of the due index to estimate `next_attempt_at > $1`), so they are prepared.
 var (
 	nextDuePostgres             = storage.Prepared(nextDueSQL.Postgres)

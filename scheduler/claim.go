@@ -14,40 +14,43 @@ import (
 
 // shares is what one claim may take of each tenant: fairShare.rooms.
 type shares struct {
-	rooms string // a JSON array of [tenant, room, attempts in flight], the tenants busy in this process
-	other int    // the room of any other tenant
-	most  int    // the largest room of all
-	given map[int]int
+	rooms  string // a JSON array of [tenant, room, attempts in flight, probe], the tenants busy in this process
+	other  int    // the room of any other tenant
+	most   int    // the largest room of all
+	given  map[int]int
+	waited map[int]bool // the tenants waiting when the rooms were given: the claim reads no row past their room
 }
 
 // claim takes up to limit due deliveries of the direct and capped lanes for owner, at most each tenant's room
-// (sh) and each capped recipient's free slots, with what their attempts send. On PostgreSQL the claim is one
+// (sh) and each capped recipient's free slots, with what their attempts send. Where the statement can tell,
+// left says, for each tenant it took from, whether it left due deliveries of that tenant in the table; it is
+// nil otherwise. On PostgreSQL the claim is one
 // statement that also raises the capped recipients' in_flight and returns the requests and recipients with
 // the claimed rows, one round trip in all; SQLite's UPDATE … RETURNING can feed neither a join nor another
 // update, and there the claim and the raise share a transaction, and a further query (in process, cheap)
 // loads the requests and recipients.
-func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, sh shares) ([]job, error) {
+func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, sh shares) (jobs []job, left map[int]bool, err error) {
 	q := statements.For(db)
 	args := []any{now, limit, now.Add(lease), owner, sh.rooms, sh.other, max(1, min(limit, sh.most))}
 	if q.claimCounted == "" {
 		rows, err := db.SQL.QueryContext(ctx, q.claim, args...)
 		if err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
+			return nil, nil, fmt.Errorf("claim: %w", err)
 		}
 		return readClaims(ctx, db, rows, now, owner)
 	}
 	tx, err := db.SQL.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
 	rows, err := tx.QueryContext(ctx, q.claim, args...)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
-	jobs, err := scanClaims(rows, now, owner, false)
+	jobs, _, err = scanClaims(rows, now, owner, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	taken := map[int]int{}
 	for _, j := range jobs {
@@ -57,13 +60,14 @@ func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease 
 	}
 	for rid, n := range taken {
 		if _, err := tx.ExecContext(ctx, q.claimCounted, n, rid); err != nil {
-			return nil, fmt.Errorf("claim: count the slots of recipient %d: %w", rid, err)
+			return nil, nil, fmt.Errorf("claim: count the slots of recipient %d: %w", rid, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("claim: commit: %w", err)
+		return nil, nil, fmt.Errorf("claim: commit: %w", err)
 	}
-	return loadClaims(ctx, db, jobs)
+	jobs, err = loadClaims(ctx, db, jobs)
+	return jobs, nil, err
 }
 
 // claimProbe takes the due delivery of the DISABLED recipient whose probe turn came, with what its attempt
@@ -73,17 +77,19 @@ func claimProbe(ctx context.Context, db *storage.DB, now time.Time, lease time.D
 	if err != nil {
 		return nil, fmt.Errorf("claim probe: %w", err)
 	}
-	return readClaims(ctx, db, rows, now, owner)
+	jobs, _, err := readClaims(ctx, db, rows, now, owner)
+	return jobs, err
 }
 
 // readClaims reads the rows of a claim statement and, unless the statement joined them in, loads their
 // requests and recipients.
-func readClaims(ctx context.Context, db *storage.DB, rows *sql.Rows, now time.Time, owner string) ([]job, error) {
-	jobs, err := scanClaims(rows, now, owner, statements.For(db).claimJoined)
+func readClaims(ctx context.Context, db *storage.DB, rows *sql.Rows, now time.Time, owner string) ([]job, map[int]bool, error) {
+	jobs, left, err := scanClaims(rows, now, owner, statements.For(db).claimJoined)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return loadClaims(ctx, db, jobs)
+	jobs, err = loadClaims(ctx, db, jobs)
+	return jobs, left, err
 }
 
 // loadClaims completes jobs read without their requests and recipients; jobs read with them are returned as
@@ -100,10 +106,15 @@ func loadClaims(ctx context.Context, db *storage.DB, jobs []job) ([]job, error) 
 }
 
 // scanClaims reads and closes the rows of a claim statement: the claim columns, then, when joined, the
-// request's and recipient's.
-func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job, error) {
+// request's and recipient's and whether the claim left due deliveries of the row's tenant, which left returns
+// by tenant. A joined row with no delivery (id 0) only says that of its tenant.
+func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job, map[int]bool, error) {
 	defer rows.Close()
 	var jobs []job
+	var left map[int]bool
+	if joined {
+		left = map[int]bool{}
+	}
 	for rows.Next() {
 		c := delivery.Claim{StartedAt: now, Owner: owner}
 		var schedule string
@@ -113,14 +124,22 @@ func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job
 		var headers []byte
 		var previousUntil storage.NullTime
 		var verified sql.NullBool
+		var leftDue bool
 		if joined {
 			dest = append(dest, &j.request.ServerID, &j.request.Key, &j.request.Method, &j.request.Path,
 				&j.request.Query, &headers, &j.request.Body, &verified,
 				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey,
-				&j.recipient.SigningSecret, &j.recipient.PreviousSigningSecret, &previousUntil, &j.recipient.SignatureHeaders)
+				&j.recipient.SigningSecret, &j.recipient.PreviousSigningSecret, &previousUntil, &j.recipient.SignatureHeaders,
+				&leftDue)
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("scan claim: %w", err)
+			return nil, nil, fmt.Errorf("scan claim: %w", err)
+		}
+		if joined {
+			left[c.TenantID] = leftDue
+			if c.DeliveryID == 0 {
+				continue
+			}
 		}
 		c.Schedule = delivery.Schedule(schedule)
 		c.FirstAttemptAt = now
@@ -146,9 +165,9 @@ func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
-	return jobs, nil
+	return jobs, left, nil
 }
 
 // nextDue returns the earliest future due time of a pending delivery, so the loop can sleep exactly until

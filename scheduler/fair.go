@@ -53,9 +53,9 @@ func (f *fairShare) rooms() shares {
 	defer f.mu.Unlock()
 	n := f.busy()
 	f.share = f.shareOf(n)
-	sh := shares{other: f.shareOf(n + 1), given: make(map[int]int, n)}
+	sh := shares{other: f.shareOf(n + 1), given: make(map[int]int, n), waited: make(map[int]bool, len(f.waiting))}
 	sh.most = sh.other
-	b := make([]byte, 0, 2+16*n)
+	b := make([]byte, 0, 2+18*n)
 	b = append(b, '[')
 	add := func(tenant, room, flying int) {
 		if len(b) > 1 {
@@ -67,7 +67,12 @@ func (f *fairShare) rooms() shares {
 		b = strconv.AppendInt(b, int64(room), 10)
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(flying), 10)
-		b = append(b, ']')
+		if f.waiting[tenant] {
+			b = append(b, ",0]"...)
+			sh.waited[tenant] = true
+		} else {
+			b = append(b, ",1]"...)
+		}
 		sh.most = max(sh.most, room)
 		sh.given[tenant] = room
 	}
@@ -104,14 +109,29 @@ func (f *fairShare) limit(tenant, n int) int {
 	return f.shareOf(n)
 }
 
-// claimed notes what a claim given sh took, by tenant, with full saying whether it took its whole limit: a
-// tenant that got its whole room, or had none, may have more due, and is waiting (a tenant at its share is not
-// looked at); one given room that got less has nothing more due — unless the claim ran out of workers first,
-// and then it is left as it was.
-func (f *fairShare) claimed(sh shares, took map[int]int, full bool) {
+// claimed notes what a claim given sh took, by tenant. Where the claim could tell (left is not nil), it read
+// one row past the room of each tenant not waiting, and such a tenant is waiting exactly when the claim left
+// due work of it in the table; a tenant already waiting stays so unless it got less than its room and the
+// claim left it nothing. Otherwise a tenant that got its whole room, or had none, may have more due, and is
+// waiting; one given room that got less has nothing more due — unless the claim ran out of workers first
+// (full), and then the tenants it took nothing from are left as they were.
+func (f *fairShare) claimed(sh shares, took map[int]int, left map[int]bool, full bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.freed = 0
+	if left != nil {
+		for t, room := range sh.given {
+			if !left[t] && (!sh.waited[t] || room > 0 && took[t] < room) {
+				delete(f.waiting, t)
+			}
+		}
+		for t, waits := range left {
+			if waits {
+				f.waiting[t] = true
+			}
+		}
+		return
+	}
 	for t, n := range took {
 		room, ok := sh.given[t]
 		if !ok {
@@ -124,12 +144,16 @@ func (f *fairShare) claimed(sh shares, took map[int]int, full bool) {
 			delete(f.waiting, t)
 		}
 	}
+	if full {
+		return
+	}
 	for t, room := range sh.given {
-		_, ok := took[t]
-		switch {
-		case room == 0:
+		if _, ok := took[t]; ok {
+			continue
+		}
+		if room == 0 {
 			f.waiting[t] = true
-		case !ok && !full:
+		} else {
 			delete(f.waiting, t)
 		}
 	}

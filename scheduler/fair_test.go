@@ -75,12 +75,14 @@ func TestNoisyTenantLeavesWorkersToOthers(t *testing.T) {
 	require.Equal(t, noisyRecipients*noisyRequests-share, waiting)
 }
 
+// The hand-off tests' process: 6 workers for a tenant alone, 4 each for three busy tenants.
+const handOffWorkers, handOffAlone = 12, 0.5
+
 // Intake hands a tenant's burst straight to workers, up to the share of a tenant alone, while no other tenant
 // waits for room; once another does, it hands no more than the equal share of the busy tenants, and none to a
 // tenant that waits itself (its due deliveries, in the table, go first).
 func TestHandOffHeldToTheShareOnlyWhileAnotherWaits(t *testing.T) {
 	t.Parallel()
-	const workers, alone = 12, 0.5 // 6 alone; 4 each for three busy tenants
 	busy := map[int]int{1: 1, 2: 1, 3: 1}
 	for _, c := range []struct {
 		name    string
@@ -94,7 +96,7 @@ func TestHandOffHeldToTheShareOnlyWhileAnotherWaits(t *testing.T) {
 		{"a new tenant while another waits", []int{2}, map[int]int{4: 9}, map[int]int{4: 3}},
 		{"it waits itself", []int{1}, map[int]int{1: 9}, map[int]int{}},
 	} {
-		require.Equal(t, c.granted, scheduler.HandOff(workers, alone, busy, c.waiting, c.want, workers), c.name)
+		require.Equal(t, c.granted, scheduler.HandOff(handOffWorkers, handOffAlone, busy, c.waiting, c.want, handOffWorkers), c.name)
 	}
 }
 
@@ -344,4 +346,80 @@ func TestStartSweepsEveryLane(t *testing.T) {
 	env.Peer(t)                                                   // a second process on the same database, as a restart would start
 	waitDelivered(t, env, reqID, 20*time.Second, "the stale delivery swept and delivered")
 	require.Equal(t, 1, rcv.count())
+}
+
+// A claim that can tell what it left (PostgreSQL's reads one row past the room of each tenant not waiting)
+// marks waiting only the tenants it left due work of, so a tenant at its share with nothing more due keeps
+// intake's hand-off; a claim that cannot tell (SQLite's) counts a tenant that got its whole room, or had none,
+// as waiting.
+func TestClaimMarksWaitingOnlyWhatItLeft(t *testing.T) {
+	t.Parallel()
+	atShare := map[int]int{1: 4, 2: 4, 3: 4}
+	for _, c := range []struct {
+		name           string
+		flying         map[int]int
+		waiting        []int
+		took           map[int]int
+		left           map[int]bool
+		waitingAfter   []int
+		handOffTenant1 int
+	}{
+		{"at its share, nothing due", atShare, nil, nil, map[int]bool{}, nil, 2},
+		{"at its share, the claim cannot tell", atShare, nil, nil, nil, []int{1, 2, 3}, 0},
+		{"at its share, due work left", atShare, nil, nil, map[int]bool{1: true}, []int{1}, 0},
+		{"whole room taken, more left", nil, nil, map[int]int{1: 6}, map[int]bool{1: true}, []int{1}, 0},
+		{"whole room taken, nothing left", map[int]int{1: 2}, nil, map[int]int{1: 4}, map[int]bool{1: false}, nil, 0},
+		{"waiting at its share: not looked at", atShare, []int{1}, nil, map[int]bool{}, []int{1}, 0},
+		{"waiting, got less than its room", map[int]int{1: 1}, []int{1}, map[int]int{1: 1}, map[int]bool{1: false}, nil, 4},
+	} {
+		waiting, granted := scheduler.ClaimThenHandOff(handOffWorkers, handOffAlone, c.flying, c.waiting, c.took, c.left, map[int]int{1: 9})
+		require.Equal(t, c.waitingAfter, waiting, c.name)
+		require.Equal(t, c.handOffTenant1, granted[1], c.name)
+	}
+}
+
+// The claim reads one row past the room of each tenant not waiting, and says which tenants it left due work
+// of, including one it took nothing from; it reads nothing of a waiting tenant without room. SQLite's claim
+// cannot tell, and says so.
+func TestClaimReportsWhatItLeft(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t)
+	env.Relay.Scheduler.Stop() // deliveries stay in the table for the claim under test
+	rcv := newHolding(t, 0)
+	tenantOf := func(credits int, requests int) int {
+		tn := env.NewTenant("t"+strconv.Itoa(requests), relaytest.PlanLimits{Credits: credits})
+		srv := env.NewServer(tn, "s", nil)
+		env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": rcv.URL})
+		var id int
+		for range requests {
+			req := env.Accept(srv.Key)
+			d, err := env.DB.Client.Delivery.Query().Where(entdelivery.RequestID(req)).Only(viewer.SystemContext(t.Context()))
+			require.NoError(t, err)
+			id = d.TenantID
+		}
+		return id
+	}
+	a, b := tenantOf(100, 3), tenantOf(100, 2)
+	ctx, db, now := viewer.SystemContext(t.Context()), env.DB.DB, time.Now().Add(time.Second)
+	// Four workers, b holding all of them: a, not busy here, may take two (an equal share among two).
+	const workers, limit = 4, 10
+	flying := map[int]int{b: workers}
+
+	took, left, err := scheduler.ClaimForTest(ctx, db, now, limit, workers, flying, []int{b})
+	require.NoError(t, err)
+	require.Equal(t, map[int]int{a: 2}, took)
+	if db.Postgres() {
+		require.Equal(t, map[int]bool{a: true}, left, "a's third delivery is left; waiting b is not looked at")
+	} else {
+		require.Nil(t, left)
+	}
+
+	took, left, err = scheduler.ClaimForTest(ctx, db, now, limit, workers, flying, nil)
+	require.NoError(t, err)
+	require.Equal(t, map[int]int{a: 1}, took)
+	if db.Postgres() {
+		require.Equal(t, map[int]bool{a: false, b: true}, left, "a has nothing left; b, probed, has two")
+	} else {
+		require.Nil(t, left)
+	}
 }

@@ -91,7 +91,7 @@ func (s *Scheduler) dispatchOutbound(ctx context.Context, free int) (int, error)
 		return 0, err
 	}
 	// As if full: a tenant with no job due may still have deliveries waiting, which only their claim can tell.
-	s.fair.claimed(sh, tookBy(jobs), true)
+	s.fair.claimed(sh, tookBy(jobs), nil, true)
 	if s.cfg.Observer != nil && len(jobs) > 0 {
 		s.cfg.Observer.Claimed(len(jobs))
 	}

@@ -10,8 +10,9 @@ type queries struct {
 	claim string
 	// claimProbe: $1 now, $2 limit, $3 lease end, $4 owner, $5 the probed recipient.
 	claimProbe string
-	// claimJoined says the claim returns each delivery's request and recipient with it (one round trip);
-	// otherwise load reads them after the claim.
+	// claimJoined says the claim returns each delivery's request and recipient with it (one round trip), and
+	// whether it left due deliveries of the delivery's tenant (scanClaims); otherwise load reads them after
+	// the claim, and what it left is not known.
 	claimJoined bool
 	// claimCounted, when set, raises a capped recipient's in_flight after the claim, in its transaction ($1 the
 	// number claimed, $2 the recipient); otherwise the claim raises it itself.

@@ -27,9 +27,9 @@ var postgresQueries = queries{
 }
 
 // roomsCTE reads the claims' rooms parameter ($5, shares.rooms): a JSON array of [tenant, room, attempts in
-// flight] for the tenants busy in this process.
+// flight, probe] for the tenants busy in this process.
 const roomsCTE = `rooms AS MATERIALIZED (
-	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room, (e->>2)::int AS flying
+	SELECT (e->>0)::bigint AS tenant_id, (e->>1)::int AS room, (e->>2)::int AS flying, (e->>3)::int AS probe
 	FROM json_array_elements($5::json) AS e
 )`
 
@@ -118,26 +118,29 @@ SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_a
 	c.first_attempt_at, false,
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
-	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers
+	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers, false
 FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`
 
 // claimPostgresTmpl is the claim of the direct and capped lanes, one statement (queries.claim). It never walks
 // a backlog that cannot be taken: it visits the tenants with pending direct deliveries one index probe each
-// (tenants, a loose scan of delivery_direct_due), and takes from each at most its room, the free workers of
-// its share in this process ($5, $6: rooms); it visits the capped recipients with pending deliveries the same
-// way (capped_ids), locks those with a free slot and due work (slots: the lock orders the claims of every
-// process on the recipient's in_flight, re-read as it stands once locked), and takes from each at most its
-// free slots. Of all these each tenant keeps at most its room, and the first $2 are claimed, the least loaded
-// tenant's first (its attempts in flight here plus its rank among its own, so that a newcomer's delivery goes
-// before a busy tenant's older backlog), then in due order:
+// (tenants, a loose scan of delivery_direct_due), and reads from each its room, the free workers of its share
+// in this process ($5, $6: rooms), plus one row if the tenant is not waiting already (the probe); it visits the
+// capped recipients with pending deliveries the same way (capped_ids), locks those with a free slot and due
+// work (slots: the lock orders the claims of every process on the recipient's in_flight, re-read as it stands
+// once locked), and reads from each its free slots, plus the probe's row when the tenant's room is the tighter
+// bound. Of all these each tenant keeps at most its room,
+// and the first $2 are claimed, the least loaded tenant's first (its attempts in flight here plus its rank
+// among its own, so that a newcomer's delivery goes before a busy tenant's older backlog), then in due order:
 // IN_PROGRESS under this process's lease, the attempt counted, and the capped recipients' in_flight raised by
-// what was claimed from them. It returns what the attempts send, so a claim costs one round trip. Rows a
-// group's probe locked beyond what was kept stay PENDING (their lock ends with the statement). The update finds
-// the rows it claims by their ids as an array: joined with what was picked, the planner hashed the whole table.
-// Each group is ordered by its index's columns, (tenant, due) or (recipient, due): ordered by due alone, the
-// planner walked the due index of every tenant's deliveries, skipping the other tenants' rows.
+// what was claimed from them. It returns what the attempts send, so a claim costs one round trip, and with each
+// row whether the claim left due deliveries of its tenant (it read more than it claimed): the probe's row is
+// how it knows of a tenant that got its whole room. A tenant it left due deliveries of and took none from gets a row of its own with
+// delivery id 0. Rows read beyond what was claimed stay PENDING (their lock ends with the statement). The
+// update finds the rows it claims by their ids as an array: joined with what was picked, the planner hashed
+// the whole table. Each group is ordered by its index's columns, (tenant, due) or (recipient, due): ordered by
+// due alone, the planner walked the due index of every tenant's deliveries, skipping the other tenants' rows.
 const claimPostgresTmpl = `
 WITH RECURSIVE tenants(id) AS (
 	(SELECT tenant_id FROM deliveries WHERE status = 'PENDING' AND lane = 'DIRECT' ORDER BY tenant_id LIMIT 1)
@@ -154,6 +157,7 @@ WITH RECURSIVE tenants(id) AS (
 ), ` + roomsCTE + `, direct AS (
 	SELECT p.id, p.tenant_id, p.next_attempt_at
 	FROM tenants t
+	LEFT JOIN rooms ON rooms.tenant_id = t.id
 	CROSS JOIN LATERAL (
 		SELECT d.id, d.tenant_id, d.next_attempt_at FROM deliveries d
 		JOIN recipients r ON r.id = d.recipient_id
@@ -161,20 +165,25 @@ WITH RECURSIVE tenants(id) AS (
 		WHERE d.tenant_id = t.id AND d.status = 'PENDING' AND d.lane = 'DIRECT' AND d.next_attempt_at <= $1
 		  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
 		ORDER BY d.tenant_id, d.next_attempt_at, d.id
-		LIMIT LEAST(COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = t.id), $6::int), $7::int)
+		LIMIT LEAST(COALESCE(rooms.room, $6::int), $7::int) + COALESCE(rooms.probe, 1)
 		FOR UPDATE OF d SKIP LOCKED
 	) p
 	WHERE t.id IS NOT NULL
 ), slots AS MATERIALIZED (
-	SELECT r.id, LEAST(r.max_concurrency - r.in_flight, COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = r.tenant_id), $6::int)) AS free
-	FROM recipients r
-	WHERE r.id IN (SELECT id FROM capped_ids WHERE id IS NOT NULL)
-	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.in_flight < r.max_concurrency
-	  AND COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = r.tenant_id), $6::int) > 0
-	  AND EXISTS (SELECT 1 FROM deliveries d WHERE d.recipient_id = r.id AND d.status = 'PENDING' AND d.lane = 'CAPPED'
-		AND d.next_attempt_at <= $1)
-	ORDER BY r.id
-	FOR NO KEY UPDATE OF r SKIP LOCKED
+	SELECT s.id, LEAST(s.free, s.room) AS free, (s.room < s.free)::int * s.probe AS probe
+	FROM (
+		SELECT r.id, r.max_concurrency - r.in_flight AS free, COALESCE(rooms.room, $6::int) AS room,
+			COALESCE(rooms.probe, 1) AS probe
+		FROM recipients r
+		LEFT JOIN rooms ON rooms.tenant_id = r.tenant_id
+		WHERE r.id IN (SELECT id FROM capped_ids WHERE id IS NOT NULL)
+		  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.in_flight < r.max_concurrency
+		  AND (COALESCE(rooms.room, $6::int) > 0 OR COALESCE(rooms.probe, 1) = 1)
+		  AND EXISTS (SELECT 1 FROM deliveries d WHERE d.recipient_id = r.id AND d.status = 'PENDING' AND d.lane = 'CAPPED'
+			AND d.next_attempt_at <= $1)
+		ORDER BY r.id
+		FOR NO KEY UPDATE OF r SKIP LOCKED
+	) s
 ), capped AS (
 	SELECT p.id, p.tenant_id, p.next_attempt_at
 	FROM slots s
@@ -183,14 +192,18 @@ WITH RECURSIVE tenants(id) AS (
 		JOIN requests q ON q.id = d.request_id AND %[2]s
 		WHERE d.recipient_id = s.id AND d.status = 'PENDING' AND d.lane = 'CAPPED' AND d.next_attempt_at <= $1
 		ORDER BY d.recipient_id, d.next_attempt_at, d.id
-		LIMIT LEAST(s.free, $7::int)
+		LIMIT LEAST(s.free, $7::int) + s.probe
 		FOR UPDATE OF d SKIP LOCKED
 	) p
+), found AS (
+	SELECT * FROM direct UNION ALL SELECT * FROM capped
+), seen AS (
+	SELECT tenant_id, count(*) AS n FROM found GROUP BY tenant_id
 ), picked AS (
 	SELECT p.id FROM (
-		SELECT u.id, u.tenant_id, u.next_attempt_at,
-			row_number() OVER (PARTITION BY u.tenant_id ORDER BY u.next_attempt_at) AS k
-		FROM (SELECT * FROM direct UNION ALL SELECT * FROM capped) u
+		SELECT f.id, f.tenant_id, f.next_attempt_at,
+			row_number() OVER (PARTITION BY f.tenant_id ORDER BY f.next_attempt_at) AS k
+		FROM found f
 	) p
 	LEFT JOIN rooms ON rooms.tenant_id = p.tenant_id
 	WHERE p.k <= COALESCE(rooms.room, $6::int)
@@ -211,10 +224,19 @@ SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_a
 	c.first_attempt_at, c.capped,
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
-	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers
+	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers,
+	s.n > count(*) OVER (PARTITION BY c.tenant_id)
 FROM claimed c
+JOIN seen s ON s.tenant_id = c.tenant_id
 JOIN requests q ON q.id = c.request_id
-JOIN recipients r ON r.id = c.recipient_id`
+JOIN recipients r ON r.id = c.recipient_id
+UNION ALL
+SELECT 0, s.tenant_id, 0, 0, 0, 0, '', NULL, false,
+	0, '', '', '', '', NULL, NULL, NULL,
+	'', 0, false, NULL, NULL, NULL, '',
+	true
+FROM seen s
+WHERE s.tenant_id NOT IN (SELECT tenant_id FROM claimed)`
 
 // The next-due queries run after most claims. Planned afresh each time, they cost more than they run (the
 // planner reads the ends of the due index to estimate `next_attempt_at > $1`), so they are prepared.

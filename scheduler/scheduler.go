@@ -357,12 +357,12 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 	}
 	if rest := free - len(claims); rest > 0 {
 		sh := s.fair.rooms()
-		more, err := claim(ctx, s.cfg.DB, now, rest, s.cfg.Lease, s.cfg.Owner, sh)
+		more, left, err := claim(ctx, s.cfg.DB, now, rest, s.cfg.Lease, s.cfg.Owner, sh)
 		if err != nil {
 			s.start(claims)
 			return len(claims), err
 		}
-		s.fair.claimed(sh, tookBy(more), len(more) == rest)
+		s.fair.claimed(sh, tookBy(more), left, len(more) == rest)
 		claims = append(claims, more...)
 	}
 	if s.cfg.Observer != nil {

@@ -457,16 +457,16 @@ func byKey(out map[string]*ent.Server, srv *ent.Server, now time.Time) {
 }
 
 // serversSQL reads the live servers with the given keys (current or replaced by a rotation: both columns are
-// uniquely indexed) and their live recipients in one round trip, where
-// ent's eager loading takes two: one row per recipient, or one with no recipient for a server that has none.
+// uniquely indexed) and their live recipients in one round trip, where ent's eager loading takes two: one row
+// per recipient, or one with no recipient for a server that has none. Of a recipient it reads what intake
+// uses (recipientRow).
 // It takes no lock: the batch's statement locks the servers it stores requests for, and stores none for a
 // server deleted since this read.
 var serversSQL = storage.Prepared(`
 SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
-	s.previous_inbound_key, s.previous_key_expires_at, s.kind, r.id, r.tenant_id, r.created_at, r.server_id, r.name, r.method, r.url, r.max_attempts, r.retry_schedule,
-	r.send_idempotency_key, r.timeout_seconds, r.state, r.state_reason, r.state_changed_at,
-	r.consecutive_failures, r.window_attempts, r.window_failures, r.last_success_at, r.next_probe_at,
-	r.cli_seen_until, r.routing_filter, r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at,
+	s.previous_inbound_key, s.previous_key_expires_at, s.kind, r.id, r.tenant_id, r.server_id, r.method, r.url,
+	r.max_attempts, r.retry_schedule, r.send_idempotency_key, r.timeout_seconds, r.state, r.cli_seen_until,
+	r.routing_filter, r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at,
 	r.signature_headers, r.max_concurrency
 FROM servers AS s
 LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
@@ -491,11 +491,10 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 		var previousUntil sql.NullTime
 		var r recipientRow
 		if err := rows.Scan(&row.ID, &row.TenantID, &row.CreatedAt, &row.Name, &row.InboundKey,
-			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &row.Kind, &r.id, &r.tenantID, &r.createdAt, &r.serverID, &r.name,
-			&r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
-			&r.state, &r.stateReason, &r.stateChangedAt, &r.consecutiveFailures, &r.windowAttempts,
-			&r.windowFailures, &r.lastSuccessAt, &r.nextProbeAt, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret,
-			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency); err != nil {
+			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &row.Kind, &r.id, &r.tenantID,
+			&r.serverID, &r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
+			&r.state, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret, &r.previousSigningSecret,
+			&r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency); err != nil {
 			return nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
@@ -523,19 +522,18 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 	return out, nil
 }
 
-// recipientRow is a recipient's columns as the outer join returns them: all NULL for a server without one.
+// recipientRow is a recipient's columns as the outer join returns them (all NULL for a server without one):
+// those intake uses, to store its deliveries and to hand the first attempts to workers. Its health counters
+// are not among them; the attempts' outcomes are recorded against the rows as they stand.
 type recipientRow struct {
-	id, tenantID, serverID, maxAttempts, timeoutSeconds      sql.NullInt64
-	maxConcurrency                                           sql.NullInt64
-	consecutiveFailures, windowAttempts, windowFailures      sql.NullInt64
-	name, method, url, retrySchedule, state, stateReason     sql.NullString
-	routingFilter                                            sql.NullString
-	signatureHeaders                                         sql.NullString
-	sendIdempotencyKey                                       sql.NullBool
-	createdAt                                                sql.NullTime
-	stateChangedAt, lastSuccessAt, nextProbeAt, cliSeenUntil sql.NullTime
-	previousSecretExpiresAt                                  sql.NullTime
-	signingSecret, previousSigningSecret                     []byte // the handed-over first attempts are signed
+	id, tenantID, serverID, maxAttempts, timeoutSeconds sql.NullInt64
+	maxConcurrency                                      sql.NullInt64
+	method, url, retrySchedule, state                   sql.NullString
+	routingFilter                                       sql.NullString
+	signatureHeaders                                    sql.NullString
+	sendIdempotencyKey                                  sql.NullBool
+	cliSeenUntil, previousSecretExpiresAt               sql.NullTime
+	signingSecret, previousSigningSecret                []byte // the handed-over first attempts are signed
 }
 
 func (r *recipientRow) recipient() *ent.Recipient {
@@ -546,14 +544,10 @@ func (r *recipientRow) recipient() *ent.Recipient {
 		return &t.Time
 	}
 	rec := &ent.Recipient{
-		ID: int(r.id.Int64), TenantID: int(r.tenantID.Int64), CreatedAt: r.createdAt.Time,
-		ServerID: int(r.serverID.Int64), Name: r.name.String, Method: recipient.Method(r.method.String),
-		URL: r.url.String, MaxAttempts: int(r.maxAttempts.Int64),
+		ID: int(r.id.Int64), TenantID: int(r.tenantID.Int64), ServerID: int(r.serverID.Int64),
+		Method: recipient.Method(r.method.String), URL: r.url.String, MaxAttempts: int(r.maxAttempts.Int64),
 		RetrySchedule: recipient.RetrySchedule(r.retrySchedule.String), SendIdempotencyKey: r.sendIdempotencyKey.Bool,
 		TimeoutSeconds: int(r.timeoutSeconds.Int64), State: recipient.State(r.state.String),
-		StateReason: r.stateReason.String, StateChangedAt: at(r.stateChangedAt),
-		ConsecutiveFailures: r.consecutiveFailures.Int64, WindowAttempts: r.windowAttempts.Int64,
-		WindowFailures: r.windowFailures.Int64, LastSuccessAt: at(r.lastSuccessAt), NextProbeAt: at(r.nextProbeAt),
 		CliSeenUntil: at(r.cliSeenUntil), SigningSecret: r.signingSecret, PreviousSigningSecret: r.previousSigningSecret,
 		PreviousSecretExpiresAt: at(r.previousSecretExpiresAt), SignatureHeaders: recipient.SignatureHeaders(r.signatureHeaders.String),
 	}

@@ -23,12 +23,11 @@ type shares struct {
 
 // claim takes up to limit due deliveries of the direct and capped lanes for owner, at most each tenant's room
 // (sh) and each capped recipient's free slots, with what their attempts send. Where the statement can tell,
-// left says, for each tenant it took from, whether it left due deliveries of that tenant in the table; it is
-// nil otherwise. On PostgreSQL the claim is one
-// statement that also raises the capped recipients' in_flight and returns the requests and recipients with
-// the claimed rows, one round trip in all; SQLite's UPDATE … RETURNING can feed neither a join nor another
-// update, and there the claim and the raise share a transaction, and a further query (in process, cheap)
-// loads the requests and recipients.
+// left says, for each tenant it read due deliveries of, whether it left some of them in the table; it is nil
+// otherwise. On PostgreSQL the claim is one statement that also raises the capped recipients' in_flight and
+// returns the requests and recipients with the claimed rows, one round trip in all; SQLite's UPDATE …
+// RETURNING can feed neither a join nor another update, and there the claim and the raise share a
+// transaction, and a further query (in process, cheap) loads the requests and recipients.
 func claim(ctx context.Context, db *storage.DB, now time.Time, limit int, lease time.Duration, owner string, sh shares) (jobs []job, left map[int]bool, err error) {
 	q := statements.For(db)
 	args := []any{now, limit, now.Add(lease), owner, sh.rooms, sh.other, max(1, min(limit, sh.most))}

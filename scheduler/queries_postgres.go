@@ -123,24 +123,24 @@ FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`
 
-// claimPostgresTmpl is the claim of the direct and capped lanes, one statement (queries.claim). It never walks
-// a backlog that cannot be taken: it visits the tenants with pending direct deliveries one index probe each
-// (tenants, a loose scan of delivery_direct_due), and reads from each its room, the free workers of its share
-// in this process ($5, $6: rooms), plus one row if the tenant is not waiting already (the probe); it visits the
-// capped recipients with pending deliveries the same way (capped_ids), locks those with a free slot and due
-// work (slots: the lock orders the claims of every process on the recipient's in_flight, re-read as it stands
-// once locked), and reads from each its free slots, plus the probe's row when the tenant's room is the tighter
-// bound. Of all these each tenant keeps at most its room,
-// and the first $2 are claimed, the least loaded tenant's first (its attempts in flight here plus its rank
-// among its own, so that a newcomer's delivery goes before a busy tenant's older backlog), then in due order:
-// IN_PROGRESS under this process's lease, the attempt counted, and the capped recipients' in_flight raised by
-// what was claimed from them. It returns what the attempts send, so a claim costs one round trip, and with each
-// row whether the claim left due deliveries of its tenant (it read more than it claimed): the probe's row is
-// how it knows of a tenant that got its whole room. A tenant it left due deliveries of and took none from gets a row of its own with
-// delivery id 0. Rows read beyond what was claimed stay PENDING (their lock ends with the statement). The
-// update finds the rows it claims by their ids as an array: joined with what was picked, the planner hashed
-// the whole table. Each group is ordered by its index's columns, (tenant, due) or (recipient, due): ordered by
-// due alone, the planner walked the due index of every tenant's deliveries, skipping the other tenants' rows.
+// claimPostgresTmpl is the claim of the direct and capped lanes, one statement (queries.claim). It never walks a
+// backlog that cannot be taken: it visits the tenants with pending direct deliveries one index probe each
+// (tenants, a loose scan of delivery_direct_due), and reads from each its room, the free workers of its share in
+// this process ($5, $6: rooms), plus one row if the tenant is not waiting already (the probe); it visits the
+// capped recipients with pending deliveries the same way (capped_ids), locks those with a free slot and due work
+// (slots: the lock orders the claims of every process on the recipient's in_flight, re-read as it stands once
+// locked), and reads from each its free slots, plus the probe's row when the tenant's room is the tighter bound.
+// Of all these each tenant keeps at most its room, and the first $2 are claimed, the least loaded tenant's first
+// (its attempts in flight here plus its rank among its own, so that a newcomer's delivery goes before a busy
+// tenant's older backlog), then in due order: IN_PROGRESS under this process's lease, the attempt counted, and
+// the capped recipients' in_flight raised by what was claimed from them. It returns what the attempts send, so a
+// claim costs one round trip, and with each row whether the claim left due deliveries of its tenant (it read
+// more than it claimed): the probe's row is how it knows of a tenant that got its whole room. A tenant it left
+// due deliveries of and took none from gets a row of its own with delivery id 0. Rows read beyond what was
+// claimed stay PENDING (their lock ends with the statement). The update finds the rows it claims by their ids as
+// an array: joined with what was picked, the planner hashed the whole table. Each group is ordered by its
+// index's columns, (tenant, due) or (recipient, due): ordered by due alone, the planner walked the due index of
+// every tenant's deliveries, skipping the other tenants' rows.
 const claimPostgresTmpl = `
 WITH RECURSIVE tenants(id) AS (
 	(SELECT tenant_id FROM deliveries WHERE status = 'PENDING' AND lane = 'DIRECT' ORDER BY tenant_id LIMIT 1)

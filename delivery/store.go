@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -32,7 +34,15 @@ type Incoming struct {
 	// on SQLite does): StoreBatch then does not read it again. On PostgreSQL StoreBatch's statement locks the
 	// servers itself.
 	ServerLocked bool
+	// ServerVersion, when set, is Server's version as the caller read it with Recipients (ServerVersionSQL), on
+	// PostgreSQL: the request is stored only if the server is still so, and is refused with ErrServerChanged
+	// otherwise. Intake reads its servers from a cache and lets this check that they are current.
+	ServerVersion string
 }
+
+// ErrServerChanged refuses a request whose Incoming.ServerVersion is no longer its server's: the caller reads
+// the server again and stores the request anew.
+var ErrServerChanged = errors.New("the server or its recipients changed since they were read")
 
 // Stored is what became of one Incoming: the request and its deliveries, or why it was refused
 // (INSUFFICIENT_CREDITS, or NOT_FOUND for a server deleted meanwhile).
@@ -70,13 +80,15 @@ func (s *Service) storePostgres(ctx context.Context, client *ent.Client, items [
 		all[i] = i
 	}
 	b := s.build(items, all, nil, handoff, now) // expiry comes back from the statement
-	live, err := insertPostgres(ctx, client, b.reqs, b.ds, b.owners, reason, now)
+	live, changed, err := insertPostgres(ctx, client, b.reqs, b.ds, b.owners, serverVersions(items), reason, now)
 	if err != nil {
 		return nil, storage.Err(op, "request", err)
 	}
 	for n, r := range b.reqs {
 		switch i := b.items[n]; {
 		case r.ID != 0:
+		case changed[items[i].Server.ID]:
+			out[i].Err = fault.Wrap(op, fault.Unavailable, ErrServerChanged)
 		case !live[items[i].Server.ID]:
 			out[i].Err = fault.E(op, fault.NotFound, "server not found")
 		default:
@@ -85,6 +97,28 @@ func (s *Service) storePostgres(ctx context.Context, client *ent.Client, items [
 	}
 	s.finish(ctx, out, b.stored(), now)
 	return out, nil
+}
+
+// serverVersions is the statement's $6: the ServerVersion of each server whose items carry one, as a JSON array
+// of {id, version}.
+func serverVersions(items []Incoming) []byte {
+	type version struct {
+		ID      int    `json:"id"`
+		Version string `json:"version"`
+	}
+	var list []version
+	seen := map[int]bool{}
+	for _, it := range items {
+		if it.ServerVersion != "" && !seen[it.Server.ID] {
+			seen[it.Server.ID] = true
+			list = append(list, version{it.Server.ID, it.ServerVersion})
+		}
+	}
+	if len(list) == 0 {
+		return []byte("[]")
+	}
+	b, _ := json.Marshal(list) // ints and hex digests: nothing to fail on
+	return b
 }
 
 // storeSQLite reads which servers are live, reserves the credits under billing.Reserve's lock, and stores the

@@ -34,6 +34,10 @@ const maxChunkBytes = 64 << 20
 // deliveries, the live servers, and, last, the count of entries written, of tenants debited and of credits.low
 // alerts raised (billing.DebitItems).
 //
+// A caller that read its servers before the statement (intake, from a cache) may name their versions as it
+// read them ($6, ServerVersionSQL): the requests of a server whose version is no longer that are not stored,
+// and the result names the server changed, for the caller to read it again.
+//
 // The rows travel as two JSON arrays and the requests' headers and bodies as one bytea of them all, which each
 // row slices by offset and length: four parameters whatever the size of the batch, so the server neither parses
 // nor plans a statement of a thousand placeholders per batch, and the client does not encode a thousand
@@ -43,11 +47,17 @@ WITH q AS (
 	SELECT * FROM json_to_recordset($1::json) AS q(n int, tenant_id bigint, server_id bigint, key text, method text,
 		path text, query text, headers_at int, headers_len int, body_at int, body_len int, source_addr text,
 		received_at timestamptz, status text, replay_of_id bigint, filtered_out json, verified boolean)
+), x AS (
+	SELECT * FROM json_to_recordset($6::json) AS x(id bigint, version text)
 ), s AS MATERIALIZED (
-	SELECT id, tenant_id, retention_days FROM servers
+	SELECT id, tenant_id, retention_days,
+		CASE WHEN id = ANY(ARRAY(SELECT id FROM x)) THEN ` + ServerVersionSQL("servers") + ` END AS version
+	FROM servers
 	WHERE id = ANY(ARRAY(SELECT server_id FROM q)) AND deleted_at IS NULL
 	ORDER BY id
 	FOR SHARE
+), c AS MATERIALIZED (
+	SELECT s.id FROM s JOIN x ON x.id = s.id WHERE s.version IS DISTINCT FROM x.version
 ), t AS MATERIALIZED (` + billing.LockTenantsSQL("ARRAY(SELECT tenant_id FROM s)") + `
 ), g AS MATERIALIZED (
 	SELECT q.*, ` + billing.BalanceAfterSQL("t.credit_balance", "q.rank") + ` AS balance_after,
@@ -56,6 +66,7 @@ WITH q AS (
 		SELECT q.*, s.retention_days AS server_retention,
 			row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.n) AS rank
 		FROM q JOIN s ON s.id = q.server_id AND s.tenant_id = q.tenant_id
+		WHERE q.server_id <> ALL(ARRAY(SELECT id FROM c))
 	) AS q
 	JOIN t ON t.id = q.tenant_id
 	WHERE ` + billing.GrantedSQL("q.rank", "t.credit_balance") + `
@@ -89,18 +100,20 @@ WITH q AS (
 SELECT 'request', r.id, r.key, g.days, 0 FROM r JOIN g ON g.key = r.key
 UNION ALL SELECT 'delivery', id, NULL, request_id, recipient_id FROM d
 UNION ALL SELECT 'server', id, NULL, 0, 0 FROM s
+UNION ALL SELECT 'changed', id, NULL, 0, 0 FROM c
 UNION ALL SELECT 'counts', (SELECT count(*) FROM e), NULL, (SELECT count(*) FROM u), (SELECT count(*) FROM lo)`)
 
 // insertPostgres stores what it may of the requests and their deliveries, and debits them (one ledger entry
 // per request, with the given reason and time), one statement per chunk (one for any batch OneStatement
 // accepts). It sets the IDs of the requests and deliveries stored, their requests' expiry, and each stored
 // delivery's request (ds[k] belongs to reqs[owners[k]]); a request or delivery not stored keeps ID 0. It
-// returns the servers the batch found live.
+// returns the servers the batch found live, and of the servers versions (a JSON array of {id, version}) names,
+// those that changed since the caller read them (ServerVersionSQL); their requests are not stored.
 //
 // The statement writes the rows exactly as StoreBatch built them, under the system's context, where the
 // tenant policy ent would apply allows every row: each row's tenant is its server's.
-func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, owners []int, reason ledgerentry.Reason, now time.Time) (map[int]bool, error) {
-	live := map[int]bool{}
+func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, owners []int, versions []byte, reason ledgerentry.Reason, now time.Time) (live, changed map[int]bool, err error) {
+	live, changed = map[int]bool{}, map[int]bool{}
 	k := 0 // next delivery
 	start := 0
 	for _, end := range chunkEnds(reqs) {
@@ -108,15 +121,15 @@ func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request
 		firstDelivery := k
 		for n := start; n < end; n++ {
 			if err := st.request(n-start, reqs[n]); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			for k < len(ds) && owners[k] == n {
 				st.delivery(k-firstDelivery, reqs[n].Key, ds[k])
 				k++
 			}
 		}
-		if err := st.run(ctx, client, reqs[start:end], ds[firstDelivery:k], reason, now, live); err != nil {
-			return nil, err
+		if err := st.run(ctx, client, reqs[start:end], ds[firstDelivery:k], versions, reason, now, live, changed); err != nil {
+			return nil, nil, err
 		}
 		for j := firstDelivery; j < k; j++ {
 			if ds[j].ID != 0 {
@@ -125,7 +138,23 @@ func insertPostgres(ctx context.Context, client *ent.Client, reqs []*ent.Request
 		}
 		start = end
 	}
-	return live, nil
+	return live, changed, nil
+}
+
+// ServerVersionSQL is the version of a server as intake reads it, for the servers row named server: a digest of
+// its columns and of those of its live recipients that intake uses to store a request and hand its deliveries
+// to workers. Any change to one of them changes the version. Health counters are not among them: they change
+// with every attempt, and intake does not use them.
+func ServerVersionSQL(server string) string {
+	return `md5(ROW(` + server + `.id, ` + server + `.tenant_id, ` + server + `.created_at, ` + server + `.name, ` +
+		server + `.inbound_key, ` + server + `.deliver_pending_on_connect, ` + server + `.retention_days, ` +
+		server + `.previous_inbound_key, ` + server + `.previous_key_expires_at, ` + server + `.kind, ` +
+		server + `.deleted_at)::text || coalesce((
+		SELECT string_agg(ROW(rv.id, rv.tenant_id, rv.server_id, rv.method, rv.url, rv.max_attempts, rv.retry_schedule,
+			rv.send_idempotency_key, rv.timeout_seconds, rv.state, rv.cli_seen_until, rv.routing_filter,
+			rv.signing_secret, rv.previous_signing_secret, rv.previous_secret_expires_at, rv.signature_headers,
+			rv.max_concurrency)::text, ',' ORDER BY rv.id)
+		FROM recipients AS rv WHERE rv.server_id = ` + server + `.id AND rv.deleted_at IS NULL), ''))`
 }
 
 // OneStatement reports whether StoreBatch stores items in one statement on PostgreSQL. That statement is then
@@ -274,11 +303,11 @@ func (st *statement) delivery(n int, key string, d *ent.Delivery) {
 // (request, recipient) — both unique within a batch — not by the order of RETURNING, which SQL does not
 // promise. It checks that the statement wrote what it reports: every delivery of each request stored, one
 // ledger entry per request, one debit per tenant.
-func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, reason ledgerentry.Reason, now time.Time, live map[int]bool) error {
+func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds []*ent.Delivery, versions []byte, reason ledgerentry.Reason, now time.Time, live, changed map[int]bool) error {
 	// The rows go as bytes, not strings: with binary parameters (storage.Open) the driver sends them as they
 	// are, and a json value's binary form is its text; a string would be copied twice on the way.
 	rows, err := client.QueryContext(ctx, insertSQL, append(st.requests, ']'), st.blob,
-		append(st.deliveries, ']'), string(reason), now)
+		append(st.deliveries, ']'), string(reason), now, versions)
 	if err != nil {
 		return fmt.Errorf("insert requests: %w", err)
 	}
@@ -310,6 +339,8 @@ func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Re
 			delivered = append(delivered, row)
 		case "server":
 			live[row.id] = true
+		case "changed":
+			changed[row.id] = true
 		case "counts":
 			entries, debited = row.id, row.requestID
 		}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -498,4 +499,57 @@ func requireReceived(t *testing.T, received <-chan string, id string) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("request %s was not delivered", id)
 	}
+}
+
+// TestIntakeStoresAgainstTheServerAsItIsNow: a request is stored, and handed to a worker, with the server's
+// recipients as they are when it is accepted, however recently they changed and whatever intake read for the
+// same key before: a new URL is where the next request goes, a recipient added gets it, one deleted does not.
+func TestIntakeStoresAgainstTheServerAsItIsNow(t *testing.T) {
+	t.Parallel()
+	env, tn, srv := relaytest.StartTenantServer(t, "fresh", 100)
+	var mu sync.Mutex
+	got := map[string][]string{} // by receiver, the request IDs it was sent
+	receiver := func(name string) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			got[name] = append(got[name], r.Header.Get("X-Adal-Request-Id"))
+			mu.Unlock()
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, b := receiver("a"), receiver("b")
+	arrived := func(name, id string) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Contains(got[name], id)
+		}
+	}
+	direct := env.NewRecipient(tn, srv.ID, map[string]any{"method": "DIRECT_HTTP", "url": a.URL})
+	first := env.Send(srv.Key, "", "{}")
+	relaytest.Eventually(t, 10*time.Second, "the first request reaches a", arrived("a", first))
+
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!, $url: String!){ updateRecipient(id: $id, input: {url: $url}){ id } }`,
+		map[string]any{"id": direct, "url": b.URL}, nil)
+	second := env.Send(srv.Key, "", "{}")
+	relaytest.Eventually(t, 10*time.Second, "the request after the URL changed reaches b", arrived("b", second))
+	require.False(t, arrived("a", second)(), "nothing goes to the old URL")
+
+	cli := env.NewRecipient(tn, srv.ID, map[string]any{"method": "CLI"})
+	third := env.Send(srv.Key, "", "{}")
+	recipientsOf := func(id string) []int {
+		var ids []int
+		for _, d := range storedRequest(t, env, id).Edges.Deliveries {
+			ids = append(ids, d.RecipientID)
+		}
+		return ids
+	}
+	require.Equal(t, []int{relaytest.RowID(t, direct), relaytest.RowID(t, cli)}, recipientsOf(third),
+		"a recipient added gets the next request")
+
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ deleteRecipient(id: $id){ id } }`, map[string]any{"id": direct}, nil)
+	fourth := env.Send(srv.Key, "", "{}")
+	require.Equal(t, []int{relaytest.RowID(t, cli)}, recipientsOf(fourth), "a recipient deleted gets nothing more")
+	require.Equal(t, 4, stateOf(t, env, tn).ledger-1, "one debit per request, the retried ones included")
 }

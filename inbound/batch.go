@@ -40,6 +40,8 @@ type batcher struct {
 	crowd int
 	// way reads a batch's servers and stores it, as the database's dialect does best (storeWays).
 	way storeWay
+	// servers caches what the batches read of their servers, where way uses it (PostgreSQL); nil: none.
+	servers *serverCache
 	// commitBatch stores a batch and answers its requests: commit, or a stand-in in tests of the turn.
 	commitBatch func([]*pendingAccept)
 	wg          sync.WaitGroup
@@ -73,7 +75,7 @@ var errStopped = errors.New("intake is shutting down")
 func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, noCredit func(int), logger *slog.Logger, workers, maxBatch int) *batcher {
 	b := &batcher{
 		client: client, delivery: d, dispatch: dispatch, noCredit: noCredit, logger: logger, maxBatch: maxBatch,
-		crowd: crowdOf(maxBatch), way: storeWays.Of(d.Dialect()),
+		crowd: crowdOf(maxBatch), way: storeWays.Of(d.Dialect()), servers: newServerCache(),
 	}
 	b.commitBatch = b.commit
 	b.start(workers)
@@ -321,21 +323,109 @@ type storeWay func(b *batcher, ctx context.Context, live []*pendingAccept, resul
 // storeWays are how each dialect stores a batch (store).
 var storeWays = storage.PerDialect[storeWay]{Postgres: (*batcher).storeUnlocked, SQLite: (*batcher).storeInTx}
 
-// storeUnlocked reads the servers without a lock and lets the batch's statement lock them (PostgreSQL).
+// storeUnlocked stores the batch with servers read without a lock, from the cache where it has them, and lets
+// the batch's statement lock them and check that each is still as read (delivery.Incoming.ServerVersion). The
+// requests of a server that changed are stored by a second statement, with the server read again.
 func (b *batcher) storeUnlocked(ctx context.Context, live []*pendingAccept, results []acceptResult) (handoff delivery.Handoff, claimed []delivery.Claimed, err error) {
-	servers, err := serversPostgres(ctx, b.client, keysOf(live), b.delivery.Now())
+	now := b.delivery.Now()
+	if !delivery.OneStatement(incomingOf(live)) {
+		// Several statements in a transaction, which cannot store some requests again after the others: the
+		// servers are read afresh, as the statements find them.
+		servers, _, err := serversPostgres(ctx, b.client, keysOf(live), now)
+		if err != nil {
+			return handoff, nil, err
+		}
+		items, stored := b.items(live, servers, results, false)
+		err = storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
+			handoff, claimed, err = b.write(ctx, tx, items, stored, results)
+			return err
+		})
+		return handoff, claimed, err
+	}
+	servers, versions, err := b.readServers(ctx, keysOf(live), now)
 	if err != nil {
 		return handoff, nil, err
 	}
 	items, stored := b.items(live, servers, results, false)
-	if delivery.OneStatement(items) {
-		return b.write(ctx, b.client, items, stored, results)
+	for i := range items {
+		items[i].ServerVersion = versions[items[i].Server.ID]
 	}
-	err = storage.InTx(ctx, b.client, func(ctx context.Context, tx *ent.Client) error {
-		handoff, claimed, err = b.write(ctx, tx, items, stored, results)
-		return err
-	})
-	return handoff, claimed, err
+	handoff, claimed, err = b.write(ctx, b.client, items, stored, results)
+	if err != nil {
+		return handoff, claimed, err
+	}
+	var again []int // indexes into live of the requests of servers that changed
+	var stale []int // servers that changed, or were found deleted: the cache drops them
+	for k, i := range stored {
+		switch {
+		case errors.Is(results[i].err, delivery.ErrServerChanged):
+			again = append(again, i)
+			stale = append(stale, items[k].Server.ID)
+		case fault.KindOf(results[i].err) == fault.NotFound:
+			stale = append(stale, items[k].Server.ID)
+		}
+	}
+	if b.servers != nil && len(stale) > 0 {
+		b.servers.forget(stale)
+	}
+	if len(again) == 0 {
+		return handoff, claimed, nil
+	}
+	// The statement committed: its deliveries start now, and the requests it left are stored as read anew.
+	if b.dispatch != nil {
+		b.dispatch.Run(handoff, claimed)
+	}
+	handoff, claimed = delivery.Handoff{}, nil
+	retry := make([]*pendingAccept, len(again))
+	for k, i := range again {
+		retry[k] = live[i]
+	}
+	sub := make([]acceptResult, len(retry))
+	fresh, _, err := serversPostgres(ctx, b.client, keysOf(retry), now)
+	if err == nil {
+		items, stored = b.items(retry, fresh, sub, false)
+		handoff, claimed, err = b.write(ctx, b.client, items, stored, sub)
+	}
+	for k, i := range again {
+		results[i] = sub[k]
+		if err != nil { // the first statement's requests are stored: only these fail
+			results[i] = acceptResult{err: fault.Wrap("inbound.Accept", fault.Unavailable, err)}
+		}
+	}
+	if err != nil {
+		return handoff, nil, nil // a failed statement claimed nothing: the slots it was offered go back
+	}
+	return handoff, claimed, nil
+}
+
+// incomingOf is the requests of batch, before their servers are read.
+func incomingOf(batch []*pendingAccept) []delivery.Incoming {
+	out := make([]delivery.Incoming, len(batch))
+	for i, p := range batch {
+		out[i] = p.item
+	}
+	return out
+}
+
+// readServers returns the live servers with these keys by key, with their versions by ID: from the cache, and
+// for the keys it does not hold, read (and cached).
+func (b *batcher) readServers(ctx context.Context, keys []string, now time.Time) (map[string]*ent.Server, map[int]string, error) {
+	if b.servers == nil {
+		return serversPostgres(ctx, b.client, keys, now)
+	}
+	servers, versions, missing := b.servers.get(keys, now)
+	if len(missing) == 0 {
+		return servers, versions, nil
+	}
+	read, readVersions, err := serversPostgres(ctx, b.client, missing, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.servers.put(read, readVersions, now)
+	for k, srv := range read {
+		servers[k], versions[srv.ID] = srv, readVersions[srv.ID]
+	}
+	return servers, versions, nil
 }
 
 // storeInTx reads the servers in the batch's transaction, which holds the database until commit (SQLite).
@@ -457,45 +547,49 @@ func byKey(out map[string]*ent.Server, srv *ent.Server, now time.Time) {
 }
 
 // serversSQL reads the live servers with the given keys (current or replaced by a rotation: both columns are
-// uniquely indexed) and their live recipients in one round trip, where ent's eager loading takes two: one row
-// per recipient, or one with no recipient for a server that has none. Of a recipient it reads what intake
-// uses (recipientRow).
-// It takes no lock: the batch's statement locks the servers it stores requests for, and stores none for a
-// server deleted since this read.
+// uniquely indexed), with their versions (delivery.ServerVersionSQL), and their live recipients in one round
+// trip, where ent's eager loading takes two: one row per recipient, or one with no recipient for a server that
+// has none. Of a recipient it reads what intake uses (recipientRow).
+// It takes no lock: the batch's statement locks the servers it stores requests for, stores none for a server
+// deleted since this read, and none for one whose version changed.
 var serversSQL = storage.Prepared(`
 SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
-	s.previous_inbound_key, s.previous_key_expires_at, s.kind, r.id, r.tenant_id, r.server_id, r.method, r.url,
-	r.max_attempts, r.retry_schedule, r.send_idempotency_key, r.timeout_seconds, r.state, r.cli_seen_until,
+	s.previous_inbound_key, s.previous_key_expires_at, s.kind, s.version, r.id, r.tenant_id, r.server_id, r.method,
+	r.url, r.max_attempts, r.retry_schedule, r.send_idempotency_key, r.timeout_seconds, r.state, r.cli_seen_until,
 	r.routing_filter, r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at,
 	r.signature_headers, r.max_concurrency
-FROM servers AS s
+FROM (
+	SELECT servers.*, ` + delivery.ServerVersionSQL("servers") + ` AS version FROM servers
+	WHERE (inbound_key = ANY($1) OR previous_inbound_key = ANY($1)) AND deleted_at IS NULL AND kind = 'INBOUND'
+) AS s
 LEFT JOIN recipients r ON r.server_id = s.id AND r.deleted_at IS NULL
-WHERE (s.inbound_key = ANY($1) OR s.previous_inbound_key = ANY($1)) AND s.deleted_at IS NULL AND s.kind = 'INBOUND'
 ORDER BY s.id, r.id`)
 
 // serversPostgres loads the live servers with these keys, current or replaced, with their live recipients, by
-// the keys they accept at now (serversSQL).
-func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now time.Time) (map[string]*ent.Server, error) {
+// the keys they accept at now, and their versions by ID (serversSQL).
+func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now time.Time) (map[string]*ent.Server, map[int]string, error) {
 	const op = "inbound.Accept"
 	rows, err := client.QueryContext(ctx, serversSQL, pq.Array(keys))
 	if err != nil {
-		return nil, storage.Err(op, "server", err)
+		return nil, nil, storage.Err(op, "server", err)
 	}
 	defer rows.Close()
 	out := make(map[string]*ent.Server, len(keys))
+	versions := make(map[int]string, len(keys))
 	var s *ent.Server
 	for rows.Next() {
 		var row ent.Server
 		var retention sql.NullInt64
 		var previousKey sql.NullString
 		var previousUntil sql.NullTime
+		var version string
 		var r recipientRow
 		if err := rows.Scan(&row.ID, &row.TenantID, &row.CreatedAt, &row.Name, &row.InboundKey,
-			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &row.Kind, &r.id, &r.tenantID,
-			&r.serverID, &r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey, &r.timeoutSeconds,
-			&r.state, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret, &r.previousSigningSecret,
-			&r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency); err != nil {
-			return nil, fault.Wrap(op, fault.Internal, err)
+			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &row.Kind, &version, &r.id,
+			&r.tenantID, &r.serverID, &r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey,
+			&r.timeoutSeconds, &r.state, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret,
+			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency); err != nil {
+			return nil, nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
 			s = &row
@@ -511,15 +605,16 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 			}
 			s.Edges.Recipients = []*ent.Recipient{} // as ent's eager loading leaves a server without recipients
 			byKey(out, s, now)
+			versions[s.ID] = version
 		}
 		if r.id.Valid {
 			s.Edges.Recipients = append(s.Edges.Recipients, r.recipient())
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, storage.Err(op, "server", err)
+		return nil, nil, storage.Err(op, "server", err)
 	}
-	return out, nil
+	return out, versions, nil
 }
 
 // recipientRow is a recipient's columns as the outer join returns them (all NULL for a server without one):

@@ -20,7 +20,7 @@ func BenchmarkServers(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if db.Postgres() {
-			got, err := serversPostgres(ctx, db.Client, keys, time.Now())
+			got, _, err := serversPostgres(ctx, db.Client, keys, time.Now())
 			require.NoError(b, err)
 			require.Len(b, got, 25)
 			continue

@@ -61,7 +61,7 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 		SetMethod(recipient.MethodCLI).SetDeletedAt(at).Save(ctx)
 	require.NoError(t, err)
 
-	got, err := serversPostgres(ctx, db.Client, keysOf([]*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"},
+	got, versions, err := serversPostgres(ctx, db.Client, keysOf([]*pendingAccept{{key: "k-full"}, {key: "k-bare"}, {key: "k-gone"},
 		{key: "k-full"}, {key: "k-full-old"}, {key: "k-rotated-old"}, {key: "k-alerts"}}), at)
 	require.NoError(t, err)
 	require.NotNil(t, got["k-full-old"], "a replaced key is accepted during its grace")
@@ -96,6 +96,8 @@ func TestServersReadAsEntReadsThem(t *testing.T) {
 	require.NotNil(t, got["k-full"].Edges.Recipients[0].PreviousSigningSecret, "a replaced key is read")
 	require.Len(t, got["k-full"].Edges.Recipients, 2, "the deleted recipient is not read")
 	require.Empty(t, got["k-bare"].Edges.Recipients)
+	require.Len(t, versions, 3, "a version for each server read")
+	require.NotEqual(t, versions[full.ID], versions[bare.ID])
 }
 
 // withoutHealth clears what intake does not read of a recipient: its name and creation time, and its health,

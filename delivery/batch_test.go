@@ -733,3 +733,43 @@ func BenchmarkRecordBatch(b *testing.B) {
 		f.deliver(b, claimed)
 	}
 }
+
+// TestStoreBatchRefusesServersChangedSinceRead: on PostgreSQL an item whose ServerVersion is no longer its
+// server's is refused with ErrServerChanged and leaves nothing behind, while the tenant's other items, one of
+// them at the server's current version, are granted and ledgered as if it had not been in the batch.
+func TestStoreBatchRefusesServersChangedSinceRead(t *testing.T) {
+	dbtest.SkipUnlessPostgres(t)
+	t.Parallel()
+	db, ctx := dbtest.OpenAsSystem(t)
+	svc := delivery.New(delivery.Config{Billing: billing.New(db.Dialect, time.Now), Dialect: db.Dialect})
+	plan := newPlan(t, ctx, db, 0, 2, 1)
+	tn := newTenant(t, ctx, db, plan.ID, 5)
+	changed, current := newServer(t, ctx, db, tn.ID), newServer(t, ctx, db, tn.ID)
+	var version string
+	require.NoError(t, db.SQL.QueryRowContext(ctx, `SELECT `+delivery.ServerVersionSQL("servers")+` FROM servers WHERE id = $1`,
+		current.ID).Scan(&version))
+	item := func(srv *ent.Server, version string) delivery.Incoming {
+		it := emptyRequests(srv, nil, 1)[0]
+		it.ServerVersion = version
+		return it
+	}
+	items := []delivery.Incoming{item(changed, "a version it no longer has"), item(current, version), item(current, "")}
+	stored, err := svc.StoreBatch(ctx, db.Client, items, billing.ReasonRequestAccepted, delivery.Handoff{})
+	require.NoError(t, err)
+	require.ErrorIs(t, stored[0].Err, delivery.ErrServerChanged)
+	require.Equal(t, fault.Unavailable, fault.KindOf(stored[0].Err))
+	require.Nil(t, stored[0].Request)
+	for _, s := range stored[1:] {
+		require.NoError(t, s.Err)
+		require.NotZero(t, s.Request.ID)
+	}
+	requests, err := db.Client.Request.Query().Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, requests)
+	require.Equal(t, int64(3), db.Client.Tenant.GetX(ctx, tn.ID).CreditBalance)
+	entries, err := db.Client.LedgerEntry.Query().Where(ledgerentry.TenantID(tn.ID), ledgerentry.AmountLT(0)).
+		Order(ledgerentry.ByID()).All(ctx)
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	require.Equal(t, []int64{4, 3}, []int64{entries[0].BalanceAfter, entries[1].BalanceAfter})
+}

@@ -375,20 +375,25 @@ func (b *batcher) storeUnlocked(ctx context.Context, live []*pendingAccept, resu
 	if b.dispatch != nil {
 		b.dispatch.Run(handoff, claimed)
 	}
-	handoff, claimed = delivery.Handoff{}, nil
+	return b.storeAgain(ctx, live, again, results, now)
+}
+
+// storeAgain stores the requests of live at again, whose servers changed after they were read, with their
+// servers read anew, and fills in their results. A failure fails these requests only: the others are stored.
+func (b *batcher) storeAgain(ctx context.Context, live []*pendingAccept, again []int, results []acceptResult, now time.Time) (handoff delivery.Handoff, claimed []delivery.Claimed, err error) {
 	retry := make([]*pendingAccept, len(again))
 	for k, i := range again {
 		retry[k] = live[i]
 	}
 	sub := make([]acceptResult, len(retry))
-	fresh, _, err := serversPostgres(ctx, b.client, keysOf(retry), now)
+	servers, _, err := serversPostgres(ctx, b.client, keysOf(retry), now)
 	if err == nil {
-		items, stored = b.items(retry, fresh, sub, false)
+		items, stored := b.items(retry, servers, sub, false)
 		handoff, claimed, err = b.write(ctx, b.client, items, stored, sub)
 	}
 	for k, i := range again {
 		results[i] = sub[k]
-		if err != nil { // the first statement's requests are stored: only these fail
+		if err != nil {
 			results[i] = acceptResult{err: fault.Wrap("inbound.Accept", fault.Unavailable, err)}
 		}
 	}

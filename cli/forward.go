@@ -124,7 +124,9 @@ func forward(ctx context.Context, client *http.Client, base string, j *job, body
 	case err != nil:
 		return done(resp.StatusCode, "CLI_LOCAL", fmt.Sprintf("the local service broke off its response (status %d): %s", resp.StatusCode, localError(err)))
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return done(resp.StatusCode, "HTTP_STATUS", "local service answered "+statusText(resp.StatusCode))
+		o = done(resp.StatusCode, "HTTP_STATUS", "local service answered "+statusText(resp.StatusCode))
+		o.RetryAfterSeconds = webhook.RetryAfterSeconds(resp.StatusCode, resp.Header, o.FinishedAt)
+		return o
 	}
 	return done(resp.StatusCode, "", "")
 }

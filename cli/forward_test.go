@@ -17,7 +17,7 @@ func TestForwardClassifiesOutcomes(t *testing.T) {
 	t.Parallel()
 	var got *http.Request
 	var gotBody string
-	status := 200
+	status, retryAfter := 200, ""
 	block := make(chan struct{})
 	t.Cleanup(func() { close(block) })
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -30,6 +30,9 @@ func TestForwardClassifiesOutcomes(t *testing.T) {
 		}
 		b, _ := io.ReadAll(r.Body)
 		got, gotBody = r.Clone(context.Background()), string(b)
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
 		w.WriteHeader(status)
 	}))
 	t.Cleanup(srv.Close)
@@ -58,6 +61,16 @@ func TestForwardClassifiesOutcomes(t *testing.T) {
 	require.Equal(t, "HTTP_STATUS", o.ErrorKind)
 	require.Equal(t, 503, o.HTTPStatus)
 	require.Equal(t, "local service answered 503 Service Unavailable", o.ErrorMessage)
+	require.Zero(t, o.RetryAfterSeconds, "no Retry-After, no wait asked")
+
+	status, retryAfter = 429, "120"
+	o = forward(t.Context(), client, srv.URL, j, nil, time.Now)
+	require.Equal(t, 429, o.HTTPStatus)
+	require.Equal(t, 120, o.RetryAfterSeconds, "the wait the local service asked for, to report")
+	status = 500
+	o = forward(t.Context(), client, srv.URL, j, nil, time.Now)
+	require.Zero(t, o.RetryAfterSeconds, "only a 429 or a 503 may ask to wait")
+	retryAfter = ""
 
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL

@@ -45,6 +45,8 @@ type outcome struct {
 	HTTPStatus   int       `json:"httpStatus,omitempty"`
 	ErrorKind    string    `json:"errorKind,omitempty"`
 	ErrorMessage string    `json:"errorMessage,omitempty"`
+	// RetryAfterSeconds is the wait a 429 or 503 asked for with Retry-After (webhook.RetryAfterSeconds).
+	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
 }
 
 // entry is one journaled job.

@@ -164,6 +164,9 @@ func (r *route) report(ctx context.Context, e *entry, fromJournal bool) error {
 		in["errorKind"] = e.Result.ErrorKind
 		in["errorMessage"] = e.Result.ErrorMessage
 	}
+	if e.Result.RetryAfterSeconds > 0 {
+		in["retryAfterSeconds"] = e.Result.RetryAfterSeconds
+	}
 	var res struct{ ReportCliAttempt bool }
 	err := l.api.do(context.WithoutCancel(ctx), reportMutation, map[string]any{"input": in}, &res)
 	var gql gqlErrors

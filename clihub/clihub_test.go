@@ -78,6 +78,7 @@ func TestReportValidatesTheOutcome(t *testing.T) {
 		"finished before started":     func(r *clihub.Report) { r.HTTPStatus = 200; r.FinishedAt = now.Add(-time.Second) },
 		"not a CLI lease":             func(r *clihub.Report) { r.HTTPStatus = 200; r.LeaseToken = "abc" },
 		"a bogus status":              func(r *clihub.Report) { r.HTTPStatus = 42 },
+		"a negative Retry-After":      func(r *clihub.Report) { r.HTTPStatus = 503; r.RetryAfterSeconds = -1 },
 	}
 	for name, mutate := range cases {
 		r := base

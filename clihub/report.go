@@ -18,6 +18,7 @@ import (
 	"github.com/adal-relay/adal/scheduler"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
+	"github.com/adal-relay/adal/webhook"
 )
 
 // maxErrorMessage caps the message a CLI may store on an attempt.
@@ -35,6 +36,9 @@ type Report struct {
 	// ErrorKind is empty for a 2xx answer read completely.
 	ErrorKind    delivery.ErrorKind
 	ErrorMessage string
+	// RetryAfterSeconds is how long the local service asked to wait (webhook.RetryAfterSeconds), counted from
+	// FinishedAt; 0: it asked nothing. Only a 429 or a 503 may ask.
+	RetryAfterSeconds int
 }
 
 // Report records the outcome of a job. client carries the caller's viewer: a delivery of another tenant is
@@ -83,6 +87,10 @@ func (h *Hub) Report(ctx context.Context, client *ent.Client, in Report) (bool, 
 			o.FinishedAt = o.StartedAt
 		}
 	}
+	if in.RetryAfterSeconds > 0 && webhook.AsksToWait(o.HTTPStatus) {
+		wait := min(time.Duration(in.RetryAfterSeconds), webhook.MaxRetryAfter/time.Second) * time.Second
+		o.RetryAfter = o.FinishedAt.Add(wait)
+	}
 	c := delivery.Claim{
 		DeliveryID: d.ID, TenantID: d.TenantID, RequestID: d.RequestID, RecipientID: d.RecipientID,
 		Attempt: d.AttemptCount, MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule),
@@ -115,6 +123,8 @@ func (in Report) outcome() (delivery.Outcome, error) {
 		return o, fault.E(op, fault.InvalidInput, "httpStatus must be an HTTP status code")
 	case in.FinishedAt.Before(in.StartedAt):
 		return o, fault.E(op, fault.InvalidInput, "finishedAt is before startedAt")
+	case in.RetryAfterSeconds < 0:
+		return o, fault.E(op, fault.InvalidInput, "retryAfterSeconds must not be negative")
 	}
 	switch o.ErrorKind {
 	case "":

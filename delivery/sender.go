@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -198,38 +197,10 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 		o.ErrorKind, o.ErrorMessage = ErrHTTPStatus, statusMessage(resp)
 	}
 	o.FinishedAt = s.now()
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		o.RetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), o.FinishedAt)
+	if webhook.AsksToWait(resp.StatusCode) {
+		o.RetryAfter = webhook.ParseRetryAfter(resp.Header.Get("Retry-After"), o.FinishedAt)
 	}
 	return o
-}
-
-// maxRetryAfter bounds a Retry-After in seconds before it becomes a time, so that no value can overflow;
-// NextAttempt caps the wait far below it anyway.
-const maxRetryAfter = 366 * 24 * time.Hour
-
-// ParseRetryAfter reads a Retry-After value (RFC 9110 §10.2.3): a number of seconds after now, or an HTTP
-// date. It returns the zero time for an absent or malformed value.
-func ParseRetryAfter(v string, now time.Time) time.Time {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return time.Time{}
-	}
-	if v[0] >= '0' && v[0] <= '9' {
-		secs, err := strconv.ParseUint(v, 10, 64)
-		switch {
-		case errors.Is(err, strconv.ErrRange):
-			secs = math.MaxUint64 // all digits, just many of them
-		case err != nil:
-			return time.Time{}
-		}
-		return now.Add(time.Duration(min(secs, uint64(maxRetryAfter/time.Second))) * time.Second)
-	}
-	at, err := http.ParseTime(v)
-	if err != nil {
-		return time.Time{}
-	}
-	return at
 }
 
 // readBody reads the whole body: an attempt is only complete once the recipient has sent all of it, and

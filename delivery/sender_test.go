@@ -613,32 +613,6 @@ func TestOutcomeSucceeded(t *testing.T) {
 	require.False(t, Outcome{HTTPStatus: 200, ErrorKind: ErrTimeout}.Succeeded())
 }
 
-func TestParseRetryAfter(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	for _, tt := range []struct {
-		in   string
-		want time.Time
-	}{
-		{"120", now.Add(2 * time.Minute)},
-		{" 7 ", now.Add(7 * time.Second)},
-		{"0", now},
-		{"Mon, 01 Jun 2026 12:05:00 GMT", now.Add(5 * time.Minute)},  // IMF-fixdate
-		{"Monday, 01-Jun-26 12:05:00 GMT", now.Add(5 * time.Minute)}, // RFC 850, still accepted by RFC 9110
-		{"Mon Jun  1 12:05:00 2026", now.Add(5 * time.Minute)},       // asctime
-		{"Mon, 01 Jun 2026 11:00:00 GMT", now.Add(-time.Hour)},       // in the past: NextAttempt keeps the schedule
-		{"99999999999999999999", now.Add(366 * 24 * time.Hour)},      // bounded, no overflow
-		{"", time.Time{}},
-		{"-5", time.Time{}},
-		{"+5", time.Time{}},
-		{"1.5", time.Time{}},
-		{"soon", time.Time{}},
-		{"12 seconds", time.Time{}},
-	} {
-		require.True(t, tt.want.Equal(ParseRetryAfter(tt.in, now)), "%q: got %v, want %v", tt.in, ParseRetryAfter(tt.in, now), tt.want)
-	}
-}
-
 // TestSenderReadsRetryAfter: the sender carries Retry-After of a 429 or a 503, in seconds or as an HTTP date,
 // and ignores it on other statuses.
 func TestSenderReadsRetryAfter(t *testing.T) {

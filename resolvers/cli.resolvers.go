@@ -27,6 +27,7 @@ func (r *mutationResolver) ReportCliAttempt(ctx context.Context, input model.Rep
 		DeliveryID: input.DeliveryID, Attempt: input.Attempt, LeaseToken: input.LeaseToken,
 		StartedAt: input.StartedAt, FinishedAt: input.FinishedAt,
 		HTTPStatus: deref(input.HTTPStatus, 0), ErrorMessage: deref(input.ErrorMessage, ""),
+		RetryAfterSeconds: deref(input.RetryAfterSeconds, 0),
 	}
 	if input.ErrorKind != nil {
 		in.ErrorKind = delivery.ErrorKind(*input.ErrorKind)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -365,4 +366,51 @@ func TestListenColoursOnlyOnATerminal(t *testing.T) {
 			require.Equal(t, 0, state.ExitCode())
 		})
 	}
+}
+
+// A local service that answers 503 with Retry-After is heeded as a deployed recipient would be: the CLI reports
+// the wait, and the server puts the retry that far after the attempt (within the schedule's bounds) rather
+// than where the schedule alone would.
+func TestListenReportsTheLocalServicesRetryAfter(t *testing.T) {
+	t.Parallel()
+	// The first retry of the default schedule waits 4 units, 2 s: twice that bounds what Retry-After may ask.
+	env := relaytest.Start(t, unit(500*time.Millisecond))
+	f := newFixture(t, env, nil, nil)
+	var calls []time.Time
+	var mu sync.Mutex
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls = append(calls, time.Now())
+		n := len(calls)
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(local.Close)
+	callCount := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
+	cli := listen(t, env, f.tenant.Member, f.recipient, local.URL+"/hook", t.TempDir())
+	cli.waitConnected()
+
+	id := env.Send(f.server.Key, "/evt", `{}`)
+	relaytest.Eventually(t, 20*time.Second, "the refused attempt to be recorded", func() bool {
+		return len(deliveryOf(t, env, id, f.recipient).Edges.Attempts) == 1
+	})
+	d := deliveryOf(t, env, id, f.recipient)
+	first := d.Edges.Attempts[0]
+	require.Equal(t, 503, *first.HTTPStatus)
+	require.NotNil(t, d.NextAttemptAt)
+	require.WithinDuration(t, first.FinishedAt.Add(3*time.Second), *d.NextAttemptAt, 10*time.Millisecond,
+		"the retry is due when the local service asked, not 2 s after the attempt as scheduled")
+
+	relaytest.Eventually(t, 20*time.Second, "the retry to succeed", func() bool {
+		return deliveryOf(t, env, id, f.recipient).Status == entdelivery.StatusSUCCEEDED
+	})
+	require.Equal(t, 2, callCount())
+	mu.Lock()
+	gap := calls[1].Sub(calls[0])
+	mu.Unlock()
+	require.GreaterOrEqual(t, gap, 2900*time.Millisecond, "the retry came no sooner than asked")
+	cli.interrupt()
 }

@@ -3800,6 +3800,12 @@ input ReportCliAttemptInput {
   "Null for a 2xx answer read completely; else CLI_LOCAL (local service unreachable), TIMEOUT or HTTP_STATUS."
   errorKind: AttemptErrorKind
   errorMessage: String
+  """
+  How many seconds the local service asked to wait before the next attempt: its Retry-After on a 429 or a 503,
+  counted from when the call finished. Heeded as a recipient's Retry-After is: the next attempt is never sooner
+  than the schedule, nor later than twice its wait. Null or 0: it asked nothing.
+  """
+  retryAfterSeconds: Int
 }
 
 extend type Subscription {
@@ -26954,7 +26960,7 @@ func (ec *executionContext) unmarshalInputReportCliAttemptInput(ctx context.Cont
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"deliveryId", "attempt", "leaseToken", "startedAt", "finishedAt", "httpStatus", "errorKind", "errorMessage"}
+	fieldsInOrder := [...]string{"deliveryId", "attempt", "leaseToken", "startedAt", "finishedAt", "httpStatus", "errorKind", "errorMessage", "retryAfterSeconds"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -27017,6 +27023,13 @@ func (ec *executionContext) unmarshalInputReportCliAttemptInput(ctx context.Cont
 				return it, err
 			}
 			it.ErrorMessage = data
+		case "retryAfterSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("retryAfterSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RetryAfterSeconds = data
 		}
 	}
 	return it, nil

@@ -200,6 +200,10 @@ type ReportCliAttemptInput struct {
 	// Null for a 2xx answer read completely; else CLI_LOCAL (local service unreachable), TIMEOUT or HTTP_STATUS.
 	ErrorKind    *attempt.ErrorKind `json:"errorKind,omitempty"`
 	ErrorMessage *string            `json:"errorMessage,omitempty"`
+	// How many seconds the local service asked to wait before the next attempt: its Retry-After on a 429 or a 503,
+	// counted from when the call finished. Heeded as a recipient's Retry-After is: the next attempt is never sooner
+	// than the schedule, nor later than twice its wait. Null or 0: it asked nothing.
+	RetryAfterSeconds *int `json:"retryAfterSeconds,omitempty"`
 }
 
 // How far a search of stored requests went. A search walks the server's requests in received order (newest first

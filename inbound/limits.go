@@ -66,14 +66,28 @@ type limiter struct {
 	swept atomic.Int64
 	// refreshing is set while a refresh runs.
 	refreshing atomic.Bool
+
+	// read loads keys (readKeys); a test may wrap it.
+	read func(ctx context.Context, keys []string) (map[string]keyRead, error)
+	// misses are keys seen for the first time and not loaded yet, with the entries their requests wait on;
+	// loading is set while a loader runs (loadMisses). Both are guarded by missMu.
+	missMu  sync.Mutex
+	misses  map[string]*keyEntry
+	loading bool
 }
 
 // idleAfter is how long an entry or a bucket goes unused before it is dropped: a key of a deleted server or
 // a rotated-out key, a bucket that has long been full (a new one is the same).
 const idleAfter = time.Minute
 
+// loadTimeout bounds one read of keys seen for the first time: past it, the requests waiting on them fail
+// (503) and the next request of each key tries again.
+const loadTimeout = 30 * time.Second
+
 func newLimiter(client *ent.Client, now func() time.Time) *limiter {
-	return &limiter{client: client, now: now}
+	l := &limiter{client: client, now: now, misses: map[string]*keyEntry{}}
+	l.read = l.readKeys
+	return l
 }
 
 // lookup returns the key's server and limits; nil for a key of no live server.
@@ -82,8 +96,7 @@ func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
 	if !ok {
 		e := &keyEntry{ready: make(chan struct{})}
 		if v, ok = l.keys.LoadOrStore(key, e); !ok {
-			l.load(ctx, key, e)
-			return e.info.Load(), e.err
+			l.loadSoon(key, e)
 		}
 	}
 	e := v.(*keyEntry)
@@ -96,6 +109,9 @@ func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
 		return nil, e.err
 	}
 	info := e.info.Load()
+	if info == nil { // no live server has the key
+		return nil, nil
+	}
 	if now := l.now(); now.After(info.expires) && l.refreshing.CompareAndSwap(false, true) {
 		startstop.Go(nil, "refresh intake limits", func() {
 			defer l.refreshing.Store(false)
@@ -108,16 +124,67 @@ func (l *limiter) lookup(ctx context.Context, key string) (*keyInfo, error) {
 	return info, nil
 }
 
-// load fills a new entry; one that found no live server, or failed, leaves the map.
-func (l *limiter) load(ctx context.Context, key string, e *keyEntry) {
-	reads, err := l.read(context.WithoutCancel(ctx), []string{key})
-	info := reads[key].info
-	e.info.Store(info)
-	e.err = cmp.Or(err, reads[key].err)
-	close(e.ready)
-	if info == nil {
-		l.forget(key, e)
+// loadSoon has a key seen for the first time loaded, with e its entry. One loader runs at a time and takes
+// every key queued meanwhile, so that a burst of new keys (a restart under load, or a tenant's many servers
+// called at once) costs a few statements, rather than a read per key at once that would hold the database
+// connections intake's commits wait for.
+func (l *limiter) loadSoon(key string, e *keyEntry) {
+	l.missMu.Lock()
+	defer l.missMu.Unlock()
+	l.misses[key] = e
+	if !l.loading {
+		l.loading = true
+		startstop.Go(nil, "load intake keys", l.loadMisses)
 	}
+}
+
+// loadMisses loads the queued keys, a refreshBatch at a time, until none is left. Each entry is filled and
+// made ready; one that found no live server, or failed, leaves the map, so that its next request tries again.
+func (l *limiter) loadMisses() {
+	for {
+		keys, entries := l.takeMisses()
+		if len(keys) == 0 {
+			return
+		}
+		var reads map[string]keyRead
+		var err error
+		// A panic fails this batch's requests, not every later new key's: the loader goes on.
+		if p := startstop.Recover(nil, "load intake keys", func() {
+			ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+			defer cancel()
+			reads, err = l.read(ctx, keys)
+		}); p != nil {
+			err = p
+		}
+		for _, key := range keys {
+			e, r := entries[key], reads[key]
+			e.info.Store(r.info)
+			e.err = cmp.Or(err, r.err)
+			close(e.ready)
+			if r.info == nil {
+				l.forget(key, e)
+			}
+		}
+	}
+}
+
+// takeMisses takes up to refreshBatch queued keys, in order, with their entries; none once the queue is empty,
+// when the loader stops (a key queued after that starts another).
+func (l *limiter) takeMisses() ([]string, map[string]*keyEntry) {
+	l.missMu.Lock()
+	defer l.missMu.Unlock()
+	if len(l.misses) == 0 {
+		l.loading = false
+		return nil, nil
+	}
+	keys := slices.Sorted(maps.Keys(l.misses))
+	keys = keys[:min(len(keys), refreshBatch)]
+	entries := make(map[string]*keyEntry, len(keys))
+	for _, key := range keys {
+		entries[key] = l.misses[key]
+		delete(l.misses, key)
+	}
+	return keys, entries
 }
 
 // refresh reloads every entry due by now+refreshAhead. An entry that failed to load keeps its last known
@@ -182,9 +249,9 @@ type keyRead struct {
 	err  error
 }
 
-// read loads the live servers of keys, with their settings for senders, and their plans' limits: three
+// readKeys loads the live servers of keys, with their settings for senders, and their plans' limits: three
 // indexed reads however many keys.
-func (l *limiter) read(ctx context.Context, keys []string) (map[string]keyRead, error) {
+func (l *limiter) readKeys(ctx context.Context, keys []string) (map[string]keyRead, error) {
 	const op = "inbound.lookup"
 	ctx = viewer.SystemContext(ctx)
 	servers, err := l.client.Server.Query().

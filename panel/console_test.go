@@ -23,6 +23,12 @@ func typeInto(sel, text string) chromedp.Action[chromedp.Void] {
 	)
 }
 
+// submitForm clicks the page's submit button from inside the page, as a person's click does: a click at the
+// button's coordinates could land where a preview filling in above it has just moved it from, and be lost.
+func submitForm() chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`document.querySelector('main [data-role="submit"]').click()`)
+}
+
 // choose picks value in the select at sel, firing the change event a person's choice fires.
 func choose(sel, value string) chromedp.Action[chromedp.Void] {
 	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
@@ -241,7 +247,7 @@ func TestConsoleFromFirstRun(t *testing.T) {
 		typeInto(pageField("url"), "ftp://example.com/hooks"),
 		choose(pageField("retrySchedule"), "STEPPED"),
 		typeInto(pageField("maxAttempts"), "5"),
-		chromedp.Click(css(`main [data-role="submit"]`)),
+		submitForm(),
 		chromedp.WaitVisible(css(`[data-field="url"] .field-error`)))
 	apiMsg = env.GraphQL(owner, `mutation($s: ID!){ createRecipient(input: {serverId: $s, name: "x", method: DIRECT_HTTP, url: "ftp://example.com/hooks"}) { id } }`, map[string]any{"s": serverID})
 	if got := b.text(`[data-field="url"] .field-error`); apiMsg.Code() != "INVALID_INPUT" || got != apiMsg.Errors[0].Message {
@@ -253,7 +259,7 @@ func TestConsoleFromFirstRun(t *testing.T) {
 	b.page("09-recipient-form")
 	b.do("create the direct recipient", 15*time.Second,
 		typeInto(pageField("url"), target.URL+"/hooks"),
-		chromedp.Click(css(`main [data-role="submit"]`)),
+		submitForm(),
 		chromedp.WaitVisible(css(`[data-role="health"][data-state="ACTIVE"]`)))
 	directID := strings.TrimPrefix(eval[string](b, `location.hash`), "#/recipients/")
 	b.page("10-recipient-direct")
@@ -265,7 +271,7 @@ func TestConsoleFromFirstRun(t *testing.T) {
 		chromedp.Click(css(`main [data-field="method"] input[value="CLI"]`)),
 		chromedp.WaitNotVisible(css(`main [data-field="url"]`)),
 		typeInto(pageField("name"), "alice-laptop"),
-		chromedp.Click(css(`main [data-role="submit"]`)),
+		submitForm(),
 		chromedp.WaitVisible(css(`[data-role="cli-connected"][data-connected="false"]`)))
 	cliID := strings.TrimPrefix(eval[string](b, `location.hash`), "#/recipients/")
 	if got, want := b.text(`[data-role="cli-command"] pre`), "adal listen --recipient "+cliID+" --forward http://localhost:3000/webhooks"; got != want {
@@ -445,7 +451,7 @@ func TestConsoleFromFirstRun(t *testing.T) {
 	}
 	b.page("18-outbound-form")
 	b.do("see its attempt and response", 30*time.Second,
-		chromedp.Click(css(`main [data-role="submit"]`)),
+		submitForm(),
 		chromedp.WaitVisible(css(`details.attempt[data-status="SUCCEEDED"]`)),
 		chromedp.Click(css(`details.attempt summary`)),
 		chromedp.WaitVisible(css(`[data-role="response-body"]`)))

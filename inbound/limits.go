@@ -160,10 +160,10 @@ func (l *limiter) loadMisses() {
 			e, r := entries[key], reads[key]
 			e.info.Store(r.info)
 			e.err = cmp.Or(err, r.err)
-			close(e.ready)
-			if r.info == nil {
+			if r.info == nil { // before the waiters wake: their next request must read again
 				l.forget(key, e)
 			}
+			close(e.ready)
 		}
 	}
 }

@@ -88,8 +88,7 @@ func (h *Hub) Report(ctx context.Context, client *ent.Client, in Report) (bool, 
 		}
 	}
 	if in.RetryAfterSeconds > 0 && webhook.AsksToWait(o.HTTPStatus) {
-		wait := min(time.Duration(in.RetryAfterSeconds), webhook.MaxRetryAfter/time.Second) * time.Second
-		o.RetryAfter = o.FinishedAt.Add(wait)
+		o.RetryAfter = webhook.AfterSeconds(o.FinishedAt, uint64(in.RetryAfterSeconds))
 	}
 	c := delivery.Claim{
 		DeliveryID: d.ID, TenantID: d.TenantID, RequestID: d.RequestID, RecipientID: d.RecipientID,

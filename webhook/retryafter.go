@@ -34,13 +34,18 @@ func ParseRetryAfter(v string, now time.Time) time.Time {
 		case err != nil:
 			return time.Time{}
 		}
-		return now.Add(time.Duration(min(secs, uint64(MaxRetryAfter/time.Second))) * time.Second)
+		return AfterSeconds(now, secs)
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
 		return time.Time{}
 	}
 	return at
+}
+
+// AfterSeconds is secs seconds after now, bounded by MaxRetryAfter.
+func AfterSeconds(now time.Time, secs uint64) time.Time {
+	return now.Add(time.Duration(min(secs, uint64(MaxRetryAfter/time.Second))) * time.Second)
 }
 
 // RetryAfterSeconds is how long, in whole seconds rounded up, a recipient that answered status with the

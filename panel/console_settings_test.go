@@ -418,11 +418,25 @@ func TestConsoleServerSettings(t *testing.T) {
 		t.Errorf("PUT = %d %q, want the server's own answer", code, body)
 	}
 
-	// A rate limit.
-	b.do("a rate limit", 15*time.Second,
+	// A rate limit, saved while the methods form holds a change not saved yet: the tab is rebuilt from the saved
+	// server, and the unsaved change is still there, still unsaved.
+	b.do("a rate limit, with methods edited and not saved", 15*time.Second,
+		typeInto(pageField("allowedMethods"), "post, put, patch"),
+		chromedp.Evaluate[chromedp.Void](`window.beforeSave = document.querySelector('main form[data-role="intake-form"]')`),
 		typeInto(pageField("maxRequestsPerSecond"), "5"),
 		pressSubmit(`form[data-role="server-settings"]`))
 	b.toastSays("Settings of payments saved")
+	b.waitJS("the tab rebuilt", `(() => { const f = document.querySelector('main form[data-role="intake-form"]'); return f && f !== window.beforeSave; })()`, 15*time.Second)
+	if got := eval[string](b, `document.querySelector('main [data-field="allowedMethods"] input').value`); got != "post, put, patch" {
+		t.Errorf("the unsaved methods after saving the rate limit = %q, want the change kept", got)
+	}
+	if got := eval[string](b, `document.querySelector('main [data-field="maxRequestsPerSecond"] input').value`); got != "5" {
+		t.Errorf("the rate limit shown after saving = %q", got)
+	}
+	readServer()
+	if got := strings.Join(sv.Server.AllowedMethods, ","); got != "POST,PUT" {
+		t.Errorf("methods stored = %q: the unsaved change was saved", got)
+	}
 	relaytest.Eventually(t, 10*time.Second, "the rate limit saved", func() bool {
 		readServer()
 		return sv.Server.MaxRequestsPerSecond != nil && *sv.Server.MaxRequestsPerSecond == 5

@@ -64,8 +64,8 @@ function buildInput(f, id, describedBy, onChange) {
   return input;
 }
 
-// createForm returns { el, values(), setError(name, msg), focus() }. onSubmit(values) runs the mutation; its
-// rejection is shown in the form; onDone(result) runs after it resolves.
+// createForm returns { el, values(), setError(name, msg), set(name, value), edited(), restore(draft), focus() }.
+// onSubmit(values) runs the mutation; its rejection is shown in the form; onDone(result) runs after it resolves.
 export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCancel, cancelLabel = 'Cancel', tone = 'primary', role, intro }) {
   const state = new Map();
   const errorSlot = h('div.form-error', { role: 'alert' });
@@ -109,11 +109,13 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
     if (cost) costSlot.replaceChildren(cost(all) || '');
   };
 
+  const touched = new Set(); // the fields the user changed since the form was built
   const fieldEls = fields.map((f) => {
     const id = `f${nextId++}-${f.name}`;
     const hint = h('div.field-hint', { id: id + '-hint' }, f.hint || null);
     const error = h('div.field-error', { id: id + '-error' });
     const input = buildInput(f, id, `${id}-hint ${id}-error`, () => {
+      touched.add(f.name);
       if (f.onChange) f.onChange(values(), api);
       refresh();
     });
@@ -178,8 +180,24 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
       const s = state.get(name);
       if (!s) return;
       if (s.f.type === 'checkbox') s.input.checked = !!value;
+      else if (s.f.type === 'radio') s.input.querySelectorAll('input').forEach((r) => { r.checked = r.value === String(value); });
       else s.input.value = value ?? '';
       refresh();
+    },
+    // edited is what the user changed and has not sent, by field: a draft to keep when the page is rebuilt.
+    edited() {
+      return Object.fromEntries([...touched].map((name) => {
+        const { f, input } = state.get(name);
+        return [name, f.type === 'checkbox' || f.type === 'radio' ? readValue(f, input) : input.value];
+      }));
+    },
+    // restore puts a draft from edited back, as the user's own changes.
+    restore(draft) {
+      for (const [name, value] of Object.entries(draft || {})) {
+        if (!state.has(name)) continue;
+        api.set(name, value);
+        touched.add(name);
+      }
     },
     focus() {
       for (const s of state.values()) {

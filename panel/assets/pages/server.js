@@ -350,6 +350,9 @@ function recipientsTab(ctx, body, s) {
 
 // ---- settings ----------------------------------------------------------------------------------------------
 
+// drafts are, by server, the unsaved changes of its settings forms while the tab is rebuilt after a save.
+const drafts = new Map();
+
 async function settingsTab(ctx, body, s, reload) {
   if (!canManage()) {
     mount(body, h('div.alert.alert-info', icon('settings'), h('div.alert-body',
@@ -366,7 +369,7 @@ async function settingsTab(ctx, body, s, reload) {
     cost: () => costLine(0),
     submitLabel: 'Save changes',
     onSubmit: (v) => gql(Q.UPDATE_SERVER, { id: s.id, input: serverInput(v, false) }),
-    onDone: () => { toast(`Settings of ${s.name} saved.`); reload(); },
+    onDone: () => { toast(`Settings of ${s.name} saved.`); reloadKeeping('server-settings'); },
   });
 
   const graceOptions = [
@@ -401,7 +404,7 @@ async function settingsTab(ctx, body, s, reload) {
       if (!result) return;
       const r = result.rotateInboundKey;
       toast(r.previousKeyExpiresAt ? `New inbound URL ready; the old one works until ${new Date(r.previousKeyExpiresAt).toLocaleString()}.` : 'New inbound URL ready; the old one is refused.');
-      reload();
+      reloadKeeping('rotate-key');
     },
   });
 
@@ -414,7 +417,7 @@ async function settingsTab(ctx, body, s, reload) {
     onDone: (_, v) => {
       const kind = v['verification.kind'];
       toast(kind === 'NONE' ? `${s.name} verifies nothing now.` : `${s.name} now verifies ${KIND_LABELS[kind]}${v['verification.enforce'] === 'false' ? ', in shadow mode' : ''}.`);
-      reload();
+      reloadKeeping('verification-form');
     },
   });
   const intake = createForm({
@@ -423,8 +426,20 @@ async function settingsTab(ctx, body, s, reload) {
     cost: () => costLine(0),
     submitLabel: 'Save methods and answer',
     onSubmit: (v) => gql(Q.UPDATE_SERVER, { id: s.id, input: intakeInput(v) }),
-    onDone: () => { toast(`What ${s.name} accepts and answers is saved.`); reload(); },
+    onDone: () => { toast(`What ${s.name} accepts and answers is saved.`); reloadKeeping('intake-form'); },
   });
+  // Saving one form rebuilds the tab from the saved server; what the user changed in the others and has not
+  // saved yet is carried over to the rebuilt forms.
+  const forms = { 'server-settings': form, 'rotate-key': rotate, 'verification-form': verification, 'intake-form': intake };
+  const reloadKeeping = (saved) => {
+    const kept = {};
+    for (const [role, f] of Object.entries(forms)) if (role !== saved) kept[role] = f.edited();
+    drafts.set(s.id, kept);
+    reload();
+  };
+  const kept = drafts.get(s.id);
+  drafts.delete(s.id);
+  if (kept) for (const [role, f] of Object.entries(forms)) f.restore(kept[role]);
 
   const deleteBtn = h('button.btn.btn-danger-ghost', { type: 'button', dataset: { role: 'delete-server' }, onclick: () => deleteServerFlow(s) }, icon('trash'), 'Delete server');
   mount(body, h('div.stack',

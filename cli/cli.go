@@ -213,6 +213,7 @@ func commandFlags(name string, out io.Writer) *flag.FlagSet {
 		fs.String("journal-dir", defaultJournalDir(), "`DIR` of the local journal: jobs in flight survive a crash there and are\nreported, never run twice; keep it between runs")
 		fs.Duration("check-local", defaultCheckLocal, "`DURATION` between checks that each local service accepts connections (a TCP\nconnect); a third of it while one is down; 0 turns the checks off")
 		fs.Duration("give-up-after", 0, "stop with exit status 2 once the server has been unreachable for `DURATION` (0: never give up)")
+		fs.Duration("refresh", defaultRefresh, "with --server, how often to look for CLI recipients added to the server while listening\n(`DURATION`; 0: only those there at the start)")
 		fs.Bool("print-secret", false, "print the signing secret of each recipient (to verify signatures locally) and exit; needs an\nowner's or admin's token")
 	case "requests":
 		fs.String("server", "", "the `SERVER` (ID or name) whose requests to list (required)")

@@ -18,6 +18,9 @@ const maxRecipients = 32
 // defaultCheckLocal is how often listen checks that a local service accepts connections while it is up.
 const defaultCheckLocal = 15 * time.Second
 
+// defaultRefresh is how often listen --server looks for CLI recipients added to the server.
+const defaultRefresh = 10 * time.Second
+
 // target is one recipient to listen for and where its deliveries go.
 type target struct {
 	RecipientID string
@@ -40,8 +43,9 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	in.problems = append(in.problems, checkTargets(recipients, forwards, server, printSecret)...)
 	checkLocal := fs.Lookup("check-local").Value.(flag.Getter).Get().(time.Duration)
 	giveUp := fs.Lookup("give-up-after").Value.(flag.Getter).Get().(time.Duration)
-	if checkLocal < 0 || giveUp < 0 {
-		in.problemf("--check-local and --give-up-after cannot be negative")
+	refresh := fs.Lookup("refresh").Value.(flag.Getter).Get().(time.Duration)
+	if checkLocal < 0 || giveUp < 0 || refresh < 0 {
+		in.problemf("--check-local, --give-up-after and --refresh cannot be negative")
 	}
 	keepAlive, err := keepAliveFromEnv()
 	if err != nil {
@@ -64,6 +68,9 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err := l.open(targets, flagValue(fs, "journal-dir")); err != nil {
 		return out.fail(err)
+	}
+	if server != "" && refresh > 0 {
+		l.refresh = &refresher{server: server, forward: forwards[0], every: refresh}
 	}
 	defer l.close()
 	return out.fail(l.run(ctx))
@@ -193,15 +200,9 @@ func recipientTargets(ctx context.Context, api *apiClient, ids, forwards []strin
 
 // serverTargets is every CLI recipient of a server, all forwarding to forward.
 func serverTargets(ctx context.Context, api *apiClient, server, forward string, withSecret bool) ([]target, error) {
-	s, err := findServer(ctx, api, server, "recipients { "+recipientFields(withSecret)+" }")
+	s, ts, err := serverRecipients(ctx, api, server, forward, withSecret)
 	if err != nil {
 		return nil, err
-	}
-	var ts []target
-	for _, r := range s.Recipients {
-		if r.Method == "CLI" && r.DeletedAt == nil {
-			ts = append(ts, target{RecipientID: r.ID, Name: r.Name, Server: s.Name, Forward: forward, Secret: r.SigningSecret})
-		}
 	}
 	switch {
 	case len(ts) == 0:
@@ -210,6 +211,21 @@ func serverTargets(ctx context.Context, api *apiClient, server, forward string, 
 		return nil, fmt.Errorf("server %q has %d CLI recipients; one adal listen serves at most %d: name them with --recipient and run several", s.Name, len(ts), maxRecipients)
 	}
 	return ts, nil
+}
+
+// serverRecipients is the server and its CLI recipients, as targets forwarding to forward.
+func serverRecipients(ctx context.Context, api *apiClient, server, forward string, withSecret bool) (*serverInfo, []target, error) {
+	s, err := findServer(ctx, api, server, "recipients { "+recipientFields(withSecret)+" }")
+	if err != nil {
+		return nil, nil, err
+	}
+	var ts []target
+	for _, r := range s.Recipients {
+		if r.Method == "CLI" && r.DeletedAt == nil {
+			ts = append(ts, target{RecipientID: r.ID, Name: r.Name, Server: s.Name, Forward: forward, Secret: r.SigningSecret})
+		}
+	}
+	return s, ts, nil
 }
 
 // serverInfo is a server as the commands need it.

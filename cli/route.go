@@ -27,6 +27,7 @@ type route struct {
 	attached     bool   // CONNECTED received on the current connection
 	everAttached bool
 	gone         bool // refused for good after having been attached: no longer listened for
+	added        bool // found by a refresh of --server while listening, not named at the start
 	backoff      time.Duration
 	retryAt      time.Time // when to subscribe again, after the server ended the subscription
 	greeting     string

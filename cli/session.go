@@ -39,6 +39,10 @@ type listener struct {
 	keepAlive keepAlive
 	giveUp    time.Duration
 	health    *health // nil when --check-local is 0
+	// journalDir holds the recipients' journals; refresh, with --server, adds the recipients created meanwhile
+	// (nil: the listen keeps the recipients it started with).
+	journalDir string
+	refresh    *refresher
 
 	mu        sync.Mutex
 	conn      *wsClient // nil while disconnected
@@ -64,25 +68,89 @@ func newListener(api *apiClient, out *output, ka keepAlive, checkLocal, giveUp t
 
 // open opens the journal of each target; a journal in use by another adal listen is refused.
 func (l *listener) open(targets []target, journalDir string) error {
+	l.journalDir = journalDir
 	names := map[string]int{}
 	for _, t := range targets {
 		names[t.Name]++
 	}
 	for _, t := range targets {
-		j, err := openJournal(journalDir, l.api.base, t.RecipientID)
-		if err != nil {
+		if _, err := l.add(t, names[t.Name] > 1); err != nil {
 			l.close()
 			return err
 		}
-		label := t.Name
-		if names[t.Name] > 1 {
-			label = fmt.Sprintf("%s#%s", t.Name, t.RecipientID)
+	}
+	return nil
+}
+
+// add opens t's journal and listens for it from the next subscription on; a recipient whose name another
+// has too is labelled with its ID as well (dup).
+func (l *listener) add(t target, dup bool) (*route, error) {
+	j, err := openJournal(l.journalDir, l.api.base, t.RecipientID)
+	if err != nil {
+		return nil, err
+	}
+	label := t.Name
+	if dup {
+		label = fmt.Sprintf("%s#%s", t.Name, t.RecipientID)
+	}
+	r := &route{l: l, target: t, label: label, journal: j, running: map[jobKey]bool{}, reporting: map[jobKey]bool{}}
+	if l.health != nil {
+		r.check = l.health.watch(t.Forward)
+	}
+	l.routes = append(l.routes, r)
+	return r, nil
+}
+
+// refresher looks, for listen --server, for CLI recipients created on the server while the listen runs.
+type refresher struct {
+	server  string // the server's ID once known, its name or ID as given until then
+	forward string
+	every   time.Duration
+	skip    map[string]bool // recipients that could not be added (their journal is another listen's)
+	full    bool            // the limit on recipients was reported
+}
+
+// refreshRoutes adds the CLI recipients of the server not listened for yet, and subscribes for each. A failed
+// look is logged and tried again at the next refresh.
+func (l *listener) refreshRoutes(ctx context.Context, subscribe func(*route) error) error {
+	f := l.refresh
+	s, ts, err := serverRecipients(ctx, l.api, f.server, f.forward, false)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.out.logf(yellow, "looking for new CLI recipients of server %q: %v (will retry)", f.server, err)
 		}
-		r := &route{l: l, target: t, label: label, journal: j, running: map[jobKey]bool{}, reporting: map[jobKey]bool{}}
-		if l.health != nil {
-			r.check = l.health.watch(t.Forward)
+		return nil
+	}
+	f.server = s.ID
+	known, names := map[string]bool{}, map[string]bool{}
+	for _, r := range l.routes {
+		known[r.RecipientID], names[r.Name] = true, true
+	}
+	for _, t := range ts {
+		if known[t.RecipientID] || f.skip[t.RecipientID] {
+			continue
 		}
-		l.routes = append(l.routes, r)
+		if len(l.live()) >= maxRecipients {
+			if !f.full {
+				f.full = true
+				l.out.logf(yellow, "server %q has more CLI recipients than one adal listen serves (%d): not listening for %q and any others added", s.Name, maxRecipients, t.Name)
+			}
+			return nil
+		}
+		r, err := l.add(t, names[t.Name])
+		if err != nil {
+			if f.skip == nil {
+				f.skip = map[string]bool{}
+			}
+			f.skip[t.RecipientID] = true
+			l.out.logf(yellow, "recipient %q, added to server %q: %v; not listening for it", t.Name, s.Name, err)
+			continue
+		}
+		names[t.Name], r.added = true, true
+		r.logForwarding()
+		if err := subscribe(r); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -108,7 +176,7 @@ func (l *listener) live() []*route {
 // configuration error), or the listen is lost for good (a *lostError).
 func (l *listener) run(ctx context.Context) error {
 	for _, r := range l.routes {
-		l.out.logf(plain, "forwarding deliveries of recipient %s (%q of server %q) to %s (journal: %s)", r.RecipientID, r.Name, r.Server, r.Forward, r.journal.dir)
+		r.logForwarding()
 	}
 	if l.health != nil {
 		go l.health.run(ctx)
@@ -149,6 +217,11 @@ func (l *listener) run(ctx context.Context) error {
 	}
 	l.out.emit(l.now(), head("stopped", l.now()), "stopped")
 	return nil
+}
+
+// logForwarding says where r's deliveries go.
+func (r *route) logForwarding() {
+	r.l.out.logf(plain, "forwarding deliveries of recipient %s (%q of server %q) to %s (journal: %s)", r.RecipientID, r.Name, r.Server, r.Forward, r.journal.dir)
 }
 
 // permanent tells errors that retrying cannot fix.
@@ -270,6 +343,12 @@ func (l *listener) session(ctx context.Context) (attached bool, err error) {
 	resub := time.NewTimer(time.Hour)
 	resub.Stop()
 	defer resub.Stop()
+	var refresh <-chan time.Time // nil: never
+	if l.refresh != nil {
+		t := time.NewTicker(l.refresh.every)
+		defer t.Stop()
+		refresh = t.C
+	}
 	// rearm sets the timer for the next subscription due again.
 	rearm := func() {
 		var next time.Time
@@ -311,6 +390,10 @@ func (l *listener) session(ctx context.Context) (attached bool, err error) {
 			return attached, nil
 		case <-c.Done():
 			return attached, c.Err()
+		case <-refresh:
+			if err := l.refreshRoutes(ctx, subscribe); err != nil {
+				return attached, err
+			}
 		case <-resub.C:
 			for _, r := range l.live() {
 				if r.op == "" && !r.retryAt.IsZero() && !l.now().Before(r.retryAt) {
@@ -357,9 +440,15 @@ func (l *listener) session(ctx context.Context) (attached bool, err error) {
 				switch {
 				case j == nil:
 				case j.Kind == "CONNECTED":
+					first := !r.everAttached
 					attached, r.attached, r.everAttached, r.backoff, r.greeting = true, true, true, 0, j.Message
 					l.out.logf(plain, "connected: %s", j.Message)
 					switch {
+					case announced && first: // added by a refresh
+						now := l.now()
+						l.out.emit(now, readyEvent{eventHead: head("ready", now), RecipientID: r.RecipientID, Recipients: []readyRecipient{{
+							RecipientID: r.RecipientID, Recipient: r.Name, Server: r.Server, Forward: r.Forward, Connected: j.Message,
+						}}}, l.out.paint(green, fmt.Sprintf("recipient %q ready — waiting for its deliveries", r.label)))
 					case announced:
 						now := l.now()
 						l.out.emit(now, readyEvent{eventHead: head("reconnected", now), RecipientID: r.RecipientID},
@@ -391,8 +480,8 @@ func (l *listener) allAttached() bool {
 }
 
 // refused handles a recipient's subscription refused by the server. A refused token ends the listen; a
-// recipient that is gone (NOT_FOUND, INVALID_INPUT) ends it too if it never attached — a configuration error —
-// and is dropped otherwise, the listen going on for the others until none is left (lost for good). Other
+// recipient that is gone (NOT_FOUND, INVALID_INPUT) ends it too if it was named at the start and never attached —
+// a configuration error — and is dropped otherwise, the listen going on for the others until none is left (lost for good). Other
 // errors are retried.
 func (l *listener) refused(r *route, errs gqlErrors, later func(*route, error)) error {
 	switch {
@@ -401,7 +490,7 @@ func (l *listener) refused(r *route, errs gqlErrors, later func(*route, error)) 
 	case !errs.permanent():
 		later(r, errs)
 		return nil
-	case !r.everAttached:
+	case !r.everAttached && !r.added:
 		return fmt.Errorf("cannot listen to recipient %s: %w", r.RecipientID, errs)
 	}
 	r.gone, r.op, r.attached = true, "", false

@@ -135,14 +135,7 @@ func TestListenForEveryCLIRecipientOfAServer(t *testing.T) {
 		"--server", "shop", "--forward", local.URL)
 	cli.waitOutput("ready — listening for 2 recipients")
 	reqID := env.Send(shop.Key, "/order", `{}`)
-	relaytest.Eventually(t, 20*time.Second, "every delivery to succeed", func() bool {
-		for _, r := range []string{laptop, tests, direct} {
-			if deliveryOf(t, env, reqID, r).Status != entdelivery.StatusSUCCEEDED {
-				return false
-			}
-		}
-		return true
-	})
+	awaitSucceeded(t, env, reqID, laptop, tests, direct)
 	require.Equal(t, 2, local.count(), "one call per CLI recipient")
 	require.Equal(t, 1, witness.count(), "the direct recipient is not the CLI's")
 	cli.waitOutput("[laptop] POST /order → 200 OK")
@@ -154,6 +147,48 @@ func TestListenForEveryCLIRecipientOfAServer(t *testing.T) {
 		"--server", empty.ID, "--forward", local.URL)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, `server "empty" has no CLI recipient`)
+}
+
+// --server also listens for the CLI recipients created on the server while it runs (and only for those).
+func TestListenPicksUpRecipientsAddedToTheServer(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, unit(20*time.Millisecond))
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 1000})
+	shop := env.NewServer(tn, "shop", nil)
+	laptop := env.NewRecipient(tn, shop.ID, map[string]any{"method": "CLI", "name": "laptop"})
+	local := newLocalService(t, answer(200))
+
+	cli := startAdal(t, "", "listen", "--api", env.Server.URL, "--token", tn.Member, "--journal-dir", t.TempDir(),
+		"--server", "shop", "--forward", local.URL, "--refresh", "100ms")
+	cli.waitOutput("ready — waiting for deliveries")
+
+	witness := newLocalService(t, answer(200))
+	direct := env.NewRecipient(tn, shop.ID, map[string]any{"method": "DIRECT_HTTP", "url": witness.URL, "name": "prod"})
+	tests := env.NewRecipient(tn, shop.ID, map[string]any{"method": "CLI", "name": "tests"})
+	cli.waitOutput(`recipient "tests" ready — waiting for its deliveries`)
+	require.True(t, cliConnected(t, env, tn.Member, shop.ID, tests))
+
+	reqID := env.Send(shop.Key, "/order", `{}`)
+	awaitSucceeded(t, env, reqID, laptop, tests, direct)
+	cli.waitOutput("[tests] POST /order → 200 OK")
+	cli.waitOutput("[laptop] POST /order → 200 OK")
+	require.Equal(t, 2, local.count(), "one call per CLI recipient")
+	require.Equal(t, 1, witness.count(), "the direct recipient is not the CLI's")
+	require.NotContains(t, cli.output(), `"prod"`, "a direct recipient is not listened for")
+	cli.interrupt()
+}
+
+// awaitSucceeded waits until the request's delivery to each recipient has succeeded.
+func awaitSucceeded(t *testing.T, env *relaytest.Env, reqID string, recipients ...string) {
+	t.Helper()
+	relaytest.Eventually(t, 20*time.Second, "every delivery to succeed", func() bool {
+		for _, r := range recipients {
+			if deliveryOf(t, env, reqID, r).Status != entdelivery.StatusSUCCEEDED {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // --format json: one JSON object per line on stdout — ready, delivery, disconnected, reconnected, stopped —

@@ -26,6 +26,7 @@ type target struct {
 	RecipientID string
 	Name        string
 	Server      string
+	ServerID    string // set for the recipients of --server
 	Forward     string
 	// Secret is the recipient's signing secret, asked for by --print-secret only; nil when the token may not
 	// read it (a MEMBER's).
@@ -70,7 +71,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return out.fail(err)
 	}
 	if server != "" && refresh > 0 {
-		l.refresh = &refresher{server: server, forward: forwards[0], every: refresh}
+		l.refresh = &refresher{serverID: targets[0].ServerID, forward: forwards[0], every: refresh}
 	}
 	defer l.close()
 	return out.fail(l.run(ctx))
@@ -222,7 +223,7 @@ func serverRecipients(ctx context.Context, api *apiClient, server, forward strin
 	var ts []target
 	for _, r := range s.Recipients {
 		if r.Method == "CLI" && r.DeletedAt == nil {
-			ts = append(ts, target{RecipientID: r.ID, Name: r.Name, Server: s.Name, Forward: forward, Secret: r.SigningSecret})
+			ts = append(ts, target{RecipientID: r.ID, Name: r.Name, Server: s.Name, ServerID: s.ID, Forward: forward, Secret: r.SigningSecret})
 		}
 	}
 	return s, ts, nil

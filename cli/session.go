@@ -103,25 +103,24 @@ func (l *listener) add(t target, dup bool) (*route, error) {
 
 // refresher looks, for listen --server, for CLI recipients created on the server while the listen runs.
 type refresher struct {
-	server  string // the server's ID once known, its name or ID as given until then
-	forward string
-	every   time.Duration
-	skip    map[string]bool // recipients that could not be added (their journal is another listen's)
-	full    bool            // the limit on recipients was reported
+	serverID string // by ID, so that a server renamed meanwhile is still found
+	forward  string
+	every    time.Duration
+	skip     map[string]bool // recipients that could not be added (their journal is another listen's)
+	full     bool            // the limit on recipients was reported
 }
 
 // refreshRoutes adds the CLI recipients of the server not listened for yet, and subscribes for each. A failed
 // look is logged and tried again at the next refresh.
 func (l *listener) refreshRoutes(ctx context.Context, subscribe func(*route) error) error {
 	f := l.refresh
-	s, ts, err := serverRecipients(ctx, l.api, f.server, f.forward, false)
+	s, ts, err := serverRecipients(ctx, l.api, f.serverID, f.forward, false)
 	if err != nil {
 		if ctx.Err() == nil {
-			l.out.logf(yellow, "looking for new CLI recipients of server %q: %v (will retry)", f.server, err)
+			l.out.logf(yellow, "looking for new CLI recipients of server %s: %v (will retry)", f.serverID, err)
 		}
 		return nil
 	}
-	f.server = s.ID
 	known, names := map[string]bool{}, map[string]bool{}
 	for _, r := range l.routes {
 		known[r.RecipientID], names[r.Name] = true, true

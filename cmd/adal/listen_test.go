@@ -149,7 +149,8 @@ func TestListenForEveryCLIRecipientOfAServer(t *testing.T) {
 	require.Contains(t, stderr, `server "empty" has no CLI recipient`)
 }
 
-// --server also listens for the CLI recipients created on the server while it runs (and only for those).
+// --server also listens for the CLI recipients created on the server while it runs (and only for those), even
+// once the server is renamed.
 func TestListenPicksUpRecipientsAddedToTheServer(t *testing.T) {
 	t.Parallel()
 	env := relaytest.Start(t, unit(20*time.Millisecond))
@@ -161,6 +162,8 @@ func TestListenPicksUpRecipientsAddedToTheServer(t *testing.T) {
 	cli := startAdal(t, "", "listen", "--api", env.Server.URL, "--token", tn.Member, "--journal-dir", t.TempDir(),
 		"--server", "shop", "--forward", local.URL, "--refresh", "100ms")
 	cli.waitOutput("ready — waiting for deliveries")
+	// Renamed meanwhile: the listen named it by its old name, and finds it all the same.
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ updateServer(id: $id, input: {name: "store"}){ id } }`, map[string]any{"id": shop.ID}, nil)
 
 	witness := newLocalService(t, answer(200))
 	direct := env.NewRecipient(tn, shop.ID, map[string]any{"method": "DIRECT_HTTP", "url": witness.URL, "name": "prod"})

@@ -71,7 +71,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return out.fail(err)
 	}
 	if server != "" && refresh > 0 {
-		l.refresh = &refresher{serverID: targets[0].ServerID, forward: forwards[0], every: refresh}
+		l.refresh = &refresher{serverID: targets[0].ServerID, forward: forwards[0], every: refresh, skip: map[string]bool{}}
 	}
 	defer l.close()
 	return out.fail(l.run(ctx))

@@ -138,9 +138,6 @@ func (l *listener) refreshRoutes(ctx context.Context, subscribe func(*route) err
 		}
 		r, err := l.add(t, names[t.Name])
 		if err != nil {
-			if f.skip == nil {
-				f.skip = map[string]bool{}
-			}
 			f.skip[t.RecipientID] = true
 			l.out.logf(yellow, "recipient %q, added to server %q: %v; not listening for it", t.Name, s.Name, err)
 			continue
@@ -479,9 +476,9 @@ func (l *listener) allAttached() bool {
 }
 
 // refused handles a recipient's subscription refused by the server. A refused token ends the listen; a
-// recipient that is gone (NOT_FOUND, INVALID_INPUT) ends it too if it was named at the start and never attached —
-// a configuration error — and is dropped otherwise, the listen going on for the others until none is left (lost for good). Other
-// errors are retried.
+// recipient that is gone (NOT_FOUND, INVALID_INPUT) ends it too if it was named at the start and never
+// attached — a configuration error — and is dropped otherwise, the listen going on for the others until none
+// is left (lost for good). Other errors are retried.
 func (l *listener) refused(r *route, errs gqlErrors, later func(*route, error)) error {
 	switch {
 	case errs.has("UNAUTHENTICATED"), errs.has("FORBIDDEN"):

@@ -82,7 +82,7 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 			f.DelCanceled = strconv.Itoa(d.ID)
 			now := time.Now()
 			require.NoError(t, db.Delivery.UpdateOneID(d.ID).SetStatus(delivery.StatusCANCELED).SetFinishedAt(now).Exec(ctx))
-			a, err := db.Attempt.Create().SetTenantID(d.TenantID).SetDeliveryID(d.ID).SetNumber(1).
+			a, err := db.Attempt.Create().SetTenantID(d.TenantID).SetDeliveryID(d.ID).SetNumber(1).SetExpiresAt(d.ExpiresAt).
 				SetStartedAt(now.Add(-time.Second)).SetFinishedAt(now).SetStatus(attempt.StatusFAILED).
 				SetHTTPStatus(500).SetDurationMs(1000).SetErrorKind(attempt.ErrorKindHTTP_STATUS).Save(ctx)
 			require.NoError(t, err)

@@ -32,11 +32,11 @@ WITH req AS (
 	       $3::timestamptz, $3::timestamptz + interval '7 days', 'PENDING',
 	       ($4::bigint[])[1 + g % cardinality($4::bigint[])], ($5::bigint[])[1 + g % cardinality($5::bigint[])]
 	FROM generate_series($6::bigint, $7::bigint) AS g
-	RETURNING id, tenant_id, substr(key, length($1) + 1)::bigint AS g
+	RETURNING id, tenant_id, expires_at, substr(key, length($1) + 1)::bigint AS g
 )
-INSERT INTO deliveries (created_at, status, trigger, attempt_count, max_attempts, retry_schedule, next_attempt_at,
+INSERT INTO deliveries (expires_at, created_at, status, trigger, attempt_count, max_attempts, retry_schedule, next_attempt_at,
                         first_attempt_at, lease_owner, backlog, superseded, tenant_id, recipient_id, request_id)
-SELECT $3, 'PENDING', 'AUTOMATIC', $8, 10, 'QUADRATIC',
+SELECT expires_at, $3, 'PENDING', 'AUTOMATIC', $8, 10, 'QUADRATIC',
        $9::timestamptz + (g - $6) * $10::bigint * interval '1 microsecond', $11, '', false, false, tenant_id,
        ($12::bigint[])[1 + (g % cardinality($4::bigint[])) * $13 + (g / cardinality($4::bigint[])) % $13], id
 FROM req`
@@ -74,17 +74,16 @@ func insertDue(ctx context.Context, db *sql.DB, fx *Fixture, spec bulkDue) error
 	return err
 }
 
-// insertExpired inserts n expired requests for the server, each with one FAILED delivery per recipient and
-// three attempts per delivery: history for the purge to delete.
-func insertExpired(ctx context.Context, db *sql.DB, srv FixtureServer, n int, body []byte) error {
-	past := time.Now().Add(-8 * 24 * time.Hour)
+// insertExpired inserts n requests for the server that expire from expires on (a microsecond apart), each with
+// one FAILED delivery per recipient and three attempts per delivery: history for the purge to delete.
+func insertExpired(ctx context.Context, db *sql.DB, srv FixtureServer, n int, body []byte, expires time.Time) error {
 	_, err := db.ExecContext(ctx, `
 		INSERT INTO requests (key, method, path, query, headers, body, source_addr, received_at, expires_at,
 		                      status, tenant_id, server_id)
 		SELECT 'expired-' || g, 'POST', '/events', '', '{"Content-Type":["application/json"]}', $1::bytea,
-		       '127.0.0.1', $2::timestamptz, $2::timestamptz + interval '1 day' + g * interval '1 microsecond',
+		       '127.0.0.1', $2::timestamptz - interval '1 day', $2::timestamptz + g * interval '1 microsecond',
 		       'FAILED', $3, $4
-		FROM generate_series(1, $5) AS g`, body, past, srv.TenantID, srv.ID, n)
+		FROM generate_series(1, $5) AS g`, body, expires, srv.TenantID, srv.ID, n)
 	if err != nil {
 		return fmt.Errorf("insert expired requests: %w", err)
 	}
@@ -94,19 +93,22 @@ func insertExpired(ctx context.Context, db *sql.DB, srv FixtureServer, n int, bo
 	}
 	_, err = db.ExecContext(ctx, `
 		INSERT INTO deliveries (created_at, status, trigger, attempt_count, max_attempts, retry_schedule,
-		                        lease_owner, backlog, superseded, finished_at, tenant_id, recipient_id, request_id)
+		                        lease_owner, backlog, superseded, finished_at, tenant_id, recipient_id, request_id,
+		                        expires_at)
 		SELECT r.received_at, 'FAILED', 'AUTOMATIC', 3, 3, 'QUADRATIC', '', false, false, r.received_at,
-		       r.tenant_id, rc.id, r.id
+		       r.tenant_id, rc.id, r.id, r.expires_at
 		FROM requests r CROSS JOIN (VALUES `+strings.Join(values, ", ")+`) AS rc(id)
-		WHERE r.key LIKE 'expired-%'`)
+		WHERE r.key LIKE 'expired-%' AND r.server_id = $1`, srv.ID)
 	if err != nil {
 		return fmt.Errorf("insert expired deliveries: %w", err)
 	}
 	_, err = db.ExecContext(ctx, `
 		INSERT INTO attempts (number, started_at, finished_at, status, http_status, duration_ms, error_kind,
-		                      error_message, tenant_id, delivery_id)
-		SELECT g, d.created_at, d.created_at, 'FAILED', 500, 12, 'HTTP_STATUS', 'HTTP 500', d.tenant_id, d.id
-		FROM deliveries d CROSS JOIN generate_series(1, 3) AS g WHERE d.status = 'FAILED'`)
+		                      error_message, tenant_id, delivery_id, expires_at)
+		SELECT g, d.created_at, d.created_at, 'FAILED', 500, 12, 'HTTP_STATUS', 'HTTP 500', d.tenant_id, d.id,
+		       d.expires_at
+		FROM deliveries d CROSS JOIN generate_series(1, 3) AS g
+		WHERE d.status = 'FAILED' AND d.recipient_id = ANY($1)`, pq.Array(srv.Recipients))
 	if err != nil {
 		return fmt.Errorf("insert expired attempts: %w", err)
 	}

@@ -93,7 +93,7 @@ func (h *Hub) Report(ctx context.Context, client *ent.Client, in Report) (bool, 
 	c := delivery.Claim{
 		DeliveryID: d.ID, TenantID: d.TenantID, RequestID: d.RequestID, RecipientID: d.RecipientID,
 		Attempt: d.AttemptCount, MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule),
-		FirstAttemptAt: o.StartedAt, StartedAt: o.StartedAt, Owner: d.LeaseOwner,
+		FirstAttemptAt: o.StartedAt, StartedAt: o.StartedAt, Owner: d.LeaseOwner, ExpiresAt: d.ExpiresAt,
 	}
 	if d.FirstAttemptAt != nil {
 		c.FirstAttemptAt = *d.FirstAttemptAt

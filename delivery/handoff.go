@@ -69,6 +69,6 @@ func claimOf(d *ent.Delivery, serverID int, now time.Time) Claim {
 	return Claim{
 		DeliveryID: d.ID, TenantID: d.TenantID, RequestID: d.RequestID, ServerID: serverID,
 		RecipientID: d.RecipientID, Attempt: 1, MaxAttempts: d.MaxAttempts, Schedule: Schedule(d.RetrySchedule),
-		FirstAttemptAt: now, StartedAt: now, Owner: d.LeaseOwner,
+		FirstAttemptAt: now, StartedAt: now, Owner: d.LeaseOwner, ExpiresAt: d.ExpiresAt,
 	}
 }

@@ -33,6 +33,9 @@ type Claim struct {
 	// Capped says the delivery was claimed from the CAPPED lane, so its recipient's in_flight counts it: the
 	// record of its attempt gives the slot back.
 	Capped bool
+	// ExpiresAt is the request's expiry, which the attempt row carries (the history's partition key on
+	// PostgreSQL), when the claim read it; Record reads it from the delivery when it is zero.
+	ExpiresAt time.Time
 }
 
 // Record stores the outcome of a claimed attempt in one transaction: the Attempt row, the delivery's new
@@ -67,7 +70,16 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 	if n == 0 {
 		return false, nil
 	}
-	create := FillAttempt(tx.Attempt.Create().SetTenantID(c.TenantID).SetDeliveryID(c.DeliveryID), c.Attempt, o)
+	expires := c.ExpiresAt
+	if expires.IsZero() {
+		d, err := tx.Delivery.Query().Where(entdelivery.ID(c.DeliveryID)).Select(entdelivery.FieldExpiresAt).Only(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read delivery %d: %w", c.DeliveryID, err)
+		}
+		expires = d.ExpiresAt
+	}
+	create := FillAttempt(tx.Attempt.Create().SetTenantID(c.TenantID).SetDeliveryID(c.DeliveryID).SetExpiresAt(expires),
+		c.Attempt, o)
 	if o.Succeeded() {
 		create.SetStatus(attempt.StatusSUCCEEDED)
 	} else {
@@ -236,12 +248,12 @@ WITH v AS (
 		lease_owner = ''
 	FROM v
 	WHERE d.id = v.id AND d.status = 'IN_PROGRESS' AND d.attempt_count = v.attempt AND d.lease_owner = v.owner
-	RETURNING d.id, d.recipient_id, d.request_id, v.health, v.capped, v.next_at IS NULL AS final
+	RETURNING d.id, d.recipient_id, d.request_id, d.expires_at, v.health, v.capped, v.next_at IS NULL AS final
 ), ins AS (
 	INSERT INTO attempts (tenant_id, delivery_id, number, started_at, finished_at, duration_ms, status, error_kind,
-	                      http_status, error_message)
+	                      http_status, error_message, expires_at)
 	SELECT v.tenant_id, v.id, v.attempt, v.started_at, v.finished_at, v.duration_ms, v.attempt_status, v.error_kind,
-	       v.http_status, v.error_message
+	       v.http_status, v.error_message, upd.expires_at
 	FROM v JOIN upd ON upd.id = v.id
 	RETURNING delivery_id
 ), h AS MATERIALIZED (

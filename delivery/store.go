@@ -363,7 +363,7 @@ func inChunks[B, T any](builders []B, save func([]B) ([]T, error)) ([]T, error) 
 func (s *Service) newDelivery(req *ent.Request, r *ent.Recipient, trigger entdelivery.Trigger, now time.Time) *ent.Delivery {
 	due := now
 	return &ent.Delivery{
-		TenantID: req.TenantID, CreatedAt: now, RequestID: req.ID, RecipientID: r.ID,
+		TenantID: req.TenantID, CreatedAt: now, RequestID: req.ID, RecipientID: r.ID, ExpiresAt: req.ExpiresAt,
 		Status: entdelivery.StatusPENDING, Trigger: trigger, MaxAttempts: r.MaxAttempts,
 		RetrySchedule: entdelivery.RetrySchedule(r.RetrySchedule), NextAttemptAt: &due,
 		Backlog: r.Method == recipient.MethodCLI && !s.cfg.CLIConnected(r, now), Lane: LaneOf(r).column(),
@@ -377,6 +377,7 @@ func deliveryCreate(client *ent.Client, d *ent.Delivery) *ent.DeliveryCreate {
 		SetCreatedAt(d.CreatedAt).
 		SetRequestID(d.RequestID).
 		SetRecipientID(d.RecipientID).
+		SetExpiresAt(d.ExpiresAt).
 		SetStatus(d.Status).
 		SetTrigger(d.Trigger).
 		SetAttemptCount(d.AttemptCount).

@@ -78,14 +78,14 @@ WITH q AS (
 		g.source_addr, g.received_at, ` + retention.ExpiresAtSQL("g.received_at", "g.days") + `, g.status, g.replay_of_id,
 		convert_to(g.filtered_out::text, 'UTF8'), g.verified
 	FROM g ORDER BY g.n
-	RETURNING id, key
+	RETURNING id, key, expires_at
 ), d AS (
 	INSERT INTO deliveries (tenant_id, created_at, request_id, recipient_id, status, trigger, attempt_count,
 		max_attempts, retry_schedule, next_attempt_at, first_attempt_at, lease_expires_at, lease_owner,
-		attempt_started_at, backlog, lane, superseded)
+		attempt_started_at, backlog, lane, superseded, expires_at)
 	SELECT v.tenant_id, v.created_at, r.id, v.recipient_id, v.status, v.trigger, v.attempt_count, v.max_attempts,
 		v.retry_schedule, v.next_attempt_at, v.first_attempt_at, v.lease_expires_at, v.lease_owner,
-		v.attempt_started_at, v.backlog, v.lane, v.superseded
+		v.attempt_started_at, v.backlog, v.lane, v.superseded, r.expires_at
 	FROM json_to_recordset($3::json) AS v(n int, key text, tenant_id bigint, created_at timestamptz,
 		recipient_id bigint, status text, trigger text, attempt_count bigint, max_attempts bigint,
 		retry_schedule text, next_attempt_at timestamptz, first_attempt_at timestamptz,
@@ -356,9 +356,11 @@ func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Re
 		}
 	}
 	tenants := map[int]bool{}
+	expires := make(map[int]time.Time, len(reqs))
 	for _, r := range reqs {
 		if r.ID != 0 {
 			tenants[r.TenantID] = true
+			expires[r.ID] = r.ExpiresAt
 		}
 	}
 	if len(delivered) != len(byPair) {
@@ -373,6 +375,7 @@ func (st *statement) run(ctx context.Context, client *ent.Client, reqs []*ent.Re
 			return fmt.Errorf("insert requests: delivery %d matches no row of the batch", row.id)
 		}
 		d.ID = row.id
+		d.ExpiresAt = expires[row.requestID]
 	}
 	return rows.Close()
 }

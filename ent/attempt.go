@@ -25,6 +25,8 @@ type Attempt struct {
 	DeliveryID int `json:"delivery_id,omitempty"`
 	// Number holds the value of the "number" field.
 	Number int `json:"number,omitempty"`
+	// ExpiresAt holds the value of the "expires_at" field.
+	ExpiresAt time.Time `json:"expires_at,omitempty"`
 	// StartedAt holds the value of the "started_at" field.
 	StartedAt time.Time `json:"started_at,omitempty"`
 	// FinishedAt holds the value of the "finished_at" field.
@@ -89,7 +91,7 @@ func (*Attempt) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case attempt.FieldStatus, attempt.FieldErrorKind, attempt.FieldErrorMessage:
 			values[i] = new(sql.NullString)
-		case attempt.FieldStartedAt, attempt.FieldFinishedAt:
+		case attempt.FieldExpiresAt, attempt.FieldStartedAt, attempt.FieldFinishedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -129,6 +131,12 @@ func (_m *Attempt) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field number", values[i])
 			} else if value.Valid {
 				_m.Number = int(value.Int64)
+			}
+		case attempt.FieldExpiresAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field expires_at", values[i])
+			} else if value.Valid {
+				_m.ExpiresAt = value.Time
 			}
 		case attempt.FieldStartedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
@@ -228,6 +236,9 @@ func (_m *Attempt) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("number=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Number))
+	builder.WriteString(", ")
+	builder.WriteString("expires_at=")
+	builder.WriteString(_m.ExpiresAt.Format(time.ANSIC))
 	builder.WriteString(", ")
 	builder.WriteString("started_at=")
 	builder.WriteString(_m.StartedAt.Format(time.ANSIC))

@@ -42,6 +42,12 @@ func (_c *AttemptCreate) SetNumber(v int) *AttemptCreate {
 	return _c
 }
 
+// SetExpiresAt sets the "expires_at" field.
+func (_c *AttemptCreate) SetExpiresAt(v time.Time) *AttemptCreate {
+	_c.mutation.SetExpiresAt(v)
+	return _c
+}
+
 // SetStartedAt sets the "started_at" field.
 func (_c *AttemptCreate) SetStartedAt(v time.Time) *AttemptCreate {
 	_c.mutation.SetStartedAt(v)
@@ -173,6 +179,9 @@ func (_c *AttemptCreate) check() error {
 	if _, ok := _c.mutation.Number(); !ok {
 		return &ValidationError{Name: "number", err: errors.New(`ent: missing required field "Attempt.number"`)}
 	}
+	if _, ok := _c.mutation.ExpiresAt(); !ok {
+		return &ValidationError{Name: "expires_at", err: errors.New(`ent: missing required field "Attempt.expires_at"`)}
+	}
 	if _, ok := _c.mutation.StartedAt(); !ok {
 		return &ValidationError{Name: "started_at", err: errors.New(`ent: missing required field "Attempt.started_at"`)}
 	}
@@ -234,6 +243,10 @@ func (_c *AttemptCreate) createSpec() (*Attempt, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Number(); ok {
 		_spec.SetField(attempt.FieldNumber, field.TypeInt, value)
 		_node.Number = value
+	}
+	if value, ok := _c.mutation.ExpiresAt(); ok {
+		_spec.SetField(attempt.FieldExpiresAt, field.TypeTime, value)
+		_node.ExpiresAt = value
 	}
 	if value, ok := _c.mutation.StartedAt(); ok {
 		_spec.SetField(attempt.FieldStartedAt, field.TypeTime, value)
@@ -368,6 +381,9 @@ func (u *AttemptUpsertOne) UpdateNewValues() *AttemptUpsertOne {
 		}
 		if _, exists := u.create.mutation.Number(); exists {
 			s.SetIgnore(attempt.FieldNumber)
+		}
+		if _, exists := u.create.mutation.ExpiresAt(); exists {
+			s.SetIgnore(attempt.FieldExpiresAt)
 		}
 		if _, exists := u.create.mutation.StartedAt(); exists {
 			s.SetIgnore(attempt.FieldStartedAt)
@@ -605,6 +621,9 @@ func (u *AttemptUpsertBulk) UpdateNewValues() *AttemptUpsertBulk {
 			}
 			if _, exists := b.mutation.Number(); exists {
 				s.SetIgnore(attempt.FieldNumber)
+			}
+			if _, exists := b.mutation.ExpiresAt(); exists {
+				s.SetIgnore(attempt.FieldExpiresAt)
 			}
 			if _, exists := b.mutation.StartedAt(); exists {
 				s.SetIgnore(attempt.FieldStartedAt)

@@ -28,6 +28,8 @@ type Delivery struct {
 	RequestID int `json:"request_id,omitempty"`
 	// RecipientID holds the value of the "recipient_id" field.
 	RecipientID int `json:"recipient_id,omitempty"`
+	// ExpiresAt holds the value of the "expires_at" field.
+	ExpiresAt time.Time `json:"expires_at,omitempty"`
 	// Status holds the value of the "status" field.
 	Status delivery.Status `json:"status,omitempty"`
 	// Trigger holds the value of the "trigger" field.
@@ -134,7 +136,7 @@ func (*Delivery) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case delivery.FieldStatus, delivery.FieldTrigger, delivery.FieldRetrySchedule, delivery.FieldLeaseOwner, delivery.FieldLane:
 			values[i] = new(sql.NullString)
-		case delivery.FieldCreatedAt, delivery.FieldNextAttemptAt, delivery.FieldFirstAttemptAt, delivery.FieldLeaseExpiresAt, delivery.FieldAttemptStartedAt, delivery.FieldFinishedAt:
+		case delivery.FieldCreatedAt, delivery.FieldExpiresAt, delivery.FieldNextAttemptAt, delivery.FieldFirstAttemptAt, delivery.FieldLeaseExpiresAt, delivery.FieldAttemptStartedAt, delivery.FieldFinishedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -180,6 +182,12 @@ func (_m *Delivery) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field recipient_id", values[i])
 			} else if value.Valid {
 				_m.RecipientID = int(value.Int64)
+			}
+		case delivery.FieldExpiresAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field expires_at", values[i])
+			} else if value.Valid {
+				_m.ExpiresAt = value.Time
 			}
 		case delivery.FieldStatus:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -337,6 +345,9 @@ func (_m *Delivery) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("recipient_id=")
 	builder.WriteString(fmt.Sprintf("%v", _m.RecipientID))
+	builder.WriteString(", ")
+	builder.WriteString("expires_at=")
+	builder.WriteString(_m.ExpiresAt.Format(time.ANSIC))
 	builder.WriteString(", ")
 	builder.WriteString("status=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Status))

@@ -58,6 +58,12 @@ func (_c *DeliveryCreate) SetRecipientID(v int) *DeliveryCreate {
 	return _c
 }
 
+// SetExpiresAt sets the "expires_at" field.
+func (_c *DeliveryCreate) SetExpiresAt(v time.Time) *DeliveryCreate {
+	_c.mutation.SetExpiresAt(v)
+	return _c
+}
+
 // SetStatus sets the "status" field.
 func (_c *DeliveryCreate) SetStatus(v delivery.Status) *DeliveryCreate {
 	_c.mutation.SetStatus(v)
@@ -357,6 +363,9 @@ func (_c *DeliveryCreate) check() error {
 	if _, ok := _c.mutation.RecipientID(); !ok {
 		return &ValidationError{Name: "recipient_id", err: errors.New(`ent: missing required field "Delivery.recipient_id"`)}
 	}
+	if _, ok := _c.mutation.ExpiresAt(); !ok {
+		return &ValidationError{Name: "expires_at", err: errors.New(`ent: missing required field "Delivery.expires_at"`)}
+	}
 	if _, ok := _c.mutation.Status(); !ok {
 		return &ValidationError{Name: "status", err: errors.New(`ent: missing required field "Delivery.status"`)}
 	}
@@ -443,6 +452,10 @@ func (_c *DeliveryCreate) createSpec() (*Delivery, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.CreatedAt(); ok {
 		_spec.SetField(delivery.FieldCreatedAt, field.TypeTime, value)
 		_node.CreatedAt = value
+	}
+	if value, ok := _c.mutation.ExpiresAt(); ok {
+		_spec.SetField(delivery.FieldExpiresAt, field.TypeTime, value)
+		_node.ExpiresAt = value
 	}
 	if value, ok := _c.mutation.Status(); ok {
 		_spec.SetField(delivery.FieldStatus, field.TypeEnum, value)
@@ -809,6 +822,9 @@ func (u *DeliveryUpsertOne) UpdateNewValues() *DeliveryUpsertOne {
 		}
 		if _, exists := u.create.mutation.RecipientID(); exists {
 			s.SetIgnore(delivery.FieldRecipientID)
+		}
+		if _, exists := u.create.mutation.ExpiresAt(); exists {
+			s.SetIgnore(delivery.FieldExpiresAt)
 		}
 		if _, exists := u.create.mutation.Trigger(); exists {
 			s.SetIgnore(delivery.FieldTrigger)
@@ -1233,6 +1249,9 @@ func (u *DeliveryUpsertBulk) UpdateNewValues() *DeliveryUpsertBulk {
 			}
 			if _, exists := b.mutation.RecipientID(); exists {
 				s.SetIgnore(delivery.FieldRecipientID)
+			}
+			if _, exists := b.mutation.ExpiresAt(); exists {
+				s.SetIgnore(delivery.FieldExpiresAt)
 			}
 			if _, exists := b.mutation.Trigger(); exists {
 				s.SetIgnore(delivery.FieldTrigger)

@@ -64,6 +64,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			attempt.FieldTenantID:     {Type: field.TypeInt, Column: attempt.FieldTenantID},
 			attempt.FieldDeliveryID:   {Type: field.TypeInt, Column: attempt.FieldDeliveryID},
 			attempt.FieldNumber:       {Type: field.TypeInt, Column: attempt.FieldNumber},
+			attempt.FieldExpiresAt:    {Type: field.TypeTime, Column: attempt.FieldExpiresAt},
 			attempt.FieldStartedAt:    {Type: field.TypeTime, Column: attempt.FieldStartedAt},
 			attempt.FieldFinishedAt:   {Type: field.TypeTime, Column: attempt.FieldFinishedAt},
 			attempt.FieldStatus:       {Type: field.TypeEnum, Column: attempt.FieldStatus},
@@ -136,6 +137,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			delivery.FieldCreatedAt:        {Type: field.TypeTime, Column: delivery.FieldCreatedAt},
 			delivery.FieldRequestID:        {Type: field.TypeInt, Column: delivery.FieldRequestID},
 			delivery.FieldRecipientID:      {Type: field.TypeInt, Column: delivery.FieldRecipientID},
+			delivery.FieldExpiresAt:        {Type: field.TypeTime, Column: delivery.FieldExpiresAt},
 			delivery.FieldStatus:           {Type: field.TypeEnum, Column: delivery.FieldStatus},
 			delivery.FieldTrigger:          {Type: field.TypeEnum, Column: delivery.FieldTrigger},
 			delivery.FieldAttemptCount:     {Type: field.TypeInt, Column: delivery.FieldAttemptCount},
@@ -1028,6 +1030,11 @@ func (f *AttemptFilter) WhereNumber(p entql.IntP) {
 	f.Where(p.Field(attempt.FieldNumber))
 }
 
+// WhereExpiresAt applies the entql time.Time predicate on the expires_at field.
+func (f *AttemptFilter) WhereExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(attempt.FieldExpiresAt))
+}
+
 // WhereStartedAt applies the entql time.Time predicate on the started_at field.
 func (f *AttemptFilter) WhereStartedAt(p entql.TimeP) {
 	f.Where(p.Field(attempt.FieldStartedAt))
@@ -1367,6 +1374,11 @@ func (f *DeliveryFilter) WhereRequestID(p entql.IntP) {
 // WhereRecipientID applies the entql int predicate on the recipient_id field.
 func (f *DeliveryFilter) WhereRecipientID(p entql.IntP) {
 	f.Where(p.Field(delivery.FieldRecipientID))
+}
+
+// WhereExpiresAt applies the entql time.Time predicate on the expires_at field.
+func (f *DeliveryFilter) WhereExpiresAt(p entql.TimeP) {
+	f.Where(p.Field(delivery.FieldExpiresAt))
 }
 
 // WhereStatus applies the entql string predicate on the status field.

@@ -732,6 +732,7 @@ type AttemptMutation struct {
 	id              *int
 	number          *int
 	addnumber       *int
+	expires_at      *time.Time
 	started_at      *time.Time
 	finished_at     *time.Time
 	status          *attempt.Status
@@ -975,6 +976,42 @@ func (m *AttemptMutation) AddedNumber() (r int, exists bool) {
 func (m *AttemptMutation) ResetNumber() {
 	m.number = nil
 	m.addnumber = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *AttemptMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *AttemptMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the Attempt entity.
+// If the Attempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AttemptMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *AttemptMutation) ResetExpiresAt() {
+	m.expires_at = nil
 }
 
 // SetStartedAt sets the "started_at" field.
@@ -1384,7 +1421,7 @@ func (m *AttemptMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *AttemptMutation) Fields() []string {
-	fields := make([]string, 0, 10)
+	fields := make([]string, 0, 11)
 	if m.tenant != nil {
 		fields = append(fields, attempt.FieldTenantID)
 	}
@@ -1393,6 +1430,9 @@ func (m *AttemptMutation) Fields() []string {
 	}
 	if m.number != nil {
 		fields = append(fields, attempt.FieldNumber)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, attempt.FieldExpiresAt)
 	}
 	if m.started_at != nil {
 		fields = append(fields, attempt.FieldStartedAt)
@@ -1429,6 +1469,8 @@ func (m *AttemptMutation) Field(name string) (ent.Value, bool) {
 		return m.DeliveryID()
 	case attempt.FieldNumber:
 		return m.Number()
+	case attempt.FieldExpiresAt:
+		return m.ExpiresAt()
 	case attempt.FieldStartedAt:
 		return m.StartedAt()
 	case attempt.FieldFinishedAt:
@@ -1458,6 +1500,8 @@ func (m *AttemptMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldDeliveryID(ctx)
 	case attempt.FieldNumber:
 		return m.OldNumber(ctx)
+	case attempt.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
 	case attempt.FieldStartedAt:
 		return m.OldStartedAt(ctx)
 	case attempt.FieldFinishedAt:
@@ -1501,6 +1545,13 @@ func (m *AttemptMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetNumber(v)
+		return nil
+	case attempt.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
 		return nil
 	case attempt.FieldStartedAt:
 		v, ok := value.(time.Time)
@@ -1662,6 +1713,9 @@ func (m *AttemptMutation) ResetField(name string) error {
 		return nil
 	case attempt.FieldNumber:
 		m.ResetNumber()
+		return nil
+	case attempt.FieldExpiresAt:
+		m.ResetExpiresAt()
 		return nil
 	case attempt.FieldStartedAt:
 		m.ResetStartedAt()
@@ -4004,6 +4058,7 @@ type DeliveryMutation struct {
 	typ                string
 	id                 *int
 	created_at         *time.Time
+	expires_at         *time.Time
 	status             *delivery.Status
 	trigger            *delivery.Trigger
 	attempt_count      *int
@@ -4275,6 +4330,42 @@ func (m *DeliveryMutation) OldRecipientID(ctx context.Context) (v int, err error
 // ResetRecipientID resets all changes to the "recipient_id" field.
 func (m *DeliveryMutation) ResetRecipientID() {
 	m.recipient = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *DeliveryMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *DeliveryMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the Delivery entity.
+// If the Delivery object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeliveryMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *DeliveryMutation) ResetExpiresAt() {
+	m.expires_at = nil
 }
 
 // SetStatus sets the "status" field.
@@ -5055,7 +5146,7 @@ func (m *DeliveryMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *DeliveryMutation) Fields() []string {
-	fields := make([]string, 0, 18)
+	fields := make([]string, 0, 19)
 	if m.tenant != nil {
 		fields = append(fields, delivery.FieldTenantID)
 	}
@@ -5067,6 +5158,9 @@ func (m *DeliveryMutation) Fields() []string {
 	}
 	if m.recipient != nil {
 		fields = append(fields, delivery.FieldRecipientID)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, delivery.FieldExpiresAt)
 	}
 	if m.status != nil {
 		fields = append(fields, delivery.FieldStatus)
@@ -5126,6 +5220,8 @@ func (m *DeliveryMutation) Field(name string) (ent.Value, bool) {
 		return m.RequestID()
 	case delivery.FieldRecipientID:
 		return m.RecipientID()
+	case delivery.FieldExpiresAt:
+		return m.ExpiresAt()
 	case delivery.FieldStatus:
 		return m.Status()
 	case delivery.FieldTrigger:
@@ -5171,6 +5267,8 @@ func (m *DeliveryMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldRequestID(ctx)
 	case delivery.FieldRecipientID:
 		return m.OldRecipientID(ctx)
+	case delivery.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
 	case delivery.FieldStatus:
 		return m.OldStatus(ctx)
 	case delivery.FieldTrigger:
@@ -5235,6 +5333,13 @@ func (m *DeliveryMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetRecipientID(v)
+		return nil
+	case delivery.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
 		return nil
 	case delivery.FieldStatus:
 		v, ok := value.(delivery.Status)
@@ -5454,6 +5559,9 @@ func (m *DeliveryMutation) ResetField(name string) error {
 		return nil
 	case delivery.FieldRecipientID:
 		m.ResetRecipientID()
+		return nil
+	case delivery.FieldExpiresAt:
+		m.ResetExpiresAt()
 		return nil
 	case delivery.FieldStatus:
 		m.ResetStatus()

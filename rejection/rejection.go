@@ -174,7 +174,7 @@ func store(ctx context.Context, client *ent.Client, servers map[int]*held) error
 			h := servers[id]
 			err := tx.RejectionTally.Create().SetServerID(id).SetTenantID(h.tenantID).SetCount(h.count).
 				SetLastAt(h.last.UTC()).
-				OnConflictColumns(rejectiontally.FieldServerID).
+				OnConflictColumns(rejectiontally.FieldServerID, rejectiontally.FieldTenantID).
 				Update(func(u *ent.RejectionTallyUpsert) { u.AddCount(h.count).UpdateLastAt() }).
 				Exec(ctx)
 			if err != nil {

@@ -94,9 +94,10 @@ func fill(b testing.TB, tb *testBundle, n, round int) {
 	require.NoError(b, err)
 	_, err = db.Exec(`
 		INSERT INTO deliveries (created_at, status, trigger, attempt_count, max_attempts, retry_schedule,
-		                        lease_owner, backlog, superseded, finished_at, tenant_id, recipient_id, request_id)
+		                        lease_owner, backlog, superseded, finished_at, tenant_id, recipient_id, request_id,
+		                        expires_at)
 		SELECT r.received_at, 'FAILED', 'AUTOMATIC', 3, 3, 'QUADRATIC', '', false, false, r.received_at,
-		       r.tenant_id, rc.id, r.id
+		       r.tenant_id, rc.id, r.id, r.expires_at
 		FROM requests r CROSS JOIN (VALUES ($1::bigint), ($2::bigint)) AS rc(id)
 		WHERE r.expires_at <= $3`,
 		fx.recipients[0], fx.recipients[1], now)
@@ -105,8 +106,9 @@ func fill(b testing.TB, tb *testBundle, n, round int) {
 	// (PENDING, not expired) outlive each purge, and would get their numbers twice.
 	_, err = db.Exec(`
 		INSERT INTO attempts (number, started_at, finished_at, status, http_status, duration_ms, error_kind,
-		                      error_message, tenant_id, delivery_id)
-		SELECT g, d.created_at, d.created_at, 'FAILED', 500, 12, 'HTTP_STATUS', 'HTTP 500', d.tenant_id, d.id
+		                      error_message, tenant_id, delivery_id, expires_at)
+		SELECT g, d.created_at, d.created_at, 'FAILED', 500, 12, 'HTTP_STATUS', 'HTTP 500', d.tenant_id, d.id,
+		       d.expires_at
 		FROM deliveries d CROSS JOIN generate_series(1, 3) AS g
 		WHERE d.status = 'FAILED'`)
 	require.NoError(b, err)
@@ -173,9 +175,9 @@ func accept(ctx context.Context, db *sql.DB, fx *fixture, expires time.Time, i i
 	for _, rcp := range fx.recipients {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO deliveries (created_at, status, trigger, attempt_count, max_attempts, retry_schedule,
-			                        lease_owner, backlog, superseded, tenant_id, recipient_id, request_id)
-			VALUES (now(), 'PENDING', 'AUTOMATIC', 0, 10, 'QUADRATIC', '', false, false, $1, $2, $3)`,
-			fx.tenantID, rcp, id); err != nil {
+			                        lease_owner, backlog, superseded, tenant_id, recipient_id, request_id, expires_at)
+			VALUES (now(), 'PENDING', 'AUTOMATIC', 0, 10, 'QUADRATIC', '', false, false, $1, $2, $3, $4)`,
+			fx.tenantID, rcp, id, expires); err != nil {
 			return err
 		}
 	}

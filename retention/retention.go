@@ -1,6 +1,15 @@
-// Package retention purges expired requests together with their deliveries and attempts. It deletes in bounded
-// batches, one short transaction each, so intake and the scheduler never queue behind a long purge, and it never
-// waits on a row another transaction holds: such rows are left for the next run.
+// Package retention purges expired requests together with their deliveries and attempts.
+//
+// On PostgreSQL the history is partitioned by day of expiry (storage.EnsurePartitions): a run first drops each
+// day that has wholly passed, which frees its space at the cost of unlinking its files however many rows it
+// holds, and creates the days ahead that intake will write into. Then it deletes, row by row, what has expired
+// in the days still current (and in the default partition): a request is purged on time whatever day holds
+// it. What piles up — a day's worth of history, a backlog after the purge was stopped — goes with its day, not
+// through the row purge. On SQLite, with no partitions, the row purge is the whole purge.
+//
+// The row purge deletes in bounded batches, one short transaction each, so intake and the scheduler never
+// queue behind a long purge, and it never waits on a row another transaction holds: such rows are left for the
+// next run.
 package retention
 
 import (
@@ -71,6 +80,9 @@ type Stats struct {
 	// transaction (an attempt being recorded) at the time; with several workers, each batch that meets such a
 	// request counts it.
 	Busy int64
+	// DaysCreated and DaysDropped count the history's day partitions the run created ahead and dropped (on
+	// PostgreSQL).
+	DaysCreated, DaysDropped int
 	// Batches is the number of transactions that deleted something.
 	Batches int
 	// Elapsed is the run's wall time; LongestBatch the longest single transaction, begin to commit.
@@ -138,11 +150,12 @@ func (p *Purger) Stop() { p.job.Stop() }
 func (p *Purger) run(ctx context.Context) error {
 	st, err := p.PurgeOnce(ctx)
 	level := slog.LevelDebug
-	if st.Requests > 0 || err != nil {
+	if st.Requests > 0 || st.DaysCreated > 0 || st.DaysDropped > 0 || err != nil {
 		level = slog.LevelInfo
 	}
 	p.cfg.Logger.Log(ctx, level, "retention purge",
 		"requests", st.Requests, "deliveries", st.Deliveries, "attempts", st.Attempts, "busy", st.Busy,
+		"days_created", st.DaysCreated, "days_dropped", st.DaysDropped,
 		"batches", st.Batches, "elapsed", st.Elapsed,
 		"requests_per_s", int64(st.RequestsPerSecond()), "rows_per_s", int64(st.RowsPerSecond()),
 		"longest_batch", st.LongestBatch)
@@ -161,6 +174,9 @@ func (p *Purger) PurgeOnce(ctx context.Context) (Stats, error) {
 		errs []error
 		wg   sync.WaitGroup
 	)
+	if err := p.maintainPartitions(ctx, now, &st); err != nil {
+		errs = append(errs, err)
+	}
 	// Workers need no coordination: SKIP LOCKED hands each its own batch, and each stops at its first short one.
 	for range p.cfg.Workers {
 		wg.Go(func() {
@@ -186,6 +202,29 @@ func (p *Purger) PurgeOnce(ctx context.Context) (Stats, error) {
 		errs = append(errs, err)
 	}
 	return st, errors.Join(errs...)
+}
+
+// maintainPartitions drops the history's days that have passed, and creates its day partitions from now's day
+// through the horizon. A day that cannot be dropped or created now is by a later run; meanwhile the row purge
+// deletes what expired in it, or its rows wait in the default partition.
+func (p *Purger) maintainPartitions(ctx context.Context, now time.Time, st *Stats) error {
+	if !p.cfg.DB.Postgres() {
+		return nil
+	}
+	var errs []error
+	dropped, err := storage.DropExpiredPartitions(ctx, p.cfg.DB, now)
+	st.DaysDropped = len(dropped)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("retention: drop partitions: %w", err))
+	}
+	horizon, err := storage.PartitionHorizon(ctx, p.cfg.DB, now)
+	if err == nil {
+		st.DaysCreated, err = storage.EnsurePartitions(ctx, p.cfg.DB, now, horizon)
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("retention: create partitions: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 func (s *Stats) add(b batch) {

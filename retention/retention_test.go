@@ -132,11 +132,11 @@ func (fx *fixture) history(t testing.TB, ctx context.Context, req *ent.Request, 
 	var ds []*ent.Delivery
 	for _, rcp := range fx.recipients {
 		d, err := fx.client.Delivery.Create().SetTenantID(fx.tenantID).SetRequestID(req.ID).SetRecipientID(rcp).
-			SetStatus(status).SetAttemptCount(attempts).SetMaxAttempts(10).
+			SetExpiresAt(req.ExpiresAt).SetStatus(status).SetAttemptCount(attempts).SetMaxAttempts(10).
 			SetRetrySchedule(delivery.RetryScheduleQUADRATIC).Save(ctx)
 		require.NoError(t, err)
 		for n := 1; n <= attempts; n++ {
-			_, err := fx.client.Attempt.Create().SetTenantID(fx.tenantID).SetDeliveryID(d.ID).SetNumber(n).
+			_, err := fx.client.Attempt.Create().SetTenantID(fx.tenantID).SetDeliveryID(d.ID).SetNumber(n).SetExpiresAt(req.ExpiresAt).
 				SetStartedAt(req.ReceivedAt).SetFinishedAt(req.ReceivedAt).SetStatus(attempt.StatusFAILED).
 				SetHTTPStatus(500).SetDurationMs(3).Save(ctx)
 			require.NoError(t, err)

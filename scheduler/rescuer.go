@@ -123,7 +123,7 @@ func lapsedDeliveries(db *storage.DB) func(ctx context.Context, now time.Time, l
 			c := delivery.Claim{
 				DeliveryID: d.ID, TenantID: d.TenantID, RequestID: d.RequestID, RecipientID: d.RecipientID,
 				Attempt: d.AttemptCount, MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule),
-				Owner: d.LeaseOwner, Capped: d.Lane == entdelivery.LaneCAPPED,
+				Owner: d.LeaseOwner, Capped: d.Lane == entdelivery.LaneCAPPED, ExpiresAt: d.ExpiresAt,
 			}
 			if d.Edges.Request != nil {
 				c.ServerID = d.Edges.Request.ServerID

@@ -77,3 +77,13 @@ func DownToBaseline(ctx context.Context, db *DB) error {
 	}
 	return nil
 }
+
+// MigrateUpTo applies the migrations up to and including version, as a database of that version had them.
+func MigrateUpTo(ctx context.Context, db *DB, version int64) error {
+	p, err := provider(db)
+	if err != nil {
+		return err
+	}
+	_, err = p.UpTo(ctx, version)
+	return err
+}

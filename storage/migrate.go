@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"entgo.io/ent/dialect"
 	"github.com/pressly/goose/v3"
@@ -45,6 +46,18 @@ func Migrate(ctx context.Context, db *DB) (int, error) {
 	results, err := p.Up(ctx)
 	if err != nil {
 		return len(results), fmt.Errorf("migrate schema: %w", err)
+	}
+	// The history's day partitions from today through the horizon, so that intake writes into them from its
+	// first request; the leader's purge keeps them ahead from then on (package retention).
+	if db.Postgres() {
+		now := time.Now()
+		horizon, err := PartitionHorizon(ctx, db, now)
+		if err == nil {
+			_, err = EnsurePartitions(ctx, db, now, horizon)
+		}
+		if err != nil {
+			return len(results), fmt.Errorf("migrate schema: %w", err)
+		}
 	}
 	return len(results), nil
 }

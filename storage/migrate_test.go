@@ -24,6 +24,11 @@ import (
 // storage option.
 func TestBaselineIsTheAutomaticMigrationsSchema(t *testing.T) {
 	t.Parallel()
+	if dbtest.Postgres() {
+		// A later migration partitions the history and puts the tenant in its keys, which ent's automatic
+		// migration cannot express; `migrations -check` compares the two through storage.PostgresTables.
+		t.Skip("the PostgreSQL layout is checked by go run ./cmd/migrations -check")
+	}
 	auto := dbtest.OpenEmpty(t)
 	require.NoError(t, storage.AutoMigrate(context.Background(), auto.DB))
 	require.Equal(t, schemaDump(t, auto), schemaDump(t, dbtest.Open(t)))
@@ -176,10 +181,17 @@ func TestMigrationsIndexTheHistorySparingly(t *testing.T) {
 	require.Contains(t, all["ledgerentry_grant_period"], "UNIQUE")
 	require.Contains(t, all["ledgerentry_grant_period"], "period IS NOT NULL")
 	if db.Postgres() {
-		var options string
-		require.NoError(t, db.SQL.QueryRowContext(context.Background(), `SELECT array_to_string(reloptions, ',')
-			FROM pg_class WHERE oid = to_regclass(quote_ident(current_schema()) || '.requests')`).Scan(&options))
-		require.Equal(t, fmt.Sprintf("fillfactor=%d", storage.RequestsFillFactor), options)
+		// Every partition of requests keeps the room: the default one and each day's.
+		rows, err := db.SQL.QueryContext(context.Background(), `SELECT COALESCE(array_to_string(c.reloptions, ','), '')
+			FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE i.inhparent = to_regclass(quote_ident(current_schema()) || '.requests')`)
+		require.NoError(t, err)
+		options, err := storage.ScanColumn[string](rows)
+		require.NoError(t, err)
+		require.Greater(t, len(options), 7, "the default partition and the days ahead")
+		for _, o := range options {
+			require.Equal(t, fmt.Sprintf("fillfactor=%d", storage.RequestsFillFactor), o)
+		}
 	}
 }
 
@@ -214,7 +226,7 @@ func writeRows(t *testing.T, db *dbtest.DB) *ent.Request {
 		SetHeaders(testHeaders).SetBody([]byte(`{"a":1}`)).SetExpiresAt(time.Now().Add(time.Hour)).Save(ctx)
 	require.NoError(t, err)
 	_, err = db.Client.Delivery.Create().SetTenantID(tn.ID).SetRecipientID(rec.ID).SetRequestID(req.ID).
-		SetMaxAttempts(3).SetRetrySchedule("QUADRATIC").SetCreatedAt(time.Now()).Save(ctx)
+		SetExpiresAt(req.ExpiresAt).SetMaxAttempts(3).SetRetrySchedule("QUADRATIC").SetCreatedAt(time.Now()).Save(ctx)
 	require.NoError(t, err)
 	return req
 }
@@ -250,15 +262,25 @@ func schemaDump(t *testing.T, db *dbtest.DB) []string {
 		UNION ALL SELECT tbl_name || ' index ' || name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index'`
 	skip := []string{"goose_db_version", "sqlite_sequence"}
 	if db.Postgres() {
+		// The history's day partitions are left out: which days a database has depends on when it was made
+		// and on its plans (storage.PartitionHorizon), not on its migrations.
+		days := `(SELECT relname FROM pg_class WHERE relispartition AND relname ~ '_p[0-9]{8}$'
+			AND relnamespace = current_schema()::regnamespace)`
 		query = `SELECT table_name || ' column ' || column_name, data_type || ' ' || is_nullable || ' default=' ||
 				COALESCE(column_default, '') || ' identity=' || is_identity || COALESCE(identity_start, '')
-			FROM information_schema.columns WHERE table_schema = current_schema()
+			FROM information_schema.columns WHERE table_schema = current_schema() AND table_name NOT IN ` + days + `
 			UNION ALL SELECT conrelid::regclass::text || ' constraint ' || conname, pg_get_constraintdef(oid)
 			FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+				AND conrelid::regclass::text NOT IN ` + days + `
 			UNION ALL SELECT tablename || ' index ' || indexname, replace(indexdef, current_schema() || '.', '')
-			FROM pg_indexes WHERE schemaname = current_schema()
+			FROM pg_indexes WHERE schemaname = current_schema() AND tablename NOT IN ` + days + `
 			UNION ALL SELECT relname || ' options', COALESCE(array_to_string(reloptions, ','), '')
-			FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'`
+			FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p')
+				AND relname NOT IN ` + days + `
+			UNION ALL SELECT inhrelid::regclass::text || ' partition of', inhparent::regclass::text
+			FROM pg_inherits WHERE inhrelid::regclass::text NOT IN ` + days + `
+				AND inhparent IN (SELECT oid FROM pg_class WHERE relnamespace = current_schema()::regnamespace
+					AND relkind IN ('r', 'p'))`
 		skip = skip[:1]
 	}
 	var out []string

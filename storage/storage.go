@@ -117,7 +117,9 @@ func Tables() []*schema.Table {
 // row, writes all of it to the WAL again and gives every index an entry for the new version; with room left
 // on the page it is a HOT update in place. Rows of one page are stored and updated within milliseconds of each
 // other, before their old versions can be reclaimed, so the room must be there for each: pages filled to
-// half. The price is space for rows whose body is stored inline. The baseline migration sets it.
+// half. The price is space for rows whose body is stored inline. Each partition of the table has it (a
+// partitioned table has no storage of its own): the migrations set it on the default partition,
+// EnsurePartitions on each day's.
 const RequestsFillFactor = 50
 
 // WrapPostgresConnector, when set before Open, wraps the connector of every PostgreSQL database Open opens. It

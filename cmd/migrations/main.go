@@ -1,5 +1,5 @@
 // Command migrations writes the versioned migrations of a schema change: `migrations NAME` diffs the ent
-// schema (as storage.Tables gives it) against the replayed migrations/ directory of each dialect and writes
+// schema (as storage.Tables gives it, and storage.PostgresTables on PostgreSQL) against the replayed migrations/ directory of each dialect and writes
 // the statements that close the gap as a new goose file in each; `migrations -check` fails when either
 // directory would get one; `migrations -rehash` updates atlas.sum after a migration was edited by hand.
 //
@@ -141,6 +141,7 @@ func diff(ctx context.Context, d, path, name, pgURL string) error {
 		schema.WithDropColumn(true),
 	}
 	var m *schema.Atlas
+	tables := storage.Tables()
 	if d == dialect.SQLite {
 		// The SQLite driver is modernc's, which Atlas cannot open from a URL: hand it the handle.
 		dev, err := sql.Open("sqlite", "file::memory:?_pragma=foreign_keys(1)")
@@ -157,12 +158,13 @@ func diff(ctx context.Context, d, path, name, pgURL string) error {
 			return err
 		}
 		defer cleanup()
-		m, err = schema.NewMigrateURL(devURL, opts...)
+		tables = storage.PostgresTables()
+		m, err = schema.NewMigrateURL(devURL, append(opts, schema.WithDiffHook(storage.PostgresDiffHook))...)
 	}
 	if err != nil {
 		return err
 	}
-	if err := m.NamedDiff(ctx, name, storage.Tables()...); err != nil {
+	if err := m.NamedDiff(ctx, name, tables...); err != nil {
 		return fmt.Errorf("%s: %w", d, err)
 	}
 	return nil

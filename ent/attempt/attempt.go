@@ -23,6 +23,8 @@ const (
 	FieldDeliveryID = "delivery_id"
 	// FieldNumber holds the string denoting the number field in the database.
 	FieldNumber = "number"
+	// FieldExpiresAt holds the string denoting the expires_at field in the database.
+	FieldExpiresAt = "expires_at"
 	// FieldStartedAt holds the string denoting the started_at field in the database.
 	FieldStartedAt = "started_at"
 	// FieldFinishedAt holds the string denoting the finished_at field in the database.
@@ -65,6 +67,7 @@ var Columns = []string{
 	FieldTenantID,
 	FieldDeliveryID,
 	FieldNumber,
+	FieldExpiresAt,
 	FieldStartedAt,
 	FieldFinishedAt,
 	FieldStatus,
@@ -168,6 +171,11 @@ func ByDeliveryID(opts ...sql.OrderTermOption) OrderOption {
 // ByNumber orders the results by the number field.
 func ByNumber(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldNumber, opts...).ToFunc()
+}
+
+// ByExpiresAt orders the results by the expires_at field.
+func ByExpiresAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldExpiresAt, opts...).ToFunc()
 }
 
 // ByStartedAt orders the results by the started_at field.

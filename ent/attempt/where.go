@@ -70,6 +70,11 @@ func Number(v int) predicate.Attempt {
 	return predicate.Attempt(sql.FieldEQ(FieldNumber, v))
 }
 
+// ExpiresAt applies equality check predicate on the "expires_at" field. It's identical to ExpiresAtEQ.
+func ExpiresAt(v time.Time) predicate.Attempt {
+	return predicate.Attempt(sql.FieldEQ(FieldExpiresAt, v))
+}
+
 // StartedAt applies equality check predicate on the "started_at" field. It's identical to StartedAtEQ.
 func StartedAt(v time.Time) predicate.Attempt {
 	return predicate.Attempt(sql.FieldEQ(FieldStartedAt, v))
@@ -173,6 +178,46 @@ func NumberLT(v int) predicate.Attempt {
 // NumberLTE applies the LTE predicate on the "number" field.
 func NumberLTE(v int) predicate.Attempt {
 	return predicate.Attempt(sql.FieldLTE(FieldNumber, v))
+}
+
+// ExpiresAtEQ applies the EQ predicate on the "expires_at" field.
+func ExpiresAtEQ(v time.Time) predicate.Attempt {
+	return predicate.Attempt(sql.FieldEQ(FieldExpiresAt, v))
+}
+
+// ExpiresAtNEQ applies the NEQ predicate on the "expires_at" field.
+func ExpiresAtNEQ(v time.Time) predicate.Attempt {
+	return predicate.Attempt(sql.FieldNEQ(FieldExpiresAt, v))
+}
+
+// ExpiresAtIn applies the In predicate on the "expires_at" field.
+func ExpiresAtIn(vs ...time.Time) predicate.Attempt {
+	return predicate.Attempt(sql.FieldIn(FieldExpiresAt, vs...))
+}
+
+// ExpiresAtNotIn applies the NotIn predicate on the "expires_at" field.
+func ExpiresAtNotIn(vs ...time.Time) predicate.Attempt {
+	return predicate.Attempt(sql.FieldNotIn(FieldExpiresAt, vs...))
+}
+
+// ExpiresAtGT applies the GT predicate on the "expires_at" field.
+func ExpiresAtGT(v time.Time) predicate.Attempt {
+	return predicate.Attempt(sql.FieldGT(FieldExpiresAt, v))
+}
+
+// ExpiresAtGTE applies the GTE predicate on the "expires_at" field.
+func ExpiresAtGTE(v time.Time) predicate.Attempt {
+	return predicate.Attempt(sql.FieldGTE(FieldExpiresAt, v))
+}
+
+// ExpiresAtLT applies the LT predicate on the "expires_at" field.
+func ExpiresAtLT(v time.Time) predicate.Attempt {
+	return predicate.Attempt(sql.FieldLT(FieldExpiresAt, v))
+}
+
+// ExpiresAtLTE applies the LTE predicate on the "expires_at" field.
+func ExpiresAtLTE(v time.Time) predicate.Attempt {
+	return predicate.Attempt(sql.FieldLTE(FieldExpiresAt, v))
 }
 
 // StartedAtEQ applies the EQ predicate on the "started_at" field.

@@ -26,6 +26,8 @@ const (
 	FieldRequestID = "request_id"
 	// FieldRecipientID holds the string denoting the recipient_id field in the database.
 	FieldRecipientID = "recipient_id"
+	// FieldExpiresAt holds the string denoting the expires_at field in the database.
+	FieldExpiresAt = "expires_at"
 	// FieldStatus holds the string denoting the status field in the database.
 	FieldStatus = "status"
 	// FieldTrigger holds the string denoting the trigger field in the database.
@@ -101,6 +103,7 @@ var Columns = []string{
 	FieldCreatedAt,
 	FieldRequestID,
 	FieldRecipientID,
+	FieldExpiresAt,
 	FieldStatus,
 	FieldTrigger,
 	FieldAttemptCount,
@@ -280,6 +283,11 @@ func ByRequestID(opts ...sql.OrderTermOption) OrderOption {
 // ByRecipientID orders the results by the recipient_id field.
 func ByRecipientID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldRecipientID, opts...).ToFunc()
+}
+
+// ByExpiresAt orders the results by the expires_at field.
+func ByExpiresAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldExpiresAt, opts...).ToFunc()
 }
 
 // ByStatus orders the results by the status field.

@@ -75,6 +75,11 @@ func RecipientID(v int) predicate.Delivery {
 	return predicate.Delivery(sql.FieldEQ(FieldRecipientID, v))
 }
 
+// ExpiresAt applies equality check predicate on the "expires_at" field. It's identical to ExpiresAtEQ.
+func ExpiresAt(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldEQ(FieldExpiresAt, v))
+}
+
 // AttemptCount applies equality check predicate on the "attempt_count" field. It's identical to AttemptCountEQ.
 func AttemptCount(v int) predicate.Delivery {
 	return predicate.Delivery(sql.FieldEQ(FieldAttemptCount, v))
@@ -223,6 +228,46 @@ func RecipientIDIn(vs ...int) predicate.Delivery {
 // RecipientIDNotIn applies the NotIn predicate on the "recipient_id" field.
 func RecipientIDNotIn(vs ...int) predicate.Delivery {
 	return predicate.Delivery(sql.FieldNotIn(FieldRecipientID, vs...))
+}
+
+// ExpiresAtEQ applies the EQ predicate on the "expires_at" field.
+func ExpiresAtEQ(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldEQ(FieldExpiresAt, v))
+}
+
+// ExpiresAtNEQ applies the NEQ predicate on the "expires_at" field.
+func ExpiresAtNEQ(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldNEQ(FieldExpiresAt, v))
+}
+
+// ExpiresAtIn applies the In predicate on the "expires_at" field.
+func ExpiresAtIn(vs ...time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldIn(FieldExpiresAt, vs...))
+}
+
+// ExpiresAtNotIn applies the NotIn predicate on the "expires_at" field.
+func ExpiresAtNotIn(vs ...time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldNotIn(FieldExpiresAt, vs...))
+}
+
+// ExpiresAtGT applies the GT predicate on the "expires_at" field.
+func ExpiresAtGT(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldGT(FieldExpiresAt, v))
+}
+
+// ExpiresAtGTE applies the GTE predicate on the "expires_at" field.
+func ExpiresAtGTE(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldGTE(FieldExpiresAt, v))
+}
+
+// ExpiresAtLT applies the LT predicate on the "expires_at" field.
+func ExpiresAtLT(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldLT(FieldExpiresAt, v))
+}
+
+// ExpiresAtLTE applies the LTE predicate on the "expires_at" field.
+func ExpiresAtLTE(v time.Time) predicate.Delivery {
+	return predicate.Delivery(sql.FieldLTE(FieldExpiresAt, v))
 }
 
 // StatusEQ applies the EQ predicate on the "status" field.

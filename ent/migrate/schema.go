@@ -49,6 +49,7 @@ var (
 	AttemptsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "number", Type: field.TypeInt},
+		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "started_at", Type: field.TypeTime},
 		{Name: "finished_at", Type: field.TypeTime},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"SUCCEEDED", "FAILED"}},
@@ -67,13 +68,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "attempts_tenants_tenant",
-				Columns:    []*schema.Column{AttemptsColumns[9]},
+				Columns:    []*schema.Column{AttemptsColumns[10]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "attempts_deliveries_attempts",
-				Columns:    []*schema.Column{AttemptsColumns[10]},
+				Columns:    []*schema.Column{AttemptsColumns[11]},
 				RefColumns: []*schema.Column{DeliveriesColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -82,7 +83,7 @@ var (
 			{
 				Name:    "attempt_delivery_id_number",
 				Unique:  true,
-				Columns: []*schema.Column{AttemptsColumns[10], AttemptsColumns[1]},
+				Columns: []*schema.Column{AttemptsColumns[11], AttemptsColumns[1], AttemptsColumns[10]},
 			},
 		},
 	}
@@ -162,7 +163,7 @@ var (
 			{
 				Name:    "bulkjobitem_job_id_delivery_id",
 				Unique:  true,
-				Columns: []*schema.Column{BulkJobItemsColumns[1], BulkJobItemsColumns[2]},
+				Columns: []*schema.Column{BulkJobItemsColumns[1], BulkJobItemsColumns[2], BulkJobItemsColumns[5]},
 			},
 		},
 	}
@@ -170,6 +171,7 @@ var (
 	DeliveriesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "created_at", Type: field.TypeTime},
+		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "IN_PROGRESS", "SUCCEEDED", "FAILED", "CANCELED"}, Default: "PENDING"},
 		{Name: "trigger", Type: field.TypeEnum, Enums: []string{"AUTOMATIC", "MANUAL_RETRY"}, Default: "AUTOMATIC"},
 		{Name: "attempt_count", Type: field.TypeInt, Default: 0},
@@ -196,19 +198,19 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "deliveries_tenants_tenant",
-				Columns:    []*schema.Column{DeliveriesColumns[16]},
+				Columns:    []*schema.Column{DeliveriesColumns[17]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "deliveries_recipients_deliveries",
-				Columns:    []*schema.Column{DeliveriesColumns[17]},
+				Columns:    []*schema.Column{DeliveriesColumns[18]},
 				RefColumns: []*schema.Column{RecipientsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "deliveries_requests_deliveries",
-				Columns:    []*schema.Column{DeliveriesColumns[18]},
+				Columns:    []*schema.Column{DeliveriesColumns[19]},
 				RefColumns: []*schema.Column{RequestsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -217,7 +219,7 @@ var (
 			{
 				Name:    "delivery_pending_due",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[7]},
+				Columns: []*schema.Column{DeliveriesColumns[8]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status = 'PENDING'",
 				},
@@ -225,7 +227,7 @@ var (
 			{
 				Name:    "delivery_direct_due",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[16], DeliveriesColumns[7], DeliveriesColumns[0]},
+				Columns: []*schema.Column{DeliveriesColumns[17], DeliveriesColumns[8], DeliveriesColumns[0]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status = 'PENDING' AND lane = 'DIRECT'",
 				},
@@ -233,7 +235,7 @@ var (
 			{
 				Name:    "delivery_capped_due",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[17], DeliveriesColumns[7], DeliveriesColumns[0]},
+				Columns: []*schema.Column{DeliveriesColumns[18], DeliveriesColumns[8], DeliveriesColumns[0]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status = 'PENDING' AND lane = 'CAPPED'",
 				},
@@ -241,7 +243,7 @@ var (
 			{
 				Name:    "delivery_pending_lane",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[17], DeliveriesColumns[13]},
+				Columns: []*schema.Column{DeliveriesColumns[18], DeliveriesColumns[14]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status = 'PENDING'",
 				},
@@ -249,7 +251,7 @@ var (
 			{
 				Name:    "delivery_in_progress_lease",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[9]},
+				Columns: []*schema.Column{DeliveriesColumns[10]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status = 'IN_PROGRESS'",
 				},
@@ -257,7 +259,7 @@ var (
 			{
 				Name:    "delivery_request_id",
 				Unique:  false,
-				Columns: []*schema.Column{DeliveriesColumns[18]},
+				Columns: []*schema.Column{DeliveriesColumns[19]},
 			},
 		},
 	}
@@ -345,7 +347,7 @@ var (
 			{
 				Name:    "outboundattempt_job_id_number",
 				Unique:  true,
-				Columns: []*schema.Column{OutboundAttemptsColumns[12], OutboundAttemptsColumns[1]},
+				Columns: []*schema.Column{OutboundAttemptsColumns[12], OutboundAttemptsColumns[1], OutboundAttemptsColumns[11]},
 			},
 		},
 	}
@@ -603,7 +605,7 @@ var (
 	// RejectionTalliesColumns holds the columns for the "rejection_tallies" table.
 	RejectionTalliesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
-		{Name: "server_id", Type: field.TypeInt, Unique: true},
+		{Name: "server_id", Type: field.TypeInt},
 		{Name: "count", Type: field.TypeInt64},
 		{Name: "last_at", Type: field.TypeTime},
 		{Name: "tenant_id", Type: field.TypeInt},
@@ -619,6 +621,13 @@ var (
 				Columns:    []*schema.Column{RejectionTalliesColumns[4]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "rejectiontally_server_id",
+				Unique:  true,
+				Columns: []*schema.Column{RejectionTalliesColumns[1], RejectionTalliesColumns[4]},
 			},
 		},
 	}
@@ -692,7 +701,7 @@ var (
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "name", Type: field.TypeString},
-		{Name: "inbound_key", Type: field.TypeString, Unique: true},
+		{Name: "inbound_key", Type: field.TypeString},
 		{Name: "previous_inbound_key", Type: field.TypeString, Nullable: true},
 		{Name: "previous_key_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "deliver_pending_on_connect", Type: field.TypeBool, Default: false},
@@ -727,9 +736,14 @@ var (
 				Columns: []*schema.Column{ServersColumns[16]},
 			},
 			{
+				Name:    "server_inbound_key",
+				Unique:  true,
+				Columns: []*schema.Column{ServersColumns[3], ServersColumns[16]},
+			},
+			{
 				Name:    "server_previous_inbound_key",
 				Unique:  true,
-				Columns: []*schema.Column{ServersColumns[4]},
+				Columns: []*schema.Column{ServersColumns[4], ServersColumns[16]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "previous_inbound_key IS NOT NULL",
 				},

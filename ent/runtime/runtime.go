@@ -65,7 +65,7 @@ func init() {
 	attemptFields := schema.Attempt{}.Fields()
 	_ = attemptFields
 	// attemptDescErrorMessage is the schema descriptor for error_message field.
-	attemptDescErrorMessage := attemptFields[8].Descriptor()
+	attemptDescErrorMessage := attemptFields[9].Descriptor()
 	// attempt.DefaultErrorMessage holds the default value on creation for the error_message field.
 	attempt.DefaultErrorMessage = attemptDescErrorMessage.Default.(string)
 	bulkjobMixin := schema.BulkJob{}.Mixin()
@@ -147,19 +147,19 @@ func init() {
 	// delivery.DefaultCreatedAt holds the default value on creation for the created_at field.
 	delivery.DefaultCreatedAt = deliveryDescCreatedAt.Default.(func() time.Time)
 	// deliveryDescAttemptCount is the schema descriptor for attempt_count field.
-	deliveryDescAttemptCount := deliveryFields[4].Descriptor()
+	deliveryDescAttemptCount := deliveryFields[5].Descriptor()
 	// delivery.DefaultAttemptCount holds the default value on creation for the attempt_count field.
 	delivery.DefaultAttemptCount = deliveryDescAttemptCount.Default.(int)
 	// deliveryDescLeaseOwner is the schema descriptor for lease_owner field.
-	deliveryDescLeaseOwner := deliveryFields[10].Descriptor()
+	deliveryDescLeaseOwner := deliveryFields[11].Descriptor()
 	// delivery.DefaultLeaseOwner holds the default value on creation for the lease_owner field.
 	delivery.DefaultLeaseOwner = deliveryDescLeaseOwner.Default.(string)
 	// deliveryDescBacklog is the schema descriptor for backlog field.
-	deliveryDescBacklog := deliveryFields[12].Descriptor()
+	deliveryDescBacklog := deliveryFields[13].Descriptor()
 	// delivery.DefaultBacklog holds the default value on creation for the backlog field.
 	delivery.DefaultBacklog = deliveryDescBacklog.Default.(bool)
 	// deliveryDescSuperseded is the schema descriptor for superseded field.
-	deliveryDescSuperseded := deliveryFields[14].Descriptor()
+	deliveryDescSuperseded := deliveryFields[15].Descriptor()
 	// delivery.DefaultSuperseded holds the default value on creation for the superseded field.
 	delivery.DefaultSuperseded = deliveryDescSuperseded.Default.(bool)
 	ledgerentryMixin := schema.LedgerEntry{}.Mixin()

@@ -21,6 +21,9 @@ func (Attempt) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int("delivery_id").Immutable(),
 		field.Int("number").Immutable(),
+		// expires_at is the request's: on PostgreSQL the history is partitioned by it, and an attempt goes
+		// with its request's partition.
+		field.Time("expires_at").Immutable().Annotations(entgql.Skip()),
 		field.Time("started_at").Immutable(),
 		field.Time("finished_at").Immutable(),
 		field.Enum("status").Values("SUCCEEDED", "FAILED").Immutable().Annotations(entgql.Type("AttemptStatus")),
@@ -43,7 +46,9 @@ func (Attempt) Edges() []ent.Edge {
 // Indexes of the Attempt.
 func (Attempt) Indexes() []ent.Index {
 	return []ent.Index{
-		// One row per attempt number: a double-recorded attempt fails instead of inflating the history.
-		index.Fields("delivery_id", "number").Unique(),
+		// One row per attempt number: a double-recorded attempt fails instead of inflating the history. The
+		// tenant is part of it, as of every unique index of a tenant's rows, so that the table can be
+		// distributed by tenant (see storage.PostgresLayout).
+		index.Fields("delivery_id", "number", "tenant_id").Unique().StorageKey("attempt_delivery_id_number"),
 	}
 }

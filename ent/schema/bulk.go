@@ -89,7 +89,7 @@ func (BulkJobItem) Fields() []ent.Field {
 func (BulkJobItem) Indexes() []ent.Index {
 	return []ent.Index{
 		// A job's items in the order it takes them; one item per delivery.
-		index.Fields("job_id", "delivery_id").Unique(),
+		index.Fields("job_id", "delivery_id", "tenant_id").Unique().StorageKey("bulkjobitem_job_id_delivery_id"),
 	}
 }
 

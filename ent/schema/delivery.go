@@ -23,6 +23,9 @@ func (Delivery) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int("request_id").Immutable(),
 		field.Int("recipient_id").Immutable(),
+		// expires_at is the request's: on PostgreSQL the history is partitioned by it, and a delivery goes with
+		// its request's partition.
+		field.Time("expires_at").Immutable().Annotations(entgql.Skip()),
 		field.Enum("status").Values("PENDING", "IN_PROGRESS", "SUCCEEDED", "FAILED", "CANCELED").Default("PENDING").
 			Annotations(entgql.Type("DeliveryStatus")),
 		field.Enum("trigger").Values("AUTOMATIC", "MANUAL_RETRY").Default("AUTOMATIC").Immutable().

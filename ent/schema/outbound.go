@@ -132,6 +132,6 @@ func (OutboundAttempt) Edges() []ent.Edge {
 func (OutboundAttempt) Indexes() []ent.Index {
 	return []ent.Index{
 		// One row per attempt number: a double-recorded attempt fails instead of inflating the history.
-		index.Fields("job_id", "number").Unique(),
+		index.Fields("job_id", "number", "tenant_id").Unique().StorageKey("outboundattempt_job_id_number"),
 	}
 }

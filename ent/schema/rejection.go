@@ -53,10 +53,16 @@ func (RejectionTally) Mixin() []ent.Mixin { return []ent.Mixin{TenantMixin{Histo
 // Fields of the RejectionTally.
 func (RejectionTally) Fields() []ent.Field {
 	return []ent.Field{
-		field.Int("server_id").Unique().Immutable(),
+		field.Int("server_id").Immutable(),
 		field.Int64("count"),
 		field.Time("last_at"),
 	}
+}
+
+// Indexes of the RejectionTally: one tally per server, the tenant in the key as in every unique index of a
+// tenant's rows.
+func (RejectionTally) Indexes() []ent.Index {
+	return []ent.Index{index.Fields("server_id", "tenant_id").Unique().StorageKey("rejectiontally_server_id")}
 }
 
 // Annotations of the RejectionTally: read through Server.rejectedCount.

@@ -26,7 +26,7 @@ func (Server) Fields() []ent.Field {
 	return []ent.Field{
 		field.String("name").NotEmpty().Annotations(entgql.OrderField("NAME")),
 		// inbound_key is the secret part of the inbound URL: 32 random bytes, so it cannot be guessed.
-		field.String("inbound_key").Unique().Sensitive(),
+		field.String("inbound_key").Sensitive(),
 		// previous_inbound_key is the key a rotation replaced: intake still accepts it until
 		// previous_key_expires_at, so senders can move to the new URL.
 		field.String("previous_inbound_key").Optional().Nillable().Sensitive(),
@@ -72,7 +72,10 @@ func (Server) Indexes() []ent.Index {
 	return []ent.Index{
 		// Intake finds a server by either key through an index. Partial: most servers have no replaced key,
 		// and SQLite's planner, counting those NULLs, would otherwise scan the table.
-		index.Fields("previous_inbound_key").Unique().StorageKey("server_previous_inbound_key").
+		// Each unique index carries the tenant, so that the table can be distributed by tenant: a key is unique
+		// by construction, and the index still finds a server by its key alone (its first column).
+		index.Fields("inbound_key", "tenant_id").Unique().StorageKey("server_inbound_key"),
+		index.Fields("previous_inbound_key", "tenant_id").Unique().StorageKey("server_previous_inbound_key").
 			Annotations(entsql.IndexWhere("previous_inbound_key IS NOT NULL")),
 	}
 }

@@ -292,6 +292,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipient.FieldMaxAttempts:             {Type: field.TypeInt, Column: recipient.FieldMaxAttempts},
 			recipient.FieldRetrySchedule:           {Type: field.TypeEnum, Column: recipient.FieldRetrySchedule},
 			recipient.FieldSendIdempotencyKey:      {Type: field.TypeBool, Column: recipient.FieldSendIdempotencyKey},
+			recipient.FieldSendTraceparent:         {Type: field.TypeBool, Column: recipient.FieldSendTraceparent},
 			recipient.FieldTimeoutSeconds:          {Type: field.TypeInt, Column: recipient.FieldTimeoutSeconds},
 			recipient.FieldState:                   {Type: field.TypeEnum, Column: recipient.FieldState},
 			recipient.FieldStateReason:             {Type: field.TypeString, Column: recipient.FieldStateReason},
@@ -372,6 +373,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			request.FieldHeaders:     {Type: field.TypeJSON, Column: request.FieldHeaders},
 			request.FieldBody:        {Type: field.TypeBytes, Column: request.FieldBody},
 			request.FieldSourceAddr:  {Type: field.TypeString, Column: request.FieldSourceAddr},
+			request.FieldTraceParent: {Type: field.TypeString, Column: request.FieldTraceParent},
 			request.FieldReceivedAt:  {Type: field.TypeTime, Column: request.FieldReceivedAt},
 			request.FieldExpiresAt:   {Type: field.TypeTime, Column: request.FieldExpiresAt},
 			request.FieldStatus:      {Type: field.TypeEnum, Column: request.FieldStatus},
@@ -2183,6 +2185,11 @@ func (f *RecipientFilter) WhereSendIdempotencyKey(p entql.BoolP) {
 	f.Where(p.Field(recipient.FieldSendIdempotencyKey))
 }
 
+// WhereSendTraceparent applies the entql bool predicate on the send_traceparent field.
+func (f *RecipientFilter) WhereSendTraceparent(p entql.BoolP) {
+	f.Where(p.Field(recipient.FieldSendTraceparent))
+}
+
 // WhereTimeoutSeconds applies the entql int predicate on the timeout_seconds field.
 func (f *RecipientFilter) WhereTimeoutSeconds(p entql.IntP) {
 	f.Where(p.Field(recipient.FieldTimeoutSeconds))
@@ -2576,6 +2583,11 @@ func (f *RequestFilter) WhereBody(p entql.BytesP) {
 // WhereSourceAddr applies the entql string predicate on the source_addr field.
 func (f *RequestFilter) WhereSourceAddr(p entql.StringP) {
 	f.Where(p.Field(request.FieldSourceAddr))
+}
+
+// WhereTraceParent applies the entql string predicate on the trace_parent field.
+func (f *RequestFilter) WhereTraceParent(p entql.StringP) {
+	f.Where(p.Field(request.FieldTraceParent))
 }
 
 // WhereReceivedAt applies the entql time.Time predicate on the received_at field.

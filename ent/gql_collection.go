@@ -1065,6 +1065,11 @@ func (_q *RecipientQuery) collectField(ctx context.Context, oneNode bool, opCtx 
 				selectedFields = append(selectedFields, recipient.FieldSendIdempotencyKey)
 				fieldSeen[recipient.FieldSendIdempotencyKey] = struct{}{}
 			}
+		case "sendTraceparent":
+			if _, ok := fieldSeen[recipient.FieldSendTraceparent]; !ok {
+				selectedFields = append(selectedFields, recipient.FieldSendTraceparent)
+				fieldSeen[recipient.FieldSendTraceparent] = struct{}{}
+			}
 		case "timeoutSeconds":
 			if _, ok := fieldSeen[recipient.FieldTimeoutSeconds]; !ok {
 				selectedFields = append(selectedFields, recipient.FieldTimeoutSeconds)

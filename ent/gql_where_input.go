@@ -3373,6 +3373,10 @@ type RecipientWhereInput struct {
 	SendIdempotencyKey    *bool `json:"sendIdempotencyKey,omitempty"`
 	SendIdempotencyKeyNEQ *bool `json:"sendIdempotencyKeyNEQ,omitempty"`
 
+	// "send_traceparent" field predicates.
+	SendTraceparent    *bool `json:"sendTraceparent,omitempty"`
+	SendTraceparentNEQ *bool `json:"sendTraceparentNEQ,omitempty"`
+
 	// "timeout_seconds" field predicates.
 	TimeoutSeconds      *int  `json:"timeoutSeconds,omitempty"`
 	TimeoutSecondsNEQ   *int  `json:"timeoutSecondsNEQ,omitempty"`
@@ -3737,6 +3741,12 @@ func (i *RecipientWhereInput) P() (predicate.Recipient, error) {
 	}
 	if i.SendIdempotencyKeyNEQ != nil {
 		predicates = append(predicates, recipient.SendIdempotencyKeyNEQ(*i.SendIdempotencyKeyNEQ))
+	}
+	if i.SendTraceparent != nil {
+		predicates = append(predicates, recipient.SendTraceparentEQ(*i.SendTraceparent))
+	}
+	if i.SendTraceparentNEQ != nil {
+		predicates = append(predicates, recipient.SendTraceparentNEQ(*i.SendTraceparentNEQ))
 	}
 	if i.TimeoutSeconds != nil {
 		predicates = append(predicates, recipient.TimeoutSecondsEQ(*i.TimeoutSeconds))

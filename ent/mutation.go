@@ -11280,6 +11280,7 @@ type RecipientMutation struct {
 	addmax_attempts            *int
 	retry_schedule             *recipient.RetrySchedule
 	send_idempotency_key       *bool
+	send_traceparent           *bool
 	timeout_seconds            *int
 	addtimeout_seconds         *int
 	state                      *recipient.State
@@ -11759,6 +11760,42 @@ func (m *RecipientMutation) OldSendIdempotencyKey(ctx context.Context) (v bool, 
 // ResetSendIdempotencyKey resets all changes to the "send_idempotency_key" field.
 func (m *RecipientMutation) ResetSendIdempotencyKey() {
 	m.send_idempotency_key = nil
+}
+
+// SetSendTraceparent sets the "send_traceparent" field.
+func (m *RecipientMutation) SetSendTraceparent(b bool) {
+	m.send_traceparent = &b
+}
+
+// SendTraceparent returns the value of the "send_traceparent" field in the mutation.
+func (m *RecipientMutation) SendTraceparent() (r bool, exists bool) {
+	v := m.send_traceparent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSendTraceparent returns the old "send_traceparent" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldSendTraceparent(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSendTraceparent is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSendTraceparent requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSendTraceparent: %w", err)
+	}
+	return oldValue.SendTraceparent, nil
+}
+
+// ResetSendTraceparent resets all changes to the "send_traceparent" field.
+func (m *RecipientMutation) ResetSendTraceparent() {
+	m.send_traceparent = nil
 }
 
 // SetTimeoutSeconds sets the "timeout_seconds" field.
@@ -12887,7 +12924,7 @@ func (m *RecipientMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RecipientMutation) Fields() []string {
-	fields := make([]string, 0, 29)
+	fields := make([]string, 0, 30)
 	if m.tenant != nil {
 		fields = append(fields, recipient.FieldTenantID)
 	}
@@ -12914,6 +12951,9 @@ func (m *RecipientMutation) Fields() []string {
 	}
 	if m.send_idempotency_key != nil {
 		fields = append(fields, recipient.FieldSendIdempotencyKey)
+	}
+	if m.send_traceparent != nil {
+		fields = append(fields, recipient.FieldSendTraceparent)
 	}
 	if m.timeout_seconds != nil {
 		fields = append(fields, recipient.FieldTimeoutSeconds)
@@ -13001,6 +13041,8 @@ func (m *RecipientMutation) Field(name string) (ent.Value, bool) {
 		return m.RetrySchedule()
 	case recipient.FieldSendIdempotencyKey:
 		return m.SendIdempotencyKey()
+	case recipient.FieldSendTraceparent:
+		return m.SendTraceparent()
 	case recipient.FieldTimeoutSeconds:
 		return m.TimeoutSeconds()
 	case recipient.FieldState:
@@ -13068,6 +13110,8 @@ func (m *RecipientMutation) OldField(ctx context.Context, name string) (ent.Valu
 		return m.OldRetrySchedule(ctx)
 	case recipient.FieldSendIdempotencyKey:
 		return m.OldSendIdempotencyKey(ctx)
+	case recipient.FieldSendTraceparent:
+		return m.OldSendTraceparent(ctx)
 	case recipient.FieldTimeoutSeconds:
 		return m.OldTimeoutSeconds(ctx)
 	case recipient.FieldState:
@@ -13179,6 +13223,13 @@ func (m *RecipientMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetSendIdempotencyKey(v)
+		return nil
+	case recipient.FieldSendTraceparent:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSendTraceparent(v)
 		return nil
 	case recipient.FieldTimeoutSeconds:
 		v, ok := value.(int)
@@ -13551,6 +13602,9 @@ func (m *RecipientMutation) ResetField(name string) error {
 		return nil
 	case recipient.FieldSendIdempotencyKey:
 		m.ResetSendIdempotencyKey()
+		return nil
+	case recipient.FieldSendTraceparent:
+		m.ResetSendTraceparent()
 		return nil
 	case recipient.FieldTimeoutSeconds:
 		m.ResetTimeoutSeconds()
@@ -15154,6 +15208,7 @@ type RequestMutation struct {
 	headers            *http.Header
 	body               *[]byte
 	source_addr        *string
+	trace_parent       *string
 	received_at        *time.Time
 	expires_at         *time.Time
 	status             *request.Status
@@ -15598,6 +15653,42 @@ func (m *RequestMutation) OldSourceAddr(ctx context.Context) (v string, err erro
 // ResetSourceAddr resets all changes to the "source_addr" field.
 func (m *RequestMutation) ResetSourceAddr() {
 	m.source_addr = nil
+}
+
+// SetTraceParent sets the "trace_parent" field.
+func (m *RequestMutation) SetTraceParent(s string) {
+	m.trace_parent = &s
+}
+
+// TraceParent returns the value of the "trace_parent" field in the mutation.
+func (m *RequestMutation) TraceParent() (r string, exists bool) {
+	v := m.trace_parent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTraceParent returns the old "trace_parent" field's value of the Request entity.
+// If the Request object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RequestMutation) OldTraceParent(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTraceParent is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTraceParent requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTraceParent: %w", err)
+	}
+	return oldValue.TraceParent, nil
+}
+
+// ResetTraceParent resets all changes to the "trace_parent" field.
+func (m *RequestMutation) ResetTraceParent() {
+	m.trace_parent = nil
 }
 
 // SetReceivedAt sets the "received_at" field.
@@ -16094,7 +16185,7 @@ func (m *RequestMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RequestMutation) Fields() []string {
-	fields := make([]string, 0, 15)
+	fields := make([]string, 0, 16)
 	if m.tenant != nil {
 		fields = append(fields, request.FieldTenantID)
 	}
@@ -16121,6 +16212,9 @@ func (m *RequestMutation) Fields() []string {
 	}
 	if m.source_addr != nil {
 		fields = append(fields, request.FieldSourceAddr)
+	}
+	if m.trace_parent != nil {
+		fields = append(fields, request.FieldTraceParent)
 	}
 	if m.received_at != nil {
 		fields = append(fields, request.FieldReceivedAt)
@@ -16166,6 +16260,8 @@ func (m *RequestMutation) Field(name string) (ent.Value, bool) {
 		return m.Body()
 	case request.FieldSourceAddr:
 		return m.SourceAddr()
+	case request.FieldTraceParent:
+		return m.TraceParent()
 	case request.FieldReceivedAt:
 		return m.ReceivedAt()
 	case request.FieldExpiresAt:
@@ -16205,6 +16301,8 @@ func (m *RequestMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldBody(ctx)
 	case request.FieldSourceAddr:
 		return m.OldSourceAddr(ctx)
+	case request.FieldTraceParent:
+		return m.OldTraceParent(ctx)
 	case request.FieldReceivedAt:
 		return m.OldReceivedAt(ctx)
 	case request.FieldExpiresAt:
@@ -16288,6 +16386,13 @@ func (m *RequestMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetSourceAddr(v)
+		return nil
+	case request.FieldTraceParent:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTraceParent(v)
 		return nil
 	case request.FieldReceivedAt:
 		v, ok := value.(time.Time)
@@ -16430,6 +16535,9 @@ func (m *RequestMutation) ResetField(name string) error {
 		return nil
 	case request.FieldSourceAddr:
 		m.ResetSourceAddr()
+		return nil
+	case request.FieldTraceParent:
+		m.ResetTraceParent()
 		return nil
 	case request.FieldReceivedAt:
 		m.ResetReceivedAt()

@@ -37,6 +37,8 @@ type Recipient struct {
 	RetrySchedule recipient.RetrySchedule `json:"retry_schedule,omitempty"`
 	// SendIdempotencyKey holds the value of the "send_idempotency_key" field.
 	SendIdempotencyKey bool `json:"send_idempotency_key,omitempty"`
+	// SendTraceparent holds the value of the "send_traceparent" field.
+	SendTraceparent bool `json:"send_traceparent,omitempty"`
 	// TimeoutSeconds holds the value of the "timeout_seconds" field.
 	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
 	// State holds the value of the "state" field.
@@ -138,7 +140,7 @@ func (*Recipient) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case recipient.FieldSigningSecret, recipient.FieldPreviousSigningSecret:
 			values[i] = new([]byte)
-		case recipient.FieldSendIdempotencyKey:
+		case recipient.FieldSendIdempotencyKey, recipient.FieldSendTraceparent:
 			values[i] = new(sql.NullBool)
 		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures, recipient.FieldMaxConcurrency, recipient.FieldInFlight:
 			values[i] = new(sql.NullInt64)
@@ -220,6 +222,12 @@ func (_m *Recipient) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field send_idempotency_key", values[i])
 			} else if value.Valid {
 				_m.SendIdempotencyKey = value.Bool
+			}
+		case recipient.FieldSendTraceparent:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field send_traceparent", values[i])
+			} else if value.Valid {
+				_m.SendTraceparent = value.Bool
 			}
 		case recipient.FieldTimeoutSeconds:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -428,6 +436,9 @@ func (_m *Recipient) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("send_idempotency_key=")
 	builder.WriteString(fmt.Sprintf("%v", _m.SendIdempotencyKey))
+	builder.WriteString(", ")
+	builder.WriteString("send_traceparent=")
+	builder.WriteString(fmt.Sprintf("%v", _m.SendTraceparent))
 	builder.WriteString(", ")
 	builder.WriteString("timeout_seconds=")
 	builder.WriteString(fmt.Sprintf("%v", _m.TimeoutSeconds))

@@ -119,6 +119,20 @@ func (_c *RecipientCreate) SetNillableSendIdempotencyKey(v *bool) *RecipientCrea
 	return _c
 }
 
+// SetSendTraceparent sets the "send_traceparent" field.
+func (_c *RecipientCreate) SetSendTraceparent(v bool) *RecipientCreate {
+	_c.mutation.SetSendTraceparent(v)
+	return _c
+}
+
+// SetNillableSendTraceparent sets the "send_traceparent" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableSendTraceparent(v *bool) *RecipientCreate {
+	if v != nil {
+		_c.SetSendTraceparent(*v)
+	}
+	return _c
+}
+
 // SetTimeoutSeconds sets the "timeout_seconds" field.
 func (_c *RecipientCreate) SetTimeoutSeconds(v int) *RecipientCreate {
 	_c.mutation.SetTimeoutSeconds(v)
@@ -468,6 +482,10 @@ func (_c *RecipientCreate) defaults() error {
 		v := recipient.DefaultSendIdempotencyKey
 		_c.mutation.SetSendIdempotencyKey(v)
 	}
+	if _, ok := _c.mutation.SendTraceparent(); !ok {
+		v := recipient.DefaultSendTraceparent
+		_c.mutation.SetSendTraceparent(v)
+	}
 	if _, ok := _c.mutation.TimeoutSeconds(); !ok {
 		v := recipient.DefaultTimeoutSeconds
 		_c.mutation.SetTimeoutSeconds(v)
@@ -553,6 +571,9 @@ func (_c *RecipientCreate) check() error {
 	}
 	if _, ok := _c.mutation.SendIdempotencyKey(); !ok {
 		return &ValidationError{Name: "send_idempotency_key", err: errors.New(`ent: missing required field "Recipient.send_idempotency_key"`)}
+	}
+	if _, ok := _c.mutation.SendTraceparent(); !ok {
+		return &ValidationError{Name: "send_traceparent", err: errors.New(`ent: missing required field "Recipient.send_traceparent"`)}
 	}
 	if _, ok := _c.mutation.TimeoutSeconds(); !ok {
 		return &ValidationError{Name: "timeout_seconds", err: errors.New(`ent: missing required field "Recipient.timeout_seconds"`)}
@@ -656,6 +677,10 @@ func (_c *RecipientCreate) createSpec() (*Recipient, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.SendIdempotencyKey(); ok {
 		_spec.SetField(recipient.FieldSendIdempotencyKey, field.TypeBool, value)
 		_node.SendIdempotencyKey = value
+	}
+	if value, ok := _c.mutation.SendTraceparent(); ok {
+		_spec.SetField(recipient.FieldSendTraceparent, field.TypeBool, value)
+		_node.SendTraceparent = value
 	}
 	if value, ok := _c.mutation.TimeoutSeconds(); ok {
 		_spec.SetField(recipient.FieldTimeoutSeconds, field.TypeInt, value)
@@ -914,6 +939,18 @@ func (u *RecipientUpsert) SetSendIdempotencyKey(v bool) *RecipientUpsert {
 // UpdateSendIdempotencyKey sets the "send_idempotency_key" field to the value that was provided on create.
 func (u *RecipientUpsert) UpdateSendIdempotencyKey() *RecipientUpsert {
 	u.SetExcluded(recipient.FieldSendIdempotencyKey)
+	return u
+}
+
+// SetSendTraceparent sets the "send_traceparent" field.
+func (u *RecipientUpsert) SetSendTraceparent(v bool) *RecipientUpsert {
+	u.Set(recipient.FieldSendTraceparent, v)
+	return u
+}
+
+// UpdateSendTraceparent sets the "send_traceparent" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateSendTraceparent() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldSendTraceparent)
 	return u
 }
 
@@ -1398,6 +1435,20 @@ func (u *RecipientUpsertOne) SetSendIdempotencyKey(v bool) *RecipientUpsertOne {
 func (u *RecipientUpsertOne) UpdateSendIdempotencyKey() *RecipientUpsertOne {
 	return u.Update(func(s *RecipientUpsert) {
 		s.UpdateSendIdempotencyKey()
+	})
+}
+
+// SetSendTraceparent sets the "send_traceparent" field.
+func (u *RecipientUpsertOne) SetSendTraceparent(v bool) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetSendTraceparent(v)
+	})
+}
+
+// UpdateSendTraceparent sets the "send_traceparent" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateSendTraceparent() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateSendTraceparent()
 	})
 }
 
@@ -2105,6 +2156,20 @@ func (u *RecipientUpsertBulk) SetSendIdempotencyKey(v bool) *RecipientUpsertBulk
 func (u *RecipientUpsertBulk) UpdateSendIdempotencyKey() *RecipientUpsertBulk {
 	return u.Update(func(s *RecipientUpsert) {
 		s.UpdateSendIdempotencyKey()
+	})
+}
+
+// SetSendTraceparent sets the "send_traceparent" field.
+func (u *RecipientUpsertBulk) SetSendTraceparent(v bool) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetSendTraceparent(v)
+	})
+}
+
+// UpdateSendTraceparent sets the "send_traceparent" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateSendTraceparent() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateSendTraceparent()
 	})
 }
 

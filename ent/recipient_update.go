@@ -121,6 +121,20 @@ func (_u *RecipientUpdate) SetNillableSendIdempotencyKey(v *bool) *RecipientUpda
 	return _u
 }
 
+// SetSendTraceparent sets the "send_traceparent" field.
+func (_u *RecipientUpdate) SetSendTraceparent(v bool) *RecipientUpdate {
+	_u.mutation.SetSendTraceparent(v)
+	return _u
+}
+
+// SetNillableSendTraceparent sets the "send_traceparent" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableSendTraceparent(v *bool) *RecipientUpdate {
+	if v != nil {
+		_u.SetSendTraceparent(*v)
+	}
+	return _u
+}
+
 // SetTimeoutSeconds sets the "timeout_seconds" field.
 func (_u *RecipientUpdate) SetTimeoutSeconds(v int) *RecipientUpdate {
 	_u.mutation.ResetTimeoutSeconds()
@@ -641,6 +655,9 @@ func (_u *RecipientUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.SendIdempotencyKey(); ok {
 		_spec.SetField(recipient.FieldSendIdempotencyKey, field.TypeBool, value)
 	}
+	if value, ok := _u.mutation.SendTraceparent(); ok {
+		_spec.SetField(recipient.FieldSendTraceparent, field.TypeBool, value)
+	}
 	if value, ok := _u.mutation.TimeoutSeconds(); ok {
 		_spec.SetField(recipient.FieldTimeoutSeconds, field.TypeInt, value)
 	}
@@ -906,6 +923,20 @@ func (_u *RecipientUpdateOne) SetSendIdempotencyKey(v bool) *RecipientUpdateOne 
 func (_u *RecipientUpdateOne) SetNillableSendIdempotencyKey(v *bool) *RecipientUpdateOne {
 	if v != nil {
 		_u.SetSendIdempotencyKey(*v)
+	}
+	return _u
+}
+
+// SetSendTraceparent sets the "send_traceparent" field.
+func (_u *RecipientUpdateOne) SetSendTraceparent(v bool) *RecipientUpdateOne {
+	_u.mutation.SetSendTraceparent(v)
+	return _u
+}
+
+// SetNillableSendTraceparent sets the "send_traceparent" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableSendTraceparent(v *bool) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetSendTraceparent(*v)
 	}
 	return _u
 }
@@ -1459,6 +1490,9 @@ func (_u *RecipientUpdateOne) sqlSave(ctx context.Context) (_node *Recipient, er
 	}
 	if value, ok := _u.mutation.SendIdempotencyKey(); ok {
 		_spec.SetField(recipient.FieldSendIdempotencyKey, field.TypeBool, value)
+	}
+	if value, ok := _u.mutation.SendTraceparent(); ok {
+		_spec.SetField(recipient.FieldSendTraceparent, field.TypeBool, value)
 	}
 	if value, ok := _u.mutation.TimeoutSeconds(); ok {
 		_spec.SetField(recipient.FieldTimeoutSeconds, field.TypeInt, value)

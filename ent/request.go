@@ -39,6 +39,8 @@ type Request struct {
 	Body []byte `json:"body,omitempty"`
 	// SourceAddr holds the value of the "source_addr" field.
 	SourceAddr string `json:"source_addr,omitempty"`
+	// TraceParent holds the value of the "trace_parent" field.
+	TraceParent string `json:"trace_parent,omitempty"`
 	// ReceivedAt holds the value of the "received_at" field.
 	ReceivedAt time.Time `json:"received_at,omitempty"`
 	// ExpiresAt holds the value of the "expires_at" field.
@@ -141,7 +143,7 @@ func (*Request) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case request.FieldID, request.FieldTenantID, request.FieldServerID, request.FieldReplayOfID:
 			values[i] = new(sql.NullInt64)
-		case request.FieldKey, request.FieldMethod, request.FieldPath, request.FieldQuery, request.FieldSourceAddr, request.FieldStatus:
+		case request.FieldKey, request.FieldMethod, request.FieldPath, request.FieldQuery, request.FieldSourceAddr, request.FieldTraceParent, request.FieldStatus:
 			values[i] = new(sql.NullString)
 		case request.FieldReceivedAt, request.FieldExpiresAt:
 			values[i] = new(sql.NullTime)
@@ -221,6 +223,12 @@ func (_m *Request) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field source_addr", values[i])
 			} else if value.Valid {
 				_m.SourceAddr = value.String
+			}
+		case request.FieldTraceParent:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field trace_parent", values[i])
+			} else if value.Valid {
+				_m.TraceParent = value.String
 			}
 		case request.FieldReceivedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
@@ -349,6 +357,9 @@ func (_m *Request) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("source_addr=")
 	builder.WriteString(_m.SourceAddr)
+	builder.WriteString(", ")
+	builder.WriteString("trace_parent=")
+	builder.WriteString(_m.TraceParent)
 	builder.WriteString(", ")
 	builder.WriteString("received_at=")
 	builder.WriteString(_m.ReceivedAt.Format(time.ANSIC))

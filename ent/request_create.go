@@ -104,6 +104,20 @@ func (_c *RequestCreate) SetNillableSourceAddr(v *string) *RequestCreate {
 	return _c
 }
 
+// SetTraceParent sets the "trace_parent" field.
+func (_c *RequestCreate) SetTraceParent(v string) *RequestCreate {
+	_c.mutation.SetTraceParent(v)
+	return _c
+}
+
+// SetNillableTraceParent sets the "trace_parent" field if the given value is not nil.
+func (_c *RequestCreate) SetNillableTraceParent(v *string) *RequestCreate {
+	if v != nil {
+		_c.SetTraceParent(*v)
+	}
+	return _c
+}
+
 // SetReceivedAt sets the "received_at" field.
 func (_c *RequestCreate) SetReceivedAt(v time.Time) *RequestCreate {
 	_c.mutation.SetReceivedAt(v)
@@ -266,6 +280,10 @@ func (_c *RequestCreate) defaults() error {
 		v := request.DefaultSourceAddr
 		_c.mutation.SetSourceAddr(v)
 	}
+	if _, ok := _c.mutation.TraceParent(); !ok {
+		v := request.DefaultTraceParent
+		_c.mutation.SetTraceParent(v)
+	}
 	if _, ok := _c.mutation.ReceivedAt(); !ok {
 		if request.DefaultReceivedAt == nil {
 			return fmt.Errorf("ent: uninitialized request.DefaultReceivedAt (forgotten import ent/runtime?)")
@@ -308,6 +326,9 @@ func (_c *RequestCreate) check() error {
 	}
 	if _, ok := _c.mutation.SourceAddr(); !ok {
 		return &ValidationError{Name: "source_addr", err: errors.New(`ent: missing required field "Request.source_addr"`)}
+	}
+	if _, ok := _c.mutation.TraceParent(); !ok {
+		return &ValidationError{Name: "trace_parent", err: errors.New(`ent: missing required field "Request.trace_parent"`)}
 	}
 	if _, ok := _c.mutation.ReceivedAt(); !ok {
 		return &ValidationError{Name: "received_at", err: errors.New(`ent: missing required field "Request.received_at"`)}
@@ -383,6 +404,10 @@ func (_c *RequestCreate) createSpec() (*Request, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.SourceAddr(); ok {
 		_spec.SetField(request.FieldSourceAddr, field.TypeString, value)
 		_node.SourceAddr = value
+	}
+	if value, ok := _c.mutation.TraceParent(); ok {
+		_spec.SetField(request.FieldTraceParent, field.TypeString, value)
+		_node.TraceParent = value
 	}
 	if value, ok := _c.mutation.ReceivedAt(); ok {
 		_spec.SetField(request.FieldReceivedAt, field.TypeTime, value)
@@ -588,6 +613,9 @@ func (u *RequestUpsertOne) UpdateNewValues() *RequestUpsertOne {
 		}
 		if _, exists := u.create.mutation.SourceAddr(); exists {
 			s.SetIgnore(request.FieldSourceAddr)
+		}
+		if _, exists := u.create.mutation.TraceParent(); exists {
+			s.SetIgnore(request.FieldTraceParent)
 		}
 		if _, exists := u.create.mutation.ReceivedAt(); exists {
 			s.SetIgnore(request.FieldReceivedAt)
@@ -851,6 +879,9 @@ func (u *RequestUpsertBulk) UpdateNewValues() *RequestUpsertBulk {
 			}
 			if _, exists := b.mutation.SourceAddr(); exists {
 				s.SetIgnore(request.FieldSourceAddr)
+			}
+			if _, exists := b.mutation.TraceParent(); exists {
+				s.SetIgnore(request.FieldTraceParent)
 			}
 			if _, exists := b.mutation.ReceivedAt(); exists {
 				s.SetIgnore(request.FieldReceivedAt)

@@ -179,6 +179,7 @@ func (r *mutationResolver) CreateRecipient(ctx context.Context, input model.Crea
 		ServerID: input.ServerID, Name: &input.Name, Method: &input.Method, URL: input.URL,
 		MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
+		SendTraceparent:  input.SendTraceparent,
 		Filter:           ruleJSON(input.Filter),
 		SignatureHeaders: input.SignatureHeaders,
 		MaxConcurrency:   input.MaxConcurrency,
@@ -193,7 +194,8 @@ func (r *mutationResolver) UpdateRecipient(ctx context.Context, id int, input mo
 	return r.Routing.UpdateRecipient(ctx, r.client(ctx), id, routing.RecipientInput{
 		Name: input.Name, URL: input.URL, MaxAttempts: input.MaxAttempts, RetrySchedule: input.RetrySchedule,
 		SendIdempotencyKey: input.SendIdempotencyKey, TimeoutSeconds: input.TimeoutSeconds,
-		Filter: ruleJSON(input.Filter), ClearFilter: deref(input.ClearFilter, false),
+		SendTraceparent: input.SendTraceparent,
+		Filter:          ruleJSON(input.Filter), ClearFilter: deref(input.ClearFilter, false),
 		SignatureHeaders: input.SignatureHeaders,
 		MaxConcurrency:   input.MaxConcurrency, ClearMaxConcurrency: input.ClearMaxConcurrency != nil && *input.ClearMaxConcurrency,
 	})

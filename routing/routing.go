@@ -320,6 +320,7 @@ type RecipientInput struct {
 	MaxAttempts        *int
 	RetrySchedule      *recipient.RetrySchedule
 	SendIdempotencyKey *bool
+	SendTraceparent    *bool
 	TimeoutSeconds     *int
 	// Filter is the routing rule (package filter) as JSON; nil keeps it (none on create). ClearFilter removes
 	// it: the recipient gets every request.
@@ -340,6 +341,7 @@ type recipientSettings struct {
 	maxAttempts   int
 	schedule      recipient.RetrySchedule
 	idempotency   bool
+	traceparent   bool
 	timeoutSecond int
 	filter        *string // the rule's text as compiled
 	filterIn      []byte  // a new rule, to compile in validate
@@ -365,6 +367,9 @@ func (rs *recipientSettings) apply(in RecipientInput) {
 	}
 	if in.SendIdempotencyKey != nil {
 		rs.idempotency = *in.SendIdempotencyKey
+	}
+	if in.SendTraceparent != nil {
+		rs.traceparent = *in.SendTraceparent
 	}
 	if in.TimeoutSeconds != nil {
 		rs.timeoutSecond = *in.TimeoutSeconds
@@ -496,6 +501,7 @@ func (s *Service) createRecipient(ctx context.Context, client *ent.Client, op st
 		SetMaxAttempts(rs.maxAttempts).
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
+		SetSendTraceparent(rs.traceparent).
 		SetTimeoutSeconds(rs.timeoutSecond).
 		SetNillableRoutingFilter(rs.filter).
 		SetSignatureHeaders(rs.sigHeaders).
@@ -534,7 +540,8 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 	}
 	rs := recipientSettings{
 		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
-		idempotency: r.SendIdempotencyKey, timeoutSecond: r.TimeoutSeconds, filter: r.RoutingFilter,
+		idempotency: r.SendIdempotencyKey, traceparent: r.SendTraceparent, timeoutSecond: r.TimeoutSeconds,
+		filter: r.RoutingFilter,
 		sigHeaders: r.SignatureHeaders, concurrency: r.MaxConcurrency,
 	}
 	rs.apply(in)
@@ -547,6 +554,7 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 		SetMaxAttempts(rs.maxAttempts).
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
+		SetSendTraceparent(rs.traceparent).
 		SetTimeoutSeconds(rs.timeoutSecond).
 		SetSignatureHeaders(rs.sigHeaders)
 	if rs.filter == nil {

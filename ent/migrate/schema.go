@@ -504,6 +504,7 @@ var (
 		{Name: "max_attempts", Type: field.TypeInt, Default: 10},
 		{Name: "retry_schedule", Type: field.TypeEnum, Enums: []string{"QUADRATIC", "STEPPED", "EXPONENTIAL"}, Default: "QUADRATIC"},
 		{Name: "send_idempotency_key", Type: field.TypeBool, Default: false},
+		{Name: "send_traceparent", Type: field.TypeBool, Default: false},
 		{Name: "timeout_seconds", Type: field.TypeInt, Default: 30},
 		{Name: "state", Type: field.TypeEnum, Enums: []string{"ACTIVE", "PAUSED", "DISABLED", "FROZEN"}, Default: "ACTIVE"},
 		{Name: "state_reason", Type: field.TypeString, Default: ""},
@@ -535,13 +536,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "recipients_tenants_tenant",
-				Columns:    []*schema.Column{RecipientsColumns[28]},
+				Columns:    []*schema.Column{RecipientsColumns[29]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "recipients_servers_recipients",
-				Columns:    []*schema.Column{RecipientsColumns[29]},
+				Columns:    []*schema.Column{RecipientsColumns[30]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -550,22 +551,22 @@ var (
 			{
 				Name:    "recipient_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[28]},
+				Columns: []*schema.Column{RecipientsColumns[29]},
 			},
 			{
 				Name:    "recipient_server_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[29]},
+				Columns: []*schema.Column{RecipientsColumns[30]},
 			},
 			{
 				Name:    "recipient_state_changed_at",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[11]},
+				Columns: []*schema.Column{RecipientsColumns[12]},
 			},
 			{
 				Name:    "recipient_cap_changed_at",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[27]},
+				Columns: []*schema.Column{RecipientsColumns[28]},
 			},
 		},
 	}
@@ -641,6 +642,7 @@ var (
 		{Name: "headers", Type: field.TypeJSON, SchemaType: map[string]string{"postgres": "bytea"}},
 		{Name: "body", Type: field.TypeBytes},
 		{Name: "source_addr", Type: field.TypeString, Default: ""},
+		{Name: "trace_parent", Type: field.TypeString, Default: ""},
 		{Name: "received_at", Type: field.TypeTime},
 		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "DELIVERED", "FAILED", "PARTIAL"}, Default: "PENDING"},
@@ -658,19 +660,19 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "requests_tenants_tenant",
-				Columns:    []*schema.Column{RequestsColumns[13]},
+				Columns:    []*schema.Column{RequestsColumns[14]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "requests_requests_replays",
-				Columns:    []*schema.Column{RequestsColumns[14]},
+				Columns:    []*schema.Column{RequestsColumns[15]},
 				RefColumns: []*schema.Column{RequestsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
 			{
 				Symbol:     "requests_servers_requests",
-				Columns:    []*schema.Column{RequestsColumns[15]},
+				Columns:    []*schema.Column{RequestsColumns[16]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -679,17 +681,17 @@ var (
 			{
 				Name:    "request_server_id_received_at",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[15], RequestsColumns[8]},
+				Columns: []*schema.Column{RequestsColumns[16], RequestsColumns[9]},
 			},
 			{
 				Name:    "request_expires_at",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[9]},
+				Columns: []*schema.Column{RequestsColumns[10]},
 			},
 			{
 				Name:    "request_replays",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[14]},
+				Columns: []*schema.Column{RequestsColumns[15]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "replay_of_id IS NOT NULL",
 				},

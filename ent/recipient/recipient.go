@@ -36,6 +36,8 @@ const (
 	FieldRetrySchedule = "retry_schedule"
 	// FieldSendIdempotencyKey holds the string denoting the send_idempotency_key field in the database.
 	FieldSendIdempotencyKey = "send_idempotency_key"
+	// FieldSendTraceparent holds the string denoting the send_traceparent field in the database.
+	FieldSendTraceparent = "send_traceparent"
 	// FieldTimeoutSeconds holds the string denoting the timeout_seconds field in the database.
 	FieldTimeoutSeconds = "timeout_seconds"
 	// FieldState holds the string denoting the state field in the database.
@@ -119,6 +121,7 @@ var Columns = []string{
 	FieldMaxAttempts,
 	FieldRetrySchedule,
 	FieldSendIdempotencyKey,
+	FieldSendTraceparent,
 	FieldTimeoutSeconds,
 	FieldState,
 	FieldStateReason,
@@ -169,6 +172,8 @@ var (
 	DefaultMaxAttempts int
 	// DefaultSendIdempotencyKey holds the default value on creation for the "send_idempotency_key" field.
 	DefaultSendIdempotencyKey bool
+	// DefaultSendTraceparent holds the default value on creation for the "send_traceparent" field.
+	DefaultSendTraceparent bool
 	// DefaultTimeoutSeconds holds the default value on creation for the "timeout_seconds" field.
 	DefaultTimeoutSeconds int
 	// DefaultStateReason holds the default value on creation for the "state_reason" field.
@@ -342,6 +347,11 @@ func ByRetrySchedule(opts ...sql.OrderTermOption) OrderOption {
 // BySendIdempotencyKey orders the results by the send_idempotency_key field.
 func BySendIdempotencyKey(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSendIdempotencyKey, opts...).ToFunc()
+}
+
+// BySendTraceparent orders the results by the send_traceparent field.
+func BySendTraceparent(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSendTraceparent, opts...).ToFunc()
 }
 
 // ByTimeoutSeconds orders the results by the timeout_seconds field.

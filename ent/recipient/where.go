@@ -90,6 +90,11 @@ func SendIdempotencyKey(v bool) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldSendIdempotencyKey, v))
 }
 
+// SendTraceparent applies equality check predicate on the "send_traceparent" field. It's identical to SendTraceparentEQ.
+func SendTraceparent(v bool) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldSendTraceparent, v))
+}
+
 // TimeoutSeconds applies equality check predicate on the "timeout_seconds" field. It's identical to TimeoutSecondsEQ.
 func TimeoutSeconds(v int) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldTimeoutSeconds, v))
@@ -478,6 +483,16 @@ func SendIdempotencyKeyEQ(v bool) predicate.Recipient {
 // SendIdempotencyKeyNEQ applies the NEQ predicate on the "send_idempotency_key" field.
 func SendIdempotencyKeyNEQ(v bool) predicate.Recipient {
 	return predicate.Recipient(sql.FieldNEQ(FieldSendIdempotencyKey, v))
+}
+
+// SendTraceparentEQ applies the EQ predicate on the "send_traceparent" field.
+func SendTraceparentEQ(v bool) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldSendTraceparent, v))
+}
+
+// SendTraceparentNEQ applies the NEQ predicate on the "send_traceparent" field.
+func SendTraceparentNEQ(v bool) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldSendTraceparent, v))
 }
 
 // TimeoutSecondsEQ applies the EQ predicate on the "timeout_seconds" field.

@@ -36,6 +36,8 @@ const (
 	FieldBody = "body"
 	// FieldSourceAddr holds the string denoting the source_addr field in the database.
 	FieldSourceAddr = "source_addr"
+	// FieldTraceParent holds the string denoting the trace_parent field in the database.
+	FieldTraceParent = "trace_parent"
 	// FieldReceivedAt holds the string denoting the received_at field in the database.
 	FieldReceivedAt = "received_at"
 	// FieldExpiresAt holds the string denoting the expires_at field in the database.
@@ -103,6 +105,7 @@ var Columns = []string{
 	FieldHeaders,
 	FieldBody,
 	FieldSourceAddr,
+	FieldTraceParent,
 	FieldReceivedAt,
 	FieldExpiresAt,
 	FieldStatus,
@@ -135,6 +138,8 @@ var (
 	DefaultQuery string
 	// DefaultSourceAddr holds the default value on creation for the "source_addr" field.
 	DefaultSourceAddr string
+	// DefaultTraceParent holds the default value on creation for the "trace_parent" field.
+	DefaultTraceParent string
 	// DefaultReceivedAt holds the default value on creation for the "received_at" field.
 	DefaultReceivedAt func() time.Time
 )
@@ -208,6 +213,11 @@ func ByQuery(opts ...sql.OrderTermOption) OrderOption {
 // BySourceAddr orders the results by the source_addr field.
 func BySourceAddr(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSourceAddr, opts...).ToFunc()
+}
+
+// ByTraceParent orders the results by the trace_parent field.
+func ByTraceParent(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldTraceParent, opts...).ToFunc()
 }
 
 // ByReceivedAt orders the results by the received_at field.

@@ -95,6 +95,11 @@ func SourceAddr(v string) predicate.Request {
 	return predicate.Request(sql.FieldEQ(FieldSourceAddr, v))
 }
 
+// TraceParent applies equality check predicate on the "trace_parent" field. It's identical to TraceParentEQ.
+func TraceParent(v string) predicate.Request {
+	return predicate.Request(sql.FieldEQ(FieldTraceParent, v))
+}
+
 // ReceivedAt applies equality check predicate on the "received_at" field. It's identical to ReceivedAtEQ.
 func ReceivedAt(v time.Time) predicate.Request {
 	return predicate.Request(sql.FieldEQ(FieldReceivedAt, v))
@@ -518,6 +523,71 @@ func SourceAddrEqualFold(v string) predicate.Request {
 // SourceAddrContainsFold applies the ContainsFold predicate on the "source_addr" field.
 func SourceAddrContainsFold(v string) predicate.Request {
 	return predicate.Request(sql.FieldContainsFold(FieldSourceAddr, v))
+}
+
+// TraceParentEQ applies the EQ predicate on the "trace_parent" field.
+func TraceParentEQ(v string) predicate.Request {
+	return predicate.Request(sql.FieldEQ(FieldTraceParent, v))
+}
+
+// TraceParentNEQ applies the NEQ predicate on the "trace_parent" field.
+func TraceParentNEQ(v string) predicate.Request {
+	return predicate.Request(sql.FieldNEQ(FieldTraceParent, v))
+}
+
+// TraceParentIn applies the In predicate on the "trace_parent" field.
+func TraceParentIn(vs ...string) predicate.Request {
+	return predicate.Request(sql.FieldIn(FieldTraceParent, vs...))
+}
+
+// TraceParentNotIn applies the NotIn predicate on the "trace_parent" field.
+func TraceParentNotIn(vs ...string) predicate.Request {
+	return predicate.Request(sql.FieldNotIn(FieldTraceParent, vs...))
+}
+
+// TraceParentGT applies the GT predicate on the "trace_parent" field.
+func TraceParentGT(v string) predicate.Request {
+	return predicate.Request(sql.FieldGT(FieldTraceParent, v))
+}
+
+// TraceParentGTE applies the GTE predicate on the "trace_parent" field.
+func TraceParentGTE(v string) predicate.Request {
+	return predicate.Request(sql.FieldGTE(FieldTraceParent, v))
+}
+
+// TraceParentLT applies the LT predicate on the "trace_parent" field.
+func TraceParentLT(v string) predicate.Request {
+	return predicate.Request(sql.FieldLT(FieldTraceParent, v))
+}
+
+// TraceParentLTE applies the LTE predicate on the "trace_parent" field.
+func TraceParentLTE(v string) predicate.Request {
+	return predicate.Request(sql.FieldLTE(FieldTraceParent, v))
+}
+
+// TraceParentContains applies the Contains predicate on the "trace_parent" field.
+func TraceParentContains(v string) predicate.Request {
+	return predicate.Request(sql.FieldContains(FieldTraceParent, v))
+}
+
+// TraceParentHasPrefix applies the HasPrefix predicate on the "trace_parent" field.
+func TraceParentHasPrefix(v string) predicate.Request {
+	return predicate.Request(sql.FieldHasPrefix(FieldTraceParent, v))
+}
+
+// TraceParentHasSuffix applies the HasSuffix predicate on the "trace_parent" field.
+func TraceParentHasSuffix(v string) predicate.Request {
+	return predicate.Request(sql.FieldHasSuffix(FieldTraceParent, v))
+}
+
+// TraceParentEqualFold applies the EqualFold predicate on the "trace_parent" field.
+func TraceParentEqualFold(v string) predicate.Request {
+	return predicate.Request(sql.FieldEqualFold(FieldTraceParent, v))
+}
+
+// TraceParentContainsFold applies the ContainsFold predicate on the "trace_parent" field.
+func TraceParentContainsFold(v string) predicate.Request {
+	return predicate.Request(sql.FieldContainsFold(FieldTraceParent, v))
 }
 
 // ReceivedAtEQ applies the EQ predicate on the "received_at" field.

@@ -328,34 +328,38 @@ func init() {
 	recipientDescSendIdempotencyKey := recipientFields[6].Descriptor()
 	// recipient.DefaultSendIdempotencyKey holds the default value on creation for the send_idempotency_key field.
 	recipient.DefaultSendIdempotencyKey = recipientDescSendIdempotencyKey.Default.(bool)
+	// recipientDescSendTraceparent is the schema descriptor for send_traceparent field.
+	recipientDescSendTraceparent := recipientFields[7].Descriptor()
+	// recipient.DefaultSendTraceparent holds the default value on creation for the send_traceparent field.
+	recipient.DefaultSendTraceparent = recipientDescSendTraceparent.Default.(bool)
 	// recipientDescTimeoutSeconds is the schema descriptor for timeout_seconds field.
-	recipientDescTimeoutSeconds := recipientFields[7].Descriptor()
+	recipientDescTimeoutSeconds := recipientFields[8].Descriptor()
 	// recipient.DefaultTimeoutSeconds holds the default value on creation for the timeout_seconds field.
 	recipient.DefaultTimeoutSeconds = recipientDescTimeoutSeconds.Default.(int)
 	// recipientDescStateReason is the schema descriptor for state_reason field.
-	recipientDescStateReason := recipientFields[9].Descriptor()
+	recipientDescStateReason := recipientFields[10].Descriptor()
 	// recipient.DefaultStateReason holds the default value on creation for the state_reason field.
 	recipient.DefaultStateReason = recipientDescStateReason.Default.(string)
 	// recipientDescConsecutiveFailures is the schema descriptor for consecutive_failures field.
-	recipientDescConsecutiveFailures := recipientFields[11].Descriptor()
+	recipientDescConsecutiveFailures := recipientFields[12].Descriptor()
 	// recipient.DefaultConsecutiveFailures holds the default value on creation for the consecutive_failures field.
 	recipient.DefaultConsecutiveFailures = recipientDescConsecutiveFailures.Default.(int64)
 	// recipientDescWindowAttempts is the schema descriptor for window_attempts field.
-	recipientDescWindowAttempts := recipientFields[12].Descriptor()
+	recipientDescWindowAttempts := recipientFields[13].Descriptor()
 	// recipient.DefaultWindowAttempts holds the default value on creation for the window_attempts field.
 	recipient.DefaultWindowAttempts = recipientDescWindowAttempts.Default.(int64)
 	// recipientDescWindowFailures is the schema descriptor for window_failures field.
-	recipientDescWindowFailures := recipientFields[13].Descriptor()
+	recipientDescWindowFailures := recipientFields[14].Descriptor()
 	// recipient.DefaultWindowFailures holds the default value on creation for the window_failures field.
 	recipient.DefaultWindowFailures = recipientDescWindowFailures.Default.(int64)
 	// recipientDescSigningSecret is the schema descriptor for signing_secret field.
-	recipientDescSigningSecret := recipientFields[20].Descriptor()
+	recipientDescSigningSecret := recipientFields[21].Descriptor()
 	// recipient.DefaultSigningSecret holds the default value on creation for the signing_secret field.
 	recipient.DefaultSigningSecret = recipientDescSigningSecret.Default.(func() []byte)
 	// recipient.SigningSecretValidator is a validator for the "signing_secret" field. It is called by the builders before save.
 	recipient.SigningSecretValidator = recipientDescSigningSecret.Validators[0].(func([]byte) error)
 	// recipientDescInFlight is the schema descriptor for in_flight field.
-	recipientDescInFlight := recipientFields[25].Descriptor()
+	recipientDescInFlight := recipientFields[26].Descriptor()
 	// recipient.DefaultInFlight holds the default value on creation for the in_flight field.
 	recipient.DefaultInFlight = recipientDescInFlight.Default.(int)
 	rejectionMixin := schema.Rejection{}.Mixin()
@@ -402,8 +406,12 @@ func init() {
 	requestDescSourceAddr := requestFields[7].Descriptor()
 	// request.DefaultSourceAddr holds the default value on creation for the source_addr field.
 	request.DefaultSourceAddr = requestDescSourceAddr.Default.(string)
+	// requestDescTraceParent is the schema descriptor for trace_parent field.
+	requestDescTraceParent := requestFields[8].Descriptor()
+	// request.DefaultTraceParent holds the default value on creation for the trace_parent field.
+	request.DefaultTraceParent = requestDescTraceParent.Default.(string)
 	// requestDescReceivedAt is the schema descriptor for received_at field.
-	requestDescReceivedAt := requestFields[8].Descriptor()
+	requestDescReceivedAt := requestFields[9].Descriptor()
 	// request.DefaultReceivedAt holds the default value on creation for the received_at field.
 	request.DefaultReceivedAt = requestDescReceivedAt.Default.(func() time.Time)
 	serverMixin := schema.Server{}.Mixin()

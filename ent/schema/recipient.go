@@ -30,6 +30,9 @@ func (Recipient) Fields() []ent.Field {
 		field.Enum("retry_schedule").Values("QUADRATIC", "STEPPED", "EXPONENTIAL").Default("QUADRATIC").
 			Annotations(entgql.Type("RetrySchedule")),
 		field.Bool("send_idempotency_key").Default(false),
+		// send_traceparent makes each attempt carry a W3C traceparent naming its own span, so that a receiver
+		// that traces continues the request's trace (when tracing is on).
+		field.Bool("send_traceparent").Default(false),
 		field.Int("timeout_seconds").Default(30),
 		field.Enum("state").Values("ACTIVE", "PAUSED", "DISABLED", "FROZEN").Default("ACTIVE").
 			Annotations(entgql.Type("RecipientState")),

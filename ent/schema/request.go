@@ -38,6 +38,9 @@ func (Request) Fields() []ent.Field {
 		headersField(),
 		field.Bytes("body").Immutable().Annotations(entgql.Skip()),
 		field.String("source_addr").Default("").Immutable(),
+		// trace_parent is the W3C traceparent of the request's intake span when tracing is on, "" otherwise:
+		// every claim and attempt of its deliveries, in whichever process, joins that trace.
+		field.String("trace_parent").Default("").Immutable().Annotations(entgql.Skip()),
 		field.Time("received_at").Default(nowUTC).Immutable().Annotations(entgql.OrderField("RECEIVED_AT")),
 		// expires_at is fixed at acceptance (plan and server retention, the shorter); nothing extends it.
 		field.Time("expires_at").Immutable(),

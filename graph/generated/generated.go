@@ -380,6 +380,7 @@ type ComplexityRoot struct {
 		PreviousSecretExpiresAt func(childComplexity int) int
 		RetrySchedule           func(childComplexity int) int
 		SendIdempotencyKey      func(childComplexity int) int
+		SendTraceparent         func(childComplexity int) int
 		Server                  func(childComplexity int) int
 		ServerID                func(childComplexity int) int
 		SignatureHeaders        func(childComplexity int) int
@@ -2411,6 +2412,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.SendIdempotencyKey(childComplexity), true
+	case "Recipient.sendTraceparent":
+		if e.ComplexityRoot.Recipient.SendTraceparent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.SendTraceparent(childComplexity), true
 	case "Recipient.server":
 		if e.ComplexityRoot.Recipient.Server == nil {
 			break
@@ -4099,6 +4106,19 @@ extend type Mutation {
   revokeToken(id: ID!): Token!
 }
 `, BuiltIn: false},
+	{Name: "../tracing.graphqls", Input: `extend input CreateRecipientInput {
+  """
+  Each attempt carries a W3C traceparent header naming its own span, so that a receiver that traces continues the
+  request's trace. Only while the server traces (OTEL_* configuration); default false.
+  """
+  sendTraceparent: Boolean
+}
+
+extend input UpdateRecipientInput {
+  "See CreateRecipientInput.sendTraceparent."
+  sendTraceparent: Boolean
+}
+`, BuiltIn: false},
 	{Name: "../verification.graphqls", Input: `# What senders meet at a server's inbound URL: the check that a request comes from its sender (verification),
 # the methods accepted, and the answer a stored request gets. A request that fails an enforced verification is
 # answered 401 and kept only as a rejection (no body); a method not allowed is answered 405. Neither is stored,
@@ -5696,6 +5716,7 @@ type Recipient implements Node {
   maxAttempts: Int!
   retrySchedule: RetrySchedule!
   sendIdempotencyKey: Boolean!
+  sendTraceparent: Boolean!
   timeoutSeconds: Int!
   state: RecipientState!
   stateReason: String!
@@ -5838,6 +5859,11 @@ input RecipientWhereInput {
   """
   sendIdempotencyKey: Boolean
   sendIdempotencyKeyNEQ: Boolean
+  """
+  send_traceparent field predicates
+  """
+  sendTraceparent: Boolean
+  sendTraceparentNEQ: Boolean
   """
   timeout_seconds field predicates
   """
@@ -7239,6 +7265,8 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_retrySchedule(ctx, field)
 	case "sendIdempotencyKey":
 		return ec.fieldContext_Recipient_sendIdempotencyKey(ctx, field)
+	case "sendTraceparent":
+		return ec.fieldContext_Recipient_sendTraceparent(ctx, field)
 	case "timeoutSeconds":
 		return ec.fieldContext_Recipient_timeoutSeconds(ctx, field)
 	case "state":
@@ -15746,6 +15774,29 @@ func (ec *executionContext) fieldContext_Recipient_sendIdempotencyKey(_ context.
 	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _Recipient_sendTraceparent(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_sendTraceparent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SendTraceparent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_sendTraceparent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _Recipient_timeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -21980,7 +22031,7 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "maxConcurrency", "signatureHeaders"}
+	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "maxConcurrency", "signatureHeaders", "sendTraceparent"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22064,6 +22115,13 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.SignatureHeaders = data
+		case "sendTraceparent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sendTraceparent"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SendTraceparent = data
 		}
 	}
 	return it, nil
@@ -25836,7 +25894,7 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "nextProbeAt", "nextProbeAtNEQ", "nextProbeAtIn", "nextProbeAtNotIn", "nextProbeAtGT", "nextProbeAtGTE", "nextProbeAtLT", "nextProbeAtLTE", "nextProbeAtIsNil", "nextProbeAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "signatureHeaders", "signatureHeadersNEQ", "signatureHeadersIn", "signatureHeadersNotIn", "maxConcurrency", "maxConcurrencyNEQ", "maxConcurrencyIn", "maxConcurrencyNotIn", "maxConcurrencyGT", "maxConcurrencyGTE", "maxConcurrencyLT", "maxConcurrencyLTE", "maxConcurrencyIsNil", "maxConcurrencyNotNil", "hasServer", "hasServerWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "url", "urlNEQ", "urlIn", "urlNotIn", "urlGT", "urlGTE", "urlLT", "urlLTE", "urlContains", "urlHasPrefix", "urlHasSuffix", "urlEqualFold", "urlContainsFold", "maxAttempts", "maxAttemptsNEQ", "maxAttemptsIn", "maxAttemptsNotIn", "maxAttemptsGT", "maxAttemptsGTE", "maxAttemptsLT", "maxAttemptsLTE", "retrySchedule", "retryScheduleNEQ", "retryScheduleIn", "retryScheduleNotIn", "sendIdempotencyKey", "sendIdempotencyKeyNEQ", "sendTraceparent", "sendTraceparentNEQ", "timeoutSeconds", "timeoutSecondsNEQ", "timeoutSecondsIn", "timeoutSecondsNotIn", "timeoutSecondsGT", "timeoutSecondsGTE", "timeoutSecondsLT", "timeoutSecondsLTE", "state", "stateNEQ", "stateIn", "stateNotIn", "stateReason", "stateReasonNEQ", "stateReasonIn", "stateReasonNotIn", "stateReasonGT", "stateReasonGTE", "stateReasonLT", "stateReasonLTE", "stateReasonContains", "stateReasonHasPrefix", "stateReasonHasSuffix", "stateReasonEqualFold", "stateReasonContainsFold", "stateChangedAt", "stateChangedAtNEQ", "stateChangedAtIn", "stateChangedAtNotIn", "stateChangedAtGT", "stateChangedAtGTE", "stateChangedAtLT", "stateChangedAtLTE", "stateChangedAtIsNil", "stateChangedAtNotNil", "lastSuccessAt", "lastSuccessAtNEQ", "lastSuccessAtIn", "lastSuccessAtNotIn", "lastSuccessAtGT", "lastSuccessAtGTE", "lastSuccessAtLT", "lastSuccessAtLTE", "lastSuccessAtIsNil", "lastSuccessAtNotNil", "nextProbeAt", "nextProbeAtNEQ", "nextProbeAtIn", "nextProbeAtNotIn", "nextProbeAtGT", "nextProbeAtGTE", "nextProbeAtLT", "nextProbeAtLTE", "nextProbeAtIsNil", "nextProbeAtNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil", "signatureHeaders", "signatureHeadersNEQ", "signatureHeadersIn", "signatureHeadersNotIn", "maxConcurrency", "maxConcurrencyNEQ", "maxConcurrencyIn", "maxConcurrencyNotIn", "maxConcurrencyGT", "maxConcurrencyGTE", "maxConcurrencyLT", "maxConcurrencyLTE", "maxConcurrencyIsNil", "maxConcurrencyNotNil", "hasServer", "hasServerWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -26312,6 +26370,20 @@ func (ec *executionContext) unmarshalInputRecipientWhereInput(ctx context.Contex
 				return it, err
 			}
 			it.SendIdempotencyKeyNEQ = data
+		case "sendTraceparent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sendTraceparent"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SendTraceparent = data
+		case "sendTraceparentNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sendTraceparentNEQ"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SendTraceparentNEQ = data
 		case "timeoutSeconds":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeoutSeconds"))
 			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
@@ -29650,7 +29722,7 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "clearFilter", "maxConcurrency", "clearMaxConcurrency", "signatureHeaders"}
+	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "clearFilter", "maxConcurrency", "clearMaxConcurrency", "signatureHeaders", "sendTraceparent"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -29734,6 +29806,13 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.SignatureHeaders = data
+		case "sendTraceparent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sendTraceparent"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SendTraceparent = data
 		}
 	}
 	return it, nil
@@ -32090,6 +32169,11 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 			}
 		case "sendIdempotencyKey":
 			out.Values[i] = ec._Recipient_sendIdempotencyKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sendTraceparent":
+			out.Values[i] = ec._Recipient_sendTraceparent(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -88,6 +88,9 @@ type CreateRecipientInput struct {
 	// webhook-* headers pass as sent) or STANDARD_WEBHOOKS (webhook-id, webhook-timestamp, webhook-signature,
 	// replacing a sender's headers of those names).
 	SignatureHeaders *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
+	// Each attempt carries a W3C traceparent header naming its own span, so that a receiver that traces continues the
+	// request's trace. Only while the server traces (OTEL_* configuration); default false.
+	SendTraceparent *bool `json:"sendTraceparent,omitempty"`
 }
 
 type CreateServerInput struct {
@@ -296,6 +299,8 @@ type UpdateRecipientInput struct {
 	// Removes the recipient's concurrency cap.
 	ClearMaxConcurrency *bool                       `json:"clearMaxConcurrency,omitempty"`
 	SignatureHeaders    *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
+	// See CreateRecipientInput.sendTraceparent.
+	SendTraceparent *bool `json:"sendTraceparent,omitempty"`
 }
 
 type UpdateServerInput struct {

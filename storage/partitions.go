@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -68,7 +69,9 @@ func EnsurePartitions(ctx context.Context, db *DB, from, through time.Time) (int
 	return created, nil
 }
 
-func createDay(ctx context.Context, db *DB, day time.Time) error {
+// partitionTx runs f in a transaction whose statements wait at most partitionLockTimeout for a lock, and
+// commits it when f succeeds.
+func partitionTx(ctx context.Context, db *DB, f func(tx *sql.Tx) error) error {
 	tx, err := db.SQL.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -77,6 +80,17 @@ func createDay(ctx context.Context, db *DB, day time.Time) error {
 	if _, err := tx.ExecContext(ctx, `SET LOCAL lock_timeout = '`+partitionLockTimeout+`'`); err != nil {
 		return err
 	}
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func createDay(ctx context.Context, db *DB, day time.Time) error {
+	return partitionTx(ctx, db, func(tx *sql.Tx) error { return createDayIn(ctx, tx, day) })
+}
+
+func createDayIn(ctx context.Context, tx *sql.Tx, day time.Time) error {
 	lo, hi := pq.QuoteLiteral(day.Format(time.RFC3339)), pq.QuoteLiteral(day.AddDate(0, 0, 1).Format(time.RFC3339))
 	for _, table := range PartitionedTables {
 		part := pq.QuoteIdentifier(partitionName(table, day))
@@ -102,7 +116,7 @@ func createDay(ctx context.Context, db *DB, day time.Time) error {
 			}
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 // DropExpiredPartitions drops, on PostgreSQL, the day partitions of the history whose whole day has passed
@@ -137,14 +151,10 @@ func DropExpiredPartitions(ctx context.Context, db *DB, before time.Time) ([]tim
 }
 
 func dropDay(ctx context.Context, db *DB, day time.Time) error {
-	tx, err := db.SQL.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SET LOCAL lock_timeout = '`+partitionLockTimeout+`'`); err != nil {
-		return err
-	}
+	return partitionTx(ctx, db, func(tx *sql.Tx) error { return dropDayIn(ctx, tx, day) })
+}
+
+func dropDayIn(ctx context.Context, tx *sql.Tx, day time.Time) error {
 	// A delivery of the day still in flight (an attempt that began before its request expired) keeps the day
 	// until its outcome is recorded: a capped recipient's slot is given back by that record.
 	var busy bool
@@ -160,7 +170,7 @@ func dropDay(ctx context.Context, db *DB, day time.Time) error {
 			return fmt.Errorf("%s: %w", table, err)
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 // PartitionDays returns the days that have partitions, on PostgreSQL, in order.

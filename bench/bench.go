@@ -1,7 +1,8 @@
 // Package bench measures an Adal process against its performance budgets: intake, dispatch, accept-to-delivery
 // latency, retry punctuality and purge, each on a fresh PostgreSQL database, with the process running inside
 // the bench so its peak memory can be read, and the load generator and the receiver in a traffic process of
-// their own. cmd/bench is its command line.
+// their own; the cluster scenario runs several cmd/server processes on one database instead. cmd/bench is its
+// command line.
 package bench
 
 import (
@@ -21,7 +22,7 @@ import (
 )
 
 // Scenarios are the scenario names in the order they run.
-var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "noisy", "punctuality", "purge", "cli", "graphql", "search"}
+var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "noisy", "punctuality", "purge", "cli", "graphql", "search", "cluster"}
 
 // Config configures a bench run.
 type Config struct {
@@ -82,6 +83,16 @@ type Config struct {
 	// SearchRequests is how many requests the search scenario stores on its one server.
 	SearchRequests int
 
+	// ClusterProcesses are the sizes of the cluster scenario: how many cmd/server processes share its database
+	// in each run; the first is the one the others' scaling is a ratio of. ClusterRates are the offered rates
+	// (requests/s, spread over the processes) its intake ceiling is looked for among, ClusterDeliveries the
+	// due deliveries each run burns down. ServerBinary is the cmd/server it runs; empty builds one from this
+	// module.
+	ClusterProcesses  []int
+	ClusterRates      []float64
+	ClusterDeliveries int
+	ServerBinary      string
+
 	PgbenchClients int
 	PgbenchScale   int
 
@@ -123,6 +134,13 @@ func (c *Config) defaults() {
 	c.GraphQLClients = cmp.Or(c.GraphQLClients, 16)
 	c.SearchRequests = cmp.Or(c.SearchRequests, 1_000_000)
 	c.CLIRate = cmp.Or(c.CLIRate, 100)
+	if len(c.ClusterProcesses) == 0 {
+		c.ClusterProcesses = []int{1, 2, 4}
+	}
+	if len(c.ClusterRates) == 0 {
+		c.ClusterRates = []float64{2500, 5000, 10000}
+	}
+	c.ClusterDeliveries = cmp.Or(c.ClusterDeliveries, 50_000)
 	c.PgbenchClients = cmp.Or(c.PgbenchClients, 16)
 	c.PgbenchScale = cmp.Or(c.PgbenchScale, 16)
 	c.Out = cmp.Or(c.Out, io.Writer(os.Stdout))
@@ -157,6 +175,9 @@ type Runner struct {
 	loadAtStart float64
 	cpuAtStart  cpuReading
 	traffic     *Traffic // the current scenario's load generator and receiver
+	// adalCPU, when set, reads the CPU time spent by the Adal processes under test when they are not this one
+	// (the cluster scenario's cmd/server processes); ok is false while it cannot.
+	adalCPU func() (spent time.Duration, ok bool)
 }
 
 // startMeasure marks the start of a measured phase: a new peak-RSS window, the machine's load and the CPU
@@ -164,7 +185,25 @@ type Runner struct {
 func (b *Runner) startMeasure() {
 	resetPeakRSS()
 	b.loadAtStart = loadAverage()
-	b.cpuAtStart = readCPU(b.traffic)
+	b.cpuAtStart = b.readCPU()
+}
+
+// pauseMeasure runs wait, an idle wait within a measured phase, and leaves its span out of the phase's CPU
+// figures.
+func (b *Runner) pauseMeasure(wait func() error) error {
+	from := b.readCPU()
+	err := wait()
+	b.cpuAtStart = b.cpuAtStart.after(from, b.readCPU())
+	return err
+}
+
+// readCPU reads the CPU time spent so far, Adal's from adalCPU when it is set.
+func (b *Runner) readCPU() cpuReading {
+	r := readCPU(b.traffic)
+	if b.adalCPU != nil {
+		r.processCPU, r.pOK = b.adalCPU()
+	}
+	return r
 }
 
 // Run runs the configured scenarios and prints the table.
@@ -213,6 +252,7 @@ var scenarioRuns = map[string]func(*Runner, context.Context) error{
 	"ingest": (*Runner).ingest, "dispatch": (*Runner).dispatch, "latency": (*Runner).latency,
 	"punctuality": (*Runner).punctuality, "purge": (*Runner).purge, "cli": (*Runner).cli,
 	"backlog": (*Runner).backlog, "graphql": (*Runner).graphql, "noisy": (*Runner).noisy, "search": (*Runner).search,
+	"cluster": (*Runner).cluster,
 }
 
 func (b *Runner) scenario(ctx context.Context, name string) error {
@@ -250,7 +290,7 @@ func (b *Runner) profile(name string, several bool) (func(), error) {
 
 func (b *Runner) add(r Row) {
 	r.Load = fmt.Sprintf("%.1f → %.1f", b.loadAtStart, loadAverage())
-	r.CPU = coresBusy(b.cpuAtStart, readCPU(b.traffic))
+	r.CPU = coresBusy(b.cpuAtStart, b.readCPU())
 	b.rows = append(b.rows, r)
 	b.logf("%s: %s  %s  [%s]  %s  peak RSS %s, load %s, cores busy %s %s", r.Scenario, r.Figure, r.Detail, r.Target,
 		r.Settings, mib(r.PeakRSS), r.Load, r.CPU, r.Void)
@@ -274,11 +314,13 @@ func (b *Runner) print() {
 			r.Settings)
 	}
 	fmt.Fprintln(out, "\n\\* peak RSS is VmHWM of the bench process during the scenario: the Adal process under test and "+
-		"the bench's bookkeeping; the load generator and the receiver run in a traffic process of their own.")
+		"the bench's bookkeeping; the load generator and the receiver run in a traffic process of their own. In the "+
+		"cluster rows, the largest VmHWM among its cmd/server processes.")
 	fmt.Fprintln(out, "† the machine's 1-minute load average when the measurement started → ended; the bench shares the "+
 		"machine with whatever else runs, and a figure taken under load says little.")
 	fmt.Fprintln(out, "‡ the cores kept busy on average during the measurement: the whole machine (PostgreSQL, pgbench and "+
-		"anything else included), in brackets the bench process (Adal) and the traffic process, and how much of the "+
+		"anything else included), in brackets the bench process (Adal; in the cluster rows its cmd/server processes "+
+		"together) and the traffic process, and how much of the "+
 		"machine's was stolen by the hypervisor for other guests. With the same offered load, fewer is cheaper: steadier from run to run than a tail latency, so the way to compare two builds.")
 }
 

@@ -122,23 +122,29 @@ func (b *Runner) cli(ctx context.Context) error {
 	return nil
 }
 
-// adalBinary is the adal CLI to run: the configured one, or one built from this module into the temporary
-// directory (the bench runs from the module, as `go run ./cmd/bench` does).
+// adalBinary is the adal CLI to run: the configured one, or one built from this module.
 func (b *Runner) adalBinary(ctx context.Context) (string, error) {
-	if b.cfg.AdalBinary != "" {
-		return b.cfg.AdalBinary, nil
+	return b.binary(ctx, &b.cfg.AdalBinary, "adal", "-adal-binary")
+}
+
+// binary is the command cmd/<name> of this module as an executable: *given when set, else one built into the
+// temporary directory (the bench runs from the module, as `go run ./cmd/bench` does) and kept in *given, so it
+// is built once per run. flag names the option that gives one.
+func (b *Runner) binary(ctx context.Context, given *string, name, flag string) (string, error) {
+	if *given != "" {
+		return *given, nil
 	}
 	dir, err := os.MkdirTemp("", "adal-bench-bin-")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "adal")
-	b.logf("cli: building the adal CLI")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/adal-relay/adal/cmd/adal")
+	bin := filepath.Join(dir, name)
+	b.logf("building cmd/%s", name)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/adal-relay/adal/cmd/"+name)
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the adal CLI (or give -adal-binary): %w: %s", err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("build cmd/%s (or give %s): %w: %s", name, flag, err, strings.TrimSpace(string(out)))
 	}
-	b.cfg.AdalBinary = bin // built once per run
+	*given = bin
 	return bin, nil
 }
 
@@ -165,30 +171,41 @@ func (p *Process) setupCLIRecipient(srv FixtureServer) (recipientID int64, token
 	return recipientID, tok.IssueToken.Token, nil
 }
 
-// cliProcess is a running adal CLI; its output is kept only as its last lines, for an error to show.
-type cliProcess struct {
+// child is a program the bench runs beside itself (the adal CLI, cmd/server); its output is kept only as its
+// last lines, for an error to show, and echoed to stderr when it has a name to prefix.
+type child struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when it exited
+	echo string        // prefix of its lines on stderr; empty: not echoed
 	mu   sync.Mutex
 	tail []string
 }
 
 // startCLI runs the adal binary with args, its configuration home in dir (never the user's).
-func startCLI(bin, dir string, args ...string) (*cliProcess, error) {
-	cmd := exec.Command(bin, args...)
+func startCLI(bin, dir string, args ...string) (*child, error) {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "ADAL_") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_CONFIG_HOME=")
 	})
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(env, "HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"))
+	c, err := startChild(cmd, "")
+	if err != nil {
+		return nil, fmt.Errorf("start the adal CLI: %w", err)
+	}
+	return c, nil
+}
+
+// startChild starts cmd, its output kept and, when echo is set, echoed to stderr after that prefix.
+func startChild(cmd *exec.Cmd, echo string) (*child, error) {
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the adal CLI: %w", err)
+		return nil, err
 	}
-	c := &cliProcess{cmd: cmd, done: make(chan struct{})}
+	c := &child{cmd: cmd, done: make(chan struct{}), echo: echo}
 	go func() {
 		defer close(c.done)
 		c.keepTail(out)
@@ -197,11 +214,14 @@ func startCLI(bin, dir string, args ...string) (*cliProcess, error) {
 	return c, nil
 }
 
-// keepTail reads the CLI's output to its end (a line per delivery), keeping the last few lines.
-func (c *cliProcess) keepTail(r io.Reader) {
+// keepTail reads the program's output to its end (the CLI's is a line per delivery), keeping the last few lines.
+func (c *child) keepTail(r io.Reader) {
 	const keep = 10
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
+		if c.echo != "" {
+			fmt.Fprintf(os.Stderr, "%s: %s\n", c.echo, sc.Text())
+		}
 		c.mu.Lock()
 		c.tail = append(c.tail, sc.Text())
 		if len(c.tail) > 2*keep {
@@ -211,7 +231,7 @@ func (c *cliProcess) keepTail(r io.Reader) {
 	}
 }
 
-func (c *cliProcess) lastLines() string {
+func (c *child) lastLines() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return strings.Join(c.tail, "\n")
@@ -219,7 +239,7 @@ func (c *cliProcess) lastLines() string {
 
 // awaitReceived waits until the receiver has seen n attempts, failing with the CLI's last words if it exits or
 // they do not come within the time given.
-func (c *cliProcess) awaitReceived(ctx context.Context, tr *Traffic, n int64, within time.Duration) error {
+func (c *child) awaitReceived(ctx context.Context, tr *Traffic, n int64, within time.Duration) error {
 	got, err := tr.awaitReceivedUnless(ctx, n, within, c.done)
 	switch {
 	case err != nil:
@@ -235,19 +255,19 @@ func (c *cliProcess) awaitReceived(ctx context.Context, tr *Traffic, n int64, wi
 	}
 }
 
-// peakRSS is the CLI's VmHWM, 0 if it cannot be read.
-func (c *cliProcess) peakRSS() int64 {
+// peakRSS is the program's VmHWM, 0 if it cannot be read.
+func (c *child) peakRSS() int64 {
 	return statusField("/proc/"+strconv.Itoa(c.cmd.Process.Pid)+"/status", "VmHWM:")
 }
 
-// cpu is the CPU time the CLI has spent.
-func (c *cliProcess) cpu() time.Duration {
+// cpu is the CPU time the program has spent.
+func (c *child) cpu() time.Duration {
 	d, _ := processCPU(c.cmd.Process.Pid)
 	return d
 }
 
-// stop interrupts the CLI, as Ctrl-C does, and waits for it to finish its jobs; it kills it after 10 s.
-func (c *cliProcess) stop() {
+// stop interrupts the program, as Ctrl-C does, and waits for it to finish its work; it kills it after 10 s.
+func (c *child) stop() {
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-c.done:

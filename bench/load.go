@@ -88,6 +88,17 @@ func (r LoadResult) Latencies(from, to time.Time) []time.Duration {
 	return out
 }
 
+// acceptedBetween counts the 202 answers that arrived within [from, to).
+func (r LoadResult) acceptedBetween(from, to time.Time) int64 {
+	var n int64
+	for _, s := range r.Requests {
+		if at := s.Scheduled.Add(s.Latency); s.Status == http.StatusAccepted && !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
 // BySecond groups the answers' latencies (every status, and no answer) by the second of the run each request
 // was scheduled in, from 0.
 func (r LoadResult) BySecond() map[int][]time.Duration {

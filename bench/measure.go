@@ -31,7 +31,13 @@ func ms(d time.Duration) string {
 // possible; the peak then covers the process's whole life.
 func resetPeakRSS() bool {
 	runtime.GC()
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+	return clearPeakRSS("self")
+}
+
+// clearPeakRSS starts a new peak-RSS window for process pid ("self": this one), as resetPeakRSS does; the
+// cluster scenario's cmd/server processes are the bench's children, whose clear_refs it may write.
+func clearPeakRSS(pid string) bool {
+	return os.WriteFile("/proc/"+pid+"/clear_refs", []byte("5"), 0) == nil
 }
 
 // peakRSS is VmHWM from /proc/self/status: the largest resident set of this process since the last reset. The
@@ -108,6 +114,20 @@ func readCPU(traffic *Traffic) cpuReading {
 		r.processCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		r.pOK = true
 	}
+	return r
+}
+
+// after moves reading r forward by the span between the readings from and to, as if that span had never been:
+// the cores busy from r on are then those of the time outside the span.
+func (r cpuReading) after(from, to cpuReading) cpuReading {
+	r.at = r.at.Add(to.at.Sub(from.at))
+	r.machineBusy += to.machineBusy - from.machineBusy
+	r.machineSteal += to.machineSteal - from.machineSteal
+	r.processCPU += to.processCPU - from.processCPU
+	r.trafficCPU += to.trafficCPU - from.trafficCPU
+	r.machineOK = r.machineOK && from.machineOK && to.machineOK
+	r.pOK = r.pOK && from.pOK && to.pOK
+	r.tOK = r.tOK && from.tOK && to.tOK
 	return r
 }
 

@@ -34,6 +34,7 @@ type Process struct {
 	// DB is a connection of the bench's own (not counted, not the process's pool) for fixtures and checks.
 	DB     *sql.DB
 	dbName string
+	dbURL  string // the process's database, for processes of other kinds on it (the cluster scenario's)
 	admin  *sql.DB
 	token  string
 	client *http.Client
@@ -61,7 +62,7 @@ func (b *Runner) startProcess(scenario string, configure func(*relay.Config)) (*
 	u, _ := url.Parse(b.cfg.DatabaseURL)
 	u.Path = "/" + name
 	dbURL := u.String()
-	p := &Process{dbName: name, admin: admin, served: make(chan error, 1)}
+	p := &Process{dbName: name, dbURL: dbURL, admin: admin, served: make(chan error, 1)}
 	fail := func(err error) (*Process, error) {
 		p.Close()
 		return nil, err
@@ -76,7 +77,7 @@ func (b *Runner) startProcess(scenario string, configure func(*relay.Config)) (*
 	cfg := relay.Config{
 		DatabaseURL:         dbURL,
 		DataDir:             os.TempDir(),
-		JWTSecret:           "bench-secret-bench-secret-bench-secret-0123",
+		JWTSecret:           benchJWTSecret,
 		PublicURL:           "http://" + ln.Addr().String(),
 		AllowPrivateTargets: true, // the receiver is on loopback
 		Logger:              slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -98,6 +99,9 @@ func (b *Runner) startProcess(scenario string, configure func(*relay.Config)) (*
 	p.client = &http.Client{Timeout: 30 * time.Second}
 	return p, nil
 }
+
+// benchJWTSecret signs the tokens of every Adal process the bench runs.
+const benchJWTSecret = "bench-secret-bench-secret-bench-secret-0123"
 
 // stage is where most scenarios start: a traffic process, an Adal process and the fixture set up on it.
 type stage struct {
@@ -176,14 +180,7 @@ func (p *Process) Start() error {
 
 // Close stops the process and drops its database.
 func (p *Process) Close() {
-	if p.cancel != nil {
-		p.cancel()
-		<-p.served
-		if p.started {
-			p.Relay.Stop()
-		}
-		p.Relay.Close()
-	}
+	p.stopRelay()
 	if p.DB != nil {
 		p.DB.Close()
 	}
@@ -193,6 +190,24 @@ func (p *Process) Close() {
 		}
 		p.admin.Close()
 	}
+}
+
+// stopRelay stops the Adal process but keeps its database, and the bench's connection to it, for processes of
+// other kinds to run on (the cluster scenario's cmd/server processes).
+func (p *Process) stopRelay() {
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	p.cancel = nil
+	if p.Relay == nil { // relay.Open failed: nothing was served
+		return
+	}
+	<-p.served
+	if p.started {
+		p.Relay.Stop()
+	}
+	p.Relay.Close()
 }
 
 // graphQL runs one operation as the operator and decodes its data into out.

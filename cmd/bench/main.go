@@ -1,7 +1,7 @@
 // Command bench measures Adal against its performance budgets on PostgreSQL and prints one Markdown table row
 // per figure:
 //
-//	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,noisy,punctuality,purge,cli,graphql] [-database-url …] [-duration 10s]
+//	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,noisy,punctuality,purge,cli,graphql,search,cluster] [-database-url …] [-duration 10s]
 //
 // Each scenario creates a database of its own on the server of -database-url and drops it afterwards. The
 // logic is in package bench.
@@ -40,7 +40,7 @@ func main() {
 
 func run() error {
 	var cfg bench.Config
-	var scenarios, rates, singleRates, fanoutRates string
+	var scenarios, rates, singleRates, fanoutRates, clusterProcesses, clusterRates string
 	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.Scenarios, ","), "comma-separated scenarios to run")
 	flag.StringVar(&cfg.DatabaseURL, "database-url", envOr("ADAL_BENCH_DATABASE_URL",
 		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
@@ -69,6 +69,10 @@ func run() error {
 	flag.IntVar(&cfg.SearchRequests, "search-requests", 1_000_000, "requests of one server the search scenario searches")
 	flag.Float64Var(&cfg.CLIRate, "cli-rate", 100, "requests per second the cli scenario sends while its CLI is connected")
 	flag.StringVar(&cfg.AdalBinary, "adal-binary", "", "the adal CLI the cli scenario runs (default: built from this module)")
+	flag.StringVar(&clusterProcesses, "cluster-processes", "1,2,4", "cmd/server processes sharing the cluster scenario's database, one run each")
+	flag.StringVar(&clusterRates, "cluster-rates", "2500,5000,10000", "offered rates (req/s, over all processes) the cluster's intake ceiling is looked for among")
+	flag.IntVar(&cfg.ClusterDeliveries, "cluster-deliveries", 50_000, "due deliveries each cluster run burns down")
+	flag.StringVar(&cfg.ServerBinary, "server-binary", "", "the cmd/server the cluster scenario runs (default: built from this module)")
 	flag.IntVar(&cfg.PgbenchClients, "pgbench-clients", 16, "pgbench -c")
 	flag.IntVar(&cfg.PgbenchScale, "pgbench-scale", 16, "pgbench -i -s (when its database is first created)")
 	flag.BoolVar(&cfg.SQLBreakdown, "sql-breakdown", false, "log the statements dispatch sent, by text")
@@ -90,6 +94,12 @@ func run() error {
 	if cfg.IngestFanoutRates, err = floats(fanoutRates); err != nil {
 		return err
 	}
+	if cfg.ClusterRates, err = floats(clusterRates); err != nil {
+		return err
+	}
+	if cfg.ClusterProcesses, err = counts(clusterProcesses); err != nil {
+		return err
+	}
 	// The relay runs in this process: with the collector's target cmd/server gives it (relay.GCPercent, or GOGC).
 	fmt.Fprintf(os.Stderr, "bench: the Adal process's GOGC is %d\n", relay.SetGCPercent())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -104,6 +114,18 @@ func floats(s string) ([]float64, error) {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil || v <= 0 {
 			return nil, fmt.Errorf("bad rate %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func counts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("bad count %q", f)
 		}
 		out = append(out, v)
 	}

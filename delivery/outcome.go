@@ -70,6 +70,17 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 	if n == 0 {
 		return false, nil
 	}
+	// The recipient's row first, then the attempt, whose insert counts it in the recipient's hourly
+	// aggregate (a trigger, package stats): the order recordBatchSQL takes them in, so that the two paths
+	// never wait on each other in opposite orders.
+	if err := s.updateHealth(ctx, tx, c.RecipientID, o); err != nil {
+		return false, err
+	}
+	if c.Capped {
+		if err := tx.Recipient.Update().Where(recipient.ID(c.RecipientID), recipient.InFlightGT(0)).AddInFlight(-1).Exec(ctx); err != nil {
+			return false, fmt.Errorf("free a slot of recipient %d: %w", c.RecipientID, err)
+		}
+	}
 	expires := c.ExpiresAt
 	if expires.IsZero() {
 		d, err := tx.Delivery.Query().Where(entdelivery.ID(c.DeliveryID)).Select(entdelivery.FieldExpiresAt).Only(ctx)
@@ -88,17 +99,9 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 	if err := create.Exec(ctx); err != nil {
 		return false, fmt.Errorf("insert attempt %d of delivery %d: %w", c.Attempt, c.DeliveryID, err)
 	}
-	if err := s.updateHealth(ctx, tx, c.RecipientID, o); err != nil {
-		return false, err
-	}
 	if status == entdelivery.StatusFAILED {
 		if err := s.recordAlerts(ctx, tx, failedEvent(c, o)); err != nil {
 			return false, err
-		}
-	}
-	if c.Capped {
-		if err := tx.Recipient.Update().Where(recipient.ID(c.RecipientID), recipient.InFlightGT(0)).AddInFlight(-1).Exec(ctx); err != nil {
-			return false, fmt.Errorf("free a slot of recipient %d: %w", c.RecipientID, err)
 		}
 	}
 	if due == nil {

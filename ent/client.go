@@ -26,12 +26,15 @@ import (
 	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/recipienthourstat"
 	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/serverhourstat"
 	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
 
 	stdsql "database/sql"
@@ -64,6 +67,8 @@ type Client struct {
 	Plan *PlanClient
 	// Recipient is the client for interacting with the Recipient builders.
 	Recipient *RecipientClient
+	// RecipientHourStat is the client for interacting with the RecipientHourStat builders.
+	RecipientHourStat *RecipientHourStatClient
 	// Rejection is the client for interacting with the Rejection builders.
 	Rejection *RejectionClient
 	// RejectionTally is the client for interacting with the RejectionTally builders.
@@ -72,10 +77,14 @@ type Client struct {
 	Request *RequestClient
 	// Server is the client for interacting with the Server builders.
 	Server *ServerClient
+	// ServerHourStat is the client for interacting with the ServerHourStat builders.
+	ServerHourStat *ServerHourStatClient
 	// SignInCode is the client for interacting with the SignInCode builders.
 	SignInCode *SignInCodeClient
 	// Tenant is the client for interacting with the Tenant builders.
 	Tenant *TenantClient
+	// TenantDayStat is the client for interacting with the TenantDayStat builders.
+	TenantDayStat *TenantDayStatClient
 	// Token is the client for interacting with the Token builders.
 	Token *TokenClient
 }
@@ -100,12 +109,15 @@ func (c *Client) init() {
 	c.PendingAlert = NewPendingAlertClient(c.config)
 	c.Plan = NewPlanClient(c.config)
 	c.Recipient = NewRecipientClient(c.config)
+	c.RecipientHourStat = NewRecipientHourStatClient(c.config)
 	c.Rejection = NewRejectionClient(c.config)
 	c.RejectionTally = NewRejectionTallyClient(c.config)
 	c.Request = NewRequestClient(c.config)
 	c.Server = NewServerClient(c.config)
+	c.ServerHourStat = NewServerHourStatClient(c.config)
 	c.SignInCode = NewSignInCodeClient(c.config)
 	c.Tenant = NewTenantClient(c.config)
+	c.TenantDayStat = NewTenantDayStatClient(c.config)
 	c.Token = NewTokenClient(c.config)
 }
 
@@ -210,12 +222,15 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		PendingAlert:      NewPendingAlertClient(cfg),
 		Plan:              NewPlanClient(cfg),
 		Recipient:         NewRecipientClient(cfg),
+		RecipientHourStat: NewRecipientHourStatClient(cfg),
 		Rejection:         NewRejectionClient(cfg),
 		RejectionTally:    NewRejectionTallyClient(cfg),
 		Request:           NewRequestClient(cfg),
 		Server:            NewServerClient(cfg),
+		ServerHourStat:    NewServerHourStatClient(cfg),
 		SignInCode:        NewSignInCodeClient(cfg),
 		Tenant:            NewTenantClient(cfg),
+		TenantDayStat:     NewTenantDayStatClient(cfg),
 		Token:             NewTokenClient(cfg),
 	}, nil
 }
@@ -247,12 +262,15 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		PendingAlert:      NewPendingAlertClient(cfg),
 		Plan:              NewPlanClient(cfg),
 		Recipient:         NewRecipientClient(cfg),
+		RecipientHourStat: NewRecipientHourStatClient(cfg),
 		Rejection:         NewRejectionClient(cfg),
 		RejectionTally:    NewRejectionTallyClient(cfg),
 		Request:           NewRequestClient(cfg),
 		Server:            NewServerClient(cfg),
+		ServerHourStat:    NewServerHourStatClient(cfg),
 		SignInCode:        NewSignInCodeClient(cfg),
 		Tenant:            NewTenantClient(cfg),
+		TenantDayStat:     NewTenantDayStatClient(cfg),
 		Token:             NewTokenClient(cfg),
 	}, nil
 }
@@ -285,8 +303,8 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.AlertSubscription, c.Attempt, c.BulkJob, c.BulkJobItem, c.Delivery,
 		c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.PendingAlert, c.Plan,
-		c.Recipient, c.Rejection, c.RejectionTally, c.Request, c.Server, c.SignInCode,
-		c.Tenant, c.Token,
+		c.Recipient, c.RecipientHourStat, c.Rejection, c.RejectionTally, c.Request,
+		c.Server, c.ServerHourStat, c.SignInCode, c.Tenant, c.TenantDayStat, c.Token,
 	} {
 		n.Use(hooks...)
 	}
@@ -298,8 +316,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.AlertSubscription, c.Attempt, c.BulkJob, c.BulkJobItem, c.Delivery,
 		c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.PendingAlert, c.Plan,
-		c.Recipient, c.Rejection, c.RejectionTally, c.Request, c.Server, c.SignInCode,
-		c.Tenant, c.Token,
+		c.Recipient, c.RecipientHourStat, c.Rejection, c.RejectionTally, c.Request,
+		c.Server, c.ServerHourStat, c.SignInCode, c.Tenant, c.TenantDayStat, c.Token,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -330,6 +348,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Plan.mutate(ctx, m)
 	case *RecipientMutation:
 		return c.Recipient.mutate(ctx, m)
+	case *RecipientHourStatMutation:
+		return c.RecipientHourStat.mutate(ctx, m)
 	case *RejectionMutation:
 		return c.Rejection.mutate(ctx, m)
 	case *RejectionTallyMutation:
@@ -338,10 +358,14 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Request.mutate(ctx, m)
 	case *ServerMutation:
 		return c.Server.mutate(ctx, m)
+	case *ServerHourStatMutation:
+		return c.ServerHourStat.mutate(ctx, m)
 	case *SignInCodeMutation:
 		return c.SignInCode.mutate(ctx, m)
 	case *TenantMutation:
 		return c.Tenant.mutate(ctx, m)
+	case *TenantDayStatMutation:
+		return c.TenantDayStat.mutate(ctx, m)
 	case *TokenMutation:
 		return c.Token.mutate(ctx, m)
 	default:
@@ -2175,6 +2199,156 @@ func (c *RecipientClient) mutate(ctx context.Context, m *RecipientMutation) (Val
 	}
 }
 
+// RecipientHourStatClient is a client for the RecipientHourStat schema.
+type RecipientHourStatClient struct {
+	config
+}
+
+// NewRecipientHourStatClient returns a client for the RecipientHourStat from the given config.
+func NewRecipientHourStatClient(c config) *RecipientHourStatClient {
+	return &RecipientHourStatClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `recipienthourstat.Hooks(f(g(h())))`.
+func (c *RecipientHourStatClient) Use(hooks ...Hook) {
+	c.hooks.RecipientHourStat = append(c.hooks.RecipientHourStat, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `recipienthourstat.Intercept(f(g(h())))`.
+func (c *RecipientHourStatClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RecipientHourStat = append(c.inters.RecipientHourStat, interceptors...)
+}
+
+// Create returns a builder for creating a RecipientHourStat entity.
+func (c *RecipientHourStatClient) Create() *RecipientHourStatCreate {
+	mutation := newRecipientHourStatMutation(c.config, OpCreate)
+	return &RecipientHourStatCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RecipientHourStat entities.
+func (c *RecipientHourStatClient) CreateBulk(builders ...*RecipientHourStatCreate) *RecipientHourStatCreateBulk {
+	return &RecipientHourStatCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RecipientHourStatClient) MapCreateBulk(slice any, setFunc func(*RecipientHourStatCreate, int)) *RecipientHourStatCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RecipientHourStatCreateBulk{err: fmt.Errorf("calling to RecipientHourStatClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RecipientHourStatCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RecipientHourStatCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RecipientHourStat.
+func (c *RecipientHourStatClient) Update() *RecipientHourStatUpdate {
+	mutation := newRecipientHourStatMutation(c.config, OpUpdate)
+	return &RecipientHourStatUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RecipientHourStatClient) UpdateOne(_m *RecipientHourStat) *RecipientHourStatUpdateOne {
+	mutation := newRecipientHourStatMutation(c.config, OpUpdateOne, withRecipientHourStat(_m))
+	return &RecipientHourStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RecipientHourStatClient) UpdateOneID(id int) *RecipientHourStatUpdateOne {
+	mutation := newRecipientHourStatMutation(c.config, OpUpdateOne, withRecipientHourStatID(id))
+	return &RecipientHourStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RecipientHourStat.
+func (c *RecipientHourStatClient) Delete() *RecipientHourStatDelete {
+	mutation := newRecipientHourStatMutation(c.config, OpDelete)
+	return &RecipientHourStatDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RecipientHourStatClient) DeleteOne(_m *RecipientHourStat) *RecipientHourStatDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RecipientHourStatClient) DeleteOneID(id int) *RecipientHourStatDeleteOne {
+	builder := c.Delete().Where(recipienthourstat.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RecipientHourStatDeleteOne{builder}
+}
+
+// Query returns a query builder for RecipientHourStat.
+func (c *RecipientHourStatClient) Query() *RecipientHourStatQuery {
+	return &RecipientHourStatQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRecipientHourStat},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RecipientHourStat entity by its id.
+func (c *RecipientHourStatClient) Get(ctx context.Context, id int) (*RecipientHourStat, error) {
+	return c.Query().Where(recipienthourstat.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RecipientHourStatClient) GetX(ctx context.Context, id int) *RecipientHourStat {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a RecipientHourStat.
+func (c *RecipientHourStatClient) QueryTenant(_m *RecipientHourStat) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(recipienthourstat.Table, recipienthourstat.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, recipienthourstat.TenantTable, recipienthourstat.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RecipientHourStatClient) Hooks() []Hook {
+	hooks := c.hooks.RecipientHourStat
+	return append(hooks[:len(hooks):len(hooks)], recipienthourstat.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *RecipientHourStatClient) Interceptors() []Interceptor {
+	return c.inters.RecipientHourStat
+}
+
+func (c *RecipientHourStatClient) mutate(ctx context.Context, m *RecipientHourStatMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RecipientHourStatCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RecipientHourStatUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RecipientHourStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RecipientHourStatDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RecipientHourStat mutation op: %q", m.Op())
+	}
+}
+
 // RejectionClient is a client for the Rejection schema.
 type RejectionClient struct {
 	config
@@ -2871,6 +3045,156 @@ func (c *ServerClient) mutate(ctx context.Context, m *ServerMutation) (Value, er
 	}
 }
 
+// ServerHourStatClient is a client for the ServerHourStat schema.
+type ServerHourStatClient struct {
+	config
+}
+
+// NewServerHourStatClient returns a client for the ServerHourStat from the given config.
+func NewServerHourStatClient(c config) *ServerHourStatClient {
+	return &ServerHourStatClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `serverhourstat.Hooks(f(g(h())))`.
+func (c *ServerHourStatClient) Use(hooks ...Hook) {
+	c.hooks.ServerHourStat = append(c.hooks.ServerHourStat, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `serverhourstat.Intercept(f(g(h())))`.
+func (c *ServerHourStatClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ServerHourStat = append(c.inters.ServerHourStat, interceptors...)
+}
+
+// Create returns a builder for creating a ServerHourStat entity.
+func (c *ServerHourStatClient) Create() *ServerHourStatCreate {
+	mutation := newServerHourStatMutation(c.config, OpCreate)
+	return &ServerHourStatCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ServerHourStat entities.
+func (c *ServerHourStatClient) CreateBulk(builders ...*ServerHourStatCreate) *ServerHourStatCreateBulk {
+	return &ServerHourStatCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ServerHourStatClient) MapCreateBulk(slice any, setFunc func(*ServerHourStatCreate, int)) *ServerHourStatCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ServerHourStatCreateBulk{err: fmt.Errorf("calling to ServerHourStatClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ServerHourStatCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ServerHourStatCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ServerHourStat.
+func (c *ServerHourStatClient) Update() *ServerHourStatUpdate {
+	mutation := newServerHourStatMutation(c.config, OpUpdate)
+	return &ServerHourStatUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ServerHourStatClient) UpdateOne(_m *ServerHourStat) *ServerHourStatUpdateOne {
+	mutation := newServerHourStatMutation(c.config, OpUpdateOne, withServerHourStat(_m))
+	return &ServerHourStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ServerHourStatClient) UpdateOneID(id int) *ServerHourStatUpdateOne {
+	mutation := newServerHourStatMutation(c.config, OpUpdateOne, withServerHourStatID(id))
+	return &ServerHourStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ServerHourStat.
+func (c *ServerHourStatClient) Delete() *ServerHourStatDelete {
+	mutation := newServerHourStatMutation(c.config, OpDelete)
+	return &ServerHourStatDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ServerHourStatClient) DeleteOne(_m *ServerHourStat) *ServerHourStatDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ServerHourStatClient) DeleteOneID(id int) *ServerHourStatDeleteOne {
+	builder := c.Delete().Where(serverhourstat.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ServerHourStatDeleteOne{builder}
+}
+
+// Query returns a query builder for ServerHourStat.
+func (c *ServerHourStatClient) Query() *ServerHourStatQuery {
+	return &ServerHourStatQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeServerHourStat},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ServerHourStat entity by its id.
+func (c *ServerHourStatClient) Get(ctx context.Context, id int) (*ServerHourStat, error) {
+	return c.Query().Where(serverhourstat.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ServerHourStatClient) GetX(ctx context.Context, id int) *ServerHourStat {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a ServerHourStat.
+func (c *ServerHourStatClient) QueryTenant(_m *ServerHourStat) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(serverhourstat.Table, serverhourstat.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, serverhourstat.TenantTable, serverhourstat.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ServerHourStatClient) Hooks() []Hook {
+	hooks := c.hooks.ServerHourStat
+	return append(hooks[:len(hooks):len(hooks)], serverhourstat.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *ServerHourStatClient) Interceptors() []Interceptor {
+	return c.inters.ServerHourStat
+}
+
+func (c *ServerHourStatClient) mutate(ctx context.Context, m *ServerHourStatMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ServerHourStatCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ServerHourStatUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ServerHourStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ServerHourStatDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ServerHourStat mutation op: %q", m.Op())
+	}
+}
+
 // SignInCodeClient is a client for the SignInCode schema.
 type SignInCodeClient struct {
 	config
@@ -3155,6 +3479,156 @@ func (c *TenantClient) mutate(ctx context.Context, m *TenantMutation) (Value, er
 	}
 }
 
+// TenantDayStatClient is a client for the TenantDayStat schema.
+type TenantDayStatClient struct {
+	config
+}
+
+// NewTenantDayStatClient returns a client for the TenantDayStat from the given config.
+func NewTenantDayStatClient(c config) *TenantDayStatClient {
+	return &TenantDayStatClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `tenantdaystat.Hooks(f(g(h())))`.
+func (c *TenantDayStatClient) Use(hooks ...Hook) {
+	c.hooks.TenantDayStat = append(c.hooks.TenantDayStat, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `tenantdaystat.Intercept(f(g(h())))`.
+func (c *TenantDayStatClient) Intercept(interceptors ...Interceptor) {
+	c.inters.TenantDayStat = append(c.inters.TenantDayStat, interceptors...)
+}
+
+// Create returns a builder for creating a TenantDayStat entity.
+func (c *TenantDayStatClient) Create() *TenantDayStatCreate {
+	mutation := newTenantDayStatMutation(c.config, OpCreate)
+	return &TenantDayStatCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of TenantDayStat entities.
+func (c *TenantDayStatClient) CreateBulk(builders ...*TenantDayStatCreate) *TenantDayStatCreateBulk {
+	return &TenantDayStatCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *TenantDayStatClient) MapCreateBulk(slice any, setFunc func(*TenantDayStatCreate, int)) *TenantDayStatCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &TenantDayStatCreateBulk{err: fmt.Errorf("calling to TenantDayStatClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*TenantDayStatCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &TenantDayStatCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for TenantDayStat.
+func (c *TenantDayStatClient) Update() *TenantDayStatUpdate {
+	mutation := newTenantDayStatMutation(c.config, OpUpdate)
+	return &TenantDayStatUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *TenantDayStatClient) UpdateOne(_m *TenantDayStat) *TenantDayStatUpdateOne {
+	mutation := newTenantDayStatMutation(c.config, OpUpdateOne, withTenantDayStat(_m))
+	return &TenantDayStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *TenantDayStatClient) UpdateOneID(id int) *TenantDayStatUpdateOne {
+	mutation := newTenantDayStatMutation(c.config, OpUpdateOne, withTenantDayStatID(id))
+	return &TenantDayStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for TenantDayStat.
+func (c *TenantDayStatClient) Delete() *TenantDayStatDelete {
+	mutation := newTenantDayStatMutation(c.config, OpDelete)
+	return &TenantDayStatDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *TenantDayStatClient) DeleteOne(_m *TenantDayStat) *TenantDayStatDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *TenantDayStatClient) DeleteOneID(id int) *TenantDayStatDeleteOne {
+	builder := c.Delete().Where(tenantdaystat.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &TenantDayStatDeleteOne{builder}
+}
+
+// Query returns a query builder for TenantDayStat.
+func (c *TenantDayStatClient) Query() *TenantDayStatQuery {
+	return &TenantDayStatQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeTenantDayStat},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a TenantDayStat entity by its id.
+func (c *TenantDayStatClient) Get(ctx context.Context, id int) (*TenantDayStat, error) {
+	return c.Query().Where(tenantdaystat.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *TenantDayStatClient) GetX(ctx context.Context, id int) *TenantDayStat {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a TenantDayStat.
+func (c *TenantDayStatClient) QueryTenant(_m *TenantDayStat) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(tenantdaystat.Table, tenantdaystat.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, tenantdaystat.TenantTable, tenantdaystat.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *TenantDayStatClient) Hooks() []Hook {
+	hooks := c.hooks.TenantDayStat
+	return append(hooks[:len(hooks):len(hooks)], tenantdaystat.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *TenantDayStatClient) Interceptors() []Interceptor {
+	return c.inters.TenantDayStat
+}
+
+func (c *TenantDayStatClient) mutate(ctx context.Context, m *TenantDayStatMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&TenantDayStatCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&TenantDayStatUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&TenantDayStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&TenantDayStatDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown TenantDayStat mutation op: %q", m.Op())
+	}
+}
+
 // TokenClient is a client for the Token schema.
 type TokenClient struct {
 	config
@@ -3309,13 +3783,15 @@ func (c *TokenClient) mutate(ctx context.Context, m *TokenMutation) (Value, erro
 type (
 	hooks struct {
 		AlertSubscription, Attempt, BulkJob, BulkJobItem, Delivery, LedgerEntry,
-		OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient, Rejection,
-		RejectionTally, Request, Server, SignInCode, Tenant, Token []ent.Hook
+		OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient, RecipientHourStat,
+		Rejection, RejectionTally, Request, Server, ServerHourStat, SignInCode, Tenant,
+		TenantDayStat, Token []ent.Hook
 	}
 	inters struct {
 		AlertSubscription, Attempt, BulkJob, BulkJobItem, Delivery, LedgerEntry,
-		OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient, Rejection,
-		RejectionTally, Request, Server, SignInCode, Tenant, Token []ent.Interceptor
+		OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient, RecipientHourStat,
+		Rejection, RejectionTally, Request, Server, ServerHourStat, SignInCode, Tenant,
+		TenantDayStat, Token []ent.Interceptor
 	}
 )
 

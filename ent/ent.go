@@ -23,12 +23,15 @@ import (
 	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/recipienthourstat"
 	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/serverhourstat"
 	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
 )
 
@@ -101,12 +104,15 @@ func checkColumn(t, c string) error {
 			pendingalert.Table:      pendingalert.ValidColumn,
 			plan.Table:              plan.ValidColumn,
 			recipient.Table:         recipient.ValidColumn,
+			recipienthourstat.Table: recipienthourstat.ValidColumn,
 			rejection.Table:         rejection.ValidColumn,
 			rejectiontally.Table:    rejectiontally.ValidColumn,
 			request.Table:           request.ValidColumn,
 			server.Table:            server.ValidColumn,
+			serverhourstat.Table:    serverhourstat.ValidColumn,
 			signincode.Table:        signincode.ValidColumn,
 			tenant.Table:            tenant.ValidColumn,
+			tenantdaystat.Table:     tenantdaystat.ValidColumn,
 			token.Table:             token.ValidColumn,
 		})
 	})

@@ -15,12 +15,15 @@ import (
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/recipienthourstat"
 	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/serverhourstat"
 	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
 
 	"entgo.io/ent/dialect/sql"
@@ -31,7 +34,7 @@ import (
 
 // schemaGraph holds a representation of ent/schema at runtime.
 var schemaGraph = func() *sqlgraph.Schema {
-	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 18)}
+	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 21)}
 	graph.Nodes[0] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   alertsubscription.Table,
@@ -317,6 +320,36 @@ var schemaGraph = func() *sqlgraph.Schema {
 	}
 	graph.Nodes[11] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
+			Table:   recipienthourstat.Table,
+			Columns: recipienthourstat.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: recipienthourstat.FieldID,
+			},
+		},
+		Type: "RecipientHourStat",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			recipienthourstat.FieldTenantID:    {Type: field.TypeInt, Column: recipienthourstat.FieldTenantID},
+			recipienthourstat.FieldRecipientID: {Type: field.TypeInt, Column: recipienthourstat.FieldRecipientID},
+			recipienthourstat.FieldHour:        {Type: field.TypeTime, Column: recipienthourstat.FieldHour},
+			recipienthourstat.FieldAttempts:    {Type: field.TypeInt64, Column: recipienthourstat.FieldAttempts},
+			recipienthourstat.FieldSuccesses:   {Type: field.TypeInt64, Column: recipienthourstat.FieldSuccesses},
+			recipienthourstat.FieldLe10:        {Type: field.TypeInt64, Column: recipienthourstat.FieldLe10},
+			recipienthourstat.FieldLe25:        {Type: field.TypeInt64, Column: recipienthourstat.FieldLe25},
+			recipienthourstat.FieldLe50:        {Type: field.TypeInt64, Column: recipienthourstat.FieldLe50},
+			recipienthourstat.FieldLe100:       {Type: field.TypeInt64, Column: recipienthourstat.FieldLe100},
+			recipienthourstat.FieldLe250:       {Type: field.TypeInt64, Column: recipienthourstat.FieldLe250},
+			recipienthourstat.FieldLe500:       {Type: field.TypeInt64, Column: recipienthourstat.FieldLe500},
+			recipienthourstat.FieldLe1000:      {Type: field.TypeInt64, Column: recipienthourstat.FieldLe1000},
+			recipienthourstat.FieldLe2500:      {Type: field.TypeInt64, Column: recipienthourstat.FieldLe2500},
+			recipienthourstat.FieldLe5000:      {Type: field.TypeInt64, Column: recipienthourstat.FieldLe5000},
+			recipienthourstat.FieldLe10000:     {Type: field.TypeInt64, Column: recipienthourstat.FieldLe10000},
+			recipienthourstat.FieldLe30000:     {Type: field.TypeInt64, Column: recipienthourstat.FieldLe30000},
+			recipienthourstat.FieldGt30000:     {Type: field.TypeInt64, Column: recipienthourstat.FieldGt30000},
+		},
+	}
+	graph.Nodes[12] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
 			Table:   rejection.Table,
 			Columns: rejection.Columns,
 			ID: &sqlgraph.FieldSpec{
@@ -336,7 +369,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			rejection.FieldMessage:    {Type: field.TypeString, Column: rejection.FieldMessage},
 		},
 	}
-	graph.Nodes[12] = &sqlgraph.Node{
+	graph.Nodes[13] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   rejectiontally.Table,
 			Columns: rejectiontally.Columns,
@@ -353,7 +386,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			rejectiontally.FieldLastAt:   {Type: field.TypeTime, Column: rejectiontally.FieldLastAt},
 		},
 	}
-	graph.Nodes[13] = &sqlgraph.Node{
+	graph.Nodes[14] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   request.Table,
 			Columns: request.Columns,
@@ -382,7 +415,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			request.FieldFilteredOut: {Type: field.TypeJSON, Column: request.FieldFilteredOut},
 		},
 	}
-	graph.Nodes[14] = &sqlgraph.Node{
+	graph.Nodes[15] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   server.Table,
 			Columns: server.Columns,
@@ -411,7 +444,25 @@ var schemaGraph = func() *sqlgraph.Schema {
 			server.FieldKind:                    {Type: field.TypeEnum, Column: server.FieldKind},
 		},
 	}
-	graph.Nodes[15] = &sqlgraph.Node{
+	graph.Nodes[16] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   serverhourstat.Table,
+			Columns: serverhourstat.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: serverhourstat.FieldID,
+			},
+		},
+		Type: "ServerHourStat",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			serverhourstat.FieldTenantID: {Type: field.TypeInt, Column: serverhourstat.FieldTenantID},
+			serverhourstat.FieldServerID: {Type: field.TypeInt, Column: serverhourstat.FieldServerID},
+			serverhourstat.FieldHour:     {Type: field.TypeTime, Column: serverhourstat.FieldHour},
+			serverhourstat.FieldRequests: {Type: field.TypeInt64, Column: serverhourstat.FieldRequests},
+			serverhourstat.FieldReplays:  {Type: field.TypeInt64, Column: serverhourstat.FieldReplays},
+		},
+	}
+	graph.Nodes[17] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   signincode.Table,
 			Columns: signincode.Columns,
@@ -428,7 +479,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			signincode.FieldUsedAt:    {Type: field.TypeTime, Column: signincode.FieldUsedAt},
 		},
 	}
-	graph.Nodes[16] = &sqlgraph.Node{
+	graph.Nodes[18] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   tenant.Table,
 			Columns: tenant.Columns,
@@ -447,7 +498,27 @@ var schemaGraph = func() *sqlgraph.Schema {
 			tenant.FieldCreditsExhaustedAt: {Type: field.TypeTime, Column: tenant.FieldCreditsExhaustedAt},
 		},
 	}
-	graph.Nodes[17] = &sqlgraph.Node{
+	graph.Nodes[19] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   tenantdaystat.Table,
+			Columns: tenantdaystat.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: tenantdaystat.FieldID,
+			},
+		},
+		Type: "TenantDayStat",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			tenantdaystat.FieldTenantID: {Type: field.TypeInt, Column: tenantdaystat.FieldTenantID},
+			tenantdaystat.FieldDay:      {Type: field.TypeTime, Column: tenantdaystat.FieldDay},
+			tenantdaystat.FieldCredits:  {Type: field.TypeInt64, Column: tenantdaystat.FieldCredits},
+			tenantdaystat.FieldRequests: {Type: field.TypeInt64, Column: tenantdaystat.FieldRequests},
+			tenantdaystat.FieldRetries:  {Type: field.TypeInt64, Column: tenantdaystat.FieldRetries},
+			tenantdaystat.FieldReplays:  {Type: field.TypeInt64, Column: tenantdaystat.FieldReplays},
+			tenantdaystat.FieldOutbound: {Type: field.TypeInt64, Column: tenantdaystat.FieldOutbound},
+		},
+	}
+	graph.Nodes[20] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   token.Table,
 			Columns: token.Columns,
@@ -736,6 +807,18 @@ var schemaGraph = func() *sqlgraph.Schema {
 		&sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
 			Inverse: false,
+			Table:   recipienthourstat.TenantTable,
+			Columns: []string{recipienthourstat.TenantColumn},
+			Bidi:    false,
+		},
+		"RecipientHourStat",
+		"Tenant",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
 			Table:   rejection.TenantTable,
 			Columns: []string{rejection.TenantColumn},
 			Bidi:    false,
@@ -852,6 +935,18 @@ var schemaGraph = func() *sqlgraph.Schema {
 		"Request",
 	)
 	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   serverhourstat.TenantTable,
+			Columns: []string{serverhourstat.TenantColumn},
+			Bidi:    false,
+		},
+		"ServerHourStat",
+		"Tenant",
+	)
+	graph.MustAddE(
 		"plan",
 		&sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -862,6 +957,18 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		"Tenant",
 		"Plan",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   tenantdaystat.TenantTable,
+			Columns: []string{tenantdaystat.TenantColumn},
+			Bidi:    false,
+		},
+		"TenantDayStat",
+		"Tenant",
 	)
 	graph.MustAddE(
 		"tenant",
@@ -2333,6 +2440,145 @@ func (f *RecipientFilter) WhereHasDeliveriesWith(preds ...predicate.Delivery) {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *RecipientHourStatQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the RecipientHourStatQuery builder.
+func (_q *RecipientHourStatQuery) Filter() *RecipientHourStatFilter {
+	return &RecipientHourStatFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *RecipientHourStatMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the RecipientHourStatMutation builder.
+func (m *RecipientHourStatMutation) Filter() *RecipientHourStatFilter {
+	return &RecipientHourStatFilter{config: m.config, predicateAdder: m}
+}
+
+// RecipientHourStatFilter provides a generic filtering capability at runtime for RecipientHourStatQuery.
+type RecipientHourStatFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *RecipientHourStatFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *RecipientHourStatFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(recipienthourstat.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *RecipientHourStatFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(recipienthourstat.FieldTenantID))
+}
+
+// WhereRecipientID applies the entql int predicate on the recipient_id field.
+func (f *RecipientHourStatFilter) WhereRecipientID(p entql.IntP) {
+	f.Where(p.Field(recipienthourstat.FieldRecipientID))
+}
+
+// WhereHour applies the entql time.Time predicate on the hour field.
+func (f *RecipientHourStatFilter) WhereHour(p entql.TimeP) {
+	f.Where(p.Field(recipienthourstat.FieldHour))
+}
+
+// WhereAttempts applies the entql int64 predicate on the attempts field.
+func (f *RecipientHourStatFilter) WhereAttempts(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldAttempts))
+}
+
+// WhereSuccesses applies the entql int64 predicate on the successes field.
+func (f *RecipientHourStatFilter) WhereSuccesses(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldSuccesses))
+}
+
+// WhereLe10 applies the entql int64 predicate on the le_10 field.
+func (f *RecipientHourStatFilter) WhereLe10(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe10))
+}
+
+// WhereLe25 applies the entql int64 predicate on the le_25 field.
+func (f *RecipientHourStatFilter) WhereLe25(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe25))
+}
+
+// WhereLe50 applies the entql int64 predicate on the le_50 field.
+func (f *RecipientHourStatFilter) WhereLe50(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe50))
+}
+
+// WhereLe100 applies the entql int64 predicate on the le_100 field.
+func (f *RecipientHourStatFilter) WhereLe100(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe100))
+}
+
+// WhereLe250 applies the entql int64 predicate on the le_250 field.
+func (f *RecipientHourStatFilter) WhereLe250(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe250))
+}
+
+// WhereLe500 applies the entql int64 predicate on the le_500 field.
+func (f *RecipientHourStatFilter) WhereLe500(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe500))
+}
+
+// WhereLe1000 applies the entql int64 predicate on the le_1000 field.
+func (f *RecipientHourStatFilter) WhereLe1000(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe1000))
+}
+
+// WhereLe2500 applies the entql int64 predicate on the le_2500 field.
+func (f *RecipientHourStatFilter) WhereLe2500(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe2500))
+}
+
+// WhereLe5000 applies the entql int64 predicate on the le_5000 field.
+func (f *RecipientHourStatFilter) WhereLe5000(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe5000))
+}
+
+// WhereLe10000 applies the entql int64 predicate on the le_10000 field.
+func (f *RecipientHourStatFilter) WhereLe10000(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe10000))
+}
+
+// WhereLe30000 applies the entql int64 predicate on the le_30000 field.
+func (f *RecipientHourStatFilter) WhereLe30000(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldLe30000))
+}
+
+// WhereGt30000 applies the entql int64 predicate on the gt_30000 field.
+func (f *RecipientHourStatFilter) WhereGt30000(p entql.Int64P) {
+	f.Where(p.Field(recipienthourstat.FieldGt30000))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *RecipientHourStatFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *RecipientHourStatFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *RejectionQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -2361,7 +2607,7 @@ type RejectionFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RejectionFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2455,7 +2701,7 @@ type RejectionTallyFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RejectionTallyFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[13].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2529,7 +2775,7 @@ type RequestFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RequestFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[13].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[14].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2719,7 +2965,7 @@ type ServerFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *ServerFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[14].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[15].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2853,6 +3099,85 @@ func (f *ServerFilter) WhereHasRequestsWith(preds ...predicate.Request) {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *ServerHourStatQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the ServerHourStatQuery builder.
+func (_q *ServerHourStatQuery) Filter() *ServerHourStatFilter {
+	return &ServerHourStatFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *ServerHourStatMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the ServerHourStatMutation builder.
+func (m *ServerHourStatMutation) Filter() *ServerHourStatFilter {
+	return &ServerHourStatFilter{config: m.config, predicateAdder: m}
+}
+
+// ServerHourStatFilter provides a generic filtering capability at runtime for ServerHourStatQuery.
+type ServerHourStatFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *ServerHourStatFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[16].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *ServerHourStatFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(serverhourstat.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *ServerHourStatFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(serverhourstat.FieldTenantID))
+}
+
+// WhereServerID applies the entql int predicate on the server_id field.
+func (f *ServerHourStatFilter) WhereServerID(p entql.IntP) {
+	f.Where(p.Field(serverhourstat.FieldServerID))
+}
+
+// WhereHour applies the entql time.Time predicate on the hour field.
+func (f *ServerHourStatFilter) WhereHour(p entql.TimeP) {
+	f.Where(p.Field(serverhourstat.FieldHour))
+}
+
+// WhereRequests applies the entql int64 predicate on the requests field.
+func (f *ServerHourStatFilter) WhereRequests(p entql.Int64P) {
+	f.Where(p.Field(serverhourstat.FieldRequests))
+}
+
+// WhereReplays applies the entql int64 predicate on the replays field.
+func (f *ServerHourStatFilter) WhereReplays(p entql.Int64P) {
+	f.Where(p.Field(serverhourstat.FieldReplays))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *ServerHourStatFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *ServerHourStatFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *SignInCodeQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -2881,7 +3206,7 @@ type SignInCodeFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *SignInCodeFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[15].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[17].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2941,7 +3266,7 @@ type TenantFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TenantFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[16].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[18].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2997,6 +3322,95 @@ func (f *TenantFilter) WhereHasPlanWith(preds ...predicate.Plan) {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *TenantDayStatQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the TenantDayStatQuery builder.
+func (_q *TenantDayStatQuery) Filter() *TenantDayStatFilter {
+	return &TenantDayStatFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *TenantDayStatMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the TenantDayStatMutation builder.
+func (m *TenantDayStatMutation) Filter() *TenantDayStatFilter {
+	return &TenantDayStatFilter{config: m.config, predicateAdder: m}
+}
+
+// TenantDayStatFilter provides a generic filtering capability at runtime for TenantDayStatQuery.
+type TenantDayStatFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *TenantDayStatFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[19].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *TenantDayStatFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(tenantdaystat.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *TenantDayStatFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(tenantdaystat.FieldTenantID))
+}
+
+// WhereDay applies the entql time.Time predicate on the day field.
+func (f *TenantDayStatFilter) WhereDay(p entql.TimeP) {
+	f.Where(p.Field(tenantdaystat.FieldDay))
+}
+
+// WhereCredits applies the entql int64 predicate on the credits field.
+func (f *TenantDayStatFilter) WhereCredits(p entql.Int64P) {
+	f.Where(p.Field(tenantdaystat.FieldCredits))
+}
+
+// WhereRequests applies the entql int64 predicate on the requests field.
+func (f *TenantDayStatFilter) WhereRequests(p entql.Int64P) {
+	f.Where(p.Field(tenantdaystat.FieldRequests))
+}
+
+// WhereRetries applies the entql int64 predicate on the retries field.
+func (f *TenantDayStatFilter) WhereRetries(p entql.Int64P) {
+	f.Where(p.Field(tenantdaystat.FieldRetries))
+}
+
+// WhereReplays applies the entql int64 predicate on the replays field.
+func (f *TenantDayStatFilter) WhereReplays(p entql.Int64P) {
+	f.Where(p.Field(tenantdaystat.FieldReplays))
+}
+
+// WhereOutbound applies the entql int64 predicate on the outbound field.
+func (f *TenantDayStatFilter) WhereOutbound(p entql.Int64P) {
+	f.Where(p.Field(tenantdaystat.FieldOutbound))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *TenantDayStatFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *TenantDayStatFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *TokenQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -3025,7 +3439,7 @@ type TokenFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TokenFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[17].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[20].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})

@@ -24,12 +24,15 @@ import (
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/recipienthourstat"
 	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/serverhourstat"
 	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
 	"github.com/adal-relay/adal/verify"
 )
@@ -54,12 +57,15 @@ const (
 	TypePendingAlert      = "PendingAlert"
 	TypePlan              = "Plan"
 	TypeRecipient         = "Recipient"
+	TypeRecipientHourStat = "RecipientHourStat"
 	TypeRejection         = "Rejection"
 	TypeRejectionTally    = "RejectionTally"
 	TypeRequest           = "Request"
 	TypeServer            = "Server"
+	TypeServerHourStat    = "ServerHourStat"
 	TypeSignInCode        = "SignInCode"
 	TypeTenant            = "Tenant"
+	TypeTenantDayStat     = "TenantDayStat"
 	TypeToken             = "Token"
 )
 
@@ -13790,6 +13796,1748 @@ func (m *RecipientMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Recipient edge %s", name)
 }
 
+// RecipientHourStatMutation represents an operation that mutates the RecipientHourStat nodes in the graph.
+type RecipientHourStatMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *int
+	recipient_id    *int
+	addrecipient_id *int
+	hour            *time.Time
+	attempts        *int64
+	addattempts     *int64
+	successes       *int64
+	addsuccesses    *int64
+	le_10           *int64
+	addle_10        *int64
+	le_25           *int64
+	addle_25        *int64
+	le_50           *int64
+	addle_50        *int64
+	le_100          *int64
+	addle_100       *int64
+	le_250          *int64
+	addle_250       *int64
+	le_500          *int64
+	addle_500       *int64
+	le_1000         *int64
+	addle_1000      *int64
+	le_2500         *int64
+	addle_2500      *int64
+	le_5000         *int64
+	addle_5000      *int64
+	le_10000        *int64
+	addle_10000     *int64
+	le_30000        *int64
+	addle_30000     *int64
+	gt_30000        *int64
+	addgt_30000     *int64
+	clearedFields   map[string]struct{}
+	tenant          *int
+	clearedtenant   bool
+	done            bool
+	oldValue        func(context.Context) (*RecipientHourStat, error)
+	predicates      []predicate.RecipientHourStat
+}
+
+var _ ent.Mutation = (*RecipientHourStatMutation)(nil)
+
+// recipienthourstatOption allows management of the mutation configuration using functional options.
+type recipienthourstatOption func(*RecipientHourStatMutation)
+
+// newRecipientHourStatMutation creates new mutation for the RecipientHourStat entity.
+func newRecipientHourStatMutation(c config, op Op, opts ...recipienthourstatOption) *RecipientHourStatMutation {
+	m := &RecipientHourStatMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRecipientHourStat,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRecipientHourStatID sets the ID field of the mutation.
+func withRecipientHourStatID(id int) recipienthourstatOption {
+	return func(m *RecipientHourStatMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RecipientHourStat
+		)
+		m.oldValue = func(ctx context.Context) (*RecipientHourStat, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RecipientHourStat.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRecipientHourStat sets the old RecipientHourStat of the mutation.
+func withRecipientHourStat(node *RecipientHourStat) recipienthourstatOption {
+	return func(m *RecipientHourStatMutation) {
+		m.oldValue = func(context.Context) (*RecipientHourStat, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RecipientHourStatMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RecipientHourStatMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RecipientHourStatMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RecipientHourStatMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RecipientHourStat.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *RecipientHourStatMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *RecipientHourStatMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *RecipientHourStatMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetRecipientID sets the "recipient_id" field.
+func (m *RecipientHourStatMutation) SetRecipientID(i int) {
+	m.recipient_id = &i
+	m.addrecipient_id = nil
+}
+
+// RecipientID returns the value of the "recipient_id" field in the mutation.
+func (m *RecipientHourStatMutation) RecipientID() (r int, exists bool) {
+	v := m.recipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecipientID returns the old "recipient_id" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldRecipientID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecipientID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecipientID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecipientID: %w", err)
+	}
+	return oldValue.RecipientID, nil
+}
+
+// AddRecipientID adds i to the "recipient_id" field.
+func (m *RecipientHourStatMutation) AddRecipientID(i int) {
+	if m.addrecipient_id != nil {
+		*m.addrecipient_id += i
+	} else {
+		m.addrecipient_id = &i
+	}
+}
+
+// AddedRecipientID returns the value that was added to the "recipient_id" field in this mutation.
+func (m *RecipientHourStatMutation) AddedRecipientID() (r int, exists bool) {
+	v := m.addrecipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRecipientID resets all changes to the "recipient_id" field.
+func (m *RecipientHourStatMutation) ResetRecipientID() {
+	m.recipient_id = nil
+	m.addrecipient_id = nil
+}
+
+// SetHour sets the "hour" field.
+func (m *RecipientHourStatMutation) SetHour(t time.Time) {
+	m.hour = &t
+}
+
+// Hour returns the value of the "hour" field in the mutation.
+func (m *RecipientHourStatMutation) Hour() (r time.Time, exists bool) {
+	v := m.hour
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHour returns the old "hour" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldHour(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHour is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHour requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHour: %w", err)
+	}
+	return oldValue.Hour, nil
+}
+
+// ResetHour resets all changes to the "hour" field.
+func (m *RecipientHourStatMutation) ResetHour() {
+	m.hour = nil
+}
+
+// SetAttempts sets the "attempts" field.
+func (m *RecipientHourStatMutation) SetAttempts(i int64) {
+	m.attempts = &i
+	m.addattempts = nil
+}
+
+// Attempts returns the value of the "attempts" field in the mutation.
+func (m *RecipientHourStatMutation) Attempts() (r int64, exists bool) {
+	v := m.attempts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttempts returns the old "attempts" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldAttempts(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttempts is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttempts requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttempts: %w", err)
+	}
+	return oldValue.Attempts, nil
+}
+
+// AddAttempts adds i to the "attempts" field.
+func (m *RecipientHourStatMutation) AddAttempts(i int64) {
+	if m.addattempts != nil {
+		*m.addattempts += i
+	} else {
+		m.addattempts = &i
+	}
+}
+
+// AddedAttempts returns the value that was added to the "attempts" field in this mutation.
+func (m *RecipientHourStatMutation) AddedAttempts() (r int64, exists bool) {
+	v := m.addattempts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAttempts resets all changes to the "attempts" field.
+func (m *RecipientHourStatMutation) ResetAttempts() {
+	m.attempts = nil
+	m.addattempts = nil
+}
+
+// SetSuccesses sets the "successes" field.
+func (m *RecipientHourStatMutation) SetSuccesses(i int64) {
+	m.successes = &i
+	m.addsuccesses = nil
+}
+
+// Successes returns the value of the "successes" field in the mutation.
+func (m *RecipientHourStatMutation) Successes() (r int64, exists bool) {
+	v := m.successes
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSuccesses returns the old "successes" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldSuccesses(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSuccesses is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSuccesses requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSuccesses: %w", err)
+	}
+	return oldValue.Successes, nil
+}
+
+// AddSuccesses adds i to the "successes" field.
+func (m *RecipientHourStatMutation) AddSuccesses(i int64) {
+	if m.addsuccesses != nil {
+		*m.addsuccesses += i
+	} else {
+		m.addsuccesses = &i
+	}
+}
+
+// AddedSuccesses returns the value that was added to the "successes" field in this mutation.
+func (m *RecipientHourStatMutation) AddedSuccesses() (r int64, exists bool) {
+	v := m.addsuccesses
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSuccesses resets all changes to the "successes" field.
+func (m *RecipientHourStatMutation) ResetSuccesses() {
+	m.successes = nil
+	m.addsuccesses = nil
+}
+
+// SetLe10 sets the "le_10" field.
+func (m *RecipientHourStatMutation) SetLe10(i int64) {
+	m.le_10 = &i
+	m.addle_10 = nil
+}
+
+// Le10 returns the value of the "le_10" field in the mutation.
+func (m *RecipientHourStatMutation) Le10() (r int64, exists bool) {
+	v := m.le_10
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe10 returns the old "le_10" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe10(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe10 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe10 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe10: %w", err)
+	}
+	return oldValue.Le10, nil
+}
+
+// AddLe10 adds i to the "le_10" field.
+func (m *RecipientHourStatMutation) AddLe10(i int64) {
+	if m.addle_10 != nil {
+		*m.addle_10 += i
+	} else {
+		m.addle_10 = &i
+	}
+}
+
+// AddedLe10 returns the value that was added to the "le_10" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe10() (r int64, exists bool) {
+	v := m.addle_10
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe10 resets all changes to the "le_10" field.
+func (m *RecipientHourStatMutation) ResetLe10() {
+	m.le_10 = nil
+	m.addle_10 = nil
+}
+
+// SetLe25 sets the "le_25" field.
+func (m *RecipientHourStatMutation) SetLe25(i int64) {
+	m.le_25 = &i
+	m.addle_25 = nil
+}
+
+// Le25 returns the value of the "le_25" field in the mutation.
+func (m *RecipientHourStatMutation) Le25() (r int64, exists bool) {
+	v := m.le_25
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe25 returns the old "le_25" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe25(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe25 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe25 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe25: %w", err)
+	}
+	return oldValue.Le25, nil
+}
+
+// AddLe25 adds i to the "le_25" field.
+func (m *RecipientHourStatMutation) AddLe25(i int64) {
+	if m.addle_25 != nil {
+		*m.addle_25 += i
+	} else {
+		m.addle_25 = &i
+	}
+}
+
+// AddedLe25 returns the value that was added to the "le_25" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe25() (r int64, exists bool) {
+	v := m.addle_25
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe25 resets all changes to the "le_25" field.
+func (m *RecipientHourStatMutation) ResetLe25() {
+	m.le_25 = nil
+	m.addle_25 = nil
+}
+
+// SetLe50 sets the "le_50" field.
+func (m *RecipientHourStatMutation) SetLe50(i int64) {
+	m.le_50 = &i
+	m.addle_50 = nil
+}
+
+// Le50 returns the value of the "le_50" field in the mutation.
+func (m *RecipientHourStatMutation) Le50() (r int64, exists bool) {
+	v := m.le_50
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe50 returns the old "le_50" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe50(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe50 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe50 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe50: %w", err)
+	}
+	return oldValue.Le50, nil
+}
+
+// AddLe50 adds i to the "le_50" field.
+func (m *RecipientHourStatMutation) AddLe50(i int64) {
+	if m.addle_50 != nil {
+		*m.addle_50 += i
+	} else {
+		m.addle_50 = &i
+	}
+}
+
+// AddedLe50 returns the value that was added to the "le_50" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe50() (r int64, exists bool) {
+	v := m.addle_50
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe50 resets all changes to the "le_50" field.
+func (m *RecipientHourStatMutation) ResetLe50() {
+	m.le_50 = nil
+	m.addle_50 = nil
+}
+
+// SetLe100 sets the "le_100" field.
+func (m *RecipientHourStatMutation) SetLe100(i int64) {
+	m.le_100 = &i
+	m.addle_100 = nil
+}
+
+// Le100 returns the value of the "le_100" field in the mutation.
+func (m *RecipientHourStatMutation) Le100() (r int64, exists bool) {
+	v := m.le_100
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe100 returns the old "le_100" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe100(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe100 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe100 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe100: %w", err)
+	}
+	return oldValue.Le100, nil
+}
+
+// AddLe100 adds i to the "le_100" field.
+func (m *RecipientHourStatMutation) AddLe100(i int64) {
+	if m.addle_100 != nil {
+		*m.addle_100 += i
+	} else {
+		m.addle_100 = &i
+	}
+}
+
+// AddedLe100 returns the value that was added to the "le_100" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe100() (r int64, exists bool) {
+	v := m.addle_100
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe100 resets all changes to the "le_100" field.
+func (m *RecipientHourStatMutation) ResetLe100() {
+	m.le_100 = nil
+	m.addle_100 = nil
+}
+
+// SetLe250 sets the "le_250" field.
+func (m *RecipientHourStatMutation) SetLe250(i int64) {
+	m.le_250 = &i
+	m.addle_250 = nil
+}
+
+// Le250 returns the value of the "le_250" field in the mutation.
+func (m *RecipientHourStatMutation) Le250() (r int64, exists bool) {
+	v := m.le_250
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe250 returns the old "le_250" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe250(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe250 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe250 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe250: %w", err)
+	}
+	return oldValue.Le250, nil
+}
+
+// AddLe250 adds i to the "le_250" field.
+func (m *RecipientHourStatMutation) AddLe250(i int64) {
+	if m.addle_250 != nil {
+		*m.addle_250 += i
+	} else {
+		m.addle_250 = &i
+	}
+}
+
+// AddedLe250 returns the value that was added to the "le_250" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe250() (r int64, exists bool) {
+	v := m.addle_250
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe250 resets all changes to the "le_250" field.
+func (m *RecipientHourStatMutation) ResetLe250() {
+	m.le_250 = nil
+	m.addle_250 = nil
+}
+
+// SetLe500 sets the "le_500" field.
+func (m *RecipientHourStatMutation) SetLe500(i int64) {
+	m.le_500 = &i
+	m.addle_500 = nil
+}
+
+// Le500 returns the value of the "le_500" field in the mutation.
+func (m *RecipientHourStatMutation) Le500() (r int64, exists bool) {
+	v := m.le_500
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe500 returns the old "le_500" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe500(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe500 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe500 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe500: %w", err)
+	}
+	return oldValue.Le500, nil
+}
+
+// AddLe500 adds i to the "le_500" field.
+func (m *RecipientHourStatMutation) AddLe500(i int64) {
+	if m.addle_500 != nil {
+		*m.addle_500 += i
+	} else {
+		m.addle_500 = &i
+	}
+}
+
+// AddedLe500 returns the value that was added to the "le_500" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe500() (r int64, exists bool) {
+	v := m.addle_500
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe500 resets all changes to the "le_500" field.
+func (m *RecipientHourStatMutation) ResetLe500() {
+	m.le_500 = nil
+	m.addle_500 = nil
+}
+
+// SetLe1000 sets the "le_1000" field.
+func (m *RecipientHourStatMutation) SetLe1000(i int64) {
+	m.le_1000 = &i
+	m.addle_1000 = nil
+}
+
+// Le1000 returns the value of the "le_1000" field in the mutation.
+func (m *RecipientHourStatMutation) Le1000() (r int64, exists bool) {
+	v := m.le_1000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe1000 returns the old "le_1000" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe1000(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe1000 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe1000 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe1000: %w", err)
+	}
+	return oldValue.Le1000, nil
+}
+
+// AddLe1000 adds i to the "le_1000" field.
+func (m *RecipientHourStatMutation) AddLe1000(i int64) {
+	if m.addle_1000 != nil {
+		*m.addle_1000 += i
+	} else {
+		m.addle_1000 = &i
+	}
+}
+
+// AddedLe1000 returns the value that was added to the "le_1000" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe1000() (r int64, exists bool) {
+	v := m.addle_1000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe1000 resets all changes to the "le_1000" field.
+func (m *RecipientHourStatMutation) ResetLe1000() {
+	m.le_1000 = nil
+	m.addle_1000 = nil
+}
+
+// SetLe2500 sets the "le_2500" field.
+func (m *RecipientHourStatMutation) SetLe2500(i int64) {
+	m.le_2500 = &i
+	m.addle_2500 = nil
+}
+
+// Le2500 returns the value of the "le_2500" field in the mutation.
+func (m *RecipientHourStatMutation) Le2500() (r int64, exists bool) {
+	v := m.le_2500
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe2500 returns the old "le_2500" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe2500(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe2500 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe2500 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe2500: %w", err)
+	}
+	return oldValue.Le2500, nil
+}
+
+// AddLe2500 adds i to the "le_2500" field.
+func (m *RecipientHourStatMutation) AddLe2500(i int64) {
+	if m.addle_2500 != nil {
+		*m.addle_2500 += i
+	} else {
+		m.addle_2500 = &i
+	}
+}
+
+// AddedLe2500 returns the value that was added to the "le_2500" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe2500() (r int64, exists bool) {
+	v := m.addle_2500
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe2500 resets all changes to the "le_2500" field.
+func (m *RecipientHourStatMutation) ResetLe2500() {
+	m.le_2500 = nil
+	m.addle_2500 = nil
+}
+
+// SetLe5000 sets the "le_5000" field.
+func (m *RecipientHourStatMutation) SetLe5000(i int64) {
+	m.le_5000 = &i
+	m.addle_5000 = nil
+}
+
+// Le5000 returns the value of the "le_5000" field in the mutation.
+func (m *RecipientHourStatMutation) Le5000() (r int64, exists bool) {
+	v := m.le_5000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe5000 returns the old "le_5000" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe5000(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe5000 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe5000 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe5000: %w", err)
+	}
+	return oldValue.Le5000, nil
+}
+
+// AddLe5000 adds i to the "le_5000" field.
+func (m *RecipientHourStatMutation) AddLe5000(i int64) {
+	if m.addle_5000 != nil {
+		*m.addle_5000 += i
+	} else {
+		m.addle_5000 = &i
+	}
+}
+
+// AddedLe5000 returns the value that was added to the "le_5000" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe5000() (r int64, exists bool) {
+	v := m.addle_5000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe5000 resets all changes to the "le_5000" field.
+func (m *RecipientHourStatMutation) ResetLe5000() {
+	m.le_5000 = nil
+	m.addle_5000 = nil
+}
+
+// SetLe10000 sets the "le_10000" field.
+func (m *RecipientHourStatMutation) SetLe10000(i int64) {
+	m.le_10000 = &i
+	m.addle_10000 = nil
+}
+
+// Le10000 returns the value of the "le_10000" field in the mutation.
+func (m *RecipientHourStatMutation) Le10000() (r int64, exists bool) {
+	v := m.le_10000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe10000 returns the old "le_10000" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe10000(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe10000 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe10000 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe10000: %w", err)
+	}
+	return oldValue.Le10000, nil
+}
+
+// AddLe10000 adds i to the "le_10000" field.
+func (m *RecipientHourStatMutation) AddLe10000(i int64) {
+	if m.addle_10000 != nil {
+		*m.addle_10000 += i
+	} else {
+		m.addle_10000 = &i
+	}
+}
+
+// AddedLe10000 returns the value that was added to the "le_10000" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe10000() (r int64, exists bool) {
+	v := m.addle_10000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe10000 resets all changes to the "le_10000" field.
+func (m *RecipientHourStatMutation) ResetLe10000() {
+	m.le_10000 = nil
+	m.addle_10000 = nil
+}
+
+// SetLe30000 sets the "le_30000" field.
+func (m *RecipientHourStatMutation) SetLe30000(i int64) {
+	m.le_30000 = &i
+	m.addle_30000 = nil
+}
+
+// Le30000 returns the value of the "le_30000" field in the mutation.
+func (m *RecipientHourStatMutation) Le30000() (r int64, exists bool) {
+	v := m.le_30000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLe30000 returns the old "le_30000" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldLe30000(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLe30000 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLe30000 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLe30000: %w", err)
+	}
+	return oldValue.Le30000, nil
+}
+
+// AddLe30000 adds i to the "le_30000" field.
+func (m *RecipientHourStatMutation) AddLe30000(i int64) {
+	if m.addle_30000 != nil {
+		*m.addle_30000 += i
+	} else {
+		m.addle_30000 = &i
+	}
+}
+
+// AddedLe30000 returns the value that was added to the "le_30000" field in this mutation.
+func (m *RecipientHourStatMutation) AddedLe30000() (r int64, exists bool) {
+	v := m.addle_30000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLe30000 resets all changes to the "le_30000" field.
+func (m *RecipientHourStatMutation) ResetLe30000() {
+	m.le_30000 = nil
+	m.addle_30000 = nil
+}
+
+// SetGt30000 sets the "gt_30000" field.
+func (m *RecipientHourStatMutation) SetGt30000(i int64) {
+	m.gt_30000 = &i
+	m.addgt_30000 = nil
+}
+
+// Gt30000 returns the value of the "gt_30000" field in the mutation.
+func (m *RecipientHourStatMutation) Gt30000() (r int64, exists bool) {
+	v := m.gt_30000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldGt30000 returns the old "gt_30000" field's value of the RecipientHourStat entity.
+// If the RecipientHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientHourStatMutation) OldGt30000(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldGt30000 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldGt30000 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldGt30000: %w", err)
+	}
+	return oldValue.Gt30000, nil
+}
+
+// AddGt30000 adds i to the "gt_30000" field.
+func (m *RecipientHourStatMutation) AddGt30000(i int64) {
+	if m.addgt_30000 != nil {
+		*m.addgt_30000 += i
+	} else {
+		m.addgt_30000 = &i
+	}
+}
+
+// AddedGt30000 returns the value that was added to the "gt_30000" field in this mutation.
+func (m *RecipientHourStatMutation) AddedGt30000() (r int64, exists bool) {
+	v := m.addgt_30000
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetGt30000 resets all changes to the "gt_30000" field.
+func (m *RecipientHourStatMutation) ResetGt30000() {
+	m.gt_30000 = nil
+	m.addgt_30000 = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *RecipientHourStatMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[recipienthourstat.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *RecipientHourStatMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *RecipientHourStatMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *RecipientHourStatMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the RecipientHourStatMutation builder.
+func (m *RecipientHourStatMutation) Where(ps ...predicate.RecipientHourStat) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RecipientHourStatMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RecipientHourStatMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RecipientHourStat, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RecipientHourStatMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RecipientHourStatMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RecipientHourStat).
+func (m *RecipientHourStatMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RecipientHourStatMutation) Fields() []string {
+	fields := make([]string, 0, 17)
+	if m.tenant != nil {
+		fields = append(fields, recipienthourstat.FieldTenantID)
+	}
+	if m.recipient_id != nil {
+		fields = append(fields, recipienthourstat.FieldRecipientID)
+	}
+	if m.hour != nil {
+		fields = append(fields, recipienthourstat.FieldHour)
+	}
+	if m.attempts != nil {
+		fields = append(fields, recipienthourstat.FieldAttempts)
+	}
+	if m.successes != nil {
+		fields = append(fields, recipienthourstat.FieldSuccesses)
+	}
+	if m.le_10 != nil {
+		fields = append(fields, recipienthourstat.FieldLe10)
+	}
+	if m.le_25 != nil {
+		fields = append(fields, recipienthourstat.FieldLe25)
+	}
+	if m.le_50 != nil {
+		fields = append(fields, recipienthourstat.FieldLe50)
+	}
+	if m.le_100 != nil {
+		fields = append(fields, recipienthourstat.FieldLe100)
+	}
+	if m.le_250 != nil {
+		fields = append(fields, recipienthourstat.FieldLe250)
+	}
+	if m.le_500 != nil {
+		fields = append(fields, recipienthourstat.FieldLe500)
+	}
+	if m.le_1000 != nil {
+		fields = append(fields, recipienthourstat.FieldLe1000)
+	}
+	if m.le_2500 != nil {
+		fields = append(fields, recipienthourstat.FieldLe2500)
+	}
+	if m.le_5000 != nil {
+		fields = append(fields, recipienthourstat.FieldLe5000)
+	}
+	if m.le_10000 != nil {
+		fields = append(fields, recipienthourstat.FieldLe10000)
+	}
+	if m.le_30000 != nil {
+		fields = append(fields, recipienthourstat.FieldLe30000)
+	}
+	if m.gt_30000 != nil {
+		fields = append(fields, recipienthourstat.FieldGt30000)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RecipientHourStatMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case recipienthourstat.FieldTenantID:
+		return m.TenantID()
+	case recipienthourstat.FieldRecipientID:
+		return m.RecipientID()
+	case recipienthourstat.FieldHour:
+		return m.Hour()
+	case recipienthourstat.FieldAttempts:
+		return m.Attempts()
+	case recipienthourstat.FieldSuccesses:
+		return m.Successes()
+	case recipienthourstat.FieldLe10:
+		return m.Le10()
+	case recipienthourstat.FieldLe25:
+		return m.Le25()
+	case recipienthourstat.FieldLe50:
+		return m.Le50()
+	case recipienthourstat.FieldLe100:
+		return m.Le100()
+	case recipienthourstat.FieldLe250:
+		return m.Le250()
+	case recipienthourstat.FieldLe500:
+		return m.Le500()
+	case recipienthourstat.FieldLe1000:
+		return m.Le1000()
+	case recipienthourstat.FieldLe2500:
+		return m.Le2500()
+	case recipienthourstat.FieldLe5000:
+		return m.Le5000()
+	case recipienthourstat.FieldLe10000:
+		return m.Le10000()
+	case recipienthourstat.FieldLe30000:
+		return m.Le30000()
+	case recipienthourstat.FieldGt30000:
+		return m.Gt30000()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RecipientHourStatMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case recipienthourstat.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case recipienthourstat.FieldRecipientID:
+		return m.OldRecipientID(ctx)
+	case recipienthourstat.FieldHour:
+		return m.OldHour(ctx)
+	case recipienthourstat.FieldAttempts:
+		return m.OldAttempts(ctx)
+	case recipienthourstat.FieldSuccesses:
+		return m.OldSuccesses(ctx)
+	case recipienthourstat.FieldLe10:
+		return m.OldLe10(ctx)
+	case recipienthourstat.FieldLe25:
+		return m.OldLe25(ctx)
+	case recipienthourstat.FieldLe50:
+		return m.OldLe50(ctx)
+	case recipienthourstat.FieldLe100:
+		return m.OldLe100(ctx)
+	case recipienthourstat.FieldLe250:
+		return m.OldLe250(ctx)
+	case recipienthourstat.FieldLe500:
+		return m.OldLe500(ctx)
+	case recipienthourstat.FieldLe1000:
+		return m.OldLe1000(ctx)
+	case recipienthourstat.FieldLe2500:
+		return m.OldLe2500(ctx)
+	case recipienthourstat.FieldLe5000:
+		return m.OldLe5000(ctx)
+	case recipienthourstat.FieldLe10000:
+		return m.OldLe10000(ctx)
+	case recipienthourstat.FieldLe30000:
+		return m.OldLe30000(ctx)
+	case recipienthourstat.FieldGt30000:
+		return m.OldGt30000(ctx)
+	}
+	return nil, fmt.Errorf("unknown RecipientHourStat field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RecipientHourStatMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case recipienthourstat.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case recipienthourstat.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecipientID(v)
+		return nil
+	case recipienthourstat.FieldHour:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHour(v)
+		return nil
+	case recipienthourstat.FieldAttempts:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttempts(v)
+		return nil
+	case recipienthourstat.FieldSuccesses:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSuccesses(v)
+		return nil
+	case recipienthourstat.FieldLe10:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe10(v)
+		return nil
+	case recipienthourstat.FieldLe25:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe25(v)
+		return nil
+	case recipienthourstat.FieldLe50:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe50(v)
+		return nil
+	case recipienthourstat.FieldLe100:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe100(v)
+		return nil
+	case recipienthourstat.FieldLe250:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe250(v)
+		return nil
+	case recipienthourstat.FieldLe500:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe500(v)
+		return nil
+	case recipienthourstat.FieldLe1000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe1000(v)
+		return nil
+	case recipienthourstat.FieldLe2500:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe2500(v)
+		return nil
+	case recipienthourstat.FieldLe5000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe5000(v)
+		return nil
+	case recipienthourstat.FieldLe10000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe10000(v)
+		return nil
+	case recipienthourstat.FieldLe30000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLe30000(v)
+		return nil
+	case recipienthourstat.FieldGt30000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetGt30000(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RecipientHourStat field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RecipientHourStatMutation) AddedFields() []string {
+	var fields []string
+	if m.addrecipient_id != nil {
+		fields = append(fields, recipienthourstat.FieldRecipientID)
+	}
+	if m.addattempts != nil {
+		fields = append(fields, recipienthourstat.FieldAttempts)
+	}
+	if m.addsuccesses != nil {
+		fields = append(fields, recipienthourstat.FieldSuccesses)
+	}
+	if m.addle_10 != nil {
+		fields = append(fields, recipienthourstat.FieldLe10)
+	}
+	if m.addle_25 != nil {
+		fields = append(fields, recipienthourstat.FieldLe25)
+	}
+	if m.addle_50 != nil {
+		fields = append(fields, recipienthourstat.FieldLe50)
+	}
+	if m.addle_100 != nil {
+		fields = append(fields, recipienthourstat.FieldLe100)
+	}
+	if m.addle_250 != nil {
+		fields = append(fields, recipienthourstat.FieldLe250)
+	}
+	if m.addle_500 != nil {
+		fields = append(fields, recipienthourstat.FieldLe500)
+	}
+	if m.addle_1000 != nil {
+		fields = append(fields, recipienthourstat.FieldLe1000)
+	}
+	if m.addle_2500 != nil {
+		fields = append(fields, recipienthourstat.FieldLe2500)
+	}
+	if m.addle_5000 != nil {
+		fields = append(fields, recipienthourstat.FieldLe5000)
+	}
+	if m.addle_10000 != nil {
+		fields = append(fields, recipienthourstat.FieldLe10000)
+	}
+	if m.addle_30000 != nil {
+		fields = append(fields, recipienthourstat.FieldLe30000)
+	}
+	if m.addgt_30000 != nil {
+		fields = append(fields, recipienthourstat.FieldGt30000)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RecipientHourStatMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case recipienthourstat.FieldRecipientID:
+		return m.AddedRecipientID()
+	case recipienthourstat.FieldAttempts:
+		return m.AddedAttempts()
+	case recipienthourstat.FieldSuccesses:
+		return m.AddedSuccesses()
+	case recipienthourstat.FieldLe10:
+		return m.AddedLe10()
+	case recipienthourstat.FieldLe25:
+		return m.AddedLe25()
+	case recipienthourstat.FieldLe50:
+		return m.AddedLe50()
+	case recipienthourstat.FieldLe100:
+		return m.AddedLe100()
+	case recipienthourstat.FieldLe250:
+		return m.AddedLe250()
+	case recipienthourstat.FieldLe500:
+		return m.AddedLe500()
+	case recipienthourstat.FieldLe1000:
+		return m.AddedLe1000()
+	case recipienthourstat.FieldLe2500:
+		return m.AddedLe2500()
+	case recipienthourstat.FieldLe5000:
+		return m.AddedLe5000()
+	case recipienthourstat.FieldLe10000:
+		return m.AddedLe10000()
+	case recipienthourstat.FieldLe30000:
+		return m.AddedLe30000()
+	case recipienthourstat.FieldGt30000:
+		return m.AddedGt30000()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RecipientHourStatMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case recipienthourstat.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRecipientID(v)
+		return nil
+	case recipienthourstat.FieldAttempts:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAttempts(v)
+		return nil
+	case recipienthourstat.FieldSuccesses:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSuccesses(v)
+		return nil
+	case recipienthourstat.FieldLe10:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe10(v)
+		return nil
+	case recipienthourstat.FieldLe25:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe25(v)
+		return nil
+	case recipienthourstat.FieldLe50:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe50(v)
+		return nil
+	case recipienthourstat.FieldLe100:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe100(v)
+		return nil
+	case recipienthourstat.FieldLe250:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe250(v)
+		return nil
+	case recipienthourstat.FieldLe500:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe500(v)
+		return nil
+	case recipienthourstat.FieldLe1000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe1000(v)
+		return nil
+	case recipienthourstat.FieldLe2500:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe2500(v)
+		return nil
+	case recipienthourstat.FieldLe5000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe5000(v)
+		return nil
+	case recipienthourstat.FieldLe10000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe10000(v)
+		return nil
+	case recipienthourstat.FieldLe30000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLe30000(v)
+		return nil
+	case recipienthourstat.FieldGt30000:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddGt30000(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RecipientHourStat numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RecipientHourStatMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RecipientHourStatMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RecipientHourStatMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown RecipientHourStat nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RecipientHourStatMutation) ResetField(name string) error {
+	switch name {
+	case recipienthourstat.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case recipienthourstat.FieldRecipientID:
+		m.ResetRecipientID()
+		return nil
+	case recipienthourstat.FieldHour:
+		m.ResetHour()
+		return nil
+	case recipienthourstat.FieldAttempts:
+		m.ResetAttempts()
+		return nil
+	case recipienthourstat.FieldSuccesses:
+		m.ResetSuccesses()
+		return nil
+	case recipienthourstat.FieldLe10:
+		m.ResetLe10()
+		return nil
+	case recipienthourstat.FieldLe25:
+		m.ResetLe25()
+		return nil
+	case recipienthourstat.FieldLe50:
+		m.ResetLe50()
+		return nil
+	case recipienthourstat.FieldLe100:
+		m.ResetLe100()
+		return nil
+	case recipienthourstat.FieldLe250:
+		m.ResetLe250()
+		return nil
+	case recipienthourstat.FieldLe500:
+		m.ResetLe500()
+		return nil
+	case recipienthourstat.FieldLe1000:
+		m.ResetLe1000()
+		return nil
+	case recipienthourstat.FieldLe2500:
+		m.ResetLe2500()
+		return nil
+	case recipienthourstat.FieldLe5000:
+		m.ResetLe5000()
+		return nil
+	case recipienthourstat.FieldLe10000:
+		m.ResetLe10000()
+		return nil
+	case recipienthourstat.FieldLe30000:
+		m.ResetLe30000()
+		return nil
+	case recipienthourstat.FieldGt30000:
+		m.ResetGt30000()
+		return nil
+	}
+	return fmt.Errorf("unknown RecipientHourStat field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RecipientHourStatMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, recipienthourstat.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RecipientHourStatMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case recipienthourstat.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RecipientHourStatMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RecipientHourStatMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RecipientHourStatMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, recipienthourstat.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RecipientHourStatMutation) EdgeCleared(name string) bool {
+	switch name {
+	case recipienthourstat.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RecipientHourStatMutation) ClearEdge(name string) error {
+	switch name {
+	case recipienthourstat.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown RecipientHourStat unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RecipientHourStatMutation) ResetEdge(name string) error {
+	switch name {
+	case recipienthourstat.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown RecipientHourStat edge %s", name)
+}
+
 // RejectionMutation represents an operation that mutates the Rejection nodes in the graph.
 type RejectionMutation struct {
 	config
@@ -18360,6 +20108,704 @@ func (m *ServerMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Server edge %s", name)
 }
 
+// ServerHourStatMutation represents an operation that mutates the ServerHourStat nodes in the graph.
+type ServerHourStatMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	server_id     *int
+	addserver_id  *int
+	hour          *time.Time
+	requests      *int64
+	addrequests   *int64
+	replays       *int64
+	addreplays    *int64
+	clearedFields map[string]struct{}
+	tenant        *int
+	clearedtenant bool
+	done          bool
+	oldValue      func(context.Context) (*ServerHourStat, error)
+	predicates    []predicate.ServerHourStat
+}
+
+var _ ent.Mutation = (*ServerHourStatMutation)(nil)
+
+// serverhourstatOption allows management of the mutation configuration using functional options.
+type serverhourstatOption func(*ServerHourStatMutation)
+
+// newServerHourStatMutation creates new mutation for the ServerHourStat entity.
+func newServerHourStatMutation(c config, op Op, opts ...serverhourstatOption) *ServerHourStatMutation {
+	m := &ServerHourStatMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeServerHourStat,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withServerHourStatID sets the ID field of the mutation.
+func withServerHourStatID(id int) serverhourstatOption {
+	return func(m *ServerHourStatMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ServerHourStat
+		)
+		m.oldValue = func(ctx context.Context) (*ServerHourStat, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ServerHourStat.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withServerHourStat sets the old ServerHourStat of the mutation.
+func withServerHourStat(node *ServerHourStat) serverhourstatOption {
+	return func(m *ServerHourStatMutation) {
+		m.oldValue = func(context.Context) (*ServerHourStat, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ServerHourStatMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ServerHourStatMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ServerHourStatMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ServerHourStatMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ServerHourStat.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *ServerHourStatMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *ServerHourStatMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the ServerHourStat entity.
+// If the ServerHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerHourStatMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *ServerHourStatMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetServerID sets the "server_id" field.
+func (m *ServerHourStatMutation) SetServerID(i int) {
+	m.server_id = &i
+	m.addserver_id = nil
+}
+
+// ServerID returns the value of the "server_id" field in the mutation.
+func (m *ServerHourStatMutation) ServerID() (r int, exists bool) {
+	v := m.server_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldServerID returns the old "server_id" field's value of the ServerHourStat entity.
+// If the ServerHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerHourStatMutation) OldServerID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldServerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldServerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldServerID: %w", err)
+	}
+	return oldValue.ServerID, nil
+}
+
+// AddServerID adds i to the "server_id" field.
+func (m *ServerHourStatMutation) AddServerID(i int) {
+	if m.addserver_id != nil {
+		*m.addserver_id += i
+	} else {
+		m.addserver_id = &i
+	}
+}
+
+// AddedServerID returns the value that was added to the "server_id" field in this mutation.
+func (m *ServerHourStatMutation) AddedServerID() (r int, exists bool) {
+	v := m.addserver_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetServerID resets all changes to the "server_id" field.
+func (m *ServerHourStatMutation) ResetServerID() {
+	m.server_id = nil
+	m.addserver_id = nil
+}
+
+// SetHour sets the "hour" field.
+func (m *ServerHourStatMutation) SetHour(t time.Time) {
+	m.hour = &t
+}
+
+// Hour returns the value of the "hour" field in the mutation.
+func (m *ServerHourStatMutation) Hour() (r time.Time, exists bool) {
+	v := m.hour
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHour returns the old "hour" field's value of the ServerHourStat entity.
+// If the ServerHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerHourStatMutation) OldHour(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHour is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHour requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHour: %w", err)
+	}
+	return oldValue.Hour, nil
+}
+
+// ResetHour resets all changes to the "hour" field.
+func (m *ServerHourStatMutation) ResetHour() {
+	m.hour = nil
+}
+
+// SetRequests sets the "requests" field.
+func (m *ServerHourStatMutation) SetRequests(i int64) {
+	m.requests = &i
+	m.addrequests = nil
+}
+
+// Requests returns the value of the "requests" field in the mutation.
+func (m *ServerHourStatMutation) Requests() (r int64, exists bool) {
+	v := m.requests
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRequests returns the old "requests" field's value of the ServerHourStat entity.
+// If the ServerHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerHourStatMutation) OldRequests(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRequests is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRequests requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRequests: %w", err)
+	}
+	return oldValue.Requests, nil
+}
+
+// AddRequests adds i to the "requests" field.
+func (m *ServerHourStatMutation) AddRequests(i int64) {
+	if m.addrequests != nil {
+		*m.addrequests += i
+	} else {
+		m.addrequests = &i
+	}
+}
+
+// AddedRequests returns the value that was added to the "requests" field in this mutation.
+func (m *ServerHourStatMutation) AddedRequests() (r int64, exists bool) {
+	v := m.addrequests
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRequests resets all changes to the "requests" field.
+func (m *ServerHourStatMutation) ResetRequests() {
+	m.requests = nil
+	m.addrequests = nil
+}
+
+// SetReplays sets the "replays" field.
+func (m *ServerHourStatMutation) SetReplays(i int64) {
+	m.replays = &i
+	m.addreplays = nil
+}
+
+// Replays returns the value of the "replays" field in the mutation.
+func (m *ServerHourStatMutation) Replays() (r int64, exists bool) {
+	v := m.replays
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReplays returns the old "replays" field's value of the ServerHourStat entity.
+// If the ServerHourStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerHourStatMutation) OldReplays(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReplays is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReplays requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReplays: %w", err)
+	}
+	return oldValue.Replays, nil
+}
+
+// AddReplays adds i to the "replays" field.
+func (m *ServerHourStatMutation) AddReplays(i int64) {
+	if m.addreplays != nil {
+		*m.addreplays += i
+	} else {
+		m.addreplays = &i
+	}
+}
+
+// AddedReplays returns the value that was added to the "replays" field in this mutation.
+func (m *ServerHourStatMutation) AddedReplays() (r int64, exists bool) {
+	v := m.addreplays
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetReplays resets all changes to the "replays" field.
+func (m *ServerHourStatMutation) ResetReplays() {
+	m.replays = nil
+	m.addreplays = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *ServerHourStatMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[serverhourstat.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *ServerHourStatMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *ServerHourStatMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *ServerHourStatMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the ServerHourStatMutation builder.
+func (m *ServerHourStatMutation) Where(ps ...predicate.ServerHourStat) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ServerHourStatMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ServerHourStatMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ServerHourStat, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ServerHourStatMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ServerHourStatMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ServerHourStat).
+func (m *ServerHourStatMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ServerHourStatMutation) Fields() []string {
+	fields := make([]string, 0, 5)
+	if m.tenant != nil {
+		fields = append(fields, serverhourstat.FieldTenantID)
+	}
+	if m.server_id != nil {
+		fields = append(fields, serverhourstat.FieldServerID)
+	}
+	if m.hour != nil {
+		fields = append(fields, serverhourstat.FieldHour)
+	}
+	if m.requests != nil {
+		fields = append(fields, serverhourstat.FieldRequests)
+	}
+	if m.replays != nil {
+		fields = append(fields, serverhourstat.FieldReplays)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ServerHourStatMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case serverhourstat.FieldTenantID:
+		return m.TenantID()
+	case serverhourstat.FieldServerID:
+		return m.ServerID()
+	case serverhourstat.FieldHour:
+		return m.Hour()
+	case serverhourstat.FieldRequests:
+		return m.Requests()
+	case serverhourstat.FieldReplays:
+		return m.Replays()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ServerHourStatMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case serverhourstat.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case serverhourstat.FieldServerID:
+		return m.OldServerID(ctx)
+	case serverhourstat.FieldHour:
+		return m.OldHour(ctx)
+	case serverhourstat.FieldRequests:
+		return m.OldRequests(ctx)
+	case serverhourstat.FieldReplays:
+		return m.OldReplays(ctx)
+	}
+	return nil, fmt.Errorf("unknown ServerHourStat field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ServerHourStatMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case serverhourstat.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case serverhourstat.FieldServerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetServerID(v)
+		return nil
+	case serverhourstat.FieldHour:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHour(v)
+		return nil
+	case serverhourstat.FieldRequests:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRequests(v)
+		return nil
+	case serverhourstat.FieldReplays:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReplays(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ServerHourStat field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ServerHourStatMutation) AddedFields() []string {
+	var fields []string
+	if m.addserver_id != nil {
+		fields = append(fields, serverhourstat.FieldServerID)
+	}
+	if m.addrequests != nil {
+		fields = append(fields, serverhourstat.FieldRequests)
+	}
+	if m.addreplays != nil {
+		fields = append(fields, serverhourstat.FieldReplays)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ServerHourStatMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case serverhourstat.FieldServerID:
+		return m.AddedServerID()
+	case serverhourstat.FieldRequests:
+		return m.AddedRequests()
+	case serverhourstat.FieldReplays:
+		return m.AddedReplays()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ServerHourStatMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case serverhourstat.FieldServerID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddServerID(v)
+		return nil
+	case serverhourstat.FieldRequests:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRequests(v)
+		return nil
+	case serverhourstat.FieldReplays:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddReplays(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ServerHourStat numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ServerHourStatMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ServerHourStatMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ServerHourStatMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ServerHourStat nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ServerHourStatMutation) ResetField(name string) error {
+	switch name {
+	case serverhourstat.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case serverhourstat.FieldServerID:
+		m.ResetServerID()
+		return nil
+	case serverhourstat.FieldHour:
+		m.ResetHour()
+		return nil
+	case serverhourstat.FieldRequests:
+		m.ResetRequests()
+		return nil
+	case serverhourstat.FieldReplays:
+		m.ResetReplays()
+		return nil
+	}
+	return fmt.Errorf("unknown ServerHourStat field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ServerHourStatMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, serverhourstat.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ServerHourStatMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case serverhourstat.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ServerHourStatMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ServerHourStatMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ServerHourStatMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, serverhourstat.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ServerHourStatMutation) EdgeCleared(name string) bool {
+	switch name {
+	case serverhourstat.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ServerHourStatMutation) ClearEdge(name string) error {
+	switch name {
+	case serverhourstat.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown ServerHourStat unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ServerHourStatMutation) ResetEdge(name string) error {
+	switch name {
+	case serverhourstat.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown ServerHourStat edge %s", name)
+}
+
 // SignInCodeMutation represents an operation that mutates the SignInCode nodes in the graph.
 type SignInCodeMutation struct {
 	config
@@ -19629,6 +22075,878 @@ func (m *TenantMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Tenant edge %s", name)
+}
+
+// TenantDayStatMutation represents an operation that mutates the TenantDayStat nodes in the graph.
+type TenantDayStatMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	day           *time.Time
+	credits       *int64
+	addcredits    *int64
+	requests      *int64
+	addrequests   *int64
+	retries       *int64
+	addretries    *int64
+	replays       *int64
+	addreplays    *int64
+	outbound      *int64
+	addoutbound   *int64
+	clearedFields map[string]struct{}
+	tenant        *int
+	clearedtenant bool
+	done          bool
+	oldValue      func(context.Context) (*TenantDayStat, error)
+	predicates    []predicate.TenantDayStat
+}
+
+var _ ent.Mutation = (*TenantDayStatMutation)(nil)
+
+// tenantdaystatOption allows management of the mutation configuration using functional options.
+type tenantdaystatOption func(*TenantDayStatMutation)
+
+// newTenantDayStatMutation creates new mutation for the TenantDayStat entity.
+func newTenantDayStatMutation(c config, op Op, opts ...tenantdaystatOption) *TenantDayStatMutation {
+	m := &TenantDayStatMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeTenantDayStat,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withTenantDayStatID sets the ID field of the mutation.
+func withTenantDayStatID(id int) tenantdaystatOption {
+	return func(m *TenantDayStatMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *TenantDayStat
+		)
+		m.oldValue = func(ctx context.Context) (*TenantDayStat, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().TenantDayStat.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withTenantDayStat sets the old TenantDayStat of the mutation.
+func withTenantDayStat(node *TenantDayStat) tenantdaystatOption {
+	return func(m *TenantDayStatMutation) {
+		m.oldValue = func(context.Context) (*TenantDayStat, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m TenantDayStatMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m TenantDayStatMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *TenantDayStatMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *TenantDayStatMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().TenantDayStat.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *TenantDayStatMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *TenantDayStatMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the TenantDayStat entity.
+// If the TenantDayStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TenantDayStatMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *TenantDayStatMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetDay sets the "day" field.
+func (m *TenantDayStatMutation) SetDay(t time.Time) {
+	m.day = &t
+}
+
+// Day returns the value of the "day" field in the mutation.
+func (m *TenantDayStatMutation) Day() (r time.Time, exists bool) {
+	v := m.day
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDay returns the old "day" field's value of the TenantDayStat entity.
+// If the TenantDayStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TenantDayStatMutation) OldDay(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDay is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDay requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDay: %w", err)
+	}
+	return oldValue.Day, nil
+}
+
+// ResetDay resets all changes to the "day" field.
+func (m *TenantDayStatMutation) ResetDay() {
+	m.day = nil
+}
+
+// SetCredits sets the "credits" field.
+func (m *TenantDayStatMutation) SetCredits(i int64) {
+	m.credits = &i
+	m.addcredits = nil
+}
+
+// Credits returns the value of the "credits" field in the mutation.
+func (m *TenantDayStatMutation) Credits() (r int64, exists bool) {
+	v := m.credits
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCredits returns the old "credits" field's value of the TenantDayStat entity.
+// If the TenantDayStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TenantDayStatMutation) OldCredits(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCredits is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCredits requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCredits: %w", err)
+	}
+	return oldValue.Credits, nil
+}
+
+// AddCredits adds i to the "credits" field.
+func (m *TenantDayStatMutation) AddCredits(i int64) {
+	if m.addcredits != nil {
+		*m.addcredits += i
+	} else {
+		m.addcredits = &i
+	}
+}
+
+// AddedCredits returns the value that was added to the "credits" field in this mutation.
+func (m *TenantDayStatMutation) AddedCredits() (r int64, exists bool) {
+	v := m.addcredits
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCredits resets all changes to the "credits" field.
+func (m *TenantDayStatMutation) ResetCredits() {
+	m.credits = nil
+	m.addcredits = nil
+}
+
+// SetRequests sets the "requests" field.
+func (m *TenantDayStatMutation) SetRequests(i int64) {
+	m.requests = &i
+	m.addrequests = nil
+}
+
+// Requests returns the value of the "requests" field in the mutation.
+func (m *TenantDayStatMutation) Requests() (r int64, exists bool) {
+	v := m.requests
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRequests returns the old "requests" field's value of the TenantDayStat entity.
+// If the TenantDayStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TenantDayStatMutation) OldRequests(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRequests is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRequests requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRequests: %w", err)
+	}
+	return oldValue.Requests, nil
+}
+
+// AddRequests adds i to the "requests" field.
+func (m *TenantDayStatMutation) AddRequests(i int64) {
+	if m.addrequests != nil {
+		*m.addrequests += i
+	} else {
+		m.addrequests = &i
+	}
+}
+
+// AddedRequests returns the value that was added to the "requests" field in this mutation.
+func (m *TenantDayStatMutation) AddedRequests() (r int64, exists bool) {
+	v := m.addrequests
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRequests resets all changes to the "requests" field.
+func (m *TenantDayStatMutation) ResetRequests() {
+	m.requests = nil
+	m.addrequests = nil
+}
+
+// SetRetries sets the "retries" field.
+func (m *TenantDayStatMutation) SetRetries(i int64) {
+	m.retries = &i
+	m.addretries = nil
+}
+
+// Retries returns the value of the "retries" field in the mutation.
+func (m *TenantDayStatMutation) Retries() (r int64, exists bool) {
+	v := m.retries
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRetries returns the old "retries" field's value of the TenantDayStat entity.
+// If the TenantDayStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TenantDayStatMutation) OldRetries(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRetries is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRetries requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRetries: %w", err)
+	}
+	return oldValue.Retries, nil
+}
+
+// AddRetries adds i to the "retries" field.
+func (m *TenantDayStatMutation) AddRetries(i int64) {
+	if m.addretries != nil {
+		*m.addretries += i
+	} else {
+		m.addretries = &i
+	}
+}
+
+// AddedRetries returns the value that was added to the "retries" field in this mutation.
+func (m *TenantDayStatMutation) AddedRetries() (r int64, exists bool) {
+	v := m.addretries
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRetries resets all changes to the "retries" field.
+func (m *TenantDayStatMutation) ResetRetries() {
+	m.retries = nil
+	m.addretries = nil
+}
+
+// SetReplays sets the "replays" field.
+func (m *TenantDayStatMutation) SetReplays(i int64) {
+	m.replays = &i
+	m.addreplays = nil
+}
+
+// Replays returns the value of the "replays" field in the mutation.
+func (m *TenantDayStatMutation) Replays() (r int64, exists bool) {
+	v := m.replays
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReplays returns the old "replays" field's value of the TenantDayStat entity.
+// If the TenantDayStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TenantDayStatMutation) OldReplays(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReplays is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReplays requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReplays: %w", err)
+	}
+	return oldValue.Replays, nil
+}
+
+// AddReplays adds i to the "replays" field.
+func (m *TenantDayStatMutation) AddReplays(i int64) {
+	if m.addreplays != nil {
+		*m.addreplays += i
+	} else {
+		m.addreplays = &i
+	}
+}
+
+// AddedReplays returns the value that was added to the "replays" field in this mutation.
+func (m *TenantDayStatMutation) AddedReplays() (r int64, exists bool) {
+	v := m.addreplays
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetReplays resets all changes to the "replays" field.
+func (m *TenantDayStatMutation) ResetReplays() {
+	m.replays = nil
+	m.addreplays = nil
+}
+
+// SetOutbound sets the "outbound" field.
+func (m *TenantDayStatMutation) SetOutbound(i int64) {
+	m.outbound = &i
+	m.addoutbound = nil
+}
+
+// Outbound returns the value of the "outbound" field in the mutation.
+func (m *TenantDayStatMutation) Outbound() (r int64, exists bool) {
+	v := m.outbound
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOutbound returns the old "outbound" field's value of the TenantDayStat entity.
+// If the TenantDayStat object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TenantDayStatMutation) OldOutbound(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOutbound is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOutbound requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOutbound: %w", err)
+	}
+	return oldValue.Outbound, nil
+}
+
+// AddOutbound adds i to the "outbound" field.
+func (m *TenantDayStatMutation) AddOutbound(i int64) {
+	if m.addoutbound != nil {
+		*m.addoutbound += i
+	} else {
+		m.addoutbound = &i
+	}
+}
+
+// AddedOutbound returns the value that was added to the "outbound" field in this mutation.
+func (m *TenantDayStatMutation) AddedOutbound() (r int64, exists bool) {
+	v := m.addoutbound
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetOutbound resets all changes to the "outbound" field.
+func (m *TenantDayStatMutation) ResetOutbound() {
+	m.outbound = nil
+	m.addoutbound = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *TenantDayStatMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[tenantdaystat.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *TenantDayStatMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *TenantDayStatMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *TenantDayStatMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the TenantDayStatMutation builder.
+func (m *TenantDayStatMutation) Where(ps ...predicate.TenantDayStat) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the TenantDayStatMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *TenantDayStatMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.TenantDayStat, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *TenantDayStatMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *TenantDayStatMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (TenantDayStat).
+func (m *TenantDayStatMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *TenantDayStatMutation) Fields() []string {
+	fields := make([]string, 0, 7)
+	if m.tenant != nil {
+		fields = append(fields, tenantdaystat.FieldTenantID)
+	}
+	if m.day != nil {
+		fields = append(fields, tenantdaystat.FieldDay)
+	}
+	if m.credits != nil {
+		fields = append(fields, tenantdaystat.FieldCredits)
+	}
+	if m.requests != nil {
+		fields = append(fields, tenantdaystat.FieldRequests)
+	}
+	if m.retries != nil {
+		fields = append(fields, tenantdaystat.FieldRetries)
+	}
+	if m.replays != nil {
+		fields = append(fields, tenantdaystat.FieldReplays)
+	}
+	if m.outbound != nil {
+		fields = append(fields, tenantdaystat.FieldOutbound)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *TenantDayStatMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case tenantdaystat.FieldTenantID:
+		return m.TenantID()
+	case tenantdaystat.FieldDay:
+		return m.Day()
+	case tenantdaystat.FieldCredits:
+		return m.Credits()
+	case tenantdaystat.FieldRequests:
+		return m.Requests()
+	case tenantdaystat.FieldRetries:
+		return m.Retries()
+	case tenantdaystat.FieldReplays:
+		return m.Replays()
+	case tenantdaystat.FieldOutbound:
+		return m.Outbound()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *TenantDayStatMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case tenantdaystat.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case tenantdaystat.FieldDay:
+		return m.OldDay(ctx)
+	case tenantdaystat.FieldCredits:
+		return m.OldCredits(ctx)
+	case tenantdaystat.FieldRequests:
+		return m.OldRequests(ctx)
+	case tenantdaystat.FieldRetries:
+		return m.OldRetries(ctx)
+	case tenantdaystat.FieldReplays:
+		return m.OldReplays(ctx)
+	case tenantdaystat.FieldOutbound:
+		return m.OldOutbound(ctx)
+	}
+	return nil, fmt.Errorf("unknown TenantDayStat field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TenantDayStatMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case tenantdaystat.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case tenantdaystat.FieldDay:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDay(v)
+		return nil
+	case tenantdaystat.FieldCredits:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCredits(v)
+		return nil
+	case tenantdaystat.FieldRequests:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRequests(v)
+		return nil
+	case tenantdaystat.FieldRetries:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRetries(v)
+		return nil
+	case tenantdaystat.FieldReplays:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReplays(v)
+		return nil
+	case tenantdaystat.FieldOutbound:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOutbound(v)
+		return nil
+	}
+	return fmt.Errorf("unknown TenantDayStat field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *TenantDayStatMutation) AddedFields() []string {
+	var fields []string
+	if m.addcredits != nil {
+		fields = append(fields, tenantdaystat.FieldCredits)
+	}
+	if m.addrequests != nil {
+		fields = append(fields, tenantdaystat.FieldRequests)
+	}
+	if m.addretries != nil {
+		fields = append(fields, tenantdaystat.FieldRetries)
+	}
+	if m.addreplays != nil {
+		fields = append(fields, tenantdaystat.FieldReplays)
+	}
+	if m.addoutbound != nil {
+		fields = append(fields, tenantdaystat.FieldOutbound)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *TenantDayStatMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case tenantdaystat.FieldCredits:
+		return m.AddedCredits()
+	case tenantdaystat.FieldRequests:
+		return m.AddedRequests()
+	case tenantdaystat.FieldRetries:
+		return m.AddedRetries()
+	case tenantdaystat.FieldReplays:
+		return m.AddedReplays()
+	case tenantdaystat.FieldOutbound:
+		return m.AddedOutbound()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TenantDayStatMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case tenantdaystat.FieldCredits:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCredits(v)
+		return nil
+	case tenantdaystat.FieldRequests:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRequests(v)
+		return nil
+	case tenantdaystat.FieldRetries:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRetries(v)
+		return nil
+	case tenantdaystat.FieldReplays:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddReplays(v)
+		return nil
+	case tenantdaystat.FieldOutbound:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddOutbound(v)
+		return nil
+	}
+	return fmt.Errorf("unknown TenantDayStat numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *TenantDayStatMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *TenantDayStatMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *TenantDayStatMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown TenantDayStat nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *TenantDayStatMutation) ResetField(name string) error {
+	switch name {
+	case tenantdaystat.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case tenantdaystat.FieldDay:
+		m.ResetDay()
+		return nil
+	case tenantdaystat.FieldCredits:
+		m.ResetCredits()
+		return nil
+	case tenantdaystat.FieldRequests:
+		m.ResetRequests()
+		return nil
+	case tenantdaystat.FieldRetries:
+		m.ResetRetries()
+		return nil
+	case tenantdaystat.FieldReplays:
+		m.ResetReplays()
+		return nil
+	case tenantdaystat.FieldOutbound:
+		m.ResetOutbound()
+		return nil
+	}
+	return fmt.Errorf("unknown TenantDayStat field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *TenantDayStatMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, tenantdaystat.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *TenantDayStatMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case tenantdaystat.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *TenantDayStatMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *TenantDayStatMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *TenantDayStatMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, tenantdaystat.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *TenantDayStatMutation) EdgeCleared(name string) bool {
+	switch name {
+	case tenantdaystat.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *TenantDayStatMutation) ClearEdge(name string) error {
+	switch name {
+	case tenantdaystat.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown TenantDayStat unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *TenantDayStatMutation) ResetEdge(name string) error {
+	switch name {
+	case tenantdaystat.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown TenantDayStat edge %s", name)
 }
 
 // TokenMutation represents an operation that mutates the Token nodes in the graph.

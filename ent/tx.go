@@ -36,6 +36,8 @@ type Tx struct {
 	Plan *PlanClient
 	// Recipient is the client for interacting with the Recipient builders.
 	Recipient *RecipientClient
+	// RecipientHourStat is the client for interacting with the RecipientHourStat builders.
+	RecipientHourStat *RecipientHourStatClient
 	// Rejection is the client for interacting with the Rejection builders.
 	Rejection *RejectionClient
 	// RejectionTally is the client for interacting with the RejectionTally builders.
@@ -44,10 +46,14 @@ type Tx struct {
 	Request *RequestClient
 	// Server is the client for interacting with the Server builders.
 	Server *ServerClient
+	// ServerHourStat is the client for interacting with the ServerHourStat builders.
+	ServerHourStat *ServerHourStatClient
 	// SignInCode is the client for interacting with the SignInCode builders.
 	SignInCode *SignInCodeClient
 	// Tenant is the client for interacting with the Tenant builders.
 	Tenant *TenantClient
+	// TenantDayStat is the client for interacting with the TenantDayStat builders.
+	TenantDayStat *TenantDayStatClient
 	// Token is the client for interacting with the Token builders.
 	Token *TokenClient
 
@@ -192,12 +198,15 @@ func (tx *Tx) init() {
 	tx.PendingAlert = NewPendingAlertClient(tx.config)
 	tx.Plan = NewPlanClient(tx.config)
 	tx.Recipient = NewRecipientClient(tx.config)
+	tx.RecipientHourStat = NewRecipientHourStatClient(tx.config)
 	tx.Rejection = NewRejectionClient(tx.config)
 	tx.RejectionTally = NewRejectionTallyClient(tx.config)
 	tx.Request = NewRequestClient(tx.config)
 	tx.Server = NewServerClient(tx.config)
+	tx.ServerHourStat = NewServerHourStatClient(tx.config)
 	tx.SignInCode = NewSignInCodeClient(tx.config)
 	tx.Tenant = NewTenantClient(tx.config)
+	tx.TenantDayStat = NewTenantDayStatClient(tx.config)
 	tx.Token = NewTokenClient(tx.config)
 }
 

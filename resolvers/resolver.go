@@ -100,6 +100,18 @@ func deref[T any](p *T, def T) T {
 	return *p
 }
 
+// pointers lists the addresses of s's elements, the form gqlgen's lists of objects take.
+func pointers[T any](s []T) []*T {
+	if s == nil {
+		return nil
+	}
+	out := make([]*T, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
+}
+
 func int64p(p *int) *int64 {
 	if p == nil {
 		return nil

@@ -7,6 +7,8 @@
 // it. What piles up — a day's worth of history, a backlog after the purge was stopped — goes with its day, not
 // through the row purge. On SQLite, with no partitions, the row purge is the whole purge.
 //
+// A run also deletes the aggregates behind the console's charts once they are older than stats.Retention.
+//
 // The row purge deletes in bounded batches, one short transaction each, so intake and the scheduler never
 // queue behind a long purge, and it never waits on a row another transaction holds: such rows are left for the
 // next run.
@@ -23,6 +25,7 @@ import (
 
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/leader"
+	"github.com/adal-relay/adal/stats"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
 )
@@ -81,8 +84,11 @@ type Stats struct {
 	// request counts it.
 	Busy int64
 	// DaysCreated and DaysDropped count the history's day partitions the run created ahead and dropped (on
-	// PostgreSQL).
+	// PostgreSQL), in PartitionsTook.
 	DaysCreated, DaysDropped int
+	PartitionsTook           time.Duration
+	// Aggregates counts the rows of the charts' aggregates deleted for being older than stats.Retention.
+	Aggregates int64
 	// Batches is the number of transactions that deleted something.
 	Batches int
 	// Elapsed is the run's wall time; LongestBatch the longest single transaction, begin to commit.
@@ -150,12 +156,12 @@ func (p *Purger) Stop() { p.job.Stop() }
 func (p *Purger) run(ctx context.Context) error {
 	st, err := p.PurgeOnce(ctx)
 	level := slog.LevelDebug
-	if st.Requests > 0 || st.DaysCreated > 0 || st.DaysDropped > 0 || err != nil {
+	if st.Requests > 0 || st.DaysCreated > 0 || st.DaysDropped > 0 || st.Aggregates > 0 || err != nil {
 		level = slog.LevelInfo
 	}
 	p.cfg.Logger.Log(ctx, level, "retention purge",
 		"requests", st.Requests, "deliveries", st.Deliveries, "attempts", st.Attempts, "busy", st.Busy,
-		"days_created", st.DaysCreated, "days_dropped", st.DaysDropped,
+		"days_created", st.DaysCreated, "days_dropped", st.DaysDropped, "partitions_took", st.PartitionsTook, "aggregates", st.Aggregates,
 		"batches", st.Batches, "elapsed", st.Elapsed,
 		"requests_per_s", int64(st.RequestsPerSecond()), "rows_per_s", int64(st.RowsPerSecond()),
 		"longest_batch", st.LongestBatch)
@@ -176,6 +182,11 @@ func (p *Purger) PurgeOnce(ctx context.Context) (Stats, error) {
 	)
 	if err := p.maintainPartitions(ctx, now, &st); err != nil {
 		errs = append(errs, err)
+	}
+	n, err := stats.Purge(ctx, p.cfg.DB, now)
+	st.Aggregates = n
+	if err != nil {
+		errs = append(errs, fmt.Errorf("retention: %w", err))
 	}
 	// Workers need no coordination: SKIP LOCKED hands each its own batch, and each stops at its first short one.
 	for range p.cfg.Workers {
@@ -211,6 +222,7 @@ func (p *Purger) maintainPartitions(ctx context.Context, now time.Time, st *Stat
 	if !p.cfg.DB.Postgres() {
 		return nil
 	}
+	defer func(start time.Time) { st.PartitionsTook = time.Since(start) }(time.Now())
 	var errs []error
 	dropped, err := storage.DropExpiredPartitions(ctx, p.cfg.DB, now)
 	st.DaysDropped = len(dropped)

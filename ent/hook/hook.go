@@ -141,6 +141,18 @@ func (f RecipientFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, e
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RecipientMutation", m)
 }
 
+// The RecipientHourStatFunc type is an adapter to allow the use of ordinary
+// function as RecipientHourStat mutator.
+type RecipientHourStatFunc func(context.Context, *ent.RecipientHourStatMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RecipientHourStatFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RecipientHourStatMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RecipientHourStatMutation", m)
+}
+
 // The RejectionFunc type is an adapter to allow the use of ordinary
 // function as Rejection mutator.
 type RejectionFunc func(context.Context, *ent.RejectionMutation) (ent.Value, error)
@@ -189,6 +201,18 @@ func (f ServerFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ServerMutation", m)
 }
 
+// The ServerHourStatFunc type is an adapter to allow the use of ordinary
+// function as ServerHourStat mutator.
+type ServerHourStatFunc func(context.Context, *ent.ServerHourStatMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ServerHourStatFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ServerHourStatMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ServerHourStatMutation", m)
+}
+
 // The SignInCodeFunc type is an adapter to allow the use of ordinary
 // function as SignInCode mutator.
 type SignInCodeFunc func(context.Context, *ent.SignInCodeMutation) (ent.Value, error)
@@ -211,6 +235,18 @@ func (f TenantFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TenantMutation", m)
+}
+
+// The TenantDayStatFunc type is an adapter to allow the use of ordinary
+// function as TenantDayStat mutator.
+type TenantDayStatFunc func(context.Context, *ent.TenantDayStatMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f TenantDayStatFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.TenantDayStatMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TenantDayStatMutation", m)
 }
 
 // The TokenFunc type is an adapter to allow the use of ordinary

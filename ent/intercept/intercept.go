@@ -20,12 +20,15 @@ import (
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/recipienthourstat"
 	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/serverhourstat"
 	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
 )
 
@@ -382,6 +385,33 @@ func (f TraverseRecipient) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.RecipientQuery", q)
 }
 
+// The RecipientHourStatFunc type is an adapter to allow the use of ordinary function as a Querier.
+type RecipientHourStatFunc func(context.Context, *ent.RecipientHourStatQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f RecipientHourStatFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.RecipientHourStatQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.RecipientHourStatQuery", q)
+}
+
+// The TraverseRecipientHourStat type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseRecipientHourStat func(context.Context, *ent.RecipientHourStatQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseRecipientHourStat) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseRecipientHourStat) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.RecipientHourStatQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.RecipientHourStatQuery", q)
+}
+
 // The RejectionFunc type is an adapter to allow the use of ordinary function as a Querier.
 type RejectionFunc func(context.Context, *ent.RejectionQuery) (ent.Value, error)
 
@@ -490,6 +520,33 @@ func (f TraverseServer) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.ServerQuery", q)
 }
 
+// The ServerHourStatFunc type is an adapter to allow the use of ordinary function as a Querier.
+type ServerHourStatFunc func(context.Context, *ent.ServerHourStatQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f ServerHourStatFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.ServerHourStatQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.ServerHourStatQuery", q)
+}
+
+// The TraverseServerHourStat type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseServerHourStat func(context.Context, *ent.ServerHourStatQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseServerHourStat) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseServerHourStat) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.ServerHourStatQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.ServerHourStatQuery", q)
+}
+
 // The SignInCodeFunc type is an adapter to allow the use of ordinary function as a Querier.
 type SignInCodeFunc func(context.Context, *ent.SignInCodeQuery) (ent.Value, error)
 
@@ -544,6 +601,33 @@ func (f TraverseTenant) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.TenantQuery", q)
 }
 
+// The TenantDayStatFunc type is an adapter to allow the use of ordinary function as a Querier.
+type TenantDayStatFunc func(context.Context, *ent.TenantDayStatQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f TenantDayStatFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.TenantDayStatQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.TenantDayStatQuery", q)
+}
+
+// The TraverseTenantDayStat type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseTenantDayStat func(context.Context, *ent.TenantDayStatQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseTenantDayStat) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseTenantDayStat) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.TenantDayStatQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.TenantDayStatQuery", q)
+}
+
 // The TokenFunc type is an adapter to allow the use of ordinary function as a Querier.
 type TokenFunc func(context.Context, *ent.TokenQuery) (ent.Value, error)
 
@@ -596,6 +680,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.PlanQuery, predicate.Plan, plan.OrderOption]{typ: ent.TypePlan, tq: q}, nil
 	case *ent.RecipientQuery:
 		return &query[*ent.RecipientQuery, predicate.Recipient, recipient.OrderOption]{typ: ent.TypeRecipient, tq: q}, nil
+	case *ent.RecipientHourStatQuery:
+		return &query[*ent.RecipientHourStatQuery, predicate.RecipientHourStat, recipienthourstat.OrderOption]{typ: ent.TypeRecipientHourStat, tq: q}, nil
 	case *ent.RejectionQuery:
 		return &query[*ent.RejectionQuery, predicate.Rejection, rejection.OrderOption]{typ: ent.TypeRejection, tq: q}, nil
 	case *ent.RejectionTallyQuery:
@@ -604,10 +690,14 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.RequestQuery, predicate.Request, request.OrderOption]{typ: ent.TypeRequest, tq: q}, nil
 	case *ent.ServerQuery:
 		return &query[*ent.ServerQuery, predicate.Server, server.OrderOption]{typ: ent.TypeServer, tq: q}, nil
+	case *ent.ServerHourStatQuery:
+		return &query[*ent.ServerHourStatQuery, predicate.ServerHourStat, serverhourstat.OrderOption]{typ: ent.TypeServerHourStat, tq: q}, nil
 	case *ent.SignInCodeQuery:
 		return &query[*ent.SignInCodeQuery, predicate.SignInCode, signincode.OrderOption]{typ: ent.TypeSignInCode, tq: q}, nil
 	case *ent.TenantQuery:
 		return &query[*ent.TenantQuery, predicate.Tenant, tenant.OrderOption]{typ: ent.TypeTenant, tq: q}, nil
+	case *ent.TenantDayStatQuery:
+		return &query[*ent.TenantDayStatQuery, predicate.TenantDayStat, tenantdaystat.OrderOption]{typ: ent.TypeTenantDayStat, tq: q}, nil
 	case *ent.TokenQuery:
 		return &query[*ent.TokenQuery, predicate.Token, token.OrderOption]{typ: ent.TypeToken, tq: q}, nil
 	default:

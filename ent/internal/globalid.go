@@ -2,4 +2,4 @@
 
 package internal
 
-const IncrementStarts = "{\"alert_subscriptions\":51539607552,\"attempts\":0,\"bulk_job_items\":73014444032,\"bulk_jobs\":68719476736,\"deliveries\":4294967296,\"ledger_entries\":8589934592,\"outbound_attempts\":34359738368,\"outbound_jobs\":38654705664,\"pending_alerts\":55834574848,\"plans\":12884901888,\"recipients\":17179869184,\"rejection_tallies\":64424509440,\"rejections\":60129542144,\"requests\":21474836480,\"servers\":25769803776,\"sign_in_codes\":47244640256,\"tenants\":30064771072,\"tokens\":42949672960}"
+const IncrementStarts = "{\"alert_subscriptions\":51539607552,\"attempts\":0,\"bulk_job_items\":73014444032,\"bulk_jobs\":68719476736,\"deliveries\":4294967296,\"ledger_entries\":8589934592,\"outbound_attempts\":34359738368,\"outbound_jobs\":38654705664,\"pending_alerts\":55834574848,\"plans\":12884901888,\"recipient_hour_stats\":77309411328,\"recipients\":17179869184,\"rejection_tallies\":64424509440,\"rejections\":60129542144,\"requests\":21474836480,\"server_hour_stats\":81604378624,\"servers\":25769803776,\"sign_in_codes\":47244640256,\"tenant_day_stats\":85899345920,\"tenants\":30064771072,\"tokens\":42949672960}"

@@ -570,6 +570,53 @@ var (
 			},
 		},
 	}
+	// RecipientHourStatsColumns holds the columns for the "recipient_hour_stats" table.
+	RecipientHourStatsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "recipient_id", Type: field.TypeInt},
+		{Name: "hour", Type: field.TypeTime},
+		{Name: "attempts", Type: field.TypeInt64, Default: 0},
+		{Name: "successes", Type: field.TypeInt64, Default: 0},
+		{Name: "le_10", Type: field.TypeInt64, Default: 0},
+		{Name: "le_25", Type: field.TypeInt64, Default: 0},
+		{Name: "le_50", Type: field.TypeInt64, Default: 0},
+		{Name: "le_100", Type: field.TypeInt64, Default: 0},
+		{Name: "le_250", Type: field.TypeInt64, Default: 0},
+		{Name: "le_500", Type: field.TypeInt64, Default: 0},
+		{Name: "le_1000", Type: field.TypeInt64, Default: 0},
+		{Name: "le_2500", Type: field.TypeInt64, Default: 0},
+		{Name: "le_5000", Type: field.TypeInt64, Default: 0},
+		{Name: "le_10000", Type: field.TypeInt64, Default: 0},
+		{Name: "le_30000", Type: field.TypeInt64, Default: 0},
+		{Name: "gt_30000", Type: field.TypeInt64, Default: 0},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// RecipientHourStatsTable holds the schema information for the "recipient_hour_stats" table.
+	RecipientHourStatsTable = &schema.Table{
+		Name:       "recipient_hour_stats",
+		Columns:    RecipientHourStatsColumns,
+		PrimaryKey: []*schema.Column{RecipientHourStatsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "recipient_hour_stats_tenants_tenant",
+				Columns:    []*schema.Column{RecipientHourStatsColumns[17]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "recipienthourstat_recipient_hour",
+				Unique:  true,
+				Columns: []*schema.Column{RecipientHourStatsColumns[1], RecipientHourStatsColumns[2], RecipientHourStatsColumns[17]},
+			},
+			{
+				Name:    "recipienthourstat_hour",
+				Unique:  false,
+				Columns: []*schema.Column{RecipientHourStatsColumns[2]},
+			},
+		},
+	}
 	// RejectionsColumns holds the columns for the "rejections" table.
 	RejectionsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -752,6 +799,41 @@ var (
 			},
 		},
 	}
+	// ServerHourStatsColumns holds the columns for the "server_hour_stats" table.
+	ServerHourStatsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "server_id", Type: field.TypeInt},
+		{Name: "hour", Type: field.TypeTime},
+		{Name: "requests", Type: field.TypeInt64, Default: 0},
+		{Name: "replays", Type: field.TypeInt64, Default: 0},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// ServerHourStatsTable holds the schema information for the "server_hour_stats" table.
+	ServerHourStatsTable = &schema.Table{
+		Name:       "server_hour_stats",
+		Columns:    ServerHourStatsColumns,
+		PrimaryKey: []*schema.Column{ServerHourStatsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "server_hour_stats_tenants_tenant",
+				Columns:    []*schema.Column{ServerHourStatsColumns[5]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "serverhourstat_server_hour",
+				Unique:  true,
+				Columns: []*schema.Column{ServerHourStatsColumns[1], ServerHourStatsColumns[2], ServerHourStatsColumns[5]},
+			},
+			{
+				Name:    "serverhourstat_hour",
+				Unique:  false,
+				Columns: []*schema.Column{ServerHourStatsColumns[2]},
+			},
+		},
+	}
 	// SignInCodesColumns holds the columns for the "sign_in_codes" table.
 	SignInCodesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -787,6 +869,43 @@ var (
 				Columns:    []*schema.Column{TenantsColumns[6]},
 				RefColumns: []*schema.Column{PlansColumns[0]},
 				OnDelete:   schema.NoAction,
+			},
+		},
+	}
+	// TenantDayStatsColumns holds the columns for the "tenant_day_stats" table.
+	TenantDayStatsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "day", Type: field.TypeTime},
+		{Name: "credits", Type: field.TypeInt64, Default: 0},
+		{Name: "requests", Type: field.TypeInt64, Default: 0},
+		{Name: "retries", Type: field.TypeInt64, Default: 0},
+		{Name: "replays", Type: field.TypeInt64, Default: 0},
+		{Name: "outbound", Type: field.TypeInt64, Default: 0},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// TenantDayStatsTable holds the schema information for the "tenant_day_stats" table.
+	TenantDayStatsTable = &schema.Table{
+		Name:       "tenant_day_stats",
+		Columns:    TenantDayStatsColumns,
+		PrimaryKey: []*schema.Column{TenantDayStatsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "tenant_day_stats_tenants_tenant",
+				Columns:    []*schema.Column{TenantDayStatsColumns[7]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "tenantdaystat_tenant_day",
+				Unique:  true,
+				Columns: []*schema.Column{TenantDayStatsColumns[7], TenantDayStatsColumns[1]},
+			},
+			{
+				Name:    "tenantdaystat_day",
+				Unique:  false,
+				Columns: []*schema.Column{TenantDayStatsColumns[1]},
 			},
 		},
 	}
@@ -843,12 +962,15 @@ var (
 		PendingAlertsTable,
 		PlansTable,
 		RecipientsTable,
+		RecipientHourStatsTable,
 		RejectionsTable,
 		RejectionTalliesTable,
 		RequestsTable,
 		ServersTable,
+		ServerHourStatsTable,
 		SignInCodesTable,
 		TenantsTable,
+		TenantDayStatsTable,
 		TokensTable,
 	}
 )
@@ -904,6 +1026,10 @@ func init() {
 	RecipientsTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(17179869184),
 	}
+	RecipientHourStatsTable.ForeignKeys[0].RefTable = TenantsTable
+	RecipientHourStatsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(77309411328),
+	}
 	RejectionsTable.ForeignKeys[0].RefTable = TenantsTable
 	RejectionsTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(60129542144),
@@ -922,12 +1048,20 @@ func init() {
 	ServersTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(25769803776),
 	}
+	ServerHourStatsTable.ForeignKeys[0].RefTable = TenantsTable
+	ServerHourStatsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(81604378624),
+	}
 	SignInCodesTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(47244640256),
 	}
 	TenantsTable.ForeignKeys[0].RefTable = PlansTable
 	TenantsTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(30064771072),
+	}
+	TenantDayStatsTable.ForeignKeys[0].RefTable = TenantsTable
+	TenantDayStatsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(85899345920),
 	}
 	TokensTable.ForeignKeys[0].RefTable = TenantsTable
 	TokensTable.Annotation = &entsql.Annotation{

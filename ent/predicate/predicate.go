@@ -39,6 +39,9 @@ type Plan func(*sql.Selector)
 // Recipient is the predicate function for recipient builders.
 type Recipient func(*sql.Selector)
 
+// RecipientHourStat is the predicate function for recipienthourstat builders.
+type RecipientHourStat func(*sql.Selector)
+
 // Rejection is the predicate function for rejection builders.
 type Rejection func(*sql.Selector)
 
@@ -51,11 +54,17 @@ type Request func(*sql.Selector)
 // Server is the predicate function for server builders.
 type Server func(*sql.Selector)
 
+// ServerHourStat is the predicate function for serverhourstat builders.
+type ServerHourStat func(*sql.Selector)
+
 // SignInCode is the predicate function for signincode builders.
 type SignInCode func(*sql.Selector)
 
 // Tenant is the predicate function for tenant builders.
 type Tenant func(*sql.Selector)
+
+// TenantDayStat is the predicate function for tenantdaystat builders.
+type TenantDayStat func(*sql.Selector)
 
 // Token is the predicate function for token builders.
 type Token func(*sql.Selector)

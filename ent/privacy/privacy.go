@@ -375,6 +375,30 @@ func (f RecipientMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutat
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.RecipientMutation", m)
 }
 
+// The RecipientHourStatQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type RecipientHourStatQueryRuleFunc func(context.Context, *ent.RecipientHourStatQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f RecipientHourStatQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.RecipientHourStatQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.RecipientHourStatQuery", q)
+}
+
+// The RecipientHourStatMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type RecipientHourStatMutationRuleFunc func(context.Context, *ent.RecipientHourStatMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f RecipientHourStatMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.RecipientHourStatMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.RecipientHourStatMutation", m)
+}
+
 // The RejectionQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type RejectionQueryRuleFunc func(context.Context, *ent.RejectionQuery) error
@@ -471,6 +495,30 @@ func (f ServerMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.ServerMutation", m)
 }
 
+// The ServerHourStatQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type ServerHourStatQueryRuleFunc func(context.Context, *ent.ServerHourStatQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f ServerHourStatQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.ServerHourStatQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.ServerHourStatQuery", q)
+}
+
+// The ServerHourStatMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type ServerHourStatMutationRuleFunc func(context.Context, *ent.ServerHourStatMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f ServerHourStatMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.ServerHourStatMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.ServerHourStatMutation", m)
+}
+
 // The SignInCodeQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type SignInCodeQueryRuleFunc func(context.Context, *ent.SignInCodeQuery) error
@@ -517,6 +565,30 @@ func (f TenantMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation
 		return f(ctx, m)
 	}
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.TenantMutation", m)
+}
+
+// The TenantDayStatQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type TenantDayStatQueryRuleFunc func(context.Context, *ent.TenantDayStatQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f TenantDayStatQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.TenantDayStatQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.TenantDayStatQuery", q)
+}
+
+// The TenantDayStatMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type TenantDayStatMutationRuleFunc func(context.Context, *ent.TenantDayStatMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f TenantDayStatMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.TenantDayStatMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.TenantDayStatMutation", m)
 }
 
 // The TokenQueryRuleFunc type is an adapter to allow the use of ordinary
@@ -600,6 +672,8 @@ func queryFilter(q ent.Query) (Filter, error) {
 		return q.Filter(), nil
 	case *ent.RecipientQuery:
 		return q.Filter(), nil
+	case *ent.RecipientHourStatQuery:
+		return q.Filter(), nil
 	case *ent.RejectionQuery:
 		return q.Filter(), nil
 	case *ent.RejectionTallyQuery:
@@ -608,9 +682,13 @@ func queryFilter(q ent.Query) (Filter, error) {
 		return q.Filter(), nil
 	case *ent.ServerQuery:
 		return q.Filter(), nil
+	case *ent.ServerHourStatQuery:
+		return q.Filter(), nil
 	case *ent.SignInCodeQuery:
 		return q.Filter(), nil
 	case *ent.TenantQuery:
+		return q.Filter(), nil
+	case *ent.TenantDayStatQuery:
 		return q.Filter(), nil
 	case *ent.TokenQuery:
 		return q.Filter(), nil
@@ -643,6 +721,8 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 		return m.Filter(), nil
 	case *ent.RecipientMutation:
 		return m.Filter(), nil
+	case *ent.RecipientHourStatMutation:
+		return m.Filter(), nil
 	case *ent.RejectionMutation:
 		return m.Filter(), nil
 	case *ent.RejectionTallyMutation:
@@ -651,9 +731,13 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 		return m.Filter(), nil
 	case *ent.ServerMutation:
 		return m.Filter(), nil
+	case *ent.ServerHourStatMutation:
+		return m.Filter(), nil
 	case *ent.SignInCodeMutation:
 		return m.Filter(), nil
 	case *ent.TenantMutation:
+		return m.Filter(), nil
+	case *ent.TenantDayStatMutation:
 		return m.Filter(), nil
 	case *ent.TokenMutation:
 		return m.Filter(), nil

@@ -17,13 +17,16 @@ import (
 	"github.com/adal-relay/adal/ent/pendingalert"
 	"github.com/adal-relay/adal/ent/plan"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/recipienthourstat"
 	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/rejectiontally"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/ent/schema"
 	"github.com/adal-relay/adal/ent/server"
+	"github.com/adal-relay/adal/ent/serverhourstat"
 	"github.com/adal-relay/adal/ent/signincode"
 	"github.com/adal-relay/adal/ent/tenant"
+	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
 
 	"entgo.io/ent"
@@ -362,6 +365,74 @@ func init() {
 	recipientDescInFlight := recipientFields[26].Descriptor()
 	// recipient.DefaultInFlight holds the default value on creation for the in_flight field.
 	recipient.DefaultInFlight = recipientDescInFlight.Default.(int)
+	recipienthourstatMixin := schema.RecipientHourStat{}.Mixin()
+	recipienthourstat.Policy = privacy.NewPolicies(recipienthourstatMixin[0], schema.RecipientHourStat{})
+	recipienthourstat.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := recipienthourstat.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	recipienthourstatFields := schema.RecipientHourStat{}.Fields()
+	_ = recipienthourstatFields
+	// recipienthourstatDescAttempts is the schema descriptor for attempts field.
+	recipienthourstatDescAttempts := recipienthourstatFields[2].Descriptor()
+	// recipienthourstat.DefaultAttempts holds the default value on creation for the attempts field.
+	recipienthourstat.DefaultAttempts = recipienthourstatDescAttempts.Default.(int64)
+	// recipienthourstatDescSuccesses is the schema descriptor for successes field.
+	recipienthourstatDescSuccesses := recipienthourstatFields[3].Descriptor()
+	// recipienthourstat.DefaultSuccesses holds the default value on creation for the successes field.
+	recipienthourstat.DefaultSuccesses = recipienthourstatDescSuccesses.Default.(int64)
+	// recipienthourstatDescLe10 is the schema descriptor for le_10 field.
+	recipienthourstatDescLe10 := recipienthourstatFields[4].Descriptor()
+	// recipienthourstat.DefaultLe10 holds the default value on creation for the le_10 field.
+	recipienthourstat.DefaultLe10 = recipienthourstatDescLe10.Default.(int64)
+	// recipienthourstatDescLe25 is the schema descriptor for le_25 field.
+	recipienthourstatDescLe25 := recipienthourstatFields[5].Descriptor()
+	// recipienthourstat.DefaultLe25 holds the default value on creation for the le_25 field.
+	recipienthourstat.DefaultLe25 = recipienthourstatDescLe25.Default.(int64)
+	// recipienthourstatDescLe50 is the schema descriptor for le_50 field.
+	recipienthourstatDescLe50 := recipienthourstatFields[6].Descriptor()
+	// recipienthourstat.DefaultLe50 holds the default value on creation for the le_50 field.
+	recipienthourstat.DefaultLe50 = recipienthourstatDescLe50.Default.(int64)
+	// recipienthourstatDescLe100 is the schema descriptor for le_100 field.
+	recipienthourstatDescLe100 := recipienthourstatFields[7].Descriptor()
+	// recipienthourstat.DefaultLe100 holds the default value on creation for the le_100 field.
+	recipienthourstat.DefaultLe100 = recipienthourstatDescLe100.Default.(int64)
+	// recipienthourstatDescLe250 is the schema descriptor for le_250 field.
+	recipienthourstatDescLe250 := recipienthourstatFields[8].Descriptor()
+	// recipienthourstat.DefaultLe250 holds the default value on creation for the le_250 field.
+	recipienthourstat.DefaultLe250 = recipienthourstatDescLe250.Default.(int64)
+	// recipienthourstatDescLe500 is the schema descriptor for le_500 field.
+	recipienthourstatDescLe500 := recipienthourstatFields[9].Descriptor()
+	// recipienthourstat.DefaultLe500 holds the default value on creation for the le_500 field.
+	recipienthourstat.DefaultLe500 = recipienthourstatDescLe500.Default.(int64)
+	// recipienthourstatDescLe1000 is the schema descriptor for le_1000 field.
+	recipienthourstatDescLe1000 := recipienthourstatFields[10].Descriptor()
+	// recipienthourstat.DefaultLe1000 holds the default value on creation for the le_1000 field.
+	recipienthourstat.DefaultLe1000 = recipienthourstatDescLe1000.Default.(int64)
+	// recipienthourstatDescLe2500 is the schema descriptor for le_2500 field.
+	recipienthourstatDescLe2500 := recipienthourstatFields[11].Descriptor()
+	// recipienthourstat.DefaultLe2500 holds the default value on creation for the le_2500 field.
+	recipienthourstat.DefaultLe2500 = recipienthourstatDescLe2500.Default.(int64)
+	// recipienthourstatDescLe5000 is the schema descriptor for le_5000 field.
+	recipienthourstatDescLe5000 := recipienthourstatFields[12].Descriptor()
+	// recipienthourstat.DefaultLe5000 holds the default value on creation for the le_5000 field.
+	recipienthourstat.DefaultLe5000 = recipienthourstatDescLe5000.Default.(int64)
+	// recipienthourstatDescLe10000 is the schema descriptor for le_10000 field.
+	recipienthourstatDescLe10000 := recipienthourstatFields[13].Descriptor()
+	// recipienthourstat.DefaultLe10000 holds the default value on creation for the le_10000 field.
+	recipienthourstat.DefaultLe10000 = recipienthourstatDescLe10000.Default.(int64)
+	// recipienthourstatDescLe30000 is the schema descriptor for le_30000 field.
+	recipienthourstatDescLe30000 := recipienthourstatFields[14].Descriptor()
+	// recipienthourstat.DefaultLe30000 holds the default value on creation for the le_30000 field.
+	recipienthourstat.DefaultLe30000 = recipienthourstatDescLe30000.Default.(int64)
+	// recipienthourstatDescGt30000 is the schema descriptor for gt_30000 field.
+	recipienthourstatDescGt30000 := recipienthourstatFields[15].Descriptor()
+	// recipienthourstat.DefaultGt30000 holds the default value on creation for the gt_30000 field.
+	recipienthourstat.DefaultGt30000 = recipienthourstatDescGt30000.Default.(int64)
 	rejectionMixin := schema.Rejection{}.Mixin()
 	rejection.Policy = privacy.NewPolicies(rejectionMixin[0], schema.Rejection{})
 	rejection.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -456,6 +527,26 @@ func init() {
 	serverDescResponseBody := serverFields[11].Descriptor()
 	// server.DefaultResponseBody holds the default value on creation for the response_body field.
 	server.DefaultResponseBody = serverDescResponseBody.Default.(string)
+	serverhourstatMixin := schema.ServerHourStat{}.Mixin()
+	serverhourstat.Policy = privacy.NewPolicies(serverhourstatMixin[0], schema.ServerHourStat{})
+	serverhourstat.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := serverhourstat.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	serverhourstatFields := schema.ServerHourStat{}.Fields()
+	_ = serverhourstatFields
+	// serverhourstatDescRequests is the schema descriptor for requests field.
+	serverhourstatDescRequests := serverhourstatFields[2].Descriptor()
+	// serverhourstat.DefaultRequests holds the default value on creation for the requests field.
+	serverhourstat.DefaultRequests = serverhourstatDescRequests.Default.(int64)
+	// serverhourstatDescReplays is the schema descriptor for replays field.
+	serverhourstatDescReplays := serverhourstatFields[3].Descriptor()
+	// serverhourstat.DefaultReplays holds the default value on creation for the replays field.
+	serverhourstat.DefaultReplays = serverhourstatDescReplays.Default.(int64)
 	signincodeMixin := schema.SignInCode{}.Mixin()
 	signincode.Policy = privacy.NewPolicies(schema.SignInCode{})
 	signincode.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -502,6 +593,38 @@ func init() {
 	tenant.DefaultCreditBalance = tenantDescCreditBalance.Default.(int64)
 	// tenant.CreditBalanceValidator is a validator for the "credit_balance" field. It is called by the builders before save.
 	tenant.CreditBalanceValidator = tenantDescCreditBalance.Validators[0].(func(int64) error)
+	tenantdaystatMixin := schema.TenantDayStat{}.Mixin()
+	tenantdaystat.Policy = privacy.NewPolicies(tenantdaystatMixin[0], schema.TenantDayStat{})
+	tenantdaystat.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := tenantdaystat.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	tenantdaystatFields := schema.TenantDayStat{}.Fields()
+	_ = tenantdaystatFields
+	// tenantdaystatDescCredits is the schema descriptor for credits field.
+	tenantdaystatDescCredits := tenantdaystatFields[1].Descriptor()
+	// tenantdaystat.DefaultCredits holds the default value on creation for the credits field.
+	tenantdaystat.DefaultCredits = tenantdaystatDescCredits.Default.(int64)
+	// tenantdaystatDescRequests is the schema descriptor for requests field.
+	tenantdaystatDescRequests := tenantdaystatFields[2].Descriptor()
+	// tenantdaystat.DefaultRequests holds the default value on creation for the requests field.
+	tenantdaystat.DefaultRequests = tenantdaystatDescRequests.Default.(int64)
+	// tenantdaystatDescRetries is the schema descriptor for retries field.
+	tenantdaystatDescRetries := tenantdaystatFields[3].Descriptor()
+	// tenantdaystat.DefaultRetries holds the default value on creation for the retries field.
+	tenantdaystat.DefaultRetries = tenantdaystatDescRetries.Default.(int64)
+	// tenantdaystatDescReplays is the schema descriptor for replays field.
+	tenantdaystatDescReplays := tenantdaystatFields[4].Descriptor()
+	// tenantdaystat.DefaultReplays holds the default value on creation for the replays field.
+	tenantdaystat.DefaultReplays = tenantdaystatDescReplays.Default.(int64)
+	// tenantdaystatDescOutbound is the schema descriptor for outbound field.
+	tenantdaystatDescOutbound := tenantdaystatFields[5].Descriptor()
+	// tenantdaystat.DefaultOutbound holds the default value on creation for the outbound field.
+	tenantdaystat.DefaultOutbound = tenantdaystatDescOutbound.Default.(int64)
 	tokenMixin := schema.Token{}.Mixin()
 	token.Policy = privacy.NewPolicies(schema.Token{})
 	token.Hooks[0] = func(next ent.Mutator) ent.Mutator {

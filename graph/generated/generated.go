@@ -28,6 +28,7 @@ import (
 	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/graph/model"
+	"github.com/adal-relay/adal/stats"
 	"github.com/adal-relay/adal/viewer"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -148,6 +149,15 @@ type ComplexityRoot struct {
 		SignatureHeaders func(childComplexity int) int
 		TimeoutSeconds   func(childComplexity int) int
 		Verified         func(childComplexity int) int
+	}
+
+	CreditDay struct {
+		Credits  func(childComplexity int) int
+		Day      func(childComplexity int) int
+		Outbound func(childComplexity int) int
+		Replays  func(childComplexity int) int
+		Requests func(childComplexity int) int
+		Retries  func(childComplexity int) int
 	}
 
 	Delivery struct {
@@ -370,6 +380,7 @@ type ComplexityRoot struct {
 		CreatedAt               func(childComplexity int) int
 		DeletedAt               func(childComplexity int) int
 		Filter                  func(childComplexity int) int
+		HourlyStats             func(childComplexity int, hours *int) int
 		ID                      func(childComplexity int) int
 		LastSuccessAt           func(childComplexity int) int
 		MaxAttempts             func(childComplexity int) int
@@ -390,6 +401,16 @@ type ComplexityRoot struct {
 		StateReason             func(childComplexity int) int
 		TimeoutSeconds          func(childComplexity int) int
 		URL                     func(childComplexity int) int
+	}
+
+	RecipientHour struct {
+		Attempts    func(childComplexity int) int
+		Failures    func(childComplexity int) int
+		Hour        func(childComplexity int) int
+		P50Ms       func(childComplexity int) int
+		P95Ms       func(childComplexity int) int
+		SuccessRate func(childComplexity int) int
+		Successes   func(childComplexity int) int
 	}
 
 	Rejection struct {
@@ -474,6 +495,7 @@ type ComplexityRoot struct {
 		Recipients              func(childComplexity int) int
 		RejectedCount           func(childComplexity int) int
 		Rejections              func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
+		RequestsPerHour         func(childComplexity int, hours *int) int
 		Response                func(childComplexity int) int
 		RetentionDays           func(childComplexity int) int
 		Tenant                  func(childComplexity int) int
@@ -491,6 +513,12 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	ServerHour struct {
+		Hour     func(childComplexity int) int
+		Replays  func(childComplexity int) int
+		Requests func(childComplexity int) int
+	}
+
 	ServerResponse struct {
 		Body        func(childComplexity int) int
 		ContentType func(childComplexity int) int
@@ -506,6 +534,7 @@ type ComplexityRoot struct {
 	Tenant struct {
 		CreatedAt          func(childComplexity int) int
 		CreditBalance      func(childComplexity int) int
+		CreditsPerDay      func(childComplexity int, days *int) int
 		ID                 func(childComplexity int) int
 		LowCreditThreshold func(childComplexity int) int
 		Name               func(childComplexity int) int
@@ -664,6 +693,7 @@ type QueryResolver interface {
 }
 type RecipientResolver interface {
 	CliConnected(ctx context.Context, obj *ent.Recipient) (bool, error)
+	HourlyStats(ctx context.Context, obj *ent.Recipient, hours *int) ([]*stats.RecipientHour, error)
 	Filter(ctx context.Context, obj *ent.Recipient) (any, error)
 	SigningSecret(ctx context.Context, obj *ent.Recipient) (*string, error)
 }
@@ -677,6 +707,7 @@ type RequestResolver interface {
 type ServerResolver interface {
 	InboundURL(ctx context.Context, obj *ent.Server) (string, error)
 	Recipients(ctx context.Context, obj *ent.Server) ([]*ent.Recipient, error)
+	RequestsPerHour(ctx context.Context, obj *ent.Server, hours *int) ([]*stats.ServerHour, error)
 	Tenant(ctx context.Context, obj *ent.Server) (*ent.Tenant, error)
 	Verification(ctx context.Context, obj *ent.Server) (*model.Verification, error)
 	Response(ctx context.Context, obj *ent.Server) (*model.ServerResponse, error)
@@ -691,6 +722,7 @@ type SubscriptionResolver interface {
 }
 type TenantResolver interface {
 	Usage(ctx context.Context, obj *ent.Tenant, period *string) (*billing.Usage, error)
+	CreditsPerDay(ctx context.Context, obj *ent.Tenant, days *int) ([]*stats.CreditDay, error)
 	Servers(ctx context.Context, obj *ent.Tenant) ([]*ent.Server, error)
 	UsageHistory(ctx context.Context, obj *ent.Tenant, months *int) ([]*billing.Usage, error)
 }
@@ -1112,6 +1144,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CliJob.Verified(childComplexity), true
+
+	case "CreditDay.credits":
+		if e.ComplexityRoot.CreditDay.Credits == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CreditDay.Credits(childComplexity), true
+	case "CreditDay.day":
+		if e.ComplexityRoot.CreditDay.Day == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CreditDay.Day(childComplexity), true
+	case "CreditDay.outbound":
+		if e.ComplexityRoot.CreditDay.Outbound == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CreditDay.Outbound(childComplexity), true
+	case "CreditDay.replays":
+		if e.ComplexityRoot.CreditDay.Replays == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CreditDay.Replays(childComplexity), true
+	case "CreditDay.requests":
+		if e.ComplexityRoot.CreditDay.Requests == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CreditDay.Requests(childComplexity), true
+	case "CreditDay.retries":
+		if e.ComplexityRoot.CreditDay.Retries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CreditDay.Retries(childComplexity), true
 
 	case "Delivery.attemptCount":
 		if e.ComplexityRoot.Delivery.AttemptCount == nil {
@@ -2352,6 +2421,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.Filter(childComplexity), true
+	case "Recipient.hourlyStats":
+		if e.ComplexityRoot.Recipient.HourlyStats == nil {
+			break
+		}
+
+		args, err := ec.field_Recipient_hourlyStats_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Recipient.HourlyStats(childComplexity, args["hours"].(*int)), true
 	case "Recipient.id":
 		if e.ComplexityRoot.Recipient.ID == nil {
 			break
@@ -2472,6 +2552,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.URL(childComplexity), true
+
+	case "RecipientHour.attempts":
+		if e.ComplexityRoot.RecipientHour.Attempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientHour.Attempts(childComplexity), true
+	case "RecipientHour.failures":
+		if e.ComplexityRoot.RecipientHour.Failures == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientHour.Failures(childComplexity), true
+	case "RecipientHour.hour":
+		if e.ComplexityRoot.RecipientHour.Hour == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientHour.Hour(childComplexity), true
+	case "RecipientHour.p50Ms":
+		if e.ComplexityRoot.RecipientHour.P50Ms == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientHour.P50Ms(childComplexity), true
+	case "RecipientHour.p95Ms":
+		if e.ComplexityRoot.RecipientHour.P95Ms == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientHour.P95Ms(childComplexity), true
+	case "RecipientHour.successRate":
+		if e.ComplexityRoot.RecipientHour.SuccessRate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientHour.SuccessRate(childComplexity), true
+	case "RecipientHour.successes":
+		if e.ComplexityRoot.RecipientHour.Successes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientHour.Successes(childComplexity), true
 
 	case "Rejection.at":
 		if e.ComplexityRoot.Rejection.At == nil {
@@ -2828,6 +2951,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Server.Rejections(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int)), true
+	case "Server.requestsPerHour":
+		if e.ComplexityRoot.Server.RequestsPerHour == nil {
+			break
+		}
+
+		args, err := ec.field_Server_requestsPerHour_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Server.RequestsPerHour(childComplexity, args["hours"].(*int)), true
 	case "Server.response":
 		if e.ComplexityRoot.Server.Response == nil {
 			break
@@ -2884,6 +3018,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ServerEdge.Node(childComplexity), true
+
+	case "ServerHour.hour":
+		if e.ComplexityRoot.ServerHour.Hour == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ServerHour.Hour(childComplexity), true
+	case "ServerHour.replays":
+		if e.ComplexityRoot.ServerHour.Replays == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ServerHour.Replays(childComplexity), true
+	case "ServerHour.requests":
+		if e.ComplexityRoot.ServerHour.Requests == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ServerHour.Requests(childComplexity), true
 
 	case "ServerResponse.body":
 		if e.ComplexityRoot.ServerResponse.Body == nil {
@@ -2950,6 +3103,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Tenant.CreditBalance(childComplexity), true
+	case "Tenant.creditsPerDay":
+		if e.ComplexityRoot.Tenant.CreditsPerDay == nil {
+			break
+		}
+
+		args, err := ec.field_Tenant_creditsPerDay_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Tenant.CreditsPerDay(childComplexity, args["days"].(*int)), true
 	case "Tenant.id":
 		if e.ComplexityRoot.Tenant.ID == nil {
 			break
@@ -3751,6 +3915,69 @@ extend type Mutation {
 extend type Subscription {
   "The job as it stands, then again each time it progresses, until it ends."
   bulkJobUpdated(id: ID!): BulkJob!
+}
+`, BuiltIn: false},
+	{Name: "../charts.graphqls", Input: `# The console's charts: figures per hour or per day, read from aggregates the database keeps as the work is
+# recorded (never from the history itself), kept 8 days. Every hour or day of the range is listed, oldest
+# first, with zeros where nothing happened; hours and days are UTC.
+
+"One UTC hour of a recipient's attempts, counted in the hour each finished."
+type RecipientHour {
+  "Start of the hour."
+  hour: Time!
+  attempts: Int!
+  successes: Int!
+  failures: Int!
+  "successes / attempts, from 0 to 1; null in an hour without attempts."
+  successRate: Float
+  """
+  Median attempt duration in milliseconds, estimated from a histogram (bounds 10, 25, 50, 100, 250, 500 ms,
+  1, 2.5, 5, 10, 30 s) by interpolating within the bucket it falls in; null in an hour without attempts.
+  """
+  p50Ms: Float
+  "95th percentile of the attempt durations in milliseconds, estimated as p50Ms is."
+  p95Ms: Float
+}
+
+"One UTC hour of a server's stored requests, by the time they were received."
+type ServerHour {
+  "Start of the hour."
+  hour: Time!
+  "Requests stored: accepted by intake, replays and alerts."
+  requests: Int!
+  "Replays among them."
+  replays: Int!
+}
+
+"One UTC day of a tenant's debits."
+type CreditDay {
+  "Start of the day."
+  day: Time!
+  "Credits debited, whatever for."
+  credits: Int!
+  "Of which for accepted requests."
+  requests: Int!
+  "Of which for manual retries."
+  retries: Int!
+  "Of which for replays."
+  replays: Int!
+  "Of which for outbound jobs."
+  outbound: Int!
+}
+
+extend type Recipient {
+  "Attempts per hour over the last ` + "`" + `hours` + "`" + ` hours (1 to 168), the current hour last."
+  hourlyStats(hours: Int = 168): [RecipientHour!]!
+}
+
+extend type Server {
+  "Requests stored per hour over the last ` + "`" + `hours` + "`" + ` hours (1 to 168), the current hour last."
+  requestsPerHour(hours: Int = 168): [ServerHour!]!
+}
+
+extend type Tenant {
+  "Credits debited per day over the last ` + "`" + `days` + "`" + ` days (1 to 7), today last."
+  creditsPerDay(days: Int = 7): [CreditDay!]!
 }
 `, BuiltIn: false},
 	{Name: "../cli.graphqls", Input: `# The adal CLI's part of the API: a CLI attaches to one CLI recipient with the cliListen subscription (over the
@@ -6927,6 +7154,24 @@ func (ec *executionContext) childFields_CliJob(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type CliJob", field.Name)
 }
 
+func (ec *executionContext) childFields_CreditDay(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "day":
+		return ec.fieldContext_CreditDay_day(ctx, field)
+	case "credits":
+		return ec.fieldContext_CreditDay_credits(ctx, field)
+	case "requests":
+		return ec.fieldContext_CreditDay_requests(ctx, field)
+	case "retries":
+		return ec.fieldContext_CreditDay_retries(ctx, field)
+	case "replays":
+		return ec.fieldContext_CreditDay_replays(ctx, field)
+	case "outbound":
+		return ec.fieldContext_CreditDay_outbound(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CreditDay", field.Name)
+}
+
 func (ec *executionContext) childFields_Delivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -7291,12 +7536,34 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_server(ctx, field)
 	case "cliConnected":
 		return ec.fieldContext_Recipient_cliConnected(ctx, field)
+	case "hourlyStats":
+		return ec.fieldContext_Recipient_hourlyStats(ctx, field)
 	case "filter":
 		return ec.fieldContext_Recipient_filter(ctx, field)
 	case "signingSecret":
 		return ec.fieldContext_Recipient_signingSecret(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Recipient", field.Name)
+}
+
+func (ec *executionContext) childFields_RecipientHour(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "hour":
+		return ec.fieldContext_RecipientHour_hour(ctx, field)
+	case "attempts":
+		return ec.fieldContext_RecipientHour_attempts(ctx, field)
+	case "successes":
+		return ec.fieldContext_RecipientHour_successes(ctx, field)
+	case "failures":
+		return ec.fieldContext_RecipientHour_failures(ctx, field)
+	case "successRate":
+		return ec.fieldContext_RecipientHour_successRate(ctx, field)
+	case "p50Ms":
+		return ec.fieldContext_RecipientHour_p50Ms(ctx, field)
+	case "p95Ms":
+		return ec.fieldContext_RecipientHour_p95Ms(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RecipientHour", field.Name)
 }
 
 func (ec *executionContext) childFields_Rejection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7459,6 +7726,8 @@ func (ec *executionContext) childFields_Server(ctx context.Context, field graphq
 		return ec.fieldContext_Server_inboundUrl(ctx, field)
 	case "recipients":
 		return ec.fieldContext_Server_recipients(ctx, field)
+	case "requestsPerHour":
+		return ec.fieldContext_Server_requestsPerHour(ctx, field)
 	case "tenant":
 		return ec.fieldContext_Server_tenant(ctx, field)
 	case "verification":
@@ -7497,6 +7766,18 @@ func (ec *executionContext) childFields_ServerEdge(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type ServerEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_ServerHour(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "hour":
+		return ec.fieldContext_ServerHour_hour(ctx, field)
+	case "requests":
+		return ec.fieldContext_ServerHour_requests(ctx, field)
+	case "replays":
+		return ec.fieldContext_ServerHour_replays(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ServerHour", field.Name)
+}
+
 func (ec *executionContext) childFields_ServerResponse(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "status":
@@ -7527,6 +7808,8 @@ func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphq
 		return ec.fieldContext_Tenant_plan(ctx, field)
 	case "usage":
 		return ec.fieldContext_Tenant_usage(ctx, field)
+	case "creditsPerDay":
+		return ec.fieldContext_Tenant_creditsPerDay(ctx, field)
 	case "servers":
 		return ec.fieldContext_Tenant_servers(ctx, field)
 	case "usageHistory":
@@ -8863,6 +9146,20 @@ func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Recipient_hourlyStats_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "hours",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["hours"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Server_rejections_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -8898,6 +9195,20 @@ func (ec *executionContext) field_Server_rejections_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["last"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Server_requestsPerHour_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "hours",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["hours"] = arg0
 	return args, nil
 }
 
@@ -8948,6 +9259,20 @@ func (ec *executionContext) field_Subscription_deliveryUpdated_args(ctx context.
 		return nil, err
 	}
 	args["requestId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Tenant_creditsPerDay_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "days",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["days"] = arg0
 	return args, nil
 }
 
@@ -10616,6 +10941,144 @@ func (ec *executionContext) _CliJob_verified(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_CliJob_verified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CliJob", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _CreditDay_day(ctx context.Context, field graphql.CollectedField, obj *stats.CreditDay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CreditDay_day(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Day, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CreditDay_day(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CreditDay", field, false, false, "Time")
+}
+
+func (ec *executionContext) _CreditDay_credits(ctx context.Context, field graphql.CollectedField, obj *stats.CreditDay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CreditDay_credits(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Credits, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CreditDay_credits(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CreditDay", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CreditDay_requests(ctx context.Context, field graphql.CollectedField, obj *stats.CreditDay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CreditDay_requests(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Requests, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CreditDay_requests(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CreditDay", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CreditDay_retries(ctx context.Context, field graphql.CollectedField, obj *stats.CreditDay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CreditDay_retries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Retries, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CreditDay_retries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CreditDay", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CreditDay_replays(ctx context.Context, field graphql.CollectedField, obj *stats.CreditDay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CreditDay_replays(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replays, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CreditDay_replays(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CreditDay", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CreditDay_outbound(ctx context.Context, field graphql.CollectedField, obj *stats.CreditDay) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CreditDay_outbound(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Outbound, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CreditDay_outbound(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CreditDay", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Delivery_id(ctx context.Context, field graphql.CollectedField, obj *ent.Delivery) (ret graphql.Marshaler) {
@@ -16082,6 +16545,50 @@ func (ec *executionContext) fieldContext_Recipient_cliConnected(_ context.Contex
 	return graphql.NewScalarFieldContext("Recipient", field, true, true, "Boolean")
 }
 
+func (ec *executionContext) _Recipient_hourlyStats(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_hourlyStats(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Recipient().HourlyStats(ctx, obj, fc.Args["hours"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*stats.RecipientHour) graphql.Marshaler {
+			return ec.marshalNRecipientHour2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐRecipientHourᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_hourlyStats(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Recipient",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RecipientHour(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Recipient_hourlyStats_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Recipient_filter(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16126,6 +16633,167 @@ func (ec *executionContext) _Recipient_signingSecret(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_Recipient_signingSecret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Recipient", field, true, true, "String")
+}
+
+func (ec *executionContext) _RecipientHour_hour(ctx context.Context, field graphql.CollectedField, obj *stats.RecipientHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientHour_hour(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hour, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientHour_hour(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientHour", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RecipientHour_attempts(ctx context.Context, field graphql.CollectedField, obj *stats.RecipientHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientHour_attempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientHour_attempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientHour", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RecipientHour_successes(ctx context.Context, field graphql.CollectedField, obj *stats.RecipientHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientHour_successes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Successes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientHour_successes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientHour", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RecipientHour_failures(ctx context.Context, field graphql.CollectedField, obj *stats.RecipientHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientHour_failures(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Failures(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientHour_failures(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientHour", field, true, false, "Int")
+}
+
+func (ec *executionContext) _RecipientHour_successRate(ctx context.Context, field graphql.CollectedField, obj *stats.RecipientHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientHour_successRate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SuccessRate(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientHour_successRate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientHour", field, true, false, "Float")
+}
+
+func (ec *executionContext) _RecipientHour_p50Ms(ctx context.Context, field graphql.CollectedField, obj *stats.RecipientHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientHour_p50Ms(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.P50Ms(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientHour_p50Ms(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientHour", field, true, false, "Float")
+}
+
+func (ec *executionContext) _RecipientHour_p95Ms(ctx context.Context, field graphql.CollectedField, obj *stats.RecipientHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientHour_p95Ms(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.P95Ms(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientHour_p95Ms(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientHour", field, true, false, "Float")
 }
 
 func (ec *executionContext) _Rejection_id(ctx context.Context, field graphql.CollectedField, obj *ent.Rejection) (ret graphql.Marshaler) {
@@ -17519,6 +18187,50 @@ func (ec *executionContext) fieldContext_Server_recipients(_ context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Server_requestsPerHour(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_requestsPerHour(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Server().RequestsPerHour(ctx, obj, fc.Args["hours"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*stats.ServerHour) graphql.Marshaler {
+			return ec.marshalNServerHour2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐServerHourᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_requestsPerHour(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Server",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ServerHour(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Server_requestsPerHour_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Server_tenant(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17845,6 +18557,75 @@ func (ec *executionContext) _ServerEdge_cursor(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_ServerEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ServerEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _ServerHour_hour(ctx context.Context, field graphql.CollectedField, obj *stats.ServerHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ServerHour_hour(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hour, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ServerHour_hour(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ServerHour", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ServerHour_requests(ctx context.Context, field graphql.CollectedField, obj *stats.ServerHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ServerHour_requests(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Requests, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ServerHour_requests(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ServerHour", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ServerHour_replays(ctx context.Context, field graphql.CollectedField, obj *stats.ServerHour) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ServerHour_replays(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replays, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ServerHour_replays(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ServerHour", field, false, false, "Int")
 }
 
 func (ec *executionContext) _ServerResponse_status(ctx context.Context, field graphql.CollectedField, obj *model.ServerResponse) (ret graphql.Marshaler) {
@@ -18256,6 +19037,50 @@ func (ec *executionContext) fieldContext_Tenant_usage(ctx context.Context, field
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Tenant_usage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Tenant_creditsPerDay(ctx context.Context, field graphql.CollectedField, obj *ent.Tenant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Tenant_creditsPerDay(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Tenant().CreditsPerDay(ctx, obj, fc.Args["days"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*stats.CreditDay) graphql.Marshaler {
+			return ec.marshalNCreditDay2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐCreditDayᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Tenant_creditsPerDay(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Tenant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CreditDay(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Tenant_creditsPerDay_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -30684,6 +31509,64 @@ func (ec *executionContext) _CliJob(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
+var creditDayImplementors = []string{"CreditDay"}
+
+func (ec *executionContext) _CreditDay(ctx context.Context, sel ast.SelectionSet, obj *stats.CreditDay) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, creditDayImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CreditDay")
+		case "day":
+			out.Values[i] = ec._CreditDay_day(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "credits":
+			out.Values[i] = ec._CreditDay_credits(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requests":
+			out.Values[i] = ec._CreditDay_requests(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "retries":
+			out.Values[i] = ec._CreditDay_retries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replays":
+			out.Values[i] = ec._CreditDay_replays(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outbound":
+			out.Values[i] = ec._CreditDay_outbound(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var deliveryImplementors = []string{"Delivery", "Node"}
 
 func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet, obj *ent.Delivery) graphql.Marshaler {
@@ -32239,6 +33122,12 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Recipient_cliConnected(ctx, field, obj)
 				})
+		case "hourlyStats":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Recipient_hourlyStats(ctx, field, obj)
+				})
 		case "filter":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
@@ -32251,6 +33140,69 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Recipient_signingSecret(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var recipientHourImplementors = []string{"RecipientHour"}
+
+func (ec *executionContext) _RecipientHour(ctx context.Context, sel ast.SelectionSet, obj *stats.RecipientHour) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, recipientHourImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RecipientHour")
+		case "hour":
+			out.Values[i] = ec._RecipientHour_hour(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempts":
+			out.Values[i] = ec._RecipientHour_attempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "successes":
+			out.Values[i] = ec._RecipientHour_successes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "failures":
+			out.Values[i] = ec._RecipientHour_failures(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "successRate":
+			out.Values[i] = ec._RecipientHour_successRate(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "p50Ms":
+			out.Values[i] = ec._RecipientHour_p50Ms(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "p95Ms":
+			out.Values[i] = ec._RecipientHour_p95Ms(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -32789,6 +33741,12 @@ func (ec *executionContext) _Server(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Server_recipients(ctx, field, obj)
 				})
+		case "requestsPerHour":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Server_requestsPerHour(ctx, field, obj)
+				})
 		case "tenant":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -32902,6 +33860,49 @@ func (ec *executionContext) _ServerEdge(ctx context.Context, sel ast.SelectionSe
 			}
 		case "cursor":
 			out.Values[i] = ec._ServerEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var serverHourImplementors = []string{"ServerHour"}
+
+func (ec *executionContext) _ServerHour(ctx context.Context, sel ast.SelectionSet, obj *stats.ServerHour) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, serverHourImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ServerHour")
+		case "hour":
+			out.Values[i] = ec._ServerHour_hour(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requests":
+			out.Values[i] = ec._ServerHour_requests(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replays":
+			out.Values[i] = ec._ServerHour_replays(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -33041,6 +34042,12 @@ func (ec *executionContext) _Tenant(ctx context.Context, sel ast.SelectionSet, o
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Tenant_usage(ctx, field, obj)
+				})
+		case "creditsPerDay":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Tenant_creditsPerDay(ctx, field, obj)
 				})
 		case "servers":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
@@ -34089,6 +35096,30 @@ func (ec *executionContext) unmarshalNCreateTenantInput2githubᚗcomᚋadalᚑre
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNCreditDay2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐCreditDayᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.CreditDay) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNCreditDay2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐCreditDay(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNCreditDay2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐCreditDay(ctx context.Context, sel ast.SelectionSet, v *stats.CreditDay) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "CreditDay!")
+		return graphql.Null
+	}
+	return ec._CreditDay(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCursor(ctx context.Context, v any) (entgql.Cursor[int], error) {
 	var res entgql.Cursor[int]
 	err := res.UnmarshalGQL(v)
@@ -34584,6 +35615,30 @@ func (ec *executionContext) marshalNRecipient2ᚖgithubᚗcomᚋadalᚑrelayᚋa
 	return ec._Recipient(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNRecipientHour2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐRecipientHourᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.RecipientHour) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRecipientHour2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐRecipientHour(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRecipientHour2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐRecipientHour(ctx context.Context, sel ast.SelectionSet, v *stats.RecipientHour) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RecipientHour!")
+		return graphql.Null
+	}
+	return ec._RecipientHour(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNRecipientOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRecipientOrderField(ctx context.Context, v any) (*ent.RecipientOrderField, error) {
 	var res = new(ent.RecipientOrderField)
 	err := res.UnmarshalGQL(v)
@@ -34779,6 +35834,30 @@ func (ec *executionContext) marshalNServerConnection2ᚖgithubᚗcomᚋadalᚑre
 		return graphql.Null
 	}
 	return ec._ServerConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNServerHour2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐServerHourᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.ServerHour) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNServerHour2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐServerHour(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNServerHour2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋstatsᚐServerHour(ctx context.Context, sel ast.SelectionSet, v *stats.ServerHour) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ServerHour!")
+		return graphql.Null
+	}
+	return ec._ServerHour(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNServerOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐServerOrderField(ctx context.Context, v any) (*ent.ServerOrderField, error) {
@@ -35743,6 +36822,23 @@ func (ec *executionContext) unmarshalODeliveryWhereInput2ᚖgithubᚗcomᚋadal�
 	}
 	res, err := ec.unmarshalInputDeliveryWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOFloat2ᚖfloat64(ctx context.Context, v any) (*float64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOFloat2ᚖfloat64(ctx context.Context, sel ast.SelectionSet, v *float64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	res := graphql.MarshalFloatContext(*v)
+	return graphql.WrapContextMarshaler(ctx, res)
 }
 
 func (ec *executionContext) unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderInputᚄ(ctx context.Context, v any) ([]*model.HeaderInput, error) {

@@ -3,7 +3,7 @@
 // session (session.js). No build step: the browser loads the modules as they are.
 //
 // Operators:  #/tenants, #/tenants/:id, #/plans, #/servers, #/ledger
-// Tenants:    #/servers, #/servers/:id[/recipients|/settings|/recipients/new], #/recipients/:id,
+// Tenants:    #/servers, #/servers/:id[/recipients|/activity|/settings|/recipients/new], #/recipients/:id,
 //             #/requests/:id, #/outbound[/new|/:id], #/credits, #/alerts, #/team (owners)
 // Everyone:   #/signin[?code=…] — a one-time code from a sign-in link is redeemed at once.
 
@@ -35,6 +35,7 @@ const ROUTES = [
   { path: 'servers/:id/recipients', view: (ctx, p, q) => viewServer(ctx, main, p.id, 'recipients', q) },
   { path: 'servers/:id/recipients/new', roles: ['ADMIN', 'OWNER'], view: (ctx, p) => viewNewRecipient(ctx, main, p.id) },
   { path: 'servers/:id/settings', view: (ctx, p, q) => viewServer(ctx, main, p.id, 'settings', q) },
+  { path: 'servers/:id/activity', view: (ctx, p, q) => viewServer(ctx, main, p.id, 'activity', q) },
   { path: 'recipients/:id', view: (ctx, p) => viewRecipient(ctx, main, p.id) },
   { path: 'requests/:id', view: (ctx, p) => viewRequest(ctx, main, p.id) },
   { path: 'outbound', view: (ctx) => viewOutboundJobs(ctx, main) },

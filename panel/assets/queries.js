@@ -108,6 +108,7 @@ query Tenant($id: ID!, $tenantId: ID!) {
       createdAt
       plan { id name monthlyCredits retentionDays maxServers maxRecipientsPerServer maxRequestsPerSecond }
       usageHistory(months: 6) { period requestsAccepted manualRetries replays creditsSpent creditsGranted }
+      creditsPerDay(days: 7) { day credits requests retries replays outbound }
       servers { id name inboundUrl recipients { id state } }
     }
   }
@@ -291,6 +292,24 @@ query Recipient($id: ID!) {
       filter
       server { id name inboundUrl deliverPendingOnConnect }
     }
+  }
+}`;
+
+export const RECIPIENT_STATS = /* GraphQL */ `
+query RecipientStats($id: ID!, $hours: Int!) {
+  node(id: $id) {
+    ... on Recipient {
+      id
+      hourlyStats(hours: $hours) { hour attempts successes failures successRate p50Ms p95Ms }
+    }
+  }
+}`;
+
+export const SERVER_STATS = /* GraphQL */ `
+query ServerStats($id: ID!, $hours: Int!) {
+  server(id: $id) {
+    id
+    requestsPerHour(hours: $hours) { hour requests replays }
   }
 }`;
 
@@ -626,6 +645,7 @@ query Credits {
       creditBalance
       plan { id name monthlyCredits retentionDays maxServers maxRecipientsPerServer maxRequestsPerSecond }
       usageHistory(months: 6) { period requestsAccepted manualRetries replays creditsSpent creditsGranted }
+      creditsPerDay(days: 7) { day credits requests retries replays outbound }
     }
   }
   plans { id name monthlyCredits retentionDays maxServers maxRecipientsPerServer maxRequestsPerSecond selectable }

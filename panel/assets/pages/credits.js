@@ -1,5 +1,5 @@
-// Credits: a tenant's balance and plan, usage by month, switching among the plans open to owners, and the
-// ledger. Operators get the ledger of every tenant, each entry naming its tenant.
+// Credits: a tenant's balance and plan, credits spent per day, usage by month, switching among the plans open
+// to owners, and the ledger. Operators get the ledger of every tenant, each entry naming its tenant.
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
@@ -8,6 +8,7 @@ import { isOwner, setBalance, balanceAfter } from '../session.js';
 import { setTitle, pageHeader, costLine, section } from '../page.js';
 import { connectionList } from '../table.js';
 import { ledgerTable, usageSection, planLimits } from './shared.js';
+import { creditsPerDay } from './charts.js';
 
 export function viewCredits(ctx, main) {
   setTitle('Credits');
@@ -28,6 +29,7 @@ export function viewCredits(ctx, main) {
       setBalance(t.creditBalance);
       mount(body,
         summaryCards(t),
+        section('Credits per day', { id: 'credits-per-day', sub: 'Last 7 days, UTC' }, creditsPerDay(t.creditsPerDay)),
         section('Usage', { id: 'usage', sub: 'Last 6 months, from the ledger' }, usageSection(t.usageHistory)),
         planSection(t, data.plans, load),
         section('Ledger', { id: 'ledger', sub: 'Newest first' }, ledger.el));

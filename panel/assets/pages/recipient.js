@@ -1,7 +1,8 @@
 // One recipient: its health and why, pausing, resuming and enabling it, its settings with the schedule's due
 // times, its concurrency cap, signature headers and routing filter (with a live "would match" preview against a
 // stored request), its signing secret (revealed, copied, rotated), deleting it; for a CLI recipient, the adal
-// command to run and whether a CLI is attached, live. Also the page that adds a recipient to a server.
+// command to run and whether a CLI is attached, live; its attempts, success rate and durations per hour. Also
+// the page that adds a recipient to a server.
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
@@ -12,6 +13,7 @@ import { limits, checks, dueTimes, scheduleOf, duration, parseRule } from '../li
 import { createForm } from '../form.js';
 import { setTitle, pageHeader, liveIndicator, poller, orNotFound, nodeView, costLine, snippet, facts, section } from '../page.js';
 import { SCHEDULES, STATE_TEXT, confirmDelete } from './shared.js';
+import { recipientActivity } from './charts.js';
 
 // recipientFields are a recipient's settings; r holds the current ones when editing (its method is fixed).
 // preview, when given, is the routing filter's filterPreview.
@@ -245,7 +247,8 @@ export function viewRecipient(ctx, main, id) {
       title: r.name,
       subtitle: h('div.title-badges', r.method === 'CLI' ? h('span.method', icon('terminal'), 'adal CLI') : h('span.method', icon('globe'), 'Direct HTTP'), indicator),
     });
-    const parts = [head, status, cli];
+    const parts = [head, status, cli,
+      section('Activity', { id: 'activity', sub: 'Attempts per UTC hour, by the hour they ended' }, recipientActivity(ctx, r.id))];
     if (r.deletedAt) {
       parts.push(h('div.alert.alert-warning', icon('trash'), h('div.alert-body', h('strong.alert-title', 'Deleted'),
         h('span.alert-message', 'This recipient was deleted ', timeEl(r.deletedAt), '; its deliveries stay in the requests\u2019 history.'))));

@@ -1,6 +1,6 @@
-// One server: its requests (filtered by status and time, live), its recipients, and its settings (name,
-// retention, rate limit, CLI backlog, sender verification with its recent rejections, allowed methods, the
-// answer senders get, inbound key rotation, deletion).
+// One server: its requests (filtered by status and time, live), its recipients, its requests per hour, and its
+// settings (name, retention, rate limit, CLI backlog, sender verification with its recent rejections, allowed
+// methods, the answer senders get, inbound key rotation, deletion).
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
@@ -18,6 +18,7 @@ import { SCHEDULES, deliveryMethod, stateBadge, confirmDelete } from './shared.j
 import { serverFields, serverInput } from './servers.js';
 import { stateActions } from './recipient.js';
 import { bulkController } from './bulk.js';
+import { serverActivity } from './charts.js';
 
 const PAGE_SIZE = 25;
 const REQUEST_STATUSES = ['PENDING', 'DELIVERED', 'FAILED', 'PARTIAL'];
@@ -57,6 +58,7 @@ export function viewServer(ctx, main, id, tab, query) {
     mount(head, serverHeader(s, tab));
     if (tab === 'recipients') recipientsTab(ctx, body, s);
     else if (tab === 'settings') settingsTab(ctx, body, s, load);
+    else if (tab === 'activity') mount(body, section('Requests per hour', { id: 'activity', sub: 'Stored per UTC hour, by the time they were received' }, serverActivity(ctx, s.id)));
     else requestsTab(ctx, body, s, query);
   };
   load();
@@ -76,6 +78,7 @@ function serverHeader(s, tab) {
     tabs([
       { key: 'requests', label: 'Requests', href: href(base), icon: 'inbox' },
       { key: 'recipients', label: 'Recipients', href: href(base + '/recipients'), icon: 'send', count: s.recipients.length },
+      { key: 'activity', label: 'Activity', href: href(base + '/activity'), icon: 'chart' },
       { key: 'settings', label: 'Settings', href: href(base + '/settings'), icon: 'settings' },
     ], tab),
   ];

@@ -1,6 +1,6 @@
 // Tenants (operators): every tenant with its plan, balance and this month's usage; creating one; a tenant's
-// page with its usage, servers, tokens and ledger, where credits are granted, the plan changed and an owner's
-// token issued.
+// page with its credits per day, usage, servers, tokens and ledger, where credits are granted, the plan
+// changed and an owner's token issued.
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
@@ -11,6 +11,7 @@ import { formDialog } from '../form.js';
 import { setTitle, pageHeader, costLine, section, readNode } from '../page.js';
 import { dataTable, connectionList } from '../table.js';
 import { ledgerTable, usageSection, planLimits, issueTokenFlow } from './shared.js';
+import { creditsPerDay } from './charts.js';
 import { tokenList } from './team.js';
 import { planDialog, readPlans } from './plans.js';
 
@@ -113,6 +114,7 @@ export function viewTenant(ctx, main, id) {
           h('div.stat-sub', t.creditBalance <= 0 ? 'Its webhooks are refused with 402 until credits are granted.' : 'Spent one per request, retry, replay and outbound job.')),
         h('div.card.stat', h('div.stat-label', 'Plan'), h('div.stat-value.sm', { dataset: { role: 'plan-name' } }, t.plan.name), h('div.stat-sub', planLimits(t.plan)))),
       h('div.stack',
+        section('Credits per day', { id: 'credits-per-day', sub: 'Last 7 days, UTC' }, creditsPerDay(t.creditsPerDay)),
         section('Usage', { id: 'usage', sub: 'Last 6 months' }, usageSection(t.usageHistory)),
         section('Servers', { id: 'servers', sub: plural(t.servers.length, 'server') },
           t.servers.length

@@ -23,6 +23,7 @@ import (
 	"github.com/adal-relay/adal/scheduler"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -43,8 +44,10 @@ type Config struct {
 	// MaxInFlight bounds the jobs one recipient's CLIs hold at a time in this process. Default
 	// scheduler.DefaultCLIMaxInFlight.
 	MaxInFlight int
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// Tracer makes each attempt a CLI reports a span of its request's trace (nil: off).
+	Tracer *tracing.Tracer
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 func (c *Config) validate() error {

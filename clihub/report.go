@@ -17,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/scheduler"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/viewer"
 	"github.com/adal-relay/adal/webhook"
 )
@@ -59,7 +60,9 @@ func (h *Hub) Report(ctx context.Context, client *ent.Client, in Report) (bool, 
 	d, err := client.Delivery.Query().
 		Where(entdelivery.ID(in.DeliveryID)).
 		WithRecipient(func(q *ent.RecipientQuery) { q.Select(recipient.FieldID, recipient.FieldMethod) }).
-		WithRequest(func(q *ent.RequestQuery) { q.Select(request.FieldID, request.FieldServerID) }).
+		WithRequest(func(q *ent.RequestQuery) {
+			q.Select(request.FieldID, request.FieldServerID, request.FieldTraceParent)
+		}).
 		Only(ctx)
 	if err != nil {
 		return false, storage.Err(op, "delivery", err)
@@ -108,7 +111,19 @@ func (h *Hub) Report(ctx context.Context, client *ent.Client, in Report) (bool, 
 		return false, fault.Wrap(op, fault.Internal, err)
 	}
 	h.settle(d.RecipientID, in.LeaseToken)
+	if ok && d.Edges.Request != nil {
+		h.trace(d.Edges.Request.TraceParent, c, o)
+	}
 	return ok, nil
+}
+
+// trace records the reported attempt as a span of its request's trace, on the server's clock as it was
+// recorded, under the span ID that the traceparent the CLI sent named (scheduler's loadCLI): derived from the
+// lease token, which every process knows of the job.
+func (h *Hub) trace(parent string, c delivery.Claim, o delivery.Outcome) {
+	if span := delivery.StartAttempt(h.cfg.Tracer, parent, c, o.StartedAt, tracing.SpanIDOf(c.Owner)); span != nil {
+		delivery.EndAttempt(span, o, o.FinishedAt)
+	}
 }
 
 // outcome validates a report and turns it into an attempt outcome (times are set by the caller).

@@ -85,6 +85,9 @@ type Outgoing struct {
 	KeepResponse bool
 	// Signer signs the attempt over Body, timestamped when it starts (SignerOf); outbound jobs have none.
 	Signer webhook.Signer
+	// Traceparent, when set, is sent as the traceparent header in place of any the sender sent: the W3C trace
+	// context of the attempt's span, for a recipient with sendTraceparent while tracing is on.
+	Traceparent string
 }
 
 // Outcome is what an attempt records: timing, status and, on failure, a kind and a human-readable message.
@@ -175,6 +178,9 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 	webhook.SetVerified(req.Header, out.Verified)
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", webhook.UserAgent)
+	}
+	if out.Traceparent != "" {
+		req.Header[webhook.HeaderTraceparent] = []string{out.Traceparent}
 	}
 	out.Signer.Sign(req.Header, o.StartedAt, out.Body)
 

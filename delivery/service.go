@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+
+	"go.opentelemetry.io/otel/codes"
 	"slices"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/tracing"
 )
 
 // Change tells that a delivery was created or changed. It is handed out only after the change committed.
@@ -103,6 +106,8 @@ type Config struct {
 	// Alerted, if set, is called after a commit that recorded alert events (package alert), to wake their
 	// dispatcher.
 	Alerted func()
+	// Tracer traces replays: each is a new trace (nil: off).
+	Tracer *tracing.Tracer
 }
 
 // Service runs the delivery state machine: it stores accepted requests with their deliveries, records
@@ -441,6 +446,25 @@ func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int,
 		Method: orig.Method, Path: orig.Path, Query: orig.Query, Header: orig.Headers, Body: orig.Body,
 		SourceAddr: orig.SourceAddr, ReplayOf: &orig.ID, Verified: orig.Verified,
 	}
+	span := s.traceReplay(orig)
+	if span != nil {
+		in.TraceParent = tracing.TraceParent(span.SpanContext())
+	}
+	req, err := s.storeReplay(ctx, client, srv, in, key)
+	if span != nil {
+		if req != nil && span.IsRecording() {
+			span.SetAttributes(AttrRequest.Int(req.ID))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+	return req, err
+}
+
+// storeReplay stores in, a replay, for srv: free of charge on a server of alerts, for a credit otherwise.
+func (s *Service) storeReplay(ctx context.Context, client *ent.Client, srv *ent.Server, in NewRequest, key string) (*ent.Request, error) {
 	if srv.Kind == server.KindALERTS {
 		plan, err := billing.PlanOf(ctx, client, srv.TenantID)
 		if err != nil {
@@ -451,7 +475,7 @@ func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int,
 			return nil, err
 		}
 		req, err = client.Request.Get(ctx, req.ID) // bound to the client, so its edges load
-		return req, storage.Err(op, "request", err)
+		return req, storage.Err("delivery.Replay", "request", err)
 	}
 	req, _, err := s.StoreRequest(ctx, client, srv, srv.Edges.Recipients, in, billing.ReasonReplay, key)
 	return req, err

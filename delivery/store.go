@@ -218,6 +218,7 @@ func (s *Service) build(items []Incoming, idx []int, planDays map[int]int, hando
 			TenantID: it.Server.TenantID, ServerID: it.Server.ID, Key: it.Key, Method: in.Method, Path: in.Path,
 			Query: in.Query, Headers: in.Header, Body: in.Body, SourceAddr: in.SourceAddr, ReceivedAt: now,
 			Status: status, ReplayOfID: in.ReplayOf, FilteredOut: it.FilteredOut, Verified: in.Verified,
+			TraceParent: in.TraceParent,
 		}
 		if planDays != nil {
 			b.reqs[n].ExpiresAt = retention.ExpiresAt(now, retention.Days(planDays[it.Server.TenantID], it.Server.RetentionDays))
@@ -299,7 +300,8 @@ func insertEach(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds
 			SetExpiresAt(r.ExpiresAt).
 			SetStatus(r.Status).
 			SetNillableReplayOfID(r.ReplayOfID).
-			SetNillableVerified(r.Verified)
+			SetNillableVerified(r.Verified).
+			SetTraceParent(r.TraceParent)
 		if len(r.FilteredOut) > 0 {
 			creates[n].SetFilteredOut(r.FilteredOut)
 		}
@@ -434,6 +436,9 @@ type NewRequest struct {
 	ReplayOf   *int
 	// Verified is the outcome of the server's sender verification; nil when it verifies nothing.
 	Verified *bool
+	// TraceParent is the W3C traceparent of the span that took the request in (intake's, or a replay's), the
+	// parent of every claim and attempt of its deliveries; "" when tracing is off.
+	TraceParent string
 }
 
 // StoreRequest stores one request for srv, debits one credit for it (reason says why) and creates one

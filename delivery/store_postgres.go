@@ -46,7 +46,8 @@ var insertSQL = storage.Prepared(`
 WITH q AS (
 	SELECT * FROM json_to_recordset($1::json) AS q(n int, tenant_id bigint, server_id bigint, key text, method text,
 		path text, query text, headers_at int, headers_len int, body_at int, body_len int, source_addr text,
-		received_at timestamptz, status text, replay_of_id bigint, filtered_out json, verified boolean)
+		received_at timestamptz, status text, replay_of_id bigint, filtered_out json, verified boolean,
+		trace_parent text)
 ), x AS (
 	SELECT * FROM json_to_recordset($6::json) AS x(id bigint, version text)
 ), s AS MATERIALIZED (
@@ -72,11 +73,11 @@ WITH q AS (
 	WHERE ` + billing.GrantedSQL("q.rank", "t.credit_balance") + `
 ), r AS (
 	INSERT INTO requests (tenant_id, server_id, key, method, path, query, headers, body, source_addr, received_at,
-		expires_at, status, replay_of_id, filtered_out, verified)
+		expires_at, status, replay_of_id, filtered_out, verified, trace_parent)
 	SELECT g.tenant_id, g.server_id, g.key, g.method, g.path, g.query,
 		substring($2::bytea FROM g.headers_at FOR g.headers_len), substring($2::bytea FROM g.body_at FOR g.body_len),
 		g.source_addr, g.received_at, ` + retention.ExpiresAtSQL("g.received_at", "g.days") + `, g.status, g.replay_of_id,
-		convert_to(g.filtered_out::text, 'UTF8'), g.verified
+		convert_to(g.filtered_out::text, 'UTF8'), g.verified, coalesce(g.trace_parent, '')
 	FROM g ORDER BY g.n
 	RETURNING id, key, expires_at
 ), d AS (
@@ -153,7 +154,7 @@ func ServerVersionSQL(server string) string {
 		SELECT string_agg(ROW(rv.id, rv.tenant_id, rv.server_id, rv.method, rv.url, rv.max_attempts, rv.retry_schedule,
 			rv.send_idempotency_key, rv.timeout_seconds, rv.state, rv.cli_seen_until, rv.routing_filter,
 			rv.signing_secret, rv.previous_signing_secret, rv.previous_secret_expires_at, rv.signature_headers,
-			rv.max_concurrency)::text, ',' ORDER BY rv.id)
+			rv.max_concurrency, rv.send_traceparent)::text, ',' ORDER BY rv.id)
 		FROM recipients AS rv WHERE rv.server_id = ` + server + `.id AND rv.deleted_at IS NULL), ''))`
 }
 
@@ -267,6 +268,9 @@ func (st *statement) request(n int, r *ent.Request) error {
 	w.ints("filtered_out", r.FilteredOut)
 	if r.Verified != nil { // absent is null: most servers verify nothing
 		w.bool("verified", *r.Verified)
+	}
+	if r.TraceParent != "" { // absent is '' (coalesce): tracing is off unless configured
+		w.str("trace_parent", r.TraceParent)
 	}
 	st.requests = w.close()
 	return nil

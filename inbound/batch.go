@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lib/pq"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
@@ -20,6 +21,7 @@ import (
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -44,6 +46,7 @@ type batcher struct {
 	servers *serverCache
 	// commitBatch stores a batch and answers its requests: commit, or a stand-in in tests of the turn.
 	commitBatch func([]*pendingAccept)
+	tracer      *tracing.Tracer // traces each commit; nil: off
 	wg          sync.WaitGroup
 
 	mu     sync.Mutex
@@ -71,11 +74,11 @@ type acceptResult struct {
 
 var errStopped = errors.New("intake is shutting down")
 
-// newBatcher starts a batcher. Its last parameter is unused: the dialect comes with d (delivery.Service.Dialect).
-func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, noCredit func(int), logger *slog.Logger, workers, maxBatch int) *batcher {
+// newBatcher starts a batcher, with workers committers; the dialect comes with d (delivery.Service.Dialect).
+func newBatcher(client *ent.Client, d *delivery.Service, dispatch Dispatcher, noCredit func(int), logger *slog.Logger, workers, maxBatch int, tracer *tracing.Tracer) *batcher {
 	b := &batcher{
 		client: client, delivery: d, dispatch: dispatch, noCredit: noCredit, logger: logger, maxBatch: maxBatch,
-		crowd: crowdOf(maxBatch), way: storeWays.Of(d.Dialect()), servers: newServerCache(),
+		crowd: crowdOf(maxBatch), way: storeWays.Of(d.Dialect()), servers: newServerCache(), tracer: tracer,
 	}
 	b.commitBatch = b.commit
 	b.start(workers)
@@ -262,7 +265,14 @@ func (b *batcher) commit(batch []*pendingAccept) {
 	if len(live) == 0 {
 		return
 	}
+	var span trace.Span
+	if b.tracer.On() {
+		span = b.startCommit(live)
+	}
 	results, err := b.store(live)
+	if span != nil {
+		b.endCommit(span, live, results, err)
+	}
 	if err != nil && len(live) > 1 && refusedData(err) {
 		// One request the database refuses (a value it cannot store) must not cost its neighbours their
 		// acceptance: nothing of the batch was stored, so each is tried again in a transaction of its own.
@@ -562,7 +572,7 @@ SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending
 	s.previous_inbound_key, s.previous_key_expires_at, s.kind, s.version, r.id, r.tenant_id, r.server_id, r.method,
 	r.url, r.max_attempts, r.retry_schedule, r.send_idempotency_key, r.timeout_seconds, r.state, r.cli_seen_until,
 	r.routing_filter, r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at,
-	r.signature_headers, r.max_concurrency
+	r.signature_headers, r.max_concurrency, r.send_traceparent
 FROM (
 	SELECT servers.*, ` + delivery.ServerVersionSQL("servers") + ` AS version FROM servers
 	WHERE (inbound_key = ANY($1) OR previous_inbound_key = ANY($1)) AND deleted_at IS NULL AND kind = 'INBOUND'
@@ -593,7 +603,8 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &row.Kind, &version, &r.id,
 			&r.tenantID, &r.serverID, &r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey,
 			&r.timeoutSeconds, &r.state, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret,
-			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency); err != nil {
+			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency,
+			&r.sendTraceparent); err != nil {
 			return nil, nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
@@ -631,7 +642,7 @@ type recipientRow struct {
 	method, url, retrySchedule, state                   sql.NullString
 	routingFilter                                       sql.NullString
 	signatureHeaders                                    sql.NullString
-	sendIdempotencyKey                                  sql.NullBool
+	sendIdempotencyKey, sendTraceparent                 sql.NullBool
 	cliSeenUntil, previousSecretExpiresAt               sql.NullTime
 	signingSecret, previousSigningSecret                []byte // the handed-over first attempts are signed
 }
@@ -650,6 +661,7 @@ func (r *recipientRow) recipient() *ent.Recipient {
 		TimeoutSeconds: int(r.timeoutSeconds.Int64), State: recipient.State(r.state.String),
 		CliSeenUntil: at(r.cliSeenUntil), SigningSecret: r.signingSecret, PreviousSigningSecret: r.previousSigningSecret,
 		PreviousSecretExpiresAt: at(r.previousSecretExpiresAt), SignatureHeaders: recipient.SignatureHeaders(r.signatureHeaders.String),
+		SendTraceparent: r.sendTraceparent.Bool,
 	}
 	if r.routingFilter.Valid {
 		rec.RoutingFilter = &r.routingFilter.String

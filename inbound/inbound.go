@@ -17,11 +17,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/rejection"
 	"github.com/adal-relay/adal/routing"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/verify"
 )
 
@@ -67,6 +70,9 @@ type Config struct {
 	Rejections Rejections
 	// Rejected, if set, hears the reason of every such refusal (metrics).
 	Rejected func(verify.Reason)
+	// Tracer traces intake (nil: off): a span per request, continuing the sender's traceparent, whose trace
+	// context the request stores, and a span per batch commit, linked to its requests' spans.
+	Tracer *tracing.Tracer
 }
 
 // Rejections keeps refused requests off intake's path: Record must not block.
@@ -108,7 +114,7 @@ func New(cfg Config) *Handler {
 	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, 256)
 	return &Handler{
 		cfg:    cfg,
-		batch:  newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.NoCredit, cfg.Logger, cfg.Committers, cfg.MaxBatch),
+		batch:  newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.NoCredit, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Tracer),
 		limits: newLimiter(cfg.Client, cfg.Now),
 		bodies: &bodyBudget{limit: cfg.BodyBudget},
 	}
@@ -136,6 +142,15 @@ type Incoming struct {
 // checked before the body is read, so a request refused for them costs no more than its headers; verification
 // needs the body, and refuses before anything is stored.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Tracer.On() {
+		h.serveTraced(w, r)
+		return
+	}
+	h.serve(w, r)
+}
+
+// serve is ServeHTTP, and returns the status it answered.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	rest := strings.TrimPrefix(r.URL.EscapedPath(), Prefix)
 	key, suffix, _ := strings.Cut(rest, "/")
 	if suffix != "" || strings.HasSuffix(rest, "/") {
@@ -148,31 +163,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 	}
 	if key == "" {
-		h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
-		return
+		return h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
 	}
 	info, err := h.limits.lookup(r.Context(), key)
 	if err != nil {
-		h.unavailable(w, "look up server", err)
-		return
+		return h.unavailable(w, "look up server", err)
 	}
 	if info == nil {
-		h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
-		return
+		return h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
 	}
 	if !info.senders.allows(r.Method) {
 		w.Header().Set("Allow", info.senders.allow)
-		h.answer(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed; allowed: " + info.senders.allow})
-		return
+		return h.answer(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed; allowed: " + info.senders.allow})
 	}
 	if r.ContentLength > h.cfg.MaxBody {
-		h.tooLarge(w)
-		return
+		return h.tooLarge(w)
 	}
 	if ok, wait := h.limits.allow(info); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-		h.answer(w, http.StatusTooManyRequests, map[string]string{"error": "rate limit exceeded; retry later"})
-		return
+		return h.answer(w, http.StatusTooManyRequests, map[string]string{"error": "rate limit exceeded; retry later"})
 	}
 	reserved := h.cfg.MaxBody // a body of unknown length may take up to the limit
 	if r.ContentLength >= 0 {
@@ -180,8 +189,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !h.bodies.reserve(reserved) {
 		w.Header().Set("Retry-After", "1")
-		h.answer(w, http.StatusServiceUnavailable, map[string]string{"error": "too many request bodies in flight; retry"})
-		return
+		return h.answer(w, http.StatusServiceUnavailable, map[string]string{"error": "too many request bodies in flight; retry"})
 	}
 	defer h.bodies.release(reserved)
 	w.Header().Del("Connection")
@@ -189,19 +197,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			h.tooLarge(w)
-			return
+			return h.tooLarge(w)
 		}
-		h.answer(w, http.StatusBadRequest, map[string]string{"error": "could not read body"})
-		return
+		return h.answer(w, http.StatusBadRequest, map[string]string{"error": "could not read body"})
 	}
 	host, _, splitErr := net.SplitHostPort(r.RemoteAddr)
 	if splitErr != nil {
 		host = r.RemoteAddr
 	}
-	verified, ok := h.verify(w, r, info, suffix, body, host)
-	if !ok {
-		return
+	verified, answered := h.verify(w, r, info, suffix, body, host)
+	if answered != 0 {
+		return answered
+	}
+	if h.cfg.Tracer.On() {
+		traceServer(r.Context(), info, len(body))
 	}
 	req, err := h.Accept(r.Context(), key, Incoming{
 		Method:     r.Method,
@@ -215,20 +224,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch fault.KindOf(err) {
 		case fault.NotFound:
-			h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
+			return h.answer(w, http.StatusNotFound, map[string]string{"error": "unknown server"})
 		case fault.InsufficientCredits:
-			h.answer(w, http.StatusPaymentRequired, map[string]string{"error": "no credits left"})
+			return h.answer(w, http.StatusPaymentRequired, map[string]string{"error": "no credits left"})
 		default:
-			h.unavailable(w, "accept request", err)
+			return h.unavailable(w, "accept request", err)
 		}
-		return
+	}
+	if h.cfg.Tracer.On() {
+		traceAccepted(r.Context(), req.ID)
 	}
 	if s := info.senders; s != nil && s.response != nil {
 		h.observe(s.response.status)
 		s.response.write(w)
-		return
+		return s.response.status
 	}
-	h.answer(w, http.StatusAccepted, map[string]any{"requestId": fmt.Sprint(req.ID)})
+	return h.answer(w, http.StatusAccepted, map[string]any{"requestId": fmt.Sprint(req.ID)})
 }
 
 // Accept stores the request for the server with the given inbound key, debits one credit and creates one
@@ -236,13 +247,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // with those of the requests sharing it: a batch reads its servers in two statements whatever its size, the
 // connection pool serves only the committers, and a server deleted before the commit is never written to.
 func (h *Handler) Accept(ctx context.Context, key string, in Incoming) (*ent.Request, error) {
-	return h.batch.submit(ctx, key, delivery.Incoming{
+	item := delivery.Incoming{
 		Key: routing.NewKey(),
 		Request: delivery.NewRequest{
 			Method: in.Method, Path: in.Path, Query: escapeInvalidUTF8(in.Query), Header: in.Header, Body: in.Body,
 			SourceAddr: in.SourceAddr, Verified: in.Verified,
 		},
-	})
+	}
+	if h.cfg.Tracer.On() {
+		item.Request.TraceParent = tracing.TraceParent(trace.SpanContextFromContext(ctx))
+	}
+	return h.batch.submit(ctx, key, item)
 }
 
 // escapeInvalidUTF8 percent-encodes the bytes of s that are not UTF-8. HTTP servers pass raw bytes ≥ 0x80 of a
@@ -265,22 +280,24 @@ func escapeInvalidUTF8(s string) string {
 	return b.String()
 }
 
-func (h *Handler) tooLarge(w http.ResponseWriter) {
-	h.answer(w, http.StatusRequestEntityTooLarge, map[string]string{
+func (h *Handler) tooLarge(w http.ResponseWriter) int {
+	return h.answer(w, http.StatusRequestEntityTooLarge, map[string]string{
 		"error": fmt.Sprintf("body larger than %d bytes", h.cfg.MaxBody),
 	})
 }
 
 // unavailable answers 503 for a failure of the database: the sender should retry.
-func (h *Handler) unavailable(w http.ResponseWriter, what string, err error) {
+func (h *Handler) unavailable(w http.ResponseWriter, what string, err error) int {
 	h.cfg.Logger.Error(what, "err", err)
 	w.Header().Set("Retry-After", "1")
-	h.answer(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the request; retry"})
+	return h.answer(w, http.StatusServiceUnavailable, map[string]string{"error": "could not store the request; retry"})
 }
 
-func (h *Handler) answer(w http.ResponseWriter, status int, v any) {
+// answer writes v as the JSON answer with status, and returns status.
+func (h *Handler) answer(w http.ResponseWriter, status int, v any) int {
 	h.observe(status)
 	writeJSON(w, status, v)
+	return status
 }
 
 func (h *Handler) observe(status int) {

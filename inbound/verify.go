@@ -8,13 +8,13 @@ import (
 )
 
 // verify checks a read request against its server's verification, before anything is stored. It returns the
-// outcome to store with the request (nil when the server verifies nothing) and whether to go on storing it:
-// when it answers itself — 401 for a failure the server enforces, the challenge of Slack's url_verification —
-// the request is neither stored, nor charged, nor delivered.
-func (h *Handler) verify(w http.ResponseWriter, r *http.Request, info *keyInfo, suffix string, body []byte, source string) (verified *bool, ok bool) {
+// outcome to store with the request (nil when the server verifies nothing), and the status it answered when it
+// answers itself — 401 for a failure the server enforces, the challenge of Slack's url_verification —: the
+// request is then neither stored, nor charged, nor delivered. 0 says to go on storing it.
+func (h *Handler) verify(w http.ResponseWriter, r *http.Request, info *keyInfo, suffix string, body []byte, source string) (verified *bool, answered int) {
 	s := info.senders
 	if s == nil || s.verifier == nil {
-		return nil, true
+		return nil, 0
 	}
 	now := h.cfg.Now()
 	err := s.verifier.Verify(&verify.Request{Header: r.Header, RawQuery: r.URL.RawQuery, Body: body, Now: now})
@@ -31,14 +31,12 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request, info *keyInfo, 
 			h.cfg.Rejections.Record(rejection.Entry{ServerID: info.serverID, TenantID: info.tenantID, At: now,
 				Method: r.Method, Path: suffix, SourceAddr: source, Reason: reason, Message: message})
 		}
-		h.answer(w, http.StatusUnauthorized, map[string]string{"error": "verification failed: " + string(reason)})
-		return nil, false
+		return nil, h.answer(w, http.StatusUnauthorized, map[string]string{"error": "verification failed: " + string(reason)})
 	}
 	if passed && s.kind == verify.KindSlack {
 		if challenge, isChallenge := verify.SlackChallenge(body); isChallenge {
-			h.answer(w, http.StatusOK, map[string]string{"challenge": challenge})
-			return nil, false
+			return nil, h.answer(w, http.StatusOK, map[string]string{"challenge": challenge})
 		}
 	}
-	return &passed, true
+	return &passed, 0
 }

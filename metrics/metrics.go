@@ -1,4 +1,5 @@
-// Package metrics exposes Adal's Prometheus metrics: intake, attempts and the dispatch backlog.
+// Package metrics exposes Adal's Prometheus metrics: intake, attempts, the dispatch backlog and the spans
+// tracing dropped.
 package metrics
 
 import (
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/verify"
 )
 
@@ -19,6 +21,7 @@ type Metrics struct {
 	attempts        *prometheus.CounterVec
 	attemptDuration prometheus.Histogram
 	claimBatch      prometheus.Histogram
+	spansDropped    map[string]prometheus.Counter // by reason, resolved once: drops come in floods
 }
 
 // New registers Adal's collectors on reg. dueBacklog counts deliveries that are due and not yet claimed; it
@@ -38,10 +41,17 @@ func New(reg prometheus.Registerer, dueBacklog func(ctx context.Context) (int, e
 			.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30),
 		claimBatch: histogram("adal_claim_batch_size", "Deliveries taken per scheduler claim.",
 			0, 1, 2, 5, 10, 25, 50, 100, 250, 500),
+		spansDropped: map[string]prometheus.Counter{},
 	}
-	reg.MustRegister(m.intake, m.rejections, m.attempts, m.attemptDuration, m.claimBatch)
+	dropped := counterVec("adal_trace_spans_dropped_total",
+		"Trace spans never exported, by reason: queue_full (the export queue was full when the span ended), export_failed (the export of its batch failed or timed out).",
+		"reason")
+	reg.MustRegister(m.intake, m.rejections, m.attempts, m.attemptDuration, m.claimBatch, dropped)
 	for _, r := range verify.Reasons { // present at zero, so a rate over them starts from the first scrape
 		m.rejections.WithLabelValues(string(r))
+	}
+	for _, r := range []string{tracing.DroppedQueueFull, tracing.DroppedExportFailed} {
+		m.spansDropped[r] = dropped.WithLabelValues(r)
 	}
 	if dueBacklog != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -85,4 +95,11 @@ func (m *Metrics) Attempted(o delivery.Outcome) {
 	}
 	m.attempts.WithLabelValues(outcome).Inc()
 	m.attemptDuration.Observe(o.FinishedAt.Sub(o.StartedAt).Seconds())
+}
+
+// SpansDropped counts n trace spans dropped for reason (tracing.Config.Dropped): it never blocks.
+func (m *Metrics) SpansDropped(reason string, n int) {
+	if c := m.spansDropped[reason]; c != nil {
+		c.Add(float64(n))
+	}
 }

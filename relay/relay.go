@@ -40,6 +40,7 @@ import (
 	"github.com/adal-relay/adal/search"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -105,6 +106,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock, for tests; default time.Now.
 	Now func() time.Time
+	// Tracing configures OpenTelemetry tracing (tracing.FromEnv reads the OTEL_* variables); off unless
+	// Tracing.Enabled. Its Dropped and Logger are the process's own unless set.
+	Tracing tracing.Config
 }
 
 func (c *Config) defaults() {
@@ -153,6 +157,8 @@ type Relay struct {
 	Cycle     *billing.Cycle
 	Alerts    *alerting.Service
 	Events    events.Service
+	// Tracing owns the tracer provider and its export queue; its tracer is off unless tracing is configured.
+	Tracing *tracing.Service
 	// Rejections keeps the requests intake refused for failing their server's verification.
 	Rejections *rejection.Recorder
 	crons      []*leader.Cron
@@ -238,6 +244,13 @@ func build(ctx context.Context, cfg Config, db *storage.DB) (*Relay, error) {
 	meters := metrics.New(registry, func(ctx context.Context) (int, error) {
 		return scheduler.DueCount(ctx, db, cfg.Now())
 	})
+	tc := cfg.Tracing
+	if tc.Dropped == nil {
+		tc.Dropped = meters.SpansDropped
+	}
+	tc.Logger = cmp.Or(tc.Logger, cfg.Logger)
+	r.Tracing = tracing.New(tc)
+	tracer := r.Tracing.Tracer()
 	r.Delivery = delivery.New(delivery.Config{
 		Billing: r.Billing,
 		Unit:    cfg.RetryUnit,
@@ -250,6 +263,7 @@ func build(ctx context.Context, cfg Config, db *storage.DB) (*Relay, error) {
 		CLIConnected: func(rec *ent.Recipient, now time.Time) bool {
 			return rec.CliSeenUntil != nil && rec.CliSeenUntil.After(now)
 		},
+		Tracer: tracer,
 	})
 	r.Outbound = outbound.New(outbound.Config{
 		Billing: r.Billing,
@@ -261,6 +275,7 @@ func build(ctx context.Context, cfg Config, db *storage.DB) (*Relay, error) {
 		DB:       db,
 		Delivery: r.Delivery,
 		Wake:     func() { r.Scheduler.WakeCLI() }, // called once the scheduler exists
+		Tracer:   tracer,
 		Logger:   cfg.Logger,
 		Now:      cfg.Now,
 	}); err != nil {
@@ -281,6 +296,7 @@ func build(ctx context.Context, cfg Config, db *storage.DB) (*Relay, error) {
 		PollInterval: cfg.PollInterval,
 		Lease:        cfg.Lease,
 		Observer:     meters,
+		Tracer:       tracer,
 		Logger:       cfg.Logger,
 		Now:          cfg.Now,
 	}); err != nil {
@@ -301,6 +317,7 @@ func build(ctx context.Context, cfg Config, db *storage.DB) (*Relay, error) {
 		NoCredit:   func(tenantID int) { r.Alerts.NoCredit(tenantID) },
 		Rejections: r.Rejections,
 		Rejected:   meters.Rejected,
+		Tracer:     tracer,
 	})
 	if r.Rescuer, err = scheduler.NewRescuer(scheduler.RescuerConfig{
 		DB:         db,
@@ -308,6 +325,7 @@ func build(ctx context.Context, cfg Config, db *storage.DB) (*Relay, error) {
 		Outbound:   r.Outbound,
 		Wake:       r.Scheduler.WakeOutbound,
 		WakeCapped: r.Scheduler.Wake,
+		Tracer:     tracer,
 		Interval:   cfg.RescueInterval,
 		Logger:     cfg.Logger,
 		Now:        cfg.Now,
@@ -440,9 +458,10 @@ func (r *Relay) openCron(cfg Config) error {
 }
 
 // services are the background services in the order they start; they stop in the reverse order, so the
-// engine's attempts in flight finish and are recorded, and their changes published, before the bus stops.
+// engine's attempts in flight finish and are recorded, and their changes published, before the bus stops, and
+// the spans of all of it are exported last.
 func (r *Relay) services() []startstop.Service {
-	svcs := []startstop.Service{r.Tokens, r.Events, r.Leader, r.Retention, r.Cycle}
+	svcs := []startstop.Service{r.Tracing, r.Tokens, r.Events, r.Leader, r.Retention, r.Cycle}
 	for _, c := range r.crons {
 		svcs = append(svcs, c)
 	}

@@ -126,10 +126,10 @@ func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job
 		var leftDue bool
 		if joined {
 			dest = append(dest, &j.request.ServerID, &j.request.Key, &j.request.Method, &j.request.Path,
-				&j.request.Query, &headers, &j.request.Body, &verified,
+				&j.request.Query, &headers, &j.request.Body, &verified, &j.request.TraceParent,
 				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey,
 				&j.recipient.SigningSecret, &j.recipient.PreviousSigningSecret, &previousUntil, &j.recipient.SignatureHeaders,
-				&leftDue)
+				&j.recipient.SendTraceparent, &leftDue)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, nil, fmt.Errorf("scan claim: %w", err)

@@ -13,6 +13,8 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/tracing"
+	"github.com/adal-relay/adal/webhook"
 )
 
 // The CLI lane pushes deliveries to CLIs attached to this process. The engine claims them under lease and hands
@@ -199,6 +201,7 @@ func (s *Scheduler) dispatchCLI(ctx context.Context) (full bool, ids []int, err 
 		return false, nil, nil
 	}
 	sort.Ints(ids)
+	began := s.traceBegin()
 	claims, err := claimCLI(ctx, s.cfg.DB, now, free, s.cfg.CLILease, s.CLIOwner(), ready)
 	if err != nil {
 		return false, ids, err
@@ -206,10 +209,16 @@ func (s *Scheduler) dispatchCLI(ctx context.Context) (full bool, ids []int, err 
 	if len(claims) == 0 {
 		return false, ids, nil
 	}
-	jobs, err := loadCLI(ctx, s.cfg.DB.Client, claims)
+	jobs, err := loadCLI(ctx, s.cfg.DB.Client, claims, s.cfg.Tracer)
 	if err != nil {
 		// The claims stay leased; the rescuer records them as interrupted and they are retried.
 		return true, ids, err
+	}
+	if s.cfg.Tracer.On() {
+		end := time.Now()
+		for _, j := range jobs {
+			delivery.TraceClaim(s.cfg.Tracer, j.Request.TraceParent, j.Claim, delivery.ClaimCLI, len(jobs), began, end)
+		}
 	}
 	for _, j := range jobs {
 		if !s.cfg.CLI.Push(j, now.Add(s.cfg.CLILease)) {
@@ -223,7 +232,10 @@ func (s *Scheduler) dispatchCLI(ctx context.Context) (full bool, ids []int, err 
 }
 
 // loadCLI reads the requests and recipients of a batch of claims (delivery.LoadClaimed) and makes them jobs.
-func loadCLI(ctx context.Context, client *ent.Client, claims []delivery.Claim) ([]CLIJob, error) {
+// While tracing is on, a job to a recipient with sendTraceparent carries, with its signature, the traceparent
+// of its attempt's span: the CLI sets it as it sets the signature, and the span is recorded by whichever process
+// the CLI's report reaches, under the span ID both derive from the lease token (tracing.SpanIDOf).
+func loadCLI(ctx context.Context, client *ent.Client, claims []delivery.Claim, tracer *tracing.Tracer) ([]CLIJob, error) {
 	loaded, err := delivery.LoadClaimed(ctx, client, claims)
 	if err != nil {
 		return nil, err
@@ -245,6 +257,11 @@ func loadCLI(ctx context.Context, client *ent.Client, claims []delivery.Claim) (
 		}
 		j.Signature = http.Header{}
 		delivery.SignerOf(rec, req.Key, c.StartedAt).Sign(j.Signature, c.StartedAt, req.Body)
+		if tracer.On() && rec.SendTraceparent {
+			if tp := tracing.ChildTraceParent(req.TraceParent, tracing.SpanIDOf(c.Owner)); tp != "" {
+				j.Signature.Set(webhook.HeaderTraceparent, tp)
+			}
+		}
 		jobs = append(jobs, j)
 	}
 	return jobs, nil

@@ -116,9 +116,10 @@ WITH due AS (
 )
 SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
 	c.first_attempt_at, false,
-	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified,
+	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified, q.trace_parent,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
-	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers, false
+	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers,
+	r.send_traceparent, false
 FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`
@@ -222,19 +223,19 @@ WITH RECURSIVE tenants(id) AS (
 )
 SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
 	c.first_attempt_at, c.capped,
-	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified,
+	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified, q.trace_parent,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
 	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers,
-	s.n > count(*) OVER (PARTITION BY c.tenant_id)
+	r.send_traceparent, s.n > count(*) OVER (PARTITION BY c.tenant_id)
 FROM claimed c
 JOIN seen s ON s.tenant_id = c.tenant_id
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id
 UNION ALL
 SELECT 0, s.tenant_id, 0, 0, 0, 0, '', NULL, false,
-	0, '', '', '', '', NULL, NULL, NULL,
+	0, '', '', '', '', NULL, NULL, NULL, '',
 	'', 0, false, NULL, NULL, NULL, '',
-	true
+	false, true
 FROM seen s
 WHERE s.tenant_id NOT IN (SELECT tenant_id FROM claimed)`
 

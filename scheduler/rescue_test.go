@@ -335,6 +335,12 @@ func TestClaimWithSpentLeaseIsLeftToTheRescuer(t *testing.T) {
 // would, under the handoff made for its tenant, and returns what was stored and the receiver.
 func storeOne(t *testing.T, env *relaytest.Env, handoff func(tenant int) delivery.Handoff) (delivery.Stored, *target) {
 	t.Helper()
+	return storeOneWith(t, env, delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte(`{}`)}, handoff)
+}
+
+// storeOneWith is storeOne for the request in.
+func storeOneWith(t *testing.T, env *relaytest.Env, in delivery.NewRequest, handoff func(tenant int) delivery.Handoff) (delivery.Stored, *target) {
+	t.Helper()
 	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 10})
 	fixture := env.NewServer(tn, "s", nil)
 	rcv := newReceiver(t, 0)
@@ -346,8 +352,7 @@ func storeOne(t *testing.T, env *relaytest.Env, handoff func(tenant int) deliver
 	require.NoError(t, err)
 	h := handoff(srv.TenantID)
 	stored, err := env.Relay.Delivery.StoreBatch(ctx, env.DB.Client, []delivery.Incoming{{
-		Server: srv, Recipients: recs, Key: fmt.Sprintf("k-%d", time.Now().UnixNano()),
-		Request: delivery.NewRequest{Method: http.MethodPost, Header: http.Header{}, Body: []byte(`{}`)},
+		Server: srv, Recipients: recs, Key: fmt.Sprintf("k-%d", time.Now().UnixNano()), Request: in,
 	}}, billing.ReasonRequestAccepted, h)
 	require.NoError(t, err)
 	require.NoError(t, stored[0].Err)

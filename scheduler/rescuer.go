@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
@@ -13,6 +16,7 @@ import (
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -26,6 +30,8 @@ type RescuerConfig struct {
 	Wake func()
 	// WakeCapped, when set, is called when rescued attempts freed slots of capped recipients (Scheduler.Wake).
 	WakeCapped func()
+	// Tracer makes each interrupted attempt recorded a span of its request's trace (nil: off).
+	Tracer *tracing.Tracer
 	// Interval between sweeps. Default DefaultRescueInterval.
 	Interval time.Duration
 	// BatchSize bounds one statement of a sweep. Default DefaultRescueBatch.
@@ -91,6 +97,7 @@ func (r *Rescuer) RescueOnce(ctx context.Context) (int, error) {
 				if ok {
 					n++
 					r.cfg.Logger.Info("rescued interrupted attempt", batch[i].logArgs()...)
+					r.trace(batch[i])
 				}
 			}
 			total += n
@@ -101,6 +108,21 @@ func (r *Rescuer) RescueOnce(ctx context.Context) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// trace records the interrupted attempt c as a span of its request's trace: the process that ran it ended no
+// span for it. A CLI attempt's span gets the ID its traceparent named (loadCLI), derived from its lease token.
+func (r *Rescuer) trace(c completion) {
+	if !r.cfg.Tracer.On() || c.traceParent == "" {
+		return
+	}
+	var id trace.SpanID
+	if strings.HasPrefix(c.Claim.Owner, CLILeasePrefix) {
+		id = tracing.SpanIDOf(c.Claim.Owner)
+	}
+	if span := delivery.StartAttempt(r.cfg.Tracer, c.traceParent, c.Claim, c.Outcome.StartedAt, id); span != nil {
+		delivery.EndAttempt(span, c.Outcome, c.Outcome.FinishedAt)
+	}
 }
 
 // interrupted is the outcome recorded for an attempt whose lease lapsed.
@@ -116,7 +138,9 @@ func lapsedDeliveries(db *storage.DB) func(ctx context.Context, now time.Time, l
 	return func(ctx context.Context, now time.Time, limit int) ([]completion, error) {
 		stale, err := db.Client.Delivery.Query().
 			Where(entdelivery.StatusEQ(entdelivery.StatusIN_PROGRESS), entdelivery.LeaseExpiresAtLT(now)).
-			WithRequest(func(q *ent.RequestQuery) { q.Select(request.FieldID, request.FieldServerID) }).
+			WithRequest(func(q *ent.RequestQuery) {
+				q.Select(request.FieldID, request.FieldServerID, request.FieldTraceParent)
+			}).
 			Limit(limit).
 			All(ctx)
 		return interruptedEach(stale, err, func(d *ent.Delivery) completion {
@@ -125,8 +149,9 @@ func lapsedDeliveries(db *storage.DB) func(ctx context.Context, now time.Time, l
 				Attempt: d.AttemptCount, MaxAttempts: d.MaxAttempts, Schedule: delivery.Schedule(d.RetrySchedule),
 				Owner: d.LeaseOwner, Capped: d.Lane == entdelivery.LaneCAPPED, ExpiresAt: d.ExpiresAt,
 			}
+			var traceParent string
 			if d.Edges.Request != nil {
-				c.ServerID = d.Edges.Request.ServerID
+				c.ServerID, traceParent = d.Edges.Request.ServerID, d.Edges.Request.TraceParent
 			}
 			c.FirstAttemptAt = now
 			if d.FirstAttemptAt != nil {
@@ -136,7 +161,7 @@ func lapsedDeliveries(db *storage.DB) func(ctx context.Context, now time.Time, l
 			if d.AttemptStartedAt != nil {
 				started = *d.AttemptStartedAt
 			}
-			return completion{Completion: delivery.Completion{Claim: c, Outcome: interrupted(started, now)}}
+			return completion{Completion: delivery.Completion{Claim: c, Outcome: interrupted(started, now)}, traceParent: traceParent}
 		})
 	}
 }

@@ -24,10 +24,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/adal-relay/adal/delivery"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/startstop"
 	"github.com/adal-relay/adal/storage"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/viewer"
 	"github.com/adal-relay/adal/webhook"
 )
@@ -74,8 +77,10 @@ type Config struct {
 	// Owner names this process in leases; default a random ID.
 	Owner    string
 	Observer Observer
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Tracer makes each claim and attempt of a delivery a span of its request's trace (nil: off).
+	Tracer *tracing.Tracer
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 func (c *Config) validate() error {
@@ -349,19 +354,23 @@ func (s *Scheduler) dispatch(ctx context.Context, free int) (int, error) {
 		if len(claims) == free {
 			break
 		}
+		began := s.traceBegin()
 		c, err := claimProbe(ctx, s.cfg.DB, now, s.cfg.Lease, s.cfg.Owner, rid)
 		if err != nil {
 			return 0, err
 		}
+		s.traceClaims(c, delivery.ClaimProbe, began)
 		claims = append(claims, c...)
 	}
 	if rest := free - len(claims); rest > 0 {
 		sh := s.fair.rooms()
+		began := s.traceBegin()
 		more, left, err := claim(ctx, s.cfg.DB, now, rest, s.cfg.Lease, s.cfg.Owner, sh)
 		if err != nil {
 			s.start(claims)
 			return len(claims), err
 		}
+		s.traceClaims(more, delivery.ClaimDirect, began)
 		s.fair.claimed(sh, tookBy(more), left, len(more) == rest)
 		claims = append(claims, more...)
 	}
@@ -428,6 +437,13 @@ func (s *Scheduler) Run(h delivery.Handoff, claimed []delivery.Claimed) {
 	}
 	if s.cfg.Observer != nil && len(claimed) > 0 {
 		s.cfg.Observer.Claimed(len(claimed))
+	}
+	if s.cfg.Tracer.On() {
+		end := time.Now()
+		for _, c := range claimed {
+			// Claimed by the intake commit that stored it, which began when the claim says it started.
+			delivery.TraceClaim(s.cfg.Tracer, c.Request.TraceParent, c.Claim, delivery.ClaimHandoff, len(claimed), c.Claim.StartedAt, end)
+		}
 	}
 	unused := maps.Clone(h.Tenants)
 	for _, c := range claimed {
@@ -518,6 +534,9 @@ func (j job) tenant() int {
 type completion struct {
 	delivery.Completion
 	outbound *outboundClaim
+	// traceParent is the trace of the delivery's request, for the rescuer, which makes the span of the
+	// interrupted attempt it records; a worker ends its attempt's span itself.
+	traceParent string
 }
 
 // tenant is whose attempt c is.
@@ -585,6 +604,10 @@ func (s *Scheduler) attempt(j job) {
 		out.IdempotencyKey = j.request.Key
 	}
 	out.Signer = delivery.SignerOf(j.recipient, j.request.Key, s.cfg.Now())
+	span := delivery.StartAttempt(s.cfg.Tracer, j.request.TraceParent, j.claim, time.Time{}, trace.SpanID{})
+	if span != nil && j.recipient.SendTraceparent {
+		out.Traceparent = tracing.TraceParent(span.SpanContext())
+	}
 	var o delivery.Outcome
 	target, err := webhook.JoinTarget(j.recipient.URL, j.request.Path, j.request.Query)
 	if err != nil {
@@ -594,6 +617,9 @@ func (s *Scheduler) attempt(j job) {
 	} else {
 		out.URL = target
 		o = s.send(ctx, out, "delivery attempt")
+	}
+	if span != nil {
+		delivery.EndAttempt(span, o, time.Time{})
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Attempted(o)
@@ -658,5 +684,25 @@ func (s *Scheduler) complete() {
 		for range batch {
 			s.flights.Done()
 		}
+	}
+}
+
+// traceBegin is when a claim statement begins, for its spans; zero when tracing is off.
+func (s *Scheduler) traceBegin() time.Time {
+	if !s.cfg.Tracer.On() {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// traceClaims records the claim of each of jobs, taken by lane in a statement that began at began, in its
+// request's trace.
+func (s *Scheduler) traceClaims(jobs []job, lane string, began time.Time) {
+	if !s.cfg.Tracer.On() || len(jobs) == 0 {
+		return
+	}
+	end := time.Now()
+	for _, j := range jobs {
+		delivery.TraceClaim(s.cfg.Tracer, j.request.TraceParent, j.claim, lane, len(jobs), began, end)
 	}
 }

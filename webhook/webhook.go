@@ -31,6 +31,10 @@ const (
 	// HeaderPrefix marks headers that only Adal may set; received copies are dropped so senders cannot spoof
 	// them.
 	HeaderPrefix = "X-Adal-"
+	// HeaderTraceparent is the W3C trace context header. A sender's is forwarded like any header; an attempt
+	// to a recipient with sendTraceparent, while the server traces, replaces it with one naming the attempt's
+	// own span.
+	HeaderTraceparent = "Traceparent"
 )
 
 // hopByHop lists the headers that describe one connection, not the message (RFC 9110 §7.6.1), plus the

@@ -20,6 +20,7 @@ import (
 
 	"github.com/adal-relay/adal/egress"
 	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -62,7 +63,8 @@ func usage() {
 `)
 }
 
-// configFromEnv reads ADAL_* variables; bad values are errors, not silent defaults.
+// configFromEnv reads ADAL_* variables, and the OTEL_* ones of tracing; bad values are errors, not silent
+// defaults.
 func configFromEnv() (relay.Config, error) {
 	cfg := relay.Config{
 		Addr:        os.Getenv("ADAL_ADDR"),
@@ -114,6 +116,9 @@ func configFromEnv() (relay.Config, error) {
 		envParsed(&cfg.Lease, "ADAL_LEASE", time.ParseDuration, func(d time.Duration) bool { return d >= time.Second },
 			"a duration of at least 1s such as 60s"),
 	); err != nil { // the first variable in this order that is wrong
+		return cfg, err
+	}
+	if cfg.Tracing, err = tracing.FromEnv(); err != nil {
 		return cfg, err
 	}
 	level := slog.LevelInfo

@@ -1,8 +1,8 @@
 // Package bench measures an Adal process against its performance budgets: intake, dispatch, accept-to-delivery
 // latency, retry punctuality and purge, each on a fresh PostgreSQL database, with the process running inside
 // the bench so its peak memory can be read, and the load generator and the receiver in a traffic process of
-// their own; the cluster scenario runs several cmd/server processes on one database instead. cmd/bench is its
-// command line.
+// their own; the cluster scenario runs several cmd/server processes on one database instead. Every row states
+// what a unit of its work cost (Cost), the figures two builds are compared on. cmd/bench is its command line.
 package bench
 
 import (
@@ -159,6 +159,9 @@ type Row struct {
 	Load string
 	// CPU is the cores kept busy during the measurement: the machine's, Adal's and the traffic's (coresBusy).
 	CPU string
+	// Cost is what one unit of the row's work cost (see Cost); its zero value, for rows without a unit of work
+	// of their own, prints nothing.
+	Cost Cost
 }
 
 // Runner runs scenarios and collects rows.
@@ -292,15 +295,15 @@ func (b *Runner) add(r Row) {
 	r.Load = fmt.Sprintf("%.1f → %.1f", b.loadAtStart, loadAverage())
 	r.CPU = coresBusy(b.cpuAtStart, b.readCPU())
 	b.rows = append(b.rows, r)
-	b.logf("%s: %s  %s  [%s]  %s  peak RSS %s, load %s, cores busy %s %s", r.Scenario, r.Figure, r.Detail, r.Target,
-		r.Settings, mib(r.PeakRSS), r.Load, r.CPU, r.Void)
+	b.logf("%s: %s  %s  [%s]  cost %s  %s  peak RSS %s, load %s, cores busy %s %s", r.Scenario, r.Figure, r.Detail,
+		r.Target, r.Cost.Format(), r.Settings, mib(r.PeakRSS), r.Load, r.CPU, r.Void)
 }
 
 // print writes the rows as a Markdown table.
 func (b *Runner) print() {
 	out := b.cfg.Out
-	fmt.Fprintln(out, "| scenario | figure | detail | target | peak RSS* | load† | cores busy‡ | settings |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| scenario | figure | detail | target | cost per unit§ | peak RSS* | load† | cores busy‡ | settings |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range b.rows {
 		fig := r.Figure
 		if r.Void != "" {
@@ -310,8 +313,8 @@ func (b *Runner) print() {
 		if r.PeakRSS > 0 {
 			rss = mib(r.PeakRSS)
 		}
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, fig, r.Detail, r.Target, rss, r.Load, r.CPU,
-			r.Settings)
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Scenario, fig, r.Detail, r.Target, r.Cost.Format(),
+			rss, r.Load, r.CPU, r.Settings)
 	}
 	fmt.Fprintln(out, "\n\\* peak RSS is VmHWM of the bench process during the scenario: the Adal process under test and "+
 		"the bench's bookkeeping; the load generator and the receiver run in a traffic process of their own. In the "+
@@ -321,7 +324,13 @@ func (b *Runner) print() {
 	fmt.Fprintln(out, "‡ the cores kept busy on average during the measurement: the whole machine (PostgreSQL, pgbench and "+
 		"anything else included), in brackets the bench process (Adal; in the cluster rows its cmd/server processes "+
 		"together) and the traffic process, and how much of the "+
-		"machine's was stolen by the hypervisor for other guests. With the same offered load, fewer is cheaper: steadier from run to run than a tail latency, so the way to compare two builds.")
+		"machine's was stolen by the hypervisor for other guests. With the same offered load, fewer is cheaper: steadier from run to run than a tail latency.")
+	fmt.Fprintln(out, "§ what one unit of the row's work cost, over its measured window: the Adal process's statements "+
+		"(+ BEGIN/COMMIT) and Go heap allocations (count and bytes) per unit, the WAL the PostgreSQL server wrote per "+
+		"unit (the whole server's: run nothing else on it), and the Adal process's CPU (user + system) per 1,000 "+
+		"units. The cluster rows count the database's transactions instead of statements (over a window of their own) "+
+		"and have no allocations: their processes are not this one. The way to compare two builds: see "+
+		"docs/benchmarks.md, \"Comparing two builds on cost\".")
 }
 
 func met(ok bool) string {

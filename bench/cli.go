@@ -20,8 +20,8 @@ import (
 // cli measures the adal CLI, the real binary, as a developer runs it: CLIBacklog requests accepted while no CLI
 // is connected (the server delivers them on connect), drained through one `adal listen` to the receiver, then
 // an open-model load at CLIRate through it while it stays connected. The CLI's peak RSS is judged against its
-// 30 MiB budget; the ledger must balance as in the latency scenario: every request answered 202
-// reaches the receiver through the CLI, and nothing else does.
+// 30 MiB budget, the server's cost per request beside it; the ledger must balance as in the latency scenario:
+// every request answered 202 reaches the receiver through the CLI, and nothing else does.
 func (b *Runner) cli(ctx context.Context) error {
 	bin, err := b.adalBinary(ctx)
 	if err != nil {
@@ -41,6 +41,8 @@ func (b *Runner) cli(ctx context.Context) error {
 		return err
 	}
 	body := body1K()
+	// The server's cost covers every request, from its accept to its delivery through the CLI.
+	cost := b.startCosts(ctx, p.admin)
 	// The backlog: accepted while the recipient has no CLI, so every delivery waits, PENDING, for one.
 	backlogRate := 1000.0
 	backlog, err := tr.Run(ctx, Load{Rate: backlogRate, Duration: time.Duration(float64(b.cfg.CLIBacklog) / backlogRate * float64(time.Second)),
@@ -88,6 +90,7 @@ func (b *Runner) cli(ctx context.Context) error {
 	if err := c.awaitReceived(ctx, tr, int64(len(published)), time.Minute); err != nil {
 		return err
 	}
+	spent := cost.stop(ctx, queued+int64(len(published)), "request")
 	if arrivals, err = tr.Arrivals(ctx); err != nil {
 		return err
 	}
@@ -104,9 +107,10 @@ func (b *Runner) cli(ctx context.Context) error {
 			queued, drained.Round(time.Millisecond), drainRate, drain.ledger(queuedIDs), b.cfg.CLIRate, ms(p50), ms(p99),
 			m.ledger(published), live.Others()+backlog.Others(), live.Failed()+backlog.Failed(), cliCPU.Seconds()/elapsed.Seconds()),
 		Target: fmt.Sprintf("CLI ≤ 30 MiB: %s", met(cliRSS > 0 && cliRSS <= 30<<20)),
-		Settings: fmt.Sprintf("one `adal listen` (the real binary) forwarding to the loopback receiver; %d requests accepted at %.0f/s before it connects (deliverPendingOnConnect on), then %.0f/s for %v; 1 KiB bodies; peak RSS* is the server's",
+		Settings: fmt.Sprintf("one `adal listen` (the real binary) forwarding to the loopback receiver; %d requests accepted at %.0f/s before it connects (deliverPendingOnConnect on), then %.0f/s for %v; 1 KiB bodies; peak RSS* and cost§ are the server's, the cost per request from its accept to its delivery through the CLI",
 			b.cfg.CLIBacklog, backlogRate, b.cfg.CLIRate, b.cfg.Duration),
 		PeakRSS: rss,
+		Cost:    spent,
 	}
 	void := append(drain.voids(queuedIDs), m.voids(published)...)
 	if cliRSS == 0 {

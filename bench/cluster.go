@@ -365,23 +365,15 @@ func (c *cluster) spread(fx *Fixture) *Fixture {
 	return out
 }
 
-// clusterSample is what the scenario reads at each edge of a measured window: what is known at once.
-type clusterSample struct {
-	at    time.Time
-	wal   int64 // the server's WAL position, in bytes
-	cpu   time.Duration
-	cpuOK bool
+// meter reads the costs of the cluster's work: the processes' CPU time and the server's WAL position. Their
+// statements and heap allocations cannot be read from here; their transactions are counted apart (xacts).
+func (c *cluster) meter() costMeter {
+	return costMeter{cpu: c.cpu, wal: walPosition(c.p.admin)}
 }
 
-// sample reads the WAL position and the processes' CPU time.
-func (c *cluster) sample(ctx context.Context) (clusterSample, error) {
-	s := clusterSample{at: time.Now()}
-	s.cpu, s.cpuOK = c.cpu()
-	err := c.p.admin.QueryRowContext(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&s.wal)
-	if err != nil {
-		return s, fmt.Errorf("read the WAL position: %w", err)
-	}
-	return s, nil
+// sample reads the WAL position and the processes' CPU time, at once: an edge of a measured window.
+func (c *cluster) sample(ctx context.Context) costSample {
+	return c.meter().sample(ctx)
 }
 
 // statsSettle is how long the processes are left to idle before their transactions are counted. PostgreSQL
@@ -416,64 +408,29 @@ func (c *cluster) xacts(ctx context.Context, settle bool) (int64, error) {
 	return n, nil
 }
 
-// perUnit states transactions per unit of work.
-func perUnit(xacts, units int64, unit string) string {
+// transactionsPer states transactions per unit of work, for the log.
+func transactionsPer(xacts, units int64, unit string) string {
 	if units <= 0 {
 		return "no " + unit
 	}
-	return fmt.Sprintf("%.2f transactions per %s", float64(xacts)/float64(units), unit)
+	return fmt.Sprintf("%s transactions per %s", sig3(float64(xacts)/float64(units)), unit)
 }
 
 // sampleAt samples at the time given.
-func (c *cluster) sampleAt(ctx context.Context, at time.Time) (clusterSample, error) {
+func (c *cluster) sampleAt(ctx context.Context, at time.Time) (costSample, error) {
 	select {
 	case <-ctx.Done():
-		return clusterSample{}, ctx.Err()
+		return costSample{}, ctx.Err()
 	case <-time.After(time.Until(at)):
 	}
-	return c.sample(ctx)
-}
-
-// clusterCost is the work done in a measured window, units of it (requests accepted, attempts received), and
-// what it cost the database server and the processes.
-type clusterCost struct {
-	units int64
-	d     time.Duration
-	wal   int64
-	cpu   time.Duration
-	cpuOK bool
-}
-
-func costOf(from, to clusterSample, units int64) clusterCost {
-	return clusterCost{units: units, d: to.at.Sub(from.at), wal: to.wal - from.wal, cpu: to.cpu - from.cpu,
-		cpuOK: from.cpuOK && to.cpuOK}
-}
-
-// rate is the units per second; 0 for an empty window.
-func (k clusterCost) rate() float64 {
-	if k.units <= 0 || k.d <= 0 {
-		return 0
-	}
-	return float64(k.units) / k.d.Seconds()
-}
-
-// per states the cost of one unit: WAL, and the processes' CPU per 1,000 units.
-func (k clusterCost) per(unit string) string {
-	if k.rate() == 0 {
-		return "no " + unit + " in the window"
-	}
-	u := float64(k.units)
-	s := fmt.Sprintf("%.2f KiB WAL per %s", float64(k.wal)/u/1024, unit)
-	if k.cpuOK {
-		s += fmt.Sprintf(", %.0f CPU-ms per 1,000", float64(k.cpu.Microseconds())/u)
-	}
-	return s
+	return c.sample(ctx), nil
 }
 
 // costNote says where a row's costs come from.
-const costNote = "transactions = the database's pg_stat_database xact_commit + xact_rollback, read 11 s after the " +
-	"work, once published (statements cannot be counted across processes: pg_stat_statements is not loaded); WAL " +
-	"from pg_current_wal_lsn() (the whole server's), CPU of the cmd/server processes from /proc"
+const costNote = "cost§: transactions = the database's pg_stat_database xact_commit + xact_rollback, read 11 s after " +
+	"the work, once published (statements cannot be counted across processes: pg_stat_statements is not loaded); WAL " +
+	"from pg_current_wal_lsn() (the whole server's), CPU of the cmd/server processes from /proc, both over the " +
+	"steady window"
 
 // scaling is x as a ratio of the first size's figure, for a row's figure; empty for the first size itself.
 // bound is "≤ " when the first size's figure is a lower bound, "≥ " when x is one.
@@ -529,7 +486,7 @@ func (c *cluster) burnDown(ctx context.Context, n int, base *clusterRun, xactsBe
 	total := int64(b.cfg.ClusterDeliveries)
 	c.measure()
 	start := time.Now()
-	var from, to clusterSample
+	var from, to costSample
 	var fromN, toN int64
 	for {
 		if err := c.exited(); err != nil {
@@ -540,16 +497,10 @@ func (c *cluster) burnDown(ctx context.Context, n int, base *clusterRun, xactsBe
 			return 0, 0, err
 		}
 		if from.at.IsZero() && got >= total/5 {
-			if from, err = c.sample(ctx); err != nil {
-				return 0, 0, err
-			}
-			fromN = got
+			from, fromN = c.sample(ctx), got
 		}
 		if to.at.IsZero() && got >= total*4/5 {
-			if to, err = c.sample(ctx); err != nil {
-				return 0, 0, err
-			}
-			toN = got
+			to, toN = c.sample(ctx), got
 		}
 		if got >= total {
 			open, err := c.p.count(`SELECT COUNT(*) FROM deliveries WHERE status IN ('PENDING', 'IN_PROGRESS')`)
@@ -584,7 +535,7 @@ func (c *cluster) burnDown(ctx context.Context, n int, base *clusterRun, xactsBe
 		return 0, 0, err
 	}
 	rep := repeatsOf(arrivals)
-	window := costOf(from, to, toN-fromN)
+	window := costBetween(from, to, toN-fromN, "attempt")
 	overall := 0.0
 	if len(arrivals) > 1 {
 		first, last := arrivals[0].At, arrivals[0].At
@@ -596,19 +547,20 @@ func (c *cluster) burnDown(ctx context.Context, n int, base *clusterRun, xactsBe
 		}
 	}
 	// A backlog delivered within one poll of the receiver leaves no window: its rate is the arrivals' span's.
-	rate := window.rate()
+	rate := window.Rate()
 	if rate == 0 {
 		rate = overall
 	}
 	row := Row{
 		Scenario: fmt.Sprintf("cluster n=%d dispatch", n),
 		Figure:   fmt.Sprintf("%.0f attempts/s%s", rate, scaling(rate, base, func(r clusterRun) float64 { return r.attempts }, "")),
-		Detail: fmt.Sprintf("%d attempts, %d succeeded, %d received; %s; %s (from the processes' start); between a fifth and four fifths received: %s; first → last arrival %.0f/s",
-			attempts, succeeded, len(arrivals), rep, perUnit(xactsAfter-xactsBefore, attempts, "attempt"), window.per("attempt"), overall),
+		Detail: fmt.Sprintf("%d attempts, %d succeeded, %d received; %s; first → last arrival %.0f/s; cost§: transactions from the processes' start, WAL and CPU between a fifth and four fifths received",
+			attempts, succeeded, len(arrivals), rep, overall),
 		Target: fmt.Sprintf("every attempt received once: %s", met(rep.sameAttempt+rep.redelivered == 0)),
 		Settings: fmt.Sprintf("%d cmd/server process(es) on one database, started together on %d due deliveries (bulk-inserted, 1 KiB bodies) over 10 tenants × 10 recipients; receiver answers 200 at once; workers %s per process; %s",
 			n, total, workers(b.cfg.DispatchWorkers), costNote),
 		PeakRSS: rss,
+		Cost:    window.withTransactions(xactsAfter-xactsBefore, attempts),
 	}
 	var void []string
 	if attempts != total || succeeded != total || int64(len(arrivals)) != total {
@@ -642,7 +594,7 @@ type clusterStep struct {
 	answered202    int
 	others, failed int // answers other than 202; requests without an answer
 	p99            time.Duration
-	cost           clusterCost
+	cost           Cost
 	sustained      bool
 }
 
@@ -696,9 +648,9 @@ func (c *cluster) intakeCeiling(ctx context.Context, n int, base *clusterRun, xa
 				return 0, false, err
 			}
 			firstXacts = x - xactsBefore
-			b.logf("cluster: %d processes @ %.0f/s: %s", n, rate, perUnit(firstXacts, accepted, "request"))
+			b.logf("cluster: %d processes @ %.0f/s: %s", n, rate, transactionsPer(firstXacts, accepted, "request"))
 		}
-		b.logf("cluster: %d processes @ %.0f/s: %s; %s", n, rate, st, st.cost.per("request"))
+		b.logf("cluster: %d processes @ %.0f/s: %s; %s", n, rate, st, st.cost.Format())
 		if st.sustained {
 			ceiling = max(ceiling, rate)
 			continue
@@ -754,10 +706,9 @@ func (c *cluster) intakeCeiling(ctx context.Context, n int, base *clusterRun, xa
 		}
 		detail.WriteString(st.String())
 	}
-	fmt.Fprintf(&detail, "; at %.0f/s: %s (from the step's start), %s", steps[0].rate,
-		perUnit(firstXacts, int64(steps[0].answered202), "request"), steps[0].cost.per("request"))
+	fmt.Fprintf(&detail, "; cost§ at the first rate, %.0f/s (transactions from the step's start)", steps[0].rate)
 	if top := slices.IndexFunc(steps, func(s clusterStep) bool { return s.sustained && s.rate == ceiling }); top > 0 {
-		fmt.Fprintf(&detail, "; at the ceiling, %.0f/s: %s", steps[top].rate, steps[top].cost.per("request"))
+		fmt.Fprintf(&detail, "; at the ceiling, %.0f/s: %s", steps[top].rate, steps[top].cost.Format())
 	}
 	fmt.Fprintf(&detail, "; %s", ledger)
 	figure := "no rate sustained"
@@ -791,6 +742,7 @@ func (c *cluster) intakeCeiling(ctx context.Context, n int, base *clusterRun, xa
 		Scenario: fmt.Sprintf("cluster n=%d intake", n),
 		Figure:   figure,
 		Detail:   detail.String(),
+		Cost:     steps[0].cost.withTransactions(firstXacts, int64(steps[0].answered202)),
 		Settings: fmt.Sprintf("%d cmd/server process(es) on one database; 100 tenants × 1 server × 1 recipient, %s; open model for %v per step, round robin over every process's inbound URLs, ≤ 512 client connections, 1 KiB bodies; rates tried in turn up to the first not sustained, then once halfway back; sustained: every request answered 202 and ≥ %.0f%% of the offered rate accepted; WAL and CPU over each step from a fifth of it to its end, transactions at the first rate; %s%s",
 			n, mode, b.cfg.Duration, sustainedShare*100, costNote, b.committersSetting()),
 		PeakRSS: rss,
@@ -825,7 +777,7 @@ func (c *cluster) step(ctx context.Context, rate float64, fx *Fixture) (clusterS
 	st := clusterStep{
 		rate: rate, accepted: res.AcceptedPerSecond(), answered202: res.Accepted(), others: res.Others(), failed: res.Failed(),
 		p99:  Percentile(res.Latencies(time.Time{}, time.Time{}), 0.99),
-		cost: costOf(from, to, res.acceptedBetween(from.at, to.at)),
+		cost: costBetween(from, to, res.acceptedBetween(from.at, to.at), "request"),
 	}
 	st.sustained = st.others == 0 && st.failed == 0 && st.accepted >= sustainedShare*rate
 	return st, nil

@@ -37,6 +37,12 @@ func TestClusterScenario(t *testing.T) {
 	if got := strings.Join(names, ","); got != want {
 		t.Fatalf("rows %s, want %s", got, want)
 	}
+	// Across processes, transactions stand for statements; the bench process's allocations are not theirs.
+	for _, r := range rows[:2] {
+		if k := r.Cost; !k.TransactionsOK || k.TxUnits <= 0 || !k.WALOK || k.SQLOK || k.HeapOK {
+			t.Errorf("%s: cost %+v", r.Scenario, k)
+		}
+	}
 	if r := rows[2]; !strings.HasPrefix(r.Figure, "lost 0 of ") || strings.HasPrefix(r.Figure, "lost 0 of 0 ") {
 		t.Errorf("kill -9: %q: requests answered 202 were lost, or none were", r.Figure)
 	}

@@ -19,7 +19,8 @@ import (
 
 // graphql measures the server's memory while one tenant sends the worst query the API lets it send: a page of
 // as many bodies as one operation may read, each a full-size body of control bytes (which grow sixfold as
-// JSON), from GraphQLClients connections at once for the measured duration. The budget: peak RSS ≤ 150 MiB.
+// JSON), from GraphQLClients connections at once for the measured duration. The budget: peak RSS ≤ 150 MiB. The
+// clients run in the bench process, beside the server: the cost per query answered includes their share.
 func (b *Runner) graphql(ctx context.Context) error {
 	p, srv, err := b.startStoreOnly("graphql")
 	if err != nil {
@@ -49,6 +50,7 @@ func (b *Runner) graphql(ctx context.Context) error {
 	}
 
 	b.startMeasure()
+	cost := b.startCosts(ctx, p.admin)
 	var responses, refused, failed, bytesRead atomic.Int64
 	deadline := time.Now().Add(b.cfg.Duration)
 	var wg sync.WaitGroup
@@ -71,6 +73,7 @@ func (b *Runner) graphql(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	spent := cost.stop(ctx, responses.Load(), "response")
 	rss := peakRSS()
 	row := Row{
 		Scenario: "graphql",
@@ -79,8 +82,9 @@ func (b *Runner) graphql(ctx context.Context) error {
 			responses.Load(), page, mib(int64(len(body))), mib(bytesRead.Load()/max(responses.Load(), 1)), refused.Load(),
 			failed.Load(), b.cfg.GraphQLClients),
 		Target:   fmt.Sprintf("≤ 150 MiB: %s", met(rss <= 150<<20)),
-		Settings: fmt.Sprintf("%s measured; bodies of control bytes", b.cfg.Duration),
+		Settings: fmt.Sprintf("%s measured; bodies of control bytes; cost§ per query answered, its clients' share included: they run in the bench process", b.cfg.Duration),
 		PeakRSS:  rss,
+		Cost:     spent,
 	}
 	if responses.Load() == 0 {
 		row.Void = "no query was answered"

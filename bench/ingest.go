@@ -9,8 +9,8 @@ import (
 
 // ingest measures intake: accepted requests per second and latency under an open-model load at fixed rates,
 // for 100 tenants × 1 recipient, one tenant (every accept debits the same credit row), and 100 tenants × 10
-// recipients (ten deliveries per accept). pgbench -N runs first, for the same duration, as the physical
-// reference of the server.
+// recipients (ten deliveries per accept), each rate's cost per accepted request beside. pgbench -N runs first,
+// for the same duration, as the physical reference of the server.
 func (b *Runner) ingest(ctx context.Context) error {
 	b.startMeasure()
 	tps, pgSettings, err := b.pgbenchTPS(b.cfg.Duration)
@@ -60,14 +60,14 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 		}
 		b.startMeasure()
 		b.counter.Breakdown()
-		before := b.counter.Read()
+		cost := b.startCosts(ctx, p.admin)
 		res, err := tr.Run(ctx, Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body})
 		if err != nil {
 			return best, err
 		}
+		spent := cost.stop(ctx, int64(res.Accepted()), "request")
 		rss := peakRSS()
 		accepted += int64(res.Accepted())
-		used := b.counter.Read().Sub(before)
 		b.logBreakdown("accepted request", int64(res.Accepted()))
 		got := res.AcceptedPerSecond()
 		best = max(best, got)
@@ -80,9 +80,8 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 		b.logf("%s @ %.0f/s: answers' p99 by second (ms):%s", name, rate, spread.String())
 		lat := res.Latencies(time.Time{}, time.Time{})
 		p50, p99 := Percentile(lat, 0.5), Percentile(lat, 0.99)
-		detail := fmt.Sprintf("offered %.0f/s; p50 %s, p99 %s; non-202 %d, unanswered %d; %.2f statements + %.2f BEGIN/COMMIT per request",
-			rate, ms(p50), ms(p99), res.Others(), res.Failed(), float64(used.Statements)/float64(max(1, res.Accepted())),
-			float64(used.TxControl)/float64(max(1, res.Accepted())))
+		detail := fmt.Sprintf("offered %.0f/s; p50 %s, p99 %s; non-202 %d, unanswered %d", rate, ms(p50), ms(p99),
+			res.Others(), res.Failed())
 		var tgt string
 		if name == "ingest" {
 			detail += fmt.Sprintf("; %.2f× pgbench -N", got/pgbenchTPS)
@@ -102,6 +101,7 @@ func (b *Runner) ingestVariant(ctx context.Context, name string, tenants, recipi
 			Settings: fmt.Sprintf("%d tenant(s) × 1 server × %d recipient(s), %s; 1 KiB bodies; open model for %v, ≤ 512 client connections%s",
 				tenants, recipients, mode, b.cfg.Duration, b.committersSetting()),
 			PeakRSS: rss,
+			Cost:    spent,
 		})
 	}
 	// The throughput targets are judged on the best rate the variant sustained (a step offered exactly the

@@ -29,9 +29,9 @@ func (b *Runner) startAtHalfCeiling(scenario string, l layout) (*stage, float64,
 }
 
 // latency measures accept → first byte at the receiver at half the ingest ceiling, from the scheduled send
-// time (a slow generator cannot hide delay). Its ledger must balance: every request answered 202 (published)
-// is delivered or counted missing, the receiver sees no request that was not published, and the database
-// holds exactly the published requests with one debit each.
+// time (a slow generator cannot hide delay), and the cost of a request accepted and delivered. Its ledger must
+// balance: every request answered 202 (published) is delivered or counted missing, the receiver sees no
+// request that was not published, and the database holds exactly the published requests with one debit each.
 func (b *Runner) latency(ctx context.Context) error {
 	s, rate, err := b.startAtHalfCeiling("latency", layout{tenants: 100, recipients: 1})
 	if err != nil {
@@ -51,6 +51,7 @@ func (b *Runner) latency(ctx context.Context) error {
 		return err
 	}
 	b.startMeasure()
+	cost := b.startCosts(ctx, p.admin)
 	res, err := tr.Run(ctx, Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body1K(), KeepIDs: true})
 	if err != nil {
 		return err
@@ -60,6 +61,8 @@ func (b *Runner) latency(ctx context.Context) error {
 	if _, err := tr.awaitReceived(ctx, int64(len(published)), time.Minute); err != nil {
 		return err
 	}
+	// Each request accepted and delivered: the whole path's cost.
+	spent := cost.stop(ctx, int64(len(published)), "request")
 	rss := peakRSS()
 	arrivals, err := tr.Arrivals(ctx)
 	if err != nil {
@@ -88,6 +91,7 @@ func (b *Runner) latency(ctx context.Context) error {
 		Settings: fmt.Sprintf("open model %.0f/s (50%% of the %.0f/s ingest ceiling) for %v; 100 tenants × 1 recipient → loopback receiver answering 200; measured from the scheduled send to the receiver's handler",
 			rate, b.ceiling, b.cfg.Duration),
 		PeakRSS: rss,
+		Cost:    spent,
 	}
 	void := m.voids(published)
 	if err := p.checkLedger(warm + int64(len(published))); err != nil { // the warm-up's requests are stored too

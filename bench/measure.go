@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 )
 
@@ -109,11 +108,7 @@ func readCPU(traffic *Traffic) cpuReading {
 	if raw, err := os.ReadFile("/proc/stat"); err == nil {
 		r.machineBusy, r.machineSteal, r.machineOK = machineBusy(raw)
 	}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		r.processCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		r.pOK = true
-	}
+	r.processCPU, r.pOK = selfCPU()
 	return r
 }
 

@@ -18,7 +18,8 @@ const noisyRecipients = 20
 // sends NoisyQuietRate requests/s, and its accept → first byte p99 is measured twice in the same run on the
 // same process — alone, then beside a noisy tenant that sends NoisyRate requests/s to 20 recipients that hang
 // until their 30 s timeout (every delivery holds a worker as long as it can). The second phase starts once the
-// noisy tenant holds its share of the workers. The figure is the ratio of the two p99s. The ledger must
+// noisy tenant holds its share of the workers. The figure is the ratio of the two p99s; the cost is per request
+// accepted over both phases, either tenant's. The ledger must
 // balance as latency's does: every quiet request answered 202 delivered once, and the database holding every
 // request answered 202 (both tenants') with one debit each.
 func (b *Runner) noisy(ctx context.Context) error {
@@ -62,6 +63,7 @@ func (b *Runner) noisy(ctx context.Context) error {
 	}
 
 	b.startMeasure()
+	cost := b.startCosts(ctx, p.admin)
 	alone, aloneMatch, err := quietPhase()
 	if err != nil {
 		return fmt.Errorf("quiet tenant alone: %w", err)
@@ -126,6 +128,9 @@ func (b *Runner) noisy(ctx context.Context) error {
 	if noisyErr != nil {
 		return fmt.Errorf("noisy tenant's load: %w", noisyErr)
 	}
+	// Both tenants' requests are the work: the quiet ones delivered, the noisy ones' deliveries held by their
+	// hanging recipients.
+	spent := cost.stop(ctx, int64(alone.Accepted()+beside.Accepted()+noisyRes.Accepted()), "request")
 
 	alonePublished, besidePublished := alone.published(), beside.published()
 	p99Alone := Percentile(aloneMatch.latencies(alonePublished), 0.99)
@@ -142,8 +147,10 @@ func (b *Runner) noisy(ctx context.Context) error {
 			noisyRes.Accepted(), aloneMatch.ledger(alonePublished), besideMatch.ledger(besidePublished)),
 		Target: fmt.Sprintf("beside ≤ 2× alone: %s", met(ratio > 0 && ratio <= 2)),
 		Settings: fmt.Sprintf("quiet tenant: 1 recipient answering 200, open model %.0f/s for %v per phase; noisy tenant: %d recipients hanging "+
-			"until their 30 s timeout, %.0f/s; %d workers", rate, b.cfg.Duration, noisyRecipients, b.cfg.NoisyRate, scheduler.DefaultWorkers),
+			"until their 30 s timeout, %.0f/s; %d workers; cost§ over both phases, per request accepted of either tenant", rate, b.cfg.Duration,
+			noisyRecipients, b.cfg.NoisyRate, scheduler.DefaultWorkers),
 		PeakRSS: rss,
+		Cost:    spent,
 	}
 	void := append(aloneMatch.voids(alonePublished), besideMatch.voids(besidePublished)...)
 	if peak > int64(share) {

@@ -13,7 +13,8 @@ import (
 // due a day ahead (they only weigh on the indexes the scheduler reads); PunctualityRate per second come due
 // during a PunctualityWindow window. The receiver fails the first arrival of one request in ten, so those get
 // a retry scheduled by the process itself, on the compressed unit, and are measured too. Lateness is receiver
-// arrival − due time; an arrival before its due time is early, and there must be none.
+// arrival − due time; an arrival before its due time is early, and there must be none. The cost is per attempt
+// received, from the process's start to the last arrival.
 func (b *Runner) punctuality(ctx context.Context) error {
 	unit := b.cfg.PunctualityUnit
 	s, err := b.startStage("punctuality", Refusal{Attempt: 2, Every: 10}, func(c *relay.Config) { c.RetryUnit = unit },
@@ -61,6 +62,7 @@ func (b *Runner) punctuality(ctx context.Context) error {
 		return fmt.Errorf("found %d rows due in the window, inserted %d", len(dueOf), due)
 	}
 	b.startMeasure()
+	cost := b.startCosts(ctx, p.admin)
 	if err := p.Start(); err != nil {
 		return err
 	}
@@ -75,6 +77,9 @@ func (b *Runner) punctuality(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Every attempt received, the failed ones included; the scheduler's polls of the table while nothing is due
+	// are part of their cost.
+	spent := cost.stop(ctx, received, "attempt")
 	rss := peakRSS()
 	arrivals, err := tr.Arrivals(ctx)
 	if err != nil {
@@ -126,6 +131,7 @@ func (b *Runner) punctuality(ctx context.Context) error {
 		Settings: fmt.Sprintf("%d PENDING retries in the table, %d of them due over %v (%.0f/s), the rest a day later; ADAL_RETRY_UNIT %v; 1 in 10 fails once more (retry due 9 units after)",
 			total, due, window, b.cfg.PunctualityRate, unit),
 		PeakRSS: rss,
+		Cost:    spent,
 	}
 	if unexpected > 0 || int64(len(late)) != due || int64(len(lateRetry)) != int64(len(retryDue)) {
 		row.Void = fmt.Sprintf("received %d first retries of %d, %d second of %d, %d unexpected", len(late), due,

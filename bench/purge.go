@@ -20,7 +20,7 @@ import (
 //   - by rows: the same number expired earlier today, in today's partition, which the row purge deletes
 //     batch by batch (how a day still current is purged, and the whole purge before partitioning).
 //
-// Each row reports the history's size on disk before and after the purge.
+// Each row reports the history's size on disk before and after the purge, and the cost per request purged.
 func (b *Runner) purge(ctx context.Context) error {
 	const nowhere = "http://127.0.0.1:9" // recipients are paused: pure intake, as in the ingest scenario
 	s, rate, err := b.startAtHalfCeiling("purge", layout{tenants: 100, recipients: 1, target: nowhere, paused: true})
@@ -91,9 +91,12 @@ func (b *Runner) purgeBesideIntake(ctx context.Context, s *stage, load Load, mod
 		done <- ran{res, err}
 	}()
 	time.Sleep(time.Second)
+	// The purge's cost: what the process spent while it ran, the intake beside it included.
+	cost := b.startCosts(ctx, p.admin)
 	purgeStart := time.Now()
 	st, err := purger.PurgeOnce(ctx)
 	purgeEnd := time.Now()
+	spent := cost.stop(ctx, int64(b.cfg.PurgeRequests), "request purged")
 	loaded := <-done
 	rss := peakRSS()
 	if err := errors.Join(err, loaded.err); err != nil {
@@ -117,15 +120,17 @@ func (b *Runner) purgeBesideIntake(ctx context.Context, s *stage, load Load, mod
 	row := Row{
 		Scenario: "purge",
 		Figure:   fmt.Sprintf("%s: ingest p99 %.2f× without a purge", mode, ratio),
-		Detail: fmt.Sprintf("%d requests expired, purged in %v (%d days dropped, %d requests, %d deliveries, %d attempts deleted by rows in %d batches, %d busy); "+
+		Detail: fmt.Sprintf("%d requests expired, purged in %v (%d days dropped in %v; %d requests, %d deliveries, %d attempts deleted by rows in %d batches, %d busy); "+
 			"ingest p99 during the purge %s (%d requests) vs %s without, %s over the whole run; history on disk %s → %s; ingest %.0f/s",
-			b.cfg.PurgeRequests, st.Elapsed.Round(time.Millisecond), st.DaysDropped, st.Requests, st.Deliveries, st.Attempts,
+			b.cfg.PurgeRequests, st.Elapsed.Round(time.Millisecond), st.DaysDropped, st.PartitionsTook.Round(time.Millisecond),
+			st.Requests, st.Deliveries, st.Attempts,
 			st.Batches, st.Busy, ms(duringP99), len(inPurge), ms(baseP99), ms(wholeP99), mib(before), mib(after),
 			during.AcceptedPerSecond()),
 		Target: fmt.Sprintf("ingest p99 during the purge ≤ 1.2× without: %s", met(ratio <= 1.2)),
-		Settings: fmt.Sprintf("retention.PurgeOnce (batch %d) while ingest runs at %.0f/s (50%% of %.0f/s), 100 tenants × 1 paused recipient",
+		Settings: fmt.Sprintf("retention.PurgeOnce (batch %d) while ingest runs at %.0f/s (50%% of %.0f/s), 100 tenants × 1 paused recipient; cost§ while the purge ran, the intake beside it included",
 			retention.DefaultBatchSize, rate, b.ceiling),
 		PeakRSS: rss,
+		Cost:    spent,
 	}
 	if left := int64(b.cfg.PurgeRequests) - st.Requests; st.DaysDropped == 0 && left != 0 {
 		row.Void = fmt.Sprintf("purged %d of %d expired requests", st.Requests, b.cfg.PurgeRequests)

@@ -48,6 +48,12 @@ func TestMemoryScenarios(t *testing.T) {
 		if r.PeakRSS <= 0 {
 			t.Errorf("%s: the server's peak RSS was not read", name)
 		}
+		if k := r.Cost; k.Units <= 0 || !k.SQLOK || !k.WALOK || !k.HeapOK || k.Allocs == 0 || !k.CPUOK {
+			t.Errorf("%s: cost %q not read whole: %+v", name, k.Format(), k)
+		}
+	}
+	if k := byName["dispatch"].Cost; k.Unit != "attempt" || k.Units != 300 || k.Statements <= 0 || k.WAL <= 0 {
+		t.Errorf("dispatch: cost %+v is not that of its 300 attempts", k)
 	}
 	if r := byName["cli"]; !strings.HasPrefix(r.Figure, "CLI peak RSS ") || strings.HasPrefix(r.Figure, "CLI peak RSS 0 MiB") {
 		t.Errorf("cli: figure %q does not give the CLI's peak RSS", r.Figure)

@@ -1,5 +1,6 @@
 // Command bench measures Adal against its performance budgets on PostgreSQL and prints one Markdown table row
-// per figure:
+// per figure, each with the cost of a unit of its work (CPU, statements, WAL, allocations), which is what two
+// builds are compared on (docs/benchmarks.md):
 //
 //	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,noisy,punctuality,purge,cli,graphql,search,cluster] [-database-url …] [-duration 10s]
 //

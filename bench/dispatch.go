@@ -80,7 +80,7 @@ func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge fun
 	b.logf("%s: inserting %d due deliveries", scenario, n)
 	err = insertDue(ctx, p.DB, fx, bulkDue{
 		KeyPrefix: "due-", From: 0, To: int64(n - 1), Body: body1K(),
-		Due: time.Now().Add(-time.Second),
+		Due: time.Now().Add(-time.Second), Traced: p.Relay.Tracing.Tracer().On(),
 	})
 	if err != nil {
 		return err

@@ -22,15 +22,19 @@ type bulkDue struct {
 	// AttemptCount > 0 makes the rows retries: that many attempts were made, the first at FirstAttemptAt.
 	AttemptCount   int
 	FirstAttemptAt time.Time
+	// Traced gives each request a trace of its own, as intake does while tracing is on, so that its claims
+	// and attempts are traced.
+	Traced bool
 }
 
 const bulkDueSQL = `
 WITH req AS (
 	INSERT INTO requests (key, method, path, query, headers, body, source_addr, received_at, expires_at, status,
-	                      tenant_id, server_id)
+	                      tenant_id, server_id, trace_parent)
 	SELECT $1 || g, 'POST', '/events', '', '{"Content-Type":["application/json"]}', $2::bytea, '127.0.0.1',
 	       $3::timestamptz, $3::timestamptz + interval '7 days', 'PENDING',
-	       ($4::bigint[])[1 + g % cardinality($4::bigint[])], ($5::bigint[])[1 + g % cardinality($5::bigint[])]
+	       ($4::bigint[])[1 + g % cardinality($4::bigint[])], ($5::bigint[])[1 + g % cardinality($5::bigint[])],
+	       CASE WHEN $14 THEN '00-' || md5($1 || g) || '-' || left(md5(g::text), 16) || '-01' ELSE '' END
 	FROM generate_series($6::bigint, $7::bigint) AS g
 	RETURNING id, tenant_id, expires_at, substr(key, length($1) + 1)::bigint AS g
 )
@@ -65,7 +69,7 @@ func insertDue(ctx context.Context, db *sql.DB, fx *Fixture, spec bulkDue) error
 		due := spec.Due.Add(time.Duration(from-spec.From) * spec.Step)
 		_, err := db.ExecContext(ctx, bulkDueSQL, spec.KeyPrefix, spec.Body, time.Now(), pq.Array(tenants),
 			pq.Array(servers), from, to, spec.AttemptCount, due, spec.Step.Microseconds(), first,
-			pq.Array(recipients), per)
+			pq.Array(recipients), per, spec.Traced)
 		if err != nil {
 			return fmt.Errorf("insert due deliveries: %w", err)
 		}

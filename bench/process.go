@@ -23,6 +23,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/adal-relay/adal/relay"
+	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/viewer"
 )
 
@@ -82,6 +83,11 @@ func (b *Runner) startProcess(scenario string, configure func(*relay.Config)) (*
 		AllowPrivateTargets: true, // the receiver is on loopback
 		Logger:              slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		IntakeCommitters:    b.cfg.IntakeCommitters,
+	}
+	// The OTEL_* variables trace the process under test as they would a server: tracing's cost is measured
+	// by running a scenario with them and without.
+	if cfg.Tracing, err = tracing.FromEnv(); err != nil {
+		return fail(err)
 	}
 	if configure != nil {
 		configure(&cfg)

@@ -165,6 +165,16 @@ func dropDayIn(ctx context.Context, tx *sql.Tx, day time.Time) error {
 	if busy {
 		return errDayBusy
 	}
+	// Dropping a partition locks the partition, then its table (and the default partition) whole. Taken in
+	// that order it waits on every statement that reads the table, which holds the table and waits for the
+	// partition: the tables are locked first, so that statements queue behind the drop for its instant.
+	tables := make([]string, len(PartitionedTables))
+	for i, table := range PartitionedTables {
+		tables[i] = pq.QuoteIdentifier(table)
+	}
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE `+strings.Join(tables, ", ")+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		return err
+	}
 	for _, table := range slices.Backward(PartitionedTables) {
 		if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS `+pq.QuoteIdentifier(partitionName(table, day))); err != nil {
 			return fmt.Errorf("%s: %w", table, err)

@@ -541,8 +541,7 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 	rs := recipientSettings{
 		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
 		idempotency: r.SendIdempotencyKey, traceparent: r.SendTraceparent, timeoutSecond: r.TimeoutSeconds,
-		filter: r.RoutingFilter,
-		sigHeaders: r.SignatureHeaders, concurrency: r.MaxConcurrency,
+		filter: r.RoutingFilter, sigHeaders: r.SignatureHeaders, concurrency: r.MaxConcurrency,
 	}
 	rs.apply(in)
 	if err := rs.validate(op); err != nil {

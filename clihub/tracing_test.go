@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
@@ -18,15 +16,6 @@ import (
 	"github.com/adal-relay/adal/tracing"
 	"github.com/adal-relay/adal/viewer"
 )
-
-func spanAttr(s tracetest.SpanStub, key attribute.Key) attribute.Value {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
-}
 
 // A CLI attempt is in the request's trace too: the job carries, with its signature, a traceparent naming the
 // attempt's span, which the process the CLI reports to records under that very span ID, with the outcome.
@@ -53,7 +42,7 @@ func TestCLIAttemptIsInTheRequestsTrace(t *testing.T) {
 	require.Equal(t, tracing.TraceParent(intake.SpanContext), j.Request.TraceParent)
 
 	claim := spans.Wait(t, delivery.SpanClaim, 1)[0]
-	require.Equal(t, delivery.ClaimCLI, spanAttr(claim, delivery.AttrLane).AsString())
+	require.Equal(t, delivery.ClaimCLI, relaytest.Attr(claim, delivery.AttrLane).AsString())
 	require.Equal(t, intake.SpanContext.SpanID(), claim.Parent.SpanID())
 
 	tenantID := relaytest.RowID(t, b.Tenant.ID)
@@ -70,8 +59,8 @@ func TestCLIAttemptIsInTheRequestsTrace(t *testing.T) {
 	require.Equal(t, sent, tracing.TraceParent(attempt.SpanContext), "the span the CLI's traceparent named")
 	require.Equal(t, senderTrace, attempt.SpanContext.TraceID().String())
 	require.Equal(t, intake.SpanContext.SpanID(), attempt.Parent.SpanID())
-	require.Equal(t, int64(http.StatusBadGateway), spanAttr(attempt, delivery.AttrHTTPStatus).AsInt64())
-	require.Equal(t, "HTTP_STATUS", spanAttr(attempt, delivery.AttrErrorKind).AsString())
+	require.Equal(t, int64(http.StatusBadGateway), relaytest.Attr(attempt, delivery.AttrHTTPStatus).AsInt64())
+	require.Equal(t, "HTTP_STATUS", relaytest.Attr(attempt, delivery.AttrErrorKind).AsString())
 	require.Equal(t, codes.Error, attempt.Status.Code)
-	require.Equal(t, strconv.Itoa(j.Claim.DeliveryID), strconv.FormatInt(spanAttr(attempt, delivery.AttrDelivery).AsInt64(), 10))
+	require.Equal(t, strconv.Itoa(j.Claim.DeliveryID), strconv.FormatInt(relaytest.Attr(attempt, delivery.AttrDelivery).AsInt64(), 10))
 }

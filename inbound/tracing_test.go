@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -18,15 +17,6 @@ import (
 	"github.com/adal-relay/adal/tracing"
 )
 
-func spanAttr(s tracetest.SpanStub, key attribute.Key) attribute.Value {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
-}
-
 // intakeOf is the intake span of the request with the given ID.
 func intakeOf(t *testing.T, spans *relaytest.Spans, id string) tracetest.SpanStub {
 	t.Helper()
@@ -34,7 +24,7 @@ func intakeOf(t *testing.T, spans *relaytest.Spans, id string) tracetest.SpanStu
 	var found tracetest.SpanStub
 	relaytest.Eventually(t, 10*time.Second, "the intake span of request "+id, func() bool {
 		for _, s := range spans.Named(inbound.SpanIntake) {
-			if spanAttr(s, delivery.AttrRequest).AsInt64() == want {
+			if relaytest.Attr(s, delivery.AttrRequest).AsInt64() == want {
 				found = s
 				return true
 			}
@@ -63,10 +53,10 @@ func TestIntakeContinuesAValidTraceparentOnly(t *testing.T) {
 	require.True(t, s.Parent.IsRemote())
 	require.Equal(t, "vendor=x", s.SpanContext.TraceState().String(), "the sender's tracestate goes on with its trace")
 	require.Equal(t, trace.SpanKindServer, s.SpanKind)
-	require.Equal(t, int64(http.StatusAccepted), spanAttr(s, delivery.AttrHTTPStatus).AsInt64())
-	require.Equal(t, "POST", spanAttr(s, "http.request.method").AsString())
-	require.Equal(t, int64(relaytest.RowID(t, tn.ID)), spanAttr(s, delivery.AttrTenant).AsInt64())
-	require.Equal(t, int64(relaytest.RowID(t, srv.ID)), spanAttr(s, "adal.server.id").AsInt64())
+	require.Equal(t, int64(http.StatusAccepted), relaytest.Attr(s, delivery.AttrHTTPStatus).AsInt64())
+	require.Equal(t, "POST", relaytest.Attr(s, "http.request.method").AsString())
+	require.Equal(t, int64(relaytest.RowID(t, tn.ID)), relaytest.Attr(s, delivery.AttrTenant).AsInt64())
+	require.Equal(t, int64(relaytest.RowID(t, srv.ID)), relaytest.Attr(s, "adal.server.id").AsInt64())
 	require.Equal(t, tracing.TraceParent(s.SpanContext), storedRequest(t, env, continued).TraceParent)
 
 	traces := map[trace.TraceID]bool{s.SpanContext.TraceID(): true}
@@ -87,7 +77,7 @@ func TestIntakeSpanOfARefusal(t *testing.T) {
 	code, _ := send(t, env, http.MethodPost, "no-such-key", "", []byte(`{}`), http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
 	require.Equal(t, http.StatusNotFound, code)
 	s := spans.Wait(t, inbound.SpanIntake, 1)[0]
-	require.Equal(t, int64(http.StatusNotFound), spanAttr(s, delivery.AttrHTTPStatus).AsInt64())
+	require.Equal(t, int64(http.StatusNotFound), relaytest.Attr(s, delivery.AttrHTTPStatus).AsInt64())
 	require.NotEqual(t, codes.Error, s.Status.Code)
 	require.Empty(t, s.Links, "nothing was committed")
 }
@@ -125,6 +115,6 @@ func TestCommitAndIntakeSpansLinkEachOther(t *testing.T) {
 			back = back || l.SpanContext.SpanID() == s.SpanContext.SpanID()
 		}
 		require.True(t, back, "the commit of request %s links back to it", id)
-		require.Equal(t, int64(len(c.Links)), spanAttr(c, "adal.batch.stored").AsInt64())
+		require.Equal(t, int64(len(c.Links)), relaytest.Attr(c, "adal.batch.stored").AsInt64())
 	}
 }

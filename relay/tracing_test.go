@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/adal-relay/adal/delivery"
@@ -59,15 +58,6 @@ func (r *receiver) got() []string {
 	return append([]string(nil), r.traceparents...)
 }
 
-func attr(s tracetest.SpanStub, key attribute.Key) attribute.Value {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
-}
-
 // storedRequest reads a request as the system.
 func storedRequest(t *testing.T, env *relaytest.Env, id string) *ent.Request {
 	t.Helper()
@@ -106,8 +96,8 @@ func TestOneTraceFromSenderToReceiver(t *testing.T) {
 
 	intake := spans.Wait(t, inbound.SpanIntake, 1)[0]
 	require.Equal(t, senderTrace, intake.SpanContext.TraceID().String())
-	require.Equal(t, int64(relaytest.RowID(t, id)), attr(intake, delivery.AttrRequest).AsInt64())
-	require.Equal(t, int64(http.StatusAccepted), attr(intake, delivery.AttrHTTPStatus).AsInt64())
+	require.Equal(t, int64(relaytest.RowID(t, id)), relaytest.Attr(intake, delivery.AttrRequest).AsInt64())
+	require.Equal(t, int64(http.StatusAccepted), relaytest.Attr(intake, delivery.AttrHTTPStatus).AsInt64())
 	require.Equal(t, tracing.TraceParent(intake.SpanContext), storedRequest(t, env, id).TraceParent)
 
 	commit := spans.Wait(t, inbound.SpanCommit, 1)[0]
@@ -193,8 +183,8 @@ func TestReplayIsANewTraceLinkedToTheOriginal(t *testing.T) {
 	require.False(t, span.Parent.IsValid(), "a root")
 	require.Len(t, span.Links, 1)
 	require.Equal(t, storedRequest(t, env, orig).TraceParent, tracing.TraceParent(span.Links[0].SpanContext))
-	require.Equal(t, int64(relaytest.RowID(t, orig)), attr(span, delivery.AttrReplayOf).AsInt64())
-	require.Equal(t, int64(relaytest.RowID(t, replay)), attr(span, delivery.AttrRequest).AsInt64())
+	require.Equal(t, int64(relaytest.RowID(t, orig)), relaytest.Attr(span, delivery.AttrReplayOf).AsInt64())
+	require.Equal(t, int64(relaytest.RowID(t, replay)), relaytest.Attr(span, delivery.AttrRequest).AsInt64())
 	stored := storedRequest(t, env, replay)
 	require.Equal(t, tracing.TraceParent(span.SpanContext), stored.TraceParent)
 	require.Equal(t, request.StatusDELIVERED, stored.Status)
@@ -241,7 +231,7 @@ func TestRetryOnAnotherProcessJoinsTheTrace(t *testing.T) {
 	peer := env.Peer(t, tracedToo, func(c *relay.Config) { c.RetryUnit = 500 * time.Millisecond })
 	waitSettled(t, peer, id)
 	retry := second.Wait(t, delivery.SpanAttempt, 1)[0]
-	require.Equal(t, int64(2), attr(retry, delivery.AttrAttempt).AsInt64())
+	require.Equal(t, int64(2), relaytest.Attr(retry, delivery.AttrAttempt).AsInt64())
 	require.Equal(t, senderTrace, retry.SpanContext.TraceID().String())
 	require.Equal(t, intake.SpanContext.SpanID(), retry.Parent.SpanID())
 	require.Equal(t, tracing.TraceParent(retry.SpanContext), rcv.got()[1])

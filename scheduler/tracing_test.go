@@ -25,21 +25,11 @@ const (
 	senderParent = "00-" + senderTrace + "-" + senderSpan + "-01"
 )
 
-// attr is the value of a span's attribute, or an invalid value.
-func attr(s tracetest.SpanStub, key attribute.Key) attribute.Value {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
-}
-
 // byAttempt files spans by their attempt number.
 func byAttempt(spans tracetest.SpanStubs) map[int64]tracetest.SpanStub {
 	out := map[int64]tracetest.SpanStub{}
 	for _, s := range spans {
-		out[attr(s, delivery.AttrAttempt).AsInt64()] = s
+		out[relaytest.Attr(s, delivery.AttrAttempt).AsInt64()] = s
 	}
 	return out
 }
@@ -71,21 +61,21 @@ func TestFailedAttemptAndItsRetryAreInTheRequestsTrace(t *testing.T) {
 		for _, s := range []tracetest.SpanStub{attempts[n], claims[n]} {
 			require.Equal(t, senderTrace, s.SpanContext.TraceID().String(), "%s %d", s.Name, n)
 			require.Equal(t, intake.SpanContext.SpanID(), s.Parent.SpanID(), "%s %d", s.Name, n)
-			require.Equal(t, int64(d.ID), attr(s, delivery.AttrDelivery).AsInt64())
-			require.Equal(t, int64(relaytest.RowID(t, rec)), attr(s, delivery.AttrRecipient).AsInt64())
+			require.Equal(t, int64(d.ID), relaytest.Attr(s, delivery.AttrDelivery).AsInt64())
+			require.Equal(t, int64(relaytest.RowID(t, rec)), relaytest.Attr(s, delivery.AttrRecipient).AsInt64())
 		}
 		require.False(t, attempts[n].StartTime.Before(claims[n].EndTime), "attempt %d after its claim", n)
 	}
-	require.Contains(t, []string{delivery.ClaimHandoff, delivery.ClaimDirect}, attr(claims[1], delivery.AttrLane).AsString())
-	require.Equal(t, delivery.ClaimDirect, attr(claims[2], delivery.AttrLane).AsString(), "the retry waited in the table")
+	require.Contains(t, []string{delivery.ClaimHandoff, delivery.ClaimDirect}, relaytest.Attr(claims[1], delivery.AttrLane).AsString())
+	require.Equal(t, delivery.ClaimDirect, relaytest.Attr(claims[2], delivery.AttrLane).AsString(), "the retry waited in the table")
 
 	failed, retried := attempts[1], attempts[2]
 	require.Equal(t, codes.Error, failed.Status.Code)
-	require.Equal(t, "HTTP_STATUS", attr(failed, delivery.AttrErrorKind).AsString())
-	require.Equal(t, int64(500), attr(failed, delivery.AttrHTTPStatus).AsInt64())
+	require.Equal(t, "HTTP_STATUS", relaytest.Attr(failed, delivery.AttrErrorKind).AsString())
+	require.Equal(t, int64(500), relaytest.Attr(failed, delivery.AttrHTTPStatus).AsInt64())
 	require.NotEqual(t, codes.Error, retried.Status.Code)
-	require.Equal(t, int64(200), attr(retried, delivery.AttrHTTPStatus).AsInt64())
-	require.False(t, attr(retried, delivery.AttrErrorKind).Type() == attribute.STRING, "a success has no error kind")
+	require.Equal(t, int64(200), relaytest.Attr(retried, delivery.AttrHTTPStatus).AsInt64())
+	require.False(t, relaytest.Attr(retried, delivery.AttrErrorKind).Type() == attribute.STRING, "a success has no error kind")
 
 	// Each attempt named its own span to the receiver.
 	rcv.mu.Lock()
@@ -113,7 +103,7 @@ func TestRescuedAttemptIsInTheRequestsTrace(t *testing.T) {
 	interrupted := attempts[1]
 	require.Equal(t, senderTrace, interrupted.SpanContext.TraceID().String())
 	require.Equal(t, senderSpan, interrupted.Parent.SpanID().String())
-	require.Equal(t, "INTERRUPTED", attr(interrupted, delivery.AttrErrorKind).AsString())
+	require.Equal(t, "INTERRUPTED", relaytest.Attr(interrupted, delivery.AttrErrorKind).AsString())
 	require.Equal(t, codes.Error, interrupted.Status.Code)
 	require.Equal(t, senderTrace, attempts[2].SpanContext.TraceID().String())
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/adal-relay/adal/relay"
@@ -51,4 +52,14 @@ func (s *Spans) Wait(t testing.TB, name string, n int) tracetest.SpanStubs {
 	t.Helper()
 	Eventually(t, 20*time.Second, "spans named "+name, func() bool { return len(s.Named(name)) >= n })
 	return s.Named(name)
+}
+
+// Attr is the value of span's attribute key, or the empty value when it has none.
+func Attr(span tracetest.SpanStub, key attribute.Key) attribute.Value {
+	for _, kv := range span.Attributes {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
 }

@@ -34,7 +34,7 @@ type Claim struct {
 	// record of its attempt gives the slot back.
 	Capped bool
 	// ExpiresAt is the request's expiry, which the attempt row carries (the history's partition key on
-	// PostgreSQL), when the claim read it; Record reads it from the delivery when it is zero.
+	// PostgreSQL). Every claim reads it; Record reads it from the delivery when a caller left it zero.
 	ExpiresAt time.Time
 }
 

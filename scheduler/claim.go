@@ -117,8 +117,9 @@ func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job
 	for rows.Next() {
 		c := delivery.Claim{StartedAt: now, Owner: owner}
 		var schedule string
-		var first storage.NullTime
-		dest := []any{&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first, &c.Capped}
+		var first, expires storage.NullTime
+		dest := []any{&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts, &schedule, &first,
+			&expires, &c.Capped}
 		j := job{request: &ent.Request{}, recipient: &ent.Recipient{}}
 		var headers []byte
 		var previousUntil storage.NullTime
@@ -145,6 +146,7 @@ func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job
 		if first.Valid {
 			c.FirstAttemptAt = first.Time
 		}
+		c.ExpiresAt = expires.Time
 		if joined {
 			j.request.ID, j.recipient.ID = c.RequestID, c.RecipientID
 			if previousUntil.Valid {

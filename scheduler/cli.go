@@ -90,9 +90,9 @@ func claimCLI(ctx context.Context, db *storage.DB, now time.Time, limit int, lea
 	for rows.Next() {
 		c := delivery.Claim{StartedAt: now}
 		var schedule string
-		var first storage.NullTime
+		var first, expires storage.NullTime
 		if err := rows.Scan(&c.DeliveryID, &c.TenantID, &c.RequestID, &c.RecipientID, &c.Attempt, &c.MaxAttempts,
-			&schedule, &first, &c.Owner); err != nil {
+			&schedule, &first, &expires, &c.Owner); err != nil {
 			return nil, fmt.Errorf("scan CLI claim: %w", err)
 		}
 		c.Schedule = delivery.Schedule(schedule)
@@ -100,6 +100,7 @@ func claimCLI(ctx context.Context, db *storage.DB, now time.Time, limit int, lea
 		if first.Valid {
 			c.FirstAttemptAt = first.Time
 		}
+		c.ExpiresAt = expires.Time
 		claims = append(claims, c)
 	}
 	return claims, rows.Err()

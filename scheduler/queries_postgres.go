@@ -87,7 +87,7 @@ due AS (
 UPDATE deliveries AS d SET
 	%[1]s
 FROM due WHERE d.id = due.id
-RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule, d.first_attempt_at, d.lease_owner`
+RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule, d.first_attempt_at, d.expires_at, d.lease_owner`
 
 // claimCLISetPostgres gives each claimed row a lease owner of its own, the hub's prefix plus random bytes.
 var claimCLISetPostgres = delivery.ClaimSet("$1", "$3", `$4 || replace(gen_random_uuid()::text, '-', '')`)
@@ -112,10 +112,10 @@ WITH due AS (
 		%[1]s
 	FROM due WHERE d.id = due.id
 	RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule,
-		d.first_attempt_at
+		d.first_attempt_at, d.expires_at
 )
 SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
-	c.first_attempt_at, false,
+	c.first_attempt_at, c.expires_at, false,
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified, q.trace_parent,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
 	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers,
@@ -215,14 +215,14 @@ WITH RECURSIVE tenants(id) AS (
 		%[1]s
 	WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
 	RETURNING d.id, d.tenant_id, d.request_id, d.recipient_id, d.attempt_count, d.max_attempts, d.retry_schedule,
-		d.first_attempt_at, d.lane = 'CAPPED' AS capped
+		d.first_attempt_at, d.expires_at, d.lane = 'CAPPED' AS capped
 ), counted AS (
 	UPDATE recipients AS r SET in_flight = r.in_flight + x.n
 	FROM (SELECT recipient_id, count(*) AS n FROM claimed WHERE capped GROUP BY recipient_id) x
 	WHERE r.id = x.recipient_id
 )
 SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_attempts, c.retry_schedule,
-	c.first_attempt_at, c.capped,
+	c.first_attempt_at, c.expires_at, c.capped,
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified, q.trace_parent,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
 	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers,
@@ -232,7 +232,7 @@ JOIN seen s ON s.tenant_id = c.tenant_id
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id
 UNION ALL
-SELECT 0, s.tenant_id, 0, 0, 0, 0, '', NULL, false,
+SELECT 0, s.tenant_id, 0, 0, 0, 0, '', NULL, NULL, false,
 	0, '', '', '', '', NULL, NULL, NULL, '',
 	'', 0, false, NULL, NULL, NULL, '',
 	false, true

@@ -78,7 +78,7 @@ WHERE id IN (
 	ORDER BY d.next_attempt_at
 	LIMIT ?2
 )
-RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at, lease_owner`
+RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at, expires_at, lease_owner`
 
 // claimCLISetSQLite gives each claimed row a lease owner of its own, the hub's prefix plus random bytes.
 var claimCLISetSQLite = delivery.ClaimSet("?1", "?3", `?4 || lower(hex(randomblob(16)))`)
@@ -98,7 +98,7 @@ WHERE id IN (
 	ORDER BY d.next_attempt_at
 	LIMIT ?2
 )
-RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at, false`
+RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at, expires_at, false`
 
 // claimSQLiteTmpl is the claim on SQLite (see claimPostgresTmpl), without row locks: SQLite has one writer. It
 // cannot limit a correlated subquery by a value of its row, so each group reads at most ?7 rows (the largest
@@ -163,7 +163,7 @@ WITH RECURSIVE tenants(id) AS (
 UPDATE deliveries SET
 	%[1]s
 WHERE id IN (SELECT id FROM picked)
-RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at,
+RETURNING id, tenant_id, request_id, recipient_id, attempt_count, max_attempts, retry_schedule, first_attempt_at, expires_at,
 	lane = 'CAPPED'`
 
 // claimCountedSQLite raises a capped recipient's in_flight by what the claim took from it: ?1 the number, ?2 the

@@ -68,7 +68,8 @@ var commands = []command{
 		"attach to CLI recipients and forward each delivery to a local URL, printing a line per delivery;\n" +
 			"    reconnects by itself, and Ctrl-C stops it (local calls in flight are finished and reported first)"},
 	{"requests", "adal requests --server SERVER [--status STATUS] [--limit N] [--format text|json]",
-		"list a server's recent requests, newest first, with each delivery (the IDs retry and replay take)"},
+		"list a server's recent requests, newest first, with each delivery (the IDs retry and replay take);\n" +
+			"    a broker recipient's delivery says where it publishes and what the broker answered"},
 	{"retry", "adal retry   DELIVERY_ID [--format text|json]",
 		"a new delivery of the request to the same recipient (retryDelivery): costs 1 credit"},
 	{"replay", "adal replay  REQUEST_ID [--format text|json]",

@@ -29,8 +29,8 @@ const requestsQuery = `query($server: ID!, $first: Int!, $where: RequestWhereInp
       id method path query receivedAt status replayOf { id }
       deliveries {
         id status trigger attemptCount maxAttempts nextAttemptAt superseded
-        recipient { id name method }
-        attempts { number status httpStatus errorKind errorMessage durationMs }
+        recipient { id name method destination { exchange routingKey subject stream topic } }
+        attempts { number status httpStatus answer errorKind errorMessage durationMs }
       }
     } }
   }
@@ -56,14 +56,32 @@ type listedDelivery struct {
 	MaxAttempts   int
 	NextAttemptAt *time.Time
 	Superseded    bool
-	Recipient     struct{ ID, Name, Method string }
+	Recipient     listedRecipient
 	Attempts      []listedAttempt
 }
 
+// listedRecipient is a delivery's recipient; Destination is set for broker recipients only.
+type listedRecipient struct {
+	ID, Name, Method string
+	Destination      *destination
+}
+
+// destination is where a broker recipient publishes: the settings of its method, the others empty.
+type destination struct {
+	Exchange   string `json:"exchange,omitempty"`
+	RoutingKey string `json:"routingKey,omitempty"`
+	Subject    string `json:"subject,omitempty"`
+	Stream     string `json:"stream,omitempty"`
+	Topic      string `json:"topic,omitempty"`
+}
+
+// listedAttempt is an attempt as requestsQuery reads it; Answer is a broker's (its confirmation, stream
+// sequence, entry ID or PUBACK), empty for HTTP.
 type listedAttempt struct {
 	Number       int     `json:"number"`
 	Status       string  `json:"status"`
 	HTTPStatus   *int    `json:"httpStatus"`
+	Answer       string  `json:"answer"`
 	ErrorKind    *string `json:"errorKind"`
 	ErrorMessage string  `json:"errorMessage"`
 	DurationMs   *int    `json:"durationMs"`
@@ -86,6 +104,8 @@ type deliveryState struct {
 	ID            string         `json:"id"`
 	RecipientID   string         `json:"recipientId"`
 	Recipient     string         `json:"recipient"`
+	Method        string         `json:"recipientMethod"`
+	Destination   *destination   `json:"destination,omitempty"`
 	Status        string         `json:"status"`
 	Trigger       string         `json:"trigger"`
 	AttemptCount  int            `json:"attemptCount"`
@@ -159,7 +179,8 @@ func requestJSON(r listedRequest) requestEvent {
 		ev.ReplayOf = &r.ReplayOf.ID
 	}
 	for _, d := range r.Deliveries {
-		ds := deliveryState{ID: d.ID, RecipientID: d.Recipient.ID, Recipient: d.Recipient.Name, Status: d.Status,
+		ds := deliveryState{ID: d.ID, RecipientID: d.Recipient.ID, Recipient: d.Recipient.Name, Method: d.Recipient.Method,
+			Destination: d.Recipient.Destination, Status: d.Status,
 			Trigger: d.Trigger, AttemptCount: d.AttemptCount, MaxAttempts: d.MaxAttempts, NextAttemptAt: d.NextAttemptAt,
 			Superseded: d.Superseded}
 		if n := len(d.Attempts); n > 0 {
@@ -228,9 +249,14 @@ func requestTable(o *output, s *serverInfo, status string, list []listedRequest,
 	return b.String()
 }
 
-// deliveryLine describes one delivery: `delivery 12 → "my laptop": FAILED after 3/3 attempts, last 500 …`.
+// deliveryLine describes one delivery: `delivery 12 → "my laptop": FAILED after 3/3 attempts, last 500 …`,
+// and where a broker recipient publishes: `delivery 13 → "orders" (REDIS_STREAM stream "orders"): …`.
 func deliveryLine(o *output, d listedDelivery) string {
-	s := fmt.Sprintf("delivery %s → %q: %s", d.ID, d.Recipient.Name, o.paint(statusTone(d.Status), d.Status))
+	to := fmt.Sprintf("%q", d.Recipient.Name)
+	if where := destinationText(d.Recipient); where != "" {
+		to += " (" + where + ")"
+	}
+	s := fmt.Sprintf("delivery %s → %s: %s", d.ID, to, o.paint(statusTone(d.Status), d.Status))
 	if d.Trigger == "MANUAL_RETRY" {
 		s += " (manual retry)"
 	}
@@ -244,6 +270,25 @@ func deliveryLine(o *output, d listedDelivery) string {
 	return s
 }
 
+// destinationText is a broker recipient's method and settings, `RABBITMQ routing key "orders"`; empty for the
+// others.
+func destinationText(r listedRecipient) string {
+	d := r.Destination
+	if d == nil {
+		return ""
+	}
+	parts := []string{r.Method}
+	for _, s := range []struct{ name, value string }{
+		{"exchange", d.Exchange}, {"routing key", d.RoutingKey}, {"subject", d.Subject}, {"stream", d.Stream}, {"topic", d.Topic},
+	} {
+		if s.value != "" {
+			parts = append(parts, fmt.Sprintf("%s %q", s.name, s.value))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// attemptText is what an attempt got: an HTTP status, what went wrong, or a broker's answer.
 func attemptText(a listedAttempt) string {
 	switch {
 	case a.HTTPStatus != nil && (a.ErrorKind == nil || *a.ErrorKind == "HTTP_STATUS"):
@@ -252,6 +297,8 @@ func attemptText(a listedAttempt) string {
 		return truncate(a.ErrorMessage, 80)
 	case a.ErrorKind != nil:
 		return *a.ErrorKind
+	case a.Answer != "":
+		return truncate(a.Answer, 80)
 	}
 	return a.Status
 }

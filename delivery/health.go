@@ -63,7 +63,7 @@ func (s *Service) updateHealth(ctx context.Context, tx *ent.Client, recipientID 
 	if !countsForHealth(o) {
 		return nil
 	}
-	q := tx.Recipient.Query().Where(recipient.ID(recipientID), recipient.MethodEQ(recipient.MethodDIRECT_HTTP))
+	q := tx.Recipient.Query().Where(recipient.ID(recipientID), recipient.MethodNEQ(recipient.MethodCLI))
 	// The lock recordBatchSQL takes: it does not block intake, which reads recipients unlocked.
 	q.Modify(s.locks.NoKeyUpdate)
 	r, err := q.Only(ctx)

@@ -89,7 +89,7 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 		}
 		expires = d.ExpiresAt
 	}
-	create := FillAttempt(tx.Attempt.Create().SetTenantID(c.TenantID).SetDeliveryID(c.DeliveryID).SetExpiresAt(expires),
+	create := FillAttempt(tx.Attempt.Create().SetTenantID(c.TenantID).SetDeliveryID(c.DeliveryID).SetExpiresAt(expires).SetAnswer(o.Answer),
 		c.Attempt, o)
 	if o.Succeeded() {
 		create.SetStatus(attempt.StatusSUCCEEDED)
@@ -239,7 +239,7 @@ var recordBatchSQL = storage.Prepared(`
 WITH v AS (
 	SELECT * FROM json_to_recordset($1::json) AS v(id bigint, attempt bigint, owner text, status text,
 		next_at timestamptz, finished_at timestamptz, tenant_id bigint, started_at timestamptz, duration_ms bigint,
-		attempt_status text, error_kind text, http_status bigint, error_message text, health boolean,
+		attempt_status text, error_kind text, http_status bigint, error_message text, answer text, health boolean,
 		capped boolean)
 ), upd AS (
 	UPDATE deliveries AS d SET
@@ -254,9 +254,9 @@ WITH v AS (
 	RETURNING d.id, d.recipient_id, d.request_id, d.expires_at, v.health, v.capped, v.next_at IS NULL AS final
 ), ins AS (
 	INSERT INTO attempts (tenant_id, delivery_id, number, started_at, finished_at, duration_ms, status, error_kind,
-	                      http_status, error_message, expires_at)
+	                      http_status, error_message, answer, expires_at)
 	SELECT v.tenant_id, v.id, v.attempt, v.started_at, v.finished_at, v.duration_ms, v.attempt_status, v.error_kind,
-	       v.http_status, v.error_message, upd.expires_at
+	       v.http_status, v.error_message, v.answer, upd.expires_at
 	FROM v JOIN upd ON upd.id = v.id
 	RETURNING delivery_id
 ), h AS MATERIALIZED (
@@ -264,7 +264,7 @@ WITH v AS (
 	       window_failures, last_success_at, next_probe_at, in_flight
 	FROM recipients
 	WHERE id = ANY(ARRAY(SELECT recipient_id FROM upd WHERE (health OR capped) AND (SELECT count(*) FROM ins) > 0))
-	  AND method = 'DIRECT_HTTP'
+	  AND method <> 'CLI'
 	ORDER BY id FOR NO KEY UPDATE
 ), q AS MATERIALIZED (
 	SELECT id FROM requests
@@ -349,6 +349,7 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 			w.null("http_status")
 		}
 		w.str("error_message", o.ErrorMessage)
+		w.str("answer", o.Answer)
 		w.bool("health", countsForHealth(o))
 		w.bool("capped", c.Claim.Capped)
 		payload = w.close()

@@ -16,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/egress"
+	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/webhook"
 )
 
@@ -42,12 +44,16 @@ const (
 	// ErrInterrupted: the attempt was cut short on our side (shutdown, or a lease the rescuer found
 	// expired), so its result is unknown.
 	ErrInterrupted ErrorKind = "INTERRUPTED"
+	// ErrBrokerRefused: a broker recipient's broker answered but did not take the message: a negative
+	// confirm, an unroutable message, no stream for the subject, an error reason code, a message over its
+	// size limit, or credentials it refused.
+	ErrBrokerRefused ErrorKind = "BROKER_REFUSED"
 )
 
 // Valid reports whether k is one of the known kinds (the empty kind, "no error", is not one).
 func (k ErrorKind) Valid() bool {
 	switch k {
-	case ErrHTTPStatus, ErrTimeout, ErrDNS, ErrTLS, ErrConnection, ErrCLILocal, ErrInterrupted:
+	case ErrHTTPStatus, ErrTimeout, ErrDNS, ErrTLS, ErrConnection, ErrCLILocal, ErrInterrupted, ErrBrokerRefused:
 		return true
 	}
 	return false
@@ -60,10 +66,18 @@ const DefaultTimeout = 30 * time.Second
 // gigabytes cannot make the relay hold them; the rest is still read, and discarded.
 const MaxStoredResponse = 64 << 10
 
-// Outgoing is one attempt to deliver a request over HTTP.
+// Outgoing is one attempt to deliver a request: over HTTP, or to a broker when Destination is set.
 type Outgoing struct {
-	// URL is the full target URL; webhook.JoinTarget builds it from the recipient URL and the inbound path and query.
+	// URL is the full target URL; webhook.JoinTarget builds it from the recipient URL and the inbound path and
+	// query. Unused for a broker.
 	URL string
+	// Destination, for a broker recipient, is where the message is published (package broker); nil for HTTP.
+	Destination *destination.Target
+	// Path is the request's path after /in/{key}, with its query: a broker message carries it as X-Adal-Path.
+	Path string
+	// MessageID names the message to a broker, the same on every attempt of one delivery, so that a broker
+	// that deduplicates (JetStream) takes an attempt whose answer was lost only once.
+	MessageID string
 	// Method is forwarded as is; empty means GET, as in net/http.
 	Method string
 	// Header holds the inbound headers; hop-by-hop, Host, Content-Length and X-Adal-* are dropped on the way.
@@ -107,11 +121,18 @@ type Outcome struct {
 	// RetryAfter is when a recipient answering 429 or 503 asked to be called again (its Retry-After, in
 	// seconds or as an HTTP date); zero when it did not say. NextAttempt decides how far it is heeded.
 	RetryAfter time.Time
+	// Answer is what a broker answered (its confirm, stream sequence, entry id or reason code), stored with
+	// the attempt; empty for HTTP, whose answer is HTTPStatus.
+	Answer string
 }
 
-// Succeeded reports whether the attempt counts as delivered: a 2xx answer read completely.
+// Succeeded reports whether the attempt counts as delivered: a 2xx answer read completely, or a broker's
+// confirmation.
 func (o Outcome) Succeeded() bool {
-	return o.ErrorKind == "" && o.HTTPStatus >= 200 && o.HTTPStatus <= 299
+	if o.ErrorKind != "" {
+		return false
+	}
+	return o.HTTPStatus >= 200 && o.HTTPStatus <= 299 || o.HTTPStatus == 0 && o.Answer != ""
 }
 
 // Duration is how long the attempt took, as shown on the attempt (durationMs).
@@ -169,20 +190,10 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 		o.FinishedAt = s.now()
 		return o
 	}
-	req.Header = webhook.Forwarded(out.Header)
-	req.Header.Set(webhook.HeaderRequestID, out.RequestID)
-	req.Header.Set(webhook.HeaderAttempt, strconv.Itoa(out.Attempt))
-	if out.IdempotencyKey != "" {
-		req.Header.Set(webhook.HeaderIdempotency, out.IdempotencyKey)
-	}
-	webhook.SetVerified(req.Header, out.Verified)
+	req.Header = out.Headers(o.StartedAt)
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", webhook.UserAgent)
 	}
-	if out.Traceparent != "" {
-		req.Header[webhook.HeaderTraceparent] = []string{out.Traceparent}
-	}
-	out.Signer.Sign(req.Header, o.StartedAt, out.Body)
 
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -207,6 +218,23 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 		o.RetryAfter = webhook.ParseRetryAfter(resp.Header.Get("Retry-After"), o.FinishedAt)
 	}
 	return o
+}
+
+// Headers are the headers an attempt starting at started carries, to an HTTP recipient or on a broker
+// message alike: the received ones meant for the recipient, Adal's own, and the signature over Body.
+func (out Outgoing) Headers(started time.Time) http.Header {
+	h := webhook.Forwarded(out.Header)
+	h.Set(webhook.HeaderRequestID, out.RequestID)
+	h.Set(webhook.HeaderAttempt, strconv.Itoa(out.Attempt))
+	if out.IdempotencyKey != "" {
+		h.Set(webhook.HeaderIdempotency, out.IdempotencyKey)
+	}
+	webhook.SetVerified(h, out.Verified)
+	if out.Traceparent != "" {
+		h[webhook.HeaderTraceparent] = []string{out.Traceparent}
+	}
+	out.Signer.Sign(h, started, out.Body)
+	return h
 }
 
 // readBody reads the whole body: an attempt is only complete once the recipient has sent all of it, and
@@ -293,6 +321,9 @@ func timeoutMessage(err error, timeout time.Duration, status int) string {
 	return fmt.Sprintf("no response within %s: the recipient did not send response headers in time", timeout)
 }
 
+// IsTLS reports whether err is a failed TLS handshake, for senders of other protocols to classify alike.
+func IsTLS(err error) bool { return isTLS(err) }
+
 func isTLS(err error) bool {
 	var (
 		certVerify *tls.CertificateVerificationError
@@ -364,4 +395,16 @@ func statusMessage(resp *http.Response) string {
 		msg += ")"
 	}
 	return msg
+}
+
+// TargetOf is where an attempt of a broker recipient publishes; nil for a DIRECT_HTTP or CLI recipient.
+func TargetOf(r *ent.Recipient) *destination.Target {
+	if !destination.IsBroker(r.Method.String()) {
+		return nil
+	}
+	t := &destination.Target{Method: destination.Method(r.Method), URL: r.DestinationURL}
+	if r.Destination != nil {
+		t.Settings = *r.Destination
+	}
+	return t
 }

@@ -154,7 +154,7 @@ func ServerVersionSQL(server string) string {
 		SELECT string_agg(ROW(rv.id, rv.tenant_id, rv.server_id, rv.method, rv.url, rv.max_attempts, rv.retry_schedule,
 			rv.send_idempotency_key, rv.timeout_seconds, rv.state, rv.cli_seen_until, rv.routing_filter,
 			rv.signing_secret, rv.previous_signing_secret, rv.previous_secret_expires_at, rv.signature_headers,
-			rv.max_concurrency, rv.send_traceparent)::text, ',' ORDER BY rv.id)
+			rv.max_concurrency, rv.send_traceparent, rv.destination_url, rv.destination)::text, ',' ORDER BY rv.id)
 		FROM recipients AS rv WHERE rv.server_id = ` + server + `.id AND rv.deleted_at IS NULL), ''))`
 }
 

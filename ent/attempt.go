@@ -41,6 +41,8 @@ type Attempt struct {
 	ErrorKind *attempt.ErrorKind `json:"error_kind,omitempty"`
 	// ErrorMessage holds the value of the "error_message" field.
 	ErrorMessage string `json:"error_message,omitempty"`
+	// Answer holds the value of the "answer" field.
+	Answer string `json:"answer,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the AttemptQuery when eager-loading is set.
 	Edges        AttemptEdges `json:"edges"`
@@ -89,7 +91,7 @@ func (*Attempt) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case attempt.FieldID, attempt.FieldTenantID, attempt.FieldDeliveryID, attempt.FieldNumber, attempt.FieldHTTPStatus, attempt.FieldDurationMs:
 			values[i] = new(sql.NullInt64)
-		case attempt.FieldStatus, attempt.FieldErrorKind, attempt.FieldErrorMessage:
+		case attempt.FieldStatus, attempt.FieldErrorKind, attempt.FieldErrorMessage, attempt.FieldAnswer:
 			values[i] = new(sql.NullString)
 		case attempt.FieldExpiresAt, attempt.FieldStartedAt, attempt.FieldFinishedAt:
 			values[i] = new(sql.NullTime)
@@ -182,6 +184,12 @@ func (_m *Attempt) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.ErrorMessage = value.String
 			}
+		case attempt.FieldAnswer:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field answer", values[i])
+			} else if value.Valid {
+				_m.Answer = value.String
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -264,6 +272,9 @@ func (_m *Attempt) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("error_message=")
 	builder.WriteString(_m.ErrorMessage)
+	builder.WriteString(", ")
+	builder.WriteString("answer=")
+	builder.WriteString(_m.Answer)
 	builder.WriteByte(')')
 	return builder.String()
 }

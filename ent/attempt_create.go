@@ -114,6 +114,20 @@ func (_c *AttemptCreate) SetNillableErrorMessage(v *string) *AttemptCreate {
 	return _c
 }
 
+// SetAnswer sets the "answer" field.
+func (_c *AttemptCreate) SetAnswer(v string) *AttemptCreate {
+	_c.mutation.SetAnswer(v)
+	return _c
+}
+
+// SetNillableAnswer sets the "answer" field if the given value is not nil.
+func (_c *AttemptCreate) SetNillableAnswer(v *string) *AttemptCreate {
+	if v != nil {
+		_c.SetAnswer(*v)
+	}
+	return _c
+}
+
 // SetTenant sets the "tenant" edge to the Tenant entity.
 func (_c *AttemptCreate) SetTenant(v *Tenant) *AttemptCreate {
 	return _c.SetTenantID(v.ID)
@@ -165,6 +179,10 @@ func (_c *AttemptCreate) defaults() error {
 		v := attempt.DefaultErrorMessage
 		_c.mutation.SetErrorMessage(v)
 	}
+	if _, ok := _c.mutation.Answer(); !ok {
+		v := attempt.DefaultAnswer
+		_c.mutation.SetAnswer(v)
+	}
 	return nil
 }
 
@@ -206,6 +224,9 @@ func (_c *AttemptCreate) check() error {
 	}
 	if _, ok := _c.mutation.ErrorMessage(); !ok {
 		return &ValidationError{Name: "error_message", err: errors.New(`ent: missing required field "Attempt.error_message"`)}
+	}
+	if _, ok := _c.mutation.Answer(); !ok {
+		return &ValidationError{Name: "answer", err: errors.New(`ent: missing required field "Attempt.answer"`)}
 	}
 	if len(_c.mutation.TenantIDs()) == 0 {
 		return &ValidationError{Name: "tenant", err: errors.New(`ent: missing required edge "Attempt.tenant"`)}
@@ -275,6 +296,10 @@ func (_c *AttemptCreate) createSpec() (*Attempt, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.ErrorMessage(); ok {
 		_spec.SetField(attempt.FieldErrorMessage, field.TypeString, value)
 		_node.ErrorMessage = value
+	}
+	if value, ok := _c.mutation.Answer(); ok {
+		_spec.SetField(attempt.FieldAnswer, field.TypeString, value)
+		_node.Answer = value
 	}
 	if nodes := _c.mutation.TenantIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -405,6 +430,9 @@ func (u *AttemptUpsertOne) UpdateNewValues() *AttemptUpsertOne {
 		}
 		if _, exists := u.create.mutation.ErrorMessage(); exists {
 			s.SetIgnore(attempt.FieldErrorMessage)
+		}
+		if _, exists := u.create.mutation.Answer(); exists {
+			s.SetIgnore(attempt.FieldAnswer)
 		}
 	}))
 	return u
@@ -645,6 +673,9 @@ func (u *AttemptUpsertBulk) UpdateNewValues() *AttemptUpsertBulk {
 			}
 			if _, exists := b.mutation.ErrorMessage(); exists {
 				s.SetIgnore(attempt.FieldErrorMessage)
+			}
+			if _, exists := b.mutation.Answer(); exists {
+				s.SetIgnore(attempt.FieldAnswer)
 			}
 		}
 	}))

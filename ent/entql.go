@@ -75,6 +75,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			attempt.FieldDurationMs:   {Type: field.TypeInt64, Column: attempt.FieldDurationMs},
 			attempt.FieldErrorKind:    {Type: field.TypeEnum, Column: attempt.FieldErrorKind},
 			attempt.FieldErrorMessage: {Type: field.TypeString, Column: attempt.FieldErrorMessage},
+			attempt.FieldAnswer:       {Type: field.TypeString, Column: attempt.FieldAnswer},
 		},
 	}
 	graph.Nodes[2] = &sqlgraph.Node{
@@ -292,6 +293,8 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipient.FieldName:                    {Type: field.TypeString, Column: recipient.FieldName},
 			recipient.FieldMethod:                  {Type: field.TypeEnum, Column: recipient.FieldMethod},
 			recipient.FieldURL:                     {Type: field.TypeString, Column: recipient.FieldURL},
+			recipient.FieldDestinationURL:          {Type: field.TypeString, Column: recipient.FieldDestinationURL},
+			recipient.FieldDestination:             {Type: field.TypeJSON, Column: recipient.FieldDestination},
 			recipient.FieldMaxAttempts:             {Type: field.TypeInt, Column: recipient.FieldMaxAttempts},
 			recipient.FieldRetrySchedule:           {Type: field.TypeEnum, Column: recipient.FieldRetrySchedule},
 			recipient.FieldSendIdempotencyKey:      {Type: field.TypeBool, Column: recipient.FieldSendIdempotencyKey},
@@ -1177,6 +1180,11 @@ func (f *AttemptFilter) WhereErrorKind(p entql.StringP) {
 // WhereErrorMessage applies the entql string predicate on the error_message field.
 func (f *AttemptFilter) WhereErrorMessage(p entql.StringP) {
 	f.Where(p.Field(attempt.FieldErrorMessage))
+}
+
+// WhereAnswer applies the entql string predicate on the answer field.
+func (f *AttemptFilter) WhereAnswer(p entql.StringP) {
+	f.Where(p.Field(attempt.FieldAnswer))
 }
 
 // WhereHasTenant applies a predicate to check if query has an edge tenant.
@@ -2275,6 +2283,16 @@ func (f *RecipientFilter) WhereMethod(p entql.StringP) {
 // WhereURL applies the entql string predicate on the url field.
 func (f *RecipientFilter) WhereURL(p entql.StringP) {
 	f.Where(p.Field(recipient.FieldURL))
+}
+
+// WhereDestinationURL applies the entql string predicate on the destination_url field.
+func (f *RecipientFilter) WhereDestinationURL(p entql.StringP) {
+	f.Where(p.Field(recipient.FieldDestinationURL))
+}
+
+// WhereDestination applies the entql json.RawMessage predicate on the destination field.
+func (f *RecipientFilter) WhereDestination(p entql.BytesP) {
+	f.Where(p.Field(recipient.FieldDestination))
 }
 
 // WhereMaxAttempts applies the entql int predicate on the max_attempts field.

@@ -103,6 +103,11 @@ func (_q *AttemptQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 				selectedFields = append(selectedFields, attempt.FieldErrorMessage)
 				fieldSeen[attempt.FieldErrorMessage] = struct{}{}
 			}
+		case "answer":
+			if _, ok := fieldSeen[attempt.FieldAnswer]; !ok {
+				selectedFields = append(selectedFields, attempt.FieldAnswer)
+				fieldSeen[attempt.FieldAnswer] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:

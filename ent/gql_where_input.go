@@ -126,6 +126,21 @@ type AttemptWhereInput struct {
 	ErrorMessageEqualFold    *string  `json:"errorMessageEqualFold,omitempty"`
 	ErrorMessageContainsFold *string  `json:"errorMessageContainsFold,omitempty"`
 
+	// "answer" field predicates.
+	Answer             *string  `json:"answer,omitempty"`
+	AnswerNEQ          *string  `json:"answerNEQ,omitempty"`
+	AnswerIn           []string `json:"answerIn,omitempty"`
+	AnswerNotIn        []string `json:"answerNotIn,omitempty"`
+	AnswerGT           *string  `json:"answerGT,omitempty"`
+	AnswerGTE          *string  `json:"answerGTE,omitempty"`
+	AnswerLT           *string  `json:"answerLT,omitempty"`
+	AnswerLTE          *string  `json:"answerLTE,omitempty"`
+	AnswerContains     *string  `json:"answerContains,omitempty"`
+	AnswerHasPrefix    *string  `json:"answerHasPrefix,omitempty"`
+	AnswerHasSuffix    *string  `json:"answerHasSuffix,omitempty"`
+	AnswerEqualFold    *string  `json:"answerEqualFold,omitempty"`
+	AnswerContainsFold *string  `json:"answerContainsFold,omitempty"`
+
 	// "delivery" edge predicates.
 	HasDelivery     *bool                 `json:"hasDelivery,omitempty"`
 	HasDeliveryWith []*DeliveryWhereInput `json:"hasDeliveryWith,omitempty"`
@@ -432,6 +447,45 @@ func (i *AttemptWhereInput) P() (predicate.Attempt, error) {
 	}
 	if i.ErrorMessageContainsFold != nil {
 		predicates = append(predicates, attempt.ErrorMessageContainsFold(*i.ErrorMessageContainsFold))
+	}
+	if i.Answer != nil {
+		predicates = append(predicates, attempt.AnswerEQ(*i.Answer))
+	}
+	if i.AnswerNEQ != nil {
+		predicates = append(predicates, attempt.AnswerNEQ(*i.AnswerNEQ))
+	}
+	if len(i.AnswerIn) > 0 {
+		predicates = append(predicates, attempt.AnswerIn(i.AnswerIn...))
+	}
+	if len(i.AnswerNotIn) > 0 {
+		predicates = append(predicates, attempt.AnswerNotIn(i.AnswerNotIn...))
+	}
+	if i.AnswerGT != nil {
+		predicates = append(predicates, attempt.AnswerGT(*i.AnswerGT))
+	}
+	if i.AnswerGTE != nil {
+		predicates = append(predicates, attempt.AnswerGTE(*i.AnswerGTE))
+	}
+	if i.AnswerLT != nil {
+		predicates = append(predicates, attempt.AnswerLT(*i.AnswerLT))
+	}
+	if i.AnswerLTE != nil {
+		predicates = append(predicates, attempt.AnswerLTE(*i.AnswerLTE))
+	}
+	if i.AnswerContains != nil {
+		predicates = append(predicates, attempt.AnswerContains(*i.AnswerContains))
+	}
+	if i.AnswerHasPrefix != nil {
+		predicates = append(predicates, attempt.AnswerHasPrefix(*i.AnswerHasPrefix))
+	}
+	if i.AnswerHasSuffix != nil {
+		predicates = append(predicates, attempt.AnswerHasSuffix(*i.AnswerHasSuffix))
+	}
+	if i.AnswerEqualFold != nil {
+		predicates = append(predicates, attempt.AnswerEqualFold(*i.AnswerEqualFold))
+	}
+	if i.AnswerContainsFold != nil {
+		predicates = append(predicates, attempt.AnswerContainsFold(*i.AnswerContainsFold))
 	}
 
 	if i.HasDelivery != nil {

@@ -12,6 +12,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent/alertsubscription"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/bulkjob"
@@ -748,6 +749,7 @@ type AttemptMutation struct {
 	addduration_ms  *int64
 	error_kind      *attempt.ErrorKind
 	error_message   *string
+	answer          *string
 	clearedFields   map[string]struct{}
 	tenant          *int
 	clearedtenant   bool
@@ -1339,6 +1341,42 @@ func (m *AttemptMutation) ResetErrorMessage() {
 	m.error_message = nil
 }
 
+// SetAnswer sets the "answer" field.
+func (m *AttemptMutation) SetAnswer(s string) {
+	m.answer = &s
+}
+
+// Answer returns the value of the "answer" field in the mutation.
+func (m *AttemptMutation) Answer() (r string, exists bool) {
+	v := m.answer
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAnswer returns the old "answer" field's value of the Attempt entity.
+// If the Attempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AttemptMutation) OldAnswer(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAnswer is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAnswer requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAnswer: %w", err)
+	}
+	return oldValue.Answer, nil
+}
+
+// ResetAnswer resets all changes to the "answer" field.
+func (m *AttemptMutation) ResetAnswer() {
+	m.answer = nil
+}
+
 // ClearTenant clears the "tenant" edge to the Tenant entity.
 func (m *AttemptMutation) ClearTenant() {
 	m.clearedtenant = true
@@ -1427,7 +1465,7 @@ func (m *AttemptMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *AttemptMutation) Fields() []string {
-	fields := make([]string, 0, 11)
+	fields := make([]string, 0, 12)
 	if m.tenant != nil {
 		fields = append(fields, attempt.FieldTenantID)
 	}
@@ -1461,6 +1499,9 @@ func (m *AttemptMutation) Fields() []string {
 	if m.error_message != nil {
 		fields = append(fields, attempt.FieldErrorMessage)
 	}
+	if m.answer != nil {
+		fields = append(fields, attempt.FieldAnswer)
+	}
 	return fields
 }
 
@@ -1491,6 +1532,8 @@ func (m *AttemptMutation) Field(name string) (ent.Value, bool) {
 		return m.ErrorKind()
 	case attempt.FieldErrorMessage:
 		return m.ErrorMessage()
+	case attempt.FieldAnswer:
+		return m.Answer()
 	}
 	return nil, false
 }
@@ -1522,6 +1565,8 @@ func (m *AttemptMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldErrorKind(ctx)
 	case attempt.FieldErrorMessage:
 		return m.OldErrorMessage(ctx)
+	case attempt.FieldAnswer:
+		return m.OldAnswer(ctx)
 	}
 	return nil, fmt.Errorf("unknown Attempt field %s", name)
 }
@@ -1607,6 +1652,13 @@ func (m *AttemptMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetErrorMessage(v)
+		return nil
+	case attempt.FieldAnswer:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAnswer(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Attempt field %s", name)
@@ -1743,6 +1795,9 @@ func (m *AttemptMutation) ResetField(name string) error {
 		return nil
 	case attempt.FieldErrorMessage:
 		m.ResetErrorMessage()
+		return nil
+	case attempt.FieldAnswer:
+		m.ResetAnswer()
 		return nil
 	}
 	return fmt.Errorf("unknown Attempt field %s", name)
@@ -11282,6 +11337,8 @@ type RecipientMutation struct {
 	name                       *string
 	method                     *recipient.Method
 	url                        *string
+	destination_url            *string
+	destination                **destination.Settings
 	max_attempts               *int
 	addmax_attempts            *int
 	retry_schedule             *recipient.RetrySchedule
@@ -11638,6 +11695,91 @@ func (m *RecipientMutation) OldURL(ctx context.Context) (v string, err error) {
 // ResetURL resets all changes to the "url" field.
 func (m *RecipientMutation) ResetURL() {
 	m.url = nil
+}
+
+// SetDestinationURL sets the "destination_url" field.
+func (m *RecipientMutation) SetDestinationURL(s string) {
+	m.destination_url = &s
+}
+
+// DestinationURL returns the value of the "destination_url" field in the mutation.
+func (m *RecipientMutation) DestinationURL() (r string, exists bool) {
+	v := m.destination_url
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDestinationURL returns the old "destination_url" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldDestinationURL(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDestinationURL is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDestinationURL requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDestinationURL: %w", err)
+	}
+	return oldValue.DestinationURL, nil
+}
+
+// ResetDestinationURL resets all changes to the "destination_url" field.
+func (m *RecipientMutation) ResetDestinationURL() {
+	m.destination_url = nil
+}
+
+// SetDestination sets the "destination" field.
+func (m *RecipientMutation) SetDestination(d *destination.Settings) {
+	m.destination = &d
+}
+
+// Destination returns the value of the "destination" field in the mutation.
+func (m *RecipientMutation) Destination() (r *destination.Settings, exists bool) {
+	v := m.destination
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDestination returns the old "destination" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldDestination(ctx context.Context) (v *destination.Settings, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDestination is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDestination requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDestination: %w", err)
+	}
+	return oldValue.Destination, nil
+}
+
+// ClearDestination clears the value of the "destination" field.
+func (m *RecipientMutation) ClearDestination() {
+	m.destination = nil
+	m.clearedFields[recipient.FieldDestination] = struct{}{}
+}
+
+// DestinationCleared returns if the "destination" field was cleared in this mutation.
+func (m *RecipientMutation) DestinationCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldDestination]
+	return ok
+}
+
+// ResetDestination resets all changes to the "destination" field.
+func (m *RecipientMutation) ResetDestination() {
+	m.destination = nil
+	delete(m.clearedFields, recipient.FieldDestination)
 }
 
 // SetMaxAttempts sets the "max_attempts" field.
@@ -12930,7 +13072,7 @@ func (m *RecipientMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RecipientMutation) Fields() []string {
-	fields := make([]string, 0, 30)
+	fields := make([]string, 0, 32)
 	if m.tenant != nil {
 		fields = append(fields, recipient.FieldTenantID)
 	}
@@ -12948,6 +13090,12 @@ func (m *RecipientMutation) Fields() []string {
 	}
 	if m.url != nil {
 		fields = append(fields, recipient.FieldURL)
+	}
+	if m.destination_url != nil {
+		fields = append(fields, recipient.FieldDestinationURL)
+	}
+	if m.destination != nil {
+		fields = append(fields, recipient.FieldDestination)
 	}
 	if m.max_attempts != nil {
 		fields = append(fields, recipient.FieldMaxAttempts)
@@ -13041,6 +13189,10 @@ func (m *RecipientMutation) Field(name string) (ent.Value, bool) {
 		return m.Method()
 	case recipient.FieldURL:
 		return m.URL()
+	case recipient.FieldDestinationURL:
+		return m.DestinationURL()
+	case recipient.FieldDestination:
+		return m.Destination()
 	case recipient.FieldMaxAttempts:
 		return m.MaxAttempts()
 	case recipient.FieldRetrySchedule:
@@ -13110,6 +13262,10 @@ func (m *RecipientMutation) OldField(ctx context.Context, name string) (ent.Valu
 		return m.OldMethod(ctx)
 	case recipient.FieldURL:
 		return m.OldURL(ctx)
+	case recipient.FieldDestinationURL:
+		return m.OldDestinationURL(ctx)
+	case recipient.FieldDestination:
+		return m.OldDestination(ctx)
 	case recipient.FieldMaxAttempts:
 		return m.OldMaxAttempts(ctx)
 	case recipient.FieldRetrySchedule:
@@ -13208,6 +13364,20 @@ func (m *RecipientMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetURL(v)
+		return nil
+	case recipient.FieldDestinationURL:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDestinationURL(v)
+		return nil
+	case recipient.FieldDestination:
+		v, ok := value.(*destination.Settings)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDestination(v)
 		return nil
 	case recipient.FieldMaxAttempts:
 		v, ok := value.(int)
@@ -13494,6 +13664,9 @@ func (m *RecipientMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *RecipientMutation) ClearedFields() []string {
 	var fields []string
+	if m.FieldCleared(recipient.FieldDestination) {
+		fields = append(fields, recipient.FieldDestination)
+	}
 	if m.FieldCleared(recipient.FieldStateChangedAt) {
 		fields = append(fields, recipient.FieldStateChangedAt)
 	}
@@ -13541,6 +13714,9 @@ func (m *RecipientMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *RecipientMutation) ClearField(name string) error {
 	switch name {
+	case recipient.FieldDestination:
+		m.ClearDestination()
+		return nil
 	case recipient.FieldStateChangedAt:
 		m.ClearStateChangedAt()
 		return nil
@@ -13599,6 +13775,12 @@ func (m *RecipientMutation) ResetField(name string) error {
 		return nil
 	case recipient.FieldURL:
 		m.ResetURL()
+		return nil
+	case recipient.FieldDestinationURL:
+		m.ResetDestinationURL()
+		return nil
+	case recipient.FieldDestination:
+		m.ResetDestination()
 		return nil
 	case recipient.FieldMaxAttempts:
 		m.ResetMaxAttempts()

@@ -3,12 +3,14 @@
 package ent
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
@@ -31,6 +33,10 @@ type Recipient struct {
 	Method recipient.Method `json:"method,omitempty"`
 	// URL holds the value of the "url" field.
 	URL string `json:"url,omitempty"`
+	// DestinationURL holds the value of the "destination_url" field.
+	DestinationURL string `json:"-"`
+	// Destination holds the value of the "destination" field.
+	Destination *destination.Settings `json:"destination,omitempty"`
 	// MaxAttempts holds the value of the "max_attempts" field.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// RetrySchedule holds the value of the "retry_schedule" field.
@@ -138,13 +144,13 @@ func (*Recipient) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case recipient.FieldSigningSecret, recipient.FieldPreviousSigningSecret:
+		case recipient.FieldDestination, recipient.FieldSigningSecret, recipient.FieldPreviousSigningSecret:
 			values[i] = new([]byte)
 		case recipient.FieldSendIdempotencyKey, recipient.FieldSendTraceparent:
 			values[i] = new(sql.NullBool)
 		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures, recipient.FieldMaxConcurrency, recipient.FieldInFlight:
 			values[i] = new(sql.NullInt64)
-		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason, recipient.FieldRoutingFilter, recipient.FieldSignatureHeaders:
+		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldDestinationURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason, recipient.FieldRoutingFilter, recipient.FieldSignatureHeaders:
 			values[i] = new(sql.NullString)
 		case recipient.FieldCreatedAt, recipient.FieldStateChangedAt, recipient.FieldLastSuccessAt, recipient.FieldNextProbeAt, recipient.FieldCliSeenUntil, recipient.FieldDeletedAt, recipient.FieldFailureAlertedAt, recipient.FieldPreviousSecretExpiresAt, recipient.FieldCapChangedAt:
 			values[i] = new(sql.NullTime)
@@ -204,6 +210,20 @@ func (_m *Recipient) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field url", values[i])
 			} else if value.Valid {
 				_m.URL = value.String
+			}
+		case recipient.FieldDestinationURL:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field destination_url", values[i])
+			} else if value.Valid {
+				_m.DestinationURL = value.String
+			}
+		case recipient.FieldDestination:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field destination", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Destination); err != nil {
+					return fmt.Errorf("unmarshal field destination: %w", err)
+				}
 			}
 		case recipient.FieldMaxAttempts:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -427,6 +447,11 @@ func (_m *Recipient) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("url=")
 	builder.WriteString(_m.URL)
+	builder.WriteString(", ")
+	builder.WriteString("destination_url=<sensitive>")
+	builder.WriteString(", ")
+	builder.WriteString("destination=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Destination))
 	builder.WriteString(", ")
 	builder.WriteString("max_attempts=")
 	builder.WriteString(fmt.Sprintf("%v", _m.MaxAttempts))

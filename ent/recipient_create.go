@@ -11,6 +11,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
@@ -74,6 +75,26 @@ func (_c *RecipientCreate) SetNillableURL(v *string) *RecipientCreate {
 	if v != nil {
 		_c.SetURL(*v)
 	}
+	return _c
+}
+
+// SetDestinationURL sets the "destination_url" field.
+func (_c *RecipientCreate) SetDestinationURL(v string) *RecipientCreate {
+	_c.mutation.SetDestinationURL(v)
+	return _c
+}
+
+// SetNillableDestinationURL sets the "destination_url" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableDestinationURL(v *string) *RecipientCreate {
+	if v != nil {
+		_c.SetDestinationURL(*v)
+	}
+	return _c
+}
+
+// SetDestination sets the "destination" field.
+func (_c *RecipientCreate) SetDestination(v *destination.Settings) *RecipientCreate {
+	_c.mutation.SetDestination(v)
 	return _c
 }
 
@@ -470,6 +491,10 @@ func (_c *RecipientCreate) defaults() error {
 		v := recipient.DefaultURL
 		_c.mutation.SetURL(v)
 	}
+	if _, ok := _c.mutation.DestinationURL(); !ok {
+		v := recipient.DefaultDestinationURL
+		_c.mutation.SetDestinationURL(v)
+	}
 	if _, ok := _c.mutation.MaxAttempts(); !ok {
 		v := recipient.DefaultMaxAttempts
 		_c.mutation.SetMaxAttempts(v)
@@ -557,6 +582,9 @@ func (_c *RecipientCreate) check() error {
 	}
 	if _, ok := _c.mutation.URL(); !ok {
 		return &ValidationError{Name: "url", err: errors.New(`ent: missing required field "Recipient.url"`)}
+	}
+	if _, ok := _c.mutation.DestinationURL(); !ok {
+		return &ValidationError{Name: "destination_url", err: errors.New(`ent: missing required field "Recipient.destination_url"`)}
 	}
 	if _, ok := _c.mutation.MaxAttempts(); !ok {
 		return &ValidationError{Name: "max_attempts", err: errors.New(`ent: missing required field "Recipient.max_attempts"`)}
@@ -665,6 +693,14 @@ func (_c *RecipientCreate) createSpec() (*Recipient, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.URL(); ok {
 		_spec.SetField(recipient.FieldURL, field.TypeString, value)
 		_node.URL = value
+	}
+	if value, ok := _c.mutation.DestinationURL(); ok {
+		_spec.SetField(recipient.FieldDestinationURL, field.TypeString, value)
+		_node.DestinationURL = value
+	}
+	if value, ok := _c.mutation.Destination(); ok {
+		_spec.SetField(recipient.FieldDestination, field.TypeJSON, value)
+		_node.Destination = value
 	}
 	if value, ok := _c.mutation.MaxAttempts(); ok {
 		_spec.SetField(recipient.FieldMaxAttempts, field.TypeInt, value)
@@ -897,6 +933,36 @@ func (u *RecipientUpsert) SetURL(v string) *RecipientUpsert {
 // UpdateURL sets the "url" field to the value that was provided on create.
 func (u *RecipientUpsert) UpdateURL() *RecipientUpsert {
 	u.SetExcluded(recipient.FieldURL)
+	return u
+}
+
+// SetDestinationURL sets the "destination_url" field.
+func (u *RecipientUpsert) SetDestinationURL(v string) *RecipientUpsert {
+	u.Set(recipient.FieldDestinationURL, v)
+	return u
+}
+
+// UpdateDestinationURL sets the "destination_url" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateDestinationURL() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldDestinationURL)
+	return u
+}
+
+// SetDestination sets the "destination" field.
+func (u *RecipientUpsert) SetDestination(v *destination.Settings) *RecipientUpsert {
+	u.Set(recipient.FieldDestination, v)
+	return u
+}
+
+// UpdateDestination sets the "destination" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateDestination() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldDestination)
+	return u
+}
+
+// ClearDestination clears the value of the "destination" field.
+func (u *RecipientUpsert) ClearDestination() *RecipientUpsert {
+	u.SetNull(recipient.FieldDestination)
 	return u
 }
 
@@ -1386,6 +1452,41 @@ func (u *RecipientUpsertOne) SetURL(v string) *RecipientUpsertOne {
 func (u *RecipientUpsertOne) UpdateURL() *RecipientUpsertOne {
 	return u.Update(func(s *RecipientUpsert) {
 		s.UpdateURL()
+	})
+}
+
+// SetDestinationURL sets the "destination_url" field.
+func (u *RecipientUpsertOne) SetDestinationURL(v string) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetDestinationURL(v)
+	})
+}
+
+// UpdateDestinationURL sets the "destination_url" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateDestinationURL() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateDestinationURL()
+	})
+}
+
+// SetDestination sets the "destination" field.
+func (u *RecipientUpsertOne) SetDestination(v *destination.Settings) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetDestination(v)
+	})
+}
+
+// UpdateDestination sets the "destination" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateDestination() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateDestination()
+	})
+}
+
+// ClearDestination clears the value of the "destination" field.
+func (u *RecipientUpsertOne) ClearDestination() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearDestination()
 	})
 }
 
@@ -2107,6 +2208,41 @@ func (u *RecipientUpsertBulk) SetURL(v string) *RecipientUpsertBulk {
 func (u *RecipientUpsertBulk) UpdateURL() *RecipientUpsertBulk {
 	return u.Update(func(s *RecipientUpsert) {
 		s.UpdateURL()
+	})
+}
+
+// SetDestinationURL sets the "destination_url" field.
+func (u *RecipientUpsertBulk) SetDestinationURL(v string) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetDestinationURL(v)
+	})
+}
+
+// UpdateDestinationURL sets the "destination_url" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateDestinationURL() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateDestinationURL()
+	})
+}
+
+// SetDestination sets the "destination" field.
+func (u *RecipientUpsertBulk) SetDestination(v *destination.Settings) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetDestination(v)
+	})
+}
+
+// UpdateDestination sets the "destination" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateDestination() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateDestination()
+	})
+}
+
+// ClearDestination clears the value of the "destination" field.
+func (u *RecipientUpsertBulk) ClearDestination() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearDestination()
 	})
 }
 

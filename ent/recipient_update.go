@@ -11,6 +11,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/ent/predicate"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -69,6 +70,32 @@ func (_u *RecipientUpdate) SetNillableURL(v *string) *RecipientUpdate {
 	if v != nil {
 		_u.SetURL(*v)
 	}
+	return _u
+}
+
+// SetDestinationURL sets the "destination_url" field.
+func (_u *RecipientUpdate) SetDestinationURL(v string) *RecipientUpdate {
+	_u.mutation.SetDestinationURL(v)
+	return _u
+}
+
+// SetNillableDestinationURL sets the "destination_url" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableDestinationURL(v *string) *RecipientUpdate {
+	if v != nil {
+		_u.SetDestinationURL(*v)
+	}
+	return _u
+}
+
+// SetDestination sets the "destination" field.
+func (_u *RecipientUpdate) SetDestination(v *destination.Settings) *RecipientUpdate {
+	_u.mutation.SetDestination(v)
+	return _u
+}
+
+// ClearDestination clears the value of the "destination" field.
+func (_u *RecipientUpdate) ClearDestination() *RecipientUpdate {
+	_u.mutation.ClearDestination()
 	return _u
 }
 
@@ -643,6 +670,15 @@ func (_u *RecipientUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.URL(); ok {
 		_spec.SetField(recipient.FieldURL, field.TypeString, value)
 	}
+	if value, ok := _u.mutation.DestinationURL(); ok {
+		_spec.SetField(recipient.FieldDestinationURL, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.Destination(); ok {
+		_spec.SetField(recipient.FieldDestination, field.TypeJSON, value)
+	}
+	if _u.mutation.DestinationCleared() {
+		_spec.ClearField(recipient.FieldDestination, field.TypeJSON)
+	}
 	if value, ok := _u.mutation.MaxAttempts(); ok {
 		_spec.SetField(recipient.FieldMaxAttempts, field.TypeInt, value)
 	}
@@ -875,6 +911,32 @@ func (_u *RecipientUpdateOne) SetNillableURL(v *string) *RecipientUpdateOne {
 	if v != nil {
 		_u.SetURL(*v)
 	}
+	return _u
+}
+
+// SetDestinationURL sets the "destination_url" field.
+func (_u *RecipientUpdateOne) SetDestinationURL(v string) *RecipientUpdateOne {
+	_u.mutation.SetDestinationURL(v)
+	return _u
+}
+
+// SetNillableDestinationURL sets the "destination_url" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableDestinationURL(v *string) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetDestinationURL(*v)
+	}
+	return _u
+}
+
+// SetDestination sets the "destination" field.
+func (_u *RecipientUpdateOne) SetDestination(v *destination.Settings) *RecipientUpdateOne {
+	_u.mutation.SetDestination(v)
+	return _u
+}
+
+// ClearDestination clears the value of the "destination" field.
+func (_u *RecipientUpdateOne) ClearDestination() *RecipientUpdateOne {
+	_u.mutation.ClearDestination()
 	return _u
 }
 
@@ -1478,6 +1540,15 @@ func (_u *RecipientUpdateOne) sqlSave(ctx context.Context) (_node *Recipient, er
 	}
 	if value, ok := _u.mutation.URL(); ok {
 		_spec.SetField(recipient.FieldURL, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.DestinationURL(); ok {
+		_spec.SetField(recipient.FieldDestinationURL, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.Destination(); ok {
+		_spec.SetField(recipient.FieldDestination, field.TypeJSON, value)
+	}
+	if _u.mutation.DestinationCleared() {
+		_spec.ClearField(recipient.FieldDestination, field.TypeJSON)
 	}
 	if value, ok := _u.mutation.MaxAttempts(); ok {
 		_spec.SetField(recipient.FieldMaxAttempts, field.TypeInt, value)

@@ -3,6 +3,7 @@ package inbound
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
@@ -572,7 +574,7 @@ SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending
 	s.previous_inbound_key, s.previous_key_expires_at, s.kind, s.version, r.id, r.tenant_id, r.server_id, r.method,
 	r.url, r.max_attempts, r.retry_schedule, r.send_idempotency_key, r.timeout_seconds, r.state, r.cli_seen_until,
 	r.routing_filter, r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at,
-	r.signature_headers, r.max_concurrency, r.send_traceparent
+	r.signature_headers, r.max_concurrency, r.send_traceparent, r.destination_url, r.destination
 FROM (
 	SELECT servers.*, ` + delivery.ServerVersionSQL("servers") + ` AS version FROM servers
 	WHERE (inbound_key = ANY($1) OR previous_inbound_key = ANY($1)) AND deleted_at IS NULL AND kind = 'INBOUND'
@@ -604,7 +606,7 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 			&r.tenantID, &r.serverID, &r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey,
 			&r.timeoutSeconds, &r.state, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret,
 			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency,
-			&r.sendTraceparent); err != nil {
+			&r.sendTraceparent, &r.destinationURL, &r.destination); err != nil {
 			return nil, nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
@@ -645,6 +647,8 @@ type recipientRow struct {
 	sendIdempotencyKey, sendTraceparent                 sql.NullBool
 	cliSeenUntil, previousSecretExpiresAt               sql.NullTime
 	signingSecret, previousSigningSecret                []byte // the handed-over first attempts are signed
+	destinationURL                                      sql.NullString
+	destination                                         []byte // a broker recipient's settings, as JSON
 }
 
 func (r *recipientRow) recipient() *ent.Recipient {
@@ -669,6 +673,15 @@ func (r *recipientRow) recipient() *ent.Recipient {
 	if r.maxConcurrency.Valid {
 		n := int(r.maxConcurrency.Int64)
 		rec.MaxConcurrency = &n
+	}
+	rec.DestinationURL = r.destinationURL.String
+	if len(r.destination) > 0 {
+		var d destination.Settings
+		// Written by routing from a validated value: a row that does not read back leaves the recipient
+		// without its settings, and the broker refuses its attempts, rather than intake failing.
+		if json.Unmarshal(r.destination, &d) == nil {
+			rec.Destination = &d
+		}
 	}
 	return rec
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/adal-relay/adal/api"
 	"github.com/adal-relay/adal/auth"
 	"github.com/adal-relay/adal/billing"
+	"github.com/adal-relay/adal/broker"
 	"github.com/adal-relay/adal/bulk"
 	"github.com/adal-relay/adal/clihub"
 	"github.com/adal-relay/adal/delivery"
@@ -161,9 +162,11 @@ type Relay struct {
 	Tracing *tracing.Service
 	// Rejections keeps the requests intake refused for failing their server's verification.
 	Rejections *rejection.Recorder
-	crons      []*leader.Cron
-	publisher  *publisher
-	handler    http.Handler
+	// Brokers publishes the attempts of broker recipients over pooled connections, closed by Close.
+	Brokers   *broker.Publisher
+	crons     []*leader.Cron
+	publisher *publisher
+	handler   http.Handler
 
 	// Bulk starts bulk jobs; BulkRunner runs them.
 	Bulk       *bulk.Service
@@ -281,10 +284,13 @@ func build(ctx context.Context, cfg Config, db *storage.DB) (*Relay, error) {
 	}); err != nil {
 		return nil, err
 	}
-	sender := cfg.Sender
-	if sender == nil {
-		sender = delivery.NewHTTPSender(egress.Policy{AllowPrivate: cfg.AllowPrivateTargets, AllowedCIDRs: cfg.AllowedTargetCIDRs}, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now)
+	policy := egress.Policy{AllowPrivate: cfg.AllowPrivateTargets, AllowedCIDRs: cfg.AllowedTargetCIDRs}
+	var httpSender scheduler.Sender = cfg.Sender
+	if httpSender == nil {
+		httpSender = delivery.NewHTTPSender(policy, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now)
 	}
+	r.Brokers = broker.NewPublisher(broker.Config{Egress: policy, Name: "adal", Now: cfg.Now, Logger: cfg.Logger})
+	sender := broker.Sender{HTTP: httpSender, Brokers: r.Brokers}
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:           db,
 		Delivery:     r.Delivery,
@@ -395,6 +401,7 @@ func (r *Relay) Handler() http.Handler { return r.handler }
 // Close stops intake and releases the database.
 func (r *Relay) Close() error {
 	r.Inbound.Close()
+	r.Brokers.Close()
 	return r.DB.Close()
 }
 

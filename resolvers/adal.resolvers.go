@@ -183,6 +183,7 @@ func (r *mutationResolver) CreateRecipient(ctx context.Context, input model.Crea
 		Filter:           ruleJSON(input.Filter),
 		SignatureHeaders: input.SignatureHeaders,
 		MaxConcurrency:   input.MaxConcurrency,
+		Destination:      input.Destination,
 	})
 }
 
@@ -198,6 +199,7 @@ func (r *mutationResolver) UpdateRecipient(ctx context.Context, id int, input mo
 		Filter:          ruleJSON(input.Filter), ClearFilter: deref(input.ClearFilter, false),
 		SignatureHeaders: input.SignatureHeaders,
 		MaxConcurrency:   input.MaxConcurrency, ClearMaxConcurrency: input.ClearMaxConcurrency != nil && *input.ClearMaxConcurrency,
+		Destination: input.Destination,
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/adal-relay/adal/alert"
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/server"
@@ -331,6 +332,9 @@ type RecipientInput struct {
 	// removes the cap.
 	MaxConcurrency      *int
 	ClearMaxConcurrency bool
+	// Destination is a broker recipient's settings beside its URL; nil keeps them. For a broker recipient URL
+	// is the broker's URL with its credentials.
+	Destination *destination.Settings
 }
 
 // recipientSettings is a recipient's configuration after defaults and updates, validated as a whole.
@@ -347,6 +351,8 @@ type recipientSettings struct {
 	filterIn      []byte  // a new rule, to compile in validate
 	sigHeaders    recipient.SignatureHeaders
 	concurrency   *int
+	// destination is a broker recipient's settings; url is then its broker's URL with the credentials.
+	destination *destination.Settings
 }
 
 func (rs *recipientSettings) apply(in RecipientInput) {
@@ -382,6 +388,10 @@ func (rs *recipientSettings) apply(in RecipientInput) {
 	if in.SignatureHeaders != nil {
 		rs.sigHeaders = *in.SignatureHeaders
 	}
+	if in.Destination != nil {
+		d := *in.Destination
+		rs.destination = &d
+	}
 	if in.ClearMaxConcurrency {
 		rs.concurrency = nil
 	} else if in.MaxConcurrency != nil {
@@ -398,7 +408,7 @@ func (rs *recipientSettings) validate(op string) error {
 		return fault.E(op, fault.InvalidInput, "name must be at most %d characters", MaxNameLength)
 	}
 	if err := recipient.MethodValidator(rs.method); err != nil {
-		return fault.E(op, fault.InvalidInput, "method must be DIRECT_HTTP or CLI")
+		return fault.E(op, fault.InvalidInput, "method must be DIRECT_HTTP, CLI, RABBITMQ, NATS, REDIS_STREAM or MQTT")
 	}
 	sched := delivery.Schedule(rs.schedule)
 	if !sched.Valid() {
@@ -425,9 +435,21 @@ func (rs *recipientSettings) validate(op string) error {
 		if *rs.concurrency < 1 {
 			return fault.E(op, fault.InvalidInput, "maxConcurrency must be 1 or more")
 		}
-		if rs.method != recipient.MethodDIRECT_HTTP {
-			return fault.E(op, fault.InvalidInput, "maxConcurrency is only for DIRECT_HTTP recipients; a CLI takes its jobs a few at a time")
+		if rs.method == recipient.MethodCLI {
+			return fault.E(op, fault.InvalidInput, "maxConcurrency is not for CLI recipients; a CLI takes its jobs a few at a time")
 		}
+	}
+	if destination.IsBroker(rs.method.String()) {
+		if rs.destination == nil {
+			return fault.E(op, fault.InvalidInput, "destination is required for %s recipients", rs.method)
+		}
+		if err := destination.Validate(destination.Method(rs.method), rs.url, rs.destination); err != nil {
+			return fault.E(op, fault.InvalidInput, "%s", err.Error())
+		}
+		return nil
+	}
+	if rs.destination != nil {
+		return fault.E(op, fault.InvalidInput, "destination is only for broker recipients (RABBITMQ, NATS, REDIS_STREAM, MQTT)")
 	}
 	switch rs.method {
 	case recipient.MethodDIRECT_HTTP:
@@ -447,6 +469,22 @@ func (rs *recipientSettings) validate(op string) error {
 		}
 	}
 	return nil
+}
+
+// shownURL is the url column: a broker's URL without its password, any other recipient's as given.
+func (rs *recipientSettings) shownURL() string {
+	if destination.IsBroker(rs.method.String()) {
+		return destination.Redact(rs.url)
+	}
+	return rs.url
+}
+
+// destinationURL is the destination_url column: a broker's URL with its credentials, empty for the others.
+func (rs *recipientSettings) destinationURL() string {
+	if destination.IsBroker(rs.method.String()) {
+		return rs.url
+	}
+	return ""
 }
 
 // CreateRecipient adds a recipient to a live server, within the plan's recipient limit.
@@ -492,12 +530,13 @@ func (s *Service) CreateRecipient(ctx context.Context, client *ent.Client, in Re
 
 // createRecipient stores a recipient of srv with the validated settings rs.
 func (s *Service) createRecipient(ctx context.Context, client *ent.Client, op string, srv *ent.Server, rs recipientSettings) (*ent.Recipient, error) {
-	r, err := client.Recipient.Create().
+	r := client.Recipient.Create().
 		SetTenantID(srv.TenantID).
 		SetServerID(srv.ID).
 		SetName(rs.name).
 		SetMethod(rs.method).
-		SetURL(rs.url).
+		SetURL(rs.shownURL()).
+		SetDestinationURL(rs.destinationURL()).
 		SetMaxAttempts(rs.maxAttempts).
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
@@ -506,9 +545,12 @@ func (s *Service) createRecipient(ctx context.Context, client *ent.Client, op st
 		SetNillableRoutingFilter(rs.filter).
 		SetSignatureHeaders(rs.sigHeaders).
 		SetNillableMaxConcurrency(rs.concurrency).
-		SetCreatedAt(s.now()).
-		Save(ctx)
-	return r, storage.Err(op, "recipient", err)
+		SetCreatedAt(s.now())
+	if rs.destination != nil {
+		r.SetDestination(rs.destination)
+	}
+	created, err := r.Save(ctx)
+	return created, storage.Err(op, "recipient", err)
 }
 
 // liveRecipient loads, for a viewer who may manage recipients, a recipient that has not been deleted, of one
@@ -542,6 +584,10 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
 		idempotency: r.SendIdempotencyKey, traceparent: r.SendTraceparent, timeoutSecond: r.TimeoutSeconds,
 		filter: r.RoutingFilter, sigHeaders: r.SignatureHeaders, concurrency: r.MaxConcurrency,
+		destination: r.Destination,
+	}
+	if destination.IsBroker(r.Method.String()) {
+		rs.url = r.DestinationURL
 	}
 	rs.apply(in)
 	if err := rs.validate(op); err != nil {
@@ -549,13 +595,19 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 	}
 	u := r.Update().
 		SetName(rs.name).
-		SetURL(rs.url).
+		SetURL(rs.shownURL()).
+		SetDestinationURL(rs.destinationURL()).
 		SetMaxAttempts(rs.maxAttempts).
 		SetRetrySchedule(rs.schedule).
 		SetSendIdempotencyKey(rs.idempotency).
 		SetSendTraceparent(rs.traceparent).
 		SetTimeoutSeconds(rs.timeoutSecond).
 		SetSignatureHeaders(rs.sigHeaders)
+	if rs.destination == nil {
+		u.ClearDestination()
+	} else {
+		u.SetDestination(rs.destination)
+	}
 	if rs.filter == nil {
 		u.ClearRoutingFilter()
 	} else {

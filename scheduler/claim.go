@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/storage"
 )
@@ -125,12 +126,13 @@ func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job
 		var previousUntil storage.NullTime
 		var verified sql.NullBool
 		var leftDue bool
+		var destJSON []byte
 		if joined {
 			dest = append(dest, &j.request.ServerID, &j.request.Key, &j.request.Method, &j.request.Path,
 				&j.request.Query, &headers, &j.request.Body, &verified, &j.request.TraceParent,
 				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey,
 				&j.recipient.SigningSecret, &j.recipient.PreviousSigningSecret, &previousUntil, &j.recipient.SignatureHeaders,
-				&j.recipient.SendTraceparent, &leftDue)
+				&j.recipient.SendTraceparent, &j.recipient.Method, &j.recipient.DestinationURL, &destJSON, &leftDue)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, nil, fmt.Errorf("scan claim: %w", err)
@@ -160,6 +162,14 @@ func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job
 			c.ServerID = j.request.ServerID
 			if verified.Valid {
 				j.request.Verified = &verified.Bool
+			}
+			if len(destJSON) > 0 {
+				// As intake's read: a row that does not read back leaves the settings empty, and the broker
+				// refuses the attempt.
+				var d destination.Settings
+				if json.Unmarshal(destJSON, &d) == nil {
+					j.recipient.Destination = &d
+				}
 			}
 		}
 		j.claim = c

@@ -34,8 +34,8 @@ const (
 func laneStatements(since, limit, lock string) []string {
 	moves := []struct{ to, recipients, from string }{
 		{`'PARKED'`, `r.state <> 'ACTIVE'`, `('DIRECT', 'CAPPED', 'CLI')`},
-		{`'DIRECT'`, `r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP' AND r.max_concurrency IS NULL`, `('PARKED', 'CAPPED', 'CLI')`},
-		{`'CAPPED'`, `r.state = 'ACTIVE' AND r.method = 'DIRECT_HTTP' AND r.max_concurrency IS NOT NULL`, `('PARKED', 'DIRECT', 'CLI')`},
+		{`'DIRECT'`, `r.state = 'ACTIVE' AND r.method <> 'CLI' AND r.max_concurrency IS NULL`, `('PARKED', 'CAPPED', 'CLI')`},
+		{`'CAPPED'`, `r.state = 'ACTIVE' AND r.method <> 'CLI' AND r.max_concurrency IS NOT NULL`, `('PARKED', 'DIRECT', 'CLI')`},
 		{`'CLI'`, `r.state = 'ACTIVE' AND r.method = 'CLI'`, `('PARKED', 'DIRECT', 'CAPPED')`},
 	}
 	out := make([]string, len(moves))

@@ -40,7 +40,7 @@ var (
 		SELECT MIN(next_attempt_at) AS t FROM outbound_jobs WHERE status = 'PENDING' AND next_attempt_at > $1
 	) due`)
 	dueCountSQL  = storage.Numbered(`SELECT COUNT(*) FROM deliveries WHERE status = 'PENDING' AND next_attempt_at <= $1`)
-	probeTurnSQL = storage.Numbered(`UPDATE recipients SET next_probe_at = $1 WHERE state = 'DISABLED' AND method = 'DIRECT_HTTP'
+	probeTurnSQL = storage.Numbered(`UPDATE recipients SET next_probe_at = $1 WHERE state = 'DISABLED' AND method <> 'CLI'
 		AND deleted_at IS NULL AND next_probe_at <= $2
 		AND EXISTS (SELECT 1 FROM deliveries d WHERE d.recipient_id = recipients.id AND d.status = 'PENDING' AND d.next_attempt_at <= $2)
 		RETURNING id`)

@@ -102,7 +102,7 @@ WITH due AS (
 	JOIN recipients r ON r.id = d.recipient_id
 	JOIN requests q ON q.id = d.request_id AND %[2]s
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= $1
-	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
+	  AND r.method <> 'CLI' AND r.deleted_at IS NULL
 	  AND d.recipient_id = $5::bigint
 	ORDER BY d.next_attempt_at
 	LIMIT $2
@@ -119,7 +119,7 @@ SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_a
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified, q.trace_parent,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
 	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers,
-	r.send_traceparent, false
+	r.send_traceparent, r.method, r.destination_url, r.destination, false
 FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`
@@ -164,7 +164,7 @@ WITH RECURSIVE tenants(id) AS (
 		JOIN recipients r ON r.id = d.recipient_id
 		JOIN requests q ON q.id = d.request_id AND %[2]s
 		WHERE d.tenant_id = t.id AND d.status = 'PENDING' AND d.lane = 'DIRECT' AND d.next_attempt_at <= $1
-		  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
+		  AND r.method <> 'CLI' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
 		ORDER BY d.tenant_id, d.next_attempt_at, d.id
 		LIMIT LEAST(COALESCE(rooms.room, $6::int), $7::int) + COALESCE(rooms.probe, 1)
 		FOR UPDATE OF d SKIP LOCKED
@@ -178,7 +178,7 @@ WITH RECURSIVE tenants(id) AS (
 		FROM recipients r
 		LEFT JOIN rooms ON rooms.tenant_id = r.tenant_id
 		WHERE r.id IN (SELECT id FROM capped_ids WHERE id IS NOT NULL)
-		  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.in_flight < r.max_concurrency
+		  AND r.method <> 'CLI' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.in_flight < r.max_concurrency
 		  AND (COALESCE(rooms.room, $6::int) > 0 OR COALESCE(rooms.probe, 1) = 1)
 		  AND EXISTS (SELECT 1 FROM deliveries d WHERE d.recipient_id = r.id AND d.status = 'PENDING' AND d.lane = 'CAPPED'
 			AND d.next_attempt_at <= $1)
@@ -226,7 +226,7 @@ SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_a
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified, q.trace_parent,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
 	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers,
-	r.send_traceparent, s.n > count(*) OVER (PARTITION BY c.tenant_id)
+	r.send_traceparent, r.method, r.destination_url, r.destination, s.n > count(*) OVER (PARTITION BY c.tenant_id)
 FROM claimed c
 JOIN seen s ON s.tenant_id = c.tenant_id
 JOIN requests q ON q.id = c.request_id
@@ -235,7 +235,7 @@ UNION ALL
 SELECT 0, s.tenant_id, 0, 0, 0, 0, '', NULL, NULL, false,
 	0, '', '', '', '', NULL, NULL, NULL, '',
 	'', 0, false, NULL, NULL, NULL, '',
-	false, true
+	false, '', '', NULL, true
 FROM seen s
 WHERE s.tenant_id NOT IN (SELECT tenant_id FROM claimed)`
 

@@ -93,7 +93,7 @@ WHERE id IN (
 	JOIN recipients r ON r.id = d.recipient_id
 	JOIN requests q ON q.id = d.request_id AND %[2]s
 	WHERE d.status = 'PENDING' AND d.next_attempt_at <= ?1
-	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL
+	  AND r.method <> 'CLI' AND r.deleted_at IS NULL
 	  AND d.recipient_id = ?5
 	ORDER BY d.next_attempt_at
 	LIMIT ?2
@@ -121,7 +121,7 @@ WITH RECURSIVE tenants(id) AS (
 	SELECT r.id, r.tenant_id, MIN(r.max_concurrency - r.in_flight, COALESCE((SELECT room FROM rooms WHERE rooms.tenant_id = r.tenant_id), ?6)) AS free
 	FROM recipients r
 	WHERE r.id IN (SELECT id FROM capped_ids WHERE id IS NOT NULL)
-	  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.in_flight < r.max_concurrency
+	  AND r.method <> 'CLI' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.in_flight < r.max_concurrency
 ), groups AS (
 	SELECT d.id, d.tenant_id, d.next_attempt_at FROM tenants t
 	JOIN deliveries d ON d.id IN (
@@ -130,7 +130,7 @@ WITH RECURSIVE tenants(id) AS (
 			JOIN recipients r ON r.id = d2.recipient_id
 			JOIN requests q ON q.id = d2.request_id AND %[2]s
 			WHERE d2.tenant_id = t.id AND d2.status = 'PENDING' AND d2.lane = 'DIRECT' AND d2.next_attempt_at <= ?1
-			  AND r.method = 'DIRECT_HTTP' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
+			  AND r.method <> 'CLI' AND r.deleted_at IS NULL AND r.state = 'ACTIVE' AND r.max_concurrency IS NULL
 			ORDER BY d2.next_attempt_at, d2.id
 			LIMIT ?7
 		) x

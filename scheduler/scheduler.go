@@ -609,8 +609,11 @@ func (s *Scheduler) attempt(j job) {
 		out.Traceparent = tracing.TraceParent(span.SpanContext())
 	}
 	var o delivery.Outcome
-	target, err := webhook.JoinTarget(j.recipient.URL, j.request.Path, j.request.Query)
-	if err != nil {
+	if dest := delivery.TargetOf(j.recipient); dest != nil {
+		out.Destination, out.Path = dest, webhook.PathWithQuery(j.request.Path, j.request.Query)
+		out.MessageID = j.request.Key + "." + strconv.Itoa(j.claim.DeliveryID)
+		o = s.send(ctx, out, "delivery attempt")
+	} else if target, err := webhook.JoinTarget(j.recipient.URL, j.request.Path, j.request.Query); err != nil {
 		now := s.cfg.Now()
 		o = delivery.Outcome{StartedAt: now, FinishedAt: now, ErrorKind: delivery.ErrConnection,
 			ErrorMessage: "invalid target URL: " + err.Error()}

@@ -165,3 +165,13 @@ func cleanSuffix(suffix string) (string, error) {
 	}
 	return out, nil
 }
+
+// PathWithQuery is the request's path after /in/{key} with its query, as a broker message carries it
+// (X-Adal-Path): always starting with "/", the query after "?" when there is one.
+func PathWithQuery(pathSuffix, rawQuery string) string {
+	p := "/" + strings.TrimPrefix(pathSuffix, "/")
+	if rawQuery != "" {
+		p += "?" + rawQuery
+	}
+	return p
+}

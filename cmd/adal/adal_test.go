@@ -13,6 +13,7 @@ import (
 
 	"github.com/adal-relay/adal/ent/attempt"
 	entdelivery "github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/internal/brokertest"
 	"github.com/adal-relay/adal/internal/flakynet"
 	"github.com/adal-relay/adal/relay/relaytest"
 )
@@ -542,6 +543,72 @@ func TestTriggerListRetryReplayFromTheTerminal(t *testing.T) {
 	}
 	env.MustGraphQL(tn.Member, `query($id: ID!){ request(id: $id){ replayOf { id } } }`, map[string]any{"id": replayed.NewRequestID}, &orig)
 	require.Equal(t, reqID, orig.Request.ReplayOf.ID)
+}
+
+// A broker recipient's delivery from the terminal, against the brokers running beside the tests: where it
+// publishes, and what the broker answered — a Redis stream's entry ID — or why it refused the message — a
+// RabbitMQ routing key no queue takes.
+func TestRequestsShowWhatBrokersAnswered(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, unit(20*time.Millisecond))
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})
+	shop := env.NewServer(tn, "shop", nil)
+	stream := brokertest.Redis(t)
+	streamName := stream.Settings["stream"].(string)
+	toStream := env.NewRecipient(tn, shop.ID, map[string]any{"name": "orders-stream", "method": "REDIS_STREAM",
+		"url": brokertest.RedisURL, "destination": stream.Settings, "maxAttempts": 3})
+	const noQueue = "adal-test-no-such-queue"
+	toNowhere := env.NewRecipient(tn, shop.ID, map[string]any{"name": "nowhere", "method": "RABBITMQ",
+		"url": brokertest.RabbitMQURL, "destination": map[string]any{"routingKey": noQueue}, "maxAttempts": 1})
+	reqID := env.Send(shop.Key, "/orders", `{"order":42}`)
+	stream.Next(15 * time.Second)
+	relaytest.Eventually(t, 20*time.Second, "both deliveries to end", func() bool {
+		return deliveryOf(t, env, reqID, toStream).Status == entdelivery.StatusSUCCEEDED &&
+			deliveryOf(t, env, reqID, toNowhere).Status == entdelivery.StatusFAILED
+	})
+	as := run{env: []string{"ADAL_API=" + env.Server.URL, "ADAL_TOKEN=" + tn.Member}}
+
+	// For people: the method and settings beside the recipient's name, the answer or the refusal last.
+	code, stdout, stderr := runAdal(t, as, "requests", "--server", "shop")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `→ "orders-stream" (REDIS_STREAM stream "`+streamName+`"): SUCCEEDED, 1/3 attempts, last: entry `)
+	require.Contains(t, stdout, `→ "nowhere" (RABBITMQ routing key "`+noQueue+`"): FAILED, 1/1 attempts, last: no queue is named "`+noQueue+`"`)
+	require.NotContains(t, stdout, "guest:guest")
+
+	// For programs: the same, as fields.
+	code, stdout, stderr = runAdal(t, as, "requests", "--server", "shop", "--format", "json")
+	require.Equal(t, 0, code, stderr)
+	var listed struct {
+		Deliveries []struct {
+			Recipient, RecipientMethod string
+			Destination                *struct{ Stream, RoutingKey string }
+			LastAttempt                struct {
+				Answer, ErrorMessage string
+				ErrorKind            *string
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &listed))
+	require.Len(t, listed.Deliveries, 2, stdout)
+	for _, d := range listed.Deliveries {
+		require.NotNil(t, d.Destination, d.Recipient)
+		switch d.Recipient {
+		case "orders-stream":
+			require.Equal(t, "REDIS_STREAM", d.RecipientMethod)
+			require.Equal(t, streamName, d.Destination.Stream)
+			a := d.LastAttempt.Answer
+			require.True(t, strings.HasPrefix(a, "entry ") && strings.HasSuffix(a, ` of stream "`+streamName+`"`), a)
+			require.Nil(t, d.LastAttempt.ErrorKind)
+		case "nowhere":
+			require.Equal(t, "RABBITMQ", d.RecipientMethod)
+			require.Equal(t, noQueue, d.Destination.RoutingKey)
+			require.Empty(t, d.LastAttempt.Answer)
+			require.NotNil(t, d.LastAttempt.ErrorKind)
+			require.Equal(t, "BROKER_REFUSED", *d.LastAttempt.ErrorKind)
+		default:
+			t.Fatalf("a delivery to %q", d.Recipient)
+		}
+	}
 }
 
 // The terminal commands' exit status: 1 for what the user must fix, 2 when the server cannot be reached.

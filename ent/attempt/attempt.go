@@ -39,6 +39,8 @@ const (
 	FieldErrorKind = "error_kind"
 	// FieldErrorMessage holds the string denoting the error_message field in the database.
 	FieldErrorMessage = "error_message"
+	// FieldAnswer holds the string denoting the answer field in the database.
+	FieldAnswer = "answer"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
 	EdgeTenant = "tenant"
 	// EdgeDelivery holds the string denoting the delivery edge name in mutations.
@@ -75,6 +77,7 @@ var Columns = []string{
 	FieldDurationMs,
 	FieldErrorKind,
 	FieldErrorMessage,
+	FieldAnswer,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -97,6 +100,8 @@ var (
 	Policy ent.Policy
 	// DefaultErrorMessage holds the default value on creation for the "error_message" field.
 	DefaultErrorMessage string
+	// DefaultAnswer holds the default value on creation for the "answer" field.
+	DefaultAnswer string
 )
 
 // Status defines the type for the "status" enum field.
@@ -127,13 +132,14 @@ type ErrorKind string
 
 // ErrorKind values.
 const (
-	ErrorKindHTTP_STATUS ErrorKind = "HTTP_STATUS"
-	ErrorKindTIMEOUT     ErrorKind = "TIMEOUT"
-	ErrorKindDNS         ErrorKind = "DNS"
-	ErrorKindTLS         ErrorKind = "TLS"
-	ErrorKindCONNECTION  ErrorKind = "CONNECTION"
-	ErrorKindCLI_LOCAL   ErrorKind = "CLI_LOCAL"
-	ErrorKindINTERRUPTED ErrorKind = "INTERRUPTED"
+	ErrorKindHTTP_STATUS    ErrorKind = "HTTP_STATUS"
+	ErrorKindTIMEOUT        ErrorKind = "TIMEOUT"
+	ErrorKindDNS            ErrorKind = "DNS"
+	ErrorKindTLS            ErrorKind = "TLS"
+	ErrorKindCONNECTION     ErrorKind = "CONNECTION"
+	ErrorKindCLI_LOCAL      ErrorKind = "CLI_LOCAL"
+	ErrorKindINTERRUPTED    ErrorKind = "INTERRUPTED"
+	ErrorKindBROKER_REFUSED ErrorKind = "BROKER_REFUSED"
 )
 
 func (ek ErrorKind) String() string {
@@ -143,7 +149,7 @@ func (ek ErrorKind) String() string {
 // ErrorKindValidator is a validator for the "error_kind" field enum values. It is called by the builders before save.
 func ErrorKindValidator(ek ErrorKind) error {
 	switch ek {
-	case ErrorKindHTTP_STATUS, ErrorKindTIMEOUT, ErrorKindDNS, ErrorKindTLS, ErrorKindCONNECTION, ErrorKindCLI_LOCAL, ErrorKindINTERRUPTED:
+	case ErrorKindHTTP_STATUS, ErrorKindTIMEOUT, ErrorKindDNS, ErrorKindTLS, ErrorKindCONNECTION, ErrorKindCLI_LOCAL, ErrorKindINTERRUPTED, ErrorKindBROKER_REFUSED:
 		return nil
 	default:
 		return fmt.Errorf("attempt: invalid enum value for error_kind field: %q", ek)
@@ -211,6 +217,11 @@ func ByErrorKind(opts ...sql.OrderTermOption) OrderOption {
 // ByErrorMessage orders the results by the error_message field.
 func ByErrorMessage(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldErrorMessage, opts...).ToFunc()
+}
+
+// ByAnswer orders the results by the answer field.
+func ByAnswer(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldAnswer, opts...).ToFunc()
 }
 
 // ByTenantField orders the results by tenant field.

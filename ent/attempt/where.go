@@ -100,6 +100,11 @@ func ErrorMessage(v string) predicate.Attempt {
 	return predicate.Attempt(sql.FieldEQ(FieldErrorMessage, v))
 }
 
+// Answer applies equality check predicate on the "answer" field. It's identical to AnswerEQ.
+func Answer(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldEQ(FieldAnswer, v))
+}
+
 // TenantIDEQ applies the EQ predicate on the "tenant_id" field.
 func TenantIDEQ(v int) predicate.Attempt {
 	return predicate.Attempt(sql.FieldEQ(FieldTenantID, v))
@@ -503,6 +508,71 @@ func ErrorMessageEqualFold(v string) predicate.Attempt {
 // ErrorMessageContainsFold applies the ContainsFold predicate on the "error_message" field.
 func ErrorMessageContainsFold(v string) predicate.Attempt {
 	return predicate.Attempt(sql.FieldContainsFold(FieldErrorMessage, v))
+}
+
+// AnswerEQ applies the EQ predicate on the "answer" field.
+func AnswerEQ(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldEQ(FieldAnswer, v))
+}
+
+// AnswerNEQ applies the NEQ predicate on the "answer" field.
+func AnswerNEQ(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldNEQ(FieldAnswer, v))
+}
+
+// AnswerIn applies the In predicate on the "answer" field.
+func AnswerIn(vs ...string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldIn(FieldAnswer, vs...))
+}
+
+// AnswerNotIn applies the NotIn predicate on the "answer" field.
+func AnswerNotIn(vs ...string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldNotIn(FieldAnswer, vs...))
+}
+
+// AnswerGT applies the GT predicate on the "answer" field.
+func AnswerGT(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldGT(FieldAnswer, v))
+}
+
+// AnswerGTE applies the GTE predicate on the "answer" field.
+func AnswerGTE(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldGTE(FieldAnswer, v))
+}
+
+// AnswerLT applies the LT predicate on the "answer" field.
+func AnswerLT(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldLT(FieldAnswer, v))
+}
+
+// AnswerLTE applies the LTE predicate on the "answer" field.
+func AnswerLTE(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldLTE(FieldAnswer, v))
+}
+
+// AnswerContains applies the Contains predicate on the "answer" field.
+func AnswerContains(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldContains(FieldAnswer, v))
+}
+
+// AnswerHasPrefix applies the HasPrefix predicate on the "answer" field.
+func AnswerHasPrefix(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldHasPrefix(FieldAnswer, v))
+}
+
+// AnswerHasSuffix applies the HasSuffix predicate on the "answer" field.
+func AnswerHasSuffix(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldHasSuffix(FieldAnswer, v))
+}
+
+// AnswerEqualFold applies the EqualFold predicate on the "answer" field.
+func AnswerEqualFold(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldEqualFold(FieldAnswer, v))
+}
+
+// AnswerContainsFold applies the ContainsFold predicate on the "answer" field.
+func AnswerContainsFold(v string) predicate.Attempt {
+	return predicate.Attempt(sql.FieldContainsFold(FieldAnswer, v))
 }
 
 // HasTenant applies the HasEdge predicate on the "tenant" edge.

@@ -55,8 +55,9 @@ var (
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"SUCCEEDED", "FAILED"}},
 		{Name: "http_status", Type: field.TypeInt, Nullable: true},
 		{Name: "duration_ms", Type: field.TypeInt64},
-		{Name: "error_kind", Type: field.TypeEnum, Nullable: true, Enums: []string{"HTTP_STATUS", "TIMEOUT", "DNS", "TLS", "CONNECTION", "CLI_LOCAL", "INTERRUPTED"}},
+		{Name: "error_kind", Type: field.TypeEnum, Nullable: true, Enums: []string{"HTTP_STATUS", "TIMEOUT", "DNS", "TLS", "CONNECTION", "CLI_LOCAL", "INTERRUPTED", "BROKER_REFUSED"}},
 		{Name: "error_message", Type: field.TypeString, Default: ""},
+		{Name: "answer", Type: field.TypeString, Default: ""},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "delivery_id", Type: field.TypeInt},
 	}
@@ -68,13 +69,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "attempts_tenants_tenant",
-				Columns:    []*schema.Column{AttemptsColumns[10]},
+				Columns:    []*schema.Column{AttemptsColumns[11]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "attempts_deliveries_attempts",
-				Columns:    []*schema.Column{AttemptsColumns[11]},
+				Columns:    []*schema.Column{AttemptsColumns[12]},
 				RefColumns: []*schema.Column{DeliveriesColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -83,7 +84,7 @@ var (
 			{
 				Name:    "attempt_delivery_id_number",
 				Unique:  true,
-				Columns: []*schema.Column{AttemptsColumns[11], AttemptsColumns[1], AttemptsColumns[10]},
+				Columns: []*schema.Column{AttemptsColumns[12], AttemptsColumns[1], AttemptsColumns[11]},
 			},
 		},
 	}
@@ -499,8 +500,10 @@ var (
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "name", Type: field.TypeString},
-		{Name: "method", Type: field.TypeEnum, Enums: []string{"DIRECT_HTTP", "CLI"}},
+		{Name: "method", Type: field.TypeEnum, Enums: []string{"DIRECT_HTTP", "CLI", "RABBITMQ", "NATS", "REDIS_STREAM", "MQTT"}},
 		{Name: "url", Type: field.TypeString, Default: ""},
+		{Name: "destination_url", Type: field.TypeString, Default: ""},
+		{Name: "destination", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "bytea"}},
 		{Name: "max_attempts", Type: field.TypeInt, Default: 10},
 		{Name: "retry_schedule", Type: field.TypeEnum, Enums: []string{"QUADRATIC", "STEPPED", "EXPONENTIAL"}, Default: "QUADRATIC"},
 		{Name: "send_idempotency_key", Type: field.TypeBool, Default: false},
@@ -536,13 +539,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "recipients_tenants_tenant",
-				Columns:    []*schema.Column{RecipientsColumns[29]},
+				Columns:    []*schema.Column{RecipientsColumns[31]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "recipients_servers_recipients",
-				Columns:    []*schema.Column{RecipientsColumns[30]},
+				Columns:    []*schema.Column{RecipientsColumns[32]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -551,22 +554,22 @@ var (
 			{
 				Name:    "recipient_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[29]},
+				Columns: []*schema.Column{RecipientsColumns[31]},
 			},
 			{
 				Name:    "recipient_server_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[30]},
+				Columns: []*schema.Column{RecipientsColumns[32]},
 			},
 			{
 				Name:    "recipient_state_changed_at",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[12]},
+				Columns: []*schema.Column{RecipientsColumns[14]},
 			},
 			{
 				Name:    "recipient_cap_changed_at",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[28]},
+				Columns: []*schema.Column{RecipientsColumns[30]},
 			},
 		},
 	}

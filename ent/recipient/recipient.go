@@ -30,6 +30,10 @@ const (
 	FieldMethod = "method"
 	// FieldURL holds the string denoting the url field in the database.
 	FieldURL = "url"
+	// FieldDestinationURL holds the string denoting the destination_url field in the database.
+	FieldDestinationURL = "destination_url"
+	// FieldDestination holds the string denoting the destination field in the database.
+	FieldDestination = "destination"
 	// FieldMaxAttempts holds the string denoting the max_attempts field in the database.
 	FieldMaxAttempts = "max_attempts"
 	// FieldRetrySchedule holds the string denoting the retry_schedule field in the database.
@@ -118,6 +122,8 @@ var Columns = []string{
 	FieldName,
 	FieldMethod,
 	FieldURL,
+	FieldDestinationURL,
+	FieldDestination,
 	FieldMaxAttempts,
 	FieldRetrySchedule,
 	FieldSendIdempotencyKey,
@@ -168,6 +174,8 @@ var (
 	NameValidator func(string) error
 	// DefaultURL holds the default value on creation for the "url" field.
 	DefaultURL string
+	// DefaultDestinationURL holds the default value on creation for the "destination_url" field.
+	DefaultDestinationURL string
 	// DefaultMaxAttempts holds the default value on creation for the "max_attempts" field.
 	DefaultMaxAttempts int
 	// DefaultSendIdempotencyKey holds the default value on creation for the "send_idempotency_key" field.
@@ -197,8 +205,12 @@ type Method string
 
 // Method values.
 const (
-	MethodDIRECT_HTTP Method = "DIRECT_HTTP"
-	MethodCLI         Method = "CLI"
+	MethodDIRECT_HTTP  Method = "DIRECT_HTTP"
+	MethodCLI          Method = "CLI"
+	MethodRABBITMQ     Method = "RABBITMQ"
+	MethodNATS         Method = "NATS"
+	MethodREDIS_STREAM Method = "REDIS_STREAM"
+	MethodMQTT         Method = "MQTT"
 )
 
 func (m Method) String() string {
@@ -208,7 +220,7 @@ func (m Method) String() string {
 // MethodValidator is a validator for the "method" field enum values. It is called by the builders before save.
 func MethodValidator(m Method) error {
 	switch m {
-	case MethodDIRECT_HTTP, MethodCLI:
+	case MethodDIRECT_HTTP, MethodCLI, MethodRABBITMQ, MethodNATS, MethodREDIS_STREAM, MethodMQTT:
 		return nil
 	default:
 		return fmt.Errorf("recipient: invalid enum value for method field: %q", m)
@@ -332,6 +344,11 @@ func ByMethod(opts ...sql.OrderTermOption) OrderOption {
 // ByURL orders the results by the url field.
 func ByURL(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldURL, opts...).ToFunc()
+}
+
+// ByDestinationURL orders the results by the destination_url field.
+func ByDestinationURL(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldDestinationURL, opts...).ToFunc()
 }
 
 // ByMaxAttempts orders the results by the max_attempts field.

@@ -80,6 +80,11 @@ func URL(v string) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldURL, v))
 }
 
+// DestinationURL applies equality check predicate on the "destination_url" field. It's identical to DestinationURLEQ.
+func DestinationURL(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldDestinationURL, v))
+}
+
 // MaxAttempts applies equality check predicate on the "max_attempts" field. It's identical to MaxAttemptsEQ.
 func MaxAttempts(v int) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldMaxAttempts, v))
@@ -413,6 +418,81 @@ func URLEqualFold(v string) predicate.Recipient {
 // URLContainsFold applies the ContainsFold predicate on the "url" field.
 func URLContainsFold(v string) predicate.Recipient {
 	return predicate.Recipient(sql.FieldContainsFold(FieldURL, v))
+}
+
+// DestinationURLEQ applies the EQ predicate on the "destination_url" field.
+func DestinationURLEQ(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldDestinationURL, v))
+}
+
+// DestinationURLNEQ applies the NEQ predicate on the "destination_url" field.
+func DestinationURLNEQ(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldDestinationURL, v))
+}
+
+// DestinationURLIn applies the In predicate on the "destination_url" field.
+func DestinationURLIn(vs ...string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldDestinationURL, vs...))
+}
+
+// DestinationURLNotIn applies the NotIn predicate on the "destination_url" field.
+func DestinationURLNotIn(vs ...string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldDestinationURL, vs...))
+}
+
+// DestinationURLGT applies the GT predicate on the "destination_url" field.
+func DestinationURLGT(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldDestinationURL, v))
+}
+
+// DestinationURLGTE applies the GTE predicate on the "destination_url" field.
+func DestinationURLGTE(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldDestinationURL, v))
+}
+
+// DestinationURLLT applies the LT predicate on the "destination_url" field.
+func DestinationURLLT(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldDestinationURL, v))
+}
+
+// DestinationURLLTE applies the LTE predicate on the "destination_url" field.
+func DestinationURLLTE(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldDestinationURL, v))
+}
+
+// DestinationURLContains applies the Contains predicate on the "destination_url" field.
+func DestinationURLContains(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldContains(FieldDestinationURL, v))
+}
+
+// DestinationURLHasPrefix applies the HasPrefix predicate on the "destination_url" field.
+func DestinationURLHasPrefix(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldHasPrefix(FieldDestinationURL, v))
+}
+
+// DestinationURLHasSuffix applies the HasSuffix predicate on the "destination_url" field.
+func DestinationURLHasSuffix(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldHasSuffix(FieldDestinationURL, v))
+}
+
+// DestinationURLEqualFold applies the EqualFold predicate on the "destination_url" field.
+func DestinationURLEqualFold(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEqualFold(FieldDestinationURL, v))
+}
+
+// DestinationURLContainsFold applies the ContainsFold predicate on the "destination_url" field.
+func DestinationURLContainsFold(v string) predicate.Recipient {
+	return predicate.Recipient(sql.FieldContainsFold(FieldDestinationURL, v))
+}
+
+// DestinationIsNil applies the IsNil predicate on the "destination" field.
+func DestinationIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldDestination))
+}
+
+// DestinationNotNil applies the NotNil predicate on the "destination" field.
+func DestinationNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldDestination))
 }
 
 // MaxAttemptsEQ applies the EQ predicate on the "max_attempts" field.

@@ -71,6 +71,10 @@ func init() {
 	attemptDescErrorMessage := attemptFields[9].Descriptor()
 	// attempt.DefaultErrorMessage holds the default value on creation for the error_message field.
 	attempt.DefaultErrorMessage = attemptDescErrorMessage.Default.(string)
+	// attemptDescAnswer is the schema descriptor for answer field.
+	attemptDescAnswer := attemptFields[10].Descriptor()
+	// attempt.DefaultAnswer holds the default value on creation for the answer field.
+	attempt.DefaultAnswer = attemptDescAnswer.Default.(string)
 	bulkjobMixin := schema.BulkJob{}.Mixin()
 	bulkjob.Policy = privacy.NewPolicies(bulkjobMixin[0], schema.BulkJob{})
 	bulkjob.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -323,46 +327,50 @@ func init() {
 	recipientDescURL := recipientFields[3].Descriptor()
 	// recipient.DefaultURL holds the default value on creation for the url field.
 	recipient.DefaultURL = recipientDescURL.Default.(string)
+	// recipientDescDestinationURL is the schema descriptor for destination_url field.
+	recipientDescDestinationURL := recipientFields[4].Descriptor()
+	// recipient.DefaultDestinationURL holds the default value on creation for the destination_url field.
+	recipient.DefaultDestinationURL = recipientDescDestinationURL.Default.(string)
 	// recipientDescMaxAttempts is the schema descriptor for max_attempts field.
-	recipientDescMaxAttempts := recipientFields[4].Descriptor()
+	recipientDescMaxAttempts := recipientFields[6].Descriptor()
 	// recipient.DefaultMaxAttempts holds the default value on creation for the max_attempts field.
 	recipient.DefaultMaxAttempts = recipientDescMaxAttempts.Default.(int)
 	// recipientDescSendIdempotencyKey is the schema descriptor for send_idempotency_key field.
-	recipientDescSendIdempotencyKey := recipientFields[6].Descriptor()
+	recipientDescSendIdempotencyKey := recipientFields[8].Descriptor()
 	// recipient.DefaultSendIdempotencyKey holds the default value on creation for the send_idempotency_key field.
 	recipient.DefaultSendIdempotencyKey = recipientDescSendIdempotencyKey.Default.(bool)
 	// recipientDescSendTraceparent is the schema descriptor for send_traceparent field.
-	recipientDescSendTraceparent := recipientFields[7].Descriptor()
+	recipientDescSendTraceparent := recipientFields[9].Descriptor()
 	// recipient.DefaultSendTraceparent holds the default value on creation for the send_traceparent field.
 	recipient.DefaultSendTraceparent = recipientDescSendTraceparent.Default.(bool)
 	// recipientDescTimeoutSeconds is the schema descriptor for timeout_seconds field.
-	recipientDescTimeoutSeconds := recipientFields[8].Descriptor()
+	recipientDescTimeoutSeconds := recipientFields[10].Descriptor()
 	// recipient.DefaultTimeoutSeconds holds the default value on creation for the timeout_seconds field.
 	recipient.DefaultTimeoutSeconds = recipientDescTimeoutSeconds.Default.(int)
 	// recipientDescStateReason is the schema descriptor for state_reason field.
-	recipientDescStateReason := recipientFields[10].Descriptor()
+	recipientDescStateReason := recipientFields[12].Descriptor()
 	// recipient.DefaultStateReason holds the default value on creation for the state_reason field.
 	recipient.DefaultStateReason = recipientDescStateReason.Default.(string)
 	// recipientDescConsecutiveFailures is the schema descriptor for consecutive_failures field.
-	recipientDescConsecutiveFailures := recipientFields[12].Descriptor()
+	recipientDescConsecutiveFailures := recipientFields[14].Descriptor()
 	// recipient.DefaultConsecutiveFailures holds the default value on creation for the consecutive_failures field.
 	recipient.DefaultConsecutiveFailures = recipientDescConsecutiveFailures.Default.(int64)
 	// recipientDescWindowAttempts is the schema descriptor for window_attempts field.
-	recipientDescWindowAttempts := recipientFields[13].Descriptor()
+	recipientDescWindowAttempts := recipientFields[15].Descriptor()
 	// recipient.DefaultWindowAttempts holds the default value on creation for the window_attempts field.
 	recipient.DefaultWindowAttempts = recipientDescWindowAttempts.Default.(int64)
 	// recipientDescWindowFailures is the schema descriptor for window_failures field.
-	recipientDescWindowFailures := recipientFields[14].Descriptor()
+	recipientDescWindowFailures := recipientFields[16].Descriptor()
 	// recipient.DefaultWindowFailures holds the default value on creation for the window_failures field.
 	recipient.DefaultWindowFailures = recipientDescWindowFailures.Default.(int64)
 	// recipientDescSigningSecret is the schema descriptor for signing_secret field.
-	recipientDescSigningSecret := recipientFields[21].Descriptor()
+	recipientDescSigningSecret := recipientFields[23].Descriptor()
 	// recipient.DefaultSigningSecret holds the default value on creation for the signing_secret field.
 	recipient.DefaultSigningSecret = recipientDescSigningSecret.Default.(func() []byte)
 	// recipient.SigningSecretValidator is a validator for the "signing_secret" field. It is called by the builders before save.
 	recipient.SigningSecretValidator = recipientDescSigningSecret.Validators[0].(func([]byte) error)
 	// recipientDescInFlight is the schema descriptor for in_flight field.
-	recipientDescInFlight := recipientFields[26].Descriptor()
+	recipientDescInFlight := recipientFields[28].Descriptor()
 	// recipient.DefaultInFlight holds the default value on creation for the in_flight field.
 	recipient.DefaultInFlight = recipientDescInFlight.Default.(int)
 	recipienthourstatMixin := schema.RecipientHourStat{}.Mixin()

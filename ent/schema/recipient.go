@@ -3,10 +3,12 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
 
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/webhook"
 )
 
@@ -23,9 +25,18 @@ func (Recipient) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int("server_id").Immutable(),
 		field.String("name").NotEmpty(),
-		field.Enum("method").Values("DIRECT_HTTP", "CLI").Annotations(entgql.Type("DeliveryMethod")),
-		// url is where DIRECT_HTTP deliveries go; empty for CLI recipients.
+		field.Enum("method").Values("DIRECT_HTTP", "CLI", "RABBITMQ", "NATS", "REDIS_STREAM", "MQTT").
+			Annotations(entgql.Type("DeliveryMethod")),
+		// url is where DIRECT_HTTP deliveries go; for a broker recipient, its broker's URL without the password
+		// (destination.Redact), as the API shows it; empty for CLI recipients.
 		field.String("url").Default(""),
+		// destination_url is a broker recipient's URL with its credentials: write-only, never returned by the
+		// API. Empty for DIRECT_HTTP and CLI recipients.
+		field.String("destination_url").Default("").Sensitive().Annotations(entgql.Skip()),
+		// destination is the rest of a broker recipient's settings (exchange, subject, stream, topic, trust);
+		// null for DIRECT_HTTP and CLI recipients. Exposed by hand as Recipient.destination.
+		field.JSON("destination", &destination.Settings{}).Optional().
+			SchemaType(map[string]string{dialect.Postgres: "bytea"}).Annotations(entgql.Skip()),
 		field.Int("max_attempts").Default(10),
 		field.Enum("retry_schedule").Values("QUADRATIC", "STEPPED", "EXPONENTIAL").Default("QUADRATIC").
 			Annotations(entgql.Type("RetrySchedule")),

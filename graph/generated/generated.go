@@ -17,6 +17,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/bulk"
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/bulkjob"
@@ -28,6 +29,7 @@ import (
 	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/request"
 	"github.com/adal-relay/adal/graph/model"
+	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/stats"
 	"github.com/adal-relay/adal/viewer"
 	gqlparser "github.com/vektah/gqlparser/v2"
@@ -74,6 +76,7 @@ type ComplexityRoot struct {
 	}
 
 	Attempt struct {
+		Answer       func(childComplexity int) int
 		Delivery     func(childComplexity int) int
 		DeliveryID   func(childComplexity int) int
 		DurationMs   func(childComplexity int) int
@@ -188,6 +191,18 @@ type ComplexityRoot struct {
 	DeliveryEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	Destination struct {
+		CACertificate func(childComplexity int) int
+		Exchange      func(childComplexity int) int
+		HasPassword   func(childComplexity int) int
+		MaxLen        func(childComplexity int) int
+		RoutingKey    func(childComplexity int) int
+		Stream        func(childComplexity int) int
+		Subject       func(childComplexity int) int
+		TLS           func(childComplexity int) int
+		Topic         func(childComplexity int) int
 	}
 
 	FilterResult struct {
@@ -379,6 +394,7 @@ type ComplexityRoot struct {
 		CliConnected            func(childComplexity int) int
 		CreatedAt               func(childComplexity int) int
 		DeletedAt               func(childComplexity int) int
+		Destination             func(childComplexity int) int
 		Filter                  func(childComplexity int) int
 		HourlyStats             func(childComplexity int, hours *int) int
 		ID                      func(childComplexity int) int
@@ -694,6 +710,7 @@ type QueryResolver interface {
 type RecipientResolver interface {
 	CliConnected(ctx context.Context, obj *ent.Recipient) (bool, error)
 	HourlyStats(ctx context.Context, obj *ent.Recipient, hours *int) ([]*stats.RecipientHour, error)
+	Destination(ctx context.Context, obj *ent.Recipient) (*routing.Destination, error)
 	Filter(ctx context.Context, obj *ent.Recipient) (any, error)
 	SigningSecret(ctx context.Context, obj *ent.Recipient) (*string, error)
 }
@@ -796,6 +813,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AlertSubscription.URL(childComplexity), true
 
+	case "Attempt.answer":
+		if e.ComplexityRoot.Attempt.Answer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Answer(childComplexity), true
 	case "Attempt.delivery":
 		if e.ComplexityRoot.Attempt.Delivery == nil {
 			break
@@ -1310,6 +1333,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DeliveryEdge.Node(childComplexity), true
+
+	case "Destination.caCertificate":
+		if e.ComplexityRoot.Destination.CACertificate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Destination.CACertificate(childComplexity), true
+	case "Destination.exchange":
+		if e.ComplexityRoot.Destination.Exchange == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Destination.Exchange(childComplexity), true
+	case "Destination.hasPassword":
+		if e.ComplexityRoot.Destination.HasPassword == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Destination.HasPassword(childComplexity), true
+	case "Destination.maxLen":
+		if e.ComplexityRoot.Destination.MaxLen == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Destination.MaxLen(childComplexity), true
+	case "Destination.routingKey":
+		if e.ComplexityRoot.Destination.RoutingKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Destination.RoutingKey(childComplexity), true
+	case "Destination.stream":
+		if e.ComplexityRoot.Destination.Stream == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Destination.Stream(childComplexity), true
+	case "Destination.subject":
+		if e.ComplexityRoot.Destination.Subject == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Destination.Subject(childComplexity), true
+	case "Destination.tls":
+		if e.ComplexityRoot.Destination.TLS == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Destination.TLS(childComplexity), true
+	case "Destination.topic":
+		if e.ComplexityRoot.Destination.Topic == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Destination.Topic(childComplexity), true
 
 	case "FilterResult.error":
 		if e.ComplexityRoot.FilterResult.Error == nil {
@@ -2415,6 +2493,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.DeletedAt(childComplexity), true
+	case "Recipient.destination":
+		if e.ComplexityRoot.Recipient.Destination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.Destination(childComplexity), true
 	case "Recipient.filter":
 		if e.ComplexityRoot.Recipient.Filter == nil {
 			break
@@ -3429,6 +3513,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CreateTenantInput", ec.unmarshalInputCreateTenantInput),
 			graphql.NewInputUnmarshaler("DeliveryOrder", ec.unmarshalInputDeliveryOrder),
 			graphql.NewInputUnmarshaler("DeliveryWhereInput", ec.unmarshalInputDeliveryWhereInput),
+			graphql.NewInputUnmarshaler("DestinationInput", ec.unmarshalInputDestinationInput),
 			graphql.NewInputUnmarshaler("HeaderInput", ec.unmarshalInputHeaderInput),
 			graphql.NewInputUnmarshaler("IssueTokenInput", ec.unmarshalInputIssueTokenInput),
 			graphql.NewInputUnmarshaler("LedgerEntryOrder", ec.unmarshalInputLedgerEntryOrder),
@@ -4151,6 +4236,64 @@ extend type Tenant {
   usageHistory(months: Int): [Usage!]!
 }
 `, BuiltIn: false},
+	{Name: "../destination.graphqls", Input: `# Broker recipients: RABBITMQ, NATS, REDIS_STREAM and MQTT deliver to a broker instead of an HTTP endpoint.
+
+"""
+Where a broker recipient publishes, beside its URL (Recipient.url, shown without its password: the password is
+write-only). Each method reads its own fields:
+- RABBITMQ: exchange and routingKey (publisher confirms; an unroutable message fails the attempt).
+- NATS: subject, taken by a JetStream stream (publish acknowledgement).
+- REDIS_STREAM: stream, trimmed to about maxLen entries at each XADD.
+- MQTT: topic (QoS 1, PUBACK).
+"""
+type Destination {
+  exchange: String
+  routingKey: String
+  subject: String
+  stream: String
+  maxLen: Int
+  topic: String
+  "Whether the URL asks for TLS (amqps, tls, rediss, mqtts)."
+  tls: Boolean!
+  "The PEM certificates trusted for the broker's certificate besides the system's, if any."
+  caCertificate: String
+  "Whether the URL carries a password (never returned)."
+  hasPassword: Boolean!
+}
+
+"""
+A broker recipient's settings beside its URL. The URL goes in the recipient's url field: amqp(s)://, nats:// or
+tls://, redis(s)://, mqtt(s)://, with user and password when the broker asks; it is checked at create and update,
+but not connected to: a broker that cannot be reached is told by the first attempt. On update, the settings given
+replace the stored ones as a whole.
+"""
+input DestinationInput {
+  exchange: String
+  routingKey: String
+  subject: String
+  stream: String
+  "Default 100000."
+  maxLen: Int
+  topic: String
+  "PEM certificates to trust for the broker's certificate besides the system's (TLS URLs only)."
+  caCertificate: String
+}
+
+extend type Recipient {
+  "Where a broker recipient publishes; null for DIRECT_HTTP and CLI."
+  destination: Destination
+}
+
+extend input CreateRecipientInput {
+  "Required for broker methods (RABBITMQ, NATS, REDIS_STREAM, MQTT); refused for the others."
+  destination: DestinationInput
+}
+
+extend input UpdateRecipientInput {
+  "Replaces a broker recipient's settings. A url given alone keeps them."
+  destination: DestinationInput
+}
+`, BuiltIn: false},
 	{Name: "../filter.graphqls", Input: `# Routing filters: a recipient gets only the requests that match its rule (package filter).
 
 "Any JSON value."
@@ -4497,6 +4640,7 @@ type Attempt implements Node {
   durationMs: Int!
   errorKind: AttemptErrorKind
   errorMessage: String!
+  answer: String!
   delivery: Delivery!
 }
 """
@@ -4510,6 +4654,7 @@ enum AttemptErrorKind @goModel(model: "github.com/adal-relay/adal/ent/attempt.Er
   CONNECTION
   CLI_LOCAL
   INTERRUPTED
+  BROKER_REFUSED
 }
 """
 AttemptStatus is enum for the field status
@@ -4633,6 +4778,22 @@ input AttemptWhereInput {
   errorMessageHasSuffix: String
   errorMessageEqualFold: String
   errorMessageContainsFold: String
+  """
+  answer field predicates
+  """
+  answer: String
+  answerNEQ: String
+  answerIn: [String!]
+  answerNotIn: [String!]
+  answerGT: String
+  answerGTE: String
+  answerLT: String
+  answerLTE: String
+  answerContains: String
+  answerHasPrefix: String
+  answerHasSuffix: String
+  answerEqualFold: String
+  answerContainsFold: String
   """
   delivery edge predicates
   """
@@ -4923,6 +5084,10 @@ DeliveryMethod is enum for the field method
 enum DeliveryMethod @goModel(model: "github.com/adal-relay/adal/ent/recipient.Method") {
   DIRECT_HTTP
   CLI
+  RABBITMQ
+  NATS
+  REDIS_STREAM
+  MQTT
 }
 """
 Ordering options for Delivery connections
@@ -7020,6 +7185,8 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_errorKind(ctx, field)
 	case "errorMessage":
 		return ec.fieldContext_Attempt_errorMessage(ctx, field)
+	case "answer":
+		return ec.fieldContext_Attempt_answer(ctx, field)
 	case "delivery":
 		return ec.fieldContext_Attempt_delivery(ctx, field)
 	}
@@ -7230,6 +7397,30 @@ func (ec *executionContext) childFields_DeliveryEdge(ctx context.Context, field 
 		return ec.fieldContext_DeliveryEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DeliveryEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_Destination(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "exchange":
+		return ec.fieldContext_Destination_exchange(ctx, field)
+	case "routingKey":
+		return ec.fieldContext_Destination_routingKey(ctx, field)
+	case "subject":
+		return ec.fieldContext_Destination_subject(ctx, field)
+	case "stream":
+		return ec.fieldContext_Destination_stream(ctx, field)
+	case "maxLen":
+		return ec.fieldContext_Destination_maxLen(ctx, field)
+	case "topic":
+		return ec.fieldContext_Destination_topic(ctx, field)
+	case "tls":
+		return ec.fieldContext_Destination_tls(ctx, field)
+	case "caCertificate":
+		return ec.fieldContext_Destination_caCertificate(ctx, field)
+	case "hasPassword":
+		return ec.fieldContext_Destination_hasPassword(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Destination", field.Name)
 }
 
 func (ec *executionContext) childFields_FilterResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7538,6 +7729,8 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_cliConnected(ctx, field)
 	case "hourlyStats":
 		return ec.fieldContext_Recipient_hourlyStats(ctx, field)
+	case "destination":
+		return ec.fieldContext_Recipient_destination(ctx, field)
 	case "filter":
 		return ec.fieldContext_Recipient_filter(ctx, field)
 	case "signingSecret":
@@ -9799,6 +9992,29 @@ func (ec *executionContext) fieldContext_Attempt_errorMessage(_ context.Context,
 	return graphql.NewScalarFieldContext("Attempt", field, false, false, "String")
 }
 
+func (ec *executionContext) _Attempt_answer(ctx context.Context, field graphql.CollectedField, obj *ent.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_answer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Answer, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_answer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, false, false, "String")
+}
+
 func (ec *executionContext) _Attempt_delivery(ctx context.Context, field graphql.CollectedField, obj *ent.Attempt) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11616,6 +11832,213 @@ func (ec *executionContext) _DeliveryEdge_cursor(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_DeliveryEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DeliveryEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _Destination_exchange(ctx context.Context, field graphql.CollectedField, obj *routing.Destination) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Destination_exchange(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Exchange, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Destination_exchange(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Destination", field, false, false, "String")
+}
+
+func (ec *executionContext) _Destination_routingKey(ctx context.Context, field graphql.CollectedField, obj *routing.Destination) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Destination_routingKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RoutingKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Destination_routingKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Destination", field, false, false, "String")
+}
+
+func (ec *executionContext) _Destination_subject(ctx context.Context, field graphql.CollectedField, obj *routing.Destination) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Destination_subject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Subject, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Destination_subject(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Destination", field, false, false, "String")
+}
+
+func (ec *executionContext) _Destination_stream(ctx context.Context, field graphql.CollectedField, obj *routing.Destination) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Destination_stream(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Stream, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Destination_stream(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Destination", field, false, false, "String")
+}
+
+func (ec *executionContext) _Destination_maxLen(ctx context.Context, field graphql.CollectedField, obj *routing.Destination) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Destination_maxLen(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxLen, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Destination_maxLen(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Destination", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Destination_topic(ctx context.Context, field graphql.CollectedField, obj *routing.Destination) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Destination_topic(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Topic, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Destination_topic(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Destination", field, false, false, "String")
+}
+
+func (ec *executionContext) _Destination_tls(ctx context.Context, field graphql.CollectedField, obj *routing.Destination) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Destination_tls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TLS, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Destination_tls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Destination", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Destination_caCertificate(ctx context.Context, field graphql.CollectedField, obj *routing.Destination) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Destination_caCertificate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CACertificate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Destination_caCertificate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Destination", field, false, false, "String")
+}
+
+func (ec *executionContext) _Destination_hasPassword(ctx context.Context, field graphql.CollectedField, obj *routing.Destination) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Destination_hasPassword(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HasPassword, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Destination_hasPassword(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Destination", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _FilterResult_matches(ctx context.Context, field graphql.CollectedField, obj *model.FilterResult) (ret graphql.Marshaler) {
@@ -16589,6 +17012,38 @@ func (ec *executionContext) fieldContext_Recipient_hourlyStats(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Recipient_destination(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_destination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Recipient().Destination(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *routing.Destination) graphql.Marshaler {
+			return ec.marshalODestination2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋroutingᚐDestination(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_destination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Recipient",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Destination(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Recipient_filter(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -21193,7 +21648,7 @@ func (ec *executionContext) unmarshalInputAttemptWhereInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "deliveryID", "deliveryIDNEQ", "deliveryIDIn", "deliveryIDNotIn", "number", "numberNEQ", "numberIn", "numberNotIn", "numberGT", "numberGTE", "numberLT", "numberLTE", "startedAt", "startedAtNEQ", "startedAtIn", "startedAtNotIn", "startedAtGT", "startedAtGTE", "startedAtLT", "startedAtLTE", "finishedAt", "finishedAtNEQ", "finishedAtIn", "finishedAtNotIn", "finishedAtGT", "finishedAtGTE", "finishedAtLT", "finishedAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "httpStatus", "httpStatusNEQ", "httpStatusIn", "httpStatusNotIn", "httpStatusGT", "httpStatusGTE", "httpStatusLT", "httpStatusLTE", "httpStatusIsNil", "httpStatusNotNil", "durationMs", "durationMsNEQ", "durationMsIn", "durationMsNotIn", "durationMsGT", "durationMsGTE", "durationMsLT", "durationMsLTE", "errorKind", "errorKindNEQ", "errorKindIn", "errorKindNotIn", "errorKindIsNil", "errorKindNotNil", "errorMessage", "errorMessageNEQ", "errorMessageIn", "errorMessageNotIn", "errorMessageGT", "errorMessageGTE", "errorMessageLT", "errorMessageLTE", "errorMessageContains", "errorMessageHasPrefix", "errorMessageHasSuffix", "errorMessageEqualFold", "errorMessageContainsFold", "hasDelivery", "hasDeliveryWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "deliveryID", "deliveryIDNEQ", "deliveryIDIn", "deliveryIDNotIn", "number", "numberNEQ", "numberIn", "numberNotIn", "numberGT", "numberGTE", "numberLT", "numberLTE", "startedAt", "startedAtNEQ", "startedAtIn", "startedAtNotIn", "startedAtGT", "startedAtGTE", "startedAtLT", "startedAtLTE", "finishedAt", "finishedAtNEQ", "finishedAtIn", "finishedAtNotIn", "finishedAtGT", "finishedAtGTE", "finishedAtLT", "finishedAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "httpStatus", "httpStatusNEQ", "httpStatusIn", "httpStatusNotIn", "httpStatusGT", "httpStatusGTE", "httpStatusLT", "httpStatusLTE", "httpStatusIsNil", "httpStatusNotNil", "durationMs", "durationMsNEQ", "durationMsIn", "durationMsNotIn", "durationMsGT", "durationMsGTE", "durationMsLT", "durationMsLTE", "errorKind", "errorKindNEQ", "errorKindIn", "errorKindNotIn", "errorKindIsNil", "errorKindNotNil", "errorMessage", "errorMessageNEQ", "errorMessageIn", "errorMessageNotIn", "errorMessageGT", "errorMessageGTE", "errorMessageLT", "errorMessageLTE", "errorMessageContains", "errorMessageHasPrefix", "errorMessageHasSuffix", "errorMessageEqualFold", "errorMessageContainsFold", "answer", "answerNEQ", "answerIn", "answerNotIn", "answerGT", "answerGTE", "answerLT", "answerLTE", "answerContains", "answerHasPrefix", "answerHasSuffix", "answerEqualFold", "answerContainsFold", "hasDelivery", "hasDeliveryWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -21760,6 +22215,97 @@ func (ec *executionContext) unmarshalInputAttemptWhereInput(ctx context.Context,
 				return it, err
 			}
 			it.ErrorMessageContainsFold = data
+		case "answer":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answer"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Answer = data
+		case "answerNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerNEQ = data
+		case "answerIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerIn = data
+		case "answerNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerNotIn = data
+		case "answerGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerGT = data
+		case "answerGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerGTE = data
+		case "answerLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerLT = data
+		case "answerLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerLTE = data
+		case "answerContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerContains = data
+		case "answerHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerHasPrefix = data
+		case "answerHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerHasSuffix = data
+		case "answerEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerEqualFold = data
+		case "answerContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answerContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AnswerContainsFold = data
 		case "hasDelivery":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasDelivery"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -22856,7 +23402,7 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "maxConcurrency", "signatureHeaders", "sendTraceparent"}
+	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "destination", "filter", "maxConcurrency", "signatureHeaders", "sendTraceparent"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22919,6 +23465,13 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.TimeoutSeconds = data
+		case "destination":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("destination"))
+			data, err := ec.unmarshalODestinationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋdestinationᚐSettings(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Destination = data
 		case "filter":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filter"))
 			data, err := ec.unmarshalOJSON2interface(ctx, v)
@@ -23826,6 +24379,90 @@ func (ec *executionContext) unmarshalInputDeliveryWhereInput(ctx context.Context
 func UnmarshalDeliveryWhereInput(ctx context.Context, raw any) (ent.DeliveryWhereInput, error) {
 	var out ent.DeliveryWhereInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "DeliveryWhereInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputDestinationInput(ctx context.Context, obj any) (destination.Settings, error) {
+	var it destination.Settings
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"exchange", "routingKey", "subject", "stream", "maxLen", "topic", "caCertificate"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "exchange":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("exchange"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Exchange = data
+		case "routingKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("routingKey"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RoutingKey = data
+		case "subject":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("subject"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Subject = data
+		case "stream":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("stream"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Stream = data
+		case "maxLen":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxLen"))
+			data, err := ec.unmarshalOInt2int64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxLen = data
+		case "topic":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("topic"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Topic = data
+		case "caCertificate":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("caCertificate"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CACertificate = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalDestinationInput unmarshals raw into the DestinationInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalDestinationInput(ctx context.Context, raw any) (destination.Settings, error) {
+	var out destination.Settings
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "DestinationInput", raw, &out)
 	return out, err
 }
 
@@ -30547,7 +31184,7 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "filter", "clearFilter", "maxConcurrency", "clearMaxConcurrency", "signatureHeaders", "sendTraceparent"}
+	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "destination", "filter", "clearFilter", "maxConcurrency", "clearMaxConcurrency", "signatureHeaders", "sendTraceparent"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -30596,6 +31233,13 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.TimeoutSeconds = data
+		case "destination":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("destination"))
+			data, err := ec.unmarshalODestinationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋdestinationᚐSettings(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Destination = data
 		case "filter":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filter"))
 			data, err := ec.unmarshalOJSON2interface(ctx, v)
@@ -31084,6 +31728,11 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "errorMessage":
 			out.Values[i] = ec._Attempt_errorMessage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "answer":
+			out.Values[i] = ec._Attempt_answer(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -31739,6 +32388,79 @@ func (ec *executionContext) _DeliveryEdge(ctx context.Context, sel ast.Selection
 			}
 		case "cursor":
 			out.Values[i] = ec._DeliveryEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var destinationImplementors = []string{"Destination"}
+
+func (ec *executionContext) _Destination(ctx context.Context, sel ast.SelectionSet, obj *routing.Destination) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, destinationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Destination")
+		case "exchange":
+			out.Values[i] = ec._Destination_exchange(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "routingKey":
+			out.Values[i] = ec._Destination_routingKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "subject":
+			out.Values[i] = ec._Destination_subject(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "stream":
+			out.Values[i] = ec._Destination_stream(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "maxLen":
+			out.Values[i] = ec._Destination_maxLen(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "topic":
+			out.Values[i] = ec._Destination_topic(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "tls":
+			out.Values[i] = ec._Destination_tls(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "caCertificate":
+			out.Values[i] = ec._Destination_caCertificate(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "hasPassword":
+			out.Values[i] = ec._Destination_hasPassword(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -33127,6 +33849,12 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Recipient_hourlyStats(ctx, field, obj)
+				})
+		case "destination":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Recipient_destination(ctx, field, obj)
 				})
 		case "filter":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
@@ -36824,6 +37552,21 @@ func (ec *executionContext) unmarshalODeliveryWhereInput2ᚖgithubᚗcomᚋadal�
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalODestination2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋroutingᚐDestination(ctx context.Context, sel ast.SelectionSet, v *routing.Destination) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Destination(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalODestinationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋdestinationᚐSettings(ctx context.Context, v any) (*destination.Settings, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputDestinationInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOFloat2ᚖfloat64(ctx context.Context, v any) (*float64, error) {
 	if v == nil {
 		return nil, nil
@@ -36924,6 +37667,18 @@ func (ec *executionContext) marshalOID2ᚖint(ctx context.Context, sel ast.Selec
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalIntID(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt2int64(ctx context.Context, v any) (int64, error) {
+	res, err := graphql.UnmarshalInt64(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(v)
 	return res
 }
 
@@ -37863,6 +38618,18 @@ func (ec *executionContext) marshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑre
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
+	res, err := graphql.UnmarshalString(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOString2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(v)
+	return res
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

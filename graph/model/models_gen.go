@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -78,6 +79,8 @@ type CreateRecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule `json:"retrySchedule,omitempty"`
 	SendIdempotencyKey *bool                    `json:"sendIdempotencyKey,omitempty"`
 	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
+	// Required for broker methods (RABBITMQ, NATS, REDIS_STREAM, MQTT); refused for the others.
+	Destination *destination.Settings `json:"destination,omitempty"`
 	// A routing filter (see Recipient.filter); absent or null: every request.
 	Filter any `json:"filter,omitempty"`
 	// Attempts in flight at once to this recipient, across all processes; at least 1 (1: one at a time). Omitted:
@@ -290,6 +293,8 @@ type UpdateRecipientInput struct {
 	RetrySchedule      *recipient.RetrySchedule `json:"retrySchedule,omitempty"`
 	SendIdempotencyKey *bool                    `json:"sendIdempotencyKey,omitempty"`
 	TimeoutSeconds     *int                     `json:"timeoutSeconds,omitempty"`
+	// Replaces a broker recipient's settings. A url given alone keeps them.
+	Destination *destination.Settings `json:"destination,omitempty"`
 	// A new routing filter; applies to requests accepted from now on (and to replays).
 	Filter any `json:"filter,omitempty"`
 	// Removes the routing filter: the recipient gets every request.

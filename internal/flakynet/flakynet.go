@@ -97,6 +97,9 @@ func (p *Proxy) pipe(pr *pair, src, dst net.Conn, fromClient bool) {
 	}
 }
 
+// Addr is the proxy's host:port, for URLs of other schemes.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
 // URL is the proxy's base URL.
 func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
 
@@ -110,6 +113,12 @@ func (p *Proxy) Cut() {
 		pr.client.Close()
 		pr.target.Close()
 	}
+}
+
+// Stop closes the listener and every open connection: the port refuses connections from then on.
+func (p *Proxy) Stop() {
+	p.ln.Close()
+	p.Cut()
 }
 
 // Freeze silently stops every open connection: what either side sends is dropped, and neither is told.

@@ -4,7 +4,9 @@
 //
 // A field: { name, label, type: text|number|url|textarea|select|radio|checkbox|password, value, hint,
 //   required, options: [{ value, label, hint }], check(value, values) → message or '', show(values) → bool,
-//   attrs: {…input attributes}, mono, wide, raw (keep surrounding spaces) }.
+//   attrs: {…input attributes}, mono, wide, raw (keep surrounding spaces), placeholder(values) }. hint may
+//   also be a function of the values: for a field whose meaning follows another's (a recipient's URL, its
+//   method's).
 // name is the API's field name: a server message that starts with it ("retentionDays must be …") is shown
 // under that field.
 
@@ -105,6 +107,8 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
       s.wrap.hidden = !visible(s, all);
       if (s.wrap.classList.contains('invalid')) setError(s.f.name, check(s, all));
       if (s.f.preview) s.preview.replaceChildren(s.f.preview(all) || '');
+      if (typeof s.f.hint === 'function') s.hint.replaceChildren(s.f.hint(all) || '');
+      if (typeof s.f.placeholder === 'function') s.input.placeholder = s.f.placeholder(all) || '';
     }
     if (cost) costSlot.replaceChildren(cost(all) || '');
   };
@@ -112,7 +116,7 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
   const touched = new Set(); // the fields the user changed since the form was built
   const fieldEls = fields.map((f) => {
     const id = `f${nextId++}-${f.name}`;
-    const hint = h('div.field-hint', { id: id + '-hint' }, f.hint || null);
+    const hint = h('div.field-hint', { id: id + '-hint' }, typeof f.hint === 'function' ? null : f.hint || null);
     const error = h('div.field-error', { id: id + '-error' });
     const input = buildInput(f, id, `${id}-hint ${id}-error`, () => {
       touched.add(f.name);
@@ -127,7 +131,7 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
         h('label.check-label', { for: id }, input, h('span', f.label)), hint, error, preview)
       : h('div.field', { class: f.wide || f.type === 'textarea' || f.type === 'radio' ? 'wide' : '', dataset: { field: f.name } },
         label, input, hint, error, preview);
-    state.set(f.name, { f, input, wrap, error, preview });
+    state.set(f.name, { f, input, wrap, error, preview, hint });
     return wrap;
   });
 

@@ -44,6 +44,40 @@ export function methodList(text) {
 // scheduleOf returns a schedule's bounds and due times.
 export const scheduleOf = (L, name) => L.retrySchedules.find((s) => s.schedule === name) || L.retrySchedules[0];
 
+// BROKER_SCHEMES are the URL schemes of each broker method, plain then TLS (package destination's Schemes).
+export const BROKER_SCHEMES = {
+  RABBITMQ: ['amqp', 'amqps'], NATS: ['nats', 'tls'], REDIS_STREAM: ['redis', 'rediss'], MQTT: ['mqtt', 'mqtts'],
+};
+
+// The API's bounds of a broker recipient's settings, which the limits query does not carry.
+const BROKER_URL_MAX = 2048;
+const BROKER_NAME_MAX = 255;
+const MAX_LEN_MAX = 100000000;
+const CA_CERTIFICATE_MAX = 64 << 10;
+
+// isTLS says whether a broker URL asks for TLS; null when it names no scheme of the method.
+export function isTLS(method, url) {
+  const s = BROKER_SCHEMES[method];
+  const scheme = String(url || '').split('://')[0].toLowerCase();
+  return s && s.includes(scheme) && String(url).includes('://') ? scheme === s[1] : null;
+}
+
+// brokerUrl is destination's rule for a broker's URL, in its words. What the browser cannot parse is left to
+// the API, whose parser words it otherwise; so are the path's rules (a virtual host, a database number).
+function brokerUrl(method, v, required) {
+  const [plain, tls] = BROKER_SCHEMES[method];
+  const want = `${plain}://host:port or ${tls}://host:port`;
+  if (!v) return required ? `url is required for ${method} recipients: ${want}, with user and password if the broker asks` : '';
+  if (v.length > BROKER_URL_MAX) return `url must be at most ${BROKER_URL_MAX} characters`;
+  let u;
+  try { u = new URL(v); } catch { return ''; }
+  const scheme = u.protocol.replace(/:$/, '');
+  if (scheme !== plain && scheme !== tls) return `url scheme "${scheme}" is not one of ${method}: ${want}`;
+  if (!u.hostname) return `url names no host: ${want}`;
+  if (u.search || u.hash) return 'url must have no query or fragment: settings are fields of their own';
+  return '';
+}
+
 // The checks, by API field. Each takes the limits and returns check(value, values) → message or ''.
 export const checks = {
   name: (L) => (v) => {
@@ -84,9 +118,13 @@ export const checks = {
     const bad = list.find((m) => !/^[A-Z-]{1,20}$/.test(m));
     return bad ? `allowedMethods: "${bad}" is not an HTTP method` : '';
   },
-  // recipientUrl is routing's rule for a direct recipient's URL.
-  recipientUrl: (L) => (v, all) => {
-    if (all.method && all.method !== 'DIRECT_HTTP') return '';
+  // recipientUrl is routing's rule for a direct recipient's URL, and destination's for a broker's. method is
+  // the recipient's when it is edited (the form then has no method field): a broker's URL left empty keeps
+  // the stored one, whose password the form never sees.
+  recipientUrl: (L, method) => (v, all) => {
+    const m = all.method || method || 'DIRECT_HTTP';
+    if (BROKER_SCHEMES[m]) return brokerUrl(m, v, !method);
+    if (m !== 'DIRECT_HTTP') return '';
     if (!v) return 'url is required for DIRECT_HTTP recipients';
     let u;
     try { u = new URL(v); } catch { u = null; }
@@ -95,6 +133,24 @@ export const checks = {
     }
     if (v.length > L.urlMaxLength) return `url must be at most ${L.urlMaxLength} characters`;
     return '';
+  },
+  // The settings of a broker recipient beside its URL, as package destination checks them.
+  brokerName: (field, required) => () => (v) => {
+    if (!v) return required ? `${field} is required` : '';
+    if (byteLength(v) > BROKER_NAME_MAX) return `${field} must be at most ${BROKER_NAME_MAX} bytes`;
+    return /[\0\r\n]/.test(v) ? `${field} must be UTF-8 text on one line` : '';
+  },
+  // routingKey carries RabbitMQ's need of an exchange, a routing key or both, as the API words it.
+  routingKey: () => (v, all) => {
+    if (!v && !all.exchange) return 'RABBITMQ needs an exchange, a routingKey, or both (the default exchange routes by routingKey to the queue of that name)';
+    return checks.brokerName('routingKey', false)()(v);
+  },
+  // maxLen 0 is the API's default, as is no value.
+  maxLen: () => (v) => (v != null && (v < 0 || v > MAX_LEN_MAX) ? `maxLen must be between 1 and ${MAX_LEN_MAX}` : ''),
+  caCertificate: () => (v) => {
+    if (!v) return '';
+    if (byteLength(v) > CA_CERTIFICATE_MAX) return `caCertificate must be at most ${CA_CERTIFICATE_MAX} bytes`;
+    return v.includes('-----BEGIN ') ? '' : 'caCertificate holds no PEM certificate';
   },
   // outboundUrl is outbound's rule for a job's target.
   outboundUrl: () => (v) => {

@@ -290,6 +290,7 @@ query Recipient($id: ID!) {
       signingSecret
       previousSecretExpiresAt
       filter
+      destination { exchange routingKey subject stream maxLen topic tls caCertificate hasPassword }
       server { id name inboundUrl deliverPendingOnConnect }
     }
   }
@@ -432,6 +433,7 @@ query Request($id: ID!) {
         finishedAt
         status
         httpStatus
+        answer
         durationMs
         errorKind
         errorMessage

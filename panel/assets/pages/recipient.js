@@ -1,24 +1,56 @@
 // One recipient: its health and why, pausing, resuming and enabling it, its settings with the schedule's due
 // times, its concurrency cap, signature headers and routing filter (with a live "would match" preview against a
 // stored request), its signing secret (revealed, copied, rotated), deleting it; for a CLI recipient, the adal
-// command to run and whether a CLI is attached, live; its attempts, success rate and durations per hour. Also
-// the page that adds a recipient to a server.
+// command to run and whether a CLI is attached, live; for a broker recipient, where it publishes (its URL
+// without the password, which is write-only); its attempts, success rate and durations per hour. Also the page
+// that adds a recipient to a server.
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
-import { h, mount, icon, badge, timeEl, plural, loading, emptyState, errorState, toast, confirmAction, debounce } from '../ui.js';
+import { h, mount, icon, badge, timeEl, plural, fmtNumber, loading, emptyState, errorState, toast, confirmAction, debounce } from '../ui.js';
 import { href, navigate } from '../router.js';
 import { canManage } from '../session.js';
-import { limits, checks, dueTimes, scheduleOf, duration, parseRule } from '../limits.js';
+import { limits, checks, dueTimes, scheduleOf, duration, parseRule, BROKER_SCHEMES, isTLS } from '../limits.js';
 import { createForm } from '../form.js';
 import { setTitle, pageHeader, liveIndicator, poller, orNotFound, nodeView, costLine, snippet, facts, section } from '../page.js';
-import { SCHEDULES, STATE_TEXT, confirmDelete } from './shared.js';
+import { SCHEDULES, STATE_TEXT, METHODS, isBroker, confirmDelete } from './shared.js';
 import { recipientActivity } from './charts.js';
+
+// BROKER_URLS are an example URL of each broker method, and what its path means when it means anything.
+const BROKER_URLS = {
+  RABBITMQ: ['amqp://user:password@rabbit.example.com:5672/', 'the path is the virtual host'],
+  NATS: ['nats://user:password@nats.example.com:4222'],
+  REDIS_STREAM: ['redis://user:password@redis.example.com:6379/0', 'the path is the database number'],
+  MQTT: ['mqtt://user:password@mqtt.example.com:1883'],
+};
+
+// BROKER_SETTINGS are the destination fields each broker method takes; the API refuses another method's.
+const BROKER_SETTINGS = { RABBITMQ: ['exchange', 'routingKey'], NATS: ['subject'], REDIS_STREAM: ['stream', 'maxLen'], MQTT: ['topic'] };
+
+// urlHint says what a recipient's URL is for its method. Editing a broker recipient, the field starts empty:
+// the stored URL's password is never sent to the console, so only an empty field keeps it.
+function urlHint(method, r) {
+  if (!isBroker(method)) return 'The path and query received after the inbound URL are appended to it.';
+  if (r.id) {
+    return r.destination && r.destination.hasPassword
+      ? `Now ${r.url}. Empty keeps it, password included; a new URL replaces it whole, so type the password again: it is write-only.`
+      : `Now ${r.url}. Empty keeps it.`;
+  }
+  const [plain, tls] = BROKER_SCHEMES[method];
+  const [, path] = BROKER_URLS[method];
+  return `The broker\u2019s ${plain}:// URL, or ${tls}:// for TLS, with user and password if it asks${path ? ` (${path})` : ''}. The password is write-only: it is never shown again.`;
+}
+
+// tlsOf says whether the URL of a broker recipient asks for TLS: the one typed, else the stored one.
+const tlsOf = (method, v, r) => (v.url ? isTLS(method, v.url) === true : !!(r.destination && r.destination.tls));
 
 // recipientFields are a recipient's settings; r holds the current ones when editing (its method is fixed).
 // preview, when given, is the routing filter's filterPreview.
 function recipientFields(L, r, preview) {
   const create = !r.id;
+  const d = r.destination || {};
+  const methodOf = (v) => v.method || r.method;
+  const only = (m) => (v) => methodOf(v) === m;
   const schedules = L.retrySchedules.map((s) => ({
     value: s.schedule,
     label: `${SCHEDULES[s.schedule] || s.schedule} (up to ${s.maxAttempts} attempts)`,
@@ -29,15 +61,52 @@ function recipientFields(L, r, preview) {
       name: 'method', label: 'Delivers', type: 'radio', value: 'DIRECT_HTTP', options: [
         { value: 'DIRECT_HTTP', label: 'Direct HTTP', hint: 'Adal sends each request to a URL you own' },
         { value: 'CLI', label: 'adal CLI', hint: 'A developer\u2019s machine runs `adal listen` and forwards to localhost' },
+        { value: 'RABBITMQ', label: METHODS.RABBITMQ.label, hint: 'Published to an exchange; the broker confirms each message' },
+        { value: 'NATS', label: METHODS.NATS.label, hint: 'Published to a subject a JetStream stream takes, which acknowledges it' },
+        { value: 'REDIS_STREAM', label: METHODS.REDIS_STREAM.label, hint: 'Added to a stream with XADD, trimmed to a length' },
+        { value: 'MQTT', label: METHODS.MQTT.label, hint: 'Published to a topic at QoS 1; the broker answers with a PUBACK' },
       ],
     });
   }
   fields.push(
     { name: 'name', label: 'Name', required: true, value: r.name || '', check: checks.name(L), hint: 'For people, e.g. "billing-api" or "alice-laptop".' },
     {
-      name: 'url', label: 'URL', type: 'url', mono: true, value: r.url || '', check: checks.recipientUrl(L), optionalNote: false,
-      show: (v) => (v.method || r.method) === 'DIRECT_HTTP',
-      hint: 'The path and query received after the inbound URL are appended to it.', attrs: { placeholder: 'https://api.example.com/webhooks' },
+      name: 'url', label: 'URL', type: 'url', mono: true, value: isBroker(r.method) ? '' : r.url || '', check: checks.recipientUrl(L, r.method),
+      optionalNote: isBroker(r.method) ? 'empty keeps it' : false,
+      show: (v) => methodOf(v) !== 'CLI',
+      hint: (v) => urlHint(methodOf(v), r),
+      placeholder: (v) => (isBroker(methodOf(v)) ? (r.id ? r.url : BROKER_URLS[methodOf(v)][0]) : 'https://api.example.com/webhooks'),
+    },
+    {
+      name: 'exchange', label: 'Exchange', mono: true, value: d.exchange || '', check: checks.brokerName('exchange', false)(L), show: only('RABBITMQ'),
+      optionalNote: 'the default exchange if empty', hint: 'Every message is published to it, e.g. "webhooks" or "amq.topic".',
+    },
+    {
+      name: 'routingKey', label: 'Routing key', mono: true, value: d.routingKey || '', check: checks.routingKey(L), show: only('RABBITMQ'),
+      optionalNote: 'optional with an exchange',
+      hint: 'With the default exchange, the name of the queue. A message no queue takes fails the attempt.',
+    },
+    {
+      name: 'subject', label: 'Subject', mono: true, required: true, value: d.subject || '', check: checks.brokerName('subject', true)(L), show: only('NATS'),
+      hint: 'A JetStream stream must take it: its acknowledgement is the attempt\u2019s answer. No wildcards.', attrs: { placeholder: 'webhooks.orders' },
+    },
+    {
+      name: 'stream', label: 'Stream', mono: true, required: true, value: d.stream || '', check: checks.brokerName('stream', true)(L), show: only('REDIS_STREAM'),
+      hint: 'The stream\u2019s key; the entry ID Redis gives is the attempt\u2019s answer.', attrs: { placeholder: 'webhooks' },
+    },
+    {
+      name: 'maxLen', label: 'Length', type: 'number', value: d.maxLen ?? 100000, check: checks.maxLen(L), show: only('REDIS_STREAM'),
+      optionalNote: '100000 if empty', hint: 'The stream is trimmed to about this many entries at each addition.',
+    },
+    {
+      name: 'topic', label: 'Topic', mono: true, required: true, value: d.topic || '', check: checks.brokerName('topic', true)(L), show: only('MQTT'),
+      hint: 'Published at QoS 1: the broker\u2019s PUBACK is the attempt\u2019s answer. No wildcards.', attrs: { placeholder: 'webhooks/orders' },
+    },
+    {
+      name: 'caCertificate', label: 'CA certificate', type: 'textarea', value: d.caCertificate || '', check: checks.caCertificate(L),
+      show: (v) => isBroker(methodOf(v)) && tlsOf(methodOf(v), v, r), optionalNote: 'the system\u2019s authorities only if empty',
+      hint: 'PEM certificates trusted for the broker\u2019s certificate besides the system\u2019s: for a broker whose certificate a private authority signed.',
+      attrs: { rows: 4, placeholder: '-----BEGIN CERTIFICATE-----' },
     },
     { name: 'retrySchedule', label: 'Retry schedule', type: 'select', value: r.retrySchedule || 'QUADRATIC', options: schedules, optionalNote: false },
     {
@@ -55,7 +124,7 @@ function recipientFields(L, r, preview) {
     },
     {
       name: 'maxConcurrency', label: 'Concurrency cap', type: 'number', value: r.maxConcurrency ?? '', check: checks.maxConcurrency(L),
-      show: (v) => (v.method || r.method) === 'DIRECT_HTTP', optionalNote: 'no cap if empty',
+      show: (v) => methodOf(v) !== 'CLI', optionalNote: 'no cap if empty',
       hint: 'Attempts in flight at once across all processes (1: one at a time). A delivery waiting for a slot stays pending and spends no attempt.',
     },
     {
@@ -86,16 +155,26 @@ function schedulePreview(L, schedule, attempts) {
     h('ol.schedule-steps', due.items.map((d) => h('li', h('span.step-n', `#${d.n}`), h('span', d.label)))));
 }
 
-function recipientInput(v, create) {
+// recipientInput is the API's input from the form's values; r is the recipient edited ({} for a new one).
+function recipientInput(v, create, r = {}) {
   const input = {
     name: v.name, maxAttempts: v.maxAttempts, retrySchedule: v.retrySchedule, timeoutSeconds: v.timeoutSeconds,
     sendIdempotencyKey: v.sendIdempotencyKey, signatureHeaders: v.signatureHeaders,
   };
   if (create) input.method = v.method;
-  const direct = (v.method || 'DIRECT_HTTP') === 'DIRECT_HTTP';
-  if (direct && v.url !== undefined) input.url = v.url;
-  if (direct && v.maxConcurrency != null) input.maxConcurrency = v.maxConcurrency;
-  else if (direct && !create) input.clearMaxConcurrency = true;
+  const method = v.method || 'DIRECT_HTTP';
+  if (method === 'DIRECT_HTTP' && v.url !== undefined) input.url = v.url;
+  if (isBroker(method)) {
+    // An empty URL keeps the stored one; the settings are sent whole, as the API replaces them whole.
+    if (v.url) input.url = v.url;
+    const dest = {};
+    for (const k of BROKER_SETTINGS[method]) if (v[k] != null && v[k] !== '') dest[k] = v[k];
+    if (tlsOf(method, v, r) && v.caCertificate) dest.caCertificate = v.caCertificate;
+    input.destination = dest;
+  }
+  const capped = method !== 'CLI';
+  if (capped && v.maxConcurrency != null) input.maxConcurrency = v.maxConcurrency;
+  else if (capped && !create) input.clearMaxConcurrency = true;
   if (v.filter && v.filter.trim()) input.filter = parseRule(v.filter).rule;
   else if (!create) input.clearFilter = true;
   return input;
@@ -245,7 +324,7 @@ export function viewRecipient(ctx, main, id) {
     const head = pageHeader({
       crumbs: [{ label: 'Servers', href: '#/servers' }, { label: r.server.name, href: href(`/servers/${r.server.id}/recipients`) }, { label: r.name }],
       title: r.name,
-      subtitle: h('div.title-badges', r.method === 'CLI' ? h('span.method', icon('terminal'), 'adal CLI') : h('span.method', icon('globe'), 'Direct HTTP'), indicator),
+      subtitle: h('div.title-badges', h('span.method', { dataset: { method: r.method } }, icon(METHODS[r.method].icon), METHODS[r.method].label), indicator),
     });
     const parts = [head, status, cli,
       section('Activity', { id: 'activity', sub: 'Attempts per UTC hour, by the hour they ended' }, recipientActivity(ctx, r.id))];
@@ -259,7 +338,7 @@ export function viewRecipient(ctx, main, id) {
         fields: recipientFields(L, r, filterPreview(r.server.id)),
         cost: () => costLine(0),
         submitLabel: 'Save changes',
-        onSubmit: (v) => gql(Q.UPDATE_RECIPIENT, { id: r.id, input: recipientInput({ ...v, method: r.method }, false) }),
+        onSubmit: (v) => gql(Q.UPDATE_RECIPIENT, { id: r.id, input: recipientInput({ ...v, method: r.method }, false, r) }),
         onDone: () => { toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`); load.forget(); load(true); },
       });
       parts.push(section('Settings', { id: 'settings', sub: 'New deliveries use them; those already created keep theirs.' }, form.el));
@@ -273,7 +352,8 @@ export function viewRecipient(ctx, main, id) {
         ['Timeout', `${r.timeoutSeconds} s`],
         ['Idempotency header', r.sendIdempotencyKey ? 'Sent' : 'Not sent'],
         r.method === 'DIRECT_HTTP' ? ['URL', h('span.mono.break', r.url)] : null,
-        r.method === 'DIRECT_HTTP' ? ['Concurrency', r.maxConcurrency ? `At most ${plural(r.maxConcurrency, 'attempt')} at once` : 'No cap'] : null,
+        ...destinationFacts(r),
+        r.method !== 'CLI' ? ['Concurrency', r.maxConcurrency ? `At most ${plural(r.maxConcurrency, 'attempt')} at once` : 'No cap'] : null,
         ['Signature headers', r.signatureHeaders === 'STANDARD_WEBHOOKS' ? 'Standard Webhooks (webhook-*)' : 'Adal (X-Adal-Webhook-*)'],
         ['Routing filter', r.filter ? h('code.mono.break', { dataset: { role: 'filter-text' } }, JSON.stringify(r.filter)) : 'None: every request'],
       ])));
@@ -298,8 +378,28 @@ function healthCard(r, reload) {
       ['Last success', r.lastSuccessAt ? timeEl(r.lastSuccessAt) : h('span.muted', 'None yet')],
       r.state === 'DISABLED' && r.nextProbeAt ? ['Next probe', timeEl(r.nextProbeAt, 'relative')] : null,
       r.method === 'DIRECT_HTTP' ? ['URL', h('span.mono.break', r.url)] : null,
+      ...destinationFacts(r),
       ['Retries', `${SCHEDULES[r.retrySchedule] || r.retrySchedule} · up to ${plural(r.maxAttempts, 'attempt')} · ${r.timeoutSeconds} s timeout`],
     ]));
+}
+
+// destinationFacts are where a broker recipient publishes, none for the others: its URL as the API shows it,
+// without the password (write-only), and its settings.
+function destinationFacts(r) {
+  if (!isBroker(r.method) || !r.destination) return [];
+  const d = r.destination;
+  const setting = (label, name, value) => (value == null ? null : [label, h('span.mono.break', { dataset: { setting: name } }, String(value))]);
+  return [
+    ['Broker URL', h('span', h('span.mono.break', { dataset: { role: 'broker-url' } }, r.url),
+      d.hasPassword ? h('span.muted.sm', { dataset: { role: 'broker-password' } }, ' · password set, never shown') : null)],
+    r.method === 'RABBITMQ' && !d.exchange ? ['Exchange', h('span', { dataset: { setting: 'exchange' } }, 'The default exchange')] : setting('Exchange', 'exchange', d.exchange),
+    setting('Routing key', 'routingKey', d.routingKey),
+    setting('Subject', 'subject', d.subject),
+    setting('Stream', 'stream', d.stream),
+    d.maxLen != null ? ['Length', h('span', { dataset: { setting: 'maxLen' } }, `About ${fmtNumber(d.maxLen)} entries`)] : null,
+    setting('Topic', 'topic', d.topic),
+    ['TLS', h('span', { dataset: { setting: 'tls' } }, d.tls ? (d.caCertificate ? 'Yes, with its own CA certificate' : 'Yes') : 'No')],
+  ];
 }
 
 // cliCard shows how to attach the adal CLI to this recipient, and whether one is attached now.

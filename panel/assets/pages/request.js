@@ -11,7 +11,7 @@ import {
 import { href, navigate } from '../router.js';
 import { balanceAfter } from '../session.js';
 import { setTitle, pageHeader, liveIndicator, watch, orNotFound, costLine } from '../page.js';
-import { TRIGGERS, ERROR_KINDS, deliveryMethod } from './shared.js';
+import { TRIGGERS, ERROR_KINDS, deliveryMethod, isBroker } from './shared.js';
 
 const ACTIVE_DELIVERY = new Set(['PENDING', 'IN_PROGRESS']);
 
@@ -231,13 +231,17 @@ function attemptsTable(d) {
     if (d.status === 'PENDING' || d.status === 'IN_PROGRESS') return null; // the note above says what it waits for
     return h('div.attempts-empty', 'No attempts.');
   }
-  return h('div.table-wrap', h('table.table.attempts',
-    h('thead', h('tr', h('th.num', '#'), h('th', 'Started'), h('th', 'Status'), h('th', 'HTTP'), h('th.right', 'Duration'), h('th', 'Error'))),
+  // A broker's answer (a confirm, a sequence, an entry ID, a PUBACK) takes the place of the HTTP status.
+  const broker = isBroker(d.recipient.method);
+  const answer = (a) => (a.answer ? h('span.mono', { dataset: { role: 'answer' } }, a.answer) : h('span.muted', '—'));
+  return h('div.table-wrap', h('table.table.attempts', { class: broker ? 'broker' : '' },
+    h('thead', h('tr', h('th.num', '#'), h('th', 'Started'), h('th', 'Status'), h('th', broker ? 'Broker answer' : 'HTTP'), h('th.right', 'Duration'), h('th', 'Error'))),
     h('tbody', attempts.map((a) => h('tr', { dataset: { attempt: a.number, status: a.status } },
       h('td.num', String(a.number)),
       h('td.nowrap', timeEl(a.startedAt)),
       h('td', badge(a.status)),
-      h('td', a.httpStatus != null ? h('span.http-code', { class: a.httpStatus >= 200 && a.httpStatus < 300 ? 'ok' : 'bad' }, String(a.httpStatus)) : h('span.muted', '—')),
+      broker ? h('td.answer-cell', answer(a))
+        : h('td', a.httpStatus != null ? h('span.http-code', { class: a.httpStatus >= 200 && a.httpStatus < 300 ? 'ok' : 'bad' }, String(a.httpStatus)) : h('span.muted', '—')),
       h('td.right.nowrap.mono', fmtDuration(a.durationMs)),
       h('td.error-cell', a.errorKind
         ? [h('span.error-kind', ERROR_KINDS[a.errorKind] || titleCase(a.errorKind)), a.errorMessage ? h('span.error-message', a.errorMessage) : null]

@@ -14,8 +14,18 @@ export const SCHEDULES = { QUADRATIC: 'Quadratic', STEPPED: 'Stepped', EXPONENTI
 export const TRIGGERS = { AUTOMATIC: 'Automatic', MANUAL_RETRY: 'Manual retry' };
 export const ERROR_KINDS = {
   HTTP_STATUS: 'HTTP status', TIMEOUT: 'Timeout', DNS: 'DNS', TLS: 'TLS', CONNECTION: 'Connection',
-  CLI_LOCAL: 'Local service unreachable', INTERRUPTED: 'Interrupted',
+  CLI_LOCAL: 'Local service unreachable', INTERRUPTED: 'Interrupted', BROKER_REFUSED: 'Refused by the broker',
 };
+// METHODS names the delivery methods, with their icons; broker marks those that publish to a broker.
+export const METHODS = {
+  DIRECT_HTTP: { label: 'Direct HTTP', icon: 'globe' },
+  CLI: { label: 'adal CLI', icon: 'terminal' },
+  RABBITMQ: { label: 'RabbitMQ', icon: 'layers', broker: true },
+  NATS: { label: 'NATS JetStream', icon: 'layers', broker: true },
+  REDIS_STREAM: { label: 'Redis stream', icon: 'layers', broker: true },
+  MQTT: { label: 'MQTT', icon: 'layers', broker: true },
+};
+export const isBroker = (method) => !!(METHODS[method] && METHODS[method].broker);
 export const REASONS = {
   PLAN_GRANT: 'Plan grant', CREDIT_GRANT: 'Credit grant', REQUEST_ACCEPTED: 'Request accepted', MANUAL_RETRY: 'Manual retry',
   REPLAY: 'Replay', OUTBOUND: 'Outbound job', PLAN_CHANGE: 'Plan change',
@@ -29,14 +39,15 @@ export const STATE_TEXT = {
 
 // deliveryMethod says how a recipient delivers, and for a CLI whether one is attached.
 export function deliveryMethod(r) {
+  const m = METHODS[r.method] || { label: titleCase(r.method), icon: 'send' };
   if (r.method === 'CLI') {
     const connected = r.cliConnected;
-    return h('span.method', icon('terminal'), 'adal CLI',
+    return h('span.method', { dataset: { method: r.method } }, icon(m.icon), m.label,
       h('span.cli-status', { class: connected ? 'on' : 'off', dataset: { cliConnected: String(connected) } },
         h('span.status-dot', { class: connected ? 'tone-success' : 'tone-neutral' }),
         connected ? 'CLI connected' : 'CLI not connected'));
   }
-  return h('span.method', icon('globe'), 'Direct HTTP');
+  return h('span.method', { dataset: { method: r.method } }, icon(m.icon), m.label);
 }
 
 // stateBadge is a recipient's state with why, when it is not simply active.

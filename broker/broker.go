@@ -222,9 +222,10 @@ func (p *Publisher) client(ctx context.Context, t destination.Target) (*entry, c
 		c, err := p.open(ctx, t)
 		now := p.cfg.Now()
 		e.mu.Lock()
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && !timedOut(err) {
 			// Only a failure of the broker's own counts for the back-off: an attempt that ran out of time
-			// while connecting says nothing the next one should not find out for itself.
+			// while connecting (the dialer may say so a moment before the context does) says nothing the
+			// next one should not find out for itself.
 			e.backoff = min(max(2*e.backoff, firstBackoff), maxBackoff)
 			e.err, e.retryAt = err, now.Add(e.backoff)
 		}
@@ -368,6 +369,12 @@ func classify(parent, attempt context.Context, err error, t destination.Target, 
 		return delivery.ErrTimeout, fmt.Sprintf("no confirmation from %s within %s", host, timeout)
 	}
 	return delivery.ErrConnection, fmt.Sprintf("%s: %s", host, strings.TrimSpace(err.Error()))
+}
+
+// timedOut reports whether err is a deadline passing rather than an answer.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // headerValue joins a header's values as one string, as protocols with single-valued headers carry them.

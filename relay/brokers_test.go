@@ -3,11 +3,13 @@ package relay_test
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/delivery"
 	"github.com/adal-relay/adal/internal/brokertest"
 	"github.com/adal-relay/adal/internal/flakynet"
@@ -256,4 +258,35 @@ func closedPort(t *testing.T) string {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	return addr
+}
+
+// TestRefusedBrokerDeliveryIsRetriedByHand fails a delivery the broker cannot route, then retries it by hand
+// once the recipient names a queue that exists: the retry is charged one credit and reaches the queue.
+func TestRefusedBrokerDeliveryIsRetriedByHand(t *testing.T) {
+	env, tn, srv := relaytest.StartWithServer(t, 10)
+	place := brokertest.RabbitMQ(t)
+	rec := env.NewRecipient(tn, srv.ID, map[string]any{"method": "RABBITMQ", "url": brokertest.RabbitMQURL,
+		"destination": map[string]any{"routingKey": "adal-test-no-such-queue"}, "maxAttempts": 1})
+	env.Send(srv.Key, "", "first")
+	var failed []*ent.Delivery
+	relaytest.Eventually(t, 10*time.Second, "the unroutable delivery to fail", func() bool {
+		failed = env.Deliveries(delivery.StatusEQ(delivery.StatusFAILED))
+		return len(failed) == 1
+	})
+	a := failed[0].Edges.Attempts[0]
+	require.Equal(t, "BROKER_REFUSED", string(*a.ErrorKind))
+	require.Contains(t, a.ErrorMessage, `no queue is named "adal-test-no-such-queue"`)
+
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!, $d: DestinationInput!){ updateRecipient(id: $id, input: {destination: $d}){ id } }`,
+		map[string]any{"id": rec, "d": place.Settings}, nil)
+	var out struct{ RetryDelivery struct{ ID string } }
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ retryDelivery(id: $id){ id } }`,
+		map[string]any{"id": strconv.Itoa(failed[0].ID)}, &out)
+	require.Equal(t, "first", string(place.Next(10*time.Second).Body))
+	relaytest.Eventually(t, 10*time.Second, "the retry to succeed", func() bool {
+		return len(env.Deliveries(delivery.StatusEQ(delivery.StatusSUCCEEDED))) == 1
+	})
+	var bal struct{ Viewer struct{ Tenant struct{ CreditBalance int } } }
+	env.MustGraphQL(tn.Owner, `{ viewer { tenant { creditBalance } } }`, nil, &bal)
+	require.Equal(t, 8, bal.Viewer.Tenant.CreditBalance, "one credit for the request, one for the retry")
 }

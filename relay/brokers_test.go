@@ -286,7 +286,9 @@ func TestRefusedBrokerDeliveryIsRetriedByHand(t *testing.T) {
 	relaytest.Eventually(t, 10*time.Second, "the retry to succeed", func() bool {
 		return len(env.Deliveries(delivery.StatusEQ(delivery.StatusSUCCEEDED))) == 1
 	})
-	var bal struct{ Viewer struct{ Tenant struct{ CreditBalance int } } }
+	var bal struct {
+		Viewer struct{ Tenant struct{ CreditBalance int } }
+	}
 	env.MustGraphQL(tn.Owner, `{ viewer { tenant { creditBalance } } }`, nil, &bal)
 	require.Equal(t, 8, bal.Viewer.Tenant.CreditBalance, "one credit for the request, one for the retry")
 }

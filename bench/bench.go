@@ -21,8 +21,12 @@ import (
 	"github.com/adal-relay/adal/storage"
 )
 
-// Scenarios are the scenario names in the order they run.
+// Scenarios are the scenario names in the order they run: those a run without a list runs.
 var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "noisy", "punctuality", "purge", "cli", "graphql", "search", "cluster"}
+
+// NamedScenarios run only when named, after the others: they need more than PostgreSQL (destinations, the four
+// brokers).
+var NamedScenarios = []string{"destinations"}
 
 // Config configures a bench run.
 type Config struct {
@@ -93,6 +97,11 @@ type Config struct {
 	ClusterDeliveries int
 	ServerBinary      string
 
+	// DestinationDeliveries are the due deliveries the destinations scenario burns down to each destination:
+	// the receiver and each broker of RabbitMQURL, NATSURL (with JetStream), RedisURL and MQTTURL.
+	DestinationDeliveries                   int
+	RabbitMQURL, NATSURL, RedisURL, MQTTURL string
+
 	PgbenchClients int
 	PgbenchScale   int
 
@@ -141,6 +150,11 @@ func (c *Config) defaults() {
 		c.ClusterRates = []float64{2500, 5000, 10000}
 	}
 	c.ClusterDeliveries = cmp.Or(c.ClusterDeliveries, 50_000)
+	c.DestinationDeliveries = cmp.Or(c.DestinationDeliveries, 100_000)
+	c.RabbitMQURL = cmp.Or(c.RabbitMQURL, defaultRabbitMQURL)
+	c.NATSURL = cmp.Or(c.NATSURL, defaultNATSURL)
+	c.RedisURL = cmp.Or(c.RedisURL, defaultRedisURL)
+	c.MQTTURL = cmp.Or(c.MQTTURL, defaultMQTTURL)
 	c.PgbenchClients = cmp.Or(c.PgbenchClients, 16)
 	c.PgbenchScale = cmp.Or(c.PgbenchScale, 16)
 	c.Out = cmp.Or(c.Out, io.Writer(os.Stdout))
@@ -217,9 +231,10 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		return nil, fmt.Errorf("started as a traffic process (%s is set): main must call bench.ServeTraffic", trafficEnv)
 	}
 	cfg.defaults()
+	all := slices.Concat(Scenarios, NamedScenarios)
 	for _, s := range cfg.Scenarios {
-		if !slices.Contains(Scenarios, s) {
-			return nil, fmt.Errorf("unknown scenario %q (have %s)", s, strings.Join(Scenarios, ", "))
+		if !slices.Contains(all, s) {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", s, strings.Join(all, ", "))
 		}
 	}
 	b := &Runner{cfg: cfg, counter: &SQLCounter{Tally: cfg.SQLBreakdown}, ceiling: cfg.Ceiling}
@@ -230,7 +245,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	storage.WrapPostgresConnector = b.counter.Wrap
 	defer func() { storage.WrapPostgresConnector = nil }()
 	var errs []error
-	for _, name := range Scenarios {
+	for _, name := range all {
 		if !slices.Contains(cfg.Scenarios, name) || ctx.Err() != nil {
 			continue
 		}
@@ -255,7 +270,7 @@ var scenarioRuns = map[string]func(*Runner, context.Context) error{
 	"ingest": (*Runner).ingest, "dispatch": (*Runner).dispatch, "latency": (*Runner).latency,
 	"punctuality": (*Runner).punctuality, "purge": (*Runner).purge, "cli": (*Runner).cli,
 	"backlog": (*Runner).backlog, "graphql": (*Runner).graphql, "noisy": (*Runner).noisy, "search": (*Runner).search,
-	"cluster": (*Runner).cluster,
+	"cluster": (*Runner).cluster, "destinations": (*Runner).destinations,
 }
 
 func (b *Runner) scenario(ctx context.Context, name string) error {

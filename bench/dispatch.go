@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/adal-relay/adal/relay"
@@ -69,14 +70,28 @@ type burnDown struct {
 // the receiver to have them all and the table to hold none open. judge completes the row and says whether it is
 // one of the table's; it is added while the traffic process still runs, since its CPU is read then.
 func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge func(*burnDown) bool) error {
+	return b.burnDownTo(ctx, scenario, n, nil, judge)
+}
+
+// burnDownTo is burnDown with broker recipients publishing to place, when it is not nil. The broker's count
+// is not polled, since some brokers keep none: the attempts' id sequence tells when n attempts were made, a
+// read that costs the database nothing, and the place is counted once at the end.
+func (b *Runner) burnDownTo(ctx context.Context, scenario string, n int, place *brokerPlace, judge func(*burnDown) bool) error {
 	var res burnDown
-	s, err := b.startStage(scenario, Refusal{}, func(c *relay.Config) { c.Workers = b.cfg.DispatchWorkers },
-		layout{tenants: 10, recipients: 10})
+	l := layout{tenants: 10, recipients: 10}
+	if place != nil {
+		l.method, l.target, l.destination = place.method, place.url, place.settings
+	}
+	s, err := b.startStage(scenario, Refusal{}, func(c *relay.Config) { c.Workers = b.cfg.DispatchWorkers }, l)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	tr, p, fx := s.tr, s.p, s.fx
+	progress, done := tr.Received, "received"
+	if place != nil {
+		progress, done = p.attemptsMade, "attempted"
+	}
 	b.logf("%s: inserting %d due deliveries", scenario, n)
 	err = insertDue(ctx, p.DB, fx, bulkDue{
 		KeyPrefix: "due-", From: 0, To: int64(n - 1), Body: body1K(),
@@ -98,11 +113,11 @@ func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge fun
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if received, err = tr.Received(ctx); err != nil {
+		if received, err = progress(ctx); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: %d of %d deliveries received after %v", scenario, received, n, time.Since(start))
+			return fmt.Errorf("%s: %d of %d deliveries %s after %v", scenario, received, n, done, time.Since(start))
 		}
 		if received >= int64(n) {
 			open, err := p.count(`SELECT COUNT(*) FROM deliveries WHERE status IN ('PENDING', 'IN_PROGRESS')`)
@@ -111,6 +126,13 @@ func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge fun
 			}
 			if open == 0 {
 				break
+			}
+			if place != nil {
+				// Every delivery was attempted and some are still open: a broker that refuses would keep the
+				// burn-down waiting for retries until the deadline.
+				if err := p.failedAttempt(); err != nil {
+					return fmt.Errorf("%s: %w", scenario, err)
+				}
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -126,21 +148,30 @@ func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge fun
 	}
 	spent.Units = attempts
 	b.logBreakdown("attempt", attempts)
+	arrived, to := fmt.Sprintf("%d received", received), "receiver answers 200 at once"
+	var void []string
+	if place != nil {
+		to = "publishing to " + place.what
+		if arrived, err = place.held(ctx, int64(n)); err != nil {
+			void = append(void, err.Error())
+		}
+	}
 	res.rate = float64(attempts) / elapsed.Seconds()
 	res.perAttempt = float64(spent.Statements) / float64(max(attempts, 1))
 	res.row = Row{
 		Scenario: scenario,
 		Figure:   fmt.Sprintf("%.0f attempts/s", res.rate),
-		Detail: fmt.Sprintf("%d attempts in %v, %d succeeded, %d received", attempts, elapsed.Round(time.Millisecond),
-			succeeded, received),
-		Settings: fmt.Sprintf("%d due deliveries (bulk-inserted, 1 KiB bodies) over 10 tenants × 10 recipients, receiver answers 200 at once; workers %s; statements counted by a driver wrapper (pg_stat_statements not loaded); cost§ from the process's start to the last delivery",
-			n, workers(b.cfg.DispatchWorkers)),
+		Detail: fmt.Sprintf("%d attempts in %v, %d succeeded, %s", attempts, elapsed.Round(time.Millisecond),
+			succeeded, arrived),
+		Settings: fmt.Sprintf("%d due deliveries (bulk-inserted, 1 KiB bodies) over 10 tenants × 10 recipients, %s; workers %s; statements counted by a driver wrapper (pg_stat_statements not loaded); cost§ from the process's start to the last delivery",
+			n, to, workers(b.cfg.DispatchWorkers)),
 		PeakRSS: rss,
 		Cost:    spent,
 	}
 	if attempts != int64(n) || succeeded != int64(n) {
-		res.row.Void = fmt.Sprintf("%d attempts and %d succeeded for %d deliveries", attempts, succeeded, n)
+		void = append([]string{fmt.Sprintf("%d attempts and %d succeeded for %d deliveries", attempts, succeeded, n)}, void...)
 	}
+	res.row.Void = strings.Join(void, "; ")
 	if judge(&res) {
 		b.add(res.row)
 	}

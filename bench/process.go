@@ -121,6 +121,10 @@ type layout struct {
 	tenants, recipients int
 	target              string
 	paused              bool
+	// method, when set, makes the recipients broker recipients of that method, publishing to target (a broker
+	// URL) with the destination settings; else they are DIRECT_HTTP recipients of target + "/hook".
+	method      string
+	destination map[string]any
 }
 
 // startStage starts a traffic process whose receiver answers by refuse, an Adal process for scenario
@@ -139,7 +143,7 @@ func (b *Runner) startStage(scenario string, refuse Refusal, configure func(*rel
 	if l.target == "" {
 		l.target = tr.ReceiverURL()
 	}
-	if s.fx, err = p.setup(l.tenants, l.recipients, l.target, l.paused); err != nil {
+	if s.fx, err = p.setupLayout(l); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -280,6 +284,12 @@ func (f *Fixture) RecipientIDs() []int64 {
 // setup creates, through the GraphQL API as an operator, one plan and tenants tenants with one server each
 // and recipients DIRECT_HTTP recipients per server pointing at target (paused when paused is set).
 func (p *Process) setup(tenants, recipients int, target string, paused bool) (*Fixture, error) {
+	return p.setupLayout(layout{tenants: tenants, recipients: recipients, target: target, paused: paused})
+}
+
+// setupLayout is setup of l, whose recipients may be broker recipients.
+func (p *Process) setupLayout(l layout) (*Fixture, error) {
+	tenants, recipients := l.tenants, l.recipients
 	var plan struct{ CreatePlan struct{ ID string } }
 	err := p.graphQL(`mutation($in: CreatePlanInput!){ createPlan(input: $in){ id } }`, map[string]any{"in": map[string]any{
 		"name": "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36), "monthlyCredits": 2_000_000_000, "retentionDays": 7, "maxServers": 10,
@@ -297,7 +307,7 @@ func (p *Process) setup(tenants, recipients int, target string, paused bool) (*F
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			f.Servers[i], errs[i] = p.setupTenant(plan.CreatePlan.ID, i, recipients, target, paused)
+			f.Servers[i], errs[i] = p.setupTenant(plan.CreatePlan.ID, i, l)
 		}()
 	}
 	wg.Wait()
@@ -313,7 +323,7 @@ func (p *Process) setup(tenants, recipients int, target string, paused bool) (*F
 	return f, err
 }
 
-func (p *Process) setupTenant(planID string, i, recipients int, target string, paused bool) (FixtureServer, error) {
+func (p *Process) setupTenant(planID string, i int, l layout) (FixtureServer, error) {
 	var fs FixtureServer
 	var tn struct{ CreateTenant struct{ ID string } }
 	if err := p.graphQL(`mutation($in: CreateTenantInput!){ createTenant(input: $in){ id } }`, map[string]any{
@@ -338,15 +348,18 @@ func (p *Process) setupTenant(planID string, i, recipients int, target string, p
 	if !strings.HasPrefix(fs.InboundURL, p.URL) {
 		return fs, fmt.Errorf("inbound URL %q is not on %s", fs.InboundURL, p.URL)
 	}
-	for j := range recipients {
+	for j := range l.recipients {
+		in := map[string]any{"serverId": srv.CreateServer.ID, "name": fmt.Sprintf("recipient-%d", j),
+			"method": "DIRECT_HTTP", "url": l.target + "/hook"}
+		if l.method != "" {
+			in["method"], in["url"], in["destination"] = l.method, l.target, l.destination
+		}
 		var rc struct{ CreateRecipient struct{ ID string } }
-		if err := p.graphQL(`mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id } }`, map[string]any{
-			"in": map[string]any{"serverId": srv.CreateServer.ID, "name": fmt.Sprintf("recipient-%d", j),
-				"method": "DIRECT_HTTP", "url": target + "/hook"},
-		}, &rc); err != nil {
+		if err := p.graphQL(`mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id } }`,
+			map[string]any{"in": in}, &rc); err != nil {
 			return fs, fmt.Errorf("create recipient: %w", err)
 		}
-		if paused {
+		if l.paused {
 			if err := p.graphQL(`mutation($id: ID!){ pauseRecipient(id: $id){ id } }`, map[string]any{"id": rc.CreateRecipient.ID}, nil); err != nil {
 				return fs, fmt.Errorf("pause recipient: %w", err)
 			}

@@ -119,3 +119,45 @@ func TestSearchScenario(t *testing.T) {
 		t.Fatalf("search: %+v", rows)
 	}
 }
+
+// TestDestinationsScenario runs the destinations scenario small against the brokers running beside the tests:
+// a row for HTTP and one for each broker, none void (every delivery attempted once and succeeded, and each
+// place that keeps a count holding one message per delivery), the brokers' rates given as a ratio to HTTP's.
+func TestDestinationsScenario(t *testing.T) {
+	url := os.Getenv(dbtest.EnvURL)
+	if !strings.HasPrefix(url, "postgres") {
+		t.Skipf("the bench runs on PostgreSQL: set %s", dbtest.EnvURL)
+	}
+	rows, err := Run(t.Context(), Config{DatabaseURL: url, Scenarios: []string{"destinations"},
+		DestinationDeliveries: 200, Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"destinations HTTP", "destinations RabbitMQ", "destinations NATS JetStream",
+		"destinations Redis Streams", "destinations MQTT"}
+	if len(rows) != len(want) {
+		t.Fatalf("rows %+v, want %v", rows, want)
+	}
+	for i, r := range rows {
+		if r.Scenario != want[i] {
+			t.Errorf("row %d is %q, want %q", i, r.Scenario, want[i])
+		}
+		if r.Void != "" {
+			t.Errorf("%s is void: %s", r.Scenario, r.Void)
+		}
+		if k := r.Cost; k.Unit != "attempt" || k.Units != 200 || !k.SQLOK || !k.CPUOK {
+			t.Errorf("%s: cost %+v is not that of its 200 attempts", r.Scenario, k)
+		}
+		if !strings.Contains(r.Detail, "200 attempts") || !strings.Contains(r.Detail, "200 succeeded") {
+			t.Errorf("%s: not every one of its 200 deliveries was attempted once and succeeded: %s", r.Scenario, r.Detail)
+		}
+		if i > 0 && !strings.Contains(r.Figure, "× HTTP)") {
+			t.Errorf("%s: figure %q gives no ratio to HTTP", r.Scenario, r.Figure)
+		}
+	}
+	for _, r := range rows[1:4] { // the brokers that keep a count
+		if !strings.Contains(r.Detail, "200 messages in ") {
+			t.Errorf("%s: its place was not counted: %s", r.Scenario, r.Detail)
+		}
+	}
+}

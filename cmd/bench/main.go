@@ -3,9 +3,10 @@
 // builds are compared on (docs/benchmarks.md):
 //
 //	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,noisy,punctuality,purge,cli,graphql,search,cluster] [-database-url …] [-duration 10s]
+//	go run ./cmd/bench -scenarios destinations   # HTTP against RabbitMQ, NATS JetStream, Redis Streams and MQTT
 //
 // Each scenario creates a database of its own on the server of -database-url and drops it afterwards. The
-// logic is in package bench.
+// destinations scenario, which needs the four brokers, runs only when named. The logic is in package bench.
 package main
 
 import (
@@ -42,7 +43,8 @@ func main() {
 func run() error {
 	var cfg bench.Config
 	var scenarios, rates, singleRates, fanoutRates, clusterProcesses, clusterRates string
-	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.Scenarios, ","), "comma-separated scenarios to run")
+	flag.StringVar(&scenarios, "scenarios", strings.Join(bench.Scenarios, ","),
+		"comma-separated scenarios to run; "+strings.Join(bench.NamedScenarios, ", ")+" only when named")
 	flag.StringVar(&cfg.DatabaseURL, "database-url", envOr("ADAL_BENCH_DATABASE_URL",
 		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
 		"a database on the PostgreSQL server to use; scenarios create and drop databases next to it")
@@ -74,6 +76,11 @@ func run() error {
 	flag.StringVar(&clusterRates, "cluster-rates", "2500,5000,10000", "offered rates (req/s, over all processes) the cluster's intake ceiling is looked for among")
 	flag.IntVar(&cfg.ClusterDeliveries, "cluster-deliveries", 50_000, "due deliveries each cluster run burns down")
 	flag.StringVar(&cfg.ServerBinary, "server-binary", "", "the cmd/server the cluster scenario runs (default: built from this module)")
+	flag.IntVar(&cfg.DestinationDeliveries, "destination-deliveries", 100_000, "due deliveries the destinations scenario burns down to each destination")
+	flag.StringVar(&cfg.RabbitMQURL, "rabbitmq-url", "amqp://guest:guest@127.0.0.1:5672/", "the RabbitMQ the destinations scenario publishes to")
+	flag.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "the NATS server, with JetStream, the destinations scenario publishes to")
+	flag.StringVar(&cfg.RedisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis the destinations scenario publishes to")
+	flag.StringVar(&cfg.MQTTURL, "mqtt-url", "mqtt://127.0.0.1:1883", "the MQTT broker the destinations scenario publishes to")
 	flag.IntVar(&cfg.PgbenchClients, "pgbench-clients", 16, "pgbench -c")
 	flag.IntVar(&cfg.PgbenchScale, "pgbench-scale", 16, "pgbench -i -s (when its database is first created)")
 	flag.BoolVar(&cfg.SQLBreakdown, "sql-breakdown", false, "log the statements dispatch sent, by text")

@@ -55,6 +55,8 @@ type tenantFixture struct {
 	DeliveryAll  []string
 	RecipientAll []string
 	Alert        string // an alert subscription (made last: its hidden server is none of ServersAll)
+	EventType    string // an event type with a schema
+	RcpDirect    string // a DIRECT_HTTP recipient, added after Request
 }
 
 // newTenantFixture builds a tenant's data; target is where its outbound job goes (answers 200).
@@ -91,6 +93,11 @@ func newTenantFixture(t *testing.T, env *relaytest.Env, name, target string) ten
 	}
 	require.NotEmpty(t, f.DelPending)
 	require.NotEmpty(t, f.DelCanceled)
+
+	f.RcpDirect = env.NewRecipient(f.Tenant, f.Server.ID, map[string]any{"method": "DIRECT_HTTP", "name": "direct", "url": target})
+	var et struct{ CreateEventType struct{ ID string } }
+	env.MustGraphQL(f.Owner, `mutation { createEventType(input: {name: "order.paid", schema: "{\"type\": \"object\"}"}){ id } }`, nil, &et)
+	f.EventType = et.CreateEventType.ID
 
 	f.OutboundKey = name + "-idempotency"
 	var ob struct{ SendOutbound struct{ ID string } }
@@ -266,6 +273,23 @@ var isolationOps = []isolationOp{
 	{field: "retryDelivery", mutation: true,
 		query: `mutation($id: ID!){ retryDelivery(id: $id){ id status } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.DelCanceled })},
+	{field: "node", name: "eventType", query: `query($id: ID!){ node(id: $id){ id ... on EventType { name schema } } }`,
+		vars: idVar(func(a tenantFixture) string { return a.EventType })},
+	{field: "createEventType", mutation: true,
+		query: `mutation($id: ID!){ createEventType(input: {tenantId: $id, name: "sneaky"}){ id } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.ID })},
+	{field: "updateEventType", mutation: true,
+		query: `mutation($id: ID!){ updateEventType(id: $id, input: {clearSchema: true}){ id } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.EventType })},
+	{field: "deleteEventType", mutation: true,
+		query: `mutation($id: ID!){ deleteEventType(id: $id){ id } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.EventType })},
+	{field: "setRecipientTransform", mutation: true,
+		query: `mutation($id: ID!){ setRecipientTransform(recipientId: $id, source: "function transform(r) { return null; }"){ id } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.RcpDirect })},
+	{field: "tryTransform",
+		query: `query($id: ID!){ tryTransform(requestId: $id, source: "function transform(r) { return r; }"){ body } }`,
+		vars:  idVar(func(a tenantFixture) string { return a.Request })},
 	{field: "replayRequest", mutation: true,
 		query: `mutation($id: ID!){ replayRequest(id: $id){ id } }`,
 		vars:  idVar(func(a tenantFixture) string { return a.Request })},
@@ -348,6 +372,7 @@ var exempt = map[string]string{
 	"limits":             "takes no ID and holds no tenant's data: the bounds the API checks input against",
 	"redeemSignInCode":   "takes no ID and no token: a one-time code buys an operator token (TestFirstRunSignInLink)",
 	"bulkJobs":           "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's jobs",
+	"eventTypes":         "takes no ID; TestIsolation checks that the list (also filtered by A's id) holds only B's types",
 }
 
 func (op isolationOp) label() string {
@@ -469,8 +494,11 @@ func TestIsolation(t *testing.T) {
 			BulkJobs, FBulkJobs struct {
 				Edges []struct{ Node struct{ ID string } }
 			}
+			EventTypes, FEventTypes struct {
+				Edges []struct{ Node struct{ ID string } }
+			}
 		}
-		env.MustGraphQL(tk.token, `query($srv: ID!, $aSrv: ID!, $aTenant: ID!, $aJob: ID!, $aBulk: ID!){
+		env.MustGraphQL(tk.token, `query($srv: ID!, $aSrv: ID!, $aTenant: ID!, $aJob: ID!, $aBulk: ID!, $aType: ID!){
 			servers(first: 20){ edges { node { id } } }
 			tenants(first: 20){ edges { node { id } } }
 			requests(serverId: $srv, first: 20){ edges { node { id } } }
@@ -483,7 +511,10 @@ func TestIsolation(t *testing.T) {
 			fOutbound: outboundJobs(where: {id: $aJob}){ edges { node { id } } }
 			bulkJobs(first: 20){ edges { node { id } } }
 			fBulkJobs: bulkJobs(where: {id: $aBulk}){ edges { node { id } } }
-		}`, map[string]any{"srv": b.Server.ID, "aSrv": a.Server.ID, "aTenant": a.ID, "aJob": a.Outbound, "aBulk": a.BulkJob}, &lists)
+			eventTypes(first: 20){ edges { node { id } } }
+			fEventTypes: eventTypes(where: {id: $aType}){ edges { node { id } } }
+		}`, map[string]any{"srv": b.Server.ID, "aSrv": a.Server.ID, "aTenant": a.ID, "aJob": a.Outbound, "aBulk": a.BulkJob,
+			"aType": a.EventType}, &lists)
 		ids := func(edges []struct{ Node struct{ ID string } }) []string {
 			var out []string
 			for _, e := range edges {
@@ -503,6 +534,8 @@ func TestIsolation(t *testing.T) {
 		require.Empty(t, lists.FOutbound.Edges, tk.role+": outbound jobs filtered to A's id")
 		require.Equal(t, []string{b.BulkJob}, ids(lists.BulkJobs.Edges), tk.role+": bulk jobs")
 		require.Empty(t, lists.FBulkJobs.Edges, tk.role+": bulk jobs filtered to A's id")
+		require.Equal(t, []string{b.EventType}, ids(lists.EventTypes.Edges), tk.role+": event types")
+		require.Empty(t, lists.FEventTypes.Edges, tk.role+": event types filtered to A's id")
 		var planIDs []string
 		for _, p := range lists.Plans {
 			planIDs = append(planIDs, p.ID)

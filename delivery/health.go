@@ -53,7 +53,7 @@ func (s *Service) ProbeEvery() time.Duration {
 
 // countsForHealth says whether an outcome says something about the recipient. An attempt interrupted by our
 // own process dying does not, and CLI recipients' failures are the developer's local service.
-func countsForHealth(o Outcome) bool { return o.ErrorKind != ErrInterrupted }
+func countsForHealth(o Outcome) bool { return o.ErrorKind != ErrInterrupted && !o.Cancelled }
 
 // updateHealth applies one attempt outcome to the recipient's health in the attempt's transaction: it reads
 // the health under the row's lock, lets applyHealth decide, and writes the result back — two statements, the

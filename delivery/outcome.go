@@ -89,7 +89,8 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 		}
 		expires = d.ExpiresAt
 	}
-	create := FillAttempt(tx.Attempt.Create().SetTenantID(c.TenantID).SetDeliveryID(c.DeliveryID).SetExpiresAt(expires).SetAnswer(o.Answer),
+	create := FillAttempt(tx.Attempt.Create().SetTenantID(c.TenantID).SetDeliveryID(c.DeliveryID).SetExpiresAt(expires).SetAnswer(o.Answer).
+		SetNillableTransformVersion(o.TransformVersion),
 		c.Attempt, o)
 	if o.Succeeded() {
 		create.SetStatus(attempt.StatusSUCCEEDED)
@@ -116,6 +117,9 @@ func (s *Service) record(ctx context.Context, tx *ent.Client, c Claim, o Outcome
 
 // next is what follows an attempt of the delivery c claimed (NextAttempt).
 func (s *Service) next(c Claim, o Outcome) (entdelivery.Status, *time.Time) {
+	if o.Cancelled {
+		return entdelivery.StatusCANCELED, nil
+	}
 	succeeded, due := NextAttempt(c.Attempt, c.MaxAttempts, c.Schedule, c.FirstAttemptAt, o, s.cfg.Unit)
 	switch {
 	case succeeded:
@@ -239,8 +243,8 @@ var recordBatchSQL = storage.Prepared(`
 WITH v AS (
 	SELECT * FROM json_to_recordset($1::json) AS v(id bigint, attempt bigint, owner text, status text,
 		next_at timestamptz, finished_at timestamptz, tenant_id bigint, started_at timestamptz, duration_ms bigint,
-		attempt_status text, error_kind text, http_status bigint, error_message text, answer text, health boolean,
-		capped boolean)
+		attempt_status text, error_kind text, http_status bigint, error_message text, answer text,
+		transform_version bigint, health boolean, capped boolean)
 ), upd AS (
 	UPDATE deliveries AS d SET
 		status = v.status,
@@ -254,9 +258,9 @@ WITH v AS (
 	RETURNING d.id, d.recipient_id, d.request_id, d.expires_at, v.health, v.capped, v.next_at IS NULL AS final
 ), ins AS (
 	INSERT INTO attempts (tenant_id, delivery_id, number, started_at, finished_at, duration_ms, status, error_kind,
-	                      http_status, error_message, answer, expires_at)
+	                      http_status, error_message, answer, transform_version, expires_at)
 	SELECT v.tenant_id, v.id, v.attempt, v.started_at, v.finished_at, v.duration_ms, v.attempt_status, v.error_kind,
-	       v.http_status, v.error_message, v.answer, upd.expires_at
+	       v.http_status, v.error_message, v.answer, v.transform_version, upd.expires_at
 	FROM v JOIN upd ON upd.id = v.id
 	RETURNING delivery_id
 ), h AS MATERIALIZED (
@@ -350,6 +354,7 @@ func (s *Service) recordBatchPostgres(ctx context.Context, tx *ent.Client, cs []
 		}
 		w.str("error_message", o.ErrorMessage)
 		w.str("answer", o.Answer)
+		w.intp("transform_version", o.TransformVersion)
 		w.bool("health", countsForHealth(o))
 		w.bool("capped", c.Claim.Capped)
 		payload = w.close()

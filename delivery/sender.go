@@ -2,7 +2,9 @@ package delivery
 
 import (
 	"bytes"
+	"container/list"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -13,9 +15,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/adal-relay/adal/destauth"
 	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/egress"
 	"github.com/adal-relay/adal/ent"
@@ -48,12 +52,15 @@ const (
 	// confirm, an unroutable message, no stream for the subject, an error reason code, a message over its
 	// size limit, or credentials it refused.
 	ErrBrokerRefused ErrorKind = "BROKER_REFUSED"
+	// ErrAuth: the receiver's credentials could not be obtained: the OAuth2 token endpoint failed or refused,
+	// or the client certificate could not be loaded.
+	ErrAuth ErrorKind = "AUTH"
 )
 
 // Valid reports whether k is one of the known kinds (the empty kind, "no error", is not one).
 func (k ErrorKind) Valid() bool {
 	switch k {
-	case ErrHTTPStatus, ErrTimeout, ErrDNS, ErrTLS, ErrConnection, ErrCLILocal, ErrInterrupted, ErrBrokerRefused:
+	case ErrHTTPStatus, ErrTimeout, ErrDNS, ErrTLS, ErrConnection, ErrCLILocal, ErrInterrupted, ErrBrokerRefused, ErrAuth, ErrTransform:
 		return true
 	}
 	return false
@@ -102,6 +109,8 @@ type Outgoing struct {
 	// Traceparent, when set, is sent as the traceparent header in place of any the sender sent: the W3C trace
 	// context of the attempt's span, for a recipient with sendTraceparent while tracing is on.
 	Traceparent string
+	// Auth is how the attempt authenticates to the receiver (HTTP only); nil authenticates nothing.
+	Auth *destauth.Config
 }
 
 // Outcome is what an attempt records: timing, status and, on failure, a kind and a human-readable message.
@@ -124,6 +133,11 @@ type Outcome struct {
 	// Answer is what a broker answered (its confirm, stream sequence, entry id or reason code), stored with
 	// the attempt; empty for HTTP, whose answer is HTTPStatus.
 	Answer string
+	// TransformVersion is the number of the recipient's transformation version that ran; nil when none did.
+	TransformVersion *int
+	// Cancelled says the transformation cancelled the delivery: it ends CANCELED, and the attempt is recorded
+	// (kind TRANSFORM) without counting against the recipient's health.
+	Cancelled bool
 }
 
 // Succeeded reports whether the attempt counts as delivered: a 2xx answer read completely, or a broker's
@@ -143,6 +157,10 @@ func (o Outcome) Duration() time.Duration { return o.FinishedAt.Sub(o.StartedAt)
 type HTTPSender struct {
 	client *http.Client
 	now    func() time.Time
+	// tokens caches the OAuth2 tokens of recipients that authenticate with one.
+	tokens *destauth.Tokens
+	// certs keeps a client per client certificate; nil when the transport is not an *http.Transport (tests).
+	certs *certClients
 }
 
 // NewHTTPSender returns a sender whose connections go through the egress guard with policy p and are kept for up to inFlight attempts at once to one recipient. now stamps
@@ -155,19 +173,29 @@ func newHTTPSender(rt http.RoundTripper, now func() time.Time) *HTTPSender {
 	if now == nil {
 		now = time.Now
 	}
-	return &HTTPSender{
-		now: now,
-		client: &http.Client{
-			Transport: rt,
-			// A redirect is an answer, not a delivery: following it would deliver somewhere the tenant never
-			// configured (and past the check of the original target).
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+	s := &HTTPSender{now: now, client: newClient(rt), tokens: destauth.NewTokens(nil)}
+	if tr, ok := rt.(*http.Transport); ok {
+		s.certs = &certClients{base: tr, limit: maxCertClients, byKey: map[[sha256.Size]byte]*list.Element{}, lru: list.New()}
+	}
+	return s
+}
+
+func newClient(rt http.RoundTripper) *http.Client {
+	return &http.Client{
+		Transport: rt,
+		// A redirect is an answer, not a delivery: following it would deliver somewhere the tenant never
+		// configured (and past the check of the original target).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 
 // CloseIdleConnections releases pooled connections, for shutdown and tests.
-func (s *HTTPSender) CloseIdleConnections() { s.client.CloseIdleConnections() }
+func (s *HTTPSender) CloseIdleConnections() {
+	s.client.CloseIdleConnections()
+	if s.certs != nil {
+		s.certs.closeIdle()
+	}
+}
 
 // errAttemptTimeout is the cause of the attempt's own deadline, to tell it from the caller's.
 var errAttemptTimeout = errors.New("attempt timeout")
@@ -195,7 +223,35 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 		req.Header.Set("User-Agent", webhook.UserAgent)
 	}
 
-	resp, err := s.client.Do(req)
+	client := s.client
+	var token string
+	if out.Auth != nil {
+		var kind ErrorKind
+		client, token, kind, o.ErrorMessage = s.authenticate(ctx, actx, out.Auth, timeout)
+		if kind != "" {
+			o.ErrorKind, o.FinishedAt = kind, s.now()
+			return o
+		}
+		out.Auth.Apply(req.Header, token)
+	}
+
+	resp, err := client.Do(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && out.Auth != nil && out.Auth.OAuth2 != nil {
+		// The receiver may have revoked the token, or see it expired before we do: one more try, at once, with a
+		// new one. Its answer is the attempt's.
+		discard(resp.Body)
+		s.tokens.Invalidate(out.Auth.OAuth2, token)
+		if token, err = s.tokens.Token(actx, s.client, out.Auth.OAuth2); err != nil {
+			o.ErrorKind, o.ErrorMessage = tokenFailure(ctx, actx, err, timeout)
+			o.FinishedAt = s.now()
+			return o
+		}
+		again, _ := http.NewRequestWithContext(actx, out.Method, out.URL, bytes.NewReader(out.Body)) // built once already
+		again.Header = req.Header.Clone()
+		out.Auth.Apply(again.Header, token)
+		req = again
+		resp, err = client.Do(req)
+	}
 	if err != nil {
 		o.ErrorKind, o.ErrorMessage = classify(ctx, actx, err, req.URL.Host, timeout, 0)
 		o.FinishedAt = s.now()
@@ -218,6 +274,137 @@ func (s *HTTPSender) Send(ctx context.Context, out Outgoing) Outcome {
 		o.RetryAfter = webhook.ParseRetryAfter(resp.Header.Get("Retry-After"), o.FinishedAt)
 	}
 	return o
+}
+
+// authenticate is what an attempt with auth needs before its request: the client presenting its client
+// certificate, and its OAuth2 token. A failure is returned as the attempt's kind and message.
+func (s *HTTPSender) authenticate(parent, attempt context.Context, auth *destauth.Config, timeout time.Duration) (*http.Client, string, ErrorKind, string) {
+	client := s.client
+	if auth.ClientCertificate != nil {
+		if s.certs == nil {
+			return nil, "", ErrAuth, "this sender cannot present client certificates"
+		}
+		var err error
+		if client, err = s.certs.client(auth.ClientCertificate); err != nil {
+			return nil, "", ErrAuth, "the client certificate could not be loaded: " + err.Error()
+		}
+	}
+	if auth.OAuth2 == nil {
+		return client, "", "", ""
+	}
+	// The token comes through the sender's guarded client, without the client certificate: token endpoints
+	// are usually elsewhere than the receiver and do not ask for one.
+	token, err := s.tokens.Token(attempt, s.client, auth.OAuth2)
+	if err != nil {
+		kind, msg := tokenFailure(parent, attempt, err, timeout)
+		return nil, "", kind, msg
+	}
+	return client, token, "", ""
+}
+
+// tokenFailure classifies a failure to get an OAuth2 token: the attempt's own deadline or interruption as
+// for any attempt, anything else as ErrAuth.
+func tokenFailure(parent, attempt context.Context, err error, timeout time.Duration) (ErrorKind, string) {
+	if errors.Is(parent.Err(), context.Canceled) {
+		return ErrInterrupted, "attempt interrupted before it completed: " + context.Cause(parent).Error()
+	}
+	var te *destauth.TokenError
+	errors.As(err, &te)
+	if attempt.Err() != nil {
+		where := "the OAuth2 token endpoint"
+		if te != nil {
+			where += " at " + te.Host
+		}
+		return ErrTimeout, fmt.Sprintf("no response within %s: %s did not answer in time", timeout, where)
+	}
+	if te != nil && te.Err != nil && te.Status == 0 {
+		// Unreached: say why in the words used for a receiver out of reach.
+		kind, msg := classify(parent, attempt, te.Err, te.Host, timeout, 0)
+		if kind != ErrTimeout {
+			return ErrAuth, "could not get an OAuth2 token: " + msg
+		}
+	}
+	return ErrAuth, err.Error()
+}
+
+// discard reads a little of a body that is not kept, so that its connection may serve the retry, and
+// closes it.
+func discard(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, MaxStoredResponse))
+	_ = body.Close()
+}
+
+// maxCertClients bounds the client certificates whose connections are kept: each has its own pool, since a
+// connection is authenticated by the certificate it was opened with.
+const maxCertClients = 256
+
+// certClients keeps a client per client certificate, least recently used first to go.
+type certClients struct {
+	base  *http.Transport
+	limit int
+
+	mu    sync.Mutex
+	lru   *list.List // of *certClient, most recently used first
+	byKey map[[sha256.Size]byte]*list.Element
+}
+
+type certClient struct {
+	key    [sha256.Size]byte
+	client *http.Client
+	tr     *http.Transport
+}
+
+func (c *certClients) client(cc *destauth.ClientCertificate) (*http.Client, error) {
+	key := cc.Fingerprint()
+	if cl := c.lookup(key); cl != nil {
+		return cl, nil
+	}
+	pair, err := cc.KeyPair() // outside the lock: parsing a key takes a while
+	if err != nil {
+		return nil, err
+	}
+	// A clone keeps the guarded dialer and the trust of the sender's transport.
+	tr := c.base.Clone()
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	// Always presented, even when the server's list of acceptable authorities does not name its issuer (as
+	// Certificates alone would do): the recipient chose it, and the server's refusal says more than silence.
+	tr.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
+	added := &certClient{key: key, client: newClient(tr), tr: tr}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[key]; ok { // another attempt got there first
+		c.lru.MoveToFront(e)
+		return e.Value.(*certClient).client, nil
+	}
+	c.byKey[key] = c.lru.PushFront(added)
+	for c.lru.Len() > c.limit {
+		old := c.lru.Remove(c.lru.Back()).(*certClient)
+		delete(c.byKey, old.key)
+		// Connections still in use finish their request and are closed once idle for long enough.
+		old.tr.CloseIdleConnections()
+	}
+	return added.client, nil
+}
+
+func (c *certClients) lookup(key [sha256.Size]byte) *http.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[key]; ok {
+		c.lru.MoveToFront(e)
+		return e.Value.(*certClient).client
+	}
+	return nil
+}
+
+func (c *certClients) closeIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		e.Value.(*certClient).tr.CloseIdleConnections()
+	}
 }
 
 // Headers are the headers an attempt starting at started carries, to an HTTP recipient or on a broker

@@ -3,11 +3,19 @@ package delivery
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +27,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adal-relay/adal/destauth"
 	"github.com/adal-relay/adal/egress"
 	"github.com/adal-relay/adal/webhook"
 )
@@ -596,7 +605,7 @@ func TestSendUsesClock(t *testing.T) {
 
 func TestErrorKindValid(t *testing.T) {
 	t.Parallel()
-	for _, k := range []ErrorKind{ErrHTTPStatus, ErrTimeout, ErrDNS, ErrTLS, ErrConnection, ErrCLILocal, ErrInterrupted} {
+	for _, k := range []ErrorKind{ErrHTTPStatus, ErrTimeout, ErrDNS, ErrTLS, ErrConnection, ErrCLILocal, ErrInterrupted, ErrBrokerRefused, ErrAuth} {
 		require.True(t, k.Valid(), k)
 	}
 	require.False(t, ErrorKind("").Valid())
@@ -651,4 +660,382 @@ func TestSenderReadsRetryAfter(t *testing.T) {
 	for _, path := range []string{"/other", "/bad", "/no-value"} {
 		require.True(t, send(path).RetryAfter.IsZero(), path)
 	}
+}
+
+// authReceiver answers 200 to every request whose Authorization is in accepted (any request when accepted
+// is nil) and 401 to the others, and hands each request it saw to the returned channel.
+func authReceiver(t *testing.T, accepted func(authorization string) bool) (*httptest.Server, <-chan received) {
+	t.Helper()
+	ch := make(chan received, 64)
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ch <- received{method: r.Method, header: r.Header.Clone(), body: body}
+		if accepted != nil && !accepted(r.Header.Get("Authorization")) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	return srv, ch
+}
+
+// tokenEndpoint is a local OAuth2 token endpoint: answer writes the answer to its n-th request (from 1); by
+// default, tok-n for an hour.
+type tokenEndpoint struct {
+	*httptest.Server
+	requests atomic.Int32
+}
+
+func newTokenEndpoint(t *testing.T, answer func(n int, w http.ResponseWriter, r *http.Request)) *tokenEndpoint {
+	t.Helper()
+	if answer == nil {
+		answer = func(n int, w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer","expires_in":3600}`, n)
+		}
+	}
+	te := &tokenEndpoint{}
+	te.Server = newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm() // read to its end, the body lets the server notice a client that gives up
+		answer(int(te.requests.Add(1)), w, r)
+	}))
+	return te
+}
+
+const authSecret = "client-secret-never-shown"
+
+func (te *tokenEndpoint) auth() *destauth.Config {
+	return &destauth.Config{OAuth2: &destauth.OAuth2{TokenURL: te.URL + "/token", ClientID: "relay", ClientSecret: authSecret}}
+}
+
+func TestSendAuthHeaders(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		auth destauth.Config
+		want http.Header
+	}{
+		{"custom headers", destauth.Config{Headers: map[string]string{"x-api-key": "k1", "User-Agent": "ours", "Content-Type": "text/plain"}},
+			http.Header{"X-Api-Key": {"k1"}, "User-Agent": {"ours"}, "Content-Type": {"text/plain"}, "Authorization": {"Bearer end-to-end"}}},
+		{"basic", destauth.Config{Basic: &destauth.Basic{Username: "relay", Password: "pw"}},
+			http.Header{"Authorization": {"Basic cmVsYXk6cHc="}, "Content-Type": {"application/json"}}},
+		{"bearer and a header", destauth.Config{Bearer: "static-token", Headers: map[string]string{"X-Tenant": "t1"}},
+			http.Header{"Authorization": {"Bearer static-token"}, "X-Tenant": {"t1"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.NoError(t, tt.auth.Validate())
+			srv, got := authReceiver(t, nil)
+			o := send(t, newSender(t, true), Outgoing{
+				URL: srv.URL, Body: []byte(`{}`), Auth: &tt.auth,
+				Header: http.Header{"Authorization": {"Bearer end-to-end"}, "Content-Type": {"application/json"}, "X-Api-Key": {"sender's"}},
+			})
+			require.True(t, o.Succeeded())
+			r := <-got
+			for name, values := range tt.want {
+				require.Equal(t, values, r.header.Values(name), name)
+			}
+			require.Equal(t, "req-1", r.header.Get(webhook.HeaderRequestID), "the relay's own headers stay")
+		})
+	}
+}
+
+func TestSendOAuth2TokenFetchedOnce(t *testing.T) {
+	t.Parallel()
+	te := newTokenEndpoint(t, nil)
+	srv, got := authReceiver(t, func(a string) bool { return a == "Bearer tok-1" })
+	s := newSender(t, true)
+	auth := te.auth()
+	for i := range 5 {
+		o := send(t, s, Outgoing{URL: srv.URL, Attempt: i + 1, Auth: auth})
+		require.True(t, o.Succeeded(), o.ErrorMessage)
+		require.Equal(t, "Bearer tok-1", (<-got).header.Get("Authorization"))
+	}
+	require.EqualValues(t, 1, te.requests.Load(), "one token for every attempt")
+}
+
+// TestSendOAuth2RefreshOn401: a receiver refusing the cached token gets, within the same attempt, one more
+// request with a new token; its answer is the attempt's.
+func TestSendOAuth2RefreshOn401(t *testing.T) {
+	t.Parallel()
+	t.Run("new token accepted", func(t *testing.T) {
+		t.Parallel()
+		te := newTokenEndpoint(t, nil)
+		srv, got := authReceiver(t, func(a string) bool { return a == "Bearer tok-2" })
+		s := newSender(t, true)
+		o := send(t, s, Outgoing{URL: srv.URL, Body: []byte("payload"), Auth: te.auth()})
+		require.True(t, o.Succeeded(), o.ErrorMessage)
+		require.Equal(t, http.StatusOK, o.HTTPStatus)
+		first, second := <-got, <-got
+		require.Equal(t, "Bearer tok-1", first.header.Get("Authorization"))
+		require.Equal(t, "Bearer tok-2", second.header.Get("Authorization"))
+		require.Equal(t, "payload", string(second.body), "the body is sent again")
+		require.Equal(t, first.header.Get(webhook.HeaderRequestID), second.header.Get(webhook.HeaderRequestID))
+
+		o = send(t, s, Outgoing{URL: srv.URL, Auth: te.auth()})
+		require.True(t, o.Succeeded())
+		require.Equal(t, "Bearer tok-2", (<-got).header.Get("Authorization"), "the new token is cached")
+		require.EqualValues(t, 2, te.requests.Load())
+	})
+	t.Run("refused again", func(t *testing.T) {
+		t.Parallel()
+		te := newTokenEndpoint(t, nil)
+		srv, got := authReceiver(t, func(string) bool { return false })
+		o := send(t, newSender(t, true), Outgoing{URL: srv.URL, Auth: te.auth()})
+		require.Equal(t, ErrHTTPStatus, o.ErrorKind)
+		require.Equal(t, http.StatusUnauthorized, o.HTTPStatus)
+		require.Len(t, got, 2, "one retry, not more")
+		require.EqualValues(t, 2, te.requests.Load())
+	})
+	t.Run("not for static credentials", func(t *testing.T) {
+		t.Parallel()
+		srv, got := authReceiver(t, func(string) bool { return false })
+		o := send(t, newSender(t, true), Outgoing{URL: srv.URL, Auth: &destauth.Config{Bearer: "static"}})
+		require.Equal(t, http.StatusUnauthorized, o.HTTPStatus)
+		require.Len(t, got, 1)
+	})
+}
+
+func TestSendOAuth2ConcurrentAttemptsShareOneFetch(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	te := newTokenEndpoint(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprintf(w, `{"access_token":"tok-%d","expires_in":3600}`, n)
+	})
+	srv, got := authReceiver(t, func(a string) bool { return a == "Bearer tok-1" })
+	s := newSender(t, true)
+	auth := te.auth()
+	const attempts = 16
+	outcomes := make(chan Outcome, attempts)
+	var wg sync.WaitGroup
+	for i := range attempts {
+		wg.Go(func() {
+			outcomes <- s.Send(t.Context(), Outgoing{Method: http.MethodPost, URL: srv.URL, Attempt: i + 1, Auth: auth})
+		})
+	}
+	require.Eventually(t, func() bool { return te.requests.Load() == 1 }, 5*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // let the others line up behind the fetch
+	close(release)
+	wg.Wait()
+	close(outcomes)
+	for o := range outcomes {
+		require.True(t, o.Succeeded(), o.ErrorMessage)
+	}
+	require.Len(t, got, attempts)
+	require.EqualValues(t, 1, te.requests.Load())
+}
+
+func TestSendOAuth2TokenEndpointFails(t *testing.T) {
+	t.Parallel()
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		te := newTokenEndpoint(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":"invalid_client","error_description":"Client authentication failed"}`)
+		})
+		srv, got := authReceiver(t, nil)
+		o := send(t, newSender(t, true), Outgoing{URL: srv.URL, Auth: te.auth()})
+		require.Equal(t, ErrAuth, o.ErrorKind)
+		require.Zero(t, o.HTTPStatus)
+		require.Equal(t, "OAuth2 token endpoint at "+te.Listener.Addr().String()+" answered 401: invalid_client (Client authentication failed)", o.ErrorMessage)
+		require.NotContains(t, o.ErrorMessage, authSecret)
+		require.Empty(t, got, "the receiver is not called without a token")
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		srv, got := authReceiver(t, nil)
+		auth := &destauth.Config{OAuth2: &destauth.OAuth2{TokenURL: "http://" + addr + "/token?key=SECRET", ClientID: "relay", ClientSecret: authSecret}}
+		o := send(t, newSender(t, true), Outgoing{URL: srv.URL, Auth: auth})
+		require.Equal(t, ErrAuth, o.ErrorKind)
+		require.Equal(t, "could not get an OAuth2 token: connection to "+addr+" refused", o.ErrorMessage, "no URL query, no secret")
+		require.Empty(t, got)
+	})
+	t.Run("behind the egress guard", func(t *testing.T) {
+		t.Parallel()
+		te := newTokenEndpoint(t, nil)
+		o := send(t, newSender(t, false), Outgoing{URL: "https://receiver.example/hook", Auth: te.auth()})
+		require.Equal(t, ErrAuth, o.ErrorKind)
+		require.Contains(t, o.ErrorMessage, "could not get an OAuth2 token: refused to connect to "+te.Listener.Addr().String()+": target address 127.0.0.1 is not allowed (loopback)")
+		require.Zero(t, te.requests.Load())
+	})
+	t.Run("hangs", func(t *testing.T) {
+		t.Parallel()
+		te := newTokenEndpoint(t, func(_ int, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+		srv, got := authReceiver(t, nil)
+		o := send(t, newSender(t, true), Outgoing{URL: srv.URL, Auth: te.auth(), Timeout: 200 * time.Millisecond})
+		require.Equal(t, ErrTimeout, o.ErrorKind)
+		require.Equal(t, "no response within 200ms: the OAuth2 token endpoint at "+te.Listener.Addr().String()+" did not answer in time", o.ErrorMessage)
+		require.GreaterOrEqual(t, o.Duration(), 200*time.Millisecond)
+		require.Less(t, o.Duration(), 2*time.Second, "the attempt ends at its timeout")
+		require.Empty(t, got)
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		t.Parallel()
+		te := newTokenEndpoint(t, func(_ int, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		o := newSender(t, true).Send(ctx, Outgoing{Method: http.MethodPost, URL: "http://127.0.0.1:1/", Auth: te.auth()})
+		require.Equal(t, ErrInterrupted, o.ErrorKind, o.ErrorMessage)
+	})
+}
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Adal test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// issue returns a client certificate for cn signed by the CA, with its key.
+func (ca *testCA) issue(t *testing.T, cn string) *destauth.ClientCertificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	return &destauth.ClientCertificate{
+		CertificatePEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		KeyPEM:         string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
+	}
+}
+
+// newMTLSServer serves over TLS and requires a client certificate signed by ca; it answers 200 and reports
+// the client certificate's common name and how many connections it accepted.
+func newMTLSServer(t *testing.T, ca *testCA) (srv *httptest.Server, names <-chan string, conns *atomic.Int32) {
+	t.Helper()
+	ch := make(chan string, 16)
+	conns = &atomic.Int32{}
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ch <- r.TLS.PeerCertificates[0].Subject.CommonName
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, ch, conns
+}
+
+// trustingSender is a sender, open to loopback, that trusts srv's certificate.
+func trustingSender(t *testing.T, srv *httptest.Server) *HTTPSender {
+	t.Helper()
+	tr := egress.NewTransport(egress.Policy{AllowPrivate: true}, 0)
+	tr.TLSClientConfig.RootCAs = x509.NewCertPool()
+	tr.TLSClientConfig.RootCAs.AddCert(srv.Certificate())
+	s := newHTTPSender(tr, nil)
+	t.Cleanup(s.CloseIdleConnections)
+	return s
+}
+
+func TestSendMTLS(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	srv, names, conns := newMTLSServer(t, ca)
+	s := trustingSender(t, srv)
+
+	auth := &destauth.Config{ClientCertificate: ca.issue(t, "client-a")}
+	require.NoError(t, auth.Validate())
+	for i := range 3 {
+		o := send(t, s, Outgoing{URL: srv.URL, Attempt: i + 1, Auth: auth})
+		require.True(t, o.Succeeded(), o.ErrorMessage)
+		require.Equal(t, "client-a", <-names)
+	}
+	require.EqualValues(t, 1, conns.Load(), "one connection pool per certificate, kept between attempts")
+
+	o := send(t, s, Outgoing{URL: srv.URL, Auth: &destauth.Config{ClientCertificate: ca.issue(t, "client-b")}})
+	require.True(t, o.Succeeded(), o.ErrorMessage)
+	require.Equal(t, "client-b", <-names)
+
+	t.Run("without certificate", func(t *testing.T) {
+		o := send(t, s, Outgoing{URL: srv.URL})
+		require.Equal(t, ErrTLS, o.ErrorKind)
+		require.Contains(t, o.ErrorMessage, "TLS handshake with "+srv.Listener.Addr().String()+" failed")
+	})
+	t.Run("certificate of another authority", func(t *testing.T) {
+		o := send(t, s, Outgoing{URL: srv.URL, Auth: &destauth.Config{ClientCertificate: newTestCA(t).issue(t, "stranger")}})
+		require.Equal(t, ErrTLS, o.ErrorKind)
+	})
+	t.Run("unusable certificate", func(t *testing.T) {
+		cc := ca.issue(t, "client-c")
+		cc.KeyPEM = ca.issue(t, "client-d").KeyPEM
+		o := send(t, s, Outgoing{URL: srv.URL, Auth: &destauth.Config{ClientCertificate: cc}})
+		require.Equal(t, ErrAuth, o.ErrorKind)
+		require.Equal(t, "the client certificate could not be loaded: clientCertificate: private key does not match public key", o.ErrorMessage)
+	})
+	require.Empty(t, names)
+}
+
+func TestSendMTLSWithOAuth2(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	srv, names, _ := newMTLSServer(t, ca)
+	te := newTokenEndpoint(t, nil)
+	auth := te.auth()
+	auth.ClientCertificate = ca.issue(t, "client-a")
+	o := send(t, trustingSender(t, srv), Outgoing{URL: srv.URL, Auth: auth})
+	require.True(t, o.Succeeded(), o.ErrorMessage)
+	require.Equal(t, "client-a", <-names)
+	require.EqualValues(t, 1, te.requests.Load())
+}
+
+func TestCertClientsKeepTheMostRecent(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	s := newSender(t, true)
+	s.certs.limit = 2
+	a, b, c := ca.issue(t, "a"), ca.issue(t, "b"), ca.issue(t, "c")
+	client := func(cc *destauth.ClientCertificate) *http.Client {
+		cl, err := s.certs.client(cc)
+		require.NoError(t, err)
+		return cl
+	}
+	ca1, cb := client(a), client(b)
+	require.Same(t, ca1, client(a), "one client per certificate")
+	client(c) // b is the least recently used
+	require.Equal(t, 2, s.certs.lru.Len())
+	require.Same(t, ca1, client(a))
+	require.NotSame(t, cb, client(b), "b was let go and is built anew")
+	s.CloseIdleConnections()
 }

@@ -444,7 +444,8 @@ func (s *Service) Replay(ctx context.Context, client *ent.Client, requestID int,
 	}
 	in := NewRequest{
 		Method: orig.Method, Path: orig.Path, Query: orig.Query, Header: orig.Headers, Body: orig.Body,
-		SourceAddr: orig.SourceAddr, ReplayOf: &orig.ID, Verified: orig.Verified,
+		SourceAddr: orig.SourceAddr, ReplayOf: &orig.ID, Verified: orig.Verified, EventType: orig.EventType,
+		SchemaError: orig.SchemaError,
 	}
 	span := s.traceReplay(orig)
 	if span != nil {

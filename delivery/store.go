@@ -218,7 +218,7 @@ func (s *Service) build(items []Incoming, idx []int, planDays map[int]int, hando
 			TenantID: it.Server.TenantID, ServerID: it.Server.ID, Key: it.Key, Method: in.Method, Path: in.Path,
 			Query: in.Query, Headers: in.Header, Body: in.Body, SourceAddr: in.SourceAddr, ReceivedAt: now,
 			Status: status, ReplayOfID: in.ReplayOf, FilteredOut: it.FilteredOut, Verified: in.Verified,
-			TraceParent: in.TraceParent,
+			TraceParent: in.TraceParent, EventType: in.EventType, SchemaError: in.SchemaError,
 		}
 		if planDays != nil {
 			b.reqs[n].ExpiresAt = retention.ExpiresAt(now, retention.Days(planDays[it.Server.TenantID], it.Server.RetentionDays))
@@ -301,7 +301,9 @@ func insertEach(ctx context.Context, client *ent.Client, reqs []*ent.Request, ds
 			SetStatus(r.Status).
 			SetNillableReplayOfID(r.ReplayOfID).
 			SetNillableVerified(r.Verified).
-			SetTraceParent(r.TraceParent)
+			SetTraceParent(r.TraceParent).
+			SetEventType(r.EventType).
+			SetSchemaError(r.SchemaError)
 		if len(r.FilteredOut) > 0 {
 			creates[n].SetFilteredOut(r.FilteredOut)
 		}
@@ -439,6 +441,11 @@ type NewRequest struct {
 	// TraceParent is the W3C traceparent of the span that took the request in (intake's, or a replay's), the
 	// parent of every claim and attempt of its deliveries; "" when tracing is off.
 	TraceParent string
+	// EventType is the request's type as its server reads it; "" when none. Recipients subscribed to other
+	// types get no delivery of it.
+	EventType string
+	// SchemaError is why the body did not follow its type's schema, under shadow validation; "" otherwise.
+	SchemaError string
 }
 
 // StoreRequest stores one request for srv, debits one credit for it (reason says why) and creates one

@@ -47,7 +47,7 @@ WITH q AS (
 	SELECT * FROM json_to_recordset($1::json) AS q(n int, tenant_id bigint, server_id bigint, key text, method text,
 		path text, query text, headers_at int, headers_len int, body_at int, body_len int, source_addr text,
 		received_at timestamptz, status text, replay_of_id bigint, filtered_out json, verified boolean,
-		trace_parent text)
+		trace_parent text, event_type text, schema_error text)
 ), x AS (
 	SELECT * FROM json_to_recordset($6::json) AS x(id bigint, version text)
 ), s AS MATERIALIZED (
@@ -73,11 +73,12 @@ WITH q AS (
 	WHERE ` + billing.GrantedSQL("q.rank", "t.credit_balance") + `
 ), r AS (
 	INSERT INTO requests (tenant_id, server_id, key, method, path, query, headers, body, source_addr, received_at,
-		expires_at, status, replay_of_id, filtered_out, verified, trace_parent)
+		expires_at, status, replay_of_id, filtered_out, verified, trace_parent, event_type, schema_error)
 	SELECT g.tenant_id, g.server_id, g.key, g.method, g.path, g.query,
 		substring($2::bytea FROM g.headers_at FOR g.headers_len), substring($2::bytea FROM g.body_at FOR g.body_len),
 		g.source_addr, g.received_at, ` + retention.ExpiresAtSQL("g.received_at", "g.days") + `, g.status, g.replay_of_id,
-		convert_to(g.filtered_out::text, 'UTF8'), g.verified, coalesce(g.trace_parent, '')
+		convert_to(g.filtered_out::text, 'UTF8'), g.verified, coalesce(g.trace_parent, ''),
+		coalesce(g.event_type, ''), coalesce(g.schema_error, '')
 	FROM g ORDER BY g.n
 	RETURNING id, key, expires_at
 ), d AS (
@@ -154,7 +155,8 @@ func ServerVersionSQL(server string) string {
 		SELECT string_agg(ROW(rv.id, rv.tenant_id, rv.server_id, rv.method, rv.url, rv.max_attempts, rv.retry_schedule,
 			rv.send_idempotency_key, rv.timeout_seconds, rv.state, rv.cli_seen_until, rv.routing_filter,
 			rv.signing_secret, rv.previous_signing_secret, rv.previous_secret_expires_at, rv.signature_headers,
-			rv.max_concurrency, rv.send_traceparent, rv.destination_url, rv.destination)::text, ',' ORDER BY rv.id)
+			rv.max_concurrency, rv.send_traceparent, rv.destination_url, rv.destination, rv.event_types,
+			rv.transform_version_id, rv.auth)::text, ',' ORDER BY rv.id)
 		FROM recipients AS rv WHERE rv.server_id = ` + server + `.id AND rv.deleted_at IS NULL), ''))`
 }
 
@@ -271,6 +273,12 @@ func (st *statement) request(n int, r *ent.Request) error {
 	}
 	if r.TraceParent != "" { // absent is '' (coalesce): tracing is off unless configured
 		w.str("trace_parent", r.TraceParent)
+	}
+	if r.EventType != "" { // absent is '' (coalesce), as for most servers
+		w.str("event_type", r.EventType)
+	}
+	if r.SchemaError != "" {
+		w.str("schema_error", r.SchemaError)
 	}
 	st.requests = w.close()
 	return nil

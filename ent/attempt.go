@@ -43,6 +43,8 @@ type Attempt struct {
 	ErrorMessage string `json:"error_message,omitempty"`
 	// Answer holds the value of the "answer" field.
 	Answer string `json:"answer,omitempty"`
+	// TransformVersion holds the value of the "transform_version" field.
+	TransformVersion *int `json:"transform_version,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the AttemptQuery when eager-loading is set.
 	Edges        AttemptEdges `json:"edges"`
@@ -89,7 +91,7 @@ func (*Attempt) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case attempt.FieldID, attempt.FieldTenantID, attempt.FieldDeliveryID, attempt.FieldNumber, attempt.FieldHTTPStatus, attempt.FieldDurationMs:
+		case attempt.FieldID, attempt.FieldTenantID, attempt.FieldDeliveryID, attempt.FieldNumber, attempt.FieldHTTPStatus, attempt.FieldDurationMs, attempt.FieldTransformVersion:
 			values[i] = new(sql.NullInt64)
 		case attempt.FieldStatus, attempt.FieldErrorKind, attempt.FieldErrorMessage, attempt.FieldAnswer:
 			values[i] = new(sql.NullString)
@@ -190,6 +192,13 @@ func (_m *Attempt) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.Answer = value.String
 			}
+		case attempt.FieldTransformVersion:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field transform_version", values[i])
+			} else if value.Valid {
+				_m.TransformVersion = new(int)
+				*_m.TransformVersion = int(value.Int64)
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -275,6 +284,11 @@ func (_m *Attempt) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("answer=")
 	builder.WriteString(_m.Answer)
+	builder.WriteString(", ")
+	if v := _m.TransformVersion; v != nil {
+		builder.WriteString("transform_version=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -128,6 +128,20 @@ func (_c *AttemptCreate) SetNillableAnswer(v *string) *AttemptCreate {
 	return _c
 }
 
+// SetTransformVersion sets the "transform_version" field.
+func (_c *AttemptCreate) SetTransformVersion(v int) *AttemptCreate {
+	_c.mutation.SetTransformVersion(v)
+	return _c
+}
+
+// SetNillableTransformVersion sets the "transform_version" field if the given value is not nil.
+func (_c *AttemptCreate) SetNillableTransformVersion(v *int) *AttemptCreate {
+	if v != nil {
+		_c.SetTransformVersion(*v)
+	}
+	return _c
+}
+
 // SetTenant sets the "tenant" edge to the Tenant entity.
 func (_c *AttemptCreate) SetTenant(v *Tenant) *AttemptCreate {
 	return _c.SetTenantID(v.ID)
@@ -301,6 +315,10 @@ func (_c *AttemptCreate) createSpec() (*Attempt, *sqlgraph.CreateSpec) {
 		_spec.SetField(attempt.FieldAnswer, field.TypeString, value)
 		_node.Answer = value
 	}
+	if value, ok := _c.mutation.TransformVersion(); ok {
+		_spec.SetField(attempt.FieldTransformVersion, field.TypeInt, value)
+		_node.TransformVersion = &value
+	}
 	if nodes := _c.mutation.TenantIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -433,6 +451,9 @@ func (u *AttemptUpsertOne) UpdateNewValues() *AttemptUpsertOne {
 		}
 		if _, exists := u.create.mutation.Answer(); exists {
 			s.SetIgnore(attempt.FieldAnswer)
+		}
+		if _, exists := u.create.mutation.TransformVersion(); exists {
+			s.SetIgnore(attempt.FieldTransformVersion)
 		}
 	}))
 	return u
@@ -676,6 +697,9 @@ func (u *AttemptUpsertBulk) UpdateNewValues() *AttemptUpsertBulk {
 			}
 			if _, exists := b.mutation.Answer(); exists {
 				s.SetIgnore(attempt.FieldAnswer)
+			}
+			if _, exists := b.mutation.TransformVersion(); exists {
+				s.SetIgnore(attempt.FieldTransformVersion)
 			}
 		}
 	}))

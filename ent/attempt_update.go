@@ -95,6 +95,9 @@ func (_u *AttemptUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.ErrorKindCleared() {
 		_spec.ClearField(attempt.FieldErrorKind, field.TypeEnum)
 	}
+	if _u.mutation.TransformVersionCleared() {
+		_spec.ClearField(attempt.FieldTransformVersion, field.TypeInt)
+	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -213,6 +216,9 @@ func (_u *AttemptUpdateOne) sqlSave(ctx context.Context) (_node *Attempt, err er
 	}
 	if _u.mutation.ErrorKindCleared() {
 		_spec.ClearField(attempt.FieldErrorKind, field.TypeEnum)
+	}
+	if _u.mutation.TransformVersionCleared() {
+		_spec.ClearField(attempt.FieldTransformVersion, field.TypeInt)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	_node = &Attempt{config: _u.config}

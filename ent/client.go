@@ -20,6 +20,7 @@ import (
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -36,6 +37,7 @@ import (
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 
 	stdsql "database/sql"
 )
@@ -55,6 +57,8 @@ type Client struct {
 	BulkJobItem *BulkJobItemClient
 	// Delivery is the client for interacting with the Delivery builders.
 	Delivery *DeliveryClient
+	// EventType is the client for interacting with the EventType builders.
+	EventType *EventTypeClient
 	// LedgerEntry is the client for interacting with the LedgerEntry builders.
 	LedgerEntry *LedgerEntryClient
 	// OutboundAttempt is the client for interacting with the OutboundAttempt builders.
@@ -87,6 +91,8 @@ type Client struct {
 	TenantDayStat *TenantDayStatClient
 	// Token is the client for interacting with the Token builders.
 	Token *TokenClient
+	// TransformVersion is the client for interacting with the TransformVersion builders.
+	TransformVersion *TransformVersionClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -103,6 +109,7 @@ func (c *Client) init() {
 	c.BulkJob = NewBulkJobClient(c.config)
 	c.BulkJobItem = NewBulkJobItemClient(c.config)
 	c.Delivery = NewDeliveryClient(c.config)
+	c.EventType = NewEventTypeClient(c.config)
 	c.LedgerEntry = NewLedgerEntryClient(c.config)
 	c.OutboundAttempt = NewOutboundAttemptClient(c.config)
 	c.OutboundJob = NewOutboundJobClient(c.config)
@@ -119,6 +126,7 @@ func (c *Client) init() {
 	c.Tenant = NewTenantClient(c.config)
 	c.TenantDayStat = NewTenantDayStatClient(c.config)
 	c.Token = NewTokenClient(c.config)
+	c.TransformVersion = NewTransformVersionClient(c.config)
 }
 
 type (
@@ -216,6 +224,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		BulkJob:           NewBulkJobClient(cfg),
 		BulkJobItem:       NewBulkJobItemClient(cfg),
 		Delivery:          NewDeliveryClient(cfg),
+		EventType:         NewEventTypeClient(cfg),
 		LedgerEntry:       NewLedgerEntryClient(cfg),
 		OutboundAttempt:   NewOutboundAttemptClient(cfg),
 		OutboundJob:       NewOutboundJobClient(cfg),
@@ -232,6 +241,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Tenant:            NewTenantClient(cfg),
 		TenantDayStat:     NewTenantDayStatClient(cfg),
 		Token:             NewTokenClient(cfg),
+		TransformVersion:  NewTransformVersionClient(cfg),
 	}, nil
 }
 
@@ -256,6 +266,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		BulkJob:           NewBulkJobClient(cfg),
 		BulkJobItem:       NewBulkJobItemClient(cfg),
 		Delivery:          NewDeliveryClient(cfg),
+		EventType:         NewEventTypeClient(cfg),
 		LedgerEntry:       NewLedgerEntryClient(cfg),
 		OutboundAttempt:   NewOutboundAttemptClient(cfg),
 		OutboundJob:       NewOutboundJobClient(cfg),
@@ -272,6 +283,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Tenant:            NewTenantClient(cfg),
 		TenantDayStat:     NewTenantDayStatClient(cfg),
 		Token:             NewTokenClient(cfg),
+		TransformVersion:  NewTransformVersionClient(cfg),
 	}, nil
 }
 
@@ -302,9 +314,10 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.AlertSubscription, c.Attempt, c.BulkJob, c.BulkJobItem, c.Delivery,
-		c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.PendingAlert, c.Plan,
-		c.Recipient, c.RecipientHourStat, c.Rejection, c.RejectionTally, c.Request,
-		c.Server, c.ServerHourStat, c.SignInCode, c.Tenant, c.TenantDayStat, c.Token,
+		c.EventType, c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.PendingAlert,
+		c.Plan, c.Recipient, c.RecipientHourStat, c.Rejection, c.RejectionTally,
+		c.Request, c.Server, c.ServerHourStat, c.SignInCode, c.Tenant, c.TenantDayStat,
+		c.Token, c.TransformVersion,
 	} {
 		n.Use(hooks...)
 	}
@@ -315,9 +328,10 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.AlertSubscription, c.Attempt, c.BulkJob, c.BulkJobItem, c.Delivery,
-		c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.PendingAlert, c.Plan,
-		c.Recipient, c.RecipientHourStat, c.Rejection, c.RejectionTally, c.Request,
-		c.Server, c.ServerHourStat, c.SignInCode, c.Tenant, c.TenantDayStat, c.Token,
+		c.EventType, c.LedgerEntry, c.OutboundAttempt, c.OutboundJob, c.PendingAlert,
+		c.Plan, c.Recipient, c.RecipientHourStat, c.Rejection, c.RejectionTally,
+		c.Request, c.Server, c.ServerHourStat, c.SignInCode, c.Tenant, c.TenantDayStat,
+		c.Token, c.TransformVersion,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -336,6 +350,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.BulkJobItem.mutate(ctx, m)
 	case *DeliveryMutation:
 		return c.Delivery.mutate(ctx, m)
+	case *EventTypeMutation:
+		return c.EventType.mutate(ctx, m)
 	case *LedgerEntryMutation:
 		return c.LedgerEntry.mutate(ctx, m)
 	case *OutboundAttemptMutation:
@@ -368,6 +384,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.TenantDayStat.mutate(ctx, m)
 	case *TokenMutation:
 		return c.Token.mutate(ctx, m)
+	case *TransformVersionMutation:
+		return c.TransformVersion.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -1200,6 +1218,156 @@ func (c *DeliveryClient) mutate(ctx context.Context, m *DeliveryMutation) (Value
 		return (&DeliveryDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Delivery mutation op: %q", m.Op())
+	}
+}
+
+// EventTypeClient is a client for the EventType schema.
+type EventTypeClient struct {
+	config
+}
+
+// NewEventTypeClient returns a client for the EventType from the given config.
+func NewEventTypeClient(c config) *EventTypeClient {
+	return &EventTypeClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `eventtype.Hooks(f(g(h())))`.
+func (c *EventTypeClient) Use(hooks ...Hook) {
+	c.hooks.EventType = append(c.hooks.EventType, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `eventtype.Intercept(f(g(h())))`.
+func (c *EventTypeClient) Intercept(interceptors ...Interceptor) {
+	c.inters.EventType = append(c.inters.EventType, interceptors...)
+}
+
+// Create returns a builder for creating a EventType entity.
+func (c *EventTypeClient) Create() *EventTypeCreate {
+	mutation := newEventTypeMutation(c.config, OpCreate)
+	return &EventTypeCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of EventType entities.
+func (c *EventTypeClient) CreateBulk(builders ...*EventTypeCreate) *EventTypeCreateBulk {
+	return &EventTypeCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *EventTypeClient) MapCreateBulk(slice any, setFunc func(*EventTypeCreate, int)) *EventTypeCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &EventTypeCreateBulk{err: fmt.Errorf("calling to EventTypeClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*EventTypeCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &EventTypeCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for EventType.
+func (c *EventTypeClient) Update() *EventTypeUpdate {
+	mutation := newEventTypeMutation(c.config, OpUpdate)
+	return &EventTypeUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *EventTypeClient) UpdateOne(_m *EventType) *EventTypeUpdateOne {
+	mutation := newEventTypeMutation(c.config, OpUpdateOne, withEventType(_m))
+	return &EventTypeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *EventTypeClient) UpdateOneID(id int) *EventTypeUpdateOne {
+	mutation := newEventTypeMutation(c.config, OpUpdateOne, withEventTypeID(id))
+	return &EventTypeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for EventType.
+func (c *EventTypeClient) Delete() *EventTypeDelete {
+	mutation := newEventTypeMutation(c.config, OpDelete)
+	return &EventTypeDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *EventTypeClient) DeleteOne(_m *EventType) *EventTypeDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *EventTypeClient) DeleteOneID(id int) *EventTypeDeleteOne {
+	builder := c.Delete().Where(eventtype.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &EventTypeDeleteOne{builder}
+}
+
+// Query returns a query builder for EventType.
+func (c *EventTypeClient) Query() *EventTypeQuery {
+	return &EventTypeQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeEventType},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a EventType entity by its id.
+func (c *EventTypeClient) Get(ctx context.Context, id int) (*EventType, error) {
+	return c.Query().Where(eventtype.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *EventTypeClient) GetX(ctx context.Context, id int) *EventType {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a EventType.
+func (c *EventTypeClient) QueryTenant(_m *EventType) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(eventtype.Table, eventtype.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, eventtype.TenantTable, eventtype.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *EventTypeClient) Hooks() []Hook {
+	hooks := c.hooks.EventType
+	return append(hooks[:len(hooks):len(hooks)], eventtype.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *EventTypeClient) Interceptors() []Interceptor {
+	return c.inters.EventType
+}
+
+func (c *EventTypeClient) mutate(ctx context.Context, m *EventTypeMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&EventTypeCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&EventTypeUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&EventTypeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&EventTypeDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown EventType mutation op: %q", m.Op())
 	}
 }
 
@@ -3779,19 +3947,169 @@ func (c *TokenClient) mutate(ctx context.Context, m *TokenMutation) (Value, erro
 	}
 }
 
+// TransformVersionClient is a client for the TransformVersion schema.
+type TransformVersionClient struct {
+	config
+}
+
+// NewTransformVersionClient returns a client for the TransformVersion from the given config.
+func NewTransformVersionClient(c config) *TransformVersionClient {
+	return &TransformVersionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `transformversion.Hooks(f(g(h())))`.
+func (c *TransformVersionClient) Use(hooks ...Hook) {
+	c.hooks.TransformVersion = append(c.hooks.TransformVersion, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `transformversion.Intercept(f(g(h())))`.
+func (c *TransformVersionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.TransformVersion = append(c.inters.TransformVersion, interceptors...)
+}
+
+// Create returns a builder for creating a TransformVersion entity.
+func (c *TransformVersionClient) Create() *TransformVersionCreate {
+	mutation := newTransformVersionMutation(c.config, OpCreate)
+	return &TransformVersionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of TransformVersion entities.
+func (c *TransformVersionClient) CreateBulk(builders ...*TransformVersionCreate) *TransformVersionCreateBulk {
+	return &TransformVersionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *TransformVersionClient) MapCreateBulk(slice any, setFunc func(*TransformVersionCreate, int)) *TransformVersionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &TransformVersionCreateBulk{err: fmt.Errorf("calling to TransformVersionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*TransformVersionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &TransformVersionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for TransformVersion.
+func (c *TransformVersionClient) Update() *TransformVersionUpdate {
+	mutation := newTransformVersionMutation(c.config, OpUpdate)
+	return &TransformVersionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *TransformVersionClient) UpdateOne(_m *TransformVersion) *TransformVersionUpdateOne {
+	mutation := newTransformVersionMutation(c.config, OpUpdateOne, withTransformVersion(_m))
+	return &TransformVersionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *TransformVersionClient) UpdateOneID(id int) *TransformVersionUpdateOne {
+	mutation := newTransformVersionMutation(c.config, OpUpdateOne, withTransformVersionID(id))
+	return &TransformVersionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for TransformVersion.
+func (c *TransformVersionClient) Delete() *TransformVersionDelete {
+	mutation := newTransformVersionMutation(c.config, OpDelete)
+	return &TransformVersionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *TransformVersionClient) DeleteOne(_m *TransformVersion) *TransformVersionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *TransformVersionClient) DeleteOneID(id int) *TransformVersionDeleteOne {
+	builder := c.Delete().Where(transformversion.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &TransformVersionDeleteOne{builder}
+}
+
+// Query returns a query builder for TransformVersion.
+func (c *TransformVersionClient) Query() *TransformVersionQuery {
+	return &TransformVersionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeTransformVersion},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a TransformVersion entity by its id.
+func (c *TransformVersionClient) Get(ctx context.Context, id int) (*TransformVersion, error) {
+	return c.Query().Where(transformversion.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *TransformVersionClient) GetX(ctx context.Context, id int) *TransformVersion {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTenant queries the tenant edge of a TransformVersion.
+func (c *TransformVersionClient) QueryTenant(_m *TransformVersion) *TenantQuery {
+	query := (&TenantClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(transformversion.Table, transformversion.FieldID, id),
+			sqlgraph.To(tenant.Table, tenant.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, transformversion.TenantTable, transformversion.TenantColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *TransformVersionClient) Hooks() []Hook {
+	hooks := c.hooks.TransformVersion
+	return append(hooks[:len(hooks):len(hooks)], transformversion.Hooks[:]...)
+}
+
+// Interceptors returns the client interceptors.
+func (c *TransformVersionClient) Interceptors() []Interceptor {
+	return c.inters.TransformVersion
+}
+
+func (c *TransformVersionClient) mutate(ctx context.Context, m *TransformVersionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&TransformVersionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&TransformVersionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&TransformVersionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&TransformVersionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown TransformVersion mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		AlertSubscription, Attempt, BulkJob, BulkJobItem, Delivery, LedgerEntry,
-		OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient, RecipientHourStat,
-		Rejection, RejectionTally, Request, Server, ServerHourStat, SignInCode, Tenant,
-		TenantDayStat, Token []ent.Hook
+		AlertSubscription, Attempt, BulkJob, BulkJobItem, Delivery, EventType,
+		LedgerEntry, OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient,
+		RecipientHourStat, Rejection, RejectionTally, Request, Server, ServerHourStat,
+		SignInCode, Tenant, TenantDayStat, Token, TransformVersion []ent.Hook
 	}
 	inters struct {
-		AlertSubscription, Attempt, BulkJob, BulkJobItem, Delivery, LedgerEntry,
-		OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient, RecipientHourStat,
-		Rejection, RejectionTally, Request, Server, ServerHourStat, SignInCode, Tenant,
-		TenantDayStat, Token []ent.Interceptor
+		AlertSubscription, Attempt, BulkJob, BulkJobItem, Delivery, EventType,
+		LedgerEntry, OutboundAttempt, OutboundJob, PendingAlert, Plan, Recipient,
+		RecipientHourStat, Rejection, RejectionTally, Request, Server, ServerHourStat,
+		SignInCode, Tenant, TenantDayStat, Token, TransformVersion []ent.Interceptor
 	}
 )
 

@@ -17,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -33,6 +34,7 @@ import (
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -98,6 +100,7 @@ func checkColumn(t, c string) error {
 			bulkjob.Table:           bulkjob.ValidColumn,
 			bulkjobitem.Table:       bulkjobitem.ValidColumn,
 			delivery.Table:          delivery.ValidColumn,
+			eventtype.Table:         eventtype.ValidColumn,
 			ledgerentry.Table:       ledgerentry.ValidColumn,
 			outboundattempt.Table:   outboundattempt.ValidColumn,
 			outboundjob.Table:       outboundjob.ValidColumn,
@@ -114,6 +117,7 @@ func checkColumn(t, c string) error {
 			tenant.Table:            tenant.ValidColumn,
 			tenantdaystat.Table:     tenantdaystat.ValidColumn,
 			token.Table:             token.ValidColumn,
+			transformversion.Table:  transformversion.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -8,6 +8,7 @@ import (
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -25,6 +26,7 @@ import (
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
@@ -34,7 +36,7 @@ import (
 
 // schemaGraph holds a representation of ent/schema at runtime.
 var schemaGraph = func() *sqlgraph.Schema {
-	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 21)}
+	graph := &sqlgraph.Schema{Nodes: make([]*sqlgraph.Node, 23)}
 	graph.Nodes[0] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   alertsubscription.Table,
@@ -64,18 +66,19 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		Type: "Attempt",
 		Fields: map[string]*sqlgraph.FieldSpec{
-			attempt.FieldTenantID:     {Type: field.TypeInt, Column: attempt.FieldTenantID},
-			attempt.FieldDeliveryID:   {Type: field.TypeInt, Column: attempt.FieldDeliveryID},
-			attempt.FieldNumber:       {Type: field.TypeInt, Column: attempt.FieldNumber},
-			attempt.FieldExpiresAt:    {Type: field.TypeTime, Column: attempt.FieldExpiresAt},
-			attempt.FieldStartedAt:    {Type: field.TypeTime, Column: attempt.FieldStartedAt},
-			attempt.FieldFinishedAt:   {Type: field.TypeTime, Column: attempt.FieldFinishedAt},
-			attempt.FieldStatus:       {Type: field.TypeEnum, Column: attempt.FieldStatus},
-			attempt.FieldHTTPStatus:   {Type: field.TypeInt, Column: attempt.FieldHTTPStatus},
-			attempt.FieldDurationMs:   {Type: field.TypeInt64, Column: attempt.FieldDurationMs},
-			attempt.FieldErrorKind:    {Type: field.TypeEnum, Column: attempt.FieldErrorKind},
-			attempt.FieldErrorMessage: {Type: field.TypeString, Column: attempt.FieldErrorMessage},
-			attempt.FieldAnswer:       {Type: field.TypeString, Column: attempt.FieldAnswer},
+			attempt.FieldTenantID:         {Type: field.TypeInt, Column: attempt.FieldTenantID},
+			attempt.FieldDeliveryID:       {Type: field.TypeInt, Column: attempt.FieldDeliveryID},
+			attempt.FieldNumber:           {Type: field.TypeInt, Column: attempt.FieldNumber},
+			attempt.FieldExpiresAt:        {Type: field.TypeTime, Column: attempt.FieldExpiresAt},
+			attempt.FieldStartedAt:        {Type: field.TypeTime, Column: attempt.FieldStartedAt},
+			attempt.FieldFinishedAt:       {Type: field.TypeTime, Column: attempt.FieldFinishedAt},
+			attempt.FieldStatus:           {Type: field.TypeEnum, Column: attempt.FieldStatus},
+			attempt.FieldHTTPStatus:       {Type: field.TypeInt, Column: attempt.FieldHTTPStatus},
+			attempt.FieldDurationMs:       {Type: field.TypeInt64, Column: attempt.FieldDurationMs},
+			attempt.FieldErrorKind:        {Type: field.TypeEnum, Column: attempt.FieldErrorKind},
+			attempt.FieldErrorMessage:     {Type: field.TypeString, Column: attempt.FieldErrorMessage},
+			attempt.FieldAnswer:           {Type: field.TypeString, Column: attempt.FieldAnswer},
+			attempt.FieldTransformVersion: {Type: field.TypeInt, Column: attempt.FieldTransformVersion},
 		},
 	}
 	graph.Nodes[2] = &sqlgraph.Node{
@@ -160,6 +163,25 @@ var schemaGraph = func() *sqlgraph.Schema {
 	}
 	graph.Nodes[5] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
+			Table:   eventtype.Table,
+			Columns: eventtype.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: eventtype.FieldID,
+			},
+		},
+		Type: "EventType",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			eventtype.FieldTenantID:    {Type: field.TypeInt, Column: eventtype.FieldTenantID},
+			eventtype.FieldCreatedAt:   {Type: field.TypeTime, Column: eventtype.FieldCreatedAt},
+			eventtype.FieldName:        {Type: field.TypeString, Column: eventtype.FieldName},
+			eventtype.FieldDescription: {Type: field.TypeString, Column: eventtype.FieldDescription},
+			eventtype.FieldSchema:      {Type: field.TypeString, Column: eventtype.FieldSchema},
+			eventtype.FieldUpdatedAt:   {Type: field.TypeTime, Column: eventtype.FieldUpdatedAt},
+		},
+	}
+	graph.Nodes[6] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
 			Table:   ledgerentry.Table,
 			Columns: ledgerentry.Columns,
 			ID: &sqlgraph.FieldSpec{
@@ -178,7 +200,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			ledgerentry.FieldPeriod:       {Type: field.TypeString, Column: ledgerentry.FieldPeriod},
 		},
 	}
-	graph.Nodes[6] = &sqlgraph.Node{
+	graph.Nodes[7] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   outboundattempt.Table,
 			Columns: outboundattempt.Columns,
@@ -203,7 +225,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			outboundattempt.FieldResponseTruncated: {Type: field.TypeBool, Column: outboundattempt.FieldResponseTruncated},
 		},
 	}
-	graph.Nodes[7] = &sqlgraph.Node{
+	graph.Nodes[8] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   outboundjob.Table,
 			Columns: outboundjob.Columns,
@@ -236,7 +258,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			outboundjob.FieldFinishedAt:        {Type: field.TypeTime, Column: outboundjob.FieldFinishedAt},
 		},
 	}
-	graph.Nodes[8] = &sqlgraph.Node{
+	graph.Nodes[9] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   pendingalert.Table,
 			Columns: pendingalert.Columns,
@@ -255,7 +277,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			pendingalert.FieldDueAt:       {Type: field.TypeTime, Column: pendingalert.FieldDueAt},
 		},
 	}
-	graph.Nodes[9] = &sqlgraph.Node{
+	graph.Nodes[10] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   plan.Table,
 			Columns: plan.Columns,
@@ -276,7 +298,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			plan.FieldSelectable:             {Type: field.TypeBool, Column: plan.FieldSelectable},
 		},
 	}
-	graph.Nodes[10] = &sqlgraph.Node{
+	graph.Nodes[11] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   recipient.Table,
 			Columns: recipient.Columns,
@@ -319,9 +341,12 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipient.FieldMaxConcurrency:          {Type: field.TypeInt, Column: recipient.FieldMaxConcurrency},
 			recipient.FieldInFlight:                {Type: field.TypeInt, Column: recipient.FieldInFlight},
 			recipient.FieldCapChangedAt:            {Type: field.TypeTime, Column: recipient.FieldCapChangedAt},
+			recipient.FieldEventTypes:              {Type: field.TypeJSON, Column: recipient.FieldEventTypes},
+			recipient.FieldTransformVersionID:      {Type: field.TypeInt, Column: recipient.FieldTransformVersionID},
+			recipient.FieldAuth:                    {Type: field.TypeBytes, Column: recipient.FieldAuth},
 		},
 	}
-	graph.Nodes[11] = &sqlgraph.Node{
+	graph.Nodes[12] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   recipienthourstat.Table,
 			Columns: recipienthourstat.Columns,
@@ -351,7 +376,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			recipienthourstat.FieldGt30000:     {Type: field.TypeInt64, Column: recipienthourstat.FieldGt30000},
 		},
 	}
-	graph.Nodes[12] = &sqlgraph.Node{
+	graph.Nodes[13] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   rejection.Table,
 			Columns: rejection.Columns,
@@ -372,7 +397,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			rejection.FieldMessage:    {Type: field.TypeString, Column: rejection.FieldMessage},
 		},
 	}
-	graph.Nodes[13] = &sqlgraph.Node{
+	graph.Nodes[14] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   rejectiontally.Table,
 			Columns: rejectiontally.Columns,
@@ -389,7 +414,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			rejectiontally.FieldLastAt:   {Type: field.TypeTime, Column: rejectiontally.FieldLastAt},
 		},
 	}
-	graph.Nodes[14] = &sqlgraph.Node{
+	graph.Nodes[15] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   request.Table,
 			Columns: request.Columns,
@@ -415,10 +440,12 @@ var schemaGraph = func() *sqlgraph.Schema {
 			request.FieldStatus:      {Type: field.TypeEnum, Column: request.FieldStatus},
 			request.FieldVerified:    {Type: field.TypeBool, Column: request.FieldVerified},
 			request.FieldReplayOfID:  {Type: field.TypeInt, Column: request.FieldReplayOfID},
+			request.FieldEventType:   {Type: field.TypeString, Column: request.FieldEventType},
+			request.FieldSchemaError: {Type: field.TypeString, Column: request.FieldSchemaError},
 			request.FieldFilteredOut: {Type: field.TypeJSON, Column: request.FieldFilteredOut},
 		},
 	}
-	graph.Nodes[15] = &sqlgraph.Node{
+	graph.Nodes[16] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   server.Table,
 			Columns: server.Columns,
@@ -443,11 +470,14 @@ var schemaGraph = func() *sqlgraph.Schema {
 			server.FieldResponseStatus:          {Type: field.TypeInt, Column: server.FieldResponseStatus},
 			server.FieldResponseContentType:     {Type: field.TypeString, Column: server.FieldResponseContentType},
 			server.FieldResponseBody:            {Type: field.TypeString, Column: server.FieldResponseBody},
+			server.FieldEventTypeHeader:         {Type: field.TypeString, Column: server.FieldEventTypeHeader},
+			server.FieldEventTypePath:           {Type: field.TypeString, Column: server.FieldEventTypePath},
+			server.FieldSchemaValidation:        {Type: field.TypeEnum, Column: server.FieldSchemaValidation},
 			server.FieldDeletedAt:               {Type: field.TypeTime, Column: server.FieldDeletedAt},
 			server.FieldKind:                    {Type: field.TypeEnum, Column: server.FieldKind},
 		},
 	}
-	graph.Nodes[16] = &sqlgraph.Node{
+	graph.Nodes[17] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   serverhourstat.Table,
 			Columns: serverhourstat.Columns,
@@ -465,7 +495,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			serverhourstat.FieldReplays:  {Type: field.TypeInt64, Column: serverhourstat.FieldReplays},
 		},
 	}
-	graph.Nodes[17] = &sqlgraph.Node{
+	graph.Nodes[18] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   signincode.Table,
 			Columns: signincode.Columns,
@@ -482,7 +512,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			signincode.FieldUsedAt:    {Type: field.TypeTime, Column: signincode.FieldUsedAt},
 		},
 	}
-	graph.Nodes[18] = &sqlgraph.Node{
+	graph.Nodes[19] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   tenant.Table,
 			Columns: tenant.Columns,
@@ -501,7 +531,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			tenant.FieldCreditsExhaustedAt: {Type: field.TypeTime, Column: tenant.FieldCreditsExhaustedAt},
 		},
 	}
-	graph.Nodes[19] = &sqlgraph.Node{
+	graph.Nodes[20] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   tenantdaystat.Table,
 			Columns: tenantdaystat.Columns,
@@ -521,7 +551,7 @@ var schemaGraph = func() *sqlgraph.Schema {
 			tenantdaystat.FieldOutbound: {Type: field.TypeInt64, Column: tenantdaystat.FieldOutbound},
 		},
 	}
-	graph.Nodes[20] = &sqlgraph.Node{
+	graph.Nodes[21] = &sqlgraph.Node{
 		NodeSpec: sqlgraph.NodeSpec{
 			Table:   token.Table,
 			Columns: token.Columns,
@@ -539,6 +569,25 @@ var schemaGraph = func() *sqlgraph.Schema {
 			token.FieldIssuedBy:  {Type: field.TypeString, Column: token.FieldIssuedBy},
 			token.FieldExpiresAt: {Type: field.TypeTime, Column: token.FieldExpiresAt},
 			token.FieldRevokedAt: {Type: field.TypeTime, Column: token.FieldRevokedAt},
+		},
+	}
+	graph.Nodes[22] = &sqlgraph.Node{
+		NodeSpec: sqlgraph.NodeSpec{
+			Table:   transformversion.Table,
+			Columns: transformversion.Columns,
+			ID: &sqlgraph.FieldSpec{
+				Type:   field.TypeInt,
+				Column: transformversion.FieldID,
+			},
+		},
+		Type: "TransformVersion",
+		Fields: map[string]*sqlgraph.FieldSpec{
+			transformversion.FieldTenantID:    {Type: field.TypeInt, Column: transformversion.FieldTenantID},
+			transformversion.FieldCreatedAt:   {Type: field.TypeTime, Column: transformversion.FieldCreatedAt},
+			transformversion.FieldRecipientID: {Type: field.TypeInt, Column: transformversion.FieldRecipientID},
+			transformversion.FieldNumber:      {Type: field.TypeInt, Column: transformversion.FieldNumber},
+			transformversion.FieldSource:      {Type: field.TypeString, Column: transformversion.FieldSource},
+			transformversion.FieldCreatedBy:   {Type: field.TypeString, Column: transformversion.FieldCreatedBy},
 		},
 	}
 	graph.MustAddE(
@@ -660,6 +709,18 @@ var schemaGraph = func() *sqlgraph.Schema {
 		},
 		"Delivery",
 		"Attempt",
+	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   eventtype.TenantTable,
+			Columns: []string{eventtype.TenantColumn},
+			Bidi:    false,
+		},
+		"EventType",
+		"Tenant",
 	)
 	graph.MustAddE(
 		"tenant",
@@ -985,6 +1046,18 @@ var schemaGraph = func() *sqlgraph.Schema {
 		"Token",
 		"Tenant",
 	)
+	graph.MustAddE(
+		"tenant",
+		&sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: false,
+			Table:   transformversion.TenantTable,
+			Columns: []string{transformversion.TenantColumn},
+			Bidi:    false,
+		},
+		"TransformVersion",
+		"Tenant",
+	)
 	return graph
 }()
 
@@ -1185,6 +1258,11 @@ func (f *AttemptFilter) WhereErrorMessage(p entql.StringP) {
 // WhereAnswer applies the entql string predicate on the answer field.
 func (f *AttemptFilter) WhereAnswer(p entql.StringP) {
 	f.Where(p.Field(attempt.FieldAnswer))
+}
+
+// WhereTransformVersion applies the entql int predicate on the transform_version field.
+func (f *AttemptFilter) WhereTransformVersion(p entql.IntP) {
+	f.Where(p.Field(attempt.FieldTransformVersion))
 }
 
 // WhereHasTenant applies a predicate to check if query has an edge tenant.
@@ -1625,6 +1703,90 @@ func (f *DeliveryFilter) WhereHasAttemptsWith(preds ...predicate.Attempt) {
 }
 
 // addPredicate implements the predicateAdder interface.
+func (_q *EventTypeQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the EventTypeQuery builder.
+func (_q *EventTypeQuery) Filter() *EventTypeFilter {
+	return &EventTypeFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *EventTypeMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the EventTypeMutation builder.
+func (m *EventTypeMutation) Filter() *EventTypeFilter {
+	return &EventTypeFilter{config: m.config, predicateAdder: m}
+}
+
+// EventTypeFilter provides a generic filtering capability at runtime for EventTypeQuery.
+type EventTypeFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *EventTypeFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *EventTypeFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(eventtype.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *EventTypeFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(eventtype.FieldTenantID))
+}
+
+// WhereCreatedAt applies the entql time.Time predicate on the created_at field.
+func (f *EventTypeFilter) WhereCreatedAt(p entql.TimeP) {
+	f.Where(p.Field(eventtype.FieldCreatedAt))
+}
+
+// WhereName applies the entql string predicate on the name field.
+func (f *EventTypeFilter) WhereName(p entql.StringP) {
+	f.Where(p.Field(eventtype.FieldName))
+}
+
+// WhereDescription applies the entql string predicate on the description field.
+func (f *EventTypeFilter) WhereDescription(p entql.StringP) {
+	f.Where(p.Field(eventtype.FieldDescription))
+}
+
+// WhereSchema applies the entql string predicate on the schema field.
+func (f *EventTypeFilter) WhereSchema(p entql.StringP) {
+	f.Where(p.Field(eventtype.FieldSchema))
+}
+
+// WhereUpdatedAt applies the entql time.Time predicate on the updated_at field.
+func (f *EventTypeFilter) WhereUpdatedAt(p entql.TimeP) {
+	f.Where(p.Field(eventtype.FieldUpdatedAt))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *EventTypeFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *EventTypeFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
 func (_q *LedgerEntryQuery) addPredicate(pred func(s *sql.Selector)) {
 	_q.predicates = append(_q.predicates, pred)
 }
@@ -1653,7 +1815,7 @@ type LedgerEntryFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *LedgerEntryFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[5].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1742,7 +1904,7 @@ type OutboundAttemptFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *OutboundAttemptFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[6].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[7].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -1870,7 +2032,7 @@ type OutboundJobFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *OutboundJobFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[7].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[8].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2066,7 +2228,7 @@ type PendingAlertFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *PendingAlertFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[8].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2150,7 +2312,7 @@ type PlanFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *PlanFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[9].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2244,7 +2406,7 @@ type RecipientFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RecipientFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[10].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2415,6 +2577,21 @@ func (f *RecipientFilter) WhereCapChangedAt(p entql.TimeP) {
 	f.Where(p.Field(recipient.FieldCapChangedAt))
 }
 
+// WhereEventTypes applies the entql json.RawMessage predicate on the event_types field.
+func (f *RecipientFilter) WhereEventTypes(p entql.BytesP) {
+	f.Where(p.Field(recipient.FieldEventTypes))
+}
+
+// WhereTransformVersionID applies the entql int predicate on the transform_version_id field.
+func (f *RecipientFilter) WhereTransformVersionID(p entql.IntP) {
+	f.Where(p.Field(recipient.FieldTransformVersionID))
+}
+
+// WhereAuth applies the entql []byte predicate on the auth field.
+func (f *RecipientFilter) WhereAuth(p entql.BytesP) {
+	f.Where(p.Field(recipient.FieldAuth))
+}
+
 // WhereHasTenant applies a predicate to check if query has an edge tenant.
 func (f *RecipientFilter) WhereHasTenant() {
 	f.Where(entql.HasEdge("tenant"))
@@ -2486,7 +2663,7 @@ type RecipientHourStatFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RecipientHourStatFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[11].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2625,7 +2802,7 @@ type RejectionFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RejectionFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[12].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[13].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2719,7 +2896,7 @@ type RejectionTallyFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RejectionTallyFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[13].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[14].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2793,7 +2970,7 @@ type RequestFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *RequestFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[14].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[15].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -2877,6 +3054,16 @@ func (f *RequestFilter) WhereVerified(p entql.BoolP) {
 // WhereReplayOfID applies the entql int predicate on the replay_of_id field.
 func (f *RequestFilter) WhereReplayOfID(p entql.IntP) {
 	f.Where(p.Field(request.FieldReplayOfID))
+}
+
+// WhereEventType applies the entql string predicate on the event_type field.
+func (f *RequestFilter) WhereEventType(p entql.StringP) {
+	f.Where(p.Field(request.FieldEventType))
+}
+
+// WhereSchemaError applies the entql string predicate on the schema_error field.
+func (f *RequestFilter) WhereSchemaError(p entql.StringP) {
+	f.Where(p.Field(request.FieldSchemaError))
 }
 
 // WhereFilteredOut applies the entql json.RawMessage predicate on the filtered_out field.
@@ -2983,7 +3170,7 @@ type ServerFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *ServerFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[15].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[16].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -3062,6 +3249,21 @@ func (f *ServerFilter) WhereResponseContentType(p entql.StringP) {
 // WhereResponseBody applies the entql string predicate on the response_body field.
 func (f *ServerFilter) WhereResponseBody(p entql.StringP) {
 	f.Where(p.Field(server.FieldResponseBody))
+}
+
+// WhereEventTypeHeader applies the entql string predicate on the event_type_header field.
+func (f *ServerFilter) WhereEventTypeHeader(p entql.StringP) {
+	f.Where(p.Field(server.FieldEventTypeHeader))
+}
+
+// WhereEventTypePath applies the entql string predicate on the event_type_path field.
+func (f *ServerFilter) WhereEventTypePath(p entql.StringP) {
+	f.Where(p.Field(server.FieldEventTypePath))
+}
+
+// WhereSchemaValidation applies the entql string predicate on the schema_validation field.
+func (f *ServerFilter) WhereSchemaValidation(p entql.StringP) {
+	f.Where(p.Field(server.FieldSchemaValidation))
 }
 
 // WhereDeletedAt applies the entql time.Time predicate on the deleted_at field.
@@ -3145,7 +3347,7 @@ type ServerHourStatFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *ServerHourStatFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[16].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[17].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -3224,7 +3426,7 @@ type SignInCodeFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *SignInCodeFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[17].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[18].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -3284,7 +3486,7 @@ type TenantFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TenantFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[18].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[19].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -3368,7 +3570,7 @@ type TenantDayStatFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TenantDayStatFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[19].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[20].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -3457,7 +3659,7 @@ type TokenFilter struct {
 // Where applies the entql predicate on the query filter.
 func (f *TokenFilter) Where(p entql.P) {
 	f.addPredicate(func(s *sql.Selector) {
-		if err := schemaGraph.EvalP(schemaGraph.Nodes[20].Type, p, s); err != nil {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[21].Type, p, s); err != nil {
 			s.AddError(err)
 		}
 	})
@@ -3510,6 +3712,90 @@ func (f *TokenFilter) WhereHasTenant() {
 
 // WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
 func (f *TokenFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
+	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
+		for _, p := range preds {
+			p(s)
+		}
+	})))
+}
+
+// addPredicate implements the predicateAdder interface.
+func (_q *TransformVersionQuery) addPredicate(pred func(s *sql.Selector)) {
+	_q.predicates = append(_q.predicates, pred)
+}
+
+// Filter returns a Filter implementation to apply filters on the TransformVersionQuery builder.
+func (_q *TransformVersionQuery) Filter() *TransformVersionFilter {
+	return &TransformVersionFilter{config: _q.config, predicateAdder: _q}
+}
+
+// addPredicate implements the predicateAdder interface.
+func (m *TransformVersionMutation) addPredicate(pred func(s *sql.Selector)) {
+	m.predicates = append(m.predicates, pred)
+}
+
+// Filter returns an entql.Where implementation to apply filters on the TransformVersionMutation builder.
+func (m *TransformVersionMutation) Filter() *TransformVersionFilter {
+	return &TransformVersionFilter{config: m.config, predicateAdder: m}
+}
+
+// TransformVersionFilter provides a generic filtering capability at runtime for TransformVersionQuery.
+type TransformVersionFilter struct {
+	predicateAdder
+	config
+}
+
+// Where applies the entql predicate on the query filter.
+func (f *TransformVersionFilter) Where(p entql.P) {
+	f.addPredicate(func(s *sql.Selector) {
+		if err := schemaGraph.EvalP(schemaGraph.Nodes[22].Type, p, s); err != nil {
+			s.AddError(err)
+		}
+	})
+}
+
+// WhereID applies the entql int predicate on the id field.
+func (f *TransformVersionFilter) WhereID(p entql.IntP) {
+	f.Where(p.Field(transformversion.FieldID))
+}
+
+// WhereTenantID applies the entql int predicate on the tenant_id field.
+func (f *TransformVersionFilter) WhereTenantID(p entql.IntP) {
+	f.Where(p.Field(transformversion.FieldTenantID))
+}
+
+// WhereCreatedAt applies the entql time.Time predicate on the created_at field.
+func (f *TransformVersionFilter) WhereCreatedAt(p entql.TimeP) {
+	f.Where(p.Field(transformversion.FieldCreatedAt))
+}
+
+// WhereRecipientID applies the entql int predicate on the recipient_id field.
+func (f *TransformVersionFilter) WhereRecipientID(p entql.IntP) {
+	f.Where(p.Field(transformversion.FieldRecipientID))
+}
+
+// WhereNumber applies the entql int predicate on the number field.
+func (f *TransformVersionFilter) WhereNumber(p entql.IntP) {
+	f.Where(p.Field(transformversion.FieldNumber))
+}
+
+// WhereSource applies the entql string predicate on the source field.
+func (f *TransformVersionFilter) WhereSource(p entql.StringP) {
+	f.Where(p.Field(transformversion.FieldSource))
+}
+
+// WhereCreatedBy applies the entql string predicate on the created_by field.
+func (f *TransformVersionFilter) WhereCreatedBy(p entql.StringP) {
+	f.Where(p.Field(transformversion.FieldCreatedBy))
+}
+
+// WhereHasTenant applies a predicate to check if query has an edge tenant.
+func (f *TransformVersionFilter) WhereHasTenant() {
+	f.Where(entql.HasEdge("tenant"))
+}
+
+// WhereHasTenantWith applies a predicate to check if query has an edge tenant with a given conditions (other predicates).
+func (f *TransformVersionFilter) WhereHasTenantWith(preds ...predicate.Tenant) {
 	f.Where(entql.HasEdgeWith("tenant", sqlgraph.WrapFunc(func(s *sql.Selector) {
 		for _, p := range preds {
 			p(s)

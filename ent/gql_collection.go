@@ -10,6 +10,7 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -20,6 +21,7 @@ import (
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 )
 
 // CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
@@ -107,6 +109,11 @@ func (_q *AttemptQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 			if _, ok := fieldSeen[attempt.FieldAnswer]; !ok {
 				selectedFields = append(selectedFields, attempt.FieldAnswer)
 				fieldSeen[attempt.FieldAnswer] = struct{}{}
+			}
+		case "transformVersion":
+			if _, ok := fieldSeen[attempt.FieldTransformVersion]; !ok {
+				selectedFields = append(selectedFields, attempt.FieldTransformVersion)
+				fieldSeen[attempt.FieldTransformVersion] = struct{}{}
 			}
 		case "id":
 		case "__typename":
@@ -471,6 +478,115 @@ func newDeliveryPaginateArgs(rv map[string]any) *deliveryPaginateArgs {
 	}
 	if v, ok := rv[whereField].(*DeliveryWhereInput); ok {
 		args.opts = append(args.opts, WithDeliveryFilter(v.Filter))
+	}
+	return args
+}
+
+// CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
+func (_q *EventTypeQuery) CollectFields(ctx context.Context, satisfies ...string) (*EventTypeQuery, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return _q, nil
+	}
+	if err := _q.collectField(ctx, false, graphql.GetOperationContext(ctx), fc.Field, nil, satisfies...); err != nil {
+		return nil, err
+	}
+	return _q, nil
+}
+
+func (_q *EventTypeQuery) collectField(ctx context.Context, oneNode bool, opCtx *graphql.OperationContext, collected graphql.CollectedField, path []string, satisfies ...string) error {
+	path = append([]string(nil), path...)
+	var (
+		unknownSeen    bool
+		fieldSeen      = make(map[string]struct{}, len(eventtype.Columns))
+		selectedFields = []string{eventtype.FieldID}
+	)
+	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
+		switch field.Name {
+		case "createdAt":
+			if _, ok := fieldSeen[eventtype.FieldCreatedAt]; !ok {
+				selectedFields = append(selectedFields, eventtype.FieldCreatedAt)
+				fieldSeen[eventtype.FieldCreatedAt] = struct{}{}
+			}
+		case "name":
+			if _, ok := fieldSeen[eventtype.FieldName]; !ok {
+				selectedFields = append(selectedFields, eventtype.FieldName)
+				fieldSeen[eventtype.FieldName] = struct{}{}
+			}
+		case "description":
+			if _, ok := fieldSeen[eventtype.FieldDescription]; !ok {
+				selectedFields = append(selectedFields, eventtype.FieldDescription)
+				fieldSeen[eventtype.FieldDescription] = struct{}{}
+			}
+		case "schema":
+			if _, ok := fieldSeen[eventtype.FieldSchema]; !ok {
+				selectedFields = append(selectedFields, eventtype.FieldSchema)
+				fieldSeen[eventtype.FieldSchema] = struct{}{}
+			}
+		case "updatedAt":
+			if _, ok := fieldSeen[eventtype.FieldUpdatedAt]; !ok {
+				selectedFields = append(selectedFields, eventtype.FieldUpdatedAt)
+				fieldSeen[eventtype.FieldUpdatedAt] = struct{}{}
+			}
+		case "id":
+		case "__typename":
+		default:
+			unknownSeen = true
+		}
+	}
+	if !unknownSeen {
+		_q.Select(selectedFields...)
+	}
+	return nil
+}
+
+type eventtypePaginateArgs struct {
+	first, last   *int
+	after, before *Cursor
+	opts          []EventTypePaginateOption
+}
+
+func newEventTypePaginateArgs(rv map[string]any) *eventtypePaginateArgs {
+	args := &eventtypePaginateArgs{}
+	if rv == nil {
+		return args
+	}
+	if v := rv[firstField]; v != nil {
+		args.first = v.(*int)
+	}
+	if v := rv[lastField]; v != nil {
+		args.last = v.(*int)
+	}
+	if v := rv[afterField]; v != nil {
+		args.after = v.(*Cursor)
+	}
+	if v := rv[beforeField]; v != nil {
+		args.before = v.(*Cursor)
+	}
+	if v, ok := rv[orderByField]; ok {
+		switch v := v.(type) {
+		case map[string]any:
+			var (
+				err1, err2 error
+				order      = &EventTypeOrder{Field: &EventTypeOrderField{}, Direction: entgql.OrderDirectionAsc}
+			)
+			if d, ok := v[directionField]; ok {
+				err1 = order.Direction.UnmarshalGQL(d)
+			}
+			if f, ok := v[fieldField]; ok {
+				err2 = order.Field.UnmarshalGQL(f)
+			}
+			if err1 == nil && err2 == nil {
+				args.opts = append(args.opts, WithEventTypeOrder(order))
+			}
+		case *EventTypeOrder:
+			if v != nil {
+				args.opts = append(args.opts, WithEventTypeOrder(v))
+			}
+		}
+	}
+	if v, ok := rv[whereField].(*EventTypeWhereInput); ok {
+		args.opts = append(args.opts, WithEventTypeFilter(v.Filter))
 	}
 	return args
 }
@@ -1125,6 +1241,11 @@ func (_q *RecipientQuery) collectField(ctx context.Context, oneNode bool, opCtx 
 				selectedFields = append(selectedFields, recipient.FieldMaxConcurrency)
 				fieldSeen[recipient.FieldMaxConcurrency] = struct{}{}
 			}
+		case "eventTypes":
+			if _, ok := fieldSeen[recipient.FieldEventTypes]; !ok {
+				selectedFields = append(selectedFields, recipient.FieldEventTypes)
+				fieldSeen[recipient.FieldEventTypes] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:
@@ -1426,6 +1547,16 @@ func (_q *RequestQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 				selectedFields = append(selectedFields, request.FieldVerified)
 				fieldSeen[request.FieldVerified] = struct{}{}
 			}
+		case "eventType":
+			if _, ok := fieldSeen[request.FieldEventType]; !ok {
+				selectedFields = append(selectedFields, request.FieldEventType)
+				fieldSeen[request.FieldEventType] = struct{}{}
+			}
+		case "schemaError":
+			if _, ok := fieldSeen[request.FieldSchemaError]; !ok {
+				selectedFields = append(selectedFields, request.FieldSchemaError)
+				fieldSeen[request.FieldSchemaError] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:
@@ -1539,6 +1670,21 @@ func (_q *ServerQuery) collectField(ctx context.Context, oneNode bool, opCtx *gr
 			if _, ok := fieldSeen[server.FieldMaxRequestsPerSecond]; !ok {
 				selectedFields = append(selectedFields, server.FieldMaxRequestsPerSecond)
 				fieldSeen[server.FieldMaxRequestsPerSecond] = struct{}{}
+			}
+		case "eventTypeHeader":
+			if _, ok := fieldSeen[server.FieldEventTypeHeader]; !ok {
+				selectedFields = append(selectedFields, server.FieldEventTypeHeader)
+				fieldSeen[server.FieldEventTypeHeader] = struct{}{}
+			}
+		case "eventTypePath":
+			if _, ok := fieldSeen[server.FieldEventTypePath]; !ok {
+				selectedFields = append(selectedFields, server.FieldEventTypePath)
+				fieldSeen[server.FieldEventTypePath] = struct{}{}
+			}
+		case "schemaValidation":
+			if _, ok := fieldSeen[server.FieldSchemaValidation]; !ok {
+				selectedFields = append(selectedFields, server.FieldSchemaValidation)
+				fieldSeen[server.FieldSchemaValidation] = struct{}{}
 			}
 		case "deletedAt":
 			if _, ok := fieldSeen[server.FieldDeletedAt]; !ok {
@@ -1852,6 +1998,115 @@ func newTokenPaginateArgs(rv map[string]any) *tokenPaginateArgs {
 	}
 	if v, ok := rv[whereField].(*TokenWhereInput); ok {
 		args.opts = append(args.opts, WithTokenFilter(v.Filter))
+	}
+	return args
+}
+
+// CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
+func (_q *TransformVersionQuery) CollectFields(ctx context.Context, satisfies ...string) (*TransformVersionQuery, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return _q, nil
+	}
+	if err := _q.collectField(ctx, false, graphql.GetOperationContext(ctx), fc.Field, nil, satisfies...); err != nil {
+		return nil, err
+	}
+	return _q, nil
+}
+
+func (_q *TransformVersionQuery) collectField(ctx context.Context, oneNode bool, opCtx *graphql.OperationContext, collected graphql.CollectedField, path []string, satisfies ...string) error {
+	path = append([]string(nil), path...)
+	var (
+		unknownSeen    bool
+		fieldSeen      = make(map[string]struct{}, len(transformversion.Columns))
+		selectedFields = []string{transformversion.FieldID}
+	)
+	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
+		switch field.Name {
+		case "createdAt":
+			if _, ok := fieldSeen[transformversion.FieldCreatedAt]; !ok {
+				selectedFields = append(selectedFields, transformversion.FieldCreatedAt)
+				fieldSeen[transformversion.FieldCreatedAt] = struct{}{}
+			}
+		case "recipientID":
+			if _, ok := fieldSeen[transformversion.FieldRecipientID]; !ok {
+				selectedFields = append(selectedFields, transformversion.FieldRecipientID)
+				fieldSeen[transformversion.FieldRecipientID] = struct{}{}
+			}
+		case "number":
+			if _, ok := fieldSeen[transformversion.FieldNumber]; !ok {
+				selectedFields = append(selectedFields, transformversion.FieldNumber)
+				fieldSeen[transformversion.FieldNumber] = struct{}{}
+			}
+		case "source":
+			if _, ok := fieldSeen[transformversion.FieldSource]; !ok {
+				selectedFields = append(selectedFields, transformversion.FieldSource)
+				fieldSeen[transformversion.FieldSource] = struct{}{}
+			}
+		case "createdBy":
+			if _, ok := fieldSeen[transformversion.FieldCreatedBy]; !ok {
+				selectedFields = append(selectedFields, transformversion.FieldCreatedBy)
+				fieldSeen[transformversion.FieldCreatedBy] = struct{}{}
+			}
+		case "id":
+		case "__typename":
+		default:
+			unknownSeen = true
+		}
+	}
+	if !unknownSeen {
+		_q.Select(selectedFields...)
+	}
+	return nil
+}
+
+type transformversionPaginateArgs struct {
+	first, last   *int
+	after, before *Cursor
+	opts          []TransformVersionPaginateOption
+}
+
+func newTransformVersionPaginateArgs(rv map[string]any) *transformversionPaginateArgs {
+	args := &transformversionPaginateArgs{}
+	if rv == nil {
+		return args
+	}
+	if v := rv[firstField]; v != nil {
+		args.first = v.(*int)
+	}
+	if v := rv[lastField]; v != nil {
+		args.last = v.(*int)
+	}
+	if v := rv[afterField]; v != nil {
+		args.after = v.(*Cursor)
+	}
+	if v := rv[beforeField]; v != nil {
+		args.before = v.(*Cursor)
+	}
+	if v, ok := rv[orderByField]; ok {
+		switch v := v.(type) {
+		case map[string]any:
+			var (
+				err1, err2 error
+				order      = &TransformVersionOrder{Field: &TransformVersionOrderField{}, Direction: entgql.OrderDirectionAsc}
+			)
+			if d, ok := v[directionField]; ok {
+				err1 = order.Direction.UnmarshalGQL(d)
+			}
+			if f, ok := v[fieldField]; ok {
+				err2 = order.Field.UnmarshalGQL(f)
+			}
+			if err1 == nil && err2 == nil {
+				args.opts = append(args.opts, WithTransformVersionOrder(order))
+			}
+		case *TransformVersionOrder:
+			if v != nil {
+				args.opts = append(args.opts, WithTransformVersionOrder(v))
+			}
+		}
+	}
+	if v, ok := rv[whereField].(*TransformVersionWhereInput); ok {
+		args.opts = append(args.opts, WithTransformVersionFilter(v.Filter))
 	}
 	return args
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/internal"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
@@ -23,6 +24,7 @@ import (
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 	"github.com/hashicorp/go-multierror"
 )
 
@@ -45,6 +47,11 @@ var deliveryImplementors = []string{"Delivery", "Node"}
 
 // IsNode implements the Node interface check for GQLGen.
 func (*Delivery) IsNode() {}
+
+var eventtypeImplementors = []string{"EventType", "Node"}
+
+// IsNode implements the Node interface check for GQLGen.
+func (*EventType) IsNode() {}
 
 var ledgerentryImplementors = []string{"LedgerEntry", "Node"}
 
@@ -95,6 +102,11 @@ var tokenImplementors = []string{"Token", "Node"}
 
 // IsNode implements the Node interface check for GQLGen.
 func (*Token) IsNode() {}
+
+var transformversionImplementors = []string{"TransformVersion", "Node"}
+
+// IsNode implements the Node interface check for GQLGen.
+func (*TransformVersion) IsNode() {}
 
 var errNodeInvalidID = &NotFoundError{"node"}
 
@@ -200,6 +212,15 @@ func (c *Client) noder(ctx context.Context, table string, id int) (Noder, error)
 			}
 		}
 		return query.Only(ctx)
+	case eventtype.Table:
+		query := c.EventType.Query().
+			Where(eventtype.ID(id))
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, eventtypeImplementors...); err != nil {
+				return nil, err
+			}
+		}
+		return query.Only(ctx)
 	case ledgerentry.Table:
 		query := c.LedgerEntry.Query().
 			Where(ledgerentry.ID(id))
@@ -286,6 +307,15 @@ func (c *Client) noder(ctx context.Context, table string, id int) (Noder, error)
 			Where(token.ID(id))
 		if fc := graphql.GetFieldContext(ctx); fc != nil {
 			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, tokenImplementors...); err != nil {
+				return nil, err
+			}
+		}
+		return query.Only(ctx)
+	case transformversion.Table:
+		query := c.TransformVersion.Query().
+			Where(transformversion.ID(id))
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, transformversionImplementors...); err != nil {
 				return nil, err
 			}
 		}
@@ -399,6 +429,22 @@ func (c *Client) noders(ctx context.Context, table string, ids []int) ([]Noder, 
 		query := c.Delivery.Query().
 			Where(delivery.IDIn(ids...))
 		query, err := query.CollectFields(ctx, deliveryImplementors...)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := query.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, node := range nodes {
+			for _, noder := range idmap[node.ID] {
+				*noder = node
+			}
+		}
+	case eventtype.Table:
+		query := c.EventType.Query().
+			Where(eventtype.IDIn(ids...))
+		query, err := query.CollectFields(ctx, eventtypeImplementors...)
 		if err != nil {
 			return nil, err
 		}
@@ -559,6 +605,22 @@ func (c *Client) noders(ctx context.Context, table string, ids []int) ([]Noder, 
 		query := c.Token.Query().
 			Where(token.IDIn(ids...))
 		query, err := query.CollectFields(ctx, tokenImplementors...)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := query.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, node := range nodes {
+			for _, noder := range idmap[node.ID] {
+				*noder = node
+			}
+		}
+	case transformversion.Table:
+		query := c.TransformVersion.Query().
+			Where(transformversion.IDIn(ids...))
+		query, err := query.CollectFields(ctx, transformversionImplementors...)
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -27,6 +28,7 @@ import (
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
@@ -946,6 +948,320 @@ func (_m *Delivery) ToEdge(order *DeliveryOrder) *DeliveryEdge {
 		order = DefaultDeliveryOrder
 	}
 	return &DeliveryEdge{
+		Node:   _m,
+		Cursor: order.Field.toCursor(_m),
+	}
+}
+
+// EventTypeEdge is the edge representation of EventType.
+type EventTypeEdge struct {
+	Node   *EventType `json:"node"`
+	Cursor Cursor     `json:"cursor"`
+}
+
+// EventTypeConnection is the connection containing edges to EventType.
+type EventTypeConnection struct {
+	Edges      []*EventTypeEdge `json:"edges"`
+	PageInfo   PageInfo         `json:"pageInfo"`
+	TotalCount int              `json:"totalCount"`
+}
+
+func (c *EventTypeConnection) build(nodes []*EventType, pager *eventtypePager, after *Cursor, first *int, before *Cursor, last *int) {
+	c.PageInfo.HasNextPage = before != nil
+	c.PageInfo.HasPreviousPage = after != nil
+	if first != nil && *first+1 == len(nodes) {
+		c.PageInfo.HasNextPage = true
+		nodes = nodes[:len(nodes)-1]
+	} else if last != nil && *last+1 == len(nodes) {
+		c.PageInfo.HasPreviousPage = true
+		nodes = nodes[:len(nodes)-1]
+	}
+	var nodeAt func(int) *EventType
+	if last != nil {
+		n := len(nodes) - 1
+		nodeAt = func(i int) *EventType {
+			return nodes[n-i]
+		}
+	} else {
+		nodeAt = func(i int) *EventType {
+			return nodes[i]
+		}
+	}
+	c.Edges = make([]*EventTypeEdge, len(nodes))
+	for i := range nodes {
+		node := nodeAt(i)
+		c.Edges[i] = &EventTypeEdge{
+			Node:   node,
+			Cursor: pager.toCursor(node),
+		}
+	}
+	if l := len(c.Edges); l > 0 {
+		c.PageInfo.StartCursor = &c.Edges[0].Cursor
+		c.PageInfo.EndCursor = &c.Edges[l-1].Cursor
+	}
+	if c.TotalCount == 0 {
+		c.TotalCount = len(nodes)
+	}
+}
+
+// EventTypePaginateOption enables pagination customization.
+type EventTypePaginateOption func(*eventtypePager) error
+
+// WithEventTypeOrder configures pagination ordering.
+func WithEventTypeOrder(order *EventTypeOrder) EventTypePaginateOption {
+	if order == nil {
+		order = DefaultEventTypeOrder
+	}
+	o := *order
+	return func(pager *eventtypePager) error {
+		if err := o.Direction.Validate(); err != nil {
+			return err
+		}
+		if o.Field == nil {
+			o.Field = DefaultEventTypeOrder.Field
+		}
+		pager.order = &o
+		return nil
+	}
+}
+
+// WithEventTypeFilter configures pagination filter.
+func WithEventTypeFilter(filter func(*EventTypeQuery) (*EventTypeQuery, error)) EventTypePaginateOption {
+	return func(pager *eventtypePager) error {
+		if filter == nil {
+			return errors.New("EventTypeQuery filter cannot be nil")
+		}
+		pager.filter = filter
+		return nil
+	}
+}
+
+type eventtypePager struct {
+	reverse bool
+	order   *EventTypeOrder
+	filter  func(*EventTypeQuery) (*EventTypeQuery, error)
+}
+
+func newEventTypePager(opts []EventTypePaginateOption, reverse bool) (*eventtypePager, error) {
+	pager := &eventtypePager{reverse: reverse}
+	for _, opt := range opts {
+		if err := opt(pager); err != nil {
+			return nil, err
+		}
+	}
+	if pager.order == nil {
+		pager.order = DefaultEventTypeOrder
+	}
+	return pager, nil
+}
+
+func (p *eventtypePager) applyFilter(query *EventTypeQuery) (*EventTypeQuery, error) {
+	if p.filter != nil {
+		return p.filter(query)
+	}
+	return query, nil
+}
+
+func (p *eventtypePager) toCursor(_m *EventType) Cursor {
+	return p.order.Field.toCursor(_m)
+}
+
+func (p *eventtypePager) applyCursors(query *EventTypeQuery, after, before *Cursor) (*EventTypeQuery, error) {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	for _, predicate := range entgql.CursorsPredicate(after, before, DefaultEventTypeOrder.Field.column, p.order.Field.column, direction) {
+		query = query.Where(predicate)
+	}
+	return query, nil
+}
+
+func (p *eventtypePager) applyOrder(query *EventTypeQuery) *EventTypeQuery {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	query = query.Order(p.order.Field.toTerm(direction.OrderTermOption()))
+	if p.order.Field != DefaultEventTypeOrder.Field {
+		query = query.Order(DefaultEventTypeOrder.Field.toTerm(direction.OrderTermOption()))
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return query
+}
+
+func (p *eventtypePager) orderExpr(query *EventTypeQuery) sql.Querier {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return sql.ExprFunc(func(b *sql.Builder) {
+		b.Ident(p.order.Field.column).Pad().WriteString(string(direction))
+		if p.order.Field != DefaultEventTypeOrder.Field {
+			b.Comma().Ident(DefaultEventTypeOrder.Field.column).Pad().WriteString(string(direction))
+		}
+	})
+}
+
+// Paginate executes the query and returns a relay based cursor connection to EventType.
+func (_m *EventTypeQuery) Paginate(
+	ctx context.Context, after *Cursor, first *int,
+	before *Cursor, last *int, opts ...EventTypePaginateOption,
+) (*EventTypeConnection, error) {
+	if err := validateFirstLast(first, last); err != nil {
+		return nil, err
+	}
+	pager, err := newEventTypePager(opts, last != nil)
+	if err != nil {
+		return nil, err
+	}
+	if _m, err = pager.applyFilter(_m); err != nil {
+		return nil, err
+	}
+	conn := &EventTypeConnection{Edges: []*EventTypeEdge{}}
+	ignoredEdges := !hasCollectedField(ctx, edgesField)
+	if hasCollectedField(ctx, totalCountField) || hasCollectedField(ctx, pageInfoField) {
+		hasPagination := after != nil || first != nil || before != nil || last != nil
+		if hasPagination || ignoredEdges {
+			c := _m.Clone()
+			c.ctx.Fields = nil
+			if conn.TotalCount, err = c.Count(ctx); err != nil {
+				return nil, err
+			}
+			conn.PageInfo.HasNextPage = first != nil && conn.TotalCount > 0
+			conn.PageInfo.HasPreviousPage = last != nil && conn.TotalCount > 0
+		}
+	}
+	if ignoredEdges || (first != nil && *first == 0) || (last != nil && *last == 0) {
+		return conn, nil
+	}
+	if _m, err = pager.applyCursors(_m, after, before); err != nil {
+		return nil, err
+	}
+	limit := paginateLimit(first, last)
+	if limit != 0 {
+		_m.Limit(limit)
+	}
+	if field := collectedField(ctx, edgesField, nodeField); field != nil {
+		if err := _m.collectField(ctx, limit == 1, graphql.GetOperationContext(ctx), *field, []string{edgesField, nodeField}); err != nil {
+			return nil, err
+		}
+	}
+	_m = pager.applyOrder(_m)
+	nodes, err := _m.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn.build(nodes, pager, after, first, before, last)
+	return conn, nil
+}
+
+var (
+	// EventTypeOrderFieldCreatedAt orders EventType by created_at.
+	EventTypeOrderFieldCreatedAt = &EventTypeOrderField{
+		Value: func(_m *EventType) (ent.Value, error) {
+			return _m.CreatedAt, nil
+		},
+		column: eventtype.FieldCreatedAt,
+		toTerm: eventtype.ByCreatedAt,
+		toCursor: func(_m *EventType) Cursor {
+			return Cursor{
+				ID:    _m.ID,
+				Value: _m.CreatedAt,
+			}
+		},
+	}
+	// EventTypeOrderFieldName orders EventType by name.
+	EventTypeOrderFieldName = &EventTypeOrderField{
+		Value: func(_m *EventType) (ent.Value, error) {
+			return _m.Name, nil
+		},
+		column: eventtype.FieldName,
+		toTerm: eventtype.ByName,
+		toCursor: func(_m *EventType) Cursor {
+			return Cursor{
+				ID:    _m.ID,
+				Value: _m.Name,
+			}
+		},
+	}
+)
+
+// String implement fmt.Stringer interface.
+func (f EventTypeOrderField) String() string {
+	var str string
+	switch f.column {
+	case EventTypeOrderFieldCreatedAt.column:
+		str = "CREATED_AT"
+	case EventTypeOrderFieldName.column:
+		str = "NAME"
+	}
+	return str
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (f EventTypeOrderField) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(f.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (f *EventTypeOrderField) UnmarshalGQL(v interface{}) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("EventTypeOrderField %T must be a string", v)
+	}
+	switch str {
+	case "CREATED_AT":
+		*f = *EventTypeOrderFieldCreatedAt
+	case "NAME":
+		*f = *EventTypeOrderFieldName
+	default:
+		return fmt.Errorf("%s is not a valid EventTypeOrderField", str)
+	}
+	return nil
+}
+
+// EventTypeOrderField defines the ordering field of EventType.
+type EventTypeOrderField struct {
+	// Value extracts the ordering value from the given EventType.
+	Value    func(*EventType) (ent.Value, error)
+	column   string // field or computed.
+	toTerm   func(...sql.OrderTermOption) eventtype.OrderOption
+	toCursor func(*EventType) Cursor
+}
+
+// EventTypeOrder defines the ordering of EventType.
+type EventTypeOrder struct {
+	Direction OrderDirection       `json:"direction"`
+	Field     *EventTypeOrderField `json:"field"`
+}
+
+// DefaultEventTypeOrder is the default ordering of EventType.
+var DefaultEventTypeOrder = &EventTypeOrder{
+	Direction: entgql.OrderDirectionAsc,
+	Field: &EventTypeOrderField{
+		Value: func(_m *EventType) (ent.Value, error) {
+			return _m.ID, nil
+		},
+		column: eventtype.FieldID,
+		toTerm: eventtype.ByID,
+		toCursor: func(_m *EventType) Cursor {
+			return Cursor{ID: _m.ID}
+		},
+	},
+}
+
+// ToEdge converts EventType into EventTypeEdge.
+func (_m *EventType) ToEdge(order *EventTypeOrder) *EventTypeEdge {
+	if order == nil {
+		order = DefaultEventTypeOrder
+	}
+	return &EventTypeEdge{
 		Node:   _m,
 		Cursor: order.Field.toCursor(_m),
 	}
@@ -3949,6 +4265,302 @@ func (_m *Token) ToEdge(order *TokenOrder) *TokenEdge {
 		order = DefaultTokenOrder
 	}
 	return &TokenEdge{
+		Node:   _m,
+		Cursor: order.Field.toCursor(_m),
+	}
+}
+
+// TransformVersionEdge is the edge representation of TransformVersion.
+type TransformVersionEdge struct {
+	Node   *TransformVersion `json:"node"`
+	Cursor Cursor            `json:"cursor"`
+}
+
+// TransformVersionConnection is the connection containing edges to TransformVersion.
+type TransformVersionConnection struct {
+	Edges      []*TransformVersionEdge `json:"edges"`
+	PageInfo   PageInfo                `json:"pageInfo"`
+	TotalCount int                     `json:"totalCount"`
+}
+
+func (c *TransformVersionConnection) build(nodes []*TransformVersion, pager *transformversionPager, after *Cursor, first *int, before *Cursor, last *int) {
+	c.PageInfo.HasNextPage = before != nil
+	c.PageInfo.HasPreviousPage = after != nil
+	if first != nil && *first+1 == len(nodes) {
+		c.PageInfo.HasNextPage = true
+		nodes = nodes[:len(nodes)-1]
+	} else if last != nil && *last+1 == len(nodes) {
+		c.PageInfo.HasPreviousPage = true
+		nodes = nodes[:len(nodes)-1]
+	}
+	var nodeAt func(int) *TransformVersion
+	if last != nil {
+		n := len(nodes) - 1
+		nodeAt = func(i int) *TransformVersion {
+			return nodes[n-i]
+		}
+	} else {
+		nodeAt = func(i int) *TransformVersion {
+			return nodes[i]
+		}
+	}
+	c.Edges = make([]*TransformVersionEdge, len(nodes))
+	for i := range nodes {
+		node := nodeAt(i)
+		c.Edges[i] = &TransformVersionEdge{
+			Node:   node,
+			Cursor: pager.toCursor(node),
+		}
+	}
+	if l := len(c.Edges); l > 0 {
+		c.PageInfo.StartCursor = &c.Edges[0].Cursor
+		c.PageInfo.EndCursor = &c.Edges[l-1].Cursor
+	}
+	if c.TotalCount == 0 {
+		c.TotalCount = len(nodes)
+	}
+}
+
+// TransformVersionPaginateOption enables pagination customization.
+type TransformVersionPaginateOption func(*transformversionPager) error
+
+// WithTransformVersionOrder configures pagination ordering.
+func WithTransformVersionOrder(order *TransformVersionOrder) TransformVersionPaginateOption {
+	if order == nil {
+		order = DefaultTransformVersionOrder
+	}
+	o := *order
+	return func(pager *transformversionPager) error {
+		if err := o.Direction.Validate(); err != nil {
+			return err
+		}
+		if o.Field == nil {
+			o.Field = DefaultTransformVersionOrder.Field
+		}
+		pager.order = &o
+		return nil
+	}
+}
+
+// WithTransformVersionFilter configures pagination filter.
+func WithTransformVersionFilter(filter func(*TransformVersionQuery) (*TransformVersionQuery, error)) TransformVersionPaginateOption {
+	return func(pager *transformversionPager) error {
+		if filter == nil {
+			return errors.New("TransformVersionQuery filter cannot be nil")
+		}
+		pager.filter = filter
+		return nil
+	}
+}
+
+type transformversionPager struct {
+	reverse bool
+	order   *TransformVersionOrder
+	filter  func(*TransformVersionQuery) (*TransformVersionQuery, error)
+}
+
+func newTransformVersionPager(opts []TransformVersionPaginateOption, reverse bool) (*transformversionPager, error) {
+	pager := &transformversionPager{reverse: reverse}
+	for _, opt := range opts {
+		if err := opt(pager); err != nil {
+			return nil, err
+		}
+	}
+	if pager.order == nil {
+		pager.order = DefaultTransformVersionOrder
+	}
+	return pager, nil
+}
+
+func (p *transformversionPager) applyFilter(query *TransformVersionQuery) (*TransformVersionQuery, error) {
+	if p.filter != nil {
+		return p.filter(query)
+	}
+	return query, nil
+}
+
+func (p *transformversionPager) toCursor(_m *TransformVersion) Cursor {
+	return p.order.Field.toCursor(_m)
+}
+
+func (p *transformversionPager) applyCursors(query *TransformVersionQuery, after, before *Cursor) (*TransformVersionQuery, error) {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	for _, predicate := range entgql.CursorsPredicate(after, before, DefaultTransformVersionOrder.Field.column, p.order.Field.column, direction) {
+		query = query.Where(predicate)
+	}
+	return query, nil
+}
+
+func (p *transformversionPager) applyOrder(query *TransformVersionQuery) *TransformVersionQuery {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	query = query.Order(p.order.Field.toTerm(direction.OrderTermOption()))
+	if p.order.Field != DefaultTransformVersionOrder.Field {
+		query = query.Order(DefaultTransformVersionOrder.Field.toTerm(direction.OrderTermOption()))
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return query
+}
+
+func (p *transformversionPager) orderExpr(query *TransformVersionQuery) sql.Querier {
+	direction := p.order.Direction
+	if p.reverse {
+		direction = direction.Reverse()
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(p.order.Field.column)
+	}
+	return sql.ExprFunc(func(b *sql.Builder) {
+		b.Ident(p.order.Field.column).Pad().WriteString(string(direction))
+		if p.order.Field != DefaultTransformVersionOrder.Field {
+			b.Comma().Ident(DefaultTransformVersionOrder.Field.column).Pad().WriteString(string(direction))
+		}
+	})
+}
+
+// Paginate executes the query and returns a relay based cursor connection to TransformVersion.
+func (_m *TransformVersionQuery) Paginate(
+	ctx context.Context, after *Cursor, first *int,
+	before *Cursor, last *int, opts ...TransformVersionPaginateOption,
+) (*TransformVersionConnection, error) {
+	if err := validateFirstLast(first, last); err != nil {
+		return nil, err
+	}
+	pager, err := newTransformVersionPager(opts, last != nil)
+	if err != nil {
+		return nil, err
+	}
+	if _m, err = pager.applyFilter(_m); err != nil {
+		return nil, err
+	}
+	conn := &TransformVersionConnection{Edges: []*TransformVersionEdge{}}
+	ignoredEdges := !hasCollectedField(ctx, edgesField)
+	if hasCollectedField(ctx, totalCountField) || hasCollectedField(ctx, pageInfoField) {
+		hasPagination := after != nil || first != nil || before != nil || last != nil
+		if hasPagination || ignoredEdges {
+			c := _m.Clone()
+			c.ctx.Fields = nil
+			if conn.TotalCount, err = c.Count(ctx); err != nil {
+				return nil, err
+			}
+			conn.PageInfo.HasNextPage = first != nil && conn.TotalCount > 0
+			conn.PageInfo.HasPreviousPage = last != nil && conn.TotalCount > 0
+		}
+	}
+	if ignoredEdges || (first != nil && *first == 0) || (last != nil && *last == 0) {
+		return conn, nil
+	}
+	if _m, err = pager.applyCursors(_m, after, before); err != nil {
+		return nil, err
+	}
+	limit := paginateLimit(first, last)
+	if limit != 0 {
+		_m.Limit(limit)
+	}
+	if field := collectedField(ctx, edgesField, nodeField); field != nil {
+		if err := _m.collectField(ctx, limit == 1, graphql.GetOperationContext(ctx), *field, []string{edgesField, nodeField}); err != nil {
+			return nil, err
+		}
+	}
+	_m = pager.applyOrder(_m)
+	nodes, err := _m.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn.build(nodes, pager, after, first, before, last)
+	return conn, nil
+}
+
+var (
+	// TransformVersionOrderFieldCreatedAt orders TransformVersion by created_at.
+	TransformVersionOrderFieldCreatedAt = &TransformVersionOrderField{
+		Value: func(_m *TransformVersion) (ent.Value, error) {
+			return _m.CreatedAt, nil
+		},
+		column: transformversion.FieldCreatedAt,
+		toTerm: transformversion.ByCreatedAt,
+		toCursor: func(_m *TransformVersion) Cursor {
+			return Cursor{
+				ID:    _m.ID,
+				Value: _m.CreatedAt,
+			}
+		},
+	}
+)
+
+// String implement fmt.Stringer interface.
+func (f TransformVersionOrderField) String() string {
+	var str string
+	switch f.column {
+	case TransformVersionOrderFieldCreatedAt.column:
+		str = "CREATED_AT"
+	}
+	return str
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (f TransformVersionOrderField) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(f.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (f *TransformVersionOrderField) UnmarshalGQL(v interface{}) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("TransformVersionOrderField %T must be a string", v)
+	}
+	switch str {
+	case "CREATED_AT":
+		*f = *TransformVersionOrderFieldCreatedAt
+	default:
+		return fmt.Errorf("%s is not a valid TransformVersionOrderField", str)
+	}
+	return nil
+}
+
+// TransformVersionOrderField defines the ordering field of TransformVersion.
+type TransformVersionOrderField struct {
+	// Value extracts the ordering value from the given TransformVersion.
+	Value    func(*TransformVersion) (ent.Value, error)
+	column   string // field or computed.
+	toTerm   func(...sql.OrderTermOption) transformversion.OrderOption
+	toCursor func(*TransformVersion) Cursor
+}
+
+// TransformVersionOrder defines the ordering of TransformVersion.
+type TransformVersionOrder struct {
+	Direction OrderDirection              `json:"direction"`
+	Field     *TransformVersionOrderField `json:"field"`
+}
+
+// DefaultTransformVersionOrder is the default ordering of TransformVersion.
+var DefaultTransformVersionOrder = &TransformVersionOrder{
+	Direction: entgql.OrderDirectionAsc,
+	Field: &TransformVersionOrderField{
+		Value: func(_m *TransformVersion) (ent.Value, error) {
+			return _m.ID, nil
+		},
+		column: transformversion.FieldID,
+		toTerm: transformversion.ByID,
+		toCursor: func(_m *TransformVersion) Cursor {
+			return Cursor{ID: _m.ID}
+		},
+	},
+}
+
+// ToEdge converts TransformVersion into TransformVersionEdge.
+func (_m *TransformVersion) ToEdge(order *TransformVersionOrder) *TransformVersionEdge {
+	if order == nil {
+		order = DefaultTransformVersionOrder
+	}
+	return &TransformVersionEdge{
 		Node:   _m,
 		Cursor: order.Field.toCursor(_m),
 	}

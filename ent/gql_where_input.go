@@ -10,6 +10,7 @@ import (
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -20,6 +21,7 @@ import (
 	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 )
 
 // AttemptWhereInput represents a where input for filtering Attempt queries.
@@ -140,6 +142,18 @@ type AttemptWhereInput struct {
 	AnswerHasSuffix    *string  `json:"answerHasSuffix,omitempty"`
 	AnswerEqualFold    *string  `json:"answerEqualFold,omitempty"`
 	AnswerContainsFold *string  `json:"answerContainsFold,omitempty"`
+
+	// "transform_version" field predicates.
+	TransformVersion       *int  `json:"transformVersion,omitempty"`
+	TransformVersionNEQ    *int  `json:"transformVersionNEQ,omitempty"`
+	TransformVersionIn     []int `json:"transformVersionIn,omitempty"`
+	TransformVersionNotIn  []int `json:"transformVersionNotIn,omitempty"`
+	TransformVersionGT     *int  `json:"transformVersionGT,omitempty"`
+	TransformVersionGTE    *int  `json:"transformVersionGTE,omitempty"`
+	TransformVersionLT     *int  `json:"transformVersionLT,omitempty"`
+	TransformVersionLTE    *int  `json:"transformVersionLTE,omitempty"`
+	TransformVersionIsNil  bool  `json:"transformVersionIsNil,omitempty"`
+	TransformVersionNotNil bool  `json:"transformVersionNotNil,omitempty"`
 
 	// "delivery" edge predicates.
 	HasDelivery     *bool                 `json:"hasDelivery,omitempty"`
@@ -486,6 +500,36 @@ func (i *AttemptWhereInput) P() (predicate.Attempt, error) {
 	}
 	if i.AnswerContainsFold != nil {
 		predicates = append(predicates, attempt.AnswerContainsFold(*i.AnswerContainsFold))
+	}
+	if i.TransformVersion != nil {
+		predicates = append(predicates, attempt.TransformVersionEQ(*i.TransformVersion))
+	}
+	if i.TransformVersionNEQ != nil {
+		predicates = append(predicates, attempt.TransformVersionNEQ(*i.TransformVersionNEQ))
+	}
+	if len(i.TransformVersionIn) > 0 {
+		predicates = append(predicates, attempt.TransformVersionIn(i.TransformVersionIn...))
+	}
+	if len(i.TransformVersionNotIn) > 0 {
+		predicates = append(predicates, attempt.TransformVersionNotIn(i.TransformVersionNotIn...))
+	}
+	if i.TransformVersionGT != nil {
+		predicates = append(predicates, attempt.TransformVersionGT(*i.TransformVersionGT))
+	}
+	if i.TransformVersionGTE != nil {
+		predicates = append(predicates, attempt.TransformVersionGTE(*i.TransformVersionGTE))
+	}
+	if i.TransformVersionLT != nil {
+		predicates = append(predicates, attempt.TransformVersionLT(*i.TransformVersionLT))
+	}
+	if i.TransformVersionLTE != nil {
+		predicates = append(predicates, attempt.TransformVersionLTE(*i.TransformVersionLTE))
+	}
+	if i.TransformVersionIsNil {
+		predicates = append(predicates, attempt.TransformVersionIsNil())
+	}
+	if i.TransformVersionNotNil {
+		predicates = append(predicates, attempt.TransformVersionNotNil())
 	}
 
 	if i.HasDelivery != nil {
@@ -1537,6 +1581,368 @@ func (i *DeliveryWhereInput) P() (predicate.Delivery, error) {
 		return predicates[0], nil
 	default:
 		return delivery.And(predicates...), nil
+	}
+}
+
+// EventTypeWhereInput represents a where input for filtering EventType queries.
+type EventTypeWhereInput struct {
+	Predicates []predicate.EventType  `json:"-"`
+	Not        *EventTypeWhereInput   `json:"not,omitempty"`
+	Or         []*EventTypeWhereInput `json:"or,omitempty"`
+	And        []*EventTypeWhereInput `json:"and,omitempty"`
+
+	// "id" field predicates.
+	ID      *int  `json:"id,omitempty"`
+	IDNEQ   *int  `json:"idNEQ,omitempty"`
+	IDIn    []int `json:"idIn,omitempty"`
+	IDNotIn []int `json:"idNotIn,omitempty"`
+	IDGT    *int  `json:"idGT,omitempty"`
+	IDGTE   *int  `json:"idGTE,omitempty"`
+	IDLT    *int  `json:"idLT,omitempty"`
+	IDLTE   *int  `json:"idLTE,omitempty"`
+
+	// "created_at" field predicates.
+	CreatedAt      *time.Time  `json:"createdAt,omitempty"`
+	CreatedAtNEQ   *time.Time  `json:"createdAtNEQ,omitempty"`
+	CreatedAtIn    []time.Time `json:"createdAtIn,omitempty"`
+	CreatedAtNotIn []time.Time `json:"createdAtNotIn,omitempty"`
+	CreatedAtGT    *time.Time  `json:"createdAtGT,omitempty"`
+	CreatedAtGTE   *time.Time  `json:"createdAtGTE,omitempty"`
+	CreatedAtLT    *time.Time  `json:"createdAtLT,omitempty"`
+	CreatedAtLTE   *time.Time  `json:"createdAtLTE,omitempty"`
+
+	// "name" field predicates.
+	Name             *string  `json:"name,omitempty"`
+	NameNEQ          *string  `json:"nameNEQ,omitempty"`
+	NameIn           []string `json:"nameIn,omitempty"`
+	NameNotIn        []string `json:"nameNotIn,omitempty"`
+	NameGT           *string  `json:"nameGT,omitempty"`
+	NameGTE          *string  `json:"nameGTE,omitempty"`
+	NameLT           *string  `json:"nameLT,omitempty"`
+	NameLTE          *string  `json:"nameLTE,omitempty"`
+	NameContains     *string  `json:"nameContains,omitempty"`
+	NameHasPrefix    *string  `json:"nameHasPrefix,omitempty"`
+	NameHasSuffix    *string  `json:"nameHasSuffix,omitempty"`
+	NameEqualFold    *string  `json:"nameEqualFold,omitempty"`
+	NameContainsFold *string  `json:"nameContainsFold,omitempty"`
+
+	// "description" field predicates.
+	Description             *string  `json:"description,omitempty"`
+	DescriptionNEQ          *string  `json:"descriptionNEQ,omitempty"`
+	DescriptionIn           []string `json:"descriptionIn,omitempty"`
+	DescriptionNotIn        []string `json:"descriptionNotIn,omitempty"`
+	DescriptionGT           *string  `json:"descriptionGT,omitempty"`
+	DescriptionGTE          *string  `json:"descriptionGTE,omitempty"`
+	DescriptionLT           *string  `json:"descriptionLT,omitempty"`
+	DescriptionLTE          *string  `json:"descriptionLTE,omitempty"`
+	DescriptionContains     *string  `json:"descriptionContains,omitempty"`
+	DescriptionHasPrefix    *string  `json:"descriptionHasPrefix,omitempty"`
+	DescriptionHasSuffix    *string  `json:"descriptionHasSuffix,omitempty"`
+	DescriptionEqualFold    *string  `json:"descriptionEqualFold,omitempty"`
+	DescriptionContainsFold *string  `json:"descriptionContainsFold,omitempty"`
+
+	// "schema" field predicates.
+	Schema             *string  `json:"schema,omitempty"`
+	SchemaNEQ          *string  `json:"schemaNEQ,omitempty"`
+	SchemaIn           []string `json:"schemaIn,omitempty"`
+	SchemaNotIn        []string `json:"schemaNotIn,omitempty"`
+	SchemaGT           *string  `json:"schemaGT,omitempty"`
+	SchemaGTE          *string  `json:"schemaGTE,omitempty"`
+	SchemaLT           *string  `json:"schemaLT,omitempty"`
+	SchemaLTE          *string  `json:"schemaLTE,omitempty"`
+	SchemaContains     *string  `json:"schemaContains,omitempty"`
+	SchemaHasPrefix    *string  `json:"schemaHasPrefix,omitempty"`
+	SchemaHasSuffix    *string  `json:"schemaHasSuffix,omitempty"`
+	SchemaIsNil        bool     `json:"schemaIsNil,omitempty"`
+	SchemaNotNil       bool     `json:"schemaNotNil,omitempty"`
+	SchemaEqualFold    *string  `json:"schemaEqualFold,omitempty"`
+	SchemaContainsFold *string  `json:"schemaContainsFold,omitempty"`
+
+	// "updated_at" field predicates.
+	UpdatedAt      *time.Time  `json:"updatedAt,omitempty"`
+	UpdatedAtNEQ   *time.Time  `json:"updatedAtNEQ,omitempty"`
+	UpdatedAtIn    []time.Time `json:"updatedAtIn,omitempty"`
+	UpdatedAtNotIn []time.Time `json:"updatedAtNotIn,omitempty"`
+	UpdatedAtGT    *time.Time  `json:"updatedAtGT,omitempty"`
+	UpdatedAtGTE   *time.Time  `json:"updatedAtGTE,omitempty"`
+	UpdatedAtLT    *time.Time  `json:"updatedAtLT,omitempty"`
+	UpdatedAtLTE   *time.Time  `json:"updatedAtLTE,omitempty"`
+}
+
+// AddPredicates adds custom predicates to the where input to be used during the filtering phase.
+func (i *EventTypeWhereInput) AddPredicates(predicates ...predicate.EventType) {
+	i.Predicates = append(i.Predicates, predicates...)
+}
+
+// Filter applies the EventTypeWhereInput filter on the EventTypeQuery builder.
+func (i *EventTypeWhereInput) Filter(q *EventTypeQuery) (*EventTypeQuery, error) {
+	if i == nil {
+		return q, nil
+	}
+	p, err := i.P()
+	if err != nil {
+		if err == ErrEmptyEventTypeWhereInput {
+			return q, nil
+		}
+		return nil, err
+	}
+	return q.Where(p), nil
+}
+
+// ErrEmptyEventTypeWhereInput is returned in case the EventTypeWhereInput is empty.
+var ErrEmptyEventTypeWhereInput = errors.New("ent: empty predicate EventTypeWhereInput")
+
+// P returns a predicate for filtering eventtypes.
+// An error is returned if the input is empty or invalid.
+func (i *EventTypeWhereInput) P() (predicate.EventType, error) {
+	var predicates []predicate.EventType
+	if i.Not != nil {
+		p, err := i.Not.P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'not'", err)
+		}
+		predicates = append(predicates, eventtype.Not(p))
+	}
+	switch n := len(i.Or); {
+	case n == 1:
+		p, err := i.Or[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'or'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		or := make([]predicate.EventType, 0, n)
+		for _, w := range i.Or {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'or'", err)
+			}
+			or = append(or, p)
+		}
+		predicates = append(predicates, eventtype.Or(or...))
+	}
+	switch n := len(i.And); {
+	case n == 1:
+		p, err := i.And[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'and'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		and := make([]predicate.EventType, 0, n)
+		for _, w := range i.And {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'and'", err)
+			}
+			and = append(and, p)
+		}
+		predicates = append(predicates, eventtype.And(and...))
+	}
+	predicates = append(predicates, i.Predicates...)
+	if i.ID != nil {
+		predicates = append(predicates, eventtype.IDEQ(*i.ID))
+	}
+	if i.IDNEQ != nil {
+		predicates = append(predicates, eventtype.IDNEQ(*i.IDNEQ))
+	}
+	if len(i.IDIn) > 0 {
+		predicates = append(predicates, eventtype.IDIn(i.IDIn...))
+	}
+	if len(i.IDNotIn) > 0 {
+		predicates = append(predicates, eventtype.IDNotIn(i.IDNotIn...))
+	}
+	if i.IDGT != nil {
+		predicates = append(predicates, eventtype.IDGT(*i.IDGT))
+	}
+	if i.IDGTE != nil {
+		predicates = append(predicates, eventtype.IDGTE(*i.IDGTE))
+	}
+	if i.IDLT != nil {
+		predicates = append(predicates, eventtype.IDLT(*i.IDLT))
+	}
+	if i.IDLTE != nil {
+		predicates = append(predicates, eventtype.IDLTE(*i.IDLTE))
+	}
+	if i.CreatedAt != nil {
+		predicates = append(predicates, eventtype.CreatedAtEQ(*i.CreatedAt))
+	}
+	if i.CreatedAtNEQ != nil {
+		predicates = append(predicates, eventtype.CreatedAtNEQ(*i.CreatedAtNEQ))
+	}
+	if len(i.CreatedAtIn) > 0 {
+		predicates = append(predicates, eventtype.CreatedAtIn(i.CreatedAtIn...))
+	}
+	if len(i.CreatedAtNotIn) > 0 {
+		predicates = append(predicates, eventtype.CreatedAtNotIn(i.CreatedAtNotIn...))
+	}
+	if i.CreatedAtGT != nil {
+		predicates = append(predicates, eventtype.CreatedAtGT(*i.CreatedAtGT))
+	}
+	if i.CreatedAtGTE != nil {
+		predicates = append(predicates, eventtype.CreatedAtGTE(*i.CreatedAtGTE))
+	}
+	if i.CreatedAtLT != nil {
+		predicates = append(predicates, eventtype.CreatedAtLT(*i.CreatedAtLT))
+	}
+	if i.CreatedAtLTE != nil {
+		predicates = append(predicates, eventtype.CreatedAtLTE(*i.CreatedAtLTE))
+	}
+	if i.Name != nil {
+		predicates = append(predicates, eventtype.NameEQ(*i.Name))
+	}
+	if i.NameNEQ != nil {
+		predicates = append(predicates, eventtype.NameNEQ(*i.NameNEQ))
+	}
+	if len(i.NameIn) > 0 {
+		predicates = append(predicates, eventtype.NameIn(i.NameIn...))
+	}
+	if len(i.NameNotIn) > 0 {
+		predicates = append(predicates, eventtype.NameNotIn(i.NameNotIn...))
+	}
+	if i.NameGT != nil {
+		predicates = append(predicates, eventtype.NameGT(*i.NameGT))
+	}
+	if i.NameGTE != nil {
+		predicates = append(predicates, eventtype.NameGTE(*i.NameGTE))
+	}
+	if i.NameLT != nil {
+		predicates = append(predicates, eventtype.NameLT(*i.NameLT))
+	}
+	if i.NameLTE != nil {
+		predicates = append(predicates, eventtype.NameLTE(*i.NameLTE))
+	}
+	if i.NameContains != nil {
+		predicates = append(predicates, eventtype.NameContains(*i.NameContains))
+	}
+	if i.NameHasPrefix != nil {
+		predicates = append(predicates, eventtype.NameHasPrefix(*i.NameHasPrefix))
+	}
+	if i.NameHasSuffix != nil {
+		predicates = append(predicates, eventtype.NameHasSuffix(*i.NameHasSuffix))
+	}
+	if i.NameEqualFold != nil {
+		predicates = append(predicates, eventtype.NameEqualFold(*i.NameEqualFold))
+	}
+	if i.NameContainsFold != nil {
+		predicates = append(predicates, eventtype.NameContainsFold(*i.NameContainsFold))
+	}
+	if i.Description != nil {
+		predicates = append(predicates, eventtype.DescriptionEQ(*i.Description))
+	}
+	if i.DescriptionNEQ != nil {
+		predicates = append(predicates, eventtype.DescriptionNEQ(*i.DescriptionNEQ))
+	}
+	if len(i.DescriptionIn) > 0 {
+		predicates = append(predicates, eventtype.DescriptionIn(i.DescriptionIn...))
+	}
+	if len(i.DescriptionNotIn) > 0 {
+		predicates = append(predicates, eventtype.DescriptionNotIn(i.DescriptionNotIn...))
+	}
+	if i.DescriptionGT != nil {
+		predicates = append(predicates, eventtype.DescriptionGT(*i.DescriptionGT))
+	}
+	if i.DescriptionGTE != nil {
+		predicates = append(predicates, eventtype.DescriptionGTE(*i.DescriptionGTE))
+	}
+	if i.DescriptionLT != nil {
+		predicates = append(predicates, eventtype.DescriptionLT(*i.DescriptionLT))
+	}
+	if i.DescriptionLTE != nil {
+		predicates = append(predicates, eventtype.DescriptionLTE(*i.DescriptionLTE))
+	}
+	if i.DescriptionContains != nil {
+		predicates = append(predicates, eventtype.DescriptionContains(*i.DescriptionContains))
+	}
+	if i.DescriptionHasPrefix != nil {
+		predicates = append(predicates, eventtype.DescriptionHasPrefix(*i.DescriptionHasPrefix))
+	}
+	if i.DescriptionHasSuffix != nil {
+		predicates = append(predicates, eventtype.DescriptionHasSuffix(*i.DescriptionHasSuffix))
+	}
+	if i.DescriptionEqualFold != nil {
+		predicates = append(predicates, eventtype.DescriptionEqualFold(*i.DescriptionEqualFold))
+	}
+	if i.DescriptionContainsFold != nil {
+		predicates = append(predicates, eventtype.DescriptionContainsFold(*i.DescriptionContainsFold))
+	}
+	if i.Schema != nil {
+		predicates = append(predicates, eventtype.SchemaEQ(*i.Schema))
+	}
+	if i.SchemaNEQ != nil {
+		predicates = append(predicates, eventtype.SchemaNEQ(*i.SchemaNEQ))
+	}
+	if len(i.SchemaIn) > 0 {
+		predicates = append(predicates, eventtype.SchemaIn(i.SchemaIn...))
+	}
+	if len(i.SchemaNotIn) > 0 {
+		predicates = append(predicates, eventtype.SchemaNotIn(i.SchemaNotIn...))
+	}
+	if i.SchemaGT != nil {
+		predicates = append(predicates, eventtype.SchemaGT(*i.SchemaGT))
+	}
+	if i.SchemaGTE != nil {
+		predicates = append(predicates, eventtype.SchemaGTE(*i.SchemaGTE))
+	}
+	if i.SchemaLT != nil {
+		predicates = append(predicates, eventtype.SchemaLT(*i.SchemaLT))
+	}
+	if i.SchemaLTE != nil {
+		predicates = append(predicates, eventtype.SchemaLTE(*i.SchemaLTE))
+	}
+	if i.SchemaContains != nil {
+		predicates = append(predicates, eventtype.SchemaContains(*i.SchemaContains))
+	}
+	if i.SchemaHasPrefix != nil {
+		predicates = append(predicates, eventtype.SchemaHasPrefix(*i.SchemaHasPrefix))
+	}
+	if i.SchemaHasSuffix != nil {
+		predicates = append(predicates, eventtype.SchemaHasSuffix(*i.SchemaHasSuffix))
+	}
+	if i.SchemaIsNil {
+		predicates = append(predicates, eventtype.SchemaIsNil())
+	}
+	if i.SchemaNotNil {
+		predicates = append(predicates, eventtype.SchemaNotNil())
+	}
+	if i.SchemaEqualFold != nil {
+		predicates = append(predicates, eventtype.SchemaEqualFold(*i.SchemaEqualFold))
+	}
+	if i.SchemaContainsFold != nil {
+		predicates = append(predicates, eventtype.SchemaContainsFold(*i.SchemaContainsFold))
+	}
+	if i.UpdatedAt != nil {
+		predicates = append(predicates, eventtype.UpdatedAtEQ(*i.UpdatedAt))
+	}
+	if i.UpdatedAtNEQ != nil {
+		predicates = append(predicates, eventtype.UpdatedAtNEQ(*i.UpdatedAtNEQ))
+	}
+	if len(i.UpdatedAtIn) > 0 {
+		predicates = append(predicates, eventtype.UpdatedAtIn(i.UpdatedAtIn...))
+	}
+	if len(i.UpdatedAtNotIn) > 0 {
+		predicates = append(predicates, eventtype.UpdatedAtNotIn(i.UpdatedAtNotIn...))
+	}
+	if i.UpdatedAtGT != nil {
+		predicates = append(predicates, eventtype.UpdatedAtGT(*i.UpdatedAtGT))
+	}
+	if i.UpdatedAtGTE != nil {
+		predicates = append(predicates, eventtype.UpdatedAtGTE(*i.UpdatedAtGTE))
+	}
+	if i.UpdatedAtLT != nil {
+		predicates = append(predicates, eventtype.UpdatedAtLT(*i.UpdatedAtLT))
+	}
+	if i.UpdatedAtLTE != nil {
+		predicates = append(predicates, eventtype.UpdatedAtLTE(*i.UpdatedAtLTE))
+	}
+
+	switch len(predicates) {
+	case 0:
+		return nil, ErrEmptyEventTypeWhereInput
+	case 1:
+		return predicates[0], nil
+	default:
+		return eventtype.And(predicates...), nil
 	}
 }
 
@@ -4198,6 +4604,36 @@ type RequestWhereInput struct {
 	VerifiedIsNil  bool  `json:"verifiedIsNil,omitempty"`
 	VerifiedNotNil bool  `json:"verifiedNotNil,omitempty"`
 
+	// "event_type" field predicates.
+	EventType             *string  `json:"eventType,omitempty"`
+	EventTypeNEQ          *string  `json:"eventTypeNEQ,omitempty"`
+	EventTypeIn           []string `json:"eventTypeIn,omitempty"`
+	EventTypeNotIn        []string `json:"eventTypeNotIn,omitempty"`
+	EventTypeGT           *string  `json:"eventTypeGT,omitempty"`
+	EventTypeGTE          *string  `json:"eventTypeGTE,omitempty"`
+	EventTypeLT           *string  `json:"eventTypeLT,omitempty"`
+	EventTypeLTE          *string  `json:"eventTypeLTE,omitempty"`
+	EventTypeContains     *string  `json:"eventTypeContains,omitempty"`
+	EventTypeHasPrefix    *string  `json:"eventTypeHasPrefix,omitempty"`
+	EventTypeHasSuffix    *string  `json:"eventTypeHasSuffix,omitempty"`
+	EventTypeEqualFold    *string  `json:"eventTypeEqualFold,omitempty"`
+	EventTypeContainsFold *string  `json:"eventTypeContainsFold,omitempty"`
+
+	// "schema_error" field predicates.
+	SchemaError             *string  `json:"schemaError,omitempty"`
+	SchemaErrorNEQ          *string  `json:"schemaErrorNEQ,omitempty"`
+	SchemaErrorIn           []string `json:"schemaErrorIn,omitempty"`
+	SchemaErrorNotIn        []string `json:"schemaErrorNotIn,omitempty"`
+	SchemaErrorGT           *string  `json:"schemaErrorGT,omitempty"`
+	SchemaErrorGTE          *string  `json:"schemaErrorGTE,omitempty"`
+	SchemaErrorLT           *string  `json:"schemaErrorLT,omitempty"`
+	SchemaErrorLTE          *string  `json:"schemaErrorLTE,omitempty"`
+	SchemaErrorContains     *string  `json:"schemaErrorContains,omitempty"`
+	SchemaErrorHasPrefix    *string  `json:"schemaErrorHasPrefix,omitempty"`
+	SchemaErrorHasSuffix    *string  `json:"schemaErrorHasSuffix,omitempty"`
+	SchemaErrorEqualFold    *string  `json:"schemaErrorEqualFold,omitempty"`
+	SchemaErrorContainsFold *string  `json:"schemaErrorContainsFold,omitempty"`
+
 	// "server" edge predicates.
 	HasServer     *bool               `json:"hasServer,omitempty"`
 	HasServerWith []*ServerWhereInput `json:"hasServerWith,omitempty"`
@@ -4589,6 +5025,84 @@ func (i *RequestWhereInput) P() (predicate.Request, error) {
 	if i.VerifiedNotNil {
 		predicates = append(predicates, request.VerifiedNotNil())
 	}
+	if i.EventType != nil {
+		predicates = append(predicates, request.EventTypeEQ(*i.EventType))
+	}
+	if i.EventTypeNEQ != nil {
+		predicates = append(predicates, request.EventTypeNEQ(*i.EventTypeNEQ))
+	}
+	if len(i.EventTypeIn) > 0 {
+		predicates = append(predicates, request.EventTypeIn(i.EventTypeIn...))
+	}
+	if len(i.EventTypeNotIn) > 0 {
+		predicates = append(predicates, request.EventTypeNotIn(i.EventTypeNotIn...))
+	}
+	if i.EventTypeGT != nil {
+		predicates = append(predicates, request.EventTypeGT(*i.EventTypeGT))
+	}
+	if i.EventTypeGTE != nil {
+		predicates = append(predicates, request.EventTypeGTE(*i.EventTypeGTE))
+	}
+	if i.EventTypeLT != nil {
+		predicates = append(predicates, request.EventTypeLT(*i.EventTypeLT))
+	}
+	if i.EventTypeLTE != nil {
+		predicates = append(predicates, request.EventTypeLTE(*i.EventTypeLTE))
+	}
+	if i.EventTypeContains != nil {
+		predicates = append(predicates, request.EventTypeContains(*i.EventTypeContains))
+	}
+	if i.EventTypeHasPrefix != nil {
+		predicates = append(predicates, request.EventTypeHasPrefix(*i.EventTypeHasPrefix))
+	}
+	if i.EventTypeHasSuffix != nil {
+		predicates = append(predicates, request.EventTypeHasSuffix(*i.EventTypeHasSuffix))
+	}
+	if i.EventTypeEqualFold != nil {
+		predicates = append(predicates, request.EventTypeEqualFold(*i.EventTypeEqualFold))
+	}
+	if i.EventTypeContainsFold != nil {
+		predicates = append(predicates, request.EventTypeContainsFold(*i.EventTypeContainsFold))
+	}
+	if i.SchemaError != nil {
+		predicates = append(predicates, request.SchemaErrorEQ(*i.SchemaError))
+	}
+	if i.SchemaErrorNEQ != nil {
+		predicates = append(predicates, request.SchemaErrorNEQ(*i.SchemaErrorNEQ))
+	}
+	if len(i.SchemaErrorIn) > 0 {
+		predicates = append(predicates, request.SchemaErrorIn(i.SchemaErrorIn...))
+	}
+	if len(i.SchemaErrorNotIn) > 0 {
+		predicates = append(predicates, request.SchemaErrorNotIn(i.SchemaErrorNotIn...))
+	}
+	if i.SchemaErrorGT != nil {
+		predicates = append(predicates, request.SchemaErrorGT(*i.SchemaErrorGT))
+	}
+	if i.SchemaErrorGTE != nil {
+		predicates = append(predicates, request.SchemaErrorGTE(*i.SchemaErrorGTE))
+	}
+	if i.SchemaErrorLT != nil {
+		predicates = append(predicates, request.SchemaErrorLT(*i.SchemaErrorLT))
+	}
+	if i.SchemaErrorLTE != nil {
+		predicates = append(predicates, request.SchemaErrorLTE(*i.SchemaErrorLTE))
+	}
+	if i.SchemaErrorContains != nil {
+		predicates = append(predicates, request.SchemaErrorContains(*i.SchemaErrorContains))
+	}
+	if i.SchemaErrorHasPrefix != nil {
+		predicates = append(predicates, request.SchemaErrorHasPrefix(*i.SchemaErrorHasPrefix))
+	}
+	if i.SchemaErrorHasSuffix != nil {
+		predicates = append(predicates, request.SchemaErrorHasSuffix(*i.SchemaErrorHasSuffix))
+	}
+	if i.SchemaErrorEqualFold != nil {
+		predicates = append(predicates, request.SchemaErrorEqualFold(*i.SchemaErrorEqualFold))
+	}
+	if i.SchemaErrorContainsFold != nil {
+		predicates = append(predicates, request.SchemaErrorContainsFold(*i.SchemaErrorContainsFold))
+	}
 
 	if i.HasServer != nil {
 		p := request.HasServer()
@@ -4773,6 +5287,42 @@ type ServerWhereInput struct {
 	MaxRequestsPerSecondLTE    *int  `json:"maxRequestsPerSecondLTE,omitempty"`
 	MaxRequestsPerSecondIsNil  bool  `json:"maxRequestsPerSecondIsNil,omitempty"`
 	MaxRequestsPerSecondNotNil bool  `json:"maxRequestsPerSecondNotNil,omitempty"`
+
+	// "event_type_header" field predicates.
+	EventTypeHeader             *string  `json:"eventTypeHeader,omitempty"`
+	EventTypeHeaderNEQ          *string  `json:"eventTypeHeaderNEQ,omitempty"`
+	EventTypeHeaderIn           []string `json:"eventTypeHeaderIn,omitempty"`
+	EventTypeHeaderNotIn        []string `json:"eventTypeHeaderNotIn,omitempty"`
+	EventTypeHeaderGT           *string  `json:"eventTypeHeaderGT,omitempty"`
+	EventTypeHeaderGTE          *string  `json:"eventTypeHeaderGTE,omitempty"`
+	EventTypeHeaderLT           *string  `json:"eventTypeHeaderLT,omitempty"`
+	EventTypeHeaderLTE          *string  `json:"eventTypeHeaderLTE,omitempty"`
+	EventTypeHeaderContains     *string  `json:"eventTypeHeaderContains,omitempty"`
+	EventTypeHeaderHasPrefix    *string  `json:"eventTypeHeaderHasPrefix,omitempty"`
+	EventTypeHeaderHasSuffix    *string  `json:"eventTypeHeaderHasSuffix,omitempty"`
+	EventTypeHeaderEqualFold    *string  `json:"eventTypeHeaderEqualFold,omitempty"`
+	EventTypeHeaderContainsFold *string  `json:"eventTypeHeaderContainsFold,omitempty"`
+
+	// "event_type_path" field predicates.
+	EventTypePath             *string  `json:"eventTypePath,omitempty"`
+	EventTypePathNEQ          *string  `json:"eventTypePathNEQ,omitempty"`
+	EventTypePathIn           []string `json:"eventTypePathIn,omitempty"`
+	EventTypePathNotIn        []string `json:"eventTypePathNotIn,omitempty"`
+	EventTypePathGT           *string  `json:"eventTypePathGT,omitempty"`
+	EventTypePathGTE          *string  `json:"eventTypePathGTE,omitempty"`
+	EventTypePathLT           *string  `json:"eventTypePathLT,omitempty"`
+	EventTypePathLTE          *string  `json:"eventTypePathLTE,omitempty"`
+	EventTypePathContains     *string  `json:"eventTypePathContains,omitempty"`
+	EventTypePathHasPrefix    *string  `json:"eventTypePathHasPrefix,omitempty"`
+	EventTypePathHasSuffix    *string  `json:"eventTypePathHasSuffix,omitempty"`
+	EventTypePathEqualFold    *string  `json:"eventTypePathEqualFold,omitempty"`
+	EventTypePathContainsFold *string  `json:"eventTypePathContainsFold,omitempty"`
+
+	// "schema_validation" field predicates.
+	SchemaValidation      *server.SchemaValidation  `json:"schemaValidation,omitempty"`
+	SchemaValidationNEQ   *server.SchemaValidation  `json:"schemaValidationNEQ,omitempty"`
+	SchemaValidationIn    []server.SchemaValidation `json:"schemaValidationIn,omitempty"`
+	SchemaValidationNotIn []server.SchemaValidation `json:"schemaValidationNotIn,omitempty"`
 
 	// "deleted_at" field predicates.
 	DeletedAt       *time.Time  `json:"deletedAt,omitempty"`
@@ -5094,6 +5644,96 @@ func (i *ServerWhereInput) P() (predicate.Server, error) {
 	}
 	if i.MaxRequestsPerSecondNotNil {
 		predicates = append(predicates, server.MaxRequestsPerSecondNotNil())
+	}
+	if i.EventTypeHeader != nil {
+		predicates = append(predicates, server.EventTypeHeaderEQ(*i.EventTypeHeader))
+	}
+	if i.EventTypeHeaderNEQ != nil {
+		predicates = append(predicates, server.EventTypeHeaderNEQ(*i.EventTypeHeaderNEQ))
+	}
+	if len(i.EventTypeHeaderIn) > 0 {
+		predicates = append(predicates, server.EventTypeHeaderIn(i.EventTypeHeaderIn...))
+	}
+	if len(i.EventTypeHeaderNotIn) > 0 {
+		predicates = append(predicates, server.EventTypeHeaderNotIn(i.EventTypeHeaderNotIn...))
+	}
+	if i.EventTypeHeaderGT != nil {
+		predicates = append(predicates, server.EventTypeHeaderGT(*i.EventTypeHeaderGT))
+	}
+	if i.EventTypeHeaderGTE != nil {
+		predicates = append(predicates, server.EventTypeHeaderGTE(*i.EventTypeHeaderGTE))
+	}
+	if i.EventTypeHeaderLT != nil {
+		predicates = append(predicates, server.EventTypeHeaderLT(*i.EventTypeHeaderLT))
+	}
+	if i.EventTypeHeaderLTE != nil {
+		predicates = append(predicates, server.EventTypeHeaderLTE(*i.EventTypeHeaderLTE))
+	}
+	if i.EventTypeHeaderContains != nil {
+		predicates = append(predicates, server.EventTypeHeaderContains(*i.EventTypeHeaderContains))
+	}
+	if i.EventTypeHeaderHasPrefix != nil {
+		predicates = append(predicates, server.EventTypeHeaderHasPrefix(*i.EventTypeHeaderHasPrefix))
+	}
+	if i.EventTypeHeaderHasSuffix != nil {
+		predicates = append(predicates, server.EventTypeHeaderHasSuffix(*i.EventTypeHeaderHasSuffix))
+	}
+	if i.EventTypeHeaderEqualFold != nil {
+		predicates = append(predicates, server.EventTypeHeaderEqualFold(*i.EventTypeHeaderEqualFold))
+	}
+	if i.EventTypeHeaderContainsFold != nil {
+		predicates = append(predicates, server.EventTypeHeaderContainsFold(*i.EventTypeHeaderContainsFold))
+	}
+	if i.EventTypePath != nil {
+		predicates = append(predicates, server.EventTypePathEQ(*i.EventTypePath))
+	}
+	if i.EventTypePathNEQ != nil {
+		predicates = append(predicates, server.EventTypePathNEQ(*i.EventTypePathNEQ))
+	}
+	if len(i.EventTypePathIn) > 0 {
+		predicates = append(predicates, server.EventTypePathIn(i.EventTypePathIn...))
+	}
+	if len(i.EventTypePathNotIn) > 0 {
+		predicates = append(predicates, server.EventTypePathNotIn(i.EventTypePathNotIn...))
+	}
+	if i.EventTypePathGT != nil {
+		predicates = append(predicates, server.EventTypePathGT(*i.EventTypePathGT))
+	}
+	if i.EventTypePathGTE != nil {
+		predicates = append(predicates, server.EventTypePathGTE(*i.EventTypePathGTE))
+	}
+	if i.EventTypePathLT != nil {
+		predicates = append(predicates, server.EventTypePathLT(*i.EventTypePathLT))
+	}
+	if i.EventTypePathLTE != nil {
+		predicates = append(predicates, server.EventTypePathLTE(*i.EventTypePathLTE))
+	}
+	if i.EventTypePathContains != nil {
+		predicates = append(predicates, server.EventTypePathContains(*i.EventTypePathContains))
+	}
+	if i.EventTypePathHasPrefix != nil {
+		predicates = append(predicates, server.EventTypePathHasPrefix(*i.EventTypePathHasPrefix))
+	}
+	if i.EventTypePathHasSuffix != nil {
+		predicates = append(predicates, server.EventTypePathHasSuffix(*i.EventTypePathHasSuffix))
+	}
+	if i.EventTypePathEqualFold != nil {
+		predicates = append(predicates, server.EventTypePathEqualFold(*i.EventTypePathEqualFold))
+	}
+	if i.EventTypePathContainsFold != nil {
+		predicates = append(predicates, server.EventTypePathContainsFold(*i.EventTypePathContainsFold))
+	}
+	if i.SchemaValidation != nil {
+		predicates = append(predicates, server.SchemaValidationEQ(*i.SchemaValidation))
+	}
+	if i.SchemaValidationNEQ != nil {
+		predicates = append(predicates, server.SchemaValidationNEQ(*i.SchemaValidationNEQ))
+	}
+	if len(i.SchemaValidationIn) > 0 {
+		predicates = append(predicates, server.SchemaValidationIn(i.SchemaValidationIn...))
+	}
+	if len(i.SchemaValidationNotIn) > 0 {
+		predicates = append(predicates, server.SchemaValidationNotIn(i.SchemaValidationNotIn...))
 	}
 	if i.DeletedAt != nil {
 		predicates = append(predicates, server.DeletedAtEQ(*i.DeletedAt))
@@ -5783,5 +6423,339 @@ func (i *TokenWhereInput) P() (predicate.Token, error) {
 		return predicates[0], nil
 	default:
 		return token.And(predicates...), nil
+	}
+}
+
+// TransformVersionWhereInput represents a where input for filtering TransformVersion queries.
+type TransformVersionWhereInput struct {
+	Predicates []predicate.TransformVersion  `json:"-"`
+	Not        *TransformVersionWhereInput   `json:"not,omitempty"`
+	Or         []*TransformVersionWhereInput `json:"or,omitempty"`
+	And        []*TransformVersionWhereInput `json:"and,omitempty"`
+
+	// "id" field predicates.
+	ID      *int  `json:"id,omitempty"`
+	IDNEQ   *int  `json:"idNEQ,omitempty"`
+	IDIn    []int `json:"idIn,omitempty"`
+	IDNotIn []int `json:"idNotIn,omitempty"`
+	IDGT    *int  `json:"idGT,omitempty"`
+	IDGTE   *int  `json:"idGTE,omitempty"`
+	IDLT    *int  `json:"idLT,omitempty"`
+	IDLTE   *int  `json:"idLTE,omitempty"`
+
+	// "created_at" field predicates.
+	CreatedAt      *time.Time  `json:"createdAt,omitempty"`
+	CreatedAtNEQ   *time.Time  `json:"createdAtNEQ,omitempty"`
+	CreatedAtIn    []time.Time `json:"createdAtIn,omitempty"`
+	CreatedAtNotIn []time.Time `json:"createdAtNotIn,omitempty"`
+	CreatedAtGT    *time.Time  `json:"createdAtGT,omitempty"`
+	CreatedAtGTE   *time.Time  `json:"createdAtGTE,omitempty"`
+	CreatedAtLT    *time.Time  `json:"createdAtLT,omitempty"`
+	CreatedAtLTE   *time.Time  `json:"createdAtLTE,omitempty"`
+
+	// "recipient_id" field predicates.
+	RecipientID      *int  `json:"recipientID,omitempty"`
+	RecipientIDNEQ   *int  `json:"recipientIDNEQ,omitempty"`
+	RecipientIDIn    []int `json:"recipientIDIn,omitempty"`
+	RecipientIDNotIn []int `json:"recipientIDNotIn,omitempty"`
+	RecipientIDGT    *int  `json:"recipientIDGT,omitempty"`
+	RecipientIDGTE   *int  `json:"recipientIDGTE,omitempty"`
+	RecipientIDLT    *int  `json:"recipientIDLT,omitempty"`
+	RecipientIDLTE   *int  `json:"recipientIDLTE,omitempty"`
+
+	// "number" field predicates.
+	Number      *int  `json:"number,omitempty"`
+	NumberNEQ   *int  `json:"numberNEQ,omitempty"`
+	NumberIn    []int `json:"numberIn,omitempty"`
+	NumberNotIn []int `json:"numberNotIn,omitempty"`
+	NumberGT    *int  `json:"numberGT,omitempty"`
+	NumberGTE   *int  `json:"numberGTE,omitempty"`
+	NumberLT    *int  `json:"numberLT,omitempty"`
+	NumberLTE   *int  `json:"numberLTE,omitempty"`
+
+	// "source" field predicates.
+	Source             *string  `json:"source,omitempty"`
+	SourceNEQ          *string  `json:"sourceNEQ,omitempty"`
+	SourceIn           []string `json:"sourceIn,omitempty"`
+	SourceNotIn        []string `json:"sourceNotIn,omitempty"`
+	SourceGT           *string  `json:"sourceGT,omitempty"`
+	SourceGTE          *string  `json:"sourceGTE,omitempty"`
+	SourceLT           *string  `json:"sourceLT,omitempty"`
+	SourceLTE          *string  `json:"sourceLTE,omitempty"`
+	SourceContains     *string  `json:"sourceContains,omitempty"`
+	SourceHasPrefix    *string  `json:"sourceHasPrefix,omitempty"`
+	SourceHasSuffix    *string  `json:"sourceHasSuffix,omitempty"`
+	SourceEqualFold    *string  `json:"sourceEqualFold,omitempty"`
+	SourceContainsFold *string  `json:"sourceContainsFold,omitempty"`
+
+	// "created_by" field predicates.
+	CreatedBy             *string  `json:"createdBy,omitempty"`
+	CreatedByNEQ          *string  `json:"createdByNEQ,omitempty"`
+	CreatedByIn           []string `json:"createdByIn,omitempty"`
+	CreatedByNotIn        []string `json:"createdByNotIn,omitempty"`
+	CreatedByGT           *string  `json:"createdByGT,omitempty"`
+	CreatedByGTE          *string  `json:"createdByGTE,omitempty"`
+	CreatedByLT           *string  `json:"createdByLT,omitempty"`
+	CreatedByLTE          *string  `json:"createdByLTE,omitempty"`
+	CreatedByContains     *string  `json:"createdByContains,omitempty"`
+	CreatedByHasPrefix    *string  `json:"createdByHasPrefix,omitempty"`
+	CreatedByHasSuffix    *string  `json:"createdByHasSuffix,omitempty"`
+	CreatedByEqualFold    *string  `json:"createdByEqualFold,omitempty"`
+	CreatedByContainsFold *string  `json:"createdByContainsFold,omitempty"`
+}
+
+// AddPredicates adds custom predicates to the where input to be used during the filtering phase.
+func (i *TransformVersionWhereInput) AddPredicates(predicates ...predicate.TransformVersion) {
+	i.Predicates = append(i.Predicates, predicates...)
+}
+
+// Filter applies the TransformVersionWhereInput filter on the TransformVersionQuery builder.
+func (i *TransformVersionWhereInput) Filter(q *TransformVersionQuery) (*TransformVersionQuery, error) {
+	if i == nil {
+		return q, nil
+	}
+	p, err := i.P()
+	if err != nil {
+		if err == ErrEmptyTransformVersionWhereInput {
+			return q, nil
+		}
+		return nil, err
+	}
+	return q.Where(p), nil
+}
+
+// ErrEmptyTransformVersionWhereInput is returned in case the TransformVersionWhereInput is empty.
+var ErrEmptyTransformVersionWhereInput = errors.New("ent: empty predicate TransformVersionWhereInput")
+
+// P returns a predicate for filtering transformversions.
+// An error is returned if the input is empty or invalid.
+func (i *TransformVersionWhereInput) P() (predicate.TransformVersion, error) {
+	var predicates []predicate.TransformVersion
+	if i.Not != nil {
+		p, err := i.Not.P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'not'", err)
+		}
+		predicates = append(predicates, transformversion.Not(p))
+	}
+	switch n := len(i.Or); {
+	case n == 1:
+		p, err := i.Or[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'or'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		or := make([]predicate.TransformVersion, 0, n)
+		for _, w := range i.Or {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'or'", err)
+			}
+			or = append(or, p)
+		}
+		predicates = append(predicates, transformversion.Or(or...))
+	}
+	switch n := len(i.And); {
+	case n == 1:
+		p, err := i.And[0].P()
+		if err != nil {
+			return nil, fmt.Errorf("%w: field 'and'", err)
+		}
+		predicates = append(predicates, p)
+	case n > 1:
+		and := make([]predicate.TransformVersion, 0, n)
+		for _, w := range i.And {
+			p, err := w.P()
+			if err != nil {
+				return nil, fmt.Errorf("%w: field 'and'", err)
+			}
+			and = append(and, p)
+		}
+		predicates = append(predicates, transformversion.And(and...))
+	}
+	predicates = append(predicates, i.Predicates...)
+	if i.ID != nil {
+		predicates = append(predicates, transformversion.IDEQ(*i.ID))
+	}
+	if i.IDNEQ != nil {
+		predicates = append(predicates, transformversion.IDNEQ(*i.IDNEQ))
+	}
+	if len(i.IDIn) > 0 {
+		predicates = append(predicates, transformversion.IDIn(i.IDIn...))
+	}
+	if len(i.IDNotIn) > 0 {
+		predicates = append(predicates, transformversion.IDNotIn(i.IDNotIn...))
+	}
+	if i.IDGT != nil {
+		predicates = append(predicates, transformversion.IDGT(*i.IDGT))
+	}
+	if i.IDGTE != nil {
+		predicates = append(predicates, transformversion.IDGTE(*i.IDGTE))
+	}
+	if i.IDLT != nil {
+		predicates = append(predicates, transformversion.IDLT(*i.IDLT))
+	}
+	if i.IDLTE != nil {
+		predicates = append(predicates, transformversion.IDLTE(*i.IDLTE))
+	}
+	if i.CreatedAt != nil {
+		predicates = append(predicates, transformversion.CreatedAtEQ(*i.CreatedAt))
+	}
+	if i.CreatedAtNEQ != nil {
+		predicates = append(predicates, transformversion.CreatedAtNEQ(*i.CreatedAtNEQ))
+	}
+	if len(i.CreatedAtIn) > 0 {
+		predicates = append(predicates, transformversion.CreatedAtIn(i.CreatedAtIn...))
+	}
+	if len(i.CreatedAtNotIn) > 0 {
+		predicates = append(predicates, transformversion.CreatedAtNotIn(i.CreatedAtNotIn...))
+	}
+	if i.CreatedAtGT != nil {
+		predicates = append(predicates, transformversion.CreatedAtGT(*i.CreatedAtGT))
+	}
+	if i.CreatedAtGTE != nil {
+		predicates = append(predicates, transformversion.CreatedAtGTE(*i.CreatedAtGTE))
+	}
+	if i.CreatedAtLT != nil {
+		predicates = append(predicates, transformversion.CreatedAtLT(*i.CreatedAtLT))
+	}
+	if i.CreatedAtLTE != nil {
+		predicates = append(predicates, transformversion.CreatedAtLTE(*i.CreatedAtLTE))
+	}
+	if i.RecipientID != nil {
+		predicates = append(predicates, transformversion.RecipientIDEQ(*i.RecipientID))
+	}
+	if i.RecipientIDNEQ != nil {
+		predicates = append(predicates, transformversion.RecipientIDNEQ(*i.RecipientIDNEQ))
+	}
+	if len(i.RecipientIDIn) > 0 {
+		predicates = append(predicates, transformversion.RecipientIDIn(i.RecipientIDIn...))
+	}
+	if len(i.RecipientIDNotIn) > 0 {
+		predicates = append(predicates, transformversion.RecipientIDNotIn(i.RecipientIDNotIn...))
+	}
+	if i.RecipientIDGT != nil {
+		predicates = append(predicates, transformversion.RecipientIDGT(*i.RecipientIDGT))
+	}
+	if i.RecipientIDGTE != nil {
+		predicates = append(predicates, transformversion.RecipientIDGTE(*i.RecipientIDGTE))
+	}
+	if i.RecipientIDLT != nil {
+		predicates = append(predicates, transformversion.RecipientIDLT(*i.RecipientIDLT))
+	}
+	if i.RecipientIDLTE != nil {
+		predicates = append(predicates, transformversion.RecipientIDLTE(*i.RecipientIDLTE))
+	}
+	if i.Number != nil {
+		predicates = append(predicates, transformversion.NumberEQ(*i.Number))
+	}
+	if i.NumberNEQ != nil {
+		predicates = append(predicates, transformversion.NumberNEQ(*i.NumberNEQ))
+	}
+	if len(i.NumberIn) > 0 {
+		predicates = append(predicates, transformversion.NumberIn(i.NumberIn...))
+	}
+	if len(i.NumberNotIn) > 0 {
+		predicates = append(predicates, transformversion.NumberNotIn(i.NumberNotIn...))
+	}
+	if i.NumberGT != nil {
+		predicates = append(predicates, transformversion.NumberGT(*i.NumberGT))
+	}
+	if i.NumberGTE != nil {
+		predicates = append(predicates, transformversion.NumberGTE(*i.NumberGTE))
+	}
+	if i.NumberLT != nil {
+		predicates = append(predicates, transformversion.NumberLT(*i.NumberLT))
+	}
+	if i.NumberLTE != nil {
+		predicates = append(predicates, transformversion.NumberLTE(*i.NumberLTE))
+	}
+	if i.Source != nil {
+		predicates = append(predicates, transformversion.SourceEQ(*i.Source))
+	}
+	if i.SourceNEQ != nil {
+		predicates = append(predicates, transformversion.SourceNEQ(*i.SourceNEQ))
+	}
+	if len(i.SourceIn) > 0 {
+		predicates = append(predicates, transformversion.SourceIn(i.SourceIn...))
+	}
+	if len(i.SourceNotIn) > 0 {
+		predicates = append(predicates, transformversion.SourceNotIn(i.SourceNotIn...))
+	}
+	if i.SourceGT != nil {
+		predicates = append(predicates, transformversion.SourceGT(*i.SourceGT))
+	}
+	if i.SourceGTE != nil {
+		predicates = append(predicates, transformversion.SourceGTE(*i.SourceGTE))
+	}
+	if i.SourceLT != nil {
+		predicates = append(predicates, transformversion.SourceLT(*i.SourceLT))
+	}
+	if i.SourceLTE != nil {
+		predicates = append(predicates, transformversion.SourceLTE(*i.SourceLTE))
+	}
+	if i.SourceContains != nil {
+		predicates = append(predicates, transformversion.SourceContains(*i.SourceContains))
+	}
+	if i.SourceHasPrefix != nil {
+		predicates = append(predicates, transformversion.SourceHasPrefix(*i.SourceHasPrefix))
+	}
+	if i.SourceHasSuffix != nil {
+		predicates = append(predicates, transformversion.SourceHasSuffix(*i.SourceHasSuffix))
+	}
+	if i.SourceEqualFold != nil {
+		predicates = append(predicates, transformversion.SourceEqualFold(*i.SourceEqualFold))
+	}
+	if i.SourceContainsFold != nil {
+		predicates = append(predicates, transformversion.SourceContainsFold(*i.SourceContainsFold))
+	}
+	if i.CreatedBy != nil {
+		predicates = append(predicates, transformversion.CreatedByEQ(*i.CreatedBy))
+	}
+	if i.CreatedByNEQ != nil {
+		predicates = append(predicates, transformversion.CreatedByNEQ(*i.CreatedByNEQ))
+	}
+	if len(i.CreatedByIn) > 0 {
+		predicates = append(predicates, transformversion.CreatedByIn(i.CreatedByIn...))
+	}
+	if len(i.CreatedByNotIn) > 0 {
+		predicates = append(predicates, transformversion.CreatedByNotIn(i.CreatedByNotIn...))
+	}
+	if i.CreatedByGT != nil {
+		predicates = append(predicates, transformversion.CreatedByGT(*i.CreatedByGT))
+	}
+	if i.CreatedByGTE != nil {
+		predicates = append(predicates, transformversion.CreatedByGTE(*i.CreatedByGTE))
+	}
+	if i.CreatedByLT != nil {
+		predicates = append(predicates, transformversion.CreatedByLT(*i.CreatedByLT))
+	}
+	if i.CreatedByLTE != nil {
+		predicates = append(predicates, transformversion.CreatedByLTE(*i.CreatedByLTE))
+	}
+	if i.CreatedByContains != nil {
+		predicates = append(predicates, transformversion.CreatedByContains(*i.CreatedByContains))
+	}
+	if i.CreatedByHasPrefix != nil {
+		predicates = append(predicates, transformversion.CreatedByHasPrefix(*i.CreatedByHasPrefix))
+	}
+	if i.CreatedByHasSuffix != nil {
+		predicates = append(predicates, transformversion.CreatedByHasSuffix(*i.CreatedByHasSuffix))
+	}
+	if i.CreatedByEqualFold != nil {
+		predicates = append(predicates, transformversion.CreatedByEqualFold(*i.CreatedByEqualFold))
+	}
+	if i.CreatedByContainsFold != nil {
+		predicates = append(predicates, transformversion.CreatedByContainsFold(*i.CreatedByContainsFold))
+	}
+
+	switch len(predicates) {
+	case 0:
+		return nil, ErrEmptyTransformVersionWhereInput
+	case 1:
+		return predicates[0], nil
+	default:
+		return transformversion.And(predicates...), nil
 	}
 }

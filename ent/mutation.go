@@ -18,6 +18,7 @@ import (
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -35,6 +36,7 @@ import (
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 	"github.com/adal-relay/adal/verify"
 )
 
@@ -52,6 +54,7 @@ const (
 	TypeBulkJob           = "BulkJob"
 	TypeBulkJobItem       = "BulkJobItem"
 	TypeDelivery          = "Delivery"
+	TypeEventType         = "EventType"
 	TypeLedgerEntry       = "LedgerEntry"
 	TypeOutboundAttempt   = "OutboundAttempt"
 	TypeOutboundJob       = "OutboundJob"
@@ -68,6 +71,7 @@ const (
 	TypeTenant            = "Tenant"
 	TypeTenantDayStat     = "TenantDayStat"
 	TypeToken             = "Token"
+	TypeTransformVersion  = "TransformVersion"
 )
 
 // AlertSubscriptionMutation represents an operation that mutates the AlertSubscription nodes in the graph.
@@ -734,30 +738,32 @@ func (m *AlertSubscriptionMutation) ResetEdge(name string) error {
 // AttemptMutation represents an operation that mutates the Attempt nodes in the graph.
 type AttemptMutation struct {
 	config
-	op              Op
-	typ             string
-	id              *int
-	number          *int
-	addnumber       *int
-	expires_at      *time.Time
-	started_at      *time.Time
-	finished_at     *time.Time
-	status          *attempt.Status
-	http_status     *int
-	addhttp_status  *int
-	duration_ms     *int64
-	addduration_ms  *int64
-	error_kind      *attempt.ErrorKind
-	error_message   *string
-	answer          *string
-	clearedFields   map[string]struct{}
-	tenant          *int
-	clearedtenant   bool
-	delivery        *int
-	cleareddelivery bool
-	done            bool
-	oldValue        func(context.Context) (*Attempt, error)
-	predicates      []predicate.Attempt
+	op                   Op
+	typ                  string
+	id                   *int
+	number               *int
+	addnumber            *int
+	expires_at           *time.Time
+	started_at           *time.Time
+	finished_at          *time.Time
+	status               *attempt.Status
+	http_status          *int
+	addhttp_status       *int
+	duration_ms          *int64
+	addduration_ms       *int64
+	error_kind           *attempt.ErrorKind
+	error_message        *string
+	answer               *string
+	transform_version    *int
+	addtransform_version *int
+	clearedFields        map[string]struct{}
+	tenant               *int
+	clearedtenant        bool
+	delivery             *int
+	cleareddelivery      bool
+	done                 bool
+	oldValue             func(context.Context) (*Attempt, error)
+	predicates           []predicate.Attempt
 }
 
 var _ ent.Mutation = (*AttemptMutation)(nil)
@@ -1377,6 +1383,76 @@ func (m *AttemptMutation) ResetAnswer() {
 	m.answer = nil
 }
 
+// SetTransformVersion sets the "transform_version" field.
+func (m *AttemptMutation) SetTransformVersion(i int) {
+	m.transform_version = &i
+	m.addtransform_version = nil
+}
+
+// TransformVersion returns the value of the "transform_version" field in the mutation.
+func (m *AttemptMutation) TransformVersion() (r int, exists bool) {
+	v := m.transform_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTransformVersion returns the old "transform_version" field's value of the Attempt entity.
+// If the Attempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AttemptMutation) OldTransformVersion(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTransformVersion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTransformVersion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTransformVersion: %w", err)
+	}
+	return oldValue.TransformVersion, nil
+}
+
+// AddTransformVersion adds i to the "transform_version" field.
+func (m *AttemptMutation) AddTransformVersion(i int) {
+	if m.addtransform_version != nil {
+		*m.addtransform_version += i
+	} else {
+		m.addtransform_version = &i
+	}
+}
+
+// AddedTransformVersion returns the value that was added to the "transform_version" field in this mutation.
+func (m *AttemptMutation) AddedTransformVersion() (r int, exists bool) {
+	v := m.addtransform_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearTransformVersion clears the value of the "transform_version" field.
+func (m *AttemptMutation) ClearTransformVersion() {
+	m.transform_version = nil
+	m.addtransform_version = nil
+	m.clearedFields[attempt.FieldTransformVersion] = struct{}{}
+}
+
+// TransformVersionCleared returns if the "transform_version" field was cleared in this mutation.
+func (m *AttemptMutation) TransformVersionCleared() bool {
+	_, ok := m.clearedFields[attempt.FieldTransformVersion]
+	return ok
+}
+
+// ResetTransformVersion resets all changes to the "transform_version" field.
+func (m *AttemptMutation) ResetTransformVersion() {
+	m.transform_version = nil
+	m.addtransform_version = nil
+	delete(m.clearedFields, attempt.FieldTransformVersion)
+}
+
 // ClearTenant clears the "tenant" edge to the Tenant entity.
 func (m *AttemptMutation) ClearTenant() {
 	m.clearedtenant = true
@@ -1465,7 +1541,7 @@ func (m *AttemptMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *AttemptMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.tenant != nil {
 		fields = append(fields, attempt.FieldTenantID)
 	}
@@ -1502,6 +1578,9 @@ func (m *AttemptMutation) Fields() []string {
 	if m.answer != nil {
 		fields = append(fields, attempt.FieldAnswer)
 	}
+	if m.transform_version != nil {
+		fields = append(fields, attempt.FieldTransformVersion)
+	}
 	return fields
 }
 
@@ -1534,6 +1613,8 @@ func (m *AttemptMutation) Field(name string) (ent.Value, bool) {
 		return m.ErrorMessage()
 	case attempt.FieldAnswer:
 		return m.Answer()
+	case attempt.FieldTransformVersion:
+		return m.TransformVersion()
 	}
 	return nil, false
 }
@@ -1567,6 +1648,8 @@ func (m *AttemptMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldErrorMessage(ctx)
 	case attempt.FieldAnswer:
 		return m.OldAnswer(ctx)
+	case attempt.FieldTransformVersion:
+		return m.OldTransformVersion(ctx)
 	}
 	return nil, fmt.Errorf("unknown Attempt field %s", name)
 }
@@ -1660,6 +1743,13 @@ func (m *AttemptMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetAnswer(v)
 		return nil
+	case attempt.FieldTransformVersion:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTransformVersion(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Attempt field %s", name)
 }
@@ -1677,6 +1767,9 @@ func (m *AttemptMutation) AddedFields() []string {
 	if m.addduration_ms != nil {
 		fields = append(fields, attempt.FieldDurationMs)
 	}
+	if m.addtransform_version != nil {
+		fields = append(fields, attempt.FieldTransformVersion)
+	}
 	return fields
 }
 
@@ -1691,6 +1784,8 @@ func (m *AttemptMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedHTTPStatus()
 	case attempt.FieldDurationMs:
 		return m.AddedDurationMs()
+	case attempt.FieldTransformVersion:
+		return m.AddedTransformVersion()
 	}
 	return nil, false
 }
@@ -1721,6 +1816,13 @@ func (m *AttemptMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddDurationMs(v)
 		return nil
+	case attempt.FieldTransformVersion:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddTransformVersion(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Attempt numeric field %s", name)
 }
@@ -1734,6 +1836,9 @@ func (m *AttemptMutation) ClearedFields() []string {
 	}
 	if m.FieldCleared(attempt.FieldErrorKind) {
 		fields = append(fields, attempt.FieldErrorKind)
+	}
+	if m.FieldCleared(attempt.FieldTransformVersion) {
+		fields = append(fields, attempt.FieldTransformVersion)
 	}
 	return fields
 }
@@ -1754,6 +1859,9 @@ func (m *AttemptMutation) ClearField(name string) error {
 		return nil
 	case attempt.FieldErrorKind:
 		m.ClearErrorKind()
+		return nil
+	case attempt.FieldTransformVersion:
+		m.ClearTransformVersion()
 		return nil
 	}
 	return fmt.Errorf("unknown Attempt nullable field %s", name)
@@ -1798,6 +1906,9 @@ func (m *AttemptMutation) ResetField(name string) error {
 		return nil
 	case attempt.FieldAnswer:
 		m.ResetAnswer()
+		return nil
+	case attempt.FieldTransformVersion:
+		m.ResetTransformVersion()
 		return nil
 	}
 	return fmt.Errorf("unknown Attempt field %s", name)
@@ -5806,6 +5917,681 @@ func (m *DeliveryMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Delivery edge %s", name)
+}
+
+// EventTypeMutation represents an operation that mutates the EventType nodes in the graph.
+type EventTypeMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	created_at    *time.Time
+	name          *string
+	description   *string
+	schema        *string
+	updated_at    *time.Time
+	clearedFields map[string]struct{}
+	tenant        *int
+	clearedtenant bool
+	done          bool
+	oldValue      func(context.Context) (*EventType, error)
+	predicates    []predicate.EventType
+}
+
+var _ ent.Mutation = (*EventTypeMutation)(nil)
+
+// eventtypeOption allows management of the mutation configuration using functional options.
+type eventtypeOption func(*EventTypeMutation)
+
+// newEventTypeMutation creates new mutation for the EventType entity.
+func newEventTypeMutation(c config, op Op, opts ...eventtypeOption) *EventTypeMutation {
+	m := &EventTypeMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeEventType,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withEventTypeID sets the ID field of the mutation.
+func withEventTypeID(id int) eventtypeOption {
+	return func(m *EventTypeMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *EventType
+		)
+		m.oldValue = func(ctx context.Context) (*EventType, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().EventType.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withEventType sets the old EventType of the mutation.
+func withEventType(node *EventType) eventtypeOption {
+	return func(m *EventTypeMutation) {
+		m.oldValue = func(context.Context) (*EventType, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m EventTypeMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m EventTypeMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *EventTypeMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *EventTypeMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().EventType.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *EventTypeMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *EventTypeMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the EventType entity.
+// If the EventType object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *EventTypeMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *EventTypeMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *EventTypeMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *EventTypeMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the EventType entity.
+// If the EventType object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *EventTypeMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *EventTypeMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetName sets the "name" field.
+func (m *EventTypeMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *EventTypeMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the EventType entity.
+// If the EventType object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *EventTypeMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *EventTypeMutation) ResetName() {
+	m.name = nil
+}
+
+// SetDescription sets the "description" field.
+func (m *EventTypeMutation) SetDescription(s string) {
+	m.description = &s
+}
+
+// Description returns the value of the "description" field in the mutation.
+func (m *EventTypeMutation) Description() (r string, exists bool) {
+	v := m.description
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDescription returns the old "description" field's value of the EventType entity.
+// If the EventType object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *EventTypeMutation) OldDescription(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDescription is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDescription requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDescription: %w", err)
+	}
+	return oldValue.Description, nil
+}
+
+// ResetDescription resets all changes to the "description" field.
+func (m *EventTypeMutation) ResetDescription() {
+	m.description = nil
+}
+
+// SetSchema sets the "schema" field.
+func (m *EventTypeMutation) SetSchema(s string) {
+	m.schema = &s
+}
+
+// Schema returns the value of the "schema" field in the mutation.
+func (m *EventTypeMutation) Schema() (r string, exists bool) {
+	v := m.schema
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSchema returns the old "schema" field's value of the EventType entity.
+// If the EventType object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *EventTypeMutation) OldSchema(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSchema is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSchema requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSchema: %w", err)
+	}
+	return oldValue.Schema, nil
+}
+
+// ClearSchema clears the value of the "schema" field.
+func (m *EventTypeMutation) ClearSchema() {
+	m.schema = nil
+	m.clearedFields[eventtype.FieldSchema] = struct{}{}
+}
+
+// SchemaCleared returns if the "schema" field was cleared in this mutation.
+func (m *EventTypeMutation) SchemaCleared() bool {
+	_, ok := m.clearedFields[eventtype.FieldSchema]
+	return ok
+}
+
+// ResetSchema resets all changes to the "schema" field.
+func (m *EventTypeMutation) ResetSchema() {
+	m.schema = nil
+	delete(m.clearedFields, eventtype.FieldSchema)
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *EventTypeMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *EventTypeMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the EventType entity.
+// If the EventType object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *EventTypeMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *EventTypeMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *EventTypeMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[eventtype.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *EventTypeMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *EventTypeMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *EventTypeMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the EventTypeMutation builder.
+func (m *EventTypeMutation) Where(ps ...predicate.EventType) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the EventTypeMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *EventTypeMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.EventType, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *EventTypeMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *EventTypeMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (EventType).
+func (m *EventTypeMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *EventTypeMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.tenant != nil {
+		fields = append(fields, eventtype.FieldTenantID)
+	}
+	if m.created_at != nil {
+		fields = append(fields, eventtype.FieldCreatedAt)
+	}
+	if m.name != nil {
+		fields = append(fields, eventtype.FieldName)
+	}
+	if m.description != nil {
+		fields = append(fields, eventtype.FieldDescription)
+	}
+	if m.schema != nil {
+		fields = append(fields, eventtype.FieldSchema)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, eventtype.FieldUpdatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *EventTypeMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case eventtype.FieldTenantID:
+		return m.TenantID()
+	case eventtype.FieldCreatedAt:
+		return m.CreatedAt()
+	case eventtype.FieldName:
+		return m.Name()
+	case eventtype.FieldDescription:
+		return m.Description()
+	case eventtype.FieldSchema:
+		return m.Schema()
+	case eventtype.FieldUpdatedAt:
+		return m.UpdatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *EventTypeMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case eventtype.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case eventtype.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case eventtype.FieldName:
+		return m.OldName(ctx)
+	case eventtype.FieldDescription:
+		return m.OldDescription(ctx)
+	case eventtype.FieldSchema:
+		return m.OldSchema(ctx)
+	case eventtype.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown EventType field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *EventTypeMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case eventtype.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case eventtype.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case eventtype.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case eventtype.FieldDescription:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDescription(v)
+		return nil
+	case eventtype.FieldSchema:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSchema(v)
+		return nil
+	case eventtype.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown EventType field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *EventTypeMutation) AddedFields() []string {
+	var fields []string
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *EventTypeMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *EventTypeMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown EventType numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *EventTypeMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(eventtype.FieldSchema) {
+		fields = append(fields, eventtype.FieldSchema)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *EventTypeMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *EventTypeMutation) ClearField(name string) error {
+	switch name {
+	case eventtype.FieldSchema:
+		m.ClearSchema()
+		return nil
+	}
+	return fmt.Errorf("unknown EventType nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *EventTypeMutation) ResetField(name string) error {
+	switch name {
+	case eventtype.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case eventtype.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case eventtype.FieldName:
+		m.ResetName()
+		return nil
+	case eventtype.FieldDescription:
+		m.ResetDescription()
+		return nil
+	case eventtype.FieldSchema:
+		m.ResetSchema()
+		return nil
+	case eventtype.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown EventType field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *EventTypeMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, eventtype.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *EventTypeMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case eventtype.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *EventTypeMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *EventTypeMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *EventTypeMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, eventtype.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *EventTypeMutation) EdgeCleared(name string) bool {
+	switch name {
+	case eventtype.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *EventTypeMutation) ClearEdge(name string) error {
+	switch name {
+	case eventtype.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown EventType unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *EventTypeMutation) ResetEdge(name string) error {
+	switch name {
+	case eventtype.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown EventType edge %s", name)
 }
 
 // LedgerEntryMutation represents an operation that mutates the LedgerEntry nodes in the graph.
@@ -11370,6 +12156,11 @@ type RecipientMutation struct {
 	in_flight                  *int
 	addin_flight               *int
 	cap_changed_at             *time.Time
+	event_types                *[]string
+	appendevent_types          []string
+	transform_version_id       *int
+	addtransform_version_id    *int
+	auth                       *[]byte
 	clearedFields              map[string]struct{}
 	tenant                     *int
 	clearedtenant              bool
@@ -12930,6 +13721,190 @@ func (m *RecipientMutation) ResetCapChangedAt() {
 	delete(m.clearedFields, recipient.FieldCapChangedAt)
 }
 
+// SetEventTypes sets the "event_types" field.
+func (m *RecipientMutation) SetEventTypes(s []string) {
+	m.event_types = &s
+	m.appendevent_types = nil
+}
+
+// EventTypes returns the value of the "event_types" field in the mutation.
+func (m *RecipientMutation) EventTypes() (r []string, exists bool) {
+	v := m.event_types
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEventTypes returns the old "event_types" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldEventTypes(ctx context.Context) (v []string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEventTypes is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEventTypes requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEventTypes: %w", err)
+	}
+	return oldValue.EventTypes, nil
+}
+
+// AppendEventTypes adds s to the "event_types" field.
+func (m *RecipientMutation) AppendEventTypes(s []string) {
+	m.appendevent_types = append(m.appendevent_types, s...)
+}
+
+// AppendedEventTypes returns the list of values that were appended to the "event_types" field in this mutation.
+func (m *RecipientMutation) AppendedEventTypes() ([]string, bool) {
+	if len(m.appendevent_types) == 0 {
+		return nil, false
+	}
+	return m.appendevent_types, true
+}
+
+// ClearEventTypes clears the value of the "event_types" field.
+func (m *RecipientMutation) ClearEventTypes() {
+	m.event_types = nil
+	m.appendevent_types = nil
+	m.clearedFields[recipient.FieldEventTypes] = struct{}{}
+}
+
+// EventTypesCleared returns if the "event_types" field was cleared in this mutation.
+func (m *RecipientMutation) EventTypesCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldEventTypes]
+	return ok
+}
+
+// ResetEventTypes resets all changes to the "event_types" field.
+func (m *RecipientMutation) ResetEventTypes() {
+	m.event_types = nil
+	m.appendevent_types = nil
+	delete(m.clearedFields, recipient.FieldEventTypes)
+}
+
+// SetTransformVersionID sets the "transform_version_id" field.
+func (m *RecipientMutation) SetTransformVersionID(i int) {
+	m.transform_version_id = &i
+	m.addtransform_version_id = nil
+}
+
+// TransformVersionID returns the value of the "transform_version_id" field in the mutation.
+func (m *RecipientMutation) TransformVersionID() (r int, exists bool) {
+	v := m.transform_version_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTransformVersionID returns the old "transform_version_id" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldTransformVersionID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTransformVersionID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTransformVersionID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTransformVersionID: %w", err)
+	}
+	return oldValue.TransformVersionID, nil
+}
+
+// AddTransformVersionID adds i to the "transform_version_id" field.
+func (m *RecipientMutation) AddTransformVersionID(i int) {
+	if m.addtransform_version_id != nil {
+		*m.addtransform_version_id += i
+	} else {
+		m.addtransform_version_id = &i
+	}
+}
+
+// AddedTransformVersionID returns the value that was added to the "transform_version_id" field in this mutation.
+func (m *RecipientMutation) AddedTransformVersionID() (r int, exists bool) {
+	v := m.addtransform_version_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearTransformVersionID clears the value of the "transform_version_id" field.
+func (m *RecipientMutation) ClearTransformVersionID() {
+	m.transform_version_id = nil
+	m.addtransform_version_id = nil
+	m.clearedFields[recipient.FieldTransformVersionID] = struct{}{}
+}
+
+// TransformVersionIDCleared returns if the "transform_version_id" field was cleared in this mutation.
+func (m *RecipientMutation) TransformVersionIDCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldTransformVersionID]
+	return ok
+}
+
+// ResetTransformVersionID resets all changes to the "transform_version_id" field.
+func (m *RecipientMutation) ResetTransformVersionID() {
+	m.transform_version_id = nil
+	m.addtransform_version_id = nil
+	delete(m.clearedFields, recipient.FieldTransformVersionID)
+}
+
+// SetAuth sets the "auth" field.
+func (m *RecipientMutation) SetAuth(b []byte) {
+	m.auth = &b
+}
+
+// Auth returns the value of the "auth" field in the mutation.
+func (m *RecipientMutation) Auth() (r []byte, exists bool) {
+	v := m.auth
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAuth returns the old "auth" field's value of the Recipient entity.
+// If the Recipient object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RecipientMutation) OldAuth(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAuth is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAuth requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAuth: %w", err)
+	}
+	return oldValue.Auth, nil
+}
+
+// ClearAuth clears the value of the "auth" field.
+func (m *RecipientMutation) ClearAuth() {
+	m.auth = nil
+	m.clearedFields[recipient.FieldAuth] = struct{}{}
+}
+
+// AuthCleared returns if the "auth" field was cleared in this mutation.
+func (m *RecipientMutation) AuthCleared() bool {
+	_, ok := m.clearedFields[recipient.FieldAuth]
+	return ok
+}
+
+// ResetAuth resets all changes to the "auth" field.
+func (m *RecipientMutation) ResetAuth() {
+	m.auth = nil
+	delete(m.clearedFields, recipient.FieldAuth)
+}
+
 // ClearTenant clears the "tenant" edge to the Tenant entity.
 func (m *RecipientMutation) ClearTenant() {
 	m.clearedtenant = true
@@ -13072,7 +14047,7 @@ func (m *RecipientMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RecipientMutation) Fields() []string {
-	fields := make([]string, 0, 32)
+	fields := make([]string, 0, 35)
 	if m.tenant != nil {
 		fields = append(fields, recipient.FieldTenantID)
 	}
@@ -13169,6 +14144,15 @@ func (m *RecipientMutation) Fields() []string {
 	if m.cap_changed_at != nil {
 		fields = append(fields, recipient.FieldCapChangedAt)
 	}
+	if m.event_types != nil {
+		fields = append(fields, recipient.FieldEventTypes)
+	}
+	if m.transform_version_id != nil {
+		fields = append(fields, recipient.FieldTransformVersionID)
+	}
+	if m.auth != nil {
+		fields = append(fields, recipient.FieldAuth)
+	}
 	return fields
 }
 
@@ -13241,6 +14225,12 @@ func (m *RecipientMutation) Field(name string) (ent.Value, bool) {
 		return m.InFlight()
 	case recipient.FieldCapChangedAt:
 		return m.CapChangedAt()
+	case recipient.FieldEventTypes:
+		return m.EventTypes()
+	case recipient.FieldTransformVersionID:
+		return m.TransformVersionID()
+	case recipient.FieldAuth:
+		return m.Auth()
 	}
 	return nil, false
 }
@@ -13314,6 +14304,12 @@ func (m *RecipientMutation) OldField(ctx context.Context, name string) (ent.Valu
 		return m.OldInFlight(ctx)
 	case recipient.FieldCapChangedAt:
 		return m.OldCapChangedAt(ctx)
+	case recipient.FieldEventTypes:
+		return m.OldEventTypes(ctx)
+	case recipient.FieldTransformVersionID:
+		return m.OldTransformVersionID(ctx)
+	case recipient.FieldAuth:
+		return m.OldAuth(ctx)
 	}
 	return nil, fmt.Errorf("unknown Recipient field %s", name)
 }
@@ -13547,6 +14543,27 @@ func (m *RecipientMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetCapChangedAt(v)
 		return nil
+	case recipient.FieldEventTypes:
+		v, ok := value.([]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEventTypes(v)
+		return nil
+	case recipient.FieldTransformVersionID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTransformVersionID(v)
+		return nil
+	case recipient.FieldAuth:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAuth(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Recipient field %s", name)
 }
@@ -13576,6 +14593,9 @@ func (m *RecipientMutation) AddedFields() []string {
 	if m.addin_flight != nil {
 		fields = append(fields, recipient.FieldInFlight)
 	}
+	if m.addtransform_version_id != nil {
+		fields = append(fields, recipient.FieldTransformVersionID)
+	}
 	return fields
 }
 
@@ -13598,6 +14618,8 @@ func (m *RecipientMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedMaxConcurrency()
 	case recipient.FieldInFlight:
 		return m.AddedInFlight()
+	case recipient.FieldTransformVersionID:
+		return m.AddedTransformVersionID()
 	}
 	return nil, false
 }
@@ -13656,6 +14678,13 @@ func (m *RecipientMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddInFlight(v)
 		return nil
+	case recipient.FieldTransformVersionID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddTransformVersionID(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Recipient numeric field %s", name)
 }
@@ -13699,6 +14728,15 @@ func (m *RecipientMutation) ClearedFields() []string {
 	}
 	if m.FieldCleared(recipient.FieldCapChangedAt) {
 		fields = append(fields, recipient.FieldCapChangedAt)
+	}
+	if m.FieldCleared(recipient.FieldEventTypes) {
+		fields = append(fields, recipient.FieldEventTypes)
+	}
+	if m.FieldCleared(recipient.FieldTransformVersionID) {
+		fields = append(fields, recipient.FieldTransformVersionID)
+	}
+	if m.FieldCleared(recipient.FieldAuth) {
+		fields = append(fields, recipient.FieldAuth)
 	}
 	return fields
 }
@@ -13749,6 +14787,15 @@ func (m *RecipientMutation) ClearField(name string) error {
 		return nil
 	case recipient.FieldCapChangedAt:
 		m.ClearCapChangedAt()
+		return nil
+	case recipient.FieldEventTypes:
+		m.ClearEventTypes()
+		return nil
+	case recipient.FieldTransformVersionID:
+		m.ClearTransformVersionID()
+		return nil
+	case recipient.FieldAuth:
+		m.ClearAuth()
 		return nil
 	}
 	return fmt.Errorf("unknown Recipient nullable field %s", name)
@@ -13853,6 +14900,15 @@ func (m *RecipientMutation) ResetField(name string) error {
 		return nil
 	case recipient.FieldCapChangedAt:
 		m.ResetCapChangedAt()
+		return nil
+	case recipient.FieldEventTypes:
+		m.ResetEventTypes()
+		return nil
+	case recipient.FieldTransformVersionID:
+		m.ResetTransformVersionID()
+		return nil
+	case recipient.FieldAuth:
+		m.ResetAuth()
 		return nil
 	}
 	return fmt.Errorf("unknown Recipient field %s", name)
@@ -17143,6 +18199,8 @@ type RequestMutation struct {
 	expires_at         *time.Time
 	status             *request.Status
 	verified           *bool
+	event_type         *string
+	schema_error       *string
 	filtered_out       *[]int
 	appendfiltered_out []int
 	clearedFields      map[string]struct{}
@@ -17827,6 +18885,78 @@ func (m *RequestMutation) ResetReplayOfID() {
 	delete(m.clearedFields, request.FieldReplayOfID)
 }
 
+// SetEventType sets the "event_type" field.
+func (m *RequestMutation) SetEventType(s string) {
+	m.event_type = &s
+}
+
+// EventType returns the value of the "event_type" field in the mutation.
+func (m *RequestMutation) EventType() (r string, exists bool) {
+	v := m.event_type
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEventType returns the old "event_type" field's value of the Request entity.
+// If the Request object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RequestMutation) OldEventType(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEventType is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEventType requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEventType: %w", err)
+	}
+	return oldValue.EventType, nil
+}
+
+// ResetEventType resets all changes to the "event_type" field.
+func (m *RequestMutation) ResetEventType() {
+	m.event_type = nil
+}
+
+// SetSchemaError sets the "schema_error" field.
+func (m *RequestMutation) SetSchemaError(s string) {
+	m.schema_error = &s
+}
+
+// SchemaError returns the value of the "schema_error" field in the mutation.
+func (m *RequestMutation) SchemaError() (r string, exists bool) {
+	v := m.schema_error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSchemaError returns the old "schema_error" field's value of the Request entity.
+// If the Request object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RequestMutation) OldSchemaError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSchemaError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSchemaError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSchemaError: %w", err)
+	}
+	return oldValue.SchemaError, nil
+}
+
+// ResetSchemaError resets all changes to the "schema_error" field.
+func (m *RequestMutation) ResetSchemaError() {
+	m.schema_error = nil
+}
+
 // SetFilteredOut sets the "filtered_out" field.
 func (m *RequestMutation) SetFilteredOut(i []int) {
 	m.filtered_out = &i
@@ -18115,7 +19245,7 @@ func (m *RequestMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RequestMutation) Fields() []string {
-	fields := make([]string, 0, 16)
+	fields := make([]string, 0, 18)
 	if m.tenant != nil {
 		fields = append(fields, request.FieldTenantID)
 	}
@@ -18161,6 +19291,12 @@ func (m *RequestMutation) Fields() []string {
 	if m.replay_of != nil {
 		fields = append(fields, request.FieldReplayOfID)
 	}
+	if m.event_type != nil {
+		fields = append(fields, request.FieldEventType)
+	}
+	if m.schema_error != nil {
+		fields = append(fields, request.FieldSchemaError)
+	}
 	if m.filtered_out != nil {
 		fields = append(fields, request.FieldFilteredOut)
 	}
@@ -18202,6 +19338,10 @@ func (m *RequestMutation) Field(name string) (ent.Value, bool) {
 		return m.Verified()
 	case request.FieldReplayOfID:
 		return m.ReplayOfID()
+	case request.FieldEventType:
+		return m.EventType()
+	case request.FieldSchemaError:
+		return m.SchemaError()
 	case request.FieldFilteredOut:
 		return m.FilteredOut()
 	}
@@ -18243,6 +19383,10 @@ func (m *RequestMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldVerified(ctx)
 	case request.FieldReplayOfID:
 		return m.OldReplayOfID(ctx)
+	case request.FieldEventType:
+		return m.OldEventType(ctx)
+	case request.FieldSchemaError:
+		return m.OldSchemaError(ctx)
 	case request.FieldFilteredOut:
 		return m.OldFilteredOut(ctx)
 	}
@@ -18358,6 +19502,20 @@ func (m *RequestMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetReplayOfID(v)
+		return nil
+	case request.FieldEventType:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEventType(v)
+		return nil
+	case request.FieldSchemaError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSchemaError(v)
 		return nil
 	case request.FieldFilteredOut:
 		v, ok := value.([]int)
@@ -18483,6 +19641,12 @@ func (m *RequestMutation) ResetField(name string) error {
 		return nil
 	case request.FieldReplayOfID:
 		m.ResetReplayOfID()
+		return nil
+	case request.FieldEventType:
+		m.ResetEventType()
+		return nil
+	case request.FieldSchemaError:
+		m.ResetSchemaError()
 		return nil
 	case request.FieldFilteredOut:
 		m.ResetFilteredOut()
@@ -18678,6 +19842,9 @@ type ServerMutation struct {
 	addresponse_status         *int
 	response_content_type      *string
 	response_body              *string
+	event_type_header          *string
+	event_type_path            *string
+	schema_validation          *server.SchemaValidation
 	deleted_at                 *time.Time
 	kind                       *server.Kind
 	clearedFields              map[string]struct{}
@@ -19466,6 +20633,114 @@ func (m *ServerMutation) ResetResponseBody() {
 	m.response_body = nil
 }
 
+// SetEventTypeHeader sets the "event_type_header" field.
+func (m *ServerMutation) SetEventTypeHeader(s string) {
+	m.event_type_header = &s
+}
+
+// EventTypeHeader returns the value of the "event_type_header" field in the mutation.
+func (m *ServerMutation) EventTypeHeader() (r string, exists bool) {
+	v := m.event_type_header
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEventTypeHeader returns the old "event_type_header" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldEventTypeHeader(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEventTypeHeader is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEventTypeHeader requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEventTypeHeader: %w", err)
+	}
+	return oldValue.EventTypeHeader, nil
+}
+
+// ResetEventTypeHeader resets all changes to the "event_type_header" field.
+func (m *ServerMutation) ResetEventTypeHeader() {
+	m.event_type_header = nil
+}
+
+// SetEventTypePath sets the "event_type_path" field.
+func (m *ServerMutation) SetEventTypePath(s string) {
+	m.event_type_path = &s
+}
+
+// EventTypePath returns the value of the "event_type_path" field in the mutation.
+func (m *ServerMutation) EventTypePath() (r string, exists bool) {
+	v := m.event_type_path
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEventTypePath returns the old "event_type_path" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldEventTypePath(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEventTypePath is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEventTypePath requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEventTypePath: %w", err)
+	}
+	return oldValue.EventTypePath, nil
+}
+
+// ResetEventTypePath resets all changes to the "event_type_path" field.
+func (m *ServerMutation) ResetEventTypePath() {
+	m.event_type_path = nil
+}
+
+// SetSchemaValidation sets the "schema_validation" field.
+func (m *ServerMutation) SetSchemaValidation(sv server.SchemaValidation) {
+	m.schema_validation = &sv
+}
+
+// SchemaValidation returns the value of the "schema_validation" field in the mutation.
+func (m *ServerMutation) SchemaValidation() (r server.SchemaValidation, exists bool) {
+	v := m.schema_validation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSchemaValidation returns the old "schema_validation" field's value of the Server entity.
+// If the Server object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ServerMutation) OldSchemaValidation(ctx context.Context) (v server.SchemaValidation, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSchemaValidation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSchemaValidation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSchemaValidation: %w", err)
+	}
+	return oldValue.SchemaValidation, nil
+}
+
+// ResetSchemaValidation resets all changes to the "schema_validation" field.
+func (m *ServerMutation) ResetSchemaValidation() {
+	m.schema_validation = nil
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (m *ServerMutation) SetDeletedAt(t time.Time) {
 	m.deleted_at = &t
@@ -19720,7 +20995,7 @@ func (m *ServerMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ServerMutation) Fields() []string {
-	fields := make([]string, 0, 16)
+	fields := make([]string, 0, 19)
 	if m.tenant != nil {
 		fields = append(fields, server.FieldTenantID)
 	}
@@ -19762,6 +21037,15 @@ func (m *ServerMutation) Fields() []string {
 	}
 	if m.response_body != nil {
 		fields = append(fields, server.FieldResponseBody)
+	}
+	if m.event_type_header != nil {
+		fields = append(fields, server.FieldEventTypeHeader)
+	}
+	if m.event_type_path != nil {
+		fields = append(fields, server.FieldEventTypePath)
+	}
+	if m.schema_validation != nil {
+		fields = append(fields, server.FieldSchemaValidation)
 	}
 	if m.deleted_at != nil {
 		fields = append(fields, server.FieldDeletedAt)
@@ -19805,6 +21089,12 @@ func (m *ServerMutation) Field(name string) (ent.Value, bool) {
 		return m.ResponseContentType()
 	case server.FieldResponseBody:
 		return m.ResponseBody()
+	case server.FieldEventTypeHeader:
+		return m.EventTypeHeader()
+	case server.FieldEventTypePath:
+		return m.EventTypePath()
+	case server.FieldSchemaValidation:
+		return m.SchemaValidation()
 	case server.FieldDeletedAt:
 		return m.DeletedAt()
 	case server.FieldKind:
@@ -19846,6 +21136,12 @@ func (m *ServerMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldResponseContentType(ctx)
 	case server.FieldResponseBody:
 		return m.OldResponseBody(ctx)
+	case server.FieldEventTypeHeader:
+		return m.OldEventTypeHeader(ctx)
+	case server.FieldEventTypePath:
+		return m.OldEventTypePath(ctx)
+	case server.FieldSchemaValidation:
+		return m.OldSchemaValidation(ctx)
 	case server.FieldDeletedAt:
 		return m.OldDeletedAt(ctx)
 	case server.FieldKind:
@@ -19956,6 +21252,27 @@ func (m *ServerMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetResponseBody(v)
+		return nil
+	case server.FieldEventTypeHeader:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEventTypeHeader(v)
+		return nil
+	case server.FieldEventTypePath:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEventTypePath(v)
+		return nil
+	case server.FieldSchemaValidation:
+		v, ok := value.(server.SchemaValidation)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSchemaValidation(v)
 		return nil
 	case server.FieldDeletedAt:
 		v, ok := value.(time.Time)
@@ -20151,6 +21468,15 @@ func (m *ServerMutation) ResetField(name string) error {
 		return nil
 	case server.FieldResponseBody:
 		m.ResetResponseBody()
+		return nil
+	case server.FieldEventTypeHeader:
+		m.ResetEventTypeHeader()
+		return nil
+	case server.FieldEventTypePath:
+		m.ResetEventTypePath()
+		return nil
+	case server.FieldSchemaValidation:
+		m.ResetSchemaValidation()
 		return nil
 	case server.FieldDeletedAt:
 		m.ResetDeletedAt()
@@ -23877,4 +25203,723 @@ func (m *TokenMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Token edge %s", name)
+}
+
+// TransformVersionMutation represents an operation that mutates the TransformVersion nodes in the graph.
+type TransformVersionMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *int
+	created_at      *time.Time
+	recipient_id    *int
+	addrecipient_id *int
+	number          *int
+	addnumber       *int
+	source          *string
+	created_by      *string
+	clearedFields   map[string]struct{}
+	tenant          *int
+	clearedtenant   bool
+	done            bool
+	oldValue        func(context.Context) (*TransformVersion, error)
+	predicates      []predicate.TransformVersion
+}
+
+var _ ent.Mutation = (*TransformVersionMutation)(nil)
+
+// transformversionOption allows management of the mutation configuration using functional options.
+type transformversionOption func(*TransformVersionMutation)
+
+// newTransformVersionMutation creates new mutation for the TransformVersion entity.
+func newTransformVersionMutation(c config, op Op, opts ...transformversionOption) *TransformVersionMutation {
+	m := &TransformVersionMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeTransformVersion,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withTransformVersionID sets the ID field of the mutation.
+func withTransformVersionID(id int) transformversionOption {
+	return func(m *TransformVersionMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *TransformVersion
+		)
+		m.oldValue = func(ctx context.Context) (*TransformVersion, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().TransformVersion.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withTransformVersion sets the old TransformVersion of the mutation.
+func withTransformVersion(node *TransformVersion) transformversionOption {
+	return func(m *TransformVersionMutation) {
+		m.oldValue = func(context.Context) (*TransformVersion, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m TransformVersionMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m TransformVersionMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *TransformVersionMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *TransformVersionMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().TransformVersion.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *TransformVersionMutation) SetTenantID(i int) {
+	m.tenant = &i
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *TransformVersionMutation) TenantID() (r int, exists bool) {
+	v := m.tenant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the TransformVersion entity.
+// If the TransformVersion object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransformVersionMutation) OldTenantID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *TransformVersionMutation) ResetTenantID() {
+	m.tenant = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *TransformVersionMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *TransformVersionMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the TransformVersion entity.
+// If the TransformVersion object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransformVersionMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *TransformVersionMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetRecipientID sets the "recipient_id" field.
+func (m *TransformVersionMutation) SetRecipientID(i int) {
+	m.recipient_id = &i
+	m.addrecipient_id = nil
+}
+
+// RecipientID returns the value of the "recipient_id" field in the mutation.
+func (m *TransformVersionMutation) RecipientID() (r int, exists bool) {
+	v := m.recipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecipientID returns the old "recipient_id" field's value of the TransformVersion entity.
+// If the TransformVersion object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransformVersionMutation) OldRecipientID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecipientID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecipientID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecipientID: %w", err)
+	}
+	return oldValue.RecipientID, nil
+}
+
+// AddRecipientID adds i to the "recipient_id" field.
+func (m *TransformVersionMutation) AddRecipientID(i int) {
+	if m.addrecipient_id != nil {
+		*m.addrecipient_id += i
+	} else {
+		m.addrecipient_id = &i
+	}
+}
+
+// AddedRecipientID returns the value that was added to the "recipient_id" field in this mutation.
+func (m *TransformVersionMutation) AddedRecipientID() (r int, exists bool) {
+	v := m.addrecipient_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRecipientID resets all changes to the "recipient_id" field.
+func (m *TransformVersionMutation) ResetRecipientID() {
+	m.recipient_id = nil
+	m.addrecipient_id = nil
+}
+
+// SetNumber sets the "number" field.
+func (m *TransformVersionMutation) SetNumber(i int) {
+	m.number = &i
+	m.addnumber = nil
+}
+
+// Number returns the value of the "number" field in the mutation.
+func (m *TransformVersionMutation) Number() (r int, exists bool) {
+	v := m.number
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNumber returns the old "number" field's value of the TransformVersion entity.
+// If the TransformVersion object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransformVersionMutation) OldNumber(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNumber is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNumber requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNumber: %w", err)
+	}
+	return oldValue.Number, nil
+}
+
+// AddNumber adds i to the "number" field.
+func (m *TransformVersionMutation) AddNumber(i int) {
+	if m.addnumber != nil {
+		*m.addnumber += i
+	} else {
+		m.addnumber = &i
+	}
+}
+
+// AddedNumber returns the value that was added to the "number" field in this mutation.
+func (m *TransformVersionMutation) AddedNumber() (r int, exists bool) {
+	v := m.addnumber
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetNumber resets all changes to the "number" field.
+func (m *TransformVersionMutation) ResetNumber() {
+	m.number = nil
+	m.addnumber = nil
+}
+
+// SetSource sets the "source" field.
+func (m *TransformVersionMutation) SetSource(s string) {
+	m.source = &s
+}
+
+// Source returns the value of the "source" field in the mutation.
+func (m *TransformVersionMutation) Source() (r string, exists bool) {
+	v := m.source
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSource returns the old "source" field's value of the TransformVersion entity.
+// If the TransformVersion object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransformVersionMutation) OldSource(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSource is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSource requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSource: %w", err)
+	}
+	return oldValue.Source, nil
+}
+
+// ResetSource resets all changes to the "source" field.
+func (m *TransformVersionMutation) ResetSource() {
+	m.source = nil
+}
+
+// SetCreatedBy sets the "created_by" field.
+func (m *TransformVersionMutation) SetCreatedBy(s string) {
+	m.created_by = &s
+}
+
+// CreatedBy returns the value of the "created_by" field in the mutation.
+func (m *TransformVersionMutation) CreatedBy() (r string, exists bool) {
+	v := m.created_by
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedBy returns the old "created_by" field's value of the TransformVersion entity.
+// If the TransformVersion object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransformVersionMutation) OldCreatedBy(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedBy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedBy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedBy: %w", err)
+	}
+	return oldValue.CreatedBy, nil
+}
+
+// ResetCreatedBy resets all changes to the "created_by" field.
+func (m *TransformVersionMutation) ResetCreatedBy() {
+	m.created_by = nil
+}
+
+// ClearTenant clears the "tenant" edge to the Tenant entity.
+func (m *TransformVersionMutation) ClearTenant() {
+	m.clearedtenant = true
+	m.clearedFields[transformversion.FieldTenantID] = struct{}{}
+}
+
+// TenantCleared reports if the "tenant" edge to the Tenant entity was cleared.
+func (m *TransformVersionMutation) TenantCleared() bool {
+	return m.clearedtenant
+}
+
+// TenantIDs returns the "tenant" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TenantID instead. It exists only for internal usage by the builders.
+func (m *TransformVersionMutation) TenantIDs() (ids []int) {
+	if id := m.tenant; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTenant resets all changes to the "tenant" edge.
+func (m *TransformVersionMutation) ResetTenant() {
+	m.tenant = nil
+	m.clearedtenant = false
+}
+
+// Where appends a list predicates to the TransformVersionMutation builder.
+func (m *TransformVersionMutation) Where(ps ...predicate.TransformVersion) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the TransformVersionMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *TransformVersionMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.TransformVersion, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *TransformVersionMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *TransformVersionMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (TransformVersion).
+func (m *TransformVersionMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *TransformVersionMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.tenant != nil {
+		fields = append(fields, transformversion.FieldTenantID)
+	}
+	if m.created_at != nil {
+		fields = append(fields, transformversion.FieldCreatedAt)
+	}
+	if m.recipient_id != nil {
+		fields = append(fields, transformversion.FieldRecipientID)
+	}
+	if m.number != nil {
+		fields = append(fields, transformversion.FieldNumber)
+	}
+	if m.source != nil {
+		fields = append(fields, transformversion.FieldSource)
+	}
+	if m.created_by != nil {
+		fields = append(fields, transformversion.FieldCreatedBy)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *TransformVersionMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case transformversion.FieldTenantID:
+		return m.TenantID()
+	case transformversion.FieldCreatedAt:
+		return m.CreatedAt()
+	case transformversion.FieldRecipientID:
+		return m.RecipientID()
+	case transformversion.FieldNumber:
+		return m.Number()
+	case transformversion.FieldSource:
+		return m.Source()
+	case transformversion.FieldCreatedBy:
+		return m.CreatedBy()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *TransformVersionMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case transformversion.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case transformversion.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case transformversion.FieldRecipientID:
+		return m.OldRecipientID(ctx)
+	case transformversion.FieldNumber:
+		return m.OldNumber(ctx)
+	case transformversion.FieldSource:
+		return m.OldSource(ctx)
+	case transformversion.FieldCreatedBy:
+		return m.OldCreatedBy(ctx)
+	}
+	return nil, fmt.Errorf("unknown TransformVersion field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TransformVersionMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case transformversion.FieldTenantID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case transformversion.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case transformversion.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecipientID(v)
+		return nil
+	case transformversion.FieldNumber:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNumber(v)
+		return nil
+	case transformversion.FieldSource:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSource(v)
+		return nil
+	case transformversion.FieldCreatedBy:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedBy(v)
+		return nil
+	}
+	return fmt.Errorf("unknown TransformVersion field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *TransformVersionMutation) AddedFields() []string {
+	var fields []string
+	if m.addrecipient_id != nil {
+		fields = append(fields, transformversion.FieldRecipientID)
+	}
+	if m.addnumber != nil {
+		fields = append(fields, transformversion.FieldNumber)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *TransformVersionMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case transformversion.FieldRecipientID:
+		return m.AddedRecipientID()
+	case transformversion.FieldNumber:
+		return m.AddedNumber()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TransformVersionMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case transformversion.FieldRecipientID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRecipientID(v)
+		return nil
+	case transformversion.FieldNumber:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddNumber(v)
+		return nil
+	}
+	return fmt.Errorf("unknown TransformVersion numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *TransformVersionMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *TransformVersionMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *TransformVersionMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown TransformVersion nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *TransformVersionMutation) ResetField(name string) error {
+	switch name {
+	case transformversion.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case transformversion.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case transformversion.FieldRecipientID:
+		m.ResetRecipientID()
+		return nil
+	case transformversion.FieldNumber:
+		m.ResetNumber()
+		return nil
+	case transformversion.FieldSource:
+		m.ResetSource()
+		return nil
+	case transformversion.FieldCreatedBy:
+		m.ResetCreatedBy()
+		return nil
+	}
+	return fmt.Errorf("unknown TransformVersion field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *TransformVersionMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.tenant != nil {
+		edges = append(edges, transformversion.EdgeTenant)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *TransformVersionMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case transformversion.EdgeTenant:
+		if id := m.tenant; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *TransformVersionMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *TransformVersionMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *TransformVersionMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedtenant {
+		edges = append(edges, transformversion.EdgeTenant)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *TransformVersionMutation) EdgeCleared(name string) bool {
+	switch name {
+	case transformversion.EdgeTenant:
+		return m.clearedtenant
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *TransformVersionMutation) ClearEdge(name string) error {
+	switch name {
+	case transformversion.EdgeTenant:
+		m.ClearTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown TransformVersion unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *TransformVersionMutation) ResetEdge(name string) error {
+	switch name {
+	case transformversion.EdgeTenant:
+		m.ResetTenant()
+		return nil
+	}
+	return fmt.Errorf("unknown TransformVersion edge %s", name)
 }

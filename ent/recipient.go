@@ -85,6 +85,12 @@ type Recipient struct {
 	InFlight int `json:"in_flight,omitempty"`
 	// CapChangedAt holds the value of the "cap_changed_at" field.
 	CapChangedAt *time.Time `json:"cap_changed_at,omitempty"`
+	// EventTypes holds the value of the "event_types" field.
+	EventTypes []string `json:"event_types,omitempty"`
+	// TransformVersionID holds the value of the "transform_version_id" field.
+	TransformVersionID *int `json:"transform_version_id,omitempty"`
+	// Auth holds the value of the "auth" field.
+	Auth []byte `json:"-"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the RecipientQuery when eager-loading is set.
 	Edges        RecipientEdges `json:"edges"`
@@ -144,11 +150,11 @@ func (*Recipient) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case recipient.FieldDestination, recipient.FieldSigningSecret, recipient.FieldPreviousSigningSecret:
+		case recipient.FieldDestination, recipient.FieldSigningSecret, recipient.FieldPreviousSigningSecret, recipient.FieldEventTypes, recipient.FieldAuth:
 			values[i] = new([]byte)
 		case recipient.FieldSendIdempotencyKey, recipient.FieldSendTraceparent:
 			values[i] = new(sql.NullBool)
-		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures, recipient.FieldMaxConcurrency, recipient.FieldInFlight:
+		case recipient.FieldID, recipient.FieldTenantID, recipient.FieldServerID, recipient.FieldMaxAttempts, recipient.FieldTimeoutSeconds, recipient.FieldConsecutiveFailures, recipient.FieldWindowAttempts, recipient.FieldWindowFailures, recipient.FieldMaxConcurrency, recipient.FieldInFlight, recipient.FieldTransformVersionID:
 			values[i] = new(sql.NullInt64)
 		case recipient.FieldName, recipient.FieldMethod, recipient.FieldURL, recipient.FieldDestinationURL, recipient.FieldRetrySchedule, recipient.FieldState, recipient.FieldStateReason, recipient.FieldRoutingFilter, recipient.FieldSignatureHeaders:
 			values[i] = new(sql.NullString)
@@ -379,6 +385,27 @@ func (_m *Recipient) assignValues(columns []string, values []any) error {
 				_m.CapChangedAt = new(time.Time)
 				*_m.CapChangedAt = value.Time
 			}
+		case recipient.FieldEventTypes:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field event_types", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.EventTypes); err != nil {
+					return fmt.Errorf("unmarshal field event_types: %w", err)
+				}
+			}
+		case recipient.FieldTransformVersionID:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field transform_version_id", values[i])
+			} else if value.Valid {
+				_m.TransformVersionID = new(int)
+				*_m.TransformVersionID = int(value.Int64)
+			}
+		case recipient.FieldAuth:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field auth", values[i])
+			} else if value != nil {
+				_m.Auth = *value
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -542,6 +569,16 @@ func (_m *Recipient) String() string {
 		builder.WriteString("cap_changed_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("event_types=")
+	builder.WriteString(fmt.Sprintf("%v", _m.EventTypes))
+	builder.WriteString(", ")
+	if v := _m.TransformVersionID; v != nil {
+		builder.WriteString("transform_version_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("auth=<sensitive>")
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -418,6 +418,32 @@ func (_c *RecipientCreate) SetNillableCapChangedAt(v *time.Time) *RecipientCreat
 	return _c
 }
 
+// SetEventTypes sets the "event_types" field.
+func (_c *RecipientCreate) SetEventTypes(v []string) *RecipientCreate {
+	_c.mutation.SetEventTypes(v)
+	return _c
+}
+
+// SetTransformVersionID sets the "transform_version_id" field.
+func (_c *RecipientCreate) SetTransformVersionID(v int) *RecipientCreate {
+	_c.mutation.SetTransformVersionID(v)
+	return _c
+}
+
+// SetNillableTransformVersionID sets the "transform_version_id" field if the given value is not nil.
+func (_c *RecipientCreate) SetNillableTransformVersionID(v *int) *RecipientCreate {
+	if v != nil {
+		_c.SetTransformVersionID(*v)
+	}
+	return _c
+}
+
+// SetAuth sets the "auth" field.
+func (_c *RecipientCreate) SetAuth(v []byte) *RecipientCreate {
+	_c.mutation.SetAuth(v)
+	return _c
+}
+
 // SetTenant sets the "tenant" edge to the Tenant entity.
 func (_c *RecipientCreate) SetTenant(v *Tenant) *RecipientCreate {
 	return _c.SetTenantID(v.ID)
@@ -797,6 +823,18 @@ func (_c *RecipientCreate) createSpec() (*Recipient, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.CapChangedAt(); ok {
 		_spec.SetField(recipient.FieldCapChangedAt, field.TypeTime, value)
 		_node.CapChangedAt = &value
+	}
+	if value, ok := _c.mutation.EventTypes(); ok {
+		_spec.SetField(recipient.FieldEventTypes, field.TypeJSON, value)
+		_node.EventTypes = value
+	}
+	if value, ok := _c.mutation.TransformVersionID(); ok {
+		_spec.SetField(recipient.FieldTransformVersionID, field.TypeInt, value)
+		_node.TransformVersionID = &value
+	}
+	if value, ok := _c.mutation.Auth(); ok {
+		_spec.SetField(recipient.FieldAuth, field.TypeBytes, value)
+		_node.Auth = value
 	}
 	if nodes := _c.mutation.TenantIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -1359,6 +1397,66 @@ func (u *RecipientUpsert) UpdateCapChangedAt() *RecipientUpsert {
 // ClearCapChangedAt clears the value of the "cap_changed_at" field.
 func (u *RecipientUpsert) ClearCapChangedAt() *RecipientUpsert {
 	u.SetNull(recipient.FieldCapChangedAt)
+	return u
+}
+
+// SetEventTypes sets the "event_types" field.
+func (u *RecipientUpsert) SetEventTypes(v []string) *RecipientUpsert {
+	u.Set(recipient.FieldEventTypes, v)
+	return u
+}
+
+// UpdateEventTypes sets the "event_types" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateEventTypes() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldEventTypes)
+	return u
+}
+
+// ClearEventTypes clears the value of the "event_types" field.
+func (u *RecipientUpsert) ClearEventTypes() *RecipientUpsert {
+	u.SetNull(recipient.FieldEventTypes)
+	return u
+}
+
+// SetTransformVersionID sets the "transform_version_id" field.
+func (u *RecipientUpsert) SetTransformVersionID(v int) *RecipientUpsert {
+	u.Set(recipient.FieldTransformVersionID, v)
+	return u
+}
+
+// UpdateTransformVersionID sets the "transform_version_id" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateTransformVersionID() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldTransformVersionID)
+	return u
+}
+
+// AddTransformVersionID adds v to the "transform_version_id" field.
+func (u *RecipientUpsert) AddTransformVersionID(v int) *RecipientUpsert {
+	u.Add(recipient.FieldTransformVersionID, v)
+	return u
+}
+
+// ClearTransformVersionID clears the value of the "transform_version_id" field.
+func (u *RecipientUpsert) ClearTransformVersionID() *RecipientUpsert {
+	u.SetNull(recipient.FieldTransformVersionID)
+	return u
+}
+
+// SetAuth sets the "auth" field.
+func (u *RecipientUpsert) SetAuth(v []byte) *RecipientUpsert {
+	u.Set(recipient.FieldAuth, v)
+	return u
+}
+
+// UpdateAuth sets the "auth" field to the value that was provided on create.
+func (u *RecipientUpsert) UpdateAuth() *RecipientUpsert {
+	u.SetExcluded(recipient.FieldAuth)
+	return u
+}
+
+// ClearAuth clears the value of the "auth" field.
+func (u *RecipientUpsert) ClearAuth() *RecipientUpsert {
+	u.SetNull(recipient.FieldAuth)
 	return u
 }
 
@@ -1949,6 +2047,76 @@ func (u *RecipientUpsertOne) UpdateCapChangedAt() *RecipientUpsertOne {
 func (u *RecipientUpsertOne) ClearCapChangedAt() *RecipientUpsertOne {
 	return u.Update(func(s *RecipientUpsert) {
 		s.ClearCapChangedAt()
+	})
+}
+
+// SetEventTypes sets the "event_types" field.
+func (u *RecipientUpsertOne) SetEventTypes(v []string) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetEventTypes(v)
+	})
+}
+
+// UpdateEventTypes sets the "event_types" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateEventTypes() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateEventTypes()
+	})
+}
+
+// ClearEventTypes clears the value of the "event_types" field.
+func (u *RecipientUpsertOne) ClearEventTypes() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearEventTypes()
+	})
+}
+
+// SetTransformVersionID sets the "transform_version_id" field.
+func (u *RecipientUpsertOne) SetTransformVersionID(v int) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetTransformVersionID(v)
+	})
+}
+
+// AddTransformVersionID adds v to the "transform_version_id" field.
+func (u *RecipientUpsertOne) AddTransformVersionID(v int) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.AddTransformVersionID(v)
+	})
+}
+
+// UpdateTransformVersionID sets the "transform_version_id" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateTransformVersionID() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateTransformVersionID()
+	})
+}
+
+// ClearTransformVersionID clears the value of the "transform_version_id" field.
+func (u *RecipientUpsertOne) ClearTransformVersionID() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearTransformVersionID()
+	})
+}
+
+// SetAuth sets the "auth" field.
+func (u *RecipientUpsertOne) SetAuth(v []byte) *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetAuth(v)
+	})
+}
+
+// UpdateAuth sets the "auth" field to the value that was provided on create.
+func (u *RecipientUpsertOne) UpdateAuth() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateAuth()
+	})
+}
+
+// ClearAuth clears the value of the "auth" field.
+func (u *RecipientUpsertOne) ClearAuth() *RecipientUpsertOne {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearAuth()
 	})
 }
 
@@ -2705,6 +2873,76 @@ func (u *RecipientUpsertBulk) UpdateCapChangedAt() *RecipientUpsertBulk {
 func (u *RecipientUpsertBulk) ClearCapChangedAt() *RecipientUpsertBulk {
 	return u.Update(func(s *RecipientUpsert) {
 		s.ClearCapChangedAt()
+	})
+}
+
+// SetEventTypes sets the "event_types" field.
+func (u *RecipientUpsertBulk) SetEventTypes(v []string) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetEventTypes(v)
+	})
+}
+
+// UpdateEventTypes sets the "event_types" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateEventTypes() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateEventTypes()
+	})
+}
+
+// ClearEventTypes clears the value of the "event_types" field.
+func (u *RecipientUpsertBulk) ClearEventTypes() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearEventTypes()
+	})
+}
+
+// SetTransformVersionID sets the "transform_version_id" field.
+func (u *RecipientUpsertBulk) SetTransformVersionID(v int) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetTransformVersionID(v)
+	})
+}
+
+// AddTransformVersionID adds v to the "transform_version_id" field.
+func (u *RecipientUpsertBulk) AddTransformVersionID(v int) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.AddTransformVersionID(v)
+	})
+}
+
+// UpdateTransformVersionID sets the "transform_version_id" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateTransformVersionID() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateTransformVersionID()
+	})
+}
+
+// ClearTransformVersionID clears the value of the "transform_version_id" field.
+func (u *RecipientUpsertBulk) ClearTransformVersionID() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearTransformVersionID()
+	})
+}
+
+// SetAuth sets the "auth" field.
+func (u *RecipientUpsertBulk) SetAuth(v []byte) *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.SetAuth(v)
+	})
+}
+
+// UpdateAuth sets the "auth" field to the value that was provided on create.
+func (u *RecipientUpsertBulk) UpdateAuth() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.UpdateAuth()
+	})
+}
+
+// ClearAuth clears the value of the "auth" field.
+func (u *RecipientUpsertBulk) ClearAuth() *RecipientUpsertBulk {
+	return u.Update(func(s *RecipientUpsert) {
+		s.ClearAuth()
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/dialect/sql/sqljson"
 	"entgo.io/ent/schema/field"
 	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent/delivery"
@@ -534,6 +535,63 @@ func (_u *RecipientUpdate) ClearCapChangedAt() *RecipientUpdate {
 	return _u
 }
 
+// SetEventTypes sets the "event_types" field.
+func (_u *RecipientUpdate) SetEventTypes(v []string) *RecipientUpdate {
+	_u.mutation.SetEventTypes(v)
+	return _u
+}
+
+// AppendEventTypes appends value to the "event_types" field.
+func (_u *RecipientUpdate) AppendEventTypes(v []string) *RecipientUpdate {
+	_u.mutation.AppendEventTypes(v)
+	return _u
+}
+
+// ClearEventTypes clears the value of the "event_types" field.
+func (_u *RecipientUpdate) ClearEventTypes() *RecipientUpdate {
+	_u.mutation.ClearEventTypes()
+	return _u
+}
+
+// SetTransformVersionID sets the "transform_version_id" field.
+func (_u *RecipientUpdate) SetTransformVersionID(v int) *RecipientUpdate {
+	_u.mutation.ResetTransformVersionID()
+	_u.mutation.SetTransformVersionID(v)
+	return _u
+}
+
+// SetNillableTransformVersionID sets the "transform_version_id" field if the given value is not nil.
+func (_u *RecipientUpdate) SetNillableTransformVersionID(v *int) *RecipientUpdate {
+	if v != nil {
+		_u.SetTransformVersionID(*v)
+	}
+	return _u
+}
+
+// AddTransformVersionID adds value to the "transform_version_id" field.
+func (_u *RecipientUpdate) AddTransformVersionID(v int) *RecipientUpdate {
+	_u.mutation.AddTransformVersionID(v)
+	return _u
+}
+
+// ClearTransformVersionID clears the value of the "transform_version_id" field.
+func (_u *RecipientUpdate) ClearTransformVersionID() *RecipientUpdate {
+	_u.mutation.ClearTransformVersionID()
+	return _u
+}
+
+// SetAuth sets the "auth" field.
+func (_u *RecipientUpdate) SetAuth(v []byte) *RecipientUpdate {
+	_u.mutation.SetAuth(v)
+	return _u
+}
+
+// ClearAuth clears the value of the "auth" field.
+func (_u *RecipientUpdate) ClearAuth() *RecipientUpdate {
+	_u.mutation.ClearAuth()
+	return _u
+}
+
 // AddDeliveryIDs adds the "deliveries" edge to the Delivery entity by IDs.
 func (_u *RecipientUpdate) AddDeliveryIDs(ids ...int) *RecipientUpdate {
 	_u.mutation.AddDeliveryIDs(ids...)
@@ -804,6 +862,32 @@ func (_u *RecipientUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.CapChangedAtCleared() {
 		_spec.ClearField(recipient.FieldCapChangedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.EventTypes(); ok {
+		_spec.SetField(recipient.FieldEventTypes, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedEventTypes(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, recipient.FieldEventTypes, value)
+		})
+	}
+	if _u.mutation.EventTypesCleared() {
+		_spec.ClearField(recipient.FieldEventTypes, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.TransformVersionID(); ok {
+		_spec.SetField(recipient.FieldTransformVersionID, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedTransformVersionID(); ok {
+		_spec.AddField(recipient.FieldTransformVersionID, field.TypeInt, value)
+	}
+	if _u.mutation.TransformVersionIDCleared() {
+		_spec.ClearField(recipient.FieldTransformVersionID, field.TypeInt)
+	}
+	if value, ok := _u.mutation.Auth(); ok {
+		_spec.SetField(recipient.FieldAuth, field.TypeBytes, value)
+	}
+	if _u.mutation.AuthCleared() {
+		_spec.ClearField(recipient.FieldAuth, field.TypeBytes)
 	}
 	if _u.mutation.DeliveriesCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -1375,6 +1459,63 @@ func (_u *RecipientUpdateOne) ClearCapChangedAt() *RecipientUpdateOne {
 	return _u
 }
 
+// SetEventTypes sets the "event_types" field.
+func (_u *RecipientUpdateOne) SetEventTypes(v []string) *RecipientUpdateOne {
+	_u.mutation.SetEventTypes(v)
+	return _u
+}
+
+// AppendEventTypes appends value to the "event_types" field.
+func (_u *RecipientUpdateOne) AppendEventTypes(v []string) *RecipientUpdateOne {
+	_u.mutation.AppendEventTypes(v)
+	return _u
+}
+
+// ClearEventTypes clears the value of the "event_types" field.
+func (_u *RecipientUpdateOne) ClearEventTypes() *RecipientUpdateOne {
+	_u.mutation.ClearEventTypes()
+	return _u
+}
+
+// SetTransformVersionID sets the "transform_version_id" field.
+func (_u *RecipientUpdateOne) SetTransformVersionID(v int) *RecipientUpdateOne {
+	_u.mutation.ResetTransformVersionID()
+	_u.mutation.SetTransformVersionID(v)
+	return _u
+}
+
+// SetNillableTransformVersionID sets the "transform_version_id" field if the given value is not nil.
+func (_u *RecipientUpdateOne) SetNillableTransformVersionID(v *int) *RecipientUpdateOne {
+	if v != nil {
+		_u.SetTransformVersionID(*v)
+	}
+	return _u
+}
+
+// AddTransformVersionID adds value to the "transform_version_id" field.
+func (_u *RecipientUpdateOne) AddTransformVersionID(v int) *RecipientUpdateOne {
+	_u.mutation.AddTransformVersionID(v)
+	return _u
+}
+
+// ClearTransformVersionID clears the value of the "transform_version_id" field.
+func (_u *RecipientUpdateOne) ClearTransformVersionID() *RecipientUpdateOne {
+	_u.mutation.ClearTransformVersionID()
+	return _u
+}
+
+// SetAuth sets the "auth" field.
+func (_u *RecipientUpdateOne) SetAuth(v []byte) *RecipientUpdateOne {
+	_u.mutation.SetAuth(v)
+	return _u
+}
+
+// ClearAuth clears the value of the "auth" field.
+func (_u *RecipientUpdateOne) ClearAuth() *RecipientUpdateOne {
+	_u.mutation.ClearAuth()
+	return _u
+}
+
 // AddDeliveryIDs adds the "deliveries" edge to the Delivery entity by IDs.
 func (_u *RecipientUpdateOne) AddDeliveryIDs(ids ...int) *RecipientUpdateOne {
 	_u.mutation.AddDeliveryIDs(ids...)
@@ -1675,6 +1816,32 @@ func (_u *RecipientUpdateOne) sqlSave(ctx context.Context) (_node *Recipient, er
 	}
 	if _u.mutation.CapChangedAtCleared() {
 		_spec.ClearField(recipient.FieldCapChangedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.EventTypes(); ok {
+		_spec.SetField(recipient.FieldEventTypes, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedEventTypes(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, recipient.FieldEventTypes, value)
+		})
+	}
+	if _u.mutation.EventTypesCleared() {
+		_spec.ClearField(recipient.FieldEventTypes, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.TransformVersionID(); ok {
+		_spec.SetField(recipient.FieldTransformVersionID, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedTransformVersionID(); ok {
+		_spec.AddField(recipient.FieldTransformVersionID, field.TypeInt, value)
+	}
+	if _u.mutation.TransformVersionIDCleared() {
+		_spec.ClearField(recipient.FieldTransformVersionID, field.TypeInt)
+	}
+	if value, ok := _u.mutation.Auth(); ok {
+		_spec.SetField(recipient.FieldAuth, field.TypeBytes, value)
+	}
+	if _u.mutation.AuthCleared() {
+		_spec.ClearField(recipient.FieldAuth, field.TypeBytes)
 	}
 	if _u.mutation.DeliveriesCleared() {
 		edge := &sqlgraph.EdgeSpec{

@@ -51,6 +51,10 @@ type Request struct {
 	Verified *bool `json:"verified,omitempty"`
 	// ReplayOfID holds the value of the "replay_of_id" field.
 	ReplayOfID *int `json:"replay_of_id,omitempty"`
+	// EventType holds the value of the "event_type" field.
+	EventType string `json:"event_type,omitempty"`
+	// SchemaError holds the value of the "schema_error" field.
+	SchemaError string `json:"schema_error,omitempty"`
 	// FilteredOut holds the value of the "filtered_out" field.
 	FilteredOut []int `json:"filtered_out,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
@@ -143,7 +147,7 @@ func (*Request) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case request.FieldID, request.FieldTenantID, request.FieldServerID, request.FieldReplayOfID:
 			values[i] = new(sql.NullInt64)
-		case request.FieldKey, request.FieldMethod, request.FieldPath, request.FieldQuery, request.FieldSourceAddr, request.FieldTraceParent, request.FieldStatus:
+		case request.FieldKey, request.FieldMethod, request.FieldPath, request.FieldQuery, request.FieldSourceAddr, request.FieldTraceParent, request.FieldStatus, request.FieldEventType, request.FieldSchemaError:
 			values[i] = new(sql.NullString)
 		case request.FieldReceivedAt, request.FieldExpiresAt:
 			values[i] = new(sql.NullTime)
@@ -262,6 +266,18 @@ func (_m *Request) assignValues(columns []string, values []any) error {
 				_m.ReplayOfID = new(int)
 				*_m.ReplayOfID = int(value.Int64)
 			}
+		case request.FieldEventType:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field event_type", values[i])
+			} else if value.Valid {
+				_m.EventType = value.String
+			}
+		case request.FieldSchemaError:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field schema_error", values[i])
+			} else if value.Valid {
+				_m.SchemaError = value.String
+			}
 		case request.FieldFilteredOut:
 			if value, ok := values[i].(*[]byte); !ok {
 				return fmt.Errorf("unexpected type %T for field filtered_out", values[i])
@@ -379,6 +395,12 @@ func (_m *Request) String() string {
 		builder.WriteString("replay_of_id=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("event_type=")
+	builder.WriteString(_m.EventType)
+	builder.WriteString(", ")
+	builder.WriteString("schema_error=")
+	builder.WriteString(_m.SchemaError)
 	builder.WriteString(", ")
 	builder.WriteString("filtered_out=")
 	builder.WriteString(fmt.Sprintf("%v", _m.FilteredOut))

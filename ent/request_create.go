@@ -180,6 +180,34 @@ func (_c *RequestCreate) SetNillableReplayOfID(v *int) *RequestCreate {
 	return _c
 }
 
+// SetEventType sets the "event_type" field.
+func (_c *RequestCreate) SetEventType(v string) *RequestCreate {
+	_c.mutation.SetEventType(v)
+	return _c
+}
+
+// SetNillableEventType sets the "event_type" field if the given value is not nil.
+func (_c *RequestCreate) SetNillableEventType(v *string) *RequestCreate {
+	if v != nil {
+		_c.SetEventType(*v)
+	}
+	return _c
+}
+
+// SetSchemaError sets the "schema_error" field.
+func (_c *RequestCreate) SetSchemaError(v string) *RequestCreate {
+	_c.mutation.SetSchemaError(v)
+	return _c
+}
+
+// SetNillableSchemaError sets the "schema_error" field if the given value is not nil.
+func (_c *RequestCreate) SetNillableSchemaError(v *string) *RequestCreate {
+	if v != nil {
+		_c.SetSchemaError(*v)
+	}
+	return _c
+}
+
 // SetFilteredOut sets the "filtered_out" field.
 func (_c *RequestCreate) SetFilteredOut(v []int) *RequestCreate {
 	_c.mutation.SetFilteredOut(v)
@@ -295,6 +323,14 @@ func (_c *RequestCreate) defaults() error {
 		v := request.DefaultStatus
 		_c.mutation.SetStatus(v)
 	}
+	if _, ok := _c.mutation.EventType(); !ok {
+		v := request.DefaultEventType
+		_c.mutation.SetEventType(v)
+	}
+	if _, ok := _c.mutation.SchemaError(); !ok {
+		v := request.DefaultSchemaError
+		_c.mutation.SetSchemaError(v)
+	}
 	return nil
 }
 
@@ -343,6 +379,12 @@ func (_c *RequestCreate) check() error {
 		if err := request.StatusValidator(v); err != nil {
 			return &ValidationError{Name: "status", err: fmt.Errorf(`ent: validator failed for field "Request.status": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.EventType(); !ok {
+		return &ValidationError{Name: "event_type", err: errors.New(`ent: missing required field "Request.event_type"`)}
+	}
+	if _, ok := _c.mutation.SchemaError(); !ok {
+		return &ValidationError{Name: "schema_error", err: errors.New(`ent: missing required field "Request.schema_error"`)}
 	}
 	if len(_c.mutation.TenantIDs()) == 0 {
 		return &ValidationError{Name: "tenant", err: errors.New(`ent: missing required edge "Request.tenant"`)}
@@ -424,6 +466,14 @@ func (_c *RequestCreate) createSpec() (*Request, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Verified(); ok {
 		_spec.SetField(request.FieldVerified, field.TypeBool, value)
 		_node.Verified = &value
+	}
+	if value, ok := _c.mutation.EventType(); ok {
+		_spec.SetField(request.FieldEventType, field.TypeString, value)
+		_node.EventType = value
+	}
+	if value, ok := _c.mutation.SchemaError(); ok {
+		_spec.SetField(request.FieldSchemaError, field.TypeString, value)
+		_node.SchemaError = value
 	}
 	if value, ok := _c.mutation.FilteredOut(); ok {
 		_spec.SetField(request.FieldFilteredOut, field.TypeJSON, value)
@@ -628,6 +678,12 @@ func (u *RequestUpsertOne) UpdateNewValues() *RequestUpsertOne {
 		}
 		if _, exists := u.create.mutation.ReplayOfID(); exists {
 			s.SetIgnore(request.FieldReplayOfID)
+		}
+		if _, exists := u.create.mutation.EventType(); exists {
+			s.SetIgnore(request.FieldEventType)
+		}
+		if _, exists := u.create.mutation.SchemaError(); exists {
+			s.SetIgnore(request.FieldSchemaError)
 		}
 		if _, exists := u.create.mutation.FilteredOut(); exists {
 			s.SetIgnore(request.FieldFilteredOut)
@@ -894,6 +950,12 @@ func (u *RequestUpsertBulk) UpdateNewValues() *RequestUpsertBulk {
 			}
 			if _, exists := b.mutation.ReplayOfID(); exists {
 				s.SetIgnore(request.FieldReplayOfID)
+			}
+			if _, exists := b.mutation.EventType(); exists {
+				s.SetIgnore(request.FieldEventType)
+			}
+			if _, exists := b.mutation.SchemaError(); exists {
+				s.SetIgnore(request.FieldSchemaError)
 			}
 			if _, exists := b.mutation.FilteredOut(); exists {
 				s.SetIgnore(request.FieldFilteredOut)

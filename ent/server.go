@@ -48,6 +48,12 @@ type Server struct {
 	ResponseContentType string `json:"response_content_type,omitempty"`
 	// ResponseBody holds the value of the "response_body" field.
 	ResponseBody string `json:"response_body,omitempty"`
+	// EventTypeHeader holds the value of the "event_type_header" field.
+	EventTypeHeader string `json:"event_type_header,omitempty"`
+	// EventTypePath holds the value of the "event_type_path" field.
+	EventTypePath string `json:"event_type_path,omitempty"`
+	// SchemaValidation holds the value of the "schema_validation" field.
+	SchemaValidation server.SchemaValidation `json:"schema_validation,omitempty"`
 	// DeletedAt holds the value of the "deleted_at" field.
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 	// Kind holds the value of the "kind" field.
@@ -114,7 +120,7 @@ func (*Server) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case server.FieldID, server.FieldTenantID, server.FieldRetentionDays, server.FieldMaxRequestsPerSecond, server.FieldResponseStatus:
 			values[i] = new(sql.NullInt64)
-		case server.FieldName, server.FieldInboundKey, server.FieldPreviousInboundKey, server.FieldResponseContentType, server.FieldResponseBody, server.FieldKind:
+		case server.FieldName, server.FieldInboundKey, server.FieldPreviousInboundKey, server.FieldResponseContentType, server.FieldResponseBody, server.FieldEventTypeHeader, server.FieldEventTypePath, server.FieldSchemaValidation, server.FieldKind:
 			values[i] = new(sql.NullString)
 		case server.FieldCreatedAt, server.FieldPreviousKeyExpiresAt, server.FieldDeletedAt:
 			values[i] = new(sql.NullTime)
@@ -232,6 +238,24 @@ func (_m *Server) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.ResponseBody = value.String
 			}
+		case server.FieldEventTypeHeader:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field event_type_header", values[i])
+			} else if value.Valid {
+				_m.EventTypeHeader = value.String
+			}
+		case server.FieldEventTypePath:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field event_type_path", values[i])
+			} else if value.Valid {
+				_m.EventTypePath = value.String
+			}
+		case server.FieldSchemaValidation:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field schema_validation", values[i])
+			} else if value.Valid {
+				_m.SchemaValidation = server.SchemaValidation(value.String)
+			}
 		case server.FieldDeletedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
 				return fmt.Errorf("unexpected type %T for field deleted_at", values[i])
@@ -342,6 +366,15 @@ func (_m *Server) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("response_body=")
 	builder.WriteString(_m.ResponseBody)
+	builder.WriteString(", ")
+	builder.WriteString("event_type_header=")
+	builder.WriteString(_m.EventTypeHeader)
+	builder.WriteString(", ")
+	builder.WriteString("event_type_path=")
+	builder.WriteString(_m.EventTypePath)
+	builder.WriteString(", ")
+	builder.WriteString("schema_validation=")
+	builder.WriteString(fmt.Sprintf("%v", _m.SchemaValidation))
 	builder.WriteString(", ")
 	if v := _m.DeletedAt; v != nil {
 		builder.WriteString("deleted_at=")

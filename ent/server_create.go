@@ -182,6 +182,48 @@ func (_c *ServerCreate) SetNillableResponseBody(v *string) *ServerCreate {
 	return _c
 }
 
+// SetEventTypeHeader sets the "event_type_header" field.
+func (_c *ServerCreate) SetEventTypeHeader(v string) *ServerCreate {
+	_c.mutation.SetEventTypeHeader(v)
+	return _c
+}
+
+// SetNillableEventTypeHeader sets the "event_type_header" field if the given value is not nil.
+func (_c *ServerCreate) SetNillableEventTypeHeader(v *string) *ServerCreate {
+	if v != nil {
+		_c.SetEventTypeHeader(*v)
+	}
+	return _c
+}
+
+// SetEventTypePath sets the "event_type_path" field.
+func (_c *ServerCreate) SetEventTypePath(v string) *ServerCreate {
+	_c.mutation.SetEventTypePath(v)
+	return _c
+}
+
+// SetNillableEventTypePath sets the "event_type_path" field if the given value is not nil.
+func (_c *ServerCreate) SetNillableEventTypePath(v *string) *ServerCreate {
+	if v != nil {
+		_c.SetEventTypePath(*v)
+	}
+	return _c
+}
+
+// SetSchemaValidation sets the "schema_validation" field.
+func (_c *ServerCreate) SetSchemaValidation(v server.SchemaValidation) *ServerCreate {
+	_c.mutation.SetSchemaValidation(v)
+	return _c
+}
+
+// SetNillableSchemaValidation sets the "schema_validation" field if the given value is not nil.
+func (_c *ServerCreate) SetNillableSchemaValidation(v *server.SchemaValidation) *ServerCreate {
+	if v != nil {
+		_c.SetSchemaValidation(*v)
+	}
+	return _c
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (_c *ServerCreate) SetDeletedAt(v time.Time) *ServerCreate {
 	_c.mutation.SetDeletedAt(v)
@@ -301,6 +343,18 @@ func (_c *ServerCreate) defaults() error {
 		v := server.DefaultResponseBody
 		_c.mutation.SetResponseBody(v)
 	}
+	if _, ok := _c.mutation.EventTypeHeader(); !ok {
+		v := server.DefaultEventTypeHeader
+		_c.mutation.SetEventTypeHeader(v)
+	}
+	if _, ok := _c.mutation.EventTypePath(); !ok {
+		v := server.DefaultEventTypePath
+		_c.mutation.SetEventTypePath(v)
+	}
+	if _, ok := _c.mutation.SchemaValidation(); !ok {
+		v := server.DefaultSchemaValidation
+		_c.mutation.SetSchemaValidation(v)
+	}
 	if _, ok := _c.mutation.Kind(); !ok {
 		v := server.DefaultKind
 		_c.mutation.SetKind(v)
@@ -345,6 +399,20 @@ func (_c *ServerCreate) check() error {
 	}
 	if _, ok := _c.mutation.ResponseBody(); !ok {
 		return &ValidationError{Name: "response_body", err: errors.New(`ent: missing required field "Server.response_body"`)}
+	}
+	if _, ok := _c.mutation.EventTypeHeader(); !ok {
+		return &ValidationError{Name: "event_type_header", err: errors.New(`ent: missing required field "Server.event_type_header"`)}
+	}
+	if _, ok := _c.mutation.EventTypePath(); !ok {
+		return &ValidationError{Name: "event_type_path", err: errors.New(`ent: missing required field "Server.event_type_path"`)}
+	}
+	if _, ok := _c.mutation.SchemaValidation(); !ok {
+		return &ValidationError{Name: "schema_validation", err: errors.New(`ent: missing required field "Server.schema_validation"`)}
+	}
+	if v, ok := _c.mutation.SchemaValidation(); ok {
+		if err := server.SchemaValidationValidator(v); err != nil {
+			return &ValidationError{Name: "schema_validation", err: fmt.Errorf(`ent: validator failed for field "Server.schema_validation": %w`, err)}
+		}
 	}
 	if _, ok := _c.mutation.Kind(); !ok {
 		return &ValidationError{Name: "kind", err: errors.New(`ent: missing required field "Server.kind"`)}
@@ -435,6 +503,18 @@ func (_c *ServerCreate) createSpec() (*Server, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.ResponseBody(); ok {
 		_spec.SetField(server.FieldResponseBody, field.TypeString, value)
 		_node.ResponseBody = value
+	}
+	if value, ok := _c.mutation.EventTypeHeader(); ok {
+		_spec.SetField(server.FieldEventTypeHeader, field.TypeString, value)
+		_node.EventTypeHeader = value
+	}
+	if value, ok := _c.mutation.EventTypePath(); ok {
+		_spec.SetField(server.FieldEventTypePath, field.TypeString, value)
+		_node.EventTypePath = value
+	}
+	if value, ok := _c.mutation.SchemaValidation(); ok {
+		_spec.SetField(server.FieldSchemaValidation, field.TypeEnum, value)
+		_node.SchemaValidation = value
 	}
 	if value, ok := _c.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)
@@ -749,6 +829,42 @@ func (u *ServerUpsert) UpdateResponseBody() *ServerUpsert {
 	return u
 }
 
+// SetEventTypeHeader sets the "event_type_header" field.
+func (u *ServerUpsert) SetEventTypeHeader(v string) *ServerUpsert {
+	u.Set(server.FieldEventTypeHeader, v)
+	return u
+}
+
+// UpdateEventTypeHeader sets the "event_type_header" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateEventTypeHeader() *ServerUpsert {
+	u.SetExcluded(server.FieldEventTypeHeader)
+	return u
+}
+
+// SetEventTypePath sets the "event_type_path" field.
+func (u *ServerUpsert) SetEventTypePath(v string) *ServerUpsert {
+	u.Set(server.FieldEventTypePath, v)
+	return u
+}
+
+// UpdateEventTypePath sets the "event_type_path" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateEventTypePath() *ServerUpsert {
+	u.SetExcluded(server.FieldEventTypePath)
+	return u
+}
+
+// SetSchemaValidation sets the "schema_validation" field.
+func (u *ServerUpsert) SetSchemaValidation(v server.SchemaValidation) *ServerUpsert {
+	u.Set(server.FieldSchemaValidation, v)
+	return u
+}
+
+// UpdateSchemaValidation sets the "schema_validation" field to the value that was provided on create.
+func (u *ServerUpsert) UpdateSchemaValidation() *ServerUpsert {
+	u.SetExcluded(server.FieldSchemaValidation)
+	return u
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (u *ServerUpsert) SetDeletedAt(v time.Time) *ServerUpsert {
 	u.Set(server.FieldDeletedAt, v)
@@ -1053,6 +1169,48 @@ func (u *ServerUpsertOne) SetResponseBody(v string) *ServerUpsertOne {
 func (u *ServerUpsertOne) UpdateResponseBody() *ServerUpsertOne {
 	return u.Update(func(s *ServerUpsert) {
 		s.UpdateResponseBody()
+	})
+}
+
+// SetEventTypeHeader sets the "event_type_header" field.
+func (u *ServerUpsertOne) SetEventTypeHeader(v string) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetEventTypeHeader(v)
+	})
+}
+
+// UpdateEventTypeHeader sets the "event_type_header" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateEventTypeHeader() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateEventTypeHeader()
+	})
+}
+
+// SetEventTypePath sets the "event_type_path" field.
+func (u *ServerUpsertOne) SetEventTypePath(v string) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetEventTypePath(v)
+	})
+}
+
+// UpdateEventTypePath sets the "event_type_path" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateEventTypePath() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateEventTypePath()
+	})
+}
+
+// SetSchemaValidation sets the "schema_validation" field.
+func (u *ServerUpsertOne) SetSchemaValidation(v server.SchemaValidation) *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetSchemaValidation(v)
+	})
+}
+
+// UpdateSchemaValidation sets the "schema_validation" field to the value that was provided on create.
+func (u *ServerUpsertOne) UpdateSchemaValidation() *ServerUpsertOne {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateSchemaValidation()
 	})
 }
 
@@ -1529,6 +1687,48 @@ func (u *ServerUpsertBulk) SetResponseBody(v string) *ServerUpsertBulk {
 func (u *ServerUpsertBulk) UpdateResponseBody() *ServerUpsertBulk {
 	return u.Update(func(s *ServerUpsert) {
 		s.UpdateResponseBody()
+	})
+}
+
+// SetEventTypeHeader sets the "event_type_header" field.
+func (u *ServerUpsertBulk) SetEventTypeHeader(v string) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetEventTypeHeader(v)
+	})
+}
+
+// UpdateEventTypeHeader sets the "event_type_header" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateEventTypeHeader() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateEventTypeHeader()
+	})
+}
+
+// SetEventTypePath sets the "event_type_path" field.
+func (u *ServerUpsertBulk) SetEventTypePath(v string) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetEventTypePath(v)
+	})
+}
+
+// UpdateEventTypePath sets the "event_type_path" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateEventTypePath() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateEventTypePath()
+	})
+}
+
+// SetSchemaValidation sets the "schema_validation" field.
+func (u *ServerUpsertBulk) SetSchemaValidation(v server.SchemaValidation) *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.SetSchemaValidation(v)
+	})
+}
+
+// UpdateSchemaValidation sets the "schema_validation" field to the value that was provided on create.
+func (u *ServerUpsertBulk) UpdateSchemaValidation() *ServerUpsertBulk {
+	return u.Update(func(s *ServerUpsert) {
+		s.UpdateSchemaValidation()
 	})
 }
 

@@ -254,6 +254,48 @@ func (_u *ServerUpdate) SetNillableResponseBody(v *string) *ServerUpdate {
 	return _u
 }
 
+// SetEventTypeHeader sets the "event_type_header" field.
+func (_u *ServerUpdate) SetEventTypeHeader(v string) *ServerUpdate {
+	_u.mutation.SetEventTypeHeader(v)
+	return _u
+}
+
+// SetNillableEventTypeHeader sets the "event_type_header" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillableEventTypeHeader(v *string) *ServerUpdate {
+	if v != nil {
+		_u.SetEventTypeHeader(*v)
+	}
+	return _u
+}
+
+// SetEventTypePath sets the "event_type_path" field.
+func (_u *ServerUpdate) SetEventTypePath(v string) *ServerUpdate {
+	_u.mutation.SetEventTypePath(v)
+	return _u
+}
+
+// SetNillableEventTypePath sets the "event_type_path" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillableEventTypePath(v *string) *ServerUpdate {
+	if v != nil {
+		_u.SetEventTypePath(*v)
+	}
+	return _u
+}
+
+// SetSchemaValidation sets the "schema_validation" field.
+func (_u *ServerUpdate) SetSchemaValidation(v server.SchemaValidation) *ServerUpdate {
+	_u.mutation.SetSchemaValidation(v)
+	return _u
+}
+
+// SetNillableSchemaValidation sets the "schema_validation" field if the given value is not nil.
+func (_u *ServerUpdate) SetNillableSchemaValidation(v *server.SchemaValidation) *ServerUpdate {
+	if v != nil {
+		_u.SetSchemaValidation(*v)
+	}
+	return _u
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (_u *ServerUpdate) SetDeletedAt(v time.Time) *ServerUpdate {
 	_u.mutation.SetDeletedAt(v)
@@ -395,6 +437,11 @@ func (_u *ServerUpdate) check() error {
 			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Server.max_requests_per_second": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.SchemaValidation(); ok {
+		if err := server.SchemaValidationValidator(v); err != nil {
+			return &ValidationError{Name: "schema_validation", err: fmt.Errorf(`ent: validator failed for field "Server.schema_validation": %w`, err)}
+		}
+	}
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Server.tenant"`)
 	}
@@ -489,6 +536,15 @@ func (_u *ServerUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.ResponseBody(); ok {
 		_spec.SetField(server.FieldResponseBody, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.EventTypeHeader(); ok {
+		_spec.SetField(server.FieldEventTypeHeader, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.EventTypePath(); ok {
+		_spec.SetField(server.FieldEventTypePath, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.SchemaValidation(); ok {
+		_spec.SetField(server.FieldSchemaValidation, field.TypeEnum, value)
 	}
 	if value, ok := _u.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)
@@ -829,6 +885,48 @@ func (_u *ServerUpdateOne) SetNillableResponseBody(v *string) *ServerUpdateOne {
 	return _u
 }
 
+// SetEventTypeHeader sets the "event_type_header" field.
+func (_u *ServerUpdateOne) SetEventTypeHeader(v string) *ServerUpdateOne {
+	_u.mutation.SetEventTypeHeader(v)
+	return _u
+}
+
+// SetNillableEventTypeHeader sets the "event_type_header" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillableEventTypeHeader(v *string) *ServerUpdateOne {
+	if v != nil {
+		_u.SetEventTypeHeader(*v)
+	}
+	return _u
+}
+
+// SetEventTypePath sets the "event_type_path" field.
+func (_u *ServerUpdateOne) SetEventTypePath(v string) *ServerUpdateOne {
+	_u.mutation.SetEventTypePath(v)
+	return _u
+}
+
+// SetNillableEventTypePath sets the "event_type_path" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillableEventTypePath(v *string) *ServerUpdateOne {
+	if v != nil {
+		_u.SetEventTypePath(*v)
+	}
+	return _u
+}
+
+// SetSchemaValidation sets the "schema_validation" field.
+func (_u *ServerUpdateOne) SetSchemaValidation(v server.SchemaValidation) *ServerUpdateOne {
+	_u.mutation.SetSchemaValidation(v)
+	return _u
+}
+
+// SetNillableSchemaValidation sets the "schema_validation" field if the given value is not nil.
+func (_u *ServerUpdateOne) SetNillableSchemaValidation(v *server.SchemaValidation) *ServerUpdateOne {
+	if v != nil {
+		_u.SetSchemaValidation(*v)
+	}
+	return _u
+}
+
 // SetDeletedAt sets the "deleted_at" field.
 func (_u *ServerUpdateOne) SetDeletedAt(v time.Time) *ServerUpdateOne {
 	_u.mutation.SetDeletedAt(v)
@@ -983,6 +1081,11 @@ func (_u *ServerUpdateOne) check() error {
 			return &ValidationError{Name: "max_requests_per_second", err: fmt.Errorf(`ent: validator failed for field "Server.max_requests_per_second": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.SchemaValidation(); ok {
+		if err := server.SchemaValidationValidator(v); err != nil {
+			return &ValidationError{Name: "schema_validation", err: fmt.Errorf(`ent: validator failed for field "Server.schema_validation": %w`, err)}
+		}
+	}
 	if _u.mutation.TenantCleared() && len(_u.mutation.TenantIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Server.tenant"`)
 	}
@@ -1094,6 +1197,15 @@ func (_u *ServerUpdateOne) sqlSave(ctx context.Context) (_node *Server, err erro
 	}
 	if value, ok := _u.mutation.ResponseBody(); ok {
 		_spec.SetField(server.FieldResponseBody, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.EventTypeHeader(); ok {
+		_spec.SetField(server.FieldEventTypeHeader, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.EventTypePath(); ok {
+		_spec.SetField(server.FieldEventTypePath, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.SchemaValidation(); ok {
+		_spec.SetField(server.FieldSchemaValidation, field.TypeEnum, value)
 	}
 	if value, ok := _u.mutation.DeletedAt(); ok {
 		_spec.SetField(server.FieldDeletedAt, field.TypeTime, value)

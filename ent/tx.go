@@ -24,6 +24,8 @@ type Tx struct {
 	BulkJobItem *BulkJobItemClient
 	// Delivery is the client for interacting with the Delivery builders.
 	Delivery *DeliveryClient
+	// EventType is the client for interacting with the EventType builders.
+	EventType *EventTypeClient
 	// LedgerEntry is the client for interacting with the LedgerEntry builders.
 	LedgerEntry *LedgerEntryClient
 	// OutboundAttempt is the client for interacting with the OutboundAttempt builders.
@@ -56,6 +58,8 @@ type Tx struct {
 	TenantDayStat *TenantDayStatClient
 	// Token is the client for interacting with the Token builders.
 	Token *TokenClient
+	// TransformVersion is the client for interacting with the TransformVersion builders.
+	TransformVersion *TransformVersionClient
 
 	// lazily loaded.
 	client     *Client
@@ -192,6 +196,7 @@ func (tx *Tx) init() {
 	tx.BulkJob = NewBulkJobClient(tx.config)
 	tx.BulkJobItem = NewBulkJobItemClient(tx.config)
 	tx.Delivery = NewDeliveryClient(tx.config)
+	tx.EventType = NewEventTypeClient(tx.config)
 	tx.LedgerEntry = NewLedgerEntryClient(tx.config)
 	tx.OutboundAttempt = NewOutboundAttemptClient(tx.config)
 	tx.OutboundJob = NewOutboundJobClient(tx.config)
@@ -208,6 +213,7 @@ func (tx *Tx) init() {
 	tx.Tenant = NewTenantClient(tx.config)
 	tx.TenantDayStat = NewTenantDayStatClient(tx.config)
 	tx.Token = NewTokenClient(tx.config)
+	tx.TransformVersion = NewTransformVersionClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

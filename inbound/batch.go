@@ -574,7 +574,8 @@ SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending
 	s.previous_inbound_key, s.previous_key_expires_at, s.kind, s.version, r.id, r.tenant_id, r.server_id, r.method,
 	r.url, r.max_attempts, r.retry_schedule, r.send_idempotency_key, r.timeout_seconds, r.state, r.cli_seen_until,
 	r.routing_filter, r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at,
-	r.signature_headers, r.max_concurrency, r.send_traceparent, r.destination_url, r.destination
+	r.signature_headers, r.max_concurrency, r.send_traceparent, r.destination_url, r.destination, r.event_types,
+	r.transform_version_id, r.auth
 FROM (
 	SELECT servers.*, ` + delivery.ServerVersionSQL("servers") + ` AS version FROM servers
 	WHERE (inbound_key = ANY($1) OR previous_inbound_key = ANY($1)) AND deleted_at IS NULL AND kind = 'INBOUND'
@@ -606,7 +607,8 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 			&r.tenantID, &r.serverID, &r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey,
 			&r.timeoutSeconds, &r.state, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret,
 			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency,
-			&r.sendTraceparent, &r.destinationURL, &r.destination); err != nil {
+			&r.sendTraceparent, &r.destinationURL, &r.destination, &r.eventTypes, &r.transformVersionID,
+			&r.auth); err != nil {
 			return nil, nil, fault.Wrap(op, fault.Internal, err)
 		}
 		if s == nil || s.ID != row.ID {
@@ -649,6 +651,9 @@ type recipientRow struct {
 	signingSecret, previousSigningSecret                []byte // the handed-over first attempts are signed
 	destinationURL                                      sql.NullString
 	destination                                         []byte // a broker recipient's settings, as JSON
+	eventTypes                                          []byte // its subscription, as JSON
+	transformVersionID                                  sql.NullInt64
+	auth                                                []byte // destauth.Config as JSON
 }
 
 func (r *recipientRow) recipient() *ent.Recipient {
@@ -675,6 +680,17 @@ func (r *recipientRow) recipient() *ent.Recipient {
 		rec.MaxConcurrency = &n
 	}
 	rec.DestinationURL = r.destinationURL.String
+	if len(r.eventTypes) > 0 {
+		// A subscription that does not read back subscribes to nothing rather than to everything.
+		if json.Unmarshal(r.eventTypes, &rec.EventTypes) != nil {
+			rec.EventTypes = []string{"\x00"}
+		}
+	}
+	if r.transformVersionID.Valid {
+		id := int(r.transformVersionID.Int64)
+		rec.TransformVersionID = &id
+	}
+	rec.Auth = r.auth
 	if len(r.destination) > 0 {
 		var d destination.Settings
 		// Written by routing from a validated value: a row that does not read back leaves the recipient

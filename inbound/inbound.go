@@ -92,10 +92,11 @@ type Dispatcher interface {
 
 // Handler serves inbound requests.
 type Handler struct {
-	cfg    Config
-	batch  *batcher
-	limits *limiter
-	bodies *bodyBudget
+	cfg     Config
+	batch   *batcher
+	limits  *limiter
+	bodies  *bodyBudget
+	schemas *schemas
 }
 
 // New returns an inbound handler.
@@ -113,10 +114,11 @@ func New(cfg Config) *Handler {
 	cfg.Committers = cmp.Or(cfg.Committers, 2)
 	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, 256)
 	return &Handler{
-		cfg:    cfg,
-		batch:  newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.NoCredit, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Tracer),
-		limits: newLimiter(cfg.Client, cfg.Now),
-		bodies: &bodyBudget{limit: cfg.BodyBudget},
+		cfg:     cfg,
+		batch:   newBatcher(cfg.Client, cfg.Delivery, cfg.Dispatch, cfg.NoCredit, cfg.Logger, cfg.Committers, cfg.MaxBatch, cfg.Tracer),
+		limits:  newLimiter(cfg.Client, cfg.Now),
+		bodies:  &bodyBudget{limit: cfg.BodyBudget},
+		schemas: newSchemas(cfg.Client, cfg.Now),
 	}
 }
 
@@ -133,6 +135,9 @@ type Incoming struct {
 	SourceAddr string
 	// Verified is the outcome of the server's verification; nil when it verifies nothing.
 	Verified *bool
+	// EventType is the request's type as its server reads it, and SchemaError why its body did not follow
+	// the type's schema under shadow validation.
+	EventType, SchemaError string
 }
 
 // ServeHTTP accepts one request: 202 {"requestId"} (or the server's own answer) after commit, 402 without
@@ -209,17 +214,23 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	if answered != 0 {
 		return answered
 	}
+	eventType, schemaError, answered := h.checkType(r.Context(), w, info, r.Header, body)
+	if answered != 0 {
+		return answered
+	}
 	if h.cfg.Tracer.On() {
 		traceServer(r.Context(), info, len(body))
 	}
 	req, err := h.Accept(r.Context(), key, Incoming{
-		Method:     r.Method,
-		Path:       suffix,
-		Query:      r.URL.RawQuery,
-		Header:     r.Header.Clone(),
-		Body:       body,
-		SourceAddr: host,
-		Verified:   verified,
+		Method:      r.Method,
+		Path:        suffix,
+		Query:       r.URL.RawQuery,
+		Header:      r.Header.Clone(),
+		Body:        body,
+		SourceAddr:  host,
+		Verified:    verified,
+		EventType:   eventType,
+		SchemaError: schemaError,
 	})
 	if err != nil {
 		switch fault.KindOf(err) {
@@ -251,7 +262,7 @@ func (h *Handler) Accept(ctx context.Context, key string, in Incoming) (*ent.Req
 		Key: routing.NewKey(),
 		Request: delivery.NewRequest{
 			Method: in.Method, Path: in.Path, Query: escapeInvalidUTF8(in.Query), Header: in.Header, Body: in.Body,
-			SourceAddr: in.SourceAddr, Verified: in.Verified,
+			SourceAddr: in.SourceAddr, Verified: in.Verified, EventType: in.EventType, SchemaError: in.SchemaError,
 		},
 	}
 	if h.cfg.Tracer.On() {

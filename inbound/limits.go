@@ -260,7 +260,8 @@ func (l *limiter) readKeys(ctx context.Context, keys []string) (map[string]keyRe
 		Select(server.FieldTenantID, server.FieldMaxRequestsPerSecond, server.FieldInboundKey,
 			server.FieldPreviousInboundKey, server.FieldPreviousKeyExpiresAt, server.FieldVerification,
 			server.FieldAllowedMethods, server.FieldResponseStatus, server.FieldResponseContentType,
-			server.FieldResponseBody).All(ctx)
+			server.FieldResponseBody, server.FieldEventTypeHeader, server.FieldEventTypePath,
+			server.FieldSchemaValidation).All(ctx)
 	if err != nil {
 		return nil, storage.Err(op, "server", err)
 	}

@@ -21,6 +21,15 @@ type senders struct {
 	kind     verify.Kind
 	enforce  bool
 	response *fixedResponse // nil: 202 {"requestId"}
+	types    *typing        // nil: requests have no type
+}
+
+// typing is where the server reads its requests' type; nil when it types nothing.
+func (s *senders) typing() *typing {
+	if s == nil {
+		return nil
+	}
+	return s.types
 }
 
 // fixedResponse is a server's own answer to a stored request.
@@ -45,7 +54,8 @@ func sendersOf(srv *ent.Server) (*senders, error) {
 		s.response = &fixedResponse{status: *srv.ResponseStatus, contentType: srv.ResponseContentType,
 			body: []byte(srv.ResponseBody)}
 	}
-	if s.methods == nil && s.verifier == nil && s.response == nil {
+	s.types = typingOf(srv)
+	if s.methods == nil && s.verifier == nil && s.response == nil && s.types == nil {
 		return nil, nil
 	}
 	return s, nil

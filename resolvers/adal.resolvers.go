@@ -135,7 +135,9 @@ func (r *mutationResolver) CreateServer(ctx context.Context, input model.CreateS
 		TenantID: input.TenantID, Name: &input.Name, DeliverPendingOnConnect: input.DeliverPendingOnConnect,
 		RetentionDays: input.RetentionDays, MaxRequestsPerSecond: input.MaxRequestsPerSecond,
 		Verification: verificationInput(input.Verification), Response: responseInput(input.Response),
-		AllowedMethods: input.AllowedMethods,
+		AllowedMethods:  input.AllowedMethods,
+		EventTypeHeader: input.EventTypeHeader, EventTypePath: input.EventTypePath,
+		SchemaValidation: input.SchemaValidation,
 	})
 }
 
@@ -151,6 +153,8 @@ func (r *mutationResolver) UpdateServer(ctx context.Context, id int, input model
 		Verification: verificationInput(input.Verification), Response: responseInput(input.Response),
 		ClearResponse: deref(input.ClearResponse, false), AllowedMethods: input.AllowedMethods,
 		ClearAllowedMethods: deref(input.ClearAllowedMethods, false),
+		EventTypeHeader:     input.EventTypeHeader, EventTypePath: input.EventTypePath,
+		ClearEventTypeSource: deref(input.ClearEventTypeSource, false), SchemaValidation: input.SchemaValidation,
 	})
 }
 
@@ -184,6 +188,8 @@ func (r *mutationResolver) CreateRecipient(ctx context.Context, input model.Crea
 		SignatureHeaders: input.SignatureHeaders,
 		MaxConcurrency:   input.MaxConcurrency,
 		Destination:      input.Destination,
+		EventTypes:       input.EventTypes,
+		Auth:             authConfig(input.Auth),
 	})
 }
 
@@ -200,6 +206,8 @@ func (r *mutationResolver) UpdateRecipient(ctx context.Context, id int, input mo
 		SignatureHeaders: input.SignatureHeaders,
 		MaxConcurrency:   input.MaxConcurrency, ClearMaxConcurrency: input.ClearMaxConcurrency != nil && *input.ClearMaxConcurrency,
 		Destination: input.Destination,
+		EventTypes:  input.EventTypes,
+		Auth:        authConfig(input.Auth), ClearAuth: deref(input.ClearAuth, false),
 	})
 }
 

@@ -33,6 +33,14 @@ func (r *queryResolver) Nodes(ctx context.Context, ids []int) ([]ent.Noder, erro
 	return r.client(ctx).Noders(ctx, ids)
 }
 
+// EventTypes is the resolver for the eventTypes field.
+func (r *queryResolver) EventTypes(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.EventTypeOrder, where *ent.EventTypeWhereInput) (*ent.EventTypeConnection, error) {
+	return page(ctx, "eventTypes", first, last, func(first *int) (*ent.EventTypeConnection, error) {
+		return r.client(ctx).EventType.Query().
+			Paginate(ctx, after, first, before, last, ent.WithEventTypeOrder(orderBy), ent.WithEventTypeFilter(where.Filter))
+	})
+}
+
 // Plans is the resolver for the plans field.
 func (r *queryResolver) Plans(ctx context.Context) ([]*ent.Plan, error) {
 	if _, err := require(ctx, "plans"); err != nil {

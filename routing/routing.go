@@ -15,6 +15,7 @@ import (
 	"github.com/adal-relay/adal/alert"
 	"github.com/adal-relay/adal/billing"
 	"github.com/adal-relay/adal/delivery"
+	"github.com/adal-relay/adal/destauth"
 	"github.com/adal-relay/adal/destination"
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/recipient"
@@ -87,6 +88,12 @@ type ServerInput struct {
 	// AllowedMethods replaces the methods intake accepts; ClearAllowedMethods accepts all again.
 	AllowedMethods      []string
 	ClearAllowedMethods bool
+	// EventTypeHeader or EventTypePath says where a request's event type is read; ClearEventTypeSource makes
+	// requests untyped. SchemaValidation sets how bodies are checked against their type's schema.
+	EventTypeHeader      *string
+	EventTypePath        *string
+	ClearEventTypeSource bool
+	SchemaValidation     *server.SchemaValidation
 }
 
 // requireManagerOf is requireManager of the viewer in ctx.
@@ -166,6 +173,9 @@ func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in Serve
 	if err := senderSettings(op, c.Mutation(), nil, in); err != nil {
 		return nil, err
 	}
+	if err := typeSettings(op, c.Mutation(), nil, in); err != nil {
+		return nil, err
+	}
 	srv, err := c.Save(ctx)
 	return srv, storage.Err(op, "server", err)
 }
@@ -213,6 +223,9 @@ func (s *Service) UpdateServer(ctx context.Context, client *ent.Client, id int, 
 		u.SetMaxRequestsPerSecond(*in.MaxRequestsPerSecond)
 	}
 	if err := senderSettings(op, u.Mutation(), srv, in); err != nil {
+		return nil, err
+	}
+	if err := typeSettings(op, u.Mutation(), srv, in); err != nil {
 		return nil, err
 	}
 	srv, err = u.Save(ctx)
@@ -335,6 +348,11 @@ type RecipientInput struct {
 	// Destination is a broker recipient's settings beside its URL; nil keeps them. For a broker recipient URL
 	// is the broker's URL with its credentials.
 	Destination *destination.Settings
+	// EventTypes replaces the recipient's subscription when non-nil (empty: every request).
+	EventTypes []string
+	// Auth replaces how attempts authenticate to the receiver; ClearAuth removes it.
+	Auth      *destauth.Config
+	ClearAuth bool
 }
 
 // recipientSettings is a recipient's configuration after defaults and updates, validated as a whole.
@@ -353,6 +371,9 @@ type recipientSettings struct {
 	concurrency   *int
 	// destination is a broker recipient's settings; url is then its broker's URL with the credentials.
 	destination *destination.Settings
+	eventTypes  []string
+	auth        []byte // destauth.Config as JSON; nil: none
+	authIn      *destauth.Config
 }
 
 func (rs *recipientSettings) apply(in RecipientInput) {
@@ -391,6 +412,14 @@ func (rs *recipientSettings) apply(in RecipientInput) {
 	if in.Destination != nil {
 		d := *in.Destination
 		rs.destination = &d
+	}
+	if in.EventTypes != nil {
+		rs.eventTypes = in.EventTypes
+	}
+	if in.ClearAuth {
+		rs.auth, rs.authIn = nil, nil
+	} else if in.Auth != nil {
+		rs.authIn = in.Auth
 	}
 	if in.ClearMaxConcurrency {
 		rs.concurrency = nil
@@ -438,6 +467,9 @@ func (rs *recipientSettings) validate(op string) error {
 		if rs.method == recipient.MethodCLI {
 			return fault.E(op, fault.InvalidInput, "maxConcurrency is not for CLI recipients; a CLI takes its jobs a few at a time")
 		}
+	}
+	if err := rs.validateShape(op); err != nil {
+		return err
 	}
 	if destination.IsBroker(rs.method.String()) {
 		if rs.destination == nil {
@@ -549,6 +581,12 @@ func (s *Service) createRecipient(ctx context.Context, client *ent.Client, op st
 	if rs.destination != nil {
 		r.SetDestination(rs.destination)
 	}
+	if len(rs.eventTypes) > 0 {
+		r.SetEventTypes(rs.eventTypes)
+	}
+	if rs.auth != nil {
+		r.SetAuth(rs.auth)
+	}
 	created, err := r.Save(ctx)
 	return created, storage.Err(op, "recipient", err)
 }
@@ -584,7 +622,7 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 		name: r.Name, method: r.Method, url: r.URL, maxAttempts: r.MaxAttempts, schedule: r.RetrySchedule,
 		idempotency: r.SendIdempotencyKey, traceparent: r.SendTraceparent, timeoutSecond: r.TimeoutSeconds,
 		filter: r.RoutingFilter, sigHeaders: r.SignatureHeaders, concurrency: r.MaxConcurrency,
-		destination: r.Destination,
+		destination: r.Destination, eventTypes: r.EventTypes, auth: r.Auth,
 	}
 	if destination.IsBroker(r.Method.String()) {
 		rs.url = r.DestinationURL
@@ -607,6 +645,16 @@ func (s *Service) UpdateRecipient(ctx context.Context, client *ent.Client, id in
 		u.ClearDestination()
 	} else {
 		u.SetDestination(rs.destination)
+	}
+	if len(rs.eventTypes) == 0 {
+		u.ClearEventTypes()
+	} else {
+		u.SetEventTypes(rs.eventTypes)
+	}
+	if rs.auth == nil {
+		u.ClearAuth()
+	} else {
+		u.SetAuth(rs.auth)
 	}
 	if rs.filter == nil {
 		u.ClearRoutingFilter()

@@ -127,12 +127,14 @@ func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job
 		var verified sql.NullBool
 		var leftDue bool
 		var destJSON []byte
+		var transformID sql.NullInt64
 		if joined {
 			dest = append(dest, &j.request.ServerID, &j.request.Key, &j.request.Method, &j.request.Path,
 				&j.request.Query, &headers, &j.request.Body, &verified, &j.request.TraceParent,
 				&j.recipient.URL, &j.recipient.TimeoutSeconds, &j.recipient.SendIdempotencyKey,
 				&j.recipient.SigningSecret, &j.recipient.PreviousSigningSecret, &previousUntil, &j.recipient.SignatureHeaders,
-				&j.recipient.SendTraceparent, &j.recipient.Method, &j.recipient.DestinationURL, &destJSON, &leftDue)
+				&j.recipient.SendTraceparent, &j.recipient.Method, &j.recipient.DestinationURL, &destJSON,
+				&transformID, &j.recipient.Auth, &leftDue)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, nil, fmt.Errorf("scan claim: %w", err)
@@ -162,6 +164,10 @@ func scanClaims(rows *sql.Rows, now time.Time, owner string, joined bool) ([]job
 			c.ServerID = j.request.ServerID
 			if verified.Valid {
 				j.request.Verified = &verified.Bool
+			}
+			if transformID.Valid {
+				id := int(transformID.Int64)
+				j.recipient.TransformVersionID = &id
 			}
 			if len(destJSON) > 0 {
 				// As intake's read: a row that does not read back leaves the settings empty, and the broker

@@ -119,7 +119,7 @@ SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_a
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified, q.trace_parent,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
 	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers,
-	r.send_traceparent, r.method, r.destination_url, r.destination, false
+	r.send_traceparent, r.method, r.destination_url, r.destination, r.transform_version_id, r.auth, false
 FROM claimed c
 JOIN requests q ON q.id = c.request_id
 JOIN recipients r ON r.id = c.recipient_id`
@@ -226,7 +226,8 @@ SELECT c.id, c.tenant_id, c.request_id, c.recipient_id, c.attempt_count, c.max_a
 	q.server_id, q.key, q.method, q.path, q.query, q.headers, q.body, q.verified, q.trace_parent,
 	r.url, r.timeout_seconds, r.send_idempotency_key,
 	r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at, r.signature_headers,
-	r.send_traceparent, r.method, r.destination_url, r.destination, s.n > count(*) OVER (PARTITION BY c.tenant_id)
+	r.send_traceparent, r.method, r.destination_url, r.destination, r.transform_version_id, r.auth,
+	s.n > count(*) OVER (PARTITION BY c.tenant_id)
 FROM claimed c
 JOIN seen s ON s.tenant_id = c.tenant_id
 JOIN requests q ON q.id = c.request_id
@@ -235,7 +236,7 @@ UNION ALL
 SELECT 0, s.tenant_id, 0, 0, 0, 0, '', NULL, NULL, false,
 	0, '', '', '', '', NULL, NULL, NULL, '',
 	'', 0, false, NULL, NULL, NULL, '',
-	false, '', '', NULL, true
+	false, '', '', NULL, NULL, NULL, true
 FROM seen s
 WHERE s.tenant_id NOT IN (SELECT tenant_id FROM claimed)`
 

@@ -123,7 +123,8 @@ func AttemptBudget(lease time.Duration) time.Duration { return lease - lease/4 }
 
 // Scheduler is the engine of one process: its lanes' claim loops, the workers and the completer.
 type Scheduler struct {
-	cfg     Config
+	cfg      Config
+	programs *programs // the transformations attempts run, compiled
 	wake    chan struct{}
 	wakeCLI chan struct{}
 	slots   chan struct{} // one token per attempt in flight
@@ -183,6 +184,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		cfg:         cfg,
+		programs:    newPrograms(cfg.DB.Client),
 		wake:        make(chan struct{}, 1),
 		wakeCLI:     make(chan struct{}, 1),
 		slots:       make(chan struct{}, cfg.Workers),
@@ -608,18 +610,19 @@ func (s *Scheduler) attempt(j job) {
 	if span != nil && j.recipient.SendTraceparent {
 		out.Traceparent = tracing.TraceParent(span.SpanContext())
 	}
+	out.Auth = delivery.AuthOf(j.recipient)
 	var o delivery.Outcome
 	if dest := delivery.TargetOf(j.recipient); dest != nil {
 		out.Destination, out.Path = dest, webhook.PathWithQuery(j.request.Path, j.request.Query)
 		out.MessageID = j.request.Key + "." + strconv.Itoa(j.claim.DeliveryID)
-		o = s.send(ctx, out, "delivery attempt")
+		o = s.transformAndSend(ctx, j, out)
 	} else if target, err := webhook.JoinTarget(j.recipient.URL, j.request.Path, j.request.Query); err != nil {
 		now := s.cfg.Now()
 		o = delivery.Outcome{StartedAt: now, FinishedAt: now, ErrorKind: delivery.ErrConnection,
 			ErrorMessage: "invalid target URL: " + err.Error()}
 	} else {
 		out.URL = target
-		o = s.send(ctx, out, "delivery attempt")
+		o = s.transformAndSend(ctx, j, out)
 	}
 	if span != nil {
 		delivery.EndAttempt(span, o, time.Time{})
@@ -628,6 +631,18 @@ func (s *Scheduler) attempt(j job) {
 		s.cfg.Observer.Attempted(o)
 	}
 	s.finish(completion{Completion: delivery.Completion{Claim: j.claim, Outcome: o}})
+}
+
+// transformAndSend runs the recipient's transformation, if it has one, and sends what it made; the outcome
+// names the version that ran.
+func (s *Scheduler) transformAndSend(ctx context.Context, j job, out delivery.Outgoing) delivery.Outcome {
+	version, ended := s.transformed(ctx, j, &out)
+	if ended != nil {
+		return *ended
+	}
+	o := s.send(ctx, out, "delivery attempt")
+	o.TransformVersion = version
+	return o
 }
 
 // send makes one attempt through the Sender. An attempt whose sender panicked ends as an INTERRUPTED one — as

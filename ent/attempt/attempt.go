@@ -41,6 +41,8 @@ const (
 	FieldErrorMessage = "error_message"
 	// FieldAnswer holds the string denoting the answer field in the database.
 	FieldAnswer = "answer"
+	// FieldTransformVersion holds the string denoting the transform_version field in the database.
+	FieldTransformVersion = "transform_version"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
 	EdgeTenant = "tenant"
 	// EdgeDelivery holds the string denoting the delivery edge name in mutations.
@@ -78,6 +80,7 @@ var Columns = []string{
 	FieldErrorKind,
 	FieldErrorMessage,
 	FieldAnswer,
+	FieldTransformVersion,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -140,6 +143,8 @@ const (
 	ErrorKindCLI_LOCAL      ErrorKind = "CLI_LOCAL"
 	ErrorKindINTERRUPTED    ErrorKind = "INTERRUPTED"
 	ErrorKindBROKER_REFUSED ErrorKind = "BROKER_REFUSED"
+	ErrorKindTRANSFORM      ErrorKind = "TRANSFORM"
+	ErrorKindAUTH           ErrorKind = "AUTH"
 )
 
 func (ek ErrorKind) String() string {
@@ -149,7 +154,7 @@ func (ek ErrorKind) String() string {
 // ErrorKindValidator is a validator for the "error_kind" field enum values. It is called by the builders before save.
 func ErrorKindValidator(ek ErrorKind) error {
 	switch ek {
-	case ErrorKindHTTP_STATUS, ErrorKindTIMEOUT, ErrorKindDNS, ErrorKindTLS, ErrorKindCONNECTION, ErrorKindCLI_LOCAL, ErrorKindINTERRUPTED, ErrorKindBROKER_REFUSED:
+	case ErrorKindHTTP_STATUS, ErrorKindTIMEOUT, ErrorKindDNS, ErrorKindTLS, ErrorKindCONNECTION, ErrorKindCLI_LOCAL, ErrorKindINTERRUPTED, ErrorKindBROKER_REFUSED, ErrorKindTRANSFORM, ErrorKindAUTH:
 		return nil
 	default:
 		return fmt.Errorf("attempt: invalid enum value for error_kind field: %q", ek)
@@ -222,6 +227,11 @@ func ByErrorMessage(opts ...sql.OrderTermOption) OrderOption {
 // ByAnswer orders the results by the answer field.
 func ByAnswer(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldAnswer, opts...).ToFunc()
+}
+
+// ByTransformVersion orders the results by the transform_version field.
+func ByTransformVersion(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldTransformVersion, opts...).ToFunc()
 }
 
 // ByTenantField orders the results by tenant field.

@@ -105,6 +105,11 @@ func Answer(v string) predicate.Attempt {
 	return predicate.Attempt(sql.FieldEQ(FieldAnswer, v))
 }
 
+// TransformVersion applies equality check predicate on the "transform_version" field. It's identical to TransformVersionEQ.
+func TransformVersion(v int) predicate.Attempt {
+	return predicate.Attempt(sql.FieldEQ(FieldTransformVersion, v))
+}
+
 // TenantIDEQ applies the EQ predicate on the "tenant_id" field.
 func TenantIDEQ(v int) predicate.Attempt {
 	return predicate.Attempt(sql.FieldEQ(FieldTenantID, v))
@@ -573,6 +578,56 @@ func AnswerEqualFold(v string) predicate.Attempt {
 // AnswerContainsFold applies the ContainsFold predicate on the "answer" field.
 func AnswerContainsFold(v string) predicate.Attempt {
 	return predicate.Attempt(sql.FieldContainsFold(FieldAnswer, v))
+}
+
+// TransformVersionEQ applies the EQ predicate on the "transform_version" field.
+func TransformVersionEQ(v int) predicate.Attempt {
+	return predicate.Attempt(sql.FieldEQ(FieldTransformVersion, v))
+}
+
+// TransformVersionNEQ applies the NEQ predicate on the "transform_version" field.
+func TransformVersionNEQ(v int) predicate.Attempt {
+	return predicate.Attempt(sql.FieldNEQ(FieldTransformVersion, v))
+}
+
+// TransformVersionIn applies the In predicate on the "transform_version" field.
+func TransformVersionIn(vs ...int) predicate.Attempt {
+	return predicate.Attempt(sql.FieldIn(FieldTransformVersion, vs...))
+}
+
+// TransformVersionNotIn applies the NotIn predicate on the "transform_version" field.
+func TransformVersionNotIn(vs ...int) predicate.Attempt {
+	return predicate.Attempt(sql.FieldNotIn(FieldTransformVersion, vs...))
+}
+
+// TransformVersionGT applies the GT predicate on the "transform_version" field.
+func TransformVersionGT(v int) predicate.Attempt {
+	return predicate.Attempt(sql.FieldGT(FieldTransformVersion, v))
+}
+
+// TransformVersionGTE applies the GTE predicate on the "transform_version" field.
+func TransformVersionGTE(v int) predicate.Attempt {
+	return predicate.Attempt(sql.FieldGTE(FieldTransformVersion, v))
+}
+
+// TransformVersionLT applies the LT predicate on the "transform_version" field.
+func TransformVersionLT(v int) predicate.Attempt {
+	return predicate.Attempt(sql.FieldLT(FieldTransformVersion, v))
+}
+
+// TransformVersionLTE applies the LTE predicate on the "transform_version" field.
+func TransformVersionLTE(v int) predicate.Attempt {
+	return predicate.Attempt(sql.FieldLTE(FieldTransformVersion, v))
+}
+
+// TransformVersionIsNil applies the IsNil predicate on the "transform_version" field.
+func TransformVersionIsNil() predicate.Attempt {
+	return predicate.Attempt(sql.FieldIsNull(FieldTransformVersion))
+}
+
+// TransformVersionNotNil applies the NotNil predicate on the "transform_version" field.
+func TransformVersionNotNil() predicate.Attempt {
+	return predicate.Attempt(sql.FieldNotNull(FieldTransformVersion))
 }
 
 // HasTenant applies the HasEdge predicate on the "tenant" edge.

@@ -69,6 +69,18 @@ func (f DeliveryFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, er
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeliveryMutation", m)
 }
 
+// The EventTypeFunc type is an adapter to allow the use of ordinary
+// function as EventType mutator.
+type EventTypeFunc func(context.Context, *ent.EventTypeMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f EventTypeFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.EventTypeMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.EventTypeMutation", m)
+}
+
 // The LedgerEntryFunc type is an adapter to allow the use of ordinary
 // function as LedgerEntry mutator.
 type LedgerEntryFunc func(context.Context, *ent.LedgerEntryMutation) (ent.Value, error)
@@ -259,6 +271,18 @@ func (f TokenFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TokenMutation", m)
+}
+
+// The TransformVersionFunc type is an adapter to allow the use of ordinary
+// function as TransformVersion mutator.
+type TransformVersionFunc func(context.Context, *ent.TransformVersionMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f TransformVersionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.TransformVersionMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TransformVersionMutation", m)
 }
 
 // Condition is a hook condition function.

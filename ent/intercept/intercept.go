@@ -13,6 +13,7 @@ import (
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -30,6 +31,7 @@ import (
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 )
 
 // The Query interface represents an operation that queries a graph.
@@ -221,6 +223,33 @@ func (f TraverseDelivery) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.DeliveryQuery", q)
+}
+
+// The EventTypeFunc type is an adapter to allow the use of ordinary function as a Querier.
+type EventTypeFunc func(context.Context, *ent.EventTypeQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f EventTypeFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.EventTypeQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.EventTypeQuery", q)
+}
+
+// The TraverseEventType type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseEventType func(context.Context, *ent.EventTypeQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseEventType) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseEventType) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.EventTypeQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.EventTypeQuery", q)
 }
 
 // The LedgerEntryFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -655,6 +684,33 @@ func (f TraverseToken) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.TokenQuery", q)
 }
 
+// The TransformVersionFunc type is an adapter to allow the use of ordinary function as a Querier.
+type TransformVersionFunc func(context.Context, *ent.TransformVersionQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f TransformVersionFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.TransformVersionQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.TransformVersionQuery", q)
+}
+
+// The TraverseTransformVersion type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseTransformVersion func(context.Context, *ent.TransformVersionQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseTransformVersion) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseTransformVersion) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.TransformVersionQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.TransformVersionQuery", q)
+}
+
 // NewQuery returns the generic Query interface for the given typed query.
 func NewQuery(q ent.Query) (Query, error) {
 	switch q := q.(type) {
@@ -668,6 +724,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.BulkJobItemQuery, predicate.BulkJobItem, bulkjobitem.OrderOption]{typ: ent.TypeBulkJobItem, tq: q}, nil
 	case *ent.DeliveryQuery:
 		return &query[*ent.DeliveryQuery, predicate.Delivery, delivery.OrderOption]{typ: ent.TypeDelivery, tq: q}, nil
+	case *ent.EventTypeQuery:
+		return &query[*ent.EventTypeQuery, predicate.EventType, eventtype.OrderOption]{typ: ent.TypeEventType, tq: q}, nil
 	case *ent.LedgerEntryQuery:
 		return &query[*ent.LedgerEntryQuery, predicate.LedgerEntry, ledgerentry.OrderOption]{typ: ent.TypeLedgerEntry, tq: q}, nil
 	case *ent.OutboundAttemptQuery:
@@ -700,6 +758,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.TenantDayStatQuery, predicate.TenantDayStat, tenantdaystat.OrderOption]{typ: ent.TypeTenantDayStat, tq: q}, nil
 	case *ent.TokenQuery:
 		return &query[*ent.TokenQuery, predicate.Token, token.OrderOption]{typ: ent.TypeToken, tq: q}, nil
+	case *ent.TransformVersionQuery:
+		return &query[*ent.TransformVersionQuery, predicate.TransformVersion, transformversion.OrderOption]{typ: ent.TypeTransformVersion, tq: q}, nil
 	default:
 		return nil, fmt.Errorf("unknown query type %T", q)
 	}

@@ -55,9 +55,10 @@ var (
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"SUCCEEDED", "FAILED"}},
 		{Name: "http_status", Type: field.TypeInt, Nullable: true},
 		{Name: "duration_ms", Type: field.TypeInt64},
-		{Name: "error_kind", Type: field.TypeEnum, Nullable: true, Enums: []string{"HTTP_STATUS", "TIMEOUT", "DNS", "TLS", "CONNECTION", "CLI_LOCAL", "INTERRUPTED", "BROKER_REFUSED"}},
+		{Name: "error_kind", Type: field.TypeEnum, Nullable: true, Enums: []string{"HTTP_STATUS", "TIMEOUT", "DNS", "TLS", "CONNECTION", "CLI_LOCAL", "INTERRUPTED", "BROKER_REFUSED", "TRANSFORM", "AUTH"}},
 		{Name: "error_message", Type: field.TypeString, Default: ""},
 		{Name: "answer", Type: field.TypeString, Default: ""},
+		{Name: "transform_version", Type: field.TypeInt, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "delivery_id", Type: field.TypeInt},
 	}
@@ -69,13 +70,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "attempts_tenants_tenant",
-				Columns:    []*schema.Column{AttemptsColumns[11]},
+				Columns:    []*schema.Column{AttemptsColumns[12]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "attempts_deliveries_attempts",
-				Columns:    []*schema.Column{AttemptsColumns[12]},
+				Columns:    []*schema.Column{AttemptsColumns[13]},
 				RefColumns: []*schema.Column{DeliveriesColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -84,7 +85,7 @@ var (
 			{
 				Name:    "attempt_delivery_id_number",
 				Unique:  true,
-				Columns: []*schema.Column{AttemptsColumns[12], AttemptsColumns[1], AttemptsColumns[11]},
+				Columns: []*schema.Column{AttemptsColumns[13], AttemptsColumns[1], AttemptsColumns[12]},
 			},
 		},
 	}
@@ -261,6 +262,42 @@ var (
 				Name:    "delivery_request_id",
 				Unique:  false,
 				Columns: []*schema.Column{DeliveriesColumns[19]},
+			},
+		},
+	}
+	// EventTypesColumns holds the columns for the "event_types" table.
+	EventTypesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "name", Type: field.TypeString},
+		{Name: "description", Type: field.TypeString, Default: ""},
+		{Name: "schema", Type: field.TypeString, Nullable: true, Size: 2147483647},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// EventTypesTable holds the schema information for the "event_types" table.
+	EventTypesTable = &schema.Table{
+		Name:       "event_types",
+		Columns:    EventTypesColumns,
+		PrimaryKey: []*schema.Column{EventTypesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "event_types_tenants_tenant",
+				Columns:    []*schema.Column{EventTypesColumns[6]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "eventtype_tenant_id",
+				Unique:  false,
+				Columns: []*schema.Column{EventTypesColumns[6]},
+			},
+			{
+				Name:    "eventtype_name_tenant_id",
+				Unique:  true,
+				Columns: []*schema.Column{EventTypesColumns[2], EventTypesColumns[6]},
 			},
 		},
 	}
@@ -528,6 +565,9 @@ var (
 		{Name: "max_concurrency", Type: field.TypeInt, Nullable: true},
 		{Name: "in_flight", Type: field.TypeInt, Default: 0},
 		{Name: "cap_changed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "event_types", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "bytea"}},
+		{Name: "transform_version_id", Type: field.TypeInt, Nullable: true},
+		{Name: "auth", Type: field.TypeBytes, Nullable: true},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "server_id", Type: field.TypeInt},
 	}
@@ -539,13 +579,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "recipients_tenants_tenant",
-				Columns:    []*schema.Column{RecipientsColumns[31]},
+				Columns:    []*schema.Column{RecipientsColumns[34]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "recipients_servers_recipients",
-				Columns:    []*schema.Column{RecipientsColumns[32]},
+				Columns:    []*schema.Column{RecipientsColumns[35]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -554,12 +594,12 @@ var (
 			{
 				Name:    "recipient_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[31]},
+				Columns: []*schema.Column{RecipientsColumns[34]},
 			},
 			{
 				Name:    "recipient_server_id",
 				Unique:  false,
-				Columns: []*schema.Column{RecipientsColumns[32]},
+				Columns: []*schema.Column{RecipientsColumns[35]},
 			},
 			{
 				Name:    "recipient_state_changed_at",
@@ -697,6 +737,8 @@ var (
 		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "DELIVERED", "FAILED", "PARTIAL"}, Default: "PENDING"},
 		{Name: "verified", Type: field.TypeBool, Nullable: true},
+		{Name: "event_type", Type: field.TypeString, Default: ""},
+		{Name: "schema_error", Type: field.TypeString, Default: ""},
 		{Name: "filtered_out", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "bytea"}},
 		{Name: "tenant_id", Type: field.TypeInt},
 		{Name: "replay_of_id", Type: field.TypeInt, Nullable: true},
@@ -710,19 +752,19 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "requests_tenants_tenant",
-				Columns:    []*schema.Column{RequestsColumns[14]},
+				Columns:    []*schema.Column{RequestsColumns[16]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "requests_requests_replays",
-				Columns:    []*schema.Column{RequestsColumns[15]},
+				Columns:    []*schema.Column{RequestsColumns[17]},
 				RefColumns: []*schema.Column{RequestsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
 			{
 				Symbol:     "requests_servers_requests",
-				Columns:    []*schema.Column{RequestsColumns[16]},
+				Columns:    []*schema.Column{RequestsColumns[18]},
 				RefColumns: []*schema.Column{ServersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -731,7 +773,7 @@ var (
 			{
 				Name:    "request_server_id_received_at",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[16], RequestsColumns[9]},
+				Columns: []*schema.Column{RequestsColumns[18], RequestsColumns[9]},
 			},
 			{
 				Name:    "request_expires_at",
@@ -739,9 +781,17 @@ var (
 				Columns: []*schema.Column{RequestsColumns[10]},
 			},
 			{
+				Name:    "request_event_type",
+				Unique:  false,
+				Columns: []*schema.Column{RequestsColumns[18], RequestsColumns[13], RequestsColumns[9]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "event_type <> ''",
+				},
+			},
+			{
 				Name:    "request_replays",
 				Unique:  false,
-				Columns: []*schema.Column{RequestsColumns[15]},
+				Columns: []*schema.Column{RequestsColumns[17]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "replay_of_id IS NOT NULL",
 				},
@@ -764,6 +814,9 @@ var (
 		{Name: "response_status", Type: field.TypeInt, Nullable: true},
 		{Name: "response_content_type", Type: field.TypeString, Default: ""},
 		{Name: "response_body", Type: field.TypeString, Default: ""},
+		{Name: "event_type_header", Type: field.TypeString, Default: ""},
+		{Name: "event_type_path", Type: field.TypeString, Default: ""},
+		{Name: "schema_validation", Type: field.TypeEnum, Enums: []string{"OFF", "SHADOW", "ENFORCE"}, Default: "OFF"},
 		{Name: "deleted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "kind", Type: field.TypeEnum, Enums: []string{"INBOUND", "ALERTS"}, Default: "INBOUND"},
 		{Name: "tenant_id", Type: field.TypeInt},
@@ -776,7 +829,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "servers_tenants_tenant",
-				Columns:    []*schema.Column{ServersColumns[16]},
+				Columns:    []*schema.Column{ServersColumns[19]},
 				RefColumns: []*schema.Column{TenantsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -785,17 +838,17 @@ var (
 			{
 				Name:    "server_tenant_id",
 				Unique:  false,
-				Columns: []*schema.Column{ServersColumns[16]},
+				Columns: []*schema.Column{ServersColumns[19]},
 			},
 			{
 				Name:    "server_inbound_key",
 				Unique:  true,
-				Columns: []*schema.Column{ServersColumns[3], ServersColumns[16]},
+				Columns: []*schema.Column{ServersColumns[3], ServersColumns[19]},
 			},
 			{
 				Name:    "server_previous_inbound_key",
 				Unique:  true,
-				Columns: []*schema.Column{ServersColumns[4], ServersColumns[16]},
+				Columns: []*schema.Column{ServersColumns[4], ServersColumns[19]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "previous_inbound_key IS NOT NULL",
 				},
@@ -952,6 +1005,42 @@ var (
 			},
 		},
 	}
+	// TransformVersionsColumns holds the columns for the "transform_versions" table.
+	TransformVersionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "recipient_id", Type: field.TypeInt},
+		{Name: "number", Type: field.TypeInt},
+		{Name: "source", Type: field.TypeString, Size: 2147483647},
+		{Name: "created_by", Type: field.TypeString, Default: ""},
+		{Name: "tenant_id", Type: field.TypeInt},
+	}
+	// TransformVersionsTable holds the schema information for the "transform_versions" table.
+	TransformVersionsTable = &schema.Table{
+		Name:       "transform_versions",
+		Columns:    TransformVersionsColumns,
+		PrimaryKey: []*schema.Column{TransformVersionsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "transform_versions_tenants_tenant",
+				Columns:    []*schema.Column{TransformVersionsColumns[6]},
+				RefColumns: []*schema.Column{TenantsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "transformversion_tenant_id",
+				Unique:  false,
+				Columns: []*schema.Column{TransformVersionsColumns[6]},
+			},
+			{
+				Name:    "transformversion_recipient_id_number_tenant_id",
+				Unique:  true,
+				Columns: []*schema.Column{TransformVersionsColumns[2], TransformVersionsColumns[3], TransformVersionsColumns[6]},
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		AlertSubscriptionsTable,
@@ -959,6 +1048,7 @@ var (
 		BulkJobsTable,
 		BulkJobItemsTable,
 		DeliveriesTable,
+		EventTypesTable,
 		LedgerEntriesTable,
 		OutboundAttemptsTable,
 		OutboundJobsTable,
@@ -975,6 +1065,7 @@ var (
 		TenantsTable,
 		TenantDayStatsTable,
 		TokensTable,
+		TransformVersionsTable,
 	}
 )
 
@@ -1002,6 +1093,10 @@ func init() {
 	DeliveriesTable.ForeignKeys[2].RefTable = RequestsTable
 	DeliveriesTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(4294967296),
+	}
+	EventTypesTable.ForeignKeys[0].RefTable = TenantsTable
+	EventTypesTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(90194313216),
 	}
 	LedgerEntriesTable.ForeignKeys[0].RefTable = TenantsTable
 	LedgerEntriesTable.Annotation = &entsql.Annotation{
@@ -1069,5 +1164,9 @@ func init() {
 	TokensTable.ForeignKeys[0].RefTable = TenantsTable
 	TokensTable.Annotation = &entsql.Annotation{
 		IncrementStart: func(i int) *int { return &i }(42949672960),
+	}
+	TransformVersionsTable.ForeignKeys[0].RefTable = TenantsTable
+	TransformVersionsTable.Annotation = &entsql.Annotation{
+		IncrementStart: func(i int) *int { return &i }(94489280512),
 	}
 }

@@ -21,6 +21,9 @@ type BulkJobItem func(*sql.Selector)
 // Delivery is the predicate function for delivery builders.
 type Delivery func(*sql.Selector)
 
+// EventType is the predicate function for eventtype builders.
+type EventType func(*sql.Selector)
+
 // LedgerEntry is the predicate function for ledgerentry builders.
 type LedgerEntry func(*sql.Selector)
 
@@ -68,3 +71,6 @@ type TenantDayStat func(*sql.Selector)
 
 // Token is the predicate function for token builders.
 type Token func(*sql.Selector)
+
+// TransformVersion is the predicate function for transformversion builders.
+type TransformVersion func(*sql.Selector)

@@ -231,6 +231,30 @@ func (f DeliveryMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutati
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.DeliveryMutation", m)
 }
 
+// The EventTypeQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type EventTypeQueryRuleFunc func(context.Context, *ent.EventTypeQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f EventTypeQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.EventTypeQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.EventTypeQuery", q)
+}
+
+// The EventTypeMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type EventTypeMutationRuleFunc func(context.Context, *ent.EventTypeMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f EventTypeMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.EventTypeMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.EventTypeMutation", m)
+}
+
 // The LedgerEntryQueryRuleFunc type is an adapter to allow the use of ordinary
 // functions as a query rule.
 type LedgerEntryQueryRuleFunc func(context.Context, *ent.LedgerEntryQuery) error
@@ -615,6 +639,30 @@ func (f TokenMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation)
 	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.TokenMutation", m)
 }
 
+// The TransformVersionQueryRuleFunc type is an adapter to allow the use of ordinary
+// functions as a query rule.
+type TransformVersionQueryRuleFunc func(context.Context, *ent.TransformVersionQuery) error
+
+// EvalQuery return f(ctx, q).
+func (f TransformVersionQueryRuleFunc) EvalQuery(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.TransformVersionQuery); ok {
+		return f(ctx, q)
+	}
+	return Denyf("ent/privacy: unexpected query type %T, expect *ent.TransformVersionQuery", q)
+}
+
+// The TransformVersionMutationRuleFunc type is an adapter to allow the use of ordinary
+// functions as a mutation rule.
+type TransformVersionMutationRuleFunc func(context.Context, *ent.TransformVersionMutation) error
+
+// EvalMutation calls f(ctx, m).
+func (f TransformVersionMutationRuleFunc) EvalMutation(ctx context.Context, m ent.Mutation) error {
+	if m, ok := m.(*ent.TransformVersionMutation); ok {
+		return f(ctx, m)
+	}
+	return Denyf("ent/privacy: unexpected mutation type %T, expect *ent.TransformVersionMutation", m)
+}
+
 type (
 	// Filter is the interface that wraps the Where function
 	// for filtering nodes in queries and mutations.
@@ -660,6 +708,8 @@ func queryFilter(q ent.Query) (Filter, error) {
 		return q.Filter(), nil
 	case *ent.DeliveryQuery:
 		return q.Filter(), nil
+	case *ent.EventTypeQuery:
+		return q.Filter(), nil
 	case *ent.LedgerEntryQuery:
 		return q.Filter(), nil
 	case *ent.OutboundAttemptQuery:
@@ -692,6 +742,8 @@ func queryFilter(q ent.Query) (Filter, error) {
 		return q.Filter(), nil
 	case *ent.TokenQuery:
 		return q.Filter(), nil
+	case *ent.TransformVersionQuery:
+		return q.Filter(), nil
 	default:
 		return nil, Denyf("ent/privacy: unexpected query type %T for query filter", q)
 	}
@@ -708,6 +760,8 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 	case *ent.BulkJobItemMutation:
 		return m.Filter(), nil
 	case *ent.DeliveryMutation:
+		return m.Filter(), nil
+	case *ent.EventTypeMutation:
 		return m.Filter(), nil
 	case *ent.LedgerEntryMutation:
 		return m.Filter(), nil
@@ -740,6 +794,8 @@ func mutationFilter(m ent.Mutation) (Filter, error) {
 	case *ent.TenantDayStatMutation:
 		return m.Filter(), nil
 	case *ent.TokenMutation:
+		return m.Filter(), nil
+	case *ent.TransformVersionMutation:
 		return m.Filter(), nil
 	default:
 		return nil, Denyf("ent/privacy: unexpected mutation type %T for mutation filter", m)

@@ -82,6 +82,12 @@ const (
 	FieldInFlight = "in_flight"
 	// FieldCapChangedAt holds the string denoting the cap_changed_at field in the database.
 	FieldCapChangedAt = "cap_changed_at"
+	// FieldEventTypes holds the string denoting the event_types field in the database.
+	FieldEventTypes = "event_types"
+	// FieldTransformVersionID holds the string denoting the transform_version_id field in the database.
+	FieldTransformVersionID = "transform_version_id"
+	// FieldAuth holds the string denoting the auth field in the database.
+	FieldAuth = "auth"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
 	EdgeTenant = "tenant"
 	// EdgeServer holds the string denoting the server edge name in mutations.
@@ -148,6 +154,9 @@ var Columns = []string{
 	FieldMaxConcurrency,
 	FieldInFlight,
 	FieldCapChangedAt,
+	FieldEventTypes,
+	FieldTransformVersionID,
+	FieldAuth,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -459,6 +468,11 @@ func ByInFlight(opts ...sql.OrderTermOption) OrderOption {
 // ByCapChangedAt orders the results by the cap_changed_at field.
 func ByCapChangedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldCapChangedAt, opts...).ToFunc()
+}
+
+// ByTransformVersionID orders the results by the transform_version_id field.
+func ByTransformVersionID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldTransformVersionID, opts...).ToFunc()
 }
 
 // ByTenantField orders the results by tenant field.

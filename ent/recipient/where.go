@@ -190,6 +190,16 @@ func CapChangedAt(v time.Time) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldCapChangedAt, v))
 }
 
+// TransformVersionID applies equality check predicate on the "transform_version_id" field. It's identical to TransformVersionIDEQ.
+func TransformVersionID(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldTransformVersionID, v))
+}
+
+// Auth applies equality check predicate on the "auth" field. It's identical to AuthEQ.
+func Auth(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldAuth, v))
+}
+
 // TenantIDEQ applies the EQ predicate on the "tenant_id" field.
 func TenantIDEQ(v int) predicate.Recipient {
 	return predicate.Recipient(sql.FieldEQ(FieldTenantID, v))
@@ -1493,6 +1503,116 @@ func CapChangedAtIsNil() predicate.Recipient {
 // CapChangedAtNotNil applies the NotNil predicate on the "cap_changed_at" field.
 func CapChangedAtNotNil() predicate.Recipient {
 	return predicate.Recipient(sql.FieldNotNull(FieldCapChangedAt))
+}
+
+// EventTypesIsNil applies the IsNil predicate on the "event_types" field.
+func EventTypesIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldEventTypes))
+}
+
+// EventTypesNotNil applies the NotNil predicate on the "event_types" field.
+func EventTypesNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldEventTypes))
+}
+
+// TransformVersionIDEQ applies the EQ predicate on the "transform_version_id" field.
+func TransformVersionIDEQ(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldTransformVersionID, v))
+}
+
+// TransformVersionIDNEQ applies the NEQ predicate on the "transform_version_id" field.
+func TransformVersionIDNEQ(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldTransformVersionID, v))
+}
+
+// TransformVersionIDIn applies the In predicate on the "transform_version_id" field.
+func TransformVersionIDIn(vs ...int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldTransformVersionID, vs...))
+}
+
+// TransformVersionIDNotIn applies the NotIn predicate on the "transform_version_id" field.
+func TransformVersionIDNotIn(vs ...int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldTransformVersionID, vs...))
+}
+
+// TransformVersionIDGT applies the GT predicate on the "transform_version_id" field.
+func TransformVersionIDGT(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldTransformVersionID, v))
+}
+
+// TransformVersionIDGTE applies the GTE predicate on the "transform_version_id" field.
+func TransformVersionIDGTE(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldTransformVersionID, v))
+}
+
+// TransformVersionIDLT applies the LT predicate on the "transform_version_id" field.
+func TransformVersionIDLT(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldTransformVersionID, v))
+}
+
+// TransformVersionIDLTE applies the LTE predicate on the "transform_version_id" field.
+func TransformVersionIDLTE(v int) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldTransformVersionID, v))
+}
+
+// TransformVersionIDIsNil applies the IsNil predicate on the "transform_version_id" field.
+func TransformVersionIDIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldTransformVersionID))
+}
+
+// TransformVersionIDNotNil applies the NotNil predicate on the "transform_version_id" field.
+func TransformVersionIDNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldTransformVersionID))
+}
+
+// AuthEQ applies the EQ predicate on the "auth" field.
+func AuthEQ(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldEQ(FieldAuth, v))
+}
+
+// AuthNEQ applies the NEQ predicate on the "auth" field.
+func AuthNEQ(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNEQ(FieldAuth, v))
+}
+
+// AuthIn applies the In predicate on the "auth" field.
+func AuthIn(vs ...[]byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldIn(FieldAuth, vs...))
+}
+
+// AuthNotIn applies the NotIn predicate on the "auth" field.
+func AuthNotIn(vs ...[]byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotIn(FieldAuth, vs...))
+}
+
+// AuthGT applies the GT predicate on the "auth" field.
+func AuthGT(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGT(FieldAuth, v))
+}
+
+// AuthGTE applies the GTE predicate on the "auth" field.
+func AuthGTE(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldGTE(FieldAuth, v))
+}
+
+// AuthLT applies the LT predicate on the "auth" field.
+func AuthLT(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLT(FieldAuth, v))
+}
+
+// AuthLTE applies the LTE predicate on the "auth" field.
+func AuthLTE(v []byte) predicate.Recipient {
+	return predicate.Recipient(sql.FieldLTE(FieldAuth, v))
+}
+
+// AuthIsNil applies the IsNil predicate on the "auth" field.
+func AuthIsNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldIsNull(FieldAuth))
+}
+
+// AuthNotNil applies the NotNil predicate on the "auth" field.
+func AuthNotNil() predicate.Recipient {
+	return predicate.Recipient(sql.FieldNotNull(FieldAuth))
 }
 
 // HasTenant applies the HasEdge predicate on the "tenant" edge.

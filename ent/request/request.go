@@ -48,6 +48,10 @@ const (
 	FieldVerified = "verified"
 	// FieldReplayOfID holds the string denoting the replay_of_id field in the database.
 	FieldReplayOfID = "replay_of_id"
+	// FieldEventType holds the string denoting the event_type field in the database.
+	FieldEventType = "event_type"
+	// FieldSchemaError holds the string denoting the schema_error field in the database.
+	FieldSchemaError = "schema_error"
 	// FieldFilteredOut holds the string denoting the filtered_out field in the database.
 	FieldFilteredOut = "filtered_out"
 	// EdgeTenant holds the string denoting the tenant edge name in mutations.
@@ -111,6 +115,8 @@ var Columns = []string{
 	FieldStatus,
 	FieldVerified,
 	FieldReplayOfID,
+	FieldEventType,
+	FieldSchemaError,
 	FieldFilteredOut,
 }
 
@@ -142,6 +148,10 @@ var (
 	DefaultTraceParent string
 	// DefaultReceivedAt holds the default value on creation for the "received_at" field.
 	DefaultReceivedAt func() time.Time
+	// DefaultEventType holds the default value on creation for the "event_type" field.
+	DefaultEventType string
+	// DefaultSchemaError holds the default value on creation for the "schema_error" field.
+	DefaultSchemaError string
 )
 
 // Status defines the type for the "status" enum field.
@@ -243,6 +253,16 @@ func ByVerified(opts ...sql.OrderTermOption) OrderOption {
 // ByReplayOfID orders the results by the replay_of_id field.
 func ByReplayOfID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldReplayOfID, opts...).ToFunc()
+}
+
+// ByEventType orders the results by the event_type field.
+func ByEventType(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldEventType, opts...).ToFunc()
+}
+
+// BySchemaError orders the results by the schema_error field.
+func BySchemaError(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSchemaError, opts...).ToFunc()
 }
 
 // ByTenantField orders the results by tenant field.

@@ -120,6 +120,16 @@ func ReplayOfID(v int) predicate.Request {
 	return predicate.Request(sql.FieldEQ(FieldReplayOfID, v))
 }
 
+// EventType applies equality check predicate on the "event_type" field. It's identical to EventTypeEQ.
+func EventType(v string) predicate.Request {
+	return predicate.Request(sql.FieldEQ(FieldEventType, v))
+}
+
+// SchemaError applies equality check predicate on the "schema_error" field. It's identical to SchemaErrorEQ.
+func SchemaError(v string) predicate.Request {
+	return predicate.Request(sql.FieldEQ(FieldSchemaError, v))
+}
+
 // TenantIDEQ applies the EQ predicate on the "tenant_id" field.
 func TenantIDEQ(v int) predicate.Request {
 	return predicate.Request(sql.FieldEQ(FieldTenantID, v))
@@ -738,6 +748,136 @@ func ReplayOfIDIsNil() predicate.Request {
 // ReplayOfIDNotNil applies the NotNil predicate on the "replay_of_id" field.
 func ReplayOfIDNotNil() predicate.Request {
 	return predicate.Request(sql.FieldNotNull(FieldReplayOfID))
+}
+
+// EventTypeEQ applies the EQ predicate on the "event_type" field.
+func EventTypeEQ(v string) predicate.Request {
+	return predicate.Request(sql.FieldEQ(FieldEventType, v))
+}
+
+// EventTypeNEQ applies the NEQ predicate on the "event_type" field.
+func EventTypeNEQ(v string) predicate.Request {
+	return predicate.Request(sql.FieldNEQ(FieldEventType, v))
+}
+
+// EventTypeIn applies the In predicate on the "event_type" field.
+func EventTypeIn(vs ...string) predicate.Request {
+	return predicate.Request(sql.FieldIn(FieldEventType, vs...))
+}
+
+// EventTypeNotIn applies the NotIn predicate on the "event_type" field.
+func EventTypeNotIn(vs ...string) predicate.Request {
+	return predicate.Request(sql.FieldNotIn(FieldEventType, vs...))
+}
+
+// EventTypeGT applies the GT predicate on the "event_type" field.
+func EventTypeGT(v string) predicate.Request {
+	return predicate.Request(sql.FieldGT(FieldEventType, v))
+}
+
+// EventTypeGTE applies the GTE predicate on the "event_type" field.
+func EventTypeGTE(v string) predicate.Request {
+	return predicate.Request(sql.FieldGTE(FieldEventType, v))
+}
+
+// EventTypeLT applies the LT predicate on the "event_type" field.
+func EventTypeLT(v string) predicate.Request {
+	return predicate.Request(sql.FieldLT(FieldEventType, v))
+}
+
+// EventTypeLTE applies the LTE predicate on the "event_type" field.
+func EventTypeLTE(v string) predicate.Request {
+	return predicate.Request(sql.FieldLTE(FieldEventType, v))
+}
+
+// EventTypeContains applies the Contains predicate on the "event_type" field.
+func EventTypeContains(v string) predicate.Request {
+	return predicate.Request(sql.FieldContains(FieldEventType, v))
+}
+
+// EventTypeHasPrefix applies the HasPrefix predicate on the "event_type" field.
+func EventTypeHasPrefix(v string) predicate.Request {
+	return predicate.Request(sql.FieldHasPrefix(FieldEventType, v))
+}
+
+// EventTypeHasSuffix applies the HasSuffix predicate on the "event_type" field.
+func EventTypeHasSuffix(v string) predicate.Request {
+	return predicate.Request(sql.FieldHasSuffix(FieldEventType, v))
+}
+
+// EventTypeEqualFold applies the EqualFold predicate on the "event_type" field.
+func EventTypeEqualFold(v string) predicate.Request {
+	return predicate.Request(sql.FieldEqualFold(FieldEventType, v))
+}
+
+// EventTypeContainsFold applies the ContainsFold predicate on the "event_type" field.
+func EventTypeContainsFold(v string) predicate.Request {
+	return predicate.Request(sql.FieldContainsFold(FieldEventType, v))
+}
+
+// SchemaErrorEQ applies the EQ predicate on the "schema_error" field.
+func SchemaErrorEQ(v string) predicate.Request {
+	return predicate.Request(sql.FieldEQ(FieldSchemaError, v))
+}
+
+// SchemaErrorNEQ applies the NEQ predicate on the "schema_error" field.
+func SchemaErrorNEQ(v string) predicate.Request {
+	return predicate.Request(sql.FieldNEQ(FieldSchemaError, v))
+}
+
+// SchemaErrorIn applies the In predicate on the "schema_error" field.
+func SchemaErrorIn(vs ...string) predicate.Request {
+	return predicate.Request(sql.FieldIn(FieldSchemaError, vs...))
+}
+
+// SchemaErrorNotIn applies the NotIn predicate on the "schema_error" field.
+func SchemaErrorNotIn(vs ...string) predicate.Request {
+	return predicate.Request(sql.FieldNotIn(FieldSchemaError, vs...))
+}
+
+// SchemaErrorGT applies the GT predicate on the "schema_error" field.
+func SchemaErrorGT(v string) predicate.Request {
+	return predicate.Request(sql.FieldGT(FieldSchemaError, v))
+}
+
+// SchemaErrorGTE applies the GTE predicate on the "schema_error" field.
+func SchemaErrorGTE(v string) predicate.Request {
+	return predicate.Request(sql.FieldGTE(FieldSchemaError, v))
+}
+
+// SchemaErrorLT applies the LT predicate on the "schema_error" field.
+func SchemaErrorLT(v string) predicate.Request {
+	return predicate.Request(sql.FieldLT(FieldSchemaError, v))
+}
+
+// SchemaErrorLTE applies the LTE predicate on the "schema_error" field.
+func SchemaErrorLTE(v string) predicate.Request {
+	return predicate.Request(sql.FieldLTE(FieldSchemaError, v))
+}
+
+// SchemaErrorContains applies the Contains predicate on the "schema_error" field.
+func SchemaErrorContains(v string) predicate.Request {
+	return predicate.Request(sql.FieldContains(FieldSchemaError, v))
+}
+
+// SchemaErrorHasPrefix applies the HasPrefix predicate on the "schema_error" field.
+func SchemaErrorHasPrefix(v string) predicate.Request {
+	return predicate.Request(sql.FieldHasPrefix(FieldSchemaError, v))
+}
+
+// SchemaErrorHasSuffix applies the HasSuffix predicate on the "schema_error" field.
+func SchemaErrorHasSuffix(v string) predicate.Request {
+	return predicate.Request(sql.FieldHasSuffix(FieldSchemaError, v))
+}
+
+// SchemaErrorEqualFold applies the EqualFold predicate on the "schema_error" field.
+func SchemaErrorEqualFold(v string) predicate.Request {
+	return predicate.Request(sql.FieldEqualFold(FieldSchemaError, v))
+}
+
+// SchemaErrorContainsFold applies the ContainsFold predicate on the "schema_error" field.
+func SchemaErrorContainsFold(v string) predicate.Request {
+	return predicate.Request(sql.FieldContainsFold(FieldSchemaError, v))
 }
 
 // FilteredOutIsNil applies the IsNil predicate on the "filtered_out" field.

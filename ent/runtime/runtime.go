@@ -11,6 +11,7 @@ import (
 	"github.com/adal-relay/adal/ent/bulkjob"
 	"github.com/adal-relay/adal/ent/bulkjobitem"
 	"github.com/adal-relay/adal/ent/delivery"
+	"github.com/adal-relay/adal/ent/eventtype"
 	"github.com/adal-relay/adal/ent/ledgerentry"
 	"github.com/adal-relay/adal/ent/outboundattempt"
 	"github.com/adal-relay/adal/ent/outboundjob"
@@ -28,6 +29,7 @@ import (
 	"github.com/adal-relay/adal/ent/tenant"
 	"github.com/adal-relay/adal/ent/tenantdaystat"
 	"github.com/adal-relay/adal/ent/token"
+	"github.com/adal-relay/adal/ent/transformversion"
 
 	"entgo.io/ent"
 	"entgo.io/ent/privacy"
@@ -169,6 +171,32 @@ func init() {
 	deliveryDescSuperseded := deliveryFields[15].Descriptor()
 	// delivery.DefaultSuperseded holds the default value on creation for the superseded field.
 	delivery.DefaultSuperseded = deliveryDescSuperseded.Default.(bool)
+	eventtypeMixin := schema.EventType{}.Mixin()
+	eventtype.Policy = privacy.NewPolicies(eventtypeMixin[0], schema.EventType{})
+	eventtype.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := eventtype.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	eventtypeMixinFields1 := eventtypeMixin[1].Fields()
+	_ = eventtypeMixinFields1
+	eventtypeFields := schema.EventType{}.Fields()
+	_ = eventtypeFields
+	// eventtypeDescCreatedAt is the schema descriptor for created_at field.
+	eventtypeDescCreatedAt := eventtypeMixinFields1[0].Descriptor()
+	// eventtype.DefaultCreatedAt holds the default value on creation for the created_at field.
+	eventtype.DefaultCreatedAt = eventtypeDescCreatedAt.Default.(func() time.Time)
+	// eventtypeDescName is the schema descriptor for name field.
+	eventtypeDescName := eventtypeFields[0].Descriptor()
+	// eventtype.NameValidator is a validator for the "name" field. It is called by the builders before save.
+	eventtype.NameValidator = eventtypeDescName.Validators[0].(func(string) error)
+	// eventtypeDescDescription is the schema descriptor for description field.
+	eventtypeDescDescription := eventtypeFields[1].Descriptor()
+	// eventtype.DefaultDescription holds the default value on creation for the description field.
+	eventtype.DefaultDescription = eventtypeDescDescription.Default.(string)
 	ledgerentryMixin := schema.LedgerEntry{}.Mixin()
 	ledgerentry.Policy = privacy.NewPolicies(ledgerentryMixin[0], schema.LedgerEntry{})
 	ledgerentry.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -493,6 +521,14 @@ func init() {
 	requestDescReceivedAt := requestFields[9].Descriptor()
 	// request.DefaultReceivedAt holds the default value on creation for the received_at field.
 	request.DefaultReceivedAt = requestDescReceivedAt.Default.(func() time.Time)
+	// requestDescEventType is the schema descriptor for event_type field.
+	requestDescEventType := requestFields[14].Descriptor()
+	// request.DefaultEventType holds the default value on creation for the event_type field.
+	request.DefaultEventType = requestDescEventType.Default.(string)
+	// requestDescSchemaError is the schema descriptor for schema_error field.
+	requestDescSchemaError := requestFields[15].Descriptor()
+	// request.DefaultSchemaError holds the default value on creation for the schema_error field.
+	request.DefaultSchemaError = requestDescSchemaError.Default.(string)
 	serverMixin := schema.Server{}.Mixin()
 	server.Policy = privacy.NewPolicies(serverMixin[0], schema.Server{})
 	server.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -535,6 +571,14 @@ func init() {
 	serverDescResponseBody := serverFields[11].Descriptor()
 	// server.DefaultResponseBody holds the default value on creation for the response_body field.
 	server.DefaultResponseBody = serverDescResponseBody.Default.(string)
+	// serverDescEventTypeHeader is the schema descriptor for event_type_header field.
+	serverDescEventTypeHeader := serverFields[12].Descriptor()
+	// server.DefaultEventTypeHeader holds the default value on creation for the event_type_header field.
+	server.DefaultEventTypeHeader = serverDescEventTypeHeader.Default.(string)
+	// serverDescEventTypePath is the schema descriptor for event_type_path field.
+	serverDescEventTypePath := serverFields[13].Descriptor()
+	// server.DefaultEventTypePath holds the default value on creation for the event_type_path field.
+	server.DefaultEventTypePath = serverDescEventTypePath.Default.(string)
 	serverhourstatMixin := schema.ServerHourStat{}.Mixin()
 	serverhourstat.Policy = privacy.NewPolicies(serverhourstatMixin[0], schema.ServerHourStat{})
 	serverhourstat.Hooks[0] = func(next ent.Mutator) ent.Mutator {
@@ -651,6 +695,28 @@ func init() {
 	tokenDescCreatedAt := tokenMixinFields0[0].Descriptor()
 	// token.DefaultCreatedAt holds the default value on creation for the created_at field.
 	token.DefaultCreatedAt = tokenDescCreatedAt.Default.(func() time.Time)
+	transformversionMixin := schema.TransformVersion{}.Mixin()
+	transformversion.Policy = privacy.NewPolicies(transformversionMixin[0], schema.TransformVersion{})
+	transformversion.Hooks[0] = func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			if err := transformversion.Policy.EvalMutation(ctx, m); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, m)
+		})
+	}
+	transformversionMixinFields1 := transformversionMixin[1].Fields()
+	_ = transformversionMixinFields1
+	transformversionFields := schema.TransformVersion{}.Fields()
+	_ = transformversionFields
+	// transformversionDescCreatedAt is the schema descriptor for created_at field.
+	transformversionDescCreatedAt := transformversionMixinFields1[0].Descriptor()
+	// transformversion.DefaultCreatedAt holds the default value on creation for the created_at field.
+	transformversion.DefaultCreatedAt = transformversionDescCreatedAt.Default.(func() time.Time)
+	// transformversionDescCreatedBy is the schema descriptor for created_by field.
+	transformversionDescCreatedBy := transformversionFields[3].Descriptor()
+	// transformversion.DefaultCreatedBy holds the default value on creation for the created_by field.
+	transformversion.DefaultCreatedBy = transformversionDescCreatedBy.Default.(string)
 }
 
 const (

@@ -30,12 +30,16 @@ func (Attempt) Fields() []ent.Field {
 		field.Int("http_status").Optional().Nillable().Immutable(),
 		field.Int64("duration_ms").Immutable(),
 		field.Enum("error_kind").
-			Values("HTTP_STATUS", "TIMEOUT", "DNS", "TLS", "CONNECTION", "CLI_LOCAL", "INTERRUPTED", "BROKER_REFUSED").
+			Values("HTTP_STATUS", "TIMEOUT", "DNS", "TLS", "CONNECTION", "CLI_LOCAL", "INTERRUPTED", "BROKER_REFUSED", "TRANSFORM",
+				"AUTH").
 			Optional().Nillable().Immutable().Annotations(entgql.Type("AttemptErrorKind")),
 		field.String("error_message").Default("").Immutable(),
 		// answer is what a broker recipient's broker answered: its confirmation, stream sequence, entry id or
 		// reason code. Empty for HTTP attempts, whose answer is http_status.
 		field.String("answer").Default("").Immutable(),
+		// transform_version is the number of the recipient's transformation version that shaped the attempt;
+		// null when none ran.
+		field.Int("transform_version").Optional().Nillable().Immutable(),
 	}
 }
 

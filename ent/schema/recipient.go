@@ -88,6 +88,13 @@ func (Recipient) Fields() []ent.Field {
 		// cap_changed_at is when max_concurrency last changed: the lane reconciler looks at such recipients as it
 		// does at those whose state changed.
 		field.Time("cap_changed_at").Optional().Nillable().Annotations(entgql.Skip()),
+		// event_types are the event types the recipient subscribes to (eventtype.Matches); empty: every request.
+		field.Strings("event_types").Optional().SchemaType(map[string]string{dialect.Postgres: "bytea"}),
+		// transform_version_id is the transformation every attempt runs first (a TransformVersion); null: none.
+		field.Int("transform_version_id").Optional().Nillable().Annotations(entgql.Skip()),
+		// auth is how attempts authenticate to the receiver (destauth.Config as JSON): custom headers, Basic,
+		// Bearer, OAuth2 client credentials or a client certificate. Write-only; shown by Recipient.auth.
+		field.Bytes("auth").Optional().Sensitive().Annotations(entgql.Skip()),
 	}
 }
 

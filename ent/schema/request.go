@@ -52,6 +52,11 @@ func (Request) Fields() []ent.Field {
 		// its original's); null when the server verified nothing. Deliveries carry it as X-Adal-Verified.
 		field.Bool("verified").Optional().Nillable().Immutable(),
 		field.Int("replay_of_id").Optional().Nillable().Immutable().Annotations(entgql.Skip()),
+		// event_type is the request's type as its server reads it (empty: none).
+		field.String("event_type").Default("").Immutable(),
+		// schema_error is why the body did not follow its type's schema, under SHADOW validation (empty: it
+		// did, or nothing was checked).
+		field.String("schema_error").Default("").Immutable(),
 		// filtered_out are the recipients whose routing filter the request did not match: they got no
 		// delivery of it. bytea on PostgreSQL, as headers (headersField).
 		field.Ints("filtered_out").Optional().Immutable().
@@ -73,6 +78,9 @@ func (Request) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("server_id", "received_at"),
 		index.Fields("expires_at"),
+		// A server's requests of one event type, newest first; partial: most servers type nothing.
+		index.Fields("server_id", "event_type", "received_at").StorageKey("request_event_type").
+			Annotations(entsql.IndexWhere("event_type <> ''")),
 		// Purging an original sets its replays' replay_of_id to NULL; without this index every purged
 		// request would scan the whole table for replays. Partial: most requests are no replay.
 		index.Fields("replay_of_id").StorageKey("request_replays").

@@ -51,6 +51,14 @@ func (Server) Fields() []ent.Field {
 		field.String("response_content_type").Default("").Annotations(entgql.Skip()),
 		field.String("response_body").Default("").Annotations(entgql.Skip()),
 		// deleted_at stops intake at once while the server's stored requests live out their retention.
+		// event_type_header / event_type_path say where a request's event type is read (eventtype.Source): a
+		// header, or a JSON path of the body; both empty: requests have no type.
+		field.String("event_type_header").Default(""),
+		field.String("event_type_path").Default(""),
+		// schema_validation checks bodies against their type's schema: OFF, SHADOW (marks the request) or
+		// ENFORCE (refuses it with 422, free, nothing stored).
+		field.Enum("schema_validation").Values("OFF", "SHADOW", "ENFORCE").Default("OFF").
+			Annotations(entgql.Type("SchemaValidation")),
 		field.Time("deleted_at").Optional().Nillable(),
 		// kind ALERTS is a tenant's hidden server of alerts: its requests are the alerts Adal raises, its
 		// recipients the alert subscriptions. It has no inbound URL, is not listed and counts in no plan limit.

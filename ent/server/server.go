@@ -46,6 +46,12 @@ const (
 	FieldResponseContentType = "response_content_type"
 	// FieldResponseBody holds the string denoting the response_body field in the database.
 	FieldResponseBody = "response_body"
+	// FieldEventTypeHeader holds the string denoting the event_type_header field in the database.
+	FieldEventTypeHeader = "event_type_header"
+	// FieldEventTypePath holds the string denoting the event_type_path field in the database.
+	FieldEventTypePath = "event_type_path"
+	// FieldSchemaValidation holds the string denoting the schema_validation field in the database.
+	FieldSchemaValidation = "schema_validation"
 	// FieldDeletedAt holds the string denoting the deleted_at field in the database.
 	FieldDeletedAt = "deleted_at"
 	// FieldKind holds the string denoting the kind field in the database.
@@ -98,6 +104,9 @@ var Columns = []string{
 	FieldResponseStatus,
 	FieldResponseContentType,
 	FieldResponseBody,
+	FieldEventTypeHeader,
+	FieldEventTypePath,
+	FieldSchemaValidation,
 	FieldDeletedAt,
 	FieldKind,
 }
@@ -134,7 +143,38 @@ var (
 	DefaultResponseContentType string
 	// DefaultResponseBody holds the default value on creation for the "response_body" field.
 	DefaultResponseBody string
+	// DefaultEventTypeHeader holds the default value on creation for the "event_type_header" field.
+	DefaultEventTypeHeader string
+	// DefaultEventTypePath holds the default value on creation for the "event_type_path" field.
+	DefaultEventTypePath string
 )
+
+// SchemaValidation defines the type for the "schema_validation" enum field.
+type SchemaValidation string
+
+// SchemaValidationOFF is the default value of the SchemaValidation enum.
+const DefaultSchemaValidation = SchemaValidationOFF
+
+// SchemaValidation values.
+const (
+	SchemaValidationOFF     SchemaValidation = "OFF"
+	SchemaValidationSHADOW  SchemaValidation = "SHADOW"
+	SchemaValidationENFORCE SchemaValidation = "ENFORCE"
+)
+
+func (sv SchemaValidation) String() string {
+	return string(sv)
+}
+
+// SchemaValidationValidator is a validator for the "schema_validation" field enum values. It is called by the builders before save.
+func SchemaValidationValidator(sv SchemaValidation) error {
+	switch sv {
+	case SchemaValidationOFF, SchemaValidationSHADOW, SchemaValidationENFORCE:
+		return nil
+	default:
+		return fmt.Errorf("server: invalid enum value for schema_validation field: %q", sv)
+	}
+}
 
 // Kind defines the type for the "kind" enum field.
 type Kind string
@@ -230,6 +270,21 @@ func ByResponseBody(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldResponseBody, opts...).ToFunc()
 }
 
+// ByEventTypeHeader orders the results by the event_type_header field.
+func ByEventTypeHeader(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldEventTypeHeader, opts...).ToFunc()
+}
+
+// ByEventTypePath orders the results by the event_type_path field.
+func ByEventTypePath(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldEventTypePath, opts...).ToFunc()
+}
+
+// BySchemaValidation orders the results by the schema_validation field.
+func BySchemaValidation(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSchemaValidation, opts...).ToFunc()
+}
+
 // ByDeletedAt orders the results by the deleted_at field.
 func ByDeletedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldDeletedAt, opts...).ToFunc()
@@ -294,6 +349,24 @@ func newRequestsStep() *sqlgraph.Step {
 		sqlgraph.To(RequestsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, RequestsTable, RequestsColumn),
 	)
+}
+
+// MarshalGQL implements graphql.Marshaler interface.
+func (e SchemaValidation) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(e.String()))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface.
+func (e *SchemaValidation) UnmarshalGQL(val interface{}) error {
+	str, ok := val.(string)
+	if !ok {
+		return fmt.Errorf("enum %T must be a string", val)
+	}
+	*e = SchemaValidation(str)
+	if err := SchemaValidationValidator(*e); err != nil {
+		return fmt.Errorf("%s is not a valid SchemaValidation", str)
+	}
+	return nil
 }
 
 // MarshalGQL implements graphql.Marshaler interface.

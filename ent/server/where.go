@@ -115,6 +115,16 @@ func ResponseBody(v string) predicate.Server {
 	return predicate.Server(sql.FieldEQ(FieldResponseBody, v))
 }
 
+// EventTypeHeader applies equality check predicate on the "event_type_header" field. It's identical to EventTypeHeaderEQ.
+func EventTypeHeader(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldEventTypeHeader, v))
+}
+
+// EventTypePath applies equality check predicate on the "event_type_path" field. It's identical to EventTypePathEQ.
+func EventTypePath(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldEventTypePath, v))
+}
+
 // DeletedAt applies equality check predicate on the "deleted_at" field. It's identical to DeletedAtEQ.
 func DeletedAt(v time.Time) predicate.Server {
 	return predicate.Server(sql.FieldEQ(FieldDeletedAt, v))
@@ -743,6 +753,156 @@ func ResponseBodyEqualFold(v string) predicate.Server {
 // ResponseBodyContainsFold applies the ContainsFold predicate on the "response_body" field.
 func ResponseBodyContainsFold(v string) predicate.Server {
 	return predicate.Server(sql.FieldContainsFold(FieldResponseBody, v))
+}
+
+// EventTypeHeaderEQ applies the EQ predicate on the "event_type_header" field.
+func EventTypeHeaderEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderNEQ applies the NEQ predicate on the "event_type_header" field.
+func EventTypeHeaderNEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderIn applies the In predicate on the "event_type_header" field.
+func EventTypeHeaderIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldEventTypeHeader, vs...))
+}
+
+// EventTypeHeaderNotIn applies the NotIn predicate on the "event_type_header" field.
+func EventTypeHeaderNotIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldEventTypeHeader, vs...))
+}
+
+// EventTypeHeaderGT applies the GT predicate on the "event_type_header" field.
+func EventTypeHeaderGT(v string) predicate.Server {
+	return predicate.Server(sql.FieldGT(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderGTE applies the GTE predicate on the "event_type_header" field.
+func EventTypeHeaderGTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldGTE(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderLT applies the LT predicate on the "event_type_header" field.
+func EventTypeHeaderLT(v string) predicate.Server {
+	return predicate.Server(sql.FieldLT(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderLTE applies the LTE predicate on the "event_type_header" field.
+func EventTypeHeaderLTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldLTE(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderContains applies the Contains predicate on the "event_type_header" field.
+func EventTypeHeaderContains(v string) predicate.Server {
+	return predicate.Server(sql.FieldContains(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderHasPrefix applies the HasPrefix predicate on the "event_type_header" field.
+func EventTypeHeaderHasPrefix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasPrefix(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderHasSuffix applies the HasSuffix predicate on the "event_type_header" field.
+func EventTypeHeaderHasSuffix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasSuffix(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderEqualFold applies the EqualFold predicate on the "event_type_header" field.
+func EventTypeHeaderEqualFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldEqualFold(FieldEventTypeHeader, v))
+}
+
+// EventTypeHeaderContainsFold applies the ContainsFold predicate on the "event_type_header" field.
+func EventTypeHeaderContainsFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldContainsFold(FieldEventTypeHeader, v))
+}
+
+// EventTypePathEQ applies the EQ predicate on the "event_type_path" field.
+func EventTypePathEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldEventTypePath, v))
+}
+
+// EventTypePathNEQ applies the NEQ predicate on the "event_type_path" field.
+func EventTypePathNEQ(v string) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldEventTypePath, v))
+}
+
+// EventTypePathIn applies the In predicate on the "event_type_path" field.
+func EventTypePathIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldEventTypePath, vs...))
+}
+
+// EventTypePathNotIn applies the NotIn predicate on the "event_type_path" field.
+func EventTypePathNotIn(vs ...string) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldEventTypePath, vs...))
+}
+
+// EventTypePathGT applies the GT predicate on the "event_type_path" field.
+func EventTypePathGT(v string) predicate.Server {
+	return predicate.Server(sql.FieldGT(FieldEventTypePath, v))
+}
+
+// EventTypePathGTE applies the GTE predicate on the "event_type_path" field.
+func EventTypePathGTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldGTE(FieldEventTypePath, v))
+}
+
+// EventTypePathLT applies the LT predicate on the "event_type_path" field.
+func EventTypePathLT(v string) predicate.Server {
+	return predicate.Server(sql.FieldLT(FieldEventTypePath, v))
+}
+
+// EventTypePathLTE applies the LTE predicate on the "event_type_path" field.
+func EventTypePathLTE(v string) predicate.Server {
+	return predicate.Server(sql.FieldLTE(FieldEventTypePath, v))
+}
+
+// EventTypePathContains applies the Contains predicate on the "event_type_path" field.
+func EventTypePathContains(v string) predicate.Server {
+	return predicate.Server(sql.FieldContains(FieldEventTypePath, v))
+}
+
+// EventTypePathHasPrefix applies the HasPrefix predicate on the "event_type_path" field.
+func EventTypePathHasPrefix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasPrefix(FieldEventTypePath, v))
+}
+
+// EventTypePathHasSuffix applies the HasSuffix predicate on the "event_type_path" field.
+func EventTypePathHasSuffix(v string) predicate.Server {
+	return predicate.Server(sql.FieldHasSuffix(FieldEventTypePath, v))
+}
+
+// EventTypePathEqualFold applies the EqualFold predicate on the "event_type_path" field.
+func EventTypePathEqualFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldEqualFold(FieldEventTypePath, v))
+}
+
+// EventTypePathContainsFold applies the ContainsFold predicate on the "event_type_path" field.
+func EventTypePathContainsFold(v string) predicate.Server {
+	return predicate.Server(sql.FieldContainsFold(FieldEventTypePath, v))
+}
+
+// SchemaValidationEQ applies the EQ predicate on the "schema_validation" field.
+func SchemaValidationEQ(v SchemaValidation) predicate.Server {
+	return predicate.Server(sql.FieldEQ(FieldSchemaValidation, v))
+}
+
+// SchemaValidationNEQ applies the NEQ predicate on the "schema_validation" field.
+func SchemaValidationNEQ(v SchemaValidation) predicate.Server {
+	return predicate.Server(sql.FieldNEQ(FieldSchemaValidation, v))
+}
+
+// SchemaValidationIn applies the In predicate on the "schema_validation" field.
+func SchemaValidationIn(vs ...SchemaValidation) predicate.Server {
+	return predicate.Server(sql.FieldIn(FieldSchemaValidation, vs...))
+}
+
+// SchemaValidationNotIn applies the NotIn predicate on the "schema_validation" field.
+func SchemaValidationNotIn(vs ...SchemaValidation) predicate.Server {
+	return predicate.Server(sql.FieldNotIn(FieldSchemaValidation, vs...))
 }
 
 // DeletedAtEQ applies the EQ predicate on the "deleted_at" field.

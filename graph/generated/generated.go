@@ -28,6 +28,7 @@ import (
 	"github.com/adal-relay/adal/ent/recipient"
 	"github.com/adal-relay/adal/ent/rejection"
 	"github.com/adal-relay/adal/ent/request"
+	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/graph/model"
 	"github.com/adal-relay/adal/routing"
 	"github.com/adal-relay/adal/stats"
@@ -59,6 +60,7 @@ type ResolverRoot interface {
 	Subscription() SubscriptionResolver
 	Tenant() TenantResolver
 	Token() TokenResolver
+	TransformResult() TransformResultResolver
 }
 
 type DirectiveRoot struct {
@@ -76,18 +78,19 @@ type ComplexityRoot struct {
 	}
 
 	Attempt struct {
-		Answer       func(childComplexity int) int
-		Delivery     func(childComplexity int) int
-		DeliveryID   func(childComplexity int) int
-		DurationMs   func(childComplexity int) int
-		ErrorKind    func(childComplexity int) int
-		ErrorMessage func(childComplexity int) int
-		FinishedAt   func(childComplexity int) int
-		HTTPStatus   func(childComplexity int) int
-		ID           func(childComplexity int) int
-		Number       func(childComplexity int) int
-		StartedAt    func(childComplexity int) int
-		Status       func(childComplexity int) int
+		Answer           func(childComplexity int) int
+		Delivery         func(childComplexity int) int
+		DeliveryID       func(childComplexity int) int
+		DurationMs       func(childComplexity int) int
+		ErrorKind        func(childComplexity int) int
+		ErrorMessage     func(childComplexity int) int
+		FinishedAt       func(childComplexity int) int
+		HTTPStatus       func(childComplexity int) int
+		ID               func(childComplexity int) int
+		Number           func(childComplexity int) int
+		StartedAt        func(childComplexity int) int
+		Status           func(childComplexity int) int
+		TransformVersion func(childComplexity int) int
 	}
 
 	BulkJob struct {
@@ -205,6 +208,26 @@ type ComplexityRoot struct {
 		Topic         func(childComplexity int) int
 	}
 
+	EventType struct {
+		CreatedAt   func(childComplexity int) int
+		Description func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Schema      func(childComplexity int) int
+		UpdatedAt   func(childComplexity int) int
+	}
+
+	EventTypeConnection struct {
+		Edges      func(childComplexity int) int
+		PageInfo   func(childComplexity int) int
+		TotalCount func(childComplexity int) int
+	}
+
+	EventTypeEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	FilterResult struct {
 		Error   func(childComplexity int) int
 		Matches func(childComplexity int) int
@@ -273,11 +296,13 @@ type ComplexityRoot struct {
 		CancelDelivery          func(childComplexity int, id int) int
 		ChangeTenantPlan        func(childComplexity int, tenantID int, planID int) int
 		CreateAlertSubscription func(childComplexity int, input model.CreateAlertSubscriptionInput) int
+		CreateEventType         func(childComplexity int, input model.CreateEventTypeInput) int
 		CreatePlan              func(childComplexity int, input model.CreatePlanInput) int
 		CreateRecipient         func(childComplexity int, input model.CreateRecipientInput) int
 		CreateServer            func(childComplexity int, input model.CreateServerInput) int
 		CreateTenant            func(childComplexity int, input model.CreateTenantInput) int
 		DeleteAlertSubscription func(childComplexity int, id int) int
+		DeleteEventType         func(childComplexity int, id int) int
 		DeleteRecipient         func(childComplexity int, id int) int
 		DeleteServer            func(childComplexity int, id int) int
 		EnableRecipient         func(childComplexity int, id int) int
@@ -294,6 +319,8 @@ type ComplexityRoot struct {
 		RotateRecipientSecret   func(childComplexity int, id int, graceSeconds *int) int
 		SendOutbound            func(childComplexity int, input model.SendOutboundInput) int
 		SetLowCreditThreshold   func(childComplexity int, tenantID int, threshold *int) int
+		SetRecipientTransform   func(childComplexity int, recipientID int, source string) int
+		UpdateEventType         func(childComplexity int, id int, input model.UpdateEventTypeInput) int
 		UpdatePlan              func(childComplexity int, id int, input model.UpdatePlanInput) int
 		UpdateRecipient         func(childComplexity int, id int, input model.UpdateRecipientInput) int
 		UpdateServer            func(childComplexity int, id int, input model.UpdateServerInput) int
@@ -372,6 +399,7 @@ type ComplexityRoot struct {
 		Alerts             func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
 		BulkJob            func(childComplexity int, id int) int
 		BulkJobs           func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.BulkJobOrder, where *ent.BulkJobWhereInput) int
+		EventTypes         func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.EventTypeOrder, where *ent.EventTypeWhereInput) int
 		Ledger             func(childComplexity int, tenantID *int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int) int
 		Limits             func(childComplexity int) int
 		Node               func(childComplexity int, id int) int
@@ -387,14 +415,17 @@ type ComplexityRoot struct {
 		Tenants            func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) int
 		TestFilter         func(childComplexity int, filter any, requestID int) int
 		Tokens             func(childComplexity int, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TokenOrder, where *ent.TokenWhereInput) int
+		TryTransform       func(childComplexity int, source string, requestID int) int
 		Viewer             func(childComplexity int) int
 	}
 
 	Recipient struct {
+		Auth                    func(childComplexity int) int
 		CliConnected            func(childComplexity int) int
 		CreatedAt               func(childComplexity int) int
 		DeletedAt               func(childComplexity int) int
 		Destination             func(childComplexity int) int
+		EventTypes              func(childComplexity int) int
 		Filter                  func(childComplexity int) int
 		HourlyStats             func(childComplexity int, hours *int) int
 		ID                      func(childComplexity int) int
@@ -416,7 +447,20 @@ type ComplexityRoot struct {
 		StateChangedAt          func(childComplexity int) int
 		StateReason             func(childComplexity int) int
 		TimeoutSeconds          func(childComplexity int) int
+		Transform               func(childComplexity int) int
+		TransformVersions       func(childComplexity int) int
 		URL                     func(childComplexity int) int
+	}
+
+	RecipientAuth struct {
+		BasicUsername             func(childComplexity int) int
+		Bearer                    func(childComplexity int) int
+		ClientCertificateNotAfter func(childComplexity int) int
+		ClientCertificateSubject  func(childComplexity int) int
+		HeaderNames               func(childComplexity int) int
+		Oauth2ClientID            func(childComplexity int) int
+		Oauth2Scopes              func(childComplexity int) int
+		Oauth2TokenURL            func(childComplexity int) int
 	}
 
 	RecipientHour struct {
@@ -455,6 +499,7 @@ type ComplexityRoot struct {
 		BodyBase64  func(childComplexity int) int
 		BodySize    func(childComplexity int) int
 		Deliveries  func(childComplexity int) int
+		EventType   func(childComplexity int) int
 		ExpiresAt   func(childComplexity int) int
 		FilteredOut func(childComplexity int) int
 		Headers     func(childComplexity int) int
@@ -466,6 +511,7 @@ type ComplexityRoot struct {
 		ReceivedAt  func(childComplexity int) int
 		ReplayOf    func(childComplexity int) int
 		Replays     func(childComplexity int) int
+		SchemaError func(childComplexity int) int
 		Server      func(childComplexity int) int
 		ServerID    func(childComplexity int) int
 		SourceAddr  func(childComplexity int) int
@@ -503,6 +549,8 @@ type ComplexityRoot struct {
 		CreatedAt               func(childComplexity int) int
 		DeletedAt               func(childComplexity int) int
 		DeliverPendingOnConnect func(childComplexity int) int
+		EventTypeHeader         func(childComplexity int) int
+		EventTypePath           func(childComplexity int) int
 		ID                      func(childComplexity int) int
 		InboundURL              func(childComplexity int) int
 		MaxRequestsPerSecond    func(childComplexity int) int
@@ -514,6 +562,7 @@ type ComplexityRoot struct {
 		RequestsPerHour         func(childComplexity int, hours *int) int
 		Response                func(childComplexity int) int
 		RetentionDays           func(childComplexity int) int
+		SchemaValidation        func(childComplexity int) int
 		Tenant                  func(childComplexity int) int
 		Verification            func(childComplexity int) int
 	}
@@ -594,6 +643,26 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	TransformResult struct {
+		Body        func(childComplexity int) int
+		Cancelled   func(childComplexity int) int
+		Error       func(childComplexity int) int
+		ErrorReason func(childComplexity int) int
+		Headers     func(childComplexity int) int
+		Method      func(childComplexity int) int
+		Path        func(childComplexity int) int
+		Query       func(childComplexity int) int
+	}
+
+	TransformVersion struct {
+		CreatedAt   func(childComplexity int) int
+		CreatedBy   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Number      func(childComplexity int) int
+		RecipientID func(childComplexity int) int
+		Source      func(childComplexity int) int
+	}
+
 	Usage struct {
 		CreditsGranted   func(childComplexity int) int
 		CreditsSpent     func(childComplexity int) int
@@ -671,6 +740,10 @@ type MutationResolver interface {
 	ReportCliAttempt(ctx context.Context, input model.ReportCliAttemptInput) (bool, error)
 	RedeemSignInCode(ctx context.Context, code string) (*model.IssuedToken, error)
 	SendOutbound(ctx context.Context, input model.SendOutboundInput) (*ent.OutboundJob, error)
+	CreateEventType(ctx context.Context, input model.CreateEventTypeInput) (*ent.EventType, error)
+	UpdateEventType(ctx context.Context, id int, input model.UpdateEventTypeInput) (*ent.EventType, error)
+	DeleteEventType(ctx context.Context, id int) (*ent.EventType, error)
+	SetRecipientTransform(ctx context.Context, recipientID int, source string) (*ent.Recipient, error)
 	RotateRecipientSecret(ctx context.Context, id int, graceSeconds *int) (*ent.Recipient, error)
 	RevokeToken(ctx context.Context, id int) (*ent.Token, error)
 }
@@ -688,6 +761,7 @@ type OutboundJobResolver interface {
 type QueryResolver interface {
 	Node(ctx context.Context, id int) (ent.Noder, error)
 	Nodes(ctx context.Context, ids []int) ([]ent.Noder, error)
+	EventTypes(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.EventTypeOrder, where *ent.EventTypeWhereInput) (*ent.EventTypeConnection, error)
 	Plans(ctx context.Context) ([]*ent.Plan, error)
 	Tenants(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TenantOrder, where *ent.TenantWhereInput) (*ent.TenantConnection, error)
 	Tokens(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.TokenOrder, where *ent.TokenWhereInput) (*ent.TokenConnection, error)
@@ -706,12 +780,16 @@ type QueryResolver interface {
 	Limits(ctx context.Context) (*model.Limits, error)
 	TestFilter(ctx context.Context, filter any, requestID int) (*model.FilterResult, error)
 	OutboundJobs(ctx context.Context, after *entgql.Cursor[int], first *int, before *entgql.Cursor[int], last *int, orderBy *ent.OutboundJobOrder, where *ent.OutboundJobWhereInput) (*ent.OutboundJobConnection, error)
+	TryTransform(ctx context.Context, source string, requestID int) (*routing.TransformResult, error)
 }
 type RecipientResolver interface {
 	CliConnected(ctx context.Context, obj *ent.Recipient) (bool, error)
 	HourlyStats(ctx context.Context, obj *ent.Recipient, hours *int) ([]*stats.RecipientHour, error)
 	Destination(ctx context.Context, obj *ent.Recipient) (*routing.Destination, error)
 	Filter(ctx context.Context, obj *ent.Recipient) (any, error)
+	Auth(ctx context.Context, obj *ent.Recipient) (*routing.AuthSummary, error)
+	Transform(ctx context.Context, obj *ent.Recipient) (*ent.TransformVersion, error)
+	TransformVersions(ctx context.Context, obj *ent.Recipient) ([]*ent.TransformVersion, error)
 	SigningSecret(ctx context.Context, obj *ent.Recipient) (*string, error)
 }
 type RequestResolver interface {
@@ -745,6 +823,9 @@ type TenantResolver interface {
 }
 type TokenResolver interface {
 	Role(ctx context.Context, obj *ent.Token) (viewer.Role, error)
+}
+type TransformResultResolver interface {
+	Headers(ctx context.Context, obj *routing.TransformResult) ([]*model.Header, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -885,6 +966,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Status(childComplexity), true
+	case "Attempt.transformVersion":
+		if e.ComplexityRoot.Attempt.TransformVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.TransformVersion(childComplexity), true
 
 	case "BulkJob.createdAt":
 		if e.ComplexityRoot.BulkJob.CreatedAt == nil {
@@ -1389,6 +1476,75 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Destination.Topic(childComplexity), true
 
+	case "EventType.createdAt":
+		if e.ComplexityRoot.EventType.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventType.CreatedAt(childComplexity), true
+	case "EventType.description":
+		if e.ComplexityRoot.EventType.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventType.Description(childComplexity), true
+	case "EventType.id":
+		if e.ComplexityRoot.EventType.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventType.ID(childComplexity), true
+	case "EventType.name":
+		if e.ComplexityRoot.EventType.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventType.Name(childComplexity), true
+	case "EventType.schema":
+		if e.ComplexityRoot.EventType.Schema == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventType.Schema(childComplexity), true
+	case "EventType.updatedAt":
+		if e.ComplexityRoot.EventType.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventType.UpdatedAt(childComplexity), true
+
+	case "EventTypeConnection.edges":
+		if e.ComplexityRoot.EventTypeConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventTypeConnection.Edges(childComplexity), true
+	case "EventTypeConnection.pageInfo":
+		if e.ComplexityRoot.EventTypeConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventTypeConnection.PageInfo(childComplexity), true
+	case "EventTypeConnection.totalCount":
+		if e.ComplexityRoot.EventTypeConnection.TotalCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventTypeConnection.TotalCount(childComplexity), true
+
+	case "EventTypeEdge.cursor":
+		if e.ComplexityRoot.EventTypeEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventTypeEdge.Cursor(childComplexity), true
+	case "EventTypeEdge.node":
+		if e.ComplexityRoot.EventTypeEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventTypeEdge.Node(childComplexity), true
+
 	case "FilterResult.error":
 		if e.ComplexityRoot.FilterResult.Error == nil {
 			break
@@ -1702,6 +1858,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateAlertSubscription(childComplexity, args["input"].(model.CreateAlertSubscriptionInput)), true
+	case "Mutation.createEventType":
+		if e.ComplexityRoot.Mutation.CreateEventType == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createEventType_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateEventType(childComplexity, args["input"].(model.CreateEventTypeInput)), true
 	case "Mutation.createPlan":
 		if e.ComplexityRoot.Mutation.CreatePlan == nil {
 			break
@@ -1757,6 +1924,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteAlertSubscription(childComplexity, args["id"].(int)), true
+	case "Mutation.deleteEventType":
+		if e.ComplexityRoot.Mutation.DeleteEventType == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteEventType_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteEventType(childComplexity, args["id"].(int)), true
 	case "Mutation.deleteRecipient":
 		if e.ComplexityRoot.Mutation.DeleteRecipient == nil {
 			break
@@ -1933,6 +2111,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetLowCreditThreshold(childComplexity, args["tenantId"].(int), args["threshold"].(*int)), true
+	case "Mutation.setRecipientTransform":
+		if e.ComplexityRoot.Mutation.SetRecipientTransform == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setRecipientTransform_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetRecipientTransform(childComplexity, args["recipientId"].(int), args["source"].(string)), true
+	case "Mutation.updateEventType":
+		if e.ComplexityRoot.Mutation.UpdateEventType == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateEventType_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateEventType(childComplexity, args["id"].(int), args["input"].(model.UpdateEventTypeInput)), true
 	case "Mutation.updatePlan":
 		if e.ComplexityRoot.Mutation.UpdatePlan == nil {
 			break
@@ -2312,6 +2512,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.BulkJobs(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.BulkJobOrder), args["where"].(*ent.BulkJobWhereInput)), true
+	case "Query.eventTypes":
+		if e.ComplexityRoot.Query.EventTypes == nil {
+			break
+		}
+
+		args, err := ec.field_Query_eventTypes_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.EventTypes(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.EventTypeOrder), args["where"].(*ent.EventTypeWhereInput)), true
 
 	case "Query.ledger":
 		if e.ComplexityRoot.Query.Ledger == nil {
@@ -2468,6 +2679,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tokens(childComplexity, args["after"].(*entgql.Cursor[int]), args["first"].(*int), args["before"].(*entgql.Cursor[int]), args["last"].(*int), args["orderBy"].(*ent.TokenOrder), args["where"].(*ent.TokenWhereInput)), true
+	case "Query.tryTransform":
+		if e.ComplexityRoot.Query.TryTransform == nil {
+			break
+		}
+
+		args, err := ec.field_Query_tryTransform_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.TryTransform(childComplexity, args["source"].(string), args["requestId"].(int)), true
 	case "Query.viewer":
 		if e.ComplexityRoot.Query.Viewer == nil {
 			break
@@ -2475,6 +2697,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Viewer(childComplexity), true
 
+	case "Recipient.auth":
+		if e.ComplexityRoot.Recipient.Auth == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.Auth(childComplexity), true
 	case "Recipient.cliConnected":
 		if e.ComplexityRoot.Recipient.CliConnected == nil {
 			break
@@ -2499,6 +2727,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.Destination(childComplexity), true
+	case "Recipient.eventTypes":
+		if e.ComplexityRoot.Recipient.EventTypes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.EventTypes(childComplexity), true
 	case "Recipient.filter":
 		if e.ComplexityRoot.Recipient.Filter == nil {
 			break
@@ -2630,12 +2864,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Recipient.TimeoutSeconds(childComplexity), true
+	case "Recipient.transform":
+		if e.ComplexityRoot.Recipient.Transform == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.Transform(childComplexity), true
+	case "Recipient.transformVersions":
+		if e.ComplexityRoot.Recipient.TransformVersions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Recipient.TransformVersions(childComplexity), true
 	case "Recipient.url":
 		if e.ComplexityRoot.Recipient.URL == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Recipient.URL(childComplexity), true
+
+	case "RecipientAuth.basicUsername":
+		if e.ComplexityRoot.RecipientAuth.BasicUsername == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientAuth.BasicUsername(childComplexity), true
+	case "RecipientAuth.bearer":
+		if e.ComplexityRoot.RecipientAuth.Bearer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientAuth.Bearer(childComplexity), true
+	case "RecipientAuth.clientCertificateNotAfter":
+		if e.ComplexityRoot.RecipientAuth.ClientCertificateNotAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientAuth.ClientCertificateNotAfter(childComplexity), true
+	case "RecipientAuth.clientCertificateSubject":
+		if e.ComplexityRoot.RecipientAuth.ClientCertificateSubject == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientAuth.ClientCertificateSubject(childComplexity), true
+	case "RecipientAuth.headerNames":
+		if e.ComplexityRoot.RecipientAuth.HeaderNames == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientAuth.HeaderNames(childComplexity), true
+	case "RecipientAuth.oauth2ClientId":
+		if e.ComplexityRoot.RecipientAuth.Oauth2ClientID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientAuth.Oauth2ClientID(childComplexity), true
+	case "RecipientAuth.oauth2Scopes":
+		if e.ComplexityRoot.RecipientAuth.Oauth2Scopes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientAuth.Oauth2Scopes(childComplexity), true
+	case "RecipientAuth.oauth2TokenUrl":
+		if e.ComplexityRoot.RecipientAuth.Oauth2TokenURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RecipientAuth.Oauth2TokenURL(childComplexity), true
 
 	case "RecipientHour.attempts":
 		if e.ComplexityRoot.RecipientHour.Attempts == nil {
@@ -2779,6 +3074,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Request.Deliveries(childComplexity), true
+	case "Request.eventType":
+		if e.ComplexityRoot.Request.EventType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Request.EventType(childComplexity), true
 	case "Request.expiresAt":
 		if e.ComplexityRoot.Request.ExpiresAt == nil {
 			break
@@ -2845,6 +3146,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Request.Replays(childComplexity), true
+	case "Request.schemaError":
+		if e.ComplexityRoot.Request.SchemaError == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Request.SchemaError(childComplexity), true
 	case "Request.server":
 		if e.ComplexityRoot.Request.Server == nil {
 			break
@@ -2982,6 +3289,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Server.DeliverPendingOnConnect(childComplexity), true
+	case "Server.eventTypeHeader":
+		if e.ComplexityRoot.Server.EventTypeHeader == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.EventTypeHeader(childComplexity), true
+	case "Server.eventTypePath":
+		if e.ComplexityRoot.Server.EventTypePath == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.EventTypePath(childComplexity), true
 	case "Server.id":
 		if e.ComplexityRoot.Server.ID == nil {
 			break
@@ -3058,6 +3377,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Server.RetentionDays(childComplexity), true
+	case "Server.schemaValidation":
+		if e.ComplexityRoot.Server.SchemaValidation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Server.SchemaValidation(childComplexity), true
 	case "Server.tenant":
 		if e.ComplexityRoot.Server.Tenant == nil {
 			break
@@ -3370,6 +3695,92 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TokenEdge.Node(childComplexity), true
 
+	case "TransformResult.body":
+		if e.ComplexityRoot.TransformResult.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformResult.Body(childComplexity), true
+	case "TransformResult.cancelled":
+		if e.ComplexityRoot.TransformResult.Cancelled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformResult.Cancelled(childComplexity), true
+	case "TransformResult.error":
+		if e.ComplexityRoot.TransformResult.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformResult.Error(childComplexity), true
+	case "TransformResult.errorReason":
+		if e.ComplexityRoot.TransformResult.ErrorReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformResult.ErrorReason(childComplexity), true
+	case "TransformResult.headers":
+		if e.ComplexityRoot.TransformResult.Headers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformResult.Headers(childComplexity), true
+	case "TransformResult.method":
+		if e.ComplexityRoot.TransformResult.Method == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformResult.Method(childComplexity), true
+	case "TransformResult.path":
+		if e.ComplexityRoot.TransformResult.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformResult.Path(childComplexity), true
+	case "TransformResult.query":
+		if e.ComplexityRoot.TransformResult.Query == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformResult.Query(childComplexity), true
+
+	case "TransformVersion.createdAt":
+		if e.ComplexityRoot.TransformVersion.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformVersion.CreatedAt(childComplexity), true
+	case "TransformVersion.createdBy":
+		if e.ComplexityRoot.TransformVersion.CreatedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformVersion.CreatedBy(childComplexity), true
+	case "TransformVersion.id":
+		if e.ComplexityRoot.TransformVersion.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformVersion.ID(childComplexity), true
+	case "TransformVersion.number":
+		if e.ComplexityRoot.TransformVersion.Number == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformVersion.Number(childComplexity), true
+	case "TransformVersion.recipientID":
+		if e.ComplexityRoot.TransformVersion.RecipientID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformVersion.RecipientID(childComplexity), true
+	case "TransformVersion.source":
+		if e.ComplexityRoot.TransformVersion.Source == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TransformVersion.Source(childComplexity), true
+
 	case "Usage.creditsGranted":
 		if e.ComplexityRoot.Usage.CreditsGranted == nil {
 			break
@@ -3503,10 +3914,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("AttemptWhereInput", ec.unmarshalInputAttemptWhereInput),
+			graphql.NewInputUnmarshaler("BasicAuthInput", ec.unmarshalInputBasicAuthInput),
 			graphql.NewInputUnmarshaler("BulkFilter", ec.unmarshalInputBulkFilter),
 			graphql.NewInputUnmarshaler("BulkJobOrder", ec.unmarshalInputBulkJobOrder),
 			graphql.NewInputUnmarshaler("BulkJobWhereInput", ec.unmarshalInputBulkJobWhereInput),
+			graphql.NewInputUnmarshaler("ClientCertificateInput", ec.unmarshalInputClientCertificateInput),
 			graphql.NewInputUnmarshaler("CreateAlertSubscriptionInput", ec.unmarshalInputCreateAlertSubscriptionInput),
+			graphql.NewInputUnmarshaler("CreateEventTypeInput", ec.unmarshalInputCreateEventTypeInput),
 			graphql.NewInputUnmarshaler("CreatePlanInput", ec.unmarshalInputCreatePlanInput),
 			graphql.NewInputUnmarshaler("CreateRecipientInput", ec.unmarshalInputCreateRecipientInput),
 			graphql.NewInputUnmarshaler("CreateServerInput", ec.unmarshalInputCreateServerInput),
@@ -3514,15 +3928,19 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("DeliveryOrder", ec.unmarshalInputDeliveryOrder),
 			graphql.NewInputUnmarshaler("DeliveryWhereInput", ec.unmarshalInputDeliveryWhereInput),
 			graphql.NewInputUnmarshaler("DestinationInput", ec.unmarshalInputDestinationInput),
+			graphql.NewInputUnmarshaler("EventTypeOrder", ec.unmarshalInputEventTypeOrder),
+			graphql.NewInputUnmarshaler("EventTypeWhereInput", ec.unmarshalInputEventTypeWhereInput),
 			graphql.NewInputUnmarshaler("HeaderInput", ec.unmarshalInputHeaderInput),
 			graphql.NewInputUnmarshaler("IssueTokenInput", ec.unmarshalInputIssueTokenInput),
 			graphql.NewInputUnmarshaler("LedgerEntryOrder", ec.unmarshalInputLedgerEntryOrder),
 			graphql.NewInputUnmarshaler("LedgerEntryWhereInput", ec.unmarshalInputLedgerEntryWhereInput),
+			graphql.NewInputUnmarshaler("OAuth2Input", ec.unmarshalInputOAuth2Input),
 			graphql.NewInputUnmarshaler("OutboundAttemptWhereInput", ec.unmarshalInputOutboundAttemptWhereInput),
 			graphql.NewInputUnmarshaler("OutboundJobOrder", ec.unmarshalInputOutboundJobOrder),
 			graphql.NewInputUnmarshaler("OutboundJobWhereInput", ec.unmarshalInputOutboundJobWhereInput),
 			graphql.NewInputUnmarshaler("PlanOrder", ec.unmarshalInputPlanOrder),
 			graphql.NewInputUnmarshaler("PlanWhereInput", ec.unmarshalInputPlanWhereInput),
+			graphql.NewInputUnmarshaler("RecipientAuthInput", ec.unmarshalInputRecipientAuthInput),
 			graphql.NewInputUnmarshaler("RecipientOrder", ec.unmarshalInputRecipientOrder),
 			graphql.NewInputUnmarshaler("RecipientWhereInput", ec.unmarshalInputRecipientWhereInput),
 			graphql.NewInputUnmarshaler("RejectionOrder", ec.unmarshalInputRejectionOrder),
@@ -3537,6 +3955,9 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("TenantWhereInput", ec.unmarshalInputTenantWhereInput),
 			graphql.NewInputUnmarshaler("TokenOrder", ec.unmarshalInputTokenOrder),
 			graphql.NewInputUnmarshaler("TokenWhereInput", ec.unmarshalInputTokenWhereInput),
+			graphql.NewInputUnmarshaler("TransformVersionOrder", ec.unmarshalInputTransformVersionOrder),
+			graphql.NewInputUnmarshaler("TransformVersionWhereInput", ec.unmarshalInputTransformVersionWhereInput),
+			graphql.NewInputUnmarshaler("UpdateEventTypeInput", ec.unmarshalInputUpdateEventTypeInput),
 			graphql.NewInputUnmarshaler("UpdatePlanInput", ec.unmarshalInputUpdatePlanInput),
 			graphql.NewInputUnmarshaler("UpdateRecipientInput", ec.unmarshalInputUpdateRecipientInput),
 			graphql.NewInputUnmarshaler("UpdateServerInput", ec.unmarshalInputUpdateServerInput),
@@ -4416,6 +4837,151 @@ extend type Mutation {
   sendOutbound(input: SendOutboundInput!): OutboundJob!
 }
 `, BuiltIn: false},
+	{Name: "../shape.graphqls", Input: `# Event types, transformations and destination auth: naming what a request is, reshaping it on its way, and
+# authenticating to the receiver.
+
+input CreateEventTypeInput {
+  "Operators name the tenant; tenant owners create in their own."
+  tenantId: ID
+  "Letters, digits and . _ - : / (order.paid, stripe/charge.succeeded), unique in the tenant."
+  name: String!
+  description: String
+  "A JSON Schema (draft 2020-12) the type's bodies follow; refused if it does not compile. No remote $ref."
+  schema: String
+}
+
+input UpdateEventTypeInput {
+  description: String
+  schema: String
+  "Removes the schema: any body of the type is valid."
+  clearSchema: Boolean
+}
+
+extend input CreateServerInput {
+  "The header a request's event type is read from (e.g. X-GitHub-Event). Give this or eventTypePath."
+  eventTypeHeader: String
+  "The JSON path of the body a request's event type is read from (e.g. type, data.object.type)."
+  eventTypePath: String
+  """
+  Checks bodies against their event type's schema: OFF (default), SHADOW (accepts, and marks
+  Request.schemaError), ENFORCE (answers 422 with the first error; the request is neither stored nor charged).
+  A request without a type, or of a type without a schema, is never refused.
+  """
+  schemaValidation: SchemaValidation
+}
+
+extend input UpdateServerInput {
+  eventTypeHeader: String
+  eventTypePath: String
+  "Requests have no type from now on."
+  clearEventTypeSource: Boolean
+  schemaValidation: SchemaValidation
+}
+
+"How a recipient authenticates to its receiver (DIRECT_HTTP only). Secrets are write-only."
+input RecipientAuthInput {
+  "Custom headers sent on every attempt (an API key, say); their values are secret."
+  headers: [HeaderInput!]
+  basic: BasicAuthInput
+  "A static bearer token."
+  bearer: String
+  oauth2: OAuth2Input
+  "A client certificate presented to the receiver (mutual TLS)."
+  clientCertificate: ClientCertificateInput
+}
+
+input BasicAuthInput {
+  username: String!
+  password: String!
+}
+
+"OAuth2 client credentials: a token is fetched, cached until it expires, and fetched again on a 401."
+input OAuth2Input {
+  tokenUrl: String!
+  clientId: String!
+  clientSecret: String!
+  scopes: [String!]
+  audience: String
+}
+
+input ClientCertificateInput {
+  "The certificate (and chain), PEM."
+  certificatePem: String!
+  "Its private key, PEM; write-only."
+  keyPem: String!
+}
+
+"A recipient's authentication as the API shows it: what is set, never a secret."
+type RecipientAuth {
+  headerNames: [String!]!
+  basicUsername: String
+  bearer: Boolean!
+  oauth2TokenUrl: String
+  oauth2ClientId: String
+  oauth2Scopes: [String!]
+  clientCertificateSubject: String
+  clientCertificateNotAfter: Time
+}
+
+"What a transformation made of a stored request (tryTransform)."
+type TransformResult {
+  "The function returned null: the delivery would be cancelled."
+  cancelled: Boolean!
+  method: String
+  path: String
+  query: String
+  headers: [Header!]
+  body: String
+  "Why the function failed (it threw, ran out of time or memory, returned something else); null when it ran."
+  error: String
+  "THROW, TIMEOUT, MEMORY or RESULT when it failed."
+  errorReason: String
+}
+
+extend type Recipient {
+  "How attempts authenticate to the receiver; null when they do not."
+  auth: RecipientAuth
+  "The transformation every attempt runs first; null when none."
+  transform: TransformVersion
+  "Every saved version of the recipient's transformation, newest first."
+  transformVersions: [TransformVersion!]!
+}
+
+extend input CreateRecipientInput {
+  "Event types the recipient gets (a trailing * matches a suffix: order.*); empty or absent: every request."
+  eventTypes: [String!]
+  auth: RecipientAuthInput
+}
+
+extend input UpdateRecipientInput {
+  "Replaces the recipient's event types; [] subscribes it to every request."
+  eventTypes: [String!]
+  "Replaces the recipient's authentication."
+  auth: RecipientAuthInput
+  "Removes the recipient's authentication."
+  clearAuth: Boolean
+}
+
+extend type Query {
+  """
+  Runs a transformation on a stored request of the viewer's, as an attempt would, without saving or sending
+  anything: the editor's "try it". A source that does not compile is INVALID_INPUT with its line and column.
+  """
+  tryTransform(source: String!, requestId: ID!): TransformResult!
+}
+
+extend type Mutation {
+  createEventType(input: CreateEventTypeInput!): EventType!
+  updateEventType(id: ID!, input: UpdateEventTypeInput!): EventType!
+  "Deletes the type; requests keep their type name, recipients their subscriptions."
+  deleteEventType(id: ID!): EventType!
+  """
+  Saves a new version of the recipient's transformation (compiled first: a syntax error is INVALID_INPUT with
+  line and column) and makes it current; an empty source removes the transformation (a version too).
+  """
+  setRecipientTransform(recipientId: ID!, source: String!): Recipient!
+}
+`, BuiltIn: false},
 	{Name: "../signing.graphqls", Input: `# Signed deliveries: every attempt carries an id, a timestamp and a Standard Webhooks signature, made with the
 # recipient's signing secret, so that a recipient can tell a delivery from Adal from a forgery or a replay.
 
@@ -4641,6 +5207,7 @@ type Attempt implements Node {
   errorKind: AttemptErrorKind
   errorMessage: String!
   answer: String!
+  transformVersion: Int
   delivery: Delivery!
 }
 """
@@ -4655,6 +5222,8 @@ enum AttemptErrorKind @goModel(model: "github.com/adal-relay/adal/ent/attempt.Er
   CLI_LOCAL
   INTERRUPTED
   BROKER_REFUSED
+  TRANSFORM
+  AUTH
 }
 """
 AttemptStatus is enum for the field status
@@ -4794,6 +5363,19 @@ input AttemptWhereInput {
   answerHasSuffix: String
   answerEqualFold: String
   answerContainsFold: String
+  """
+  transform_version field predicates
+  """
+  transformVersion: Int
+  transformVersionNEQ: Int
+  transformVersionIn: [Int!]
+  transformVersionNotIn: [Int!]
+  transformVersionGT: Int
+  transformVersionGTE: Int
+  transformVersionLT: Int
+  transformVersionLTE: Int
+  transformVersionIsNil: Boolean
+  transformVersionNotNil: Boolean
   """
   delivery edge predicates
   """
@@ -5269,6 +5851,156 @@ input DeliveryWhereInput {
   """
   hasAttempts: Boolean
   hasAttemptsWith: [AttemptWhereInput!]
+}
+type EventType implements Node {
+  id: ID!
+  createdAt: Time!
+  name: String!
+  description: String!
+  schema: String
+  updatedAt: Time!
+}
+"""
+A connection to a list of items.
+"""
+type EventTypeConnection {
+  """
+  A list of edges.
+  """
+  edges: [EventTypeEdge]
+  """
+  Information to aid in pagination.
+  """
+  pageInfo: PageInfo!
+  """
+  Identifies the total count of items in the connection.
+  """
+  totalCount: Int!
+}
+"""
+An edge in a connection.
+"""
+type EventTypeEdge {
+  """
+  The item at the end of the edge.
+  """
+  node: EventType
+  """
+  A cursor for use in pagination.
+  """
+  cursor: Cursor!
+}
+"""
+Ordering options for EventType connections
+"""
+input EventTypeOrder {
+  """
+  The ordering direction.
+  """
+  direction: OrderDirection! = ASC
+  """
+  The field by which to order EventTypes.
+  """
+  field: EventTypeOrderField!
+}
+"""
+Properties by which EventType connections can be ordered.
+"""
+enum EventTypeOrderField {
+  CREATED_AT
+  NAME
+}
+"""
+EventTypeWhereInput is used for filtering EventType objects.
+Input was generated by ent.
+"""
+input EventTypeWhereInput {
+  not: EventTypeWhereInput
+  and: [EventTypeWhereInput!]
+  or: [EventTypeWhereInput!]
+  """
+  id field predicates
+  """
+  id: ID
+  idNEQ: ID
+  idIn: [ID!]
+  idNotIn: [ID!]
+  idGT: ID
+  idGTE: ID
+  idLT: ID
+  idLTE: ID
+  """
+  created_at field predicates
+  """
+  createdAt: Time
+  createdAtNEQ: Time
+  createdAtIn: [Time!]
+  createdAtNotIn: [Time!]
+  createdAtGT: Time
+  createdAtGTE: Time
+  createdAtLT: Time
+  createdAtLTE: Time
+  """
+  name field predicates
+  """
+  name: String
+  nameNEQ: String
+  nameIn: [String!]
+  nameNotIn: [String!]
+  nameGT: String
+  nameGTE: String
+  nameLT: String
+  nameLTE: String
+  nameContains: String
+  nameHasPrefix: String
+  nameHasSuffix: String
+  nameEqualFold: String
+  nameContainsFold: String
+  """
+  description field predicates
+  """
+  description: String
+  descriptionNEQ: String
+  descriptionIn: [String!]
+  descriptionNotIn: [String!]
+  descriptionGT: String
+  descriptionGTE: String
+  descriptionLT: String
+  descriptionLTE: String
+  descriptionContains: String
+  descriptionHasPrefix: String
+  descriptionHasSuffix: String
+  descriptionEqualFold: String
+  descriptionContainsFold: String
+  """
+  schema field predicates
+  """
+  schema: String
+  schemaNEQ: String
+  schemaIn: [String!]
+  schemaNotIn: [String!]
+  schemaGT: String
+  schemaGTE: String
+  schemaLT: String
+  schemaLTE: String
+  schemaContains: String
+  schemaHasPrefix: String
+  schemaHasSuffix: String
+  schemaIsNil: Boolean
+  schemaNotNil: Boolean
+  schemaEqualFold: String
+  schemaContainsFold: String
+  """
+  updated_at field predicates
+  """
+  updatedAt: Time
+  updatedAtNEQ: Time
+  updatedAtIn: [Time!]
+  updatedAtNotIn: [Time!]
+  updatedAtGT: Time
+  updatedAtGTE: Time
+  updatedAtLT: Time
+  updatedAtLTE: Time
 }
 type LedgerEntry implements Node {
   id: ID!
@@ -6034,6 +6766,37 @@ type Query {
     """
     ids: [ID!]!
   ): [Node]!
+  eventTypes(
+    """
+    Returns the elements in the list that come after the specified cursor.
+    """
+    after: Cursor
+
+    """
+    Returns the first _n_ elements from the list.
+    """
+    first: Int
+
+    """
+    Returns the elements in the list that come before the specified cursor.
+    """
+    before: Cursor
+
+    """
+    Returns the last _n_ elements from the list.
+    """
+    last: Int
+
+    """
+    Ordering options for EventTypes returned from the connection.
+    """
+    orderBy: EventTypeOrder
+
+    """
+    Filtering options for EventTypes returned from the connection.
+    """
+    where: EventTypeWhereInput
+  ): EventTypeConnection!
   plans: [Plan!]!
   tenants(
     """
@@ -6122,6 +6885,7 @@ type Recipient implements Node {
   previousSecretExpiresAt: Time
   signatureHeaders: SignatureHeaders!
   maxConcurrency: Int
+  eventTypes: [String!]
   server: Server!
 }
 """
@@ -6459,6 +7223,8 @@ type Request implements Node {
   expiresAt: Time!
   status: RequestStatus!
   verified: Boolean
+  eventType: String!
+  schemaError: String!
   server: Server!
   replayOf: Request
   replays: [Request!]
@@ -6665,6 +7431,38 @@ input RequestWhereInput {
   verifiedIsNil: Boolean
   verifiedNotNil: Boolean
   """
+  event_type field predicates
+  """
+  eventType: String
+  eventTypeNEQ: String
+  eventTypeIn: [String!]
+  eventTypeNotIn: [String!]
+  eventTypeGT: String
+  eventTypeGTE: String
+  eventTypeLT: String
+  eventTypeLTE: String
+  eventTypeContains: String
+  eventTypeHasPrefix: String
+  eventTypeHasSuffix: String
+  eventTypeEqualFold: String
+  eventTypeContainsFold: String
+  """
+  schema_error field predicates
+  """
+  schemaError: String
+  schemaErrorNEQ: String
+  schemaErrorIn: [String!]
+  schemaErrorNotIn: [String!]
+  schemaErrorGT: String
+  schemaErrorGTE: String
+  schemaErrorLT: String
+  schemaErrorLTE: String
+  schemaErrorContains: String
+  schemaErrorHasPrefix: String
+  schemaErrorHasSuffix: String
+  schemaErrorEqualFold: String
+  schemaErrorContainsFold: String
+  """
   server edge predicates
   """
   hasServer: Boolean
@@ -6693,6 +7491,14 @@ enum RetrySchedule @goModel(model: "github.com/adal-relay/adal/ent/recipient.Ret
   STEPPED
   EXPONENTIAL
 }
+"""
+SchemaValidation is enum for the field schema_validation
+"""
+enum SchemaValidation @goModel(model: "github.com/adal-relay/adal/ent/server.SchemaValidation") {
+  OFF
+  SHADOW
+  ENFORCE
+}
 type Server implements Node {
   id: ID!
   createdAt: Time!
@@ -6704,6 +7510,9 @@ type Server implements Node {
   deliverPendingOnConnect: Boolean!
   retentionDays: Int
   maxRequestsPerSecond: Int
+  eventTypeHeader: String!
+  eventTypePath: String!
+  schemaValidation: SchemaValidation!
   deletedAt: Time
 }
 """
@@ -6833,6 +7642,45 @@ input ServerWhereInput {
   maxRequestsPerSecondLTE: Int
   maxRequestsPerSecondIsNil: Boolean
   maxRequestsPerSecondNotNil: Boolean
+  """
+  event_type_header field predicates
+  """
+  eventTypeHeader: String
+  eventTypeHeaderNEQ: String
+  eventTypeHeaderIn: [String!]
+  eventTypeHeaderNotIn: [String!]
+  eventTypeHeaderGT: String
+  eventTypeHeaderGTE: String
+  eventTypeHeaderLT: String
+  eventTypeHeaderLTE: String
+  eventTypeHeaderContains: String
+  eventTypeHeaderHasPrefix: String
+  eventTypeHeaderHasSuffix: String
+  eventTypeHeaderEqualFold: String
+  eventTypeHeaderContainsFold: String
+  """
+  event_type_path field predicates
+  """
+  eventTypePath: String
+  eventTypePathNEQ: String
+  eventTypePathIn: [String!]
+  eventTypePathNotIn: [String!]
+  eventTypePathGT: String
+  eventTypePathGTE: String
+  eventTypePathLT: String
+  eventTypePathLTE: String
+  eventTypePathContains: String
+  eventTypePathHasPrefix: String
+  eventTypePathHasSuffix: String
+  eventTypePathEqualFold: String
+  eventTypePathContainsFold: String
+  """
+  schema_validation field predicates
+  """
+  schemaValidation: SchemaValidation
+  schemaValidationNEQ: SchemaValidation
+  schemaValidationIn: [SchemaValidation!]
+  schemaValidationNotIn: [SchemaValidation!]
   """
   deleted_at field predicates
   """
@@ -7135,6 +7983,118 @@ input TokenWhereInput {
   hasTenant: Boolean
   hasTenantWith: [TenantWhereInput!]
 }
+type TransformVersion implements Node {
+  id: ID!
+  createdAt: Time!
+  recipientID: Int!
+  number: Int!
+  source: String!
+  createdBy: String!
+}
+"""
+Ordering options for TransformVersion connections
+"""
+input TransformVersionOrder {
+  """
+  The ordering direction.
+  """
+  direction: OrderDirection! = ASC
+  """
+  The field by which to order TransformVersions.
+  """
+  field: TransformVersionOrderField!
+}
+"""
+Properties by which TransformVersion connections can be ordered.
+"""
+enum TransformVersionOrderField {
+  CREATED_AT
+}
+"""
+TransformVersionWhereInput is used for filtering TransformVersion objects.
+Input was generated by ent.
+"""
+input TransformVersionWhereInput {
+  not: TransformVersionWhereInput
+  and: [TransformVersionWhereInput!]
+  or: [TransformVersionWhereInput!]
+  """
+  id field predicates
+  """
+  id: ID
+  idNEQ: ID
+  idIn: [ID!]
+  idNotIn: [ID!]
+  idGT: ID
+  idGTE: ID
+  idLT: ID
+  idLTE: ID
+  """
+  created_at field predicates
+  """
+  createdAt: Time
+  createdAtNEQ: Time
+  createdAtIn: [Time!]
+  createdAtNotIn: [Time!]
+  createdAtGT: Time
+  createdAtGTE: Time
+  createdAtLT: Time
+  createdAtLTE: Time
+  """
+  recipient_id field predicates
+  """
+  recipientID: Int
+  recipientIDNEQ: Int
+  recipientIDIn: [Int!]
+  recipientIDNotIn: [Int!]
+  recipientIDGT: Int
+  recipientIDGTE: Int
+  recipientIDLT: Int
+  recipientIDLTE: Int
+  """
+  number field predicates
+  """
+  number: Int
+  numberNEQ: Int
+  numberIn: [Int!]
+  numberNotIn: [Int!]
+  numberGT: Int
+  numberGTE: Int
+  numberLT: Int
+  numberLTE: Int
+  """
+  source field predicates
+  """
+  source: String
+  sourceNEQ: String
+  sourceIn: [String!]
+  sourceNotIn: [String!]
+  sourceGT: String
+  sourceGTE: String
+  sourceLT: String
+  sourceLTE: String
+  sourceContains: String
+  sourceHasPrefix: String
+  sourceHasSuffix: String
+  sourceEqualFold: String
+  sourceContainsFold: String
+  """
+  created_by field predicates
+  """
+  createdBy: String
+  createdByNEQ: String
+  createdByIn: [String!]
+  createdByNotIn: [String!]
+  createdByGT: String
+  createdByGTE: String
+  createdByLT: String
+  createdByLTE: String
+  createdByContains: String
+  createdByHasPrefix: String
+  createdByHasSuffix: String
+  createdByEqualFold: String
+  createdByContainsFold: String
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -7187,6 +8147,8 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_errorMessage(ctx, field)
 	case "answer":
 		return ec.fieldContext_Attempt_answer(ctx, field)
+	case "transformVersion":
+		return ec.fieldContext_Attempt_transformVersion(ctx, field)
 	case "delivery":
 		return ec.fieldContext_Attempt_delivery(ctx, field)
 	}
@@ -7421,6 +8383,46 @@ func (ec *executionContext) childFields_Destination(ctx context.Context, field g
 		return ec.fieldContext_Destination_hasPassword(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Destination", field.Name)
+}
+
+func (ec *executionContext) childFields_EventType(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_EventType_id(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_EventType_createdAt(ctx, field)
+	case "name":
+		return ec.fieldContext_EventType_name(ctx, field)
+	case "description":
+		return ec.fieldContext_EventType_description(ctx, field)
+	case "schema":
+		return ec.fieldContext_EventType_schema(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_EventType_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type EventType", field.Name)
+}
+
+func (ec *executionContext) childFields_EventTypeConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_EventTypeConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_EventTypeConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_EventTypeConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type EventTypeConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_EventTypeEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_EventTypeEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_EventTypeEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type EventTypeEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_FilterResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7723,6 +8725,8 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_signatureHeaders(ctx, field)
 	case "maxConcurrency":
 		return ec.fieldContext_Recipient_maxConcurrency(ctx, field)
+	case "eventTypes":
+		return ec.fieldContext_Recipient_eventTypes(ctx, field)
 	case "server":
 		return ec.fieldContext_Recipient_server(ctx, field)
 	case "cliConnected":
@@ -7733,10 +8737,38 @@ func (ec *executionContext) childFields_Recipient(ctx context.Context, field gra
 		return ec.fieldContext_Recipient_destination(ctx, field)
 	case "filter":
 		return ec.fieldContext_Recipient_filter(ctx, field)
+	case "auth":
+		return ec.fieldContext_Recipient_auth(ctx, field)
+	case "transform":
+		return ec.fieldContext_Recipient_transform(ctx, field)
+	case "transformVersions":
+		return ec.fieldContext_Recipient_transformVersions(ctx, field)
 	case "signingSecret":
 		return ec.fieldContext_Recipient_signingSecret(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Recipient", field.Name)
+}
+
+func (ec *executionContext) childFields_RecipientAuth(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "headerNames":
+		return ec.fieldContext_RecipientAuth_headerNames(ctx, field)
+	case "basicUsername":
+		return ec.fieldContext_RecipientAuth_basicUsername(ctx, field)
+	case "bearer":
+		return ec.fieldContext_RecipientAuth_bearer(ctx, field)
+	case "oauth2TokenUrl":
+		return ec.fieldContext_RecipientAuth_oauth2TokenUrl(ctx, field)
+	case "oauth2ClientId":
+		return ec.fieldContext_RecipientAuth_oauth2ClientId(ctx, field)
+	case "oauth2Scopes":
+		return ec.fieldContext_RecipientAuth_oauth2Scopes(ctx, field)
+	case "clientCertificateSubject":
+		return ec.fieldContext_RecipientAuth_clientCertificateSubject(ctx, field)
+	case "clientCertificateNotAfter":
+		return ec.fieldContext_RecipientAuth_clientCertificateNotAfter(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RecipientAuth", field.Name)
 }
 
 func (ec *executionContext) childFields_RecipientHour(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7825,6 +8857,10 @@ func (ec *executionContext) childFields_Request(ctx context.Context, field graph
 		return ec.fieldContext_Request_status(ctx, field)
 	case "verified":
 		return ec.fieldContext_Request_verified(ctx, field)
+	case "eventType":
+		return ec.fieldContext_Request_eventType(ctx, field)
+	case "schemaError":
+		return ec.fieldContext_Request_schemaError(ctx, field)
 	case "server":
 		return ec.fieldContext_Request_server(ctx, field)
 	case "replayOf":
@@ -7913,6 +8949,12 @@ func (ec *executionContext) childFields_Server(ctx context.Context, field graphq
 		return ec.fieldContext_Server_retentionDays(ctx, field)
 	case "maxRequestsPerSecond":
 		return ec.fieldContext_Server_maxRequestsPerSecond(ctx, field)
+	case "eventTypeHeader":
+		return ec.fieldContext_Server_eventTypeHeader(ctx, field)
+	case "eventTypePath":
+		return ec.fieldContext_Server_eventTypePath(ctx, field)
+	case "schemaValidation":
+		return ec.fieldContext_Server_schemaValidation(ctx, field)
 	case "deletedAt":
 		return ec.fieldContext_Server_deletedAt(ctx, field)
 	case "inboundUrl":
@@ -8075,6 +9117,46 @@ func (ec *executionContext) childFields_TokenEdge(ctx context.Context, field gra
 		return ec.fieldContext_TokenEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TokenEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_TransformResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cancelled":
+		return ec.fieldContext_TransformResult_cancelled(ctx, field)
+	case "method":
+		return ec.fieldContext_TransformResult_method(ctx, field)
+	case "path":
+		return ec.fieldContext_TransformResult_path(ctx, field)
+	case "query":
+		return ec.fieldContext_TransformResult_query(ctx, field)
+	case "headers":
+		return ec.fieldContext_TransformResult_headers(ctx, field)
+	case "body":
+		return ec.fieldContext_TransformResult_body(ctx, field)
+	case "error":
+		return ec.fieldContext_TransformResult_error(ctx, field)
+	case "errorReason":
+		return ec.fieldContext_TransformResult_errorReason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TransformResult", field.Name)
+}
+
+func (ec *executionContext) childFields_TransformVersion(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_TransformVersion_id(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_TransformVersion_createdAt(ctx, field)
+	case "recipientID":
+		return ec.fieldContext_TransformVersion_recipientID(ctx, field)
+	case "number":
+		return ec.fieldContext_TransformVersion_number(ctx, field)
+	case "source":
+		return ec.fieldContext_TransformVersion_source(ctx, field)
+	case "createdBy":
+		return ec.fieldContext_TransformVersion_createdBy(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TransformVersion", field.Name)
 }
 
 func (ec *executionContext) childFields_Usage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -8381,6 +9463,20 @@ func (ec *executionContext) field_Mutation_createAlertSubscription_args(ctx cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createEventType_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CreateEventTypeInput, error) {
+			return ec.unmarshalNCreateEventTypeInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCreateEventTypeInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createPlan_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -8438,6 +9534,20 @@ func (ec *executionContext) field_Mutation_createTenant_args(ctx context.Context
 }
 
 func (ec *executionContext) field_Mutation_deleteAlertSubscription_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteEventType_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -8715,6 +9825,50 @@ func (ec *executionContext) field_Mutation_setLowCreditThreshold_args(ctx contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setRecipientTransform_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "recipientId",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["recipientId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "source",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["source"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateEventType_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.UpdateEventTypeInput, error) {
+			return ec.unmarshalNUpdateEventTypeInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐUpdateEventTypeInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_updatePlan_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -8893,6 +10047,60 @@ func (ec *executionContext) field_Query_bulkJobs_args(ctx context.Context, rawAr
 	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "where",
 		func(ctx context.Context, v any) (*ent.BulkJobWhereInput, error) {
 			return ec.unmarshalOBulkJobWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐBulkJobWhereInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["where"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_eventTypes_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[int], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "orderBy",
+		func(ctx context.Context, v any) (*ent.EventTypeOrder, error) {
+			return ec.unmarshalOEventTypeOrder2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeOrder(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["orderBy"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "where",
+		func(ctx context.Context, v any) (*ent.EventTypeWhereInput, error) {
+			return ec.unmarshalOEventTypeWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeWhereInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9336,6 +10544,28 @@ func (ec *executionContext) field_Query_tokens_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["where"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_tryTransform_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "source",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["source"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "requestId",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["requestId"] = arg1
 	return args, nil
 }
 
@@ -10013,6 +11243,29 @@ func (ec *executionContext) _Attempt_answer(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_Attempt_answer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attempt", field, false, false, "String")
+}
+
+func (ec *executionContext) _Attempt_transformVersion(ctx context.Context, field graphql.CollectedField, obj *ent.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_transformVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TransformVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_transformVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Attempt_delivery(ctx context.Context, field graphql.CollectedField, obj *ent.Attempt) (ret graphql.Marshaler) {
@@ -12039,6 +13292,286 @@ func (ec *executionContext) _Destination_hasPassword(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_Destination_hasPassword(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Destination", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _EventType_id(ctx context.Context, field graphql.CollectedField, obj *ent.EventType) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventType_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventType_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventType", field, false, false, "ID")
+}
+
+func (ec *executionContext) _EventType_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.EventType) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventType_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventType_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventType", field, false, false, "Time")
+}
+
+func (ec *executionContext) _EventType_name(ctx context.Context, field graphql.CollectedField, obj *ent.EventType) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventType_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventType_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventType", field, false, false, "String")
+}
+
+func (ec *executionContext) _EventType_description(ctx context.Context, field graphql.CollectedField, obj *ent.EventType) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventType_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventType_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventType", field, false, false, "String")
+}
+
+func (ec *executionContext) _EventType_schema(ctx context.Context, field graphql.CollectedField, obj *ent.EventType) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventType_schema(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Schema, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_EventType_schema(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventType", field, false, false, "String")
+}
+
+func (ec *executionContext) _EventType_updatedAt(ctx context.Context, field graphql.CollectedField, obj *ent.EventType) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventType_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventType_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventType", field, false, false, "Time")
+}
+
+func (ec *executionContext) _EventTypeConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.EventTypeConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventTypeConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.EventTypeEdge) graphql.Marshaler {
+			return ec.marshalOEventTypeEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeEdge(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_EventTypeConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EventTypeConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventTypeEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _EventTypeConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *ent.EventTypeConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventTypeConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.PageInfo[int]) graphql.Marshaler {
+			return ec.marshalNPageInfo2entgoᚗioᚋcontribᚋentgqlᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventTypeConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EventTypeConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _EventTypeConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *ent.EventTypeConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventTypeConnection_totalCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TotalCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventTypeConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventTypeConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _EventTypeEdge_node(ctx context.Context, field graphql.CollectedField, obj *ent.EventTypeEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventTypeEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.EventType) graphql.Marshaler {
+			return ec.marshalOEventType2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventType(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_EventTypeEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EventTypeEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventType(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _EventTypeEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *ent.EventTypeEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventTypeEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.Cursor[int]) graphql.Marshaler {
+			return ec.marshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventTypeEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventTypeEdge", field, false, false, "Cursor")
 }
 
 func (ec *executionContext) _FilterResult_matches(ctx context.Context, field graphql.CollectedField, obj *model.FilterResult) (ret graphql.Marshaler) {
@@ -14238,6 +15771,182 @@ func (ec *executionContext) fieldContext_Mutation_sendOutbound(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createEventType(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createEventType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateEventType(ctx, fc.Args["input"].(model.CreateEventTypeInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.EventType) graphql.Marshaler {
+			return ec.marshalNEventType2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createEventType(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventType(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createEventType_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateEventType(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateEventType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateEventType(ctx, fc.Args["id"].(int), fc.Args["input"].(model.UpdateEventTypeInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.EventType) graphql.Marshaler {
+			return ec.marshalNEventType2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateEventType(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventType(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateEventType_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteEventType(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteEventType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteEventType(ctx, fc.Args["id"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.EventType) graphql.Marshaler {
+			return ec.marshalNEventType2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteEventType(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventType(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteEventType_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setRecipientTransform(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setRecipientTransform(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetRecipientTransform(ctx, fc.Args["recipientId"].(int), fc.Args["source"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Recipient) graphql.Marshaler {
+			return ec.marshalNRecipient2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐRecipient(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setRecipientTransform(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Recipient(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setRecipientTransform_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_rotateRecipientSecret(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -15627,6 +17336,50 @@ func (ec *executionContext) fieldContext_Query_nodes(ctx context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_eventTypes(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_eventTypes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().EventTypes(ctx, fc.Args["after"].(*entgql.Cursor[int]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[int]), fc.Args["last"].(*int), fc.Args["orderBy"].(*ent.EventTypeOrder), fc.Args["where"].(*ent.EventTypeWhereInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.EventTypeConnection) graphql.Marshaler {
+			return ec.marshalNEventTypeConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_eventTypes(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventTypeConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_eventTypes_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_plans(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16377,6 +18130,50 @@ func (ec *executionContext) fieldContext_Query_outboundJobs(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_tryTransform(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_tryTransform(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().TryTransform(ctx, fc.Args["source"].(string), fc.Args["requestId"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *routing.TransformResult) graphql.Marshaler {
+			return ec.marshalNTransformResult2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋroutingᚐTransformResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_tryTransform(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TransformResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_tryTransform_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16913,6 +18710,29 @@ func (ec *executionContext) fieldContext_Recipient_maxConcurrency(_ context.Cont
 	return graphql.NewScalarFieldContext("Recipient", field, false, false, "Int")
 }
 
+func (ec *executionContext) _Recipient_eventTypes(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_eventTypes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventTypes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_eventTypes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Recipient", field, false, false, "String")
+}
+
 func (ec *executionContext) _Recipient_server(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17067,6 +18887,102 @@ func (ec *executionContext) fieldContext_Recipient_filter(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Recipient", field, true, true, "JSON")
 }
 
+func (ec *executionContext) _Recipient_auth(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_auth(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Recipient().Auth(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *routing.AuthSummary) graphql.Marshaler {
+			return ec.marshalORecipientAuth2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋroutingᚐAuthSummary(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_auth(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Recipient",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RecipientAuth(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Recipient_transform(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_transform(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Recipient().Transform(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.TransformVersion) graphql.Marshaler {
+			return ec.marshalOTransformVersion2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersion(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_transform(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Recipient",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TransformVersion(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Recipient_transformVersions(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Recipient_transformVersions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Recipient().TransformVersions(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.TransformVersion) graphql.Marshaler {
+			return ec.marshalNTransformVersion2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Recipient_transformVersions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Recipient",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TransformVersion(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Recipient_signingSecret(ctx context.Context, field graphql.CollectedField, obj *ent.Recipient) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17088,6 +19004,190 @@ func (ec *executionContext) _Recipient_signingSecret(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_Recipient_signingSecret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Recipient", field, true, true, "String")
+}
+
+func (ec *executionContext) _RecipientAuth_headerNames(ctx context.Context, field graphql.CollectedField, obj *routing.AuthSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientAuth_headerNames(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HeaderNames, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientAuth_headerNames(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientAuth", field, false, false, "String")
+}
+
+func (ec *executionContext) _RecipientAuth_basicUsername(ctx context.Context, field graphql.CollectedField, obj *routing.AuthSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientAuth_basicUsername(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BasicUsername, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientAuth_basicUsername(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientAuth", field, false, false, "String")
+}
+
+func (ec *executionContext) _RecipientAuth_bearer(ctx context.Context, field graphql.CollectedField, obj *routing.AuthSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientAuth_bearer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Bearer, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientAuth_bearer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientAuth", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RecipientAuth_oauth2TokenUrl(ctx context.Context, field graphql.CollectedField, obj *routing.AuthSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientAuth_oauth2TokenUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Oauth2TokenURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientAuth_oauth2TokenUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientAuth", field, false, false, "String")
+}
+
+func (ec *executionContext) _RecipientAuth_oauth2ClientId(ctx context.Context, field graphql.CollectedField, obj *routing.AuthSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientAuth_oauth2ClientId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Oauth2ClientID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientAuth_oauth2ClientId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientAuth", field, false, false, "String")
+}
+
+func (ec *executionContext) _RecipientAuth_oauth2Scopes(ctx context.Context, field graphql.CollectedField, obj *routing.AuthSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientAuth_oauth2Scopes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Oauth2Scopes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientAuth_oauth2Scopes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientAuth", field, false, false, "String")
+}
+
+func (ec *executionContext) _RecipientAuth_clientCertificateSubject(ctx context.Context, field graphql.CollectedField, obj *routing.AuthSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientAuth_clientCertificateSubject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ClientCertificateSubject, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientAuth_clientCertificateSubject(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientAuth", field, false, false, "String")
+}
+
+func (ec *executionContext) _RecipientAuth_clientCertificateNotAfter(ctx context.Context, field graphql.CollectedField, obj *routing.AuthSummary) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RecipientAuth_clientCertificateNotAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ClientCertificateNotAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RecipientAuth_clientCertificateNotAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RecipientAuth", field, false, false, "Time")
 }
 
 func (ec *executionContext) _RecipientHour_hour(ctx context.Context, field graphql.CollectedField, obj *stats.RecipientHour) (ret graphql.Marshaler) {
@@ -17805,6 +19905,52 @@ func (ec *executionContext) _Request_verified(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Request_verified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Request", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Request_eventType(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Request_eventType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Request_eventType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Request", field, false, false, "String")
+}
+
+func (ec *executionContext) _Request_schemaError(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Request_schemaError(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SchemaError, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Request_schemaError(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Request", field, false, false, "String")
 }
 
 func (ec *executionContext) _Request_server(ctx context.Context, field graphql.CollectedField, obj *ent.Request) (ret graphql.Marshaler) {
@@ -18562,6 +20708,75 @@ func (ec *executionContext) _Server_maxRequestsPerSecond(ctx context.Context, fi
 }
 func (ec *executionContext) fieldContext_Server_maxRequestsPerSecond(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Server", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Server_eventTypeHeader(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_eventTypeHeader(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventTypeHeader, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_eventTypeHeader(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Server", field, false, false, "String")
+}
+
+func (ec *executionContext) _Server_eventTypePath(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_eventTypePath(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventTypePath, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_eventTypePath(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Server", field, false, false, "String")
+}
+
+func (ec *executionContext) _Server_schemaValidation(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Server_schemaValidation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SchemaValidation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v server.SchemaValidation) graphql.Marshaler {
+			return ec.marshalNSchemaValidation2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Server_schemaValidation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Server", field, false, false, "SchemaValidation")
 }
 
 func (ec *executionContext) _Server_deletedAt(ctx context.Context, field graphql.CollectedField, obj *ent.Server) (ret graphql.Marshaler) {
@@ -20093,6 +22308,337 @@ func (ec *executionContext) _TokenEdge_cursor(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_TokenEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TokenEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _TransformResult_cancelled(ctx context.Context, field graphql.CollectedField, obj *routing.TransformResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformResult_cancelled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cancelled, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TransformResult_cancelled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformResult", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _TransformResult_method(ctx context.Context, field graphql.CollectedField, obj *routing.TransformResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformResult_method(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Method, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TransformResult_method(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _TransformResult_path(ctx context.Context, field graphql.CollectedField, obj *routing.TransformResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformResult_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TransformResult_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _TransformResult_query(ctx context.Context, field graphql.CollectedField, obj *routing.TransformResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformResult_query(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Query, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TransformResult_query(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _TransformResult_headers(ctx context.Context, field graphql.CollectedField, obj *routing.TransformResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformResult_headers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TransformResult().Headers(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalOHeader2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TransformResult_headers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TransformResult",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TransformResult_body(ctx context.Context, field graphql.CollectedField, obj *routing.TransformResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformResult_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Body, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TransformResult_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _TransformResult_error(ctx context.Context, field graphql.CollectedField, obj *routing.TransformResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformResult_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TransformResult_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _TransformResult_errorReason(ctx context.Context, field graphql.CollectedField, obj *routing.TransformResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformResult_errorReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ErrorReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TransformResult_errorReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _TransformVersion_id(ctx context.Context, field graphql.CollectedField, obj *ent.TransformVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformVersion_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TransformVersion_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformVersion", field, false, false, "ID")
+}
+
+func (ec *executionContext) _TransformVersion_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.TransformVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformVersion_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TransformVersion_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformVersion", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TransformVersion_recipientID(ctx context.Context, field graphql.CollectedField, obj *ent.TransformVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformVersion_recipientID(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RecipientID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TransformVersion_recipientID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformVersion", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TransformVersion_number(ctx context.Context, field graphql.CollectedField, obj *ent.TransformVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformVersion_number(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Number, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TransformVersion_number(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformVersion", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TransformVersion_source(ctx context.Context, field graphql.CollectedField, obj *ent.TransformVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformVersion_source(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Source, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TransformVersion_source(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformVersion", field, false, false, "String")
+}
+
+func (ec *executionContext) _TransformVersion_createdBy(ctx context.Context, field graphql.CollectedField, obj *ent.TransformVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TransformVersion_createdBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TransformVersion_createdBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TransformVersion", field, false, false, "String")
 }
 
 func (ec *executionContext) _Usage_period(ctx context.Context, field graphql.CollectedField, obj *billing.Usage) (ret graphql.Marshaler) {
@@ -21648,7 +24194,7 @@ func (ec *executionContext) unmarshalInputAttemptWhereInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "deliveryID", "deliveryIDNEQ", "deliveryIDIn", "deliveryIDNotIn", "number", "numberNEQ", "numberIn", "numberNotIn", "numberGT", "numberGTE", "numberLT", "numberLTE", "startedAt", "startedAtNEQ", "startedAtIn", "startedAtNotIn", "startedAtGT", "startedAtGTE", "startedAtLT", "startedAtLTE", "finishedAt", "finishedAtNEQ", "finishedAtIn", "finishedAtNotIn", "finishedAtGT", "finishedAtGTE", "finishedAtLT", "finishedAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "httpStatus", "httpStatusNEQ", "httpStatusIn", "httpStatusNotIn", "httpStatusGT", "httpStatusGTE", "httpStatusLT", "httpStatusLTE", "httpStatusIsNil", "httpStatusNotNil", "durationMs", "durationMsNEQ", "durationMsIn", "durationMsNotIn", "durationMsGT", "durationMsGTE", "durationMsLT", "durationMsLTE", "errorKind", "errorKindNEQ", "errorKindIn", "errorKindNotIn", "errorKindIsNil", "errorKindNotNil", "errorMessage", "errorMessageNEQ", "errorMessageIn", "errorMessageNotIn", "errorMessageGT", "errorMessageGTE", "errorMessageLT", "errorMessageLTE", "errorMessageContains", "errorMessageHasPrefix", "errorMessageHasSuffix", "errorMessageEqualFold", "errorMessageContainsFold", "answer", "answerNEQ", "answerIn", "answerNotIn", "answerGT", "answerGTE", "answerLT", "answerLTE", "answerContains", "answerHasPrefix", "answerHasSuffix", "answerEqualFold", "answerContainsFold", "hasDelivery", "hasDeliveryWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "deliveryID", "deliveryIDNEQ", "deliveryIDIn", "deliveryIDNotIn", "number", "numberNEQ", "numberIn", "numberNotIn", "numberGT", "numberGTE", "numberLT", "numberLTE", "startedAt", "startedAtNEQ", "startedAtIn", "startedAtNotIn", "startedAtGT", "startedAtGTE", "startedAtLT", "startedAtLTE", "finishedAt", "finishedAtNEQ", "finishedAtIn", "finishedAtNotIn", "finishedAtGT", "finishedAtGTE", "finishedAtLT", "finishedAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "httpStatus", "httpStatusNEQ", "httpStatusIn", "httpStatusNotIn", "httpStatusGT", "httpStatusGTE", "httpStatusLT", "httpStatusLTE", "httpStatusIsNil", "httpStatusNotNil", "durationMs", "durationMsNEQ", "durationMsIn", "durationMsNotIn", "durationMsGT", "durationMsGTE", "durationMsLT", "durationMsLTE", "errorKind", "errorKindNEQ", "errorKindIn", "errorKindNotIn", "errorKindIsNil", "errorKindNotNil", "errorMessage", "errorMessageNEQ", "errorMessageIn", "errorMessageNotIn", "errorMessageGT", "errorMessageGTE", "errorMessageLT", "errorMessageLTE", "errorMessageContains", "errorMessageHasPrefix", "errorMessageHasSuffix", "errorMessageEqualFold", "errorMessageContainsFold", "answer", "answerNEQ", "answerIn", "answerNotIn", "answerGT", "answerGTE", "answerLT", "answerLTE", "answerContains", "answerHasPrefix", "answerHasSuffix", "answerEqualFold", "answerContainsFold", "transformVersion", "transformVersionNEQ", "transformVersionIn", "transformVersionNotIn", "transformVersionGT", "transformVersionGTE", "transformVersionLT", "transformVersionLTE", "transformVersionIsNil", "transformVersionNotNil", "hasDelivery", "hasDeliveryWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -22306,6 +24852,76 @@ func (ec *executionContext) unmarshalInputAttemptWhereInput(ctx context.Context,
 				return it, err
 			}
 			it.AnswerContainsFold = data
+		case "transformVersion":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersion"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersion = data
+		case "transformVersionNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersionNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersionNEQ = data
+		case "transformVersionIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersionIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersionIn = data
+		case "transformVersionNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersionNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersionNotIn = data
+		case "transformVersionGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersionGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersionGT = data
+		case "transformVersionGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersionGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersionGTE = data
+		case "transformVersionLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersionLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersionLT = data
+		case "transformVersionLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersionLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersionLTE = data
+		case "transformVersionIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersionIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersionIsNil = data
+		case "transformVersionNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("transformVersionNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TransformVersionNotNil = data
 		case "hasDelivery":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasDelivery"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -22334,6 +24950,55 @@ func (ec *executionContext) unmarshalInputAttemptWhereInput(ctx context.Context,
 func UnmarshalAttemptWhereInput(ctx context.Context, raw any) (ent.AttemptWhereInput, error) {
 	var out ent.AttemptWhereInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "AttemptWhereInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputBasicAuthInput(ctx context.Context, obj any) (model.BasicAuthInput, error) {
+	var it model.BasicAuthInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"username", "password"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "username":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("username"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Username = data
+		case "password":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("password"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Password = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalBasicAuthInput unmarshals raw into the BasicAuthInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalBasicAuthInput(ctx context.Context, raw any) (model.BasicAuthInput, error) {
+	var out model.BasicAuthInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "BasicAuthInput", raw, &out)
 	return out, err
 }
 
@@ -23244,6 +25909,55 @@ func UnmarshalBulkJobWhereInput(ctx context.Context, raw any) (ent.BulkJobWhereI
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputClientCertificateInput(ctx context.Context, obj any) (model.ClientCertificateInput, error) {
+	var it model.ClientCertificateInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"certificatePem", "keyPem"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "certificatePem":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("certificatePem"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CertificatePem = data
+		case "keyPem":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("keyPem"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.KeyPem = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalClientCertificateInput unmarshals raw into the ClientCertificateInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalClientCertificateInput(ctx context.Context, raw any) (model.ClientCertificateInput, error) {
+	var out model.ClientCertificateInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ClientCertificateInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputCreateAlertSubscriptionInput(ctx context.Context, obj any) (model.CreateAlertSubscriptionInput, error) {
 	var it model.CreateAlertSubscriptionInput
 	if obj == nil {
@@ -23304,6 +26018,69 @@ func (ec *executionContext) unmarshalInputCreateAlertSubscriptionInput(ctx conte
 func UnmarshalCreateAlertSubscriptionInput(ctx context.Context, raw any) (model.CreateAlertSubscriptionInput, error) {
 	var out model.CreateAlertSubscriptionInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "CreateAlertSubscriptionInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputCreateEventTypeInput(ctx context.Context, obj any) (model.CreateEventTypeInput, error) {
+	var it model.CreateEventTypeInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"tenantId", "name", "description", "schema"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "tenantId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tenantId"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TenantID = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "schema":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schema"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Schema = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCreateEventTypeInput unmarshals raw into the CreateEventTypeInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCreateEventTypeInput(ctx context.Context, raw any) (model.CreateEventTypeInput, error) {
+	var out model.CreateEventTypeInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CreateEventTypeInput", raw, &out)
 	return out, err
 }
 
@@ -23402,7 +26179,7 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "destination", "filter", "maxConcurrency", "signatureHeaders", "sendTraceparent"}
+	fieldsInOrder := [...]string{"serverId", "name", "method", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "destination", "filter", "maxConcurrency", "eventTypes", "auth", "signatureHeaders", "sendTraceparent"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -23486,6 +26263,20 @@ func (ec *executionContext) unmarshalInputCreateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.MaxConcurrency = data
+		case "eventTypes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypes"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypes = data
+		case "auth":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("auth"))
+			data, err := ec.unmarshalORecipientAuthInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRecipientAuthInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Auth = data
 		case "signatureHeaders":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
 			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
@@ -23528,7 +26319,7 @@ func (ec *executionContext) unmarshalInputCreateServerInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"tenantId", "name", "deliverPendingOnConnect", "retentionDays", "maxRequestsPerSecond", "verification", "response", "allowedMethods"}
+	fieldsInOrder := [...]string{"tenantId", "name", "deliverPendingOnConnect", "retentionDays", "maxRequestsPerSecond", "eventTypeHeader", "eventTypePath", "schemaValidation", "verification", "response", "allowedMethods"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -23570,6 +26361,27 @@ func (ec *executionContext) unmarshalInputCreateServerInput(ctx context.Context,
 				return it, err
 			}
 			it.MaxRequestsPerSecond = data
+		case "eventTypeHeader":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeader"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeader = data
+		case "eventTypePath":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePath"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePath = data
+		case "schemaValidation":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaValidation"))
+			data, err := ec.unmarshalOSchemaValidation2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaValidation = data
 		case "verification":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verification"))
 			data, err := ec.unmarshalOVerificationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationInput(ctx, v)
@@ -24466,6 +27278,570 @@ func UnmarshalDestinationInput(ctx context.Context, raw any) (destination.Settin
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputEventTypeOrder(ctx context.Context, obj any) (ent.EventTypeOrder, error) {
+	var it ent.EventTypeOrder
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["direction"]; !present {
+		asMap["direction"] = "ASC"
+	}
+
+	fieldsInOrder := [...]string{"direction", "field"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "direction":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("direction"))
+			data, err := ec.unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Direction = data
+		case "field":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("field"))
+			data, err := ec.unmarshalNEventTypeOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeOrderField(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Field = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalEventTypeOrder unmarshals raw into the EventTypeOrder input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalEventTypeOrder(ctx context.Context, raw any) (ent.EventTypeOrder, error) {
+	var out ent.EventTypeOrder
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "EventTypeOrder", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputEventTypeWhereInput(ctx context.Context, obj any) (ent.EventTypeWhereInput, error) {
+	var it ent.EventTypeWhereInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "description", "descriptionNEQ", "descriptionIn", "descriptionNotIn", "descriptionGT", "descriptionGTE", "descriptionLT", "descriptionLTE", "descriptionContains", "descriptionHasPrefix", "descriptionHasSuffix", "descriptionEqualFold", "descriptionContainsFold", "schema", "schemaNEQ", "schemaIn", "schemaNotIn", "schemaGT", "schemaGTE", "schemaLT", "schemaLTE", "schemaContains", "schemaHasPrefix", "schemaHasSuffix", "schemaIsNil", "schemaNotNil", "schemaEqualFold", "schemaContainsFold", "updatedAt", "updatedAtNEQ", "updatedAtIn", "updatedAtNotIn", "updatedAtGT", "updatedAtGTE", "updatedAtLT", "updatedAtLTE"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "not":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("not"))
+			data, err := ec.unmarshalOEventTypeWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeWhereInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Not = data
+		case "and":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("and"))
+			data, err := ec.unmarshalOEventTypeWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.And = data
+		case "or":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("or"))
+			data, err := ec.unmarshalOEventTypeWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Or = data
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "idNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNEQ"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNEQ = data
+		case "idIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDIn = data
+		case "idNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNotIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNotIn = data
+		case "idGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGT = data
+		case "idGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGTE = data
+		case "idLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLT = data
+		case "idLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLTE = data
+		case "createdAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAt = data
+		case "createdAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNEQ = data
+		case "createdAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtIn = data
+		case "createdAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNotIn = data
+		case "createdAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGT = data
+		case "createdAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGTE = data
+		case "createdAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLT = data
+		case "createdAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLTE = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "nameNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameNEQ = data
+		case "nameIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameIn = data
+		case "nameNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameNotIn = data
+		case "nameGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameGT = data
+		case "nameGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameGTE = data
+		case "nameLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameLT = data
+		case "nameLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameLTE = data
+		case "nameContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameContains = data
+		case "nameHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameHasPrefix = data
+		case "nameHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameHasSuffix = data
+		case "nameEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameEqualFold = data
+		case "nameContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nameContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NameContainsFold = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "descriptionNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionNEQ = data
+		case "descriptionIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionIn = data
+		case "descriptionNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionNotIn = data
+		case "descriptionGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionGT = data
+		case "descriptionGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionGTE = data
+		case "descriptionLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionLT = data
+		case "descriptionLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionLTE = data
+		case "descriptionContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionContains = data
+		case "descriptionHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionHasPrefix = data
+		case "descriptionHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionHasSuffix = data
+		case "descriptionEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionEqualFold = data
+		case "descriptionContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("descriptionContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DescriptionContainsFold = data
+		case "schema":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schema"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Schema = data
+		case "schemaNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaNEQ = data
+		case "schemaIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaIn = data
+		case "schemaNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaNotIn = data
+		case "schemaGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaGT = data
+		case "schemaGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaGTE = data
+		case "schemaLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaLT = data
+		case "schemaLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaLTE = data
+		case "schemaContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaContains = data
+		case "schemaHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaHasPrefix = data
+		case "schemaHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaHasSuffix = data
+		case "schemaIsNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaIsNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaIsNil = data
+		case "schemaNotNil":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaNotNil"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaNotNil = data
+		case "schemaEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaEqualFold = data
+		case "schemaContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaContainsFold = data
+		case "updatedAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAt = data
+		case "updatedAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtNEQ = data
+		case "updatedAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtIn = data
+		case "updatedAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtNotIn = data
+		case "updatedAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtGT = data
+		case "updatedAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtGTE = data
+		case "updatedAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtLT = data
+		case "updatedAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("updatedAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UpdatedAtLTE = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalEventTypeWhereInput unmarshals raw into the EventTypeWhereInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalEventTypeWhereInput(ctx context.Context, raw any) (ent.EventTypeWhereInput, error) {
+	var out ent.EventTypeWhereInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "EventTypeWhereInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj any) (model.HeaderInput, error) {
 	var it model.HeaderInput
 	if obj == nil {
@@ -25132,6 +28508,76 @@ func (ec *executionContext) unmarshalInputLedgerEntryWhereInput(ctx context.Cont
 func UnmarshalLedgerEntryWhereInput(ctx context.Context, raw any) (ent.LedgerEntryWhereInput, error) {
 	var out ent.LedgerEntryWhereInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "LedgerEntryWhereInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputOAuth2Input(ctx context.Context, obj any) (model.OAuth2Input, error) {
+	var it model.OAuth2Input
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"tokenUrl", "clientId", "clientSecret", "scopes", "audience"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "tokenUrl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tokenUrl"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TokenURL = data
+		case "clientId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clientId"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClientID = data
+		case "clientSecret":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clientSecret"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClientSecret = data
+		case "scopes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("scopes"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Scopes = data
+		case "audience":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("audience"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Audience = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalOAuth2Input unmarshals raw into the OAuth2Input input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalOAuth2Input(ctx context.Context, raw any) (model.OAuth2Input, error) {
+	var out model.OAuth2Input
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "OAuth2Input", raw, &out)
 	return out, err
 }
 
@@ -27292,6 +30738,76 @@ func UnmarshalPlanWhereInput(ctx context.Context, raw any) (ent.PlanWhereInput, 
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputRecipientAuthInput(ctx context.Context, obj any) (model.RecipientAuthInput, error) {
+	var it model.RecipientAuthInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"headers", "basic", "bearer", "oauth2", "clientCertificate"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "headers":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("headers"))
+			data, err := ec.unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Headers = data
+		case "basic":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("basic"))
+			data, err := ec.unmarshalOBasicAuthInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐBasicAuthInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Basic = data
+		case "bearer":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bearer"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Bearer = data
+		case "oauth2":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("oauth2"))
+			data, err := ec.unmarshalOOAuth2Input2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐOAuth2Input(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Oauth2 = data
+		case "clientCertificate":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clientCertificate"))
+			data, err := ec.unmarshalOClientCertificateInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐClientCertificateInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClientCertificate = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRecipientAuthInput unmarshals raw into the RecipientAuthInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRecipientAuthInput(ctx context.Context, raw any) (model.RecipientAuthInput, error) {
+	var out model.RecipientAuthInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RecipientAuthInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputRecipientOrder(ctx context.Context, obj any) (ent.RecipientOrder, error) {
 	var it ent.RecipientOrder
 	if obj == nil {
@@ -28645,7 +32161,7 @@ func (ec *executionContext) unmarshalInputRequestWhereInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "key", "keyNEQ", "keyIn", "keyNotIn", "keyGT", "keyGTE", "keyLT", "keyLTE", "keyContains", "keyHasPrefix", "keyHasSuffix", "keyEqualFold", "keyContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "methodGT", "methodGTE", "methodLT", "methodLTE", "methodContains", "methodHasPrefix", "methodHasSuffix", "methodEqualFold", "methodContainsFold", "path", "pathNEQ", "pathIn", "pathNotIn", "pathGT", "pathGTE", "pathLT", "pathLTE", "pathContains", "pathHasPrefix", "pathHasSuffix", "pathEqualFold", "pathContainsFold", "query", "queryNEQ", "queryIn", "queryNotIn", "queryGT", "queryGTE", "queryLT", "queryLTE", "queryContains", "queryHasPrefix", "queryHasSuffix", "queryEqualFold", "queryContainsFold", "sourceAddr", "sourceAddrNEQ", "sourceAddrIn", "sourceAddrNotIn", "sourceAddrGT", "sourceAddrGTE", "sourceAddrLT", "sourceAddrLTE", "sourceAddrContains", "sourceAddrHasPrefix", "sourceAddrHasSuffix", "sourceAddrEqualFold", "sourceAddrContainsFold", "receivedAt", "receivedAtNEQ", "receivedAtIn", "receivedAtNotIn", "receivedAtGT", "receivedAtGTE", "receivedAtLT", "receivedAtLTE", "expiresAt", "expiresAtNEQ", "expiresAtIn", "expiresAtNotIn", "expiresAtGT", "expiresAtGTE", "expiresAtLT", "expiresAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "verified", "verifiedNEQ", "verifiedIsNil", "verifiedNotNil", "hasServer", "hasServerWith", "hasReplayOf", "hasReplayOfWith", "hasReplays", "hasReplaysWith", "hasDeliveries", "hasDeliveriesWith"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "serverID", "serverIDNEQ", "serverIDIn", "serverIDNotIn", "key", "keyNEQ", "keyIn", "keyNotIn", "keyGT", "keyGTE", "keyLT", "keyLTE", "keyContains", "keyHasPrefix", "keyHasSuffix", "keyEqualFold", "keyContainsFold", "method", "methodNEQ", "methodIn", "methodNotIn", "methodGT", "methodGTE", "methodLT", "methodLTE", "methodContains", "methodHasPrefix", "methodHasSuffix", "methodEqualFold", "methodContainsFold", "path", "pathNEQ", "pathIn", "pathNotIn", "pathGT", "pathGTE", "pathLT", "pathLTE", "pathContains", "pathHasPrefix", "pathHasSuffix", "pathEqualFold", "pathContainsFold", "query", "queryNEQ", "queryIn", "queryNotIn", "queryGT", "queryGTE", "queryLT", "queryLTE", "queryContains", "queryHasPrefix", "queryHasSuffix", "queryEqualFold", "queryContainsFold", "sourceAddr", "sourceAddrNEQ", "sourceAddrIn", "sourceAddrNotIn", "sourceAddrGT", "sourceAddrGTE", "sourceAddrLT", "sourceAddrLTE", "sourceAddrContains", "sourceAddrHasPrefix", "sourceAddrHasSuffix", "sourceAddrEqualFold", "sourceAddrContainsFold", "receivedAt", "receivedAtNEQ", "receivedAtIn", "receivedAtNotIn", "receivedAtGT", "receivedAtGTE", "receivedAtLT", "receivedAtLTE", "expiresAt", "expiresAtNEQ", "expiresAtIn", "expiresAtNotIn", "expiresAtGT", "expiresAtGTE", "expiresAtLT", "expiresAtLTE", "status", "statusNEQ", "statusIn", "statusNotIn", "verified", "verifiedNEQ", "verifiedIsNil", "verifiedNotNil", "eventType", "eventTypeNEQ", "eventTypeIn", "eventTypeNotIn", "eventTypeGT", "eventTypeGTE", "eventTypeLT", "eventTypeLTE", "eventTypeContains", "eventTypeHasPrefix", "eventTypeHasSuffix", "eventTypeEqualFold", "eventTypeContainsFold", "schemaError", "schemaErrorNEQ", "schemaErrorIn", "schemaErrorNotIn", "schemaErrorGT", "schemaErrorGTE", "schemaErrorLT", "schemaErrorLTE", "schemaErrorContains", "schemaErrorHasPrefix", "schemaErrorHasSuffix", "schemaErrorEqualFold", "schemaErrorContainsFold", "hasServer", "hasServerWith", "hasReplayOf", "hasReplayOfWith", "hasReplays", "hasReplaysWith", "hasDeliveries", "hasDeliveriesWith"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -29380,6 +32896,188 @@ func (ec *executionContext) unmarshalInputRequestWhereInput(ctx context.Context,
 				return it, err
 			}
 			it.VerifiedNotNil = data
+		case "eventType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventType"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventType = data
+		case "eventTypeNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeNEQ = data
+		case "eventTypeIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeIn = data
+		case "eventTypeNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeNotIn = data
+		case "eventTypeGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeGT = data
+		case "eventTypeGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeGTE = data
+		case "eventTypeLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeLT = data
+		case "eventTypeLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeLTE = data
+		case "eventTypeContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeContains = data
+		case "eventTypeHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHasPrefix = data
+		case "eventTypeHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHasSuffix = data
+		case "eventTypeEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeEqualFold = data
+		case "eventTypeContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeContainsFold = data
+		case "schemaError":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaError"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaError = data
+		case "schemaErrorNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorNEQ = data
+		case "schemaErrorIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorIn = data
+		case "schemaErrorNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorNotIn = data
+		case "schemaErrorGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorGT = data
+		case "schemaErrorGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorGTE = data
+		case "schemaErrorLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorLT = data
+		case "schemaErrorLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorLTE = data
+		case "schemaErrorContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorContains = data
+		case "schemaErrorHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorHasPrefix = data
+		case "schemaErrorHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorHasSuffix = data
+		case "schemaErrorEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorEqualFold = data
+		case "schemaErrorContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaErrorContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaErrorContainsFold = data
 		case "hasServer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hasServer"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -29657,7 +33355,7 @@ func (ec *executionContext) unmarshalInputServerWhereInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "deliverPendingOnConnect", "deliverPendingOnConnectNEQ", "retentionDays", "retentionDaysNEQ", "retentionDaysIn", "retentionDaysNotIn", "retentionDaysGT", "retentionDaysGTE", "retentionDaysLT", "retentionDaysLTE", "retentionDaysIsNil", "retentionDaysNotNil", "maxRequestsPerSecond", "maxRequestsPerSecondNEQ", "maxRequestsPerSecondIn", "maxRequestsPerSecondNotIn", "maxRequestsPerSecondGT", "maxRequestsPerSecondGTE", "maxRequestsPerSecondLT", "maxRequestsPerSecondLTE", "maxRequestsPerSecondIsNil", "maxRequestsPerSecondNotNil", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil"}
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "name", "nameNEQ", "nameIn", "nameNotIn", "nameGT", "nameGTE", "nameLT", "nameLTE", "nameContains", "nameHasPrefix", "nameHasSuffix", "nameEqualFold", "nameContainsFold", "deliverPendingOnConnect", "deliverPendingOnConnectNEQ", "retentionDays", "retentionDaysNEQ", "retentionDaysIn", "retentionDaysNotIn", "retentionDaysGT", "retentionDaysGTE", "retentionDaysLT", "retentionDaysLTE", "retentionDaysIsNil", "retentionDaysNotNil", "maxRequestsPerSecond", "maxRequestsPerSecondNEQ", "maxRequestsPerSecondIn", "maxRequestsPerSecondNotIn", "maxRequestsPerSecondGT", "maxRequestsPerSecondGTE", "maxRequestsPerSecondLT", "maxRequestsPerSecondLTE", "maxRequestsPerSecondIsNil", "maxRequestsPerSecondNotNil", "eventTypeHeader", "eventTypeHeaderNEQ", "eventTypeHeaderIn", "eventTypeHeaderNotIn", "eventTypeHeaderGT", "eventTypeHeaderGTE", "eventTypeHeaderLT", "eventTypeHeaderLTE", "eventTypeHeaderContains", "eventTypeHeaderHasPrefix", "eventTypeHeaderHasSuffix", "eventTypeHeaderEqualFold", "eventTypeHeaderContainsFold", "eventTypePath", "eventTypePathNEQ", "eventTypePathIn", "eventTypePathNotIn", "eventTypePathGT", "eventTypePathGTE", "eventTypePathLT", "eventTypePathLTE", "eventTypePathContains", "eventTypePathHasPrefix", "eventTypePathHasSuffix", "eventTypePathEqualFold", "eventTypePathContainsFold", "schemaValidation", "schemaValidationNEQ", "schemaValidationIn", "schemaValidationNotIn", "deletedAt", "deletedAtNEQ", "deletedAtIn", "deletedAtNotIn", "deletedAtGT", "deletedAtGTE", "deletedAtLT", "deletedAtLTE", "deletedAtIsNil", "deletedAtNotNil"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -30042,6 +33740,216 @@ func (ec *executionContext) unmarshalInputServerWhereInput(ctx context.Context, 
 				return it, err
 			}
 			it.MaxRequestsPerSecondNotNil = data
+		case "eventTypeHeader":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeader"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeader = data
+		case "eventTypeHeaderNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderNEQ = data
+		case "eventTypeHeaderIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderIn = data
+		case "eventTypeHeaderNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderNotIn = data
+		case "eventTypeHeaderGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderGT = data
+		case "eventTypeHeaderGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderGTE = data
+		case "eventTypeHeaderLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderLT = data
+		case "eventTypeHeaderLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderLTE = data
+		case "eventTypeHeaderContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderContains = data
+		case "eventTypeHeaderHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderHasPrefix = data
+		case "eventTypeHeaderHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderHasSuffix = data
+		case "eventTypeHeaderEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderEqualFold = data
+		case "eventTypeHeaderContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeaderContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeaderContainsFold = data
+		case "eventTypePath":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePath"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePath = data
+		case "eventTypePathNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathNEQ = data
+		case "eventTypePathIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathIn = data
+		case "eventTypePathNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathNotIn = data
+		case "eventTypePathGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathGT = data
+		case "eventTypePathGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathGTE = data
+		case "eventTypePathLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathLT = data
+		case "eventTypePathLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathLTE = data
+		case "eventTypePathContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathContains = data
+		case "eventTypePathHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathHasPrefix = data
+		case "eventTypePathHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathHasSuffix = data
+		case "eventTypePathEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathEqualFold = data
+		case "eventTypePathContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePathContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePathContainsFold = data
+		case "schemaValidation":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaValidation"))
+			data, err := ec.unmarshalOSchemaValidation2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaValidation = data
+		case "schemaValidationNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaValidationNEQ"))
+			data, err := ec.unmarshalOSchemaValidation2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaValidationNEQ = data
+		case "schemaValidationIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaValidationIn"))
+			data, err := ec.unmarshalOSchemaValidation2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidationᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaValidationIn = data
+		case "schemaValidationNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaValidationNotIn"))
+			data, err := ec.unmarshalOSchemaValidation2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidationᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaValidationNotIn = data
 		case "deletedAt":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("deletedAt"))
 			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
@@ -31082,6 +34990,577 @@ func UnmarshalTokenWhereInput(ctx context.Context, raw any) (ent.TokenWhereInput
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputTransformVersionOrder(ctx context.Context, obj any) (ent.TransformVersionOrder, error) {
+	var it ent.TransformVersionOrder
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["direction"]; !present {
+		asMap["direction"] = "ASC"
+	}
+
+	fieldsInOrder := [...]string{"direction", "field"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "direction":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("direction"))
+			data, err := ec.unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Direction = data
+		case "field":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("field"))
+			data, err := ec.unmarshalNTransformVersionOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionOrderField(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Field = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTransformVersionOrder unmarshals raw into the TransformVersionOrder input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTransformVersionOrder(ctx context.Context, raw any) (ent.TransformVersionOrder, error) {
+	var out ent.TransformVersionOrder
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TransformVersionOrder", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputTransformVersionWhereInput(ctx context.Context, obj any) (ent.TransformVersionWhereInput, error) {
+	var it ent.TransformVersionWhereInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"not", "and", "or", "id", "idNEQ", "idIn", "idNotIn", "idGT", "idGTE", "idLT", "idLTE", "createdAt", "createdAtNEQ", "createdAtIn", "createdAtNotIn", "createdAtGT", "createdAtGTE", "createdAtLT", "createdAtLTE", "recipientID", "recipientIDNEQ", "recipientIDIn", "recipientIDNotIn", "recipientIDGT", "recipientIDGTE", "recipientIDLT", "recipientIDLTE", "number", "numberNEQ", "numberIn", "numberNotIn", "numberGT", "numberGTE", "numberLT", "numberLTE", "source", "sourceNEQ", "sourceIn", "sourceNotIn", "sourceGT", "sourceGTE", "sourceLT", "sourceLTE", "sourceContains", "sourceHasPrefix", "sourceHasSuffix", "sourceEqualFold", "sourceContainsFold", "createdBy", "createdByNEQ", "createdByIn", "createdByNotIn", "createdByGT", "createdByGTE", "createdByLT", "createdByLTE", "createdByContains", "createdByHasPrefix", "createdByHasSuffix", "createdByEqualFold", "createdByContainsFold"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "not":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("not"))
+			data, err := ec.unmarshalOTransformVersionWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionWhereInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Not = data
+		case "and":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("and"))
+			data, err := ec.unmarshalOTransformVersionWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.And = data
+		case "or":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("or"))
+			data, err := ec.unmarshalOTransformVersionWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionWhereInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Or = data
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "idNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNEQ"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNEQ = data
+		case "idIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDIn = data
+		case "idNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idNotIn"))
+			data, err := ec.unmarshalOID2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDNotIn = data
+		case "idGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGT = data
+		case "idGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idGTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDGTE = data
+		case "idLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLT"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLT = data
+		case "idLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idLTE"))
+			data, err := ec.unmarshalOID2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IDLTE = data
+		case "createdAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAt = data
+		case "createdAtNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNEQ"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNEQ = data
+		case "createdAtIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtIn = data
+		case "createdAtNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtNotIn"))
+			data, err := ec.unmarshalOTime2ᚕtimeᚐTimeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtNotIn = data
+		case "createdAtGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGT = data
+		case "createdAtGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtGTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtGTE = data
+		case "createdAtLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLT"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLT = data
+		case "createdAtLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdAtLTE"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedAtLTE = data
+		case "recipientID":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("recipientID"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RecipientID = data
+		case "recipientIDNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("recipientIDNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RecipientIDNEQ = data
+		case "recipientIDIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("recipientIDIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RecipientIDIn = data
+		case "recipientIDNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("recipientIDNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RecipientIDNotIn = data
+		case "recipientIDGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("recipientIDGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RecipientIDGT = data
+		case "recipientIDGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("recipientIDGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RecipientIDGTE = data
+		case "recipientIDLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("recipientIDLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RecipientIDLT = data
+		case "recipientIDLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("recipientIDLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RecipientIDLTE = data
+		case "number":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("number"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Number = data
+		case "numberNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberNEQ"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberNEQ = data
+		case "numberIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberIn = data
+		case "numberNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberNotIn"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberNotIn = data
+		case "numberGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberGT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberGT = data
+		case "numberGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberGTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberGTE = data
+		case "numberLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberLT"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberLT = data
+		case "numberLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("numberLTE"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NumberLTE = data
+		case "source":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("source"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Source = data
+		case "sourceNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceNEQ = data
+		case "sourceIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceIn = data
+		case "sourceNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceNotIn = data
+		case "sourceGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceGT = data
+		case "sourceGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceGTE = data
+		case "sourceLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceLT = data
+		case "sourceLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceLTE = data
+		case "sourceContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceContains = data
+		case "sourceHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceHasPrefix = data
+		case "sourceHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceHasSuffix = data
+		case "sourceEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceEqualFold = data
+		case "sourceContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sourceContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SourceContainsFold = data
+		case "createdBy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdBy"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedBy = data
+		case "createdByNEQ":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByNEQ"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByNEQ = data
+		case "createdByIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByIn = data
+		case "createdByNotIn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByNotIn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByNotIn = data
+		case "createdByGT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByGT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByGT = data
+		case "createdByGTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByGTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByGTE = data
+		case "createdByLT":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByLT"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByLT = data
+		case "createdByLTE":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByLTE"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByLTE = data
+		case "createdByContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByContains = data
+		case "createdByHasPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByHasPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByHasPrefix = data
+		case "createdByHasSuffix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByHasSuffix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByHasSuffix = data
+		case "createdByEqualFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByEqualFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByEqualFold = data
+		case "createdByContainsFold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdByContainsFold"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedByContainsFold = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTransformVersionWhereInput unmarshals raw into the TransformVersionWhereInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTransformVersionWhereInput(ctx context.Context, raw any) (ent.TransformVersionWhereInput, error) {
+	var out ent.TransformVersionWhereInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TransformVersionWhereInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputUpdateEventTypeInput(ctx context.Context, obj any) (model.UpdateEventTypeInput, error) {
+	var it model.UpdateEventTypeInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"description", "schema", "clearSchema"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "schema":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schema"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Schema = data
+		case "clearSchema":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearSchema"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearSchema = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalUpdateEventTypeInput unmarshals raw into the UpdateEventTypeInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalUpdateEventTypeInput(ctx context.Context, raw any) (model.UpdateEventTypeInput, error) {
+	var out model.UpdateEventTypeInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "UpdateEventTypeInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputUpdatePlanInput(ctx context.Context, obj any) (model.UpdatePlanInput, error) {
 	var it model.UpdatePlanInput
 	if obj == nil {
@@ -31184,7 +35663,7 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "destination", "filter", "clearFilter", "maxConcurrency", "clearMaxConcurrency", "signatureHeaders", "sendTraceparent"}
+	fieldsInOrder := [...]string{"name", "url", "maxAttempts", "retrySchedule", "sendIdempotencyKey", "timeoutSeconds", "destination", "filter", "clearFilter", "maxConcurrency", "clearMaxConcurrency", "eventTypes", "auth", "clearAuth", "signatureHeaders", "sendTraceparent"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -31268,6 +35747,27 @@ func (ec *executionContext) unmarshalInputUpdateRecipientInput(ctx context.Conte
 				return it, err
 			}
 			it.ClearMaxConcurrency = data
+		case "eventTypes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypes"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypes = data
+		case "auth":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("auth"))
+			data, err := ec.unmarshalORecipientAuthInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRecipientAuthInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Auth = data
+		case "clearAuth":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearAuth"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearAuth = data
 		case "signatureHeaders":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signatureHeaders"))
 			data, err := ec.unmarshalOSignatureHeaders2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐSignatureHeaders(ctx, v)
@@ -31310,7 +35810,7 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "deliverPendingOnConnect", "retentionDays", "clearRetentionDays", "maxRequestsPerSecond", "clearMaxRequestsPerSecond", "verification", "response", "clearResponse", "allowedMethods", "clearAllowedMethods"}
+	fieldsInOrder := [...]string{"name", "deliverPendingOnConnect", "retentionDays", "clearRetentionDays", "maxRequestsPerSecond", "clearMaxRequestsPerSecond", "eventTypeHeader", "eventTypePath", "clearEventTypeSource", "schemaValidation", "verification", "response", "clearResponse", "allowedMethods", "clearAllowedMethods"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -31359,6 +35859,34 @@ func (ec *executionContext) unmarshalInputUpdateServerInput(ctx context.Context,
 				return it, err
 			}
 			it.ClearMaxRequestsPerSecond = data
+		case "eventTypeHeader":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypeHeader"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypeHeader = data
+		case "eventTypePath":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventTypePath"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventTypePath = data
+		case "clearEventTypeSource":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearEventTypeSource"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearEventTypeSource = data
+		case "schemaValidation":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("schemaValidation"))
+			data, err := ec.unmarshalOSchemaValidation2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SchemaValidation = data
 		case "verification":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("verification"))
 			data, err := ec.unmarshalOVerificationInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐVerificationInput(ctx, v)
@@ -31524,6 +36052,11 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 	switch obj := (obj).(type) {
 	case nil:
 		return graphql.Null
+	case *ent.TransformVersion:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._TransformVersion(ctx, sel, obj)
 	case *ent.Token:
 		if obj == nil {
 			return graphql.Null
@@ -31574,6 +36107,11 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._LedgerEntry(ctx, sel, obj)
+	case *ent.EventType:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._EventType(ctx, sel, obj)
 	case *ent.Delivery:
 		if obj == nil {
 			return graphql.Null
@@ -31734,6 +36272,11 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 		case "answer":
 			out.Values[i] = ec._Attempt_answer(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "transformVersion":
+			out.Values[i] = ec._Attempt_transformVersion(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "delivery":
@@ -32481,6 +37024,145 @@ func (ec *executionContext) _Destination(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var eventTypeImplementors = []string{"EventType", "Node"}
+
+func (ec *executionContext) _EventType(ctx context.Context, sel ast.SelectionSet, obj *ent.EventType) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, eventTypeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("EventType")
+		case "id":
+			out.Values[i] = ec._EventType_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._EventType_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._EventType_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._EventType_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "schema":
+			out.Values[i] = ec._EventType_schema(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._EventType_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var eventTypeConnectionImplementors = []string{"EventTypeConnection"}
+
+func (ec *executionContext) _EventTypeConnection(ctx context.Context, sel ast.SelectionSet, obj *ent.EventTypeConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, eventTypeConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("EventTypeConnection")
+		case "edges":
+			out.Values[i] = ec._EventTypeConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._EventTypeConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalCount":
+			out.Values[i] = ec._EventTypeConnection_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var eventTypeEdgeImplementors = []string{"EventTypeEdge"}
+
+func (ec *executionContext) _EventTypeEdge(ctx context.Context, sel ast.SelectionSet, obj *ent.EventTypeEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, eventTypeEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("EventTypeEdge")
+		case "node":
+			out.Values[i] = ec._EventTypeEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._EventTypeEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var filterResultImplementors = []string{"FilterResult"}
 
 func (ec *executionContext) _FilterResult(ctx context.Context, sel ast.SelectionSet, obj *model.FilterResult) graphql.Marshaler {
@@ -33093,6 +37775,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createEventType":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createEventType(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateEventType":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateEventType(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteEventType":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteEventType(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setRecipientTransform":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setRecipientTransform(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "rotateRecipientSecret":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_rotateRecipientSecret(ctx, field)
@@ -33582,6 +38292,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_nodes(ctx, field)
 				})
+		case "eventTypes":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_eventTypes(ctx, field)
+				})
 		case "plans":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -33689,6 +38405,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_outboundJobs(ctx, field)
+				})
+		case "tryTransform":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_tryTransform(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -33832,6 +38554,11 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "eventTypes":
+			out.Values[i] = ec._Recipient_eventTypes(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "server":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -33862,12 +38589,98 @@ func (ec *executionContext) _Recipient(ctx context.Context, sel ast.SelectionSet
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Recipient_filter(ctx, field, obj)
 				})
+		case "auth":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Recipient_auth(ctx, field, obj)
+				})
+		case "transform":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Recipient_transform(ctx, field, obj)
+				})
+		case "transformVersions":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Recipient_transformVersions(ctx, field, obj)
+				})
 		case "signingSecret":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Recipient_signingSecret(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var recipientAuthImplementors = []string{"RecipientAuth"}
+
+func (ec *executionContext) _RecipientAuth(ctx context.Context, sel ast.SelectionSet, obj *routing.AuthSummary) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, recipientAuthImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RecipientAuth")
+		case "headerNames":
+			out.Values[i] = ec._RecipientAuth_headerNames(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "basicUsername":
+			out.Values[i] = ec._RecipientAuth_basicUsername(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "bearer":
+			out.Values[i] = ec._RecipientAuth_bearer(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "oauth2TokenUrl":
+			out.Values[i] = ec._RecipientAuth_oauth2TokenUrl(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "oauth2ClientId":
+			out.Values[i] = ec._RecipientAuth_oauth2ClientId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "oauth2Scopes":
+			out.Values[i] = ec._RecipientAuth_oauth2Scopes(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "clientCertificateSubject":
+			out.Values[i] = ec._RecipientAuth_clientCertificateSubject(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "clientCertificateNotAfter":
+			out.Values[i] = ec._RecipientAuth_clientCertificateNotAfter(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -34156,6 +38969,16 @@ func (ec *executionContext) _Request(ctx context.Context, sel ast.SelectionSet, 
 		case "verified":
 			out.Values[i] = ec._Request_verified(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "eventType":
+			out.Values[i] = ec._Request_eventType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "schemaError":
+			out.Values[i] = ec._Request_schemaError(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "server":
@@ -34450,6 +39273,21 @@ func (ec *executionContext) _Server(ctx context.Context, sel ast.SelectionSet, o
 		case "maxRequestsPerSecond":
 			out.Values[i] = ec._Server_maxRequestsPerSecond(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "eventTypeHeader":
+			out.Values[i] = ec._Server_eventTypeHeader(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "eventTypePath":
+			out.Values[i] = ec._Server_eventTypePath(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "schemaValidation":
+			out.Values[i] = ec._Server_schemaValidation(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "deletedAt":
@@ -35018,6 +39856,133 @@ func (ec *executionContext) _TokenEdge(ctx context.Context, sel ast.SelectionSet
 			}
 		case "cursor":
 			out.Values[i] = ec._TokenEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var transformResultImplementors = []string{"TransformResult"}
+
+func (ec *executionContext) _TransformResult(ctx context.Context, sel ast.SelectionSet, obj *routing.TransformResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, transformResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TransformResult")
+		case "cancelled":
+			out.Values[i] = ec._TransformResult_cancelled(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "method":
+			out.Values[i] = ec._TransformResult_method(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "path":
+			out.Values[i] = ec._TransformResult_path(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "query":
+			out.Values[i] = ec._TransformResult_query(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "headers":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TransformResult_headers(ctx, field, obj)
+				})
+		case "body":
+			out.Values[i] = ec._TransformResult_body(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "error":
+			out.Values[i] = ec._TransformResult_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "errorReason":
+			out.Values[i] = ec._TransformResult_errorReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var transformVersionImplementors = []string{"TransformVersion", "Node"}
+
+func (ec *executionContext) _TransformVersion(ctx context.Context, sel ast.SelectionSet, obj *ent.TransformVersion) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, transformVersionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TransformVersion")
+		case "id":
+			out.Values[i] = ec._TransformVersion_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._TransformVersion_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "recipientID":
+			out.Values[i] = ec._TransformVersion_recipientID(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "number":
+			out.Values[i] = ec._TransformVersion_number(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "source":
+			out.Values[i] = ec._TransformVersion_source(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdBy":
+			out.Values[i] = ec._TransformVersion_createdBy(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -35804,6 +40769,11 @@ func (ec *executionContext) unmarshalNCreateAlertSubscriptionInput2githubᚗcom�
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNCreateEventTypeInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCreateEventTypeInput(ctx context.Context, v any) (model.CreateEventTypeInput, error) {
+	res, err := ec.unmarshalInputCreateEventTypeInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNCreatePlanInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐCreatePlanInput(ctx context.Context, v any) (model.CreatePlanInput, error) {
 	res, err := ec.unmarshalInputCreatePlanInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -35920,6 +40890,41 @@ func (ec *executionContext) marshalNDeliveryTrigger2githubᚗcomᚋadalᚑrelay�
 
 func (ec *executionContext) unmarshalNDeliveryWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐDeliveryWhereInput(ctx context.Context, v any) (*ent.DeliveryWhereInput, error) {
 	res, err := ec.unmarshalInputDeliveryWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNEventType2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventType(ctx context.Context, sel ast.SelectionSet, v *ent.EventType) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "EventType!")
+		return graphql.Null
+	}
+	return ec._EventType(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNEventTypeConnection2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeConnection(ctx context.Context, sel ast.SelectionSet, v *ent.EventTypeConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "EventTypeConnection!")
+		return graphql.Null
+	}
+	return ec._EventTypeConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNEventTypeOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeOrderField(ctx context.Context, v any) (*ent.EventTypeOrderField, error) {
+	var res = new(ent.EventTypeOrderField)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNEventTypeOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeOrderField(ctx context.Context, sel ast.SelectionSet, v *ent.EventTypeOrderField) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "EventTypeOrderField!")
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalNEventTypeWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeWhereInput(ctx context.Context, v any) (*ent.EventTypeWhereInput, error) {
+	res, err := ec.unmarshalInputEventTypeWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -36527,6 +41532,16 @@ func (ec *executionContext) marshalNRole2githubᚗcomᚋadalᚑrelayᚋadalᚋvi
 	return res
 }
 
+func (ec *executionContext) unmarshalNSchemaValidation2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx context.Context, v any) (server.SchemaValidation, error) {
+	var res server.SchemaValidation
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSchemaValidation2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx context.Context, sel ast.SelectionSet, v server.SchemaValidation) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNSendOutboundInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐSendOutboundInput(ctx context.Context, v any) (model.SendOutboundInput, error) {
 	res, err := ec.unmarshalInputSendOutboundInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -36742,6 +41757,62 @@ func (ec *executionContext) marshalNTokenOrderField2ᚖgithubᚗcomᚋadalᚑrel
 func (ec *executionContext) unmarshalNTokenWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTokenWhereInput(ctx context.Context, v any) (*ent.TokenWhereInput, error) {
 	res, err := ec.unmarshalInputTokenWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTransformResult2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋroutingᚐTransformResult(ctx context.Context, sel ast.SelectionSet, v *routing.TransformResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TransformResult!")
+		return graphql.Null
+	}
+	return ec._TransformResult(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTransformVersion2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.TransformVersion) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTransformVersion2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersion(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTransformVersion2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersion(ctx context.Context, sel ast.SelectionSet, v *ent.TransformVersion) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TransformVersion!")
+		return graphql.Null
+	}
+	return ec._TransformVersion(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNTransformVersionOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionOrderField(ctx context.Context, v any) (*ent.TransformVersionOrderField, error) {
+	var res = new(ent.TransformVersionOrderField)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTransformVersionOrderField2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionOrderField(ctx context.Context, sel ast.SelectionSet, v *ent.TransformVersionOrderField) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TransformVersionOrderField!")
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalNTransformVersionWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionWhereInput(ctx context.Context, v any) (*ent.TransformVersionWhereInput, error) {
+	res, err := ec.unmarshalInputTransformVersionWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNUpdateEventTypeInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐUpdateEventTypeInput(ctx context.Context, v any) (model.UpdateEventTypeInput, error) {
+	res, err := ec.unmarshalInputUpdateEventTypeInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNUpdatePlanInput2githubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐUpdatePlanInput(ctx context.Context, v any) (model.UpdatePlanInput, error) {
@@ -37115,6 +42186,14 @@ func (ec *executionContext) unmarshalOAttemptWhereInput2ᚖgithubᚗcomᚋadal�
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalOBasicAuthInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐBasicAuthInput(ctx context.Context, v any) (*model.BasicAuthInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputBasicAuthInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -37306,6 +42385,14 @@ func (ec *executionContext) unmarshalOBulkJobWhereInput2ᚖgithubᚗcomᚋadal�
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputBulkJobWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOClientCertificateInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐClientCertificateInput(ctx context.Context, v any) (*model.ClientCertificateInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputClientCertificateInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -37567,6 +42654,66 @@ func (ec *executionContext) unmarshalODestinationInput2ᚖgithubᚗcomᚋadalᚑ
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalOEventType2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventType(ctx context.Context, sel ast.SelectionSet, v *ent.EventType) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._EventType(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOEventTypeEdge2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeEdge(ctx context.Context, sel ast.SelectionSet, v []*ent.EventTypeEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalOEventTypeEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeEdge(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalOEventTypeEdge2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeEdge(ctx context.Context, sel ast.SelectionSet, v *ent.EventTypeEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._EventTypeEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOEventTypeOrder2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeOrder(ctx context.Context, v any) (*ent.EventTypeOrder, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputEventTypeOrder(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOEventTypeWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeWhereInputᚄ(ctx context.Context, v any) ([]*ent.EventTypeWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*ent.EventTypeWhereInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNEventTypeWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeWhereInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOEventTypeWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐEventTypeWhereInput(ctx context.Context, v any) (*ent.EventTypeWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputEventTypeWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOFloat2ᚖfloat64(ctx context.Context, v any) (*float64, error) {
 	if v == nil {
 		return nil, nil
@@ -37582,6 +42729,25 @@ func (ec *executionContext) marshalOFloat2ᚖfloat64(ctx context.Context, sel as
 	_ = sel
 	res := graphql.MarshalFloatContext(*v)
 	return graphql.WrapContextMarshaler(ctx, res)
+}
+
+func (ec *executionContext) marshalOHeader2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNHeader2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeader(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐHeaderInputᚄ(ctx context.Context, v any) ([]*model.HeaderInput, error) {
@@ -37917,6 +43083,14 @@ func (ec *executionContext) marshalONode2githubᚗcomᚋadalᚑrelayᚋadalᚋen
 	return ec._Node(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOOAuth2Input2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐOAuth2Input(ctx context.Context, v any) (*model.OAuth2Input, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputOAuth2Input(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOOutboundAttemptStatus2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋoutboundattemptᚐStatusᚄ(ctx context.Context, v any) ([]outboundattempt.Status, error) {
 	if v == nil {
 		return nil, nil
@@ -38180,6 +43354,21 @@ func (ec *executionContext) unmarshalOPlanWhereInput2ᚖgithubᚗcomᚋadalᚑre
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputPlanWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalORecipientAuth2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋroutingᚐAuthSummary(ctx context.Context, sel ast.SelectionSet, v *routing.AuthSummary) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RecipientAuth(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalORecipientAuthInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋgraphᚋmodelᚐRecipientAuthInput(ctx context.Context, v any) (*model.RecipientAuthInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputRecipientAuthInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -38471,6 +43660,58 @@ func (ec *executionContext) unmarshalORetrySchedule2ᚖgithubᚗcomᚋadalᚑrel
 }
 
 func (ec *executionContext) marshalORetrySchedule2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋrecipientᚐRetrySchedule(ctx context.Context, sel ast.SelectionSet, v *recipient.RetrySchedule) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOSchemaValidation2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidationᚄ(ctx context.Context, v any) ([]server.SchemaValidation, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]server.SchemaValidation, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNSchemaValidation2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOSchemaValidation2ᚕgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidationᚄ(ctx context.Context, sel ast.SelectionSet, v []server.SchemaValidation) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSchemaValidation2githubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOSchemaValidation2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx context.Context, v any) (*server.SchemaValidation, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(server.SchemaValidation)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSchemaValidation2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚋserverᚐSchemaValidation(ctx context.Context, sel ast.SelectionSet, v *server.SchemaValidation) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
@@ -38855,6 +44096,38 @@ func (ec *executionContext) unmarshalOTokenWhereInput2ᚖgithubᚗcomᚋadalᚑr
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputTokenWhereInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTransformVersion2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersion(ctx context.Context, sel ast.SelectionSet, v *ent.TransformVersion) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TransformVersion(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOTransformVersionWhereInput2ᚕᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionWhereInputᚄ(ctx context.Context, v any) ([]*ent.TransformVersionWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*ent.TransformVersionWhereInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNTransformVersionWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionWhereInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOTransformVersionWhereInput2ᚖgithubᚗcomᚋadalᚑrelayᚋadalᚋentᚐTransformVersionWhereInput(ctx context.Context, v any) (*ent.TransformVersionWhereInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputTransformVersionWhereInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 

@@ -13,8 +13,14 @@ import (
 	"github.com/adal-relay/adal/ent"
 	"github.com/adal-relay/adal/ent/attempt"
 	"github.com/adal-relay/adal/ent/recipient"
+	"github.com/adal-relay/adal/ent/server"
 	"github.com/adal-relay/adal/viewer"
 )
+
+type BasicAuthInput struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
 
 // One message of cliListen. The first message is CONNECTED; then one JOB per attempt. A JOB is already a started,
 // counted attempt held under a lease (the attempt timeout plus a margin): report its outcome with reportCliAttempt
@@ -49,6 +55,13 @@ type CliJob struct {
 	Verified *bool `json:"verified,omitempty"`
 }
 
+type ClientCertificateInput struct {
+	// The certificate (and chain), PEM.
+	CertificatePem string `json:"certificatePem"`
+	// Its private key, PEM; write-only.
+	KeyPem string `json:"keyPem"`
+}
+
 type CreateAlertSubscriptionInput struct {
 	// Operators name the tenant; owners subscribe their own.
 	TenantID *int         `json:"tenantId,omitempty"`
@@ -56,6 +69,16 @@ type CreateAlertSubscriptionInput struct {
 	Events   []AlertEvent `json:"events"`
 	// Default: SLACK for a Slack incoming webhook (https://hooks.slack.com/…), JSON otherwise.
 	Format *AlertFormat `json:"format,omitempty"`
+}
+
+type CreateEventTypeInput struct {
+	// Operators name the tenant; tenant owners create in their own.
+	TenantID *int `json:"tenantId,omitempty"`
+	// Letters, digits and . _ - : / (order.paid, stripe/charge.succeeded), unique in the tenant.
+	Name        string  `json:"name"`
+	Description *string `json:"description,omitempty"`
+	// A JSON Schema (draft 2020-12) the type's bodies follow; refused if it does not compile. No remote $ref.
+	Schema *string `json:"schema,omitempty"`
 }
 
 type CreatePlanInput struct {
@@ -87,6 +110,9 @@ type CreateRecipientInput struct {
 	// no cap beyond its tenant's share of the workers. A delivery waiting for a slot stays PENDING and spends no
 	// attempt. Only for DIRECT_HTTP recipients.
 	MaxConcurrency *int `json:"maxConcurrency,omitempty"`
+	// Event types the recipient gets (a trailing * matches a suffix: order.*); empty or absent: every request.
+	EventTypes []string            `json:"eventTypes,omitempty"`
+	Auth       *RecipientAuthInput `json:"auth,omitempty"`
 	// The names of the signature headers: ADAL (default: X-Adal-Webhook-Id, -Timestamp, -Signature; a sender's own
 	// webhook-* headers pass as sent) or STANDARD_WEBHOOKS (webhook-id, webhook-timestamp, webhook-signature,
 	// replacing a sender's headers of those names).
@@ -103,9 +129,17 @@ type CreateServerInput struct {
 	DeliverPendingOnConnect *bool  `json:"deliverPendingOnConnect,omitempty"`
 	RetentionDays           *int   `json:"retentionDays,omitempty"`
 	// Intake cap for this server, in requests per second (per process); absent: only the plan's.
-	MaxRequestsPerSecond *int                 `json:"maxRequestsPerSecond,omitempty"`
-	Verification         *VerificationInput   `json:"verification,omitempty"`
-	Response             *ServerResponseInput `json:"response,omitempty"`
+	MaxRequestsPerSecond *int `json:"maxRequestsPerSecond,omitempty"`
+	// The header a request's event type is read from (e.g. X-GitHub-Event). Give this or eventTypePath.
+	EventTypeHeader *string `json:"eventTypeHeader,omitempty"`
+	// The JSON path of the body a request's event type is read from (e.g. type, data.object.type).
+	EventTypePath *string `json:"eventTypePath,omitempty"`
+	// Checks bodies against their event type's schema: OFF (default), SHADOW (accepts, and marks
+	// Request.schemaError), ENFORCE (answers 422 with the first error; the request is neither stored nor charged).
+	// A request without a type, or of a type without a schema, is never refused.
+	SchemaValidation *server.SchemaValidation `json:"schemaValidation,omitempty"`
+	Verification     *VerificationInput       `json:"verification,omitempty"`
+	Response         *ServerResponseInput     `json:"response,omitempty"`
 	// Upper-case method names; absent: all methods.
 	AllowedMethods []string `json:"allowedMethods,omitempty"`
 }
@@ -194,6 +228,27 @@ type Limits struct {
 	RetrySchedules []*RetryScheduleLimits `json:"retrySchedules"`
 }
 
+// OAuth2 client credentials: a token is fetched, cached until it expires, and fetched again on a 401.
+type OAuth2Input struct {
+	TokenURL     string   `json:"tokenUrl"`
+	ClientID     string   `json:"clientId"`
+	ClientSecret string   `json:"clientSecret"`
+	Scopes       []string `json:"scopes,omitempty"`
+	Audience     *string  `json:"audience,omitempty"`
+}
+
+// How a recipient authenticates to its receiver (DIRECT_HTTP only). Secrets are write-only.
+type RecipientAuthInput struct {
+	// Custom headers sent on every attempt (an API key, say); their values are secret.
+	Headers []*HeaderInput  `json:"headers,omitempty"`
+	Basic   *BasicAuthInput `json:"basic,omitempty"`
+	// A static bearer token.
+	Bearer *string      `json:"bearer,omitempty"`
+	Oauth2 *OAuth2Input `json:"oauth2,omitempty"`
+	// A client certificate presented to the receiver (mutual TLS).
+	ClientCertificate *ClientCertificateInput `json:"clientCertificate,omitempty"`
+}
+
 type ReportCliAttemptInput struct {
 	DeliveryID int    `json:"deliveryId"`
 	Attempt    int    `json:"attempt"`
@@ -274,6 +329,13 @@ type ServerResponseInput struct {
 type Subscription struct {
 }
 
+type UpdateEventTypeInput struct {
+	Description *string `json:"description,omitempty"`
+	Schema      *string `json:"schema,omitempty"`
+	// Removes the schema: any body of the type is valid.
+	ClearSchema *bool `json:"clearSchema,omitempty"`
+}
+
 type UpdatePlanInput struct {
 	Name                   *string `json:"name,omitempty"`
 	MonthlyCredits         *int    `json:"monthlyCredits,omitempty"`
@@ -302,8 +364,14 @@ type UpdateRecipientInput struct {
 	// Sets the recipient's cap of attempts in flight at once (see CreateRecipientInput.maxConcurrency).
 	MaxConcurrency *int `json:"maxConcurrency,omitempty"`
 	// Removes the recipient's concurrency cap.
-	ClearMaxConcurrency *bool                       `json:"clearMaxConcurrency,omitempty"`
-	SignatureHeaders    *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
+	ClearMaxConcurrency *bool `json:"clearMaxConcurrency,omitempty"`
+	// Replaces the recipient's event types; [] subscribes it to every request.
+	EventTypes []string `json:"eventTypes,omitempty"`
+	// Replaces the recipient's authentication.
+	Auth *RecipientAuthInput `json:"auth,omitempty"`
+	// Removes the recipient's authentication.
+	ClearAuth        *bool                       `json:"clearAuth,omitempty"`
+	SignatureHeaders *recipient.SignatureHeaders `json:"signatureHeaders,omitempty"`
 	// See CreateRecipientInput.sendTraceparent.
 	SendTraceparent *bool `json:"sendTraceparent,omitempty"`
 }
@@ -315,9 +383,14 @@ type UpdateServerInput struct {
 	ClearRetentionDays      *bool   `json:"clearRetentionDays,omitempty"`
 	MaxRequestsPerSecond    *int    `json:"maxRequestsPerSecond,omitempty"`
 	// Removes the server's intake cap.
-	ClearMaxRequestsPerSecond *bool                `json:"clearMaxRequestsPerSecond,omitempty"`
-	Verification              *VerificationInput   `json:"verification,omitempty"`
-	Response                  *ServerResponseInput `json:"response,omitempty"`
+	ClearMaxRequestsPerSecond *bool   `json:"clearMaxRequestsPerSecond,omitempty"`
+	EventTypeHeader           *string `json:"eventTypeHeader,omitempty"`
+	EventTypePath             *string `json:"eventTypePath,omitempty"`
+	// Requests have no type from now on.
+	ClearEventTypeSource *bool                    `json:"clearEventTypeSource,omitempty"`
+	SchemaValidation     *server.SchemaValidation `json:"schemaValidation,omitempty"`
+	Verification         *VerificationInput       `json:"verification,omitempty"`
+	Response             *ServerResponseInput     `json:"response,omitempty"`
 	// Back to 202 {"requestId"}.
 	ClearResponse  *bool    `json:"clearResponse,omitempty"`
 	AllowedMethods []string `json:"allowedMethods,omitempty"`

@@ -1,0 +1,251 @@
+package transform
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/dop251/goja"
+)
+
+// request builds the request object. It runs before the tenant's code, so
+// no getter or setter of theirs is involved yet.
+func (s *sandbox) request(in Request) (*goja.Object, error) {
+	vm := s.vm
+	body, err := s.body(in.Body)
+	if err != nil {
+		return nil, err
+	}
+	joined := map[string][]string{}
+	for name, values := range in.Header {
+		lower := strings.ToLower(name)
+		joined[lower] = append(joined[lower], values...)
+	}
+	names := make([]string, 0, len(joined))
+	for name := range joined {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	headers := vm.NewObject()
+	for _, name := range names {
+		if err := headers.Set(validUTF8(name), validUTF8(strings.Join(joined[name], ", "))); err != nil {
+			return nil, err
+		}
+	}
+	req := vm.NewObject()
+	for _, f := range []struct {
+		name  string
+		value any
+	}{
+		{"method", validUTF8(in.Method)},
+		{"path", validUTF8(in.Path)},
+		{"query", validUTF8(in.Query)},
+		{"headers", headers},
+		{"body", body},
+	} {
+		if err := req.Set(f.name, f.value); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// body is the parsed JSON when the body is JSON, else the body as a string.
+func (s *sandbox) body(b []byte) (goja.Value, error) {
+	if utf8.Valid(b) && json.Valid(b) {
+		v, err := s.parse(goja.Undefined(), s.vm.ToValue(string(b)))
+		if err == nil {
+			return v, nil
+		}
+		if isStop(err) {
+			return nil, err
+		}
+	}
+	return s.vm.ToValue(validUTF8(string(b))), nil
+}
+
+func validUTF8(s string) string {
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+const nothing = "transform returned nothing: return the request, or null to cancel the delivery"
+
+func resultError(format string, args ...any) result {
+	return result{err: &Error{Reason: ReasonResult, Message: fmt.Sprintf(format, args...)}}
+}
+
+// result reads what the transform returned. It runs inside guard: reading a
+// property may run the tenant's code.
+func (s *sandbox) result(v goja.Value, in Request) result {
+	if v == nil || goja.IsUndefined(v) {
+		return result{err: &Error{Reason: ReasonResult, Message: nothing}}
+	}
+	if goja.IsNull(v) {
+		return result{cancel: true}
+	}
+	obj, ok := v.(*goja.Object)
+	if !ok || obj.ClassName() == "Array" || obj.ClassName() == "Function" || obj.ClassName() == "Promise" {
+		return resultError("transform returned %s, not a request: return the request, or null to cancel the delivery", typeName(v))
+	}
+	out := in
+	out.Header = in.Header.Clone()
+	if out.Header == nil {
+		out.Header = http.Header{}
+	}
+
+	if v := field(obj, "method"); v != nil {
+		m, ok := str(v)
+		if !ok {
+			return resultError("method must be a string, not %s", typeName(v))
+		}
+		if !isToken(m) {
+			return resultError("method %q is not a valid HTTP method", m)
+		}
+		out.Method = m
+	}
+	if v := field(obj, "path"); v != nil {
+		p, ok := str(v)
+		if !ok {
+			return resultError("path must be a string, not %s", typeName(v))
+		}
+		if !strings.HasPrefix(p, "/") {
+			return resultError("path %q must start with \"/\"", truncate(p, 100))
+		}
+		if strings.ContainsAny(p, "?#") {
+			return resultError("path %q must not contain \"?\" or \"#\": put the query in request.query", truncate(p, 100))
+		}
+		if hasControl(p) {
+			return resultError("path has a control character")
+		}
+		out.Path = p
+	}
+	if v := field(obj, "query"); v != nil {
+		q, ok := str(v)
+		if !ok {
+			return resultError("query must be a string, not %s", typeName(v))
+		}
+		q = strings.TrimPrefix(q, "?")
+		if strings.Contains(q, "#") || hasControl(q) {
+			return resultError("query must not contain \"#\" or a control character")
+		}
+		out.Query = q
+	}
+	if v := field(obj, "headers"); v != nil {
+		h, r, ok := headers(v)
+		if !ok {
+			return r
+		}
+		out.Header = h
+	}
+	if v := field(obj, "body"); v != nil {
+		if b, ok := str(v); ok {
+			out.Body = []byte(b)
+		} else {
+			j, err := s.stringify(goja.Undefined(), v)
+			if err != nil {
+				rethrowStop(err)
+				var text string
+				if ex, ok := err.(*goja.Exception); ok {
+					text = s.valueText(ex.Value())
+				} else {
+					text = err.Error()
+				}
+				return resultError("the body cannot be serialized as JSON: %s", truncate(text, maxMessage))
+			}
+			if !goja.IsString(j) {
+				return resultError("the body cannot be serialized as JSON: it is %s", typeName(v))
+			}
+			out.Body = []byte(j.String())
+			if out.Header.Get("Content-Type") == "" {
+				out.Header.Set("Content-Type", "application/json")
+			}
+		}
+	}
+	return result{out: out}
+}
+
+// field is a property of the returned object, or nil when it is missing or
+// undefined, to keep the input value.
+func field(obj *goja.Object, name string) goja.Value {
+	v := obj.Get(name)
+	if v == nil || goja.IsUndefined(v) {
+		return nil
+	}
+	return v
+}
+
+func str(v goja.Value) (string, bool) {
+	if !goja.IsString(v) {
+		return "", false
+	}
+	return v.String(), true
+}
+
+func headers(v goja.Value) (http.Header, result, bool) {
+	obj, ok := v.(*goja.Object)
+	if !ok || obj.ClassName() == "Array" || obj.ClassName() == "Function" {
+		return nil, resultError("headers must be an object of header name to value, not %s", typeName(v)), false
+	}
+	h := http.Header{}
+	for _, key := range obj.Keys() {
+		if !isToken(key) {
+			return nil, resultError("header name %q is not valid", truncate(key, 100)), false
+		}
+		name := http.CanonicalHeaderKey(key)
+		val := obj.Get(key)
+		var values []string
+		if s, ok := str(val); ok {
+			values = []string{s}
+		} else if arr, ok := val.(*goja.Object); ok && arr.ClassName() == "Array" {
+			n := arr.Get("length").ToInteger()
+			for i := int64(0); i < n; i++ {
+				el := arr.Get(strconv.FormatInt(i, 10))
+				s, ok := str(el)
+				if !ok {
+					return nil, resultError("header %q must be a string or an array of strings, but an element is %s", key, typeName(el)), false
+				}
+				values = append(values, s)
+			}
+		} else {
+			return nil, resultError("header %q must be a string or an array of strings, not %s", key, typeName(val)), false
+		}
+		for _, s := range values {
+			if hasControl(strings.ReplaceAll(s, "\t", " ")) {
+				return nil, resultError("header %q has a line break or another control character in its value", key), false
+			}
+			h.Add(name, s)
+		}
+	}
+	return h, result{}, true
+}
+
+// isToken reports whether s is an HTTP token, as header names and methods
+// must be.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,263 @@
+// Package transform runs a tenant's JavaScript transformation on a request
+// before it is delivered.
+//
+// # The contract
+//
+// The source defines a function transform(request). The request is an object
+// with these fields:
+//
+//   - method: the HTTP method, a string.
+//   - path: the request's path after /in/{key}, starting with "/".
+//   - query: the raw query string, without "?".
+//   - headers: an object of lower-case header name to string; repeated values
+//     are joined with ", ".
+//   - body: the parsed JSON value when the body is valid JSON (whatever the
+//     content type says), else the body as a string (invalid UTF-8 replaced).
+//
+// transform returns the request changed: the same object or a new one with
+// those fields. A field that is missing or undefined keeps its input value.
+// Returning null cancels the delivery (it is cancelled, not failed).
+// Returning nothing (undefined) is an error, as is returning anything that is
+// not an object.
+//
+// The returned fields are checked: method, path and query must be strings
+// (path starts with "/"; a leading "?" on query is dropped). Returned headers
+// replace the input headers: names are canonicalized and each value must be a
+// string, or an array of strings for a repeated header. A body that is a
+// string is sent as is; any other value is serialized as JSON, and then
+// Content-Type is set to application/json unless the returned headers have
+// one. A JSON body that the function returns, even unchanged, is serialized
+// again, so its formatting may change and numbers are JavaScript numbers;
+// delete request.body to send the input bytes untouched.
+//
+// # The sandbox
+//
+// Each Run gets a fresh JavaScript runtime, so nothing a run leaves behind is
+// seen by another run or another tenant. The runtime has the language's
+// built-ins (Math.random and Date included) and a console whose methods do
+// nothing; it has no require, no network, no file access and no timers, and
+// eval and the Function constructor are removed.
+//
+// # Limits
+//
+// Limits.CPU bounds the time a run takes: the runtime is interrupted when it
+// has run that long, or when the context is done; the run then fails with
+// TIMEOUT.
+//
+// Limits.Memory bounds what a run allocates. The Go runtime only counts the
+// allocations of the whole process, so a watchdog samples that count while
+// the run lasts and interrupts the run (MEMORY) once the process has
+// allocated more than the limit since the run started. Allocations made at
+// the same time by other goroutines count against the run too: the bound is
+// conservative, and under heavy concurrent allocation a run may be stopped
+// early, never late. Built-in functions that could allocate a huge amount in
+// a single call (String.prototype.repeat, padStart, Array and typed array
+// constructors, join, JSON.stringify, replace with a string replacement and
+// others) are wrapped to refuse results over the limit or to run in steps that
+// the watchdog can stop. The call stack depth is bounded as well; endless
+// recursion fails with MEMORY.
+//
+// A built-in function cannot be interrupted while it runs (a sort of a large
+// array, a pathological regular expression). If a run does not stop soon
+// after its limit, Run returns the error anyway and abandons the runtime,
+// which finishes on its own goroutine; Abandoned counts those still running.
+// The package sets regexp2.DefaultMatchTimeout, unless something else did,
+// so that a regular expression cannot keep an abandoned runtime forever.
+package transform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/parser"
+)
+
+// MaxSource is the largest source Compile accepts.
+const MaxSource = 64 << 10
+
+// Default limits, used for the zero fields of Limits.
+const (
+	DefaultCPU    = 50 * time.Millisecond
+	DefaultMemory = 32 << 20
+)
+
+// Reasons a run fails, in Error.Reason.
+const (
+	ReasonThrow   = "THROW"   // the function threw
+	ReasonTimeout = "TIMEOUT" // over the CPU limit, or the context is done
+	ReasonMemory  = "MEMORY"  // over the memory limit or the call stack depth
+	ReasonResult  = "RESULT"  // what the function returned is not a request
+)
+
+// sourceName is the file name goja gives the tenant's code; stack frames
+// with it are the tenant's, the others are the sandbox's own wrappers.
+const sourceName = "transform.js"
+
+// Request is what a transform reads and returns.
+type Request struct {
+	Method string
+	Path   string // after /in/{key}, starting with "/"
+	Query  string // raw, without "?"
+	Header http.Header
+	Body   []byte
+}
+
+// Limits bound a run. Zero fields take the defaults.
+type Limits struct {
+	CPU    time.Duration // default DefaultCPU
+	Memory int64         // bytes, default DefaultMemory
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.CPU <= 0 {
+		l.CPU = DefaultCPU
+	}
+	if l.Memory <= 0 {
+		l.Memory = DefaultMemory
+	}
+	return l
+}
+
+// SyntaxError is a source that does not parse.
+type SyntaxError struct {
+	Line, Column int
+	Message      string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("syntax error at line %d, column %d: %s", e.Line, e.Column, e.Message)
+}
+
+// Error is a run that failed.
+type Error struct {
+	Reason  string // ReasonThrow, ReasonTimeout, ReasonMemory or ReasonResult
+	Message string
+	// Line and Column are where in the source the run threw or was stopped,
+	// when known; zero otherwise. Message ends with them too.
+	Line, Column int
+}
+
+func (e *Error) Error() string {
+	return "transform: " + e.Message
+}
+
+// Program is a compiled transform. It is safe for concurrent Run.
+type Program struct {
+	prg *goja.Program
+}
+
+// Compile checks and compiles a transform's source.
+func Compile(source string) (*Program, error) {
+	if len(source) > MaxSource {
+		return nil, fmt.Errorf("the transform is %d bytes, over the limit of %d", len(source), MaxSource)
+	}
+	// Source maps are disabled: with them the parser would read a file named
+	// in the source.
+	tree, err := parser.ParseFile(nil, sourceName, source, 0, parser.WithDisableSourceMaps)
+	if err != nil {
+		var list parser.ErrorList
+		if errors.As(err, &list) && len(list) > 0 {
+			return nil, &SyntaxError{Line: list[0].Position.Line, Column: list[0].Position.Column, Message: list[0].Message}
+		}
+		return nil, &SyntaxError{Message: err.Error()}
+	}
+	if err := checkDeclared(tree); err != nil {
+		return nil, err
+	}
+	prg, err := goja.CompileAST(tree, false)
+	if err != nil {
+		var se *goja.CompilerSyntaxError
+		if errors.As(err, &se) {
+			e := &SyntaxError{Message: se.Message}
+			if se.File != nil {
+				pos := se.File.Position(se.Offset)
+				e.Line, e.Column = pos.Line, pos.Column
+			}
+			return nil, e
+		}
+		return nil, fmt.Errorf("the transform does not compile: %w", err)
+	}
+	return &Program{prg: prg}, nil
+}
+
+// checkDeclared looks for a top-level declaration of transform, so that a
+// source without one is refused when it is saved rather than at its first
+// delivery. What the name holds is checked again when it runs.
+func checkDeclared(tree *ast.Program) error {
+	const missing = "the source defines no function named transform: define function transform(request) { ...; return request; }"
+	for _, st := range tree.Body {
+		switch st := st.(type) {
+		case *ast.FunctionDeclaration:
+			if st.Function.Name != nil && st.Function.Name.Name == "transform" {
+				return checkSync(st.Function)
+			}
+		case *ast.VariableStatement:
+			if b := findBinding(st.List); b != nil {
+				return checkSync(b.Initializer)
+			}
+		case *ast.LexicalDeclaration:
+			if b := findBinding(st.List); b != nil {
+				return checkSync(b.Initializer)
+			}
+		case *ast.ClassDeclaration:
+			if st.Class.Name != nil && st.Class.Name.Name == "transform" {
+				return errors.New("transform is a class: define it as a function, function transform(request) { ... }")
+			}
+		case *ast.ExpressionStatement:
+			if as, ok := st.Expression.(*ast.AssignExpression); ok {
+				if id, ok := as.Left.(*ast.Identifier); ok && id.Name == "transform" {
+					return checkSync(as.Right)
+				}
+			}
+		}
+	}
+	return errors.New(missing)
+}
+
+func findBinding(list []*ast.Binding) *ast.Binding {
+	for _, b := range list {
+		if id, ok := b.Target.(*ast.Identifier); ok && id.Name == "transform" {
+			return b
+		}
+	}
+	return nil
+}
+
+// checkSync refuses async and generator functions: the delivery needs the
+// request itself, not a promise or an iterator.
+func checkSync(e ast.Node) error {
+	switch f := e.(type) {
+	case *ast.FunctionLiteral:
+		if f.Async {
+			return errors.New("transform is async: it must return the request itself, not a promise")
+		}
+		if f.Generator {
+			return errors.New("transform is a generator: it must return the request itself")
+		}
+	case *ast.ArrowFunctionLiteral:
+		if f.Async {
+			return errors.New("transform is async: it must return the request itself, not a promise")
+		}
+	}
+	return nil
+}
+
+// Run runs the transform on a request. It returns the changed request, or
+// cancel true when the transform returned null. A failed run returns an
+// *Error.
+func (p *Program) Run(ctx context.Context, in Request, lim Limits) (out Request, cancel bool, err error) {
+	lim = lim.withDefaults()
+	if err := ctx.Err(); err != nil {
+		return Request{}, false, contextError(err)
+	}
+	return runSandboxed(ctx, p.prg, in, lim)
+}
+
+func contextError(err error) *Error {
+	return &Error{Reason: ReasonTimeout, Message: "the delivery was cancelled while the transform ran: " + err.Error()}
+}

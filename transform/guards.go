@@ -7,9 +7,9 @@ package transform
 // built-in that allocates or loops a lot in one call can neither be stopped
 // nor watched. The wrappers below refuse such calls up front when their size
 // is known from the arguments, or do the work in JavaScript steps that the
-// watchdog can stop. They keep the originals in this closure and read
-// nothing the tenant can replace afterwards, so the checks cannot be
-// bypassed by changing a prototype.
+// watchdog can stop. They keep the originals in this closure, and their own
+// arrays and descriptors have no prototype, so that a tenant who replaces a
+// global or changes a prototype cannot get around the checks.
 //
 // Arrays are a special case: an array's length costs nothing to set, and most
 // built-ins walk it. An array is handed to a built-in only when it is a real
@@ -122,6 +122,7 @@ each(['copyWithin', 'fill', 'pop', 'push', 'reverse', 'shift', 'sort', 'splice',
 	var orig = AP[name];
 	if (typeof orig !== 'function') return;
 	var what = 'Array.prototype.' + name;
+	var setsLength = name === 'pop' || name === 'push' || name === 'shift' || name === 'unshift' || name === 'splice';
 	set(AP, name, function () {
 		var o = this;
 		if (genuine(o)) {
@@ -138,7 +139,7 @@ each(['copyWithin', 'fill', 'pop', 'push', 'reverse', 'shift', 'sort', 'splice',
 			else delete o[i];
 		}
 		for (i = copy.length; i < oldLen; i++) delete o[i];
-		o.length = copy.length;
+		if (setsLength) o.length = copy.length;
 		return result === copy ? o : result;
 	});
 });
@@ -367,21 +368,19 @@ function argList(a, what) {
 	return arrayOf(a, what);
 }
 
-var origApply = FP.apply;
 set(FP, 'apply', function (thisArg, args) {
 	if (typeof this !== 'function') throw new TypeErr('Function.prototype.apply was called on a value that is not a function');
 	return apply(this, thisArg, argList(args, 'Function.prototype.apply'));
 });
 
-var origReflectApply = R.apply, origReflectConstruct = R.construct;
 set(R, 'apply', function (target, thisArg, args) {
 	if (!isObject(args)) throw new TypeErr('Reflect.apply: the arguments are not an array-like object');
 	return apply(target, thisArg, argList(args, 'Reflect.apply'));
 });
 set(R, 'construct', function (target, args, newTarget) {
 	if (!isObject(args)) throw new TypeErr('Reflect.construct: the arguments are not an array-like object');
-	var list = argList(args, 'Reflect.construct');
-	return arguments.length < 3 ? construct(target, list) : construct(target, list, newTarget);
+	var argv = argList(args, 'Reflect.construct');
+	return arguments.length < 3 ? construct(target, argv) : construct(target, argv, newTarget);
 });
 
 function thisString(v, what) {
@@ -420,7 +419,6 @@ set(SP, 'concat', function () {
 	return apply(origConcat, s, rest);
 });
 
-var origRaw = S.raw;
 set(S, 'raw', function (template) {
 	var raw = arrayOf(O(O(template).raw), 'String.raw');
 	var parts = list(), total = 0, n = 0;
@@ -577,7 +575,7 @@ function stringify(value, replacer, space) {
 			var picked = {};
 			for (var i = 0; i < keys.length; i++) {
 				var x = v[keys[i]];
-				if (x !== undefined) defineProperty(picked, keys[i], {value: x, writable: true, enumerable: true, configurable: true});
+				if (x !== undefined) defineProperty(picked, keys[i], desc({value: x, writable: true, enumerable: true, configurable: true}));
 			}
 			return picked;
 		};

@@ -55,6 +55,7 @@ func Abandoned() int {
 type sandbox struct {
 	vm  *goja.Runtime
 	lim Limits
+	fn  goja.Callable // the program's transform, once its top level has run
 	// stopped is why the run was interrupted; the first reason wins.
 	stopped   atomic.Pointer[Error]
 	stringify goja.Callable // JSON.stringify as the guards left it
@@ -138,10 +139,25 @@ func (s *sandbox) stop(e *Error) {
 	}
 }
 
+// sandbox takes an idle runtime of p prepared with the same limits, or a new one.
+func (p *Program) sandbox(lim Limits) (*sandbox, error) {
+	for {
+		s, _ := p.idle.Get().(*sandbox)
+		if s == nil {
+			return newSandbox(lim)
+		}
+		if s.lim == lim {
+			s.vm.ClearInterrupt()
+			return s, nil
+		}
+	}
+}
+
 // runSandboxed runs the program on its own goroutine while this one watches
 // the clock, the context and the allocations.
-func runSandboxed(ctx context.Context, prg *goja.Program, in Request, lim Limits) (Request, bool, error) {
-	s, err := newSandbox(lim)
+func (p *Program) runSandboxed(ctx context.Context, in Request, lim Limits) (Request, bool, error) {
+	prg := p.prg
+	s, err := p.sandbox(lim)
 	if err != nil {
 		return Request{}, false, &Error{Reason: ReasonThrow, Message: "the sandbox could not be prepared: " + err.Error()}
 	}
@@ -167,6 +183,9 @@ func runSandboxed(ctx context.Context, prg *goja.Program, in Request, lim Limits
 	for {
 		select {
 		case r := <-done:
+			if s.stopped.Load() == nil && s.fn != nil {
+				p.idle.Put(s) // it ended on its own: ready for another run
+			}
 			if r.err != nil {
 				return Request{}, false, r.err
 			}
@@ -203,27 +222,30 @@ func (s *sandbox) run(prg *goja.Program, in Request) (r result) {
 			r = result{err: &Error{Reason: ReasonThrow, Message: fmt.Sprintf("the JavaScript runtime failed: %v", x)}}
 		}
 	}()
+	if s.fn == nil {
+		if _, err := s.vm.RunProgram(prg); err != nil {
+			return result{err: s.describe(err)}
+		}
+		var fn goja.Callable
+		var notFn string
+		if err := s.guard(func() {
+			v := s.vm.Get("transform")
+			if fn, _ = goja.AssertFunction(v); fn == nil {
+				notFn = typeName(v)
+			}
+		}); err != nil {
+			return result{err: s.describe(err)}
+		}
+		if fn == nil {
+			return result{err: &Error{Reason: ReasonThrow, Message: "transform is not a function: it is " + notFn}}
+		}
+		s.fn = fn
+	}
 	req, err := s.request(in)
 	if err != nil {
 		return result{err: s.describe(err)}
 	}
-	if _, err := s.vm.RunProgram(prg); err != nil {
-		return result{err: s.describe(err)}
-	}
-	var fn goja.Callable
-	var notFn string
-	if err := s.guard(func() {
-		v := s.vm.Get("transform")
-		if fn, _ = goja.AssertFunction(v); fn == nil {
-			notFn = typeName(v)
-		}
-	}); err != nil {
-		return result{err: s.describe(err)}
-	}
-	if fn == nil {
-		return result{err: &Error{Reason: ReasonThrow, Message: "transform is not a function: it is " + notFn}}
-	}
-	v, err := fn(goja.Undefined(), req)
+	v, err := s.fn(goja.Undefined(), req)
 	if err != nil {
 		return result{err: s.describe(err)}
 	}

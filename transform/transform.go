@@ -40,9 +40,10 @@
 //
 // # Limits
 //
-// Limits.CPU bounds the time a run takes: the runtime is interrupted when it
-// has run that long, or when the context is done; the run then fails with
-// TIMEOUT.
+// Limits.CPU bounds the time a run takes, measured on the wall clock (goja
+// cannot count the CPU a run uses), so a busy machine leaves a run less to
+// work with: the runtime is interrupted when it has run that long, or when
+// the context is done, and the run fails with TIMEOUT.
 //
 // Limits.Memory bounds what a run allocates. The Go runtime only counts the
 // allocations of the whole process, so a watchdog samples that count while
@@ -63,6 +64,14 @@
 // which finishes on its own goroutine; Abandoned counts those still running.
 // The package sets regexp2.DefaultMatchTimeout, unless something else did,
 // so that a regular expression cannot keep an abandoned runtime forever.
+//
+// # Runtimes
+//
+// A Program keeps the runtimes of its finished runs and gives them to later
+// runs, with its top-level code already run: what a run leaves in global
+// variables may be seen by a later run of the same Program (the same version
+// of one recipient's transform), or may not. A transform must not rely on it
+// either way. A run that was stopped leaves its runtime behind.
 package transform
 
 import (
@@ -70,6 +79,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/dop251/goja"
@@ -149,6 +159,10 @@ func (e *Error) Error() string {
 // Program is a compiled transform. It is safe for concurrent Run.
 type Program struct {
 	prg *goja.Program
+	// idle holds runtimes that ran this program to its end, ready for another run: preparing one (the
+	// guards build most of goja's built-ins) costs far more than a run. Only runs that ended on their own
+	// give theirs back; one that was stopped is dropped.
+	idle sync.Pool
 }
 
 // Compile checks and compiles a transform's source.
@@ -255,7 +269,7 @@ func (p *Program) Run(ctx context.Context, in Request, lim Limits) (out Request,
 	if err := ctx.Err(); err != nil {
 		return Request{}, false, contextError(err)
 	}
-	return runSandboxed(ctx, p.prg, in, lim)
+	return p.runSandboxed(ctx, in, lim)
 }
 
 func contextError(err error) *Error {

@@ -35,9 +35,13 @@ func sample() Request {
 	}
 }
 
+// roomy limits keep tests that are not about limits from failing on a slow
+// or busy machine (the race detector makes goja several times slower).
+var roomy = Limits{CPU: 10 * time.Second}
+
 func run(t testing.TB, src string, in Request) (Request, bool, error) {
 	t.Helper()
-	return compile(t, src).Run(context.Background(), in, Limits{})
+	return compile(t, src).Run(context.Background(), in, roomy)
 }
 
 func runErr(t *testing.T, src string, in Request, lim Limits) *Error {
@@ -264,7 +268,7 @@ func TestNullCancels(t *testing.T) {
 }
 
 func TestUndefinedIsAnError(t *testing.T) {
-	e := runErr(t, "function transform(r) { r.method = 'PUT'; }", sample(), Limits{})
+	e := runErr(t, "function transform(r) { r.method = 'PUT'; }", sample(), roomy)
 	if e.Reason != ReasonResult || e.Message != nothing {
 		t.Errorf("err = %+v", e)
 	}
@@ -287,7 +291,7 @@ func TestResultErrors(t *testing.T) {
 		{"r.body = {}; r.body.self = r.body; return r", "the body cannot be serialized as JSON"},
 		{"r.body = function () {}; return r", "the body cannot be serialized as JSON: it is a function"},
 	} {
-		e := runErr(t, "function transform(r) { "+c.src+" }", sample(), Limits{})
+		e := runErr(t, "function transform(r) { "+c.src+" }", sample(), roomy)
 		if e.Reason != ReasonResult || !strings.Contains(e.Message, c.want) {
 			t.Errorf("%s: err = %s %q, want RESULT with %q", c.src, e.Reason, e.Message, c.want)
 		}
@@ -296,7 +300,7 @@ func TestResultErrors(t *testing.T) {
 
 func TestThrow(t *testing.T) {
 	src := "function transform(r) {\n  var x = r.body.id;\n  if (x) throw new TypeError('no order ' + x);\n  return r;\n}"
-	e := runErr(t, src, sample(), Limits{})
+	e := runErr(t, src, sample(), roomy)
 	if e.Reason != ReasonThrow || e.Line != 3 || e.Column == 0 {
 		t.Fatalf("err = %+v, want THROW on line 3", e)
 	}
@@ -304,23 +308,23 @@ func TestThrow(t *testing.T) {
 		t.Errorf("message = %q, want %q", e.Message, want)
 	}
 
-	e = runErr(t, "function transform(r) {\n  return r.nope.deeper;\n}", sample(), Limits{})
+	e = runErr(t, "function transform(r) {\n  return r.nope.deeper;\n}", sample(), roomy)
 	if e.Reason != ReasonThrow || e.Line != 2 || !strings.Contains(e.Message, "TypeError") {
 		t.Errorf("err = %+v", e)
 	}
 
-	e = runErr(t, "function transform(r) { throw {code: 42}; }", sample(), Limits{})
+	e = runErr(t, "function transform(r) { throw {code: 42}; }", sample(), roomy)
 	if e.Reason != ReasonThrow || !strings.HasPrefix(e.Message, `{"code":42} at 1:`) {
 		t.Errorf("err = %+v", e)
 	}
 
 	// Top-level code runs too, and its errors are reported the same way.
-	e = runErr(t, "function transform(r) { return r; }\nnull.x;", sample(), Limits{})
+	e = runErr(t, "function transform(r) { return r; }\nnull.x;", sample(), roomy)
 	if e.Reason != ReasonThrow || e.Line != 2 {
 		t.Errorf("err = %+v", e)
 	}
 
-	e = runErr(t, "var transform = 5;", sample(), Limits{})
+	e = runErr(t, "var transform = 5;", sample(), roomy)
 	if e.Reason != ReasonThrow || !strings.Contains(e.Message, "transform is not a function: it is a number") {
 		t.Errorf("err = %+v", e)
 	}
@@ -329,7 +333,7 @@ func TestThrow(t *testing.T) {
 func TestThrowCannotHide(t *testing.T) {
 	// A thrown object whose printing throws again, or loops, is still
 	// reported.
-	e := runErr(t, "function transform(r) { throw {toJSON() { throw 1; }, toString() { throw 2; }}; }", sample(), Limits{})
+	e := runErr(t, "function transform(r) { throw {toJSON() { throw 1; }, toString() { throw 2; }}; }", sample(), roomy)
 	if e.Reason != ReasonThrow || !strings.Contains(e.Message, "cannot be printed") {
 		t.Errorf("err = %+v", e)
 	}
@@ -358,7 +362,8 @@ func TestTimeout(t *testing.T) {
 		if e.Reason != ReasonTimeout || !strings.Contains(e.Message, "time limit of 50ms") || e.Line == 0 {
 			t.Errorf("%s: err = %+v", src, e)
 		}
-		if took > 250*time.Millisecond {
+		// Interrupted JavaScript stops at once; the margin is for a busy machine.
+		if took > time.Second {
 			t.Errorf("%s: took %v for a limit of 50ms", src, took)
 		}
 		waitGoroutines(t, before)
@@ -396,14 +401,14 @@ func TestContext(t *testing.T) {
 	}
 
 	// A context already done does not run anything.
-	_, _, err = p.Run(ctx, sample(), Limits{})
+	_, _, err = p.Run(ctx, sample(), roomy)
 	if !errors.As(err, &e) || e.Reason != ReasonTimeout {
 		t.Errorf("err = %v", err)
 	}
 }
 
 func TestStackOverflow(t *testing.T) {
-	e := runErr(t, "function f(n) { return f(n + 1) + 1; }\nfunction transform(r) { f(0); }", sample(), Limits{})
+	e := runErr(t, "function f(n) { return f(n + 1) + 1; }\nfunction transform(r) { f(0); }", sample(), roomy)
 	if e.Reason != ReasonMemory || !strings.Contains(e.Message, "endless recursion") {
 		t.Errorf("err = %+v", e)
 	}
@@ -463,7 +468,7 @@ func TestMemoryBombs(t *testing.T) {
 			t.Errorf("%s: err = %v, want MEMORY or TIMEOUT", bomb, err)
 			continue
 		}
-		if took > 3*time.Second {
+		if took > 5*time.Second {
 			t.Errorf("%s: took %v", bomb, took)
 		}
 		runtime.GC()
@@ -485,6 +490,35 @@ func TestMemoryBombs(t *testing.T) {
 	}
 }
 
+// TestTampering changes what the guards might rely on: the guards keep
+// working, and the process survives.
+func TestTampering(t *testing.T) {
+	for _, src := range []string{
+		`Object.defineProperty(Array.prototype, '0', {
+			set(v) { Object.defineProperty(this, '0', {get() { return 1e12; }, set() {}, configurable: true}); },
+			configurable: true});
+		new Uint8Array(5); new ArrayBuffer(8); [1, 2].join(); 'x'.repeat(3); Array.from({length: 3}); 'ab'.concat('c');`,
+		`Object.prototype.get = function () { return 1e12; }; new Uint8Array(5);`,
+		"String.prototype.indexOf = () => -1; 'x'.repeat(1e5).replace(/x/g, '$`');",
+		`Reflect.apply = null; Object.getPrototypeOf(function () {}).call = null; 'ab'.repeat(2) + [1].map(x => x).join();`,
+		`Array.isArray = () => true; Array.prototype.fill.call({length: 2 ** 53 - 1}, 0);`,
+		`Symbol.iterator; Array.prototype[Symbol.iterator] = function* () { for (;;) yield 1; }; [...[1]];`,
+		`var n = 0; var o = {get length() { return n++ ? 1e12 : 1; }}; Array.prototype.fill.call(o, 0); new Uint8Array(o);`,
+		`delete globalThis.Uint8Array; globalThis.ArrayBuffer = 1; new Int8Array(4);`,
+	} {
+		start := time.Now()
+		_, _, err := compile(t, "function transform(r) { "+src+"\n return r; }").Run(context.Background(), sample(), Limits{CPU: 2 * time.Second})
+		var e *Error
+		if err != nil && !errors.As(err, &e) {
+			t.Errorf("%s: err = %v", src, err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%s: took %v", src, took)
+		}
+		t.Logf("%.60s: %v", src, err)
+	}
+}
+
 func TestMemoryUnderLimit(t *testing.T) {
 	// Work that fits the limit is not stopped.
 	src := `function transform(r) {
@@ -493,7 +527,7 @@ func TestMemoryUnderLimit(t *testing.T) {
 		r.body = {n: a.length, s: 'ab'.repeat(1000).length};
 		return r;
 	}`
-	out, _, err := compile(t, src).Run(context.Background(), sample(), Limits{CPU: 10 * time.Second})
+	out, _, err := run(t, src, sample())
 	if err != nil || string(out.Body) != `{"n":10000,"s":2000}` {
 		t.Errorf("body = %s, err = %v", out.Body, err)
 	}
@@ -516,7 +550,7 @@ func TestNothingFromOutside(t *testing.T) {
 		}
 	}
 	// eval called directly is just an undefined name.
-	e := runErr(t, "function transform(r) { return eval('r'); }", sample(), Limits{})
+	e := runErr(t, "function transform(r) { return eval('r'); }", sample(), roomy)
 	if e.Reason != ReasonThrow || !strings.Contains(e.Message, "ReferenceError") {
 		t.Errorf("eval: %+v", e)
 	}
@@ -533,7 +567,7 @@ func TestEachRunIsFresh(t *testing.T) {
 		Array.prototype.polluted = true;
 		function transform(r) { r.body = {count: count}; return r; }`)
 	for i := 0; i < 3; i++ {
-		out, _, err := p.Run(context.Background(), sample(), Limits{})
+		out, _, err := p.Run(context.Background(), sample(), roomy)
 		if err != nil || string(out.Body) != `{"count":1}` {
 			t.Fatalf("run %d: body = %s, err = %v", i, out.Body, err)
 		}
@@ -605,7 +639,7 @@ func TestConcurrentRuns(t *testing.T) {
 			for i := 0; i < 10; i++ {
 				n := g*100 + i
 				in := Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(fmt.Sprintf(`{"n":%d}`, n))}
-				out, _, err := p.Run(context.Background(), in, Limits{CPU: time.Second})
+				out, _, err := p.Run(context.Background(), in, roomy)
 				if err != nil {
 					errs <- err
 					return
@@ -634,7 +668,7 @@ func BenchmarkRun(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := p.Run(ctx, in, Limits{}); err != nil {
+		if _, _, err := p.Run(ctx, in, roomy); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -67,9 +67,11 @@ var commands = []command{
 		"  adal listen  (--recipient ID... | --server SERVER) --print-secret",
 		"attach to CLI recipients and forward each delivery to a local URL, printing a line per delivery;\n" +
 			"    reconnects by itself, and Ctrl-C stops it (local calls in flight are finished and reported first)"},
-	{"requests", "adal requests --server SERVER [--status STATUS] [--limit N] [--format text|json]",
-		"list a server's recent requests, newest first, with each delivery (the IDs retry and replay take);\n" +
-			"    a broker recipient's delivery says where it publishes and what the broker answered"},
+	{"requests", "adal requests --server SERVER [--status STATUS] [--event-type TYPE] [--limit N] [--format text|json]",
+		"list a server's recent requests, newest first, each with its event type (and why its body does not\n" +
+			"    follow the type's schema, when accepted anyway) and its deliveries (the IDs retry and replay take);\n" +
+			"    a delivery names the transformation version its last attempt ran, and a broker recipient's says\n" +
+			"    where it publishes and what the broker answered"},
 	{"retry", "adal retry   DELIVERY_ID [--format text|json]",
 		"a new delivery of the request to the same recipient (retryDelivery): costs 1 credit"},
 	{"replay", "adal replay  REQUEST_ID [--format text|json]",
@@ -219,6 +221,7 @@ func commandFlags(name string, out io.Writer) *flag.FlagSet {
 	case "requests":
 		fs.String("server", "", "the `SERVER` (ID or name) whose requests to list (required)")
 		fs.String("status", "", "only requests with this `STATUS`: PENDING, DELIVERED, FAILED or PARTIAL")
+		fs.String("event-type", "", "only requests of this event `TYPE`, as the server read it, e.g. order.paid")
 		fs.Int("limit", defaultLimit, "at most `N` requests (1 to 500)")
 		apiFlags()
 		formatFlag()

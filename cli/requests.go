@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -26,26 +28,29 @@ const requestsQuery = `query($server: ID!, $first: Int!, $where: RequestWhereInp
   requests(serverId: $server, first: $first, where: $where) {
     totalCount
     edges { node {
-      id method path query receivedAt status replayOf { id }
+      id method path query receivedAt status eventType schemaError replayOf { id }
       deliveries {
         id status trigger attemptCount maxAttempts nextAttemptAt superseded
         recipient { id name method destination { exchange routingKey subject stream topic } }
-        attempts { number status httpStatus answer errorKind errorMessage durationMs }
+        attempts { number status httpStatus answer errorKind errorMessage durationMs transformVersion }
       }
     } }
   }
 }`
 
-// listedRequest is a request as requestsQuery reads it.
+// listedRequest is a request as requestsQuery reads it. SchemaError is set when its server checks bodies in
+// shadow mode and this one does not follow its event type's schema.
 type listedRequest struct {
-	ID         string
-	Method     string
-	Path       string
-	Query      string
-	ReceivedAt time.Time
-	Status     string
-	ReplayOf   *struct{ ID string }
-	Deliveries []listedDelivery
+	ID          string
+	Method      string
+	Path        string
+	Query       string
+	ReceivedAt  time.Time
+	Status      string
+	EventType   string
+	SchemaError string
+	ReplayOf    *struct{ ID string }
+	Deliveries  []listedDelivery
 }
 
 type listedDelivery struct {
@@ -76,28 +81,33 @@ type destination struct {
 }
 
 // listedAttempt is an attempt as requestsQuery reads it; Answer is a broker's (its confirmation, stream
-// sequence, entry ID or PUBACK), empty for HTTP.
+// sequence, entry ID or PUBACK), empty for HTTP; TransformVersion is the version of the recipient's
+// transformation it ran, nil when none.
 type listedAttempt struct {
-	Number       int     `json:"number"`
-	Status       string  `json:"status"`
-	HTTPStatus   *int    `json:"httpStatus"`
-	Answer       string  `json:"answer"`
-	ErrorKind    *string `json:"errorKind"`
-	ErrorMessage string  `json:"errorMessage"`
-	DurationMs   *int    `json:"durationMs"`
+	Number           int     `json:"number"`
+	Status           string  `json:"status"`
+	HTTPStatus       *int    `json:"httpStatus"`
+	Answer           string  `json:"answer"`
+	ErrorKind        *string `json:"errorKind"`
+	ErrorMessage     string  `json:"errorMessage"`
+	DurationMs       *int    `json:"durationMs"`
+	TransformVersion *int    `json:"transformVersion"`
 }
 
-// requestEvent is one listed request, for --format json.
+// requestEvent is one listed request, for --format json; eventType and schemaError are empty when it has
+// none.
 type requestEvent struct {
 	eventHead
-	ID         string          `json:"id"`
-	Method     string          `json:"method"`
-	Path       string          `json:"path"`
-	Query      string          `json:"query"`
-	ReceivedAt time.Time       `json:"receivedAt"`
-	Status     string          `json:"status"`
-	ReplayOf   *string         `json:"replayOf"`
-	Deliveries []deliveryState `json:"deliveries"`
+	ID          string          `json:"id"`
+	Method      string          `json:"method"`
+	Path        string          `json:"path"`
+	Query       string          `json:"query"`
+	ReceivedAt  time.Time       `json:"receivedAt"`
+	Status      string          `json:"status"`
+	EventType   string          `json:"eventType"`
+	SchemaError string          `json:"schemaError"`
+	ReplayOf    *string         `json:"replayOf"`
+	Deliveries  []deliveryState `json:"deliveries"`
 }
 
 type deliveryState struct {
@@ -128,6 +138,7 @@ func requests(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if status != "" && !contains(requestStatuses, status) {
 		in.problemf("--status must be one of %s", strings.Join(requestStatuses, ", "))
 	}
+	eventType := flagValue(in.fs, "event-type")
 	limit := in.fs.Lookup("limit").Value.(flag.Getter).Get().(int)
 	if limit < 1 || limit > maxLimit {
 		in.problemf("--limit must be between 1 and %d", maxLimit)
@@ -137,8 +148,15 @@ func requests(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	vars := map[string]any{"server": s.ID, "first": limit}
+	where := map[string]any{}
 	if status != "" {
-		vars["where"] = map[string]any{"status": status}
+		where["status"] = status
+	}
+	if eventType != "" {
+		where["eventType"] = eventType
+	}
+	if len(where) > 0 {
+		vars["where"] = where
 	}
 	var res struct {
 		Requests struct {
@@ -159,7 +177,7 @@ func requests(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return nil
 	}
-	out.record(nil, requestTable(out, s, status, list, res.Requests.TotalCount))
+	out.record(nil, requestTable(out, s, status, eventType, list, res.Requests.TotalCount))
 	return nil
 }
 
@@ -174,7 +192,7 @@ func contains(list []string, s string) bool {
 
 func requestJSON(r listedRequest) requestEvent {
 	ev := requestEvent{eventHead: head("request", time.Time{}), ID: r.ID, Method: r.Method, Path: r.Path, Query: r.Query,
-		ReceivedAt: r.ReceivedAt, Status: r.Status, Deliveries: []deliveryState{}}
+		ReceivedAt: r.ReceivedAt, Status: r.Status, EventType: r.EventType, SchemaError: r.SchemaError, Deliveries: []deliveryState{}}
 	if r.ReplayOf != nil {
 		ev.ReplayOf = &r.ReplayOf.ID
 	}
@@ -191,21 +209,34 @@ func requestJSON(r listedRequest) requestEvent {
 	return ev
 }
 
-// requestTable renders requests for people: a row per request, and under it a line per current delivery
-// (a retried delivery gives way to its retry).
-func requestTable(o *output, s *serverInfo, status string, list []listedRequest, total int) string {
+// requestTable renders requests for people: a row per request, with its event type when any has one, and
+// under it why its body does not follow the type's schema, then a line per current delivery (a retried
+// delivery gives way to its retry).
+func requestTable(o *output, s *serverInfo, status, eventType string, list []listedRequest, total int) string {
 	var b strings.Builder
 	what := "requests"
 	if status != "" {
 		what = status + " requests"
 	}
+	if eventType != "" {
+		what += fmt.Sprintf(" of type %q", eventType)
+	}
 	if len(list) == 0 {
 		fmt.Fprintf(&b, "No %s on server %q.\n", what, s.Name)
 		return b.String()
 	}
-	rows := [][]string{{"REQUEST", "RECEIVED", "METHOD", "PATH", "STATUS"}}
+	typed := slices.ContainsFunc(list, func(r listedRequest) bool { return r.EventType != "" })
+	head := []string{"REQUEST", "RECEIVED", "METHOD", "PATH", "STATUS"}
+	if typed {
+		head = []string{"REQUEST", "RECEIVED", "METHOD", "PATH", "TYPE", "STATUS"}
+	}
+	rows := [][]string{head}
 	for _, r := range list {
-		rows = append(rows, []string{r.ID, r.ReceivedAt.Local().Format(stampLayout), r.Method, truncate(displayPath(r.Path, r.Query), 60), r.Status})
+		row := []string{r.ID, r.ReceivedAt.Local().Format(stampLayout), r.Method, truncate(displayPath(r.Path, r.Query), 60)}
+		if typed {
+			row = append(row, cmp.Or(truncate(r.EventType, 40), "-"))
+		}
+		rows = append(rows, append(row, r.Status))
 	}
 	widths := make([]int, len(rows[0]))
 	for _, row := range rows {
@@ -237,6 +268,10 @@ func requestTable(o *output, s *serverInfo, status string, list []listedRequest,
 		if r.ReplayOf != nil {
 			fmt.Fprintf(&b, "%s  %s\n", strings.Repeat(" ", widths[0]), o.paint(dim, "replay of request "+r.ReplayOf.ID))
 		}
+		if r.SchemaError != "" {
+			fmt.Fprintf(&b, "%s  %s\n", strings.Repeat(" ", widths[0]),
+				o.paint(yellow, fmt.Sprintf("does not follow the schema of %s: %s", r.EventType, truncate(r.SchemaError, 100))))
+		}
 		for _, d := range r.Deliveries {
 			if !d.Superseded {
 				fmt.Fprintf(&b, "%s  %s\n", strings.Repeat(" ", widths[0]), deliveryLine(o, d))
@@ -262,7 +297,11 @@ func deliveryLine(o *output, d listedDelivery) string {
 	}
 	s += fmt.Sprintf(", %d/%d attempts", d.AttemptCount, d.MaxAttempts)
 	if n := len(d.Attempts); n > 0 {
-		s += ", last: " + attemptText(d.Attempts[n-1])
+		last := d.Attempts[n-1]
+		s += ", last: " + attemptText(last)
+		if last.TransformVersion != nil {
+			s += fmt.Sprintf(" (transformation v%d)", *last.TransformVersion)
+		}
 	}
 	if d.NextAttemptAt != nil && d.Status == "PENDING" {
 		s += ", next at " + d.NextAttemptAt.Local().Format(stampLayout)

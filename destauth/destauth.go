@@ -166,7 +166,7 @@ func checkHeaders(h map[string]string, authorization bool) error {
 		if len(name) > MaxHeaderNameLength {
 			return fmt.Errorf("headers: a header name is longer than %d characters", MaxHeaderNameLength)
 		}
-		if !validName(name) {
+		if !webhook.ValidHeaderName(name) {
 			return fmt.Errorf("headers: %q is not a valid header name (letters, digits and !#$%%&'*+-.^_`|~ only)", name)
 		}
 		canon := http.CanonicalHeaderKey(name)
@@ -186,7 +186,7 @@ func checkHeaders(h map[string]string, authorization bool) error {
 		if len(value) > MaxHeaderValue {
 			return fmt.Errorf("headers: the value of %q is longer than %d bytes", name, MaxHeaderValue)
 		}
-		if !validValue(value) {
+		if !webhook.ValidHeaderValue(value) {
 			return fmt.Errorf("headers: the value of %q contains a control character (line breaks included)", name)
 		}
 		total += len(name) + len(value)
@@ -438,29 +438,6 @@ func summarizeCertificate(certPEM string) *CertificateSummary {
 func (c *Config) Empty() bool {
 	return c == nil || len(c.Headers) == 0 && c.Basic == nil && c.Bearer == "" && c.OAuth2 == nil &&
 		c.ClientCertificate == nil
-}
-
-func validName(name string) bool {
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validValue follows RFC 9110's field-value: no control characters but horizontal tab.
-func validValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 func printable(s string) bool {

@@ -27,6 +27,7 @@ import (
 	"github.com/adal-relay/adal/retention"
 	"github.com/adal-relay/adal/storage"
 	"github.com/adal-relay/adal/viewer"
+	"github.com/adal-relay/adal/webhook"
 )
 
 // Limits of a job: the attempts and the schedule are the product's, not the tenant's.
@@ -256,13 +257,13 @@ func (s *Service) normalize(op string, in *SendInput) error {
 	if in.Method == "" {
 		in.Method = http.MethodPost
 	}
-	if len(in.Method) > maxMethod || !isToken(in.Method) {
+	if len(in.Method) > maxMethod || !webhook.ValidHeaderName(in.Method) {
 		return fault.E(op, fault.InvalidInput, "method must be an HTTP method name (letters, digits and !#$%%&'*+-.^_`|~, at most %d)", maxMethod)
 	}
 	header := make(http.Header, len(in.Headers))
 	lines, size := 0, 0
 	for name, values := range in.Headers {
-		if !isToken(name) {
+		if !webhook.ValidHeaderName(name) {
 			return fault.E(op, fault.InvalidInput, "header name %q is not a valid HTTP header name", name)
 		}
 		canon := http.CanonicalHeaderKey(name)
@@ -270,7 +271,7 @@ func (s *Service) normalize(op string, in *SendInput) error {
 			return fault.E(op, fault.InvalidInput, "header %s is set by Adal or by the connection and cannot be given", canon)
 		}
 		for _, v := range values {
-			if !validHeaderValue(v) {
+			if !webhook.ValidHeaderValue(v) {
 				return fault.E(op, fault.InvalidInput, "header %s has a value with control characters", canon)
 			}
 			lines++
@@ -329,33 +330,6 @@ func reservedHeader(canon string) bool {
 		return true
 	}
 	return strings.HasPrefix(canon, "X-Adal-")
-}
-
-// isToken reports whether s is an RFC 9110 token (method and header names).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue refuses control characters other than horizontal tab (no header injection through CR/LF).
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // Purged counts what PurgeExpired deleted.

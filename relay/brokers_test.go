@@ -191,6 +191,10 @@ func TestBrokerThatStopsAcceptingHoldsNoOneElse(t *testing.T) {
 	env.Send(srv.Key, "", "warm-up")
 	down.Next(10 * time.Second)
 	fine.Next(10 * time.Second)
+	// The broker's confirmation may still be on its way after the consumer has the message.
+	relaytest.Eventually(t, 10*time.Second, "the warm-up to be recorded", func() bool {
+		return len(env.Deliveries(delivery.StatusEQ(delivery.StatusSUCCEEDED))) == 2
+	})
 
 	proxy.Stop()
 	const n = 40

@@ -126,18 +126,9 @@ func (in ServerInput) validate(op string) error {
 // CreateServer creates a server in the viewer's tenant (operators name one), within the plan's server limit.
 func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in ServerInput) (*ent.Server, error) {
 	const op = "routing.CreateServer"
-	v, _ := viewer.FromContext(ctx)
-	if err := requireManager(op, v); err != nil {
+	tenantID, err := managedTenant(ctx, op, in.TenantID)
+	if err != nil {
 		return nil, err
-	}
-	tenantID := v.TenantID
-	if v.Global() {
-		if in.TenantID == nil {
-			return nil, fault.E(op, fault.InvalidInput, "tenantId is required for operators")
-		}
-		tenantID = *in.TenantID
-	} else if in.TenantID != nil && *in.TenantID != v.TenantID {
-		return nil, fault.E(op, fault.NotFound, "tenant not found")
 	}
 	if in.Name == nil {
 		return nil, fault.E(op, fault.InvalidInput, "name is required")
@@ -178,6 +169,24 @@ func (s *Service) CreateServer(ctx context.Context, client *ent.Client, in Serve
 	}
 	srv, err := c.Save(ctx)
 	return srv, storage.Err(op, "server", err)
+}
+
+// managedTenant is the tenant a viewer who may manage it creates in: its own, or, for an operator, the one
+// named (required). A tenant owner naming another tenant finds none.
+func managedTenant(ctx context.Context, op string, named *int) (int, error) {
+	v, _ := viewer.FromContext(ctx)
+	if err := requireManager(op, v); err != nil {
+		return 0, err
+	}
+	switch {
+	case v.Global() && named == nil:
+		return 0, fault.E(op, fault.InvalidInput, "tenantId is required for operators")
+	case v.Global():
+		return *named, nil
+	case named != nil && *named != v.TenantID:
+		return 0, fault.E(op, fault.NotFound, "tenant not found")
+	}
+	return v.TenantID, nil
 }
 
 // lockRow locks the selected row until the transaction ends (callers run in one: every GraphQL mutation

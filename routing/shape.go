@@ -20,7 +20,6 @@ import (
 	evt "github.com/adal-relay/adal/eventtype"
 	"github.com/adal-relay/adal/fault"
 	"github.com/adal-relay/adal/storage"
-	"github.com/adal-relay/adal/viewer"
 )
 
 // MaxEventTypes bounds the event types a recipient subscribes to.
@@ -38,18 +37,9 @@ type EventTypeInput struct {
 // CreateEventType names a new event type in the viewer's tenant (operators name one).
 func (s *Service) CreateEventType(ctx context.Context, client *ent.Client, in EventTypeInput) (*ent.EventType, error) {
 	const op = "routing.CreateEventType"
-	v, _ := viewer.FromContext(ctx)
-	if err := requireManager(op, v); err != nil {
+	tenantID, err := managedTenant(ctx, op, in.TenantID)
+	if err != nil {
 		return nil, err
-	}
-	tenantID := v.TenantID
-	if v.Global() {
-		if in.TenantID == nil {
-			return nil, fault.E(op, fault.InvalidInput, "tenantId is required for operators")
-		}
-		tenantID = *in.TenantID
-	} else if in.TenantID != nil && *in.TenantID != v.TenantID {
-		return nil, fault.E(op, fault.NotFound, "tenant not found")
 	}
 	if in.Name == nil {
 		return nil, fault.E(op, fault.InvalidInput, "name is required")

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
+	"github.com/adal-relay/adal/webhook"
 	"github.com/dop251/goja"
 )
 
@@ -102,7 +104,7 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 		if !ok {
 			return resultError("method must be a string, not %s", typeName(v))
 		}
-		if !isToken(m) {
+		if !webhook.ValidHeaderName(m) {
 			return resultError("method %q is not a valid HTTP method", m)
 		}
 		out.Method = m
@@ -118,7 +120,7 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 		if strings.ContainsAny(p, "?#") {
 			return resultError("path %q must not contain \"?\" or \"#\": put the query in request.query", truncate(p, 100))
 		}
-		if hasControl(p) {
+		if strings.IndexFunc(p, unicode.IsControl) >= 0 {
 			return resultError("path has a control character")
 		}
 		out.Path = p
@@ -129,7 +131,7 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 			return resultError("query must be a string, not %s", typeName(v))
 		}
 		q = strings.TrimPrefix(q, "?")
-		if strings.Contains(q, "#") || hasControl(q) {
+		if strings.Contains(q, "#") || strings.IndexFunc(q, unicode.IsControl) >= 0 {
 			return resultError("query must not contain \"#\" or a control character")
 		}
 		out.Query = q
@@ -192,7 +194,7 @@ func headers(v goja.Value) (http.Header, result, bool) {
 	}
 	h := http.Header{}
 	for _, key := range obj.Keys() {
-		if !isToken(key) {
+		if !webhook.ValidHeaderName(key) {
 			return nil, resultError("header name %q is not valid", truncate(key, 100)), false
 		}
 		name := http.CanonicalHeaderKey(key)
@@ -214,38 +216,11 @@ func headers(v goja.Value) (http.Header, result, bool) {
 			return nil, resultError("header %q must be a string or an array of strings, not %s", key, typeName(val)), false
 		}
 		for _, s := range values {
-			if hasControl(strings.ReplaceAll(s, "\t", " ")) {
+			if !webhook.ValidHeaderValue(s) {
 				return nil, resultError("header %q has a line break or another control character in its value", key), false
 			}
 			h.Add(name, s)
 		}
 	}
 	return h, result{}, true
-}
-
-// isToken reports whether s is an HTTP token, as header names and methods
-// must be.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return true
-		}
-	}
-	return false
 }

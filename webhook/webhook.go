@@ -175,3 +175,31 @@ func PathWithQuery(pathSuffix, rawQuery string) string {
 	}
 	return p
 }
+
+// ValidHeaderName reports whether s is an RFC 9110 token, as header names (and methods) must be.
+func ValidHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidHeaderValue refuses control characters other than horizontal tab, so that no value can inject a
+// header line (CR, LF).
+func ValidHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

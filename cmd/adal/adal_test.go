@@ -346,7 +346,7 @@ func TestHelpDocumentsEveryCommandAndFlag(t *testing.T) {
 	out := p.output()
 	for _, s := range []string{"adal login", "adal listen", "adal requests", "adal retry", "adal replay", "adal trigger",
 		"-api", "-server", "-token", "-recipient", "-forward", "-journal-dir", "-format", "-check-local", "-give-up-after",
-		"-status", "-limit", "-data", "-header", "-method", "-path",
+		"-status", "-event-type", "-limit", "-data", "-header", "-method", "-path",
 		"ADAL_API", "ADAL_TOKEN", "ADAL_KEEPALIVE", "NO_COLOR", "config.json", "Exit status"} {
 		require.Contains(t, out, s)
 	}
@@ -609,6 +609,79 @@ func TestRequestsShowWhatBrokersAnswered(t *testing.T) {
 			t.Fatalf("a delivery to %q", d.Recipient)
 		}
 	}
+}
+
+// A server that reads each request's event type and checks bodies in shadow mode, and a recipient with a
+// transformation: requests lists each request's type, why a body does not follow its schema, and the
+// transformation version each delivery's last attempt ran; --event-type lists one type.
+func TestRequestsShowEventTypesAndTransformations(t *testing.T) {
+	t.Parallel()
+	env := relaytest.Start(t, unit(20*time.Millisecond))
+	tn := env.NewTenant("acme", relaytest.PlanLimits{Credits: 100})
+	shop := env.NewServer(tn, "shop", nil)
+	api := newLocalService(t, answer(200))
+	env.MustGraphQL(tn.Owner, `mutation { createEventType(input: {name: "order.paid", schema: "{\"required\": [\"amount\"]}"}) { id } }`, nil, nil)
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!){ updateServer(id: $id, input: {eventTypePath: "type", schemaValidation: SHADOW}) { id } }`,
+		map[string]any{"id": shop.ID}, nil)
+	recipient := env.NewRecipient(tn, shop.ID, map[string]any{"method": "DIRECT_HTTP", "url": api.URL, "name": "api", "maxAttempts": 3})
+	env.MustGraphQL(tn.Owner, `mutation($id: ID!, $s: String!){ setRecipientTransform(recipientId: $id, source: $s) { id } }`,
+		map[string]any{"id": recipient, "s": "function transform(r) { r.headers[\"x-shaped\"] = \"1\"; return r; }"}, nil)
+
+	// The server's settings reach intake within its cache's refresh: send until a request is typed and checked.
+	var typed struct {
+		Request struct{ EventType, SchemaError string }
+	}
+	var marked string
+	relaytest.Eventually(t, 15*time.Second, "requests to be typed and checked", func() bool {
+		marked = env.Send(shop.Key, "/orders", `{"type":"order.paid"}`)
+		env.MustGraphQL(tn.Member, `query($id: ID!){ request(id: $id){ eventType schemaError } }`, map[string]any{"id": marked}, &typed)
+		return typed.Request.SchemaError != ""
+	})
+	valid := env.Send(shop.Key, "/orders", `{"type":"order.paid","amount":12}`)
+	other := env.Send(shop.Key, "/invoices", `{"type":"invoice.sent"}`)
+	relaytest.Eventually(t, 20*time.Second, "the deliveries to succeed", func() bool {
+		for _, id := range []string{marked, valid, other} {
+			if deliveryOf(t, env, id, recipient).Status != entdelivery.StatusSUCCEEDED {
+				return false
+			}
+		}
+		return true
+	})
+	as := run{env: []string{"ADAL_API=" + env.Server.URL, "ADAL_TOKEN=" + tn.Member}}
+
+	// For people: a TYPE column, the schema's complaint under the request, the version after the attempt.
+	code, stdout, stderr := runAdal(t, as, "requests", "--server", "shop", "--event-type", "order.paid")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "TYPE")
+	require.Contains(t, stdout, valid)
+	require.Contains(t, stdout, marked)
+	require.NotContains(t, stdout, other)
+	require.NotContains(t, stdout, "invoice.sent")
+	require.Contains(t, stdout, "does not follow the schema of order.paid: "+typed.Request.SchemaError)
+	require.Contains(t, stdout, `→ "api": SUCCEEDED, 1/3 attempts, last: 200 OK (transformation v1)`)
+	code, stdout, _ = runAdal(t, as, "requests", "--server", "shop")
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "invoice.sent")
+	code, stdout, _ = runAdal(t, as, "requests", "--server", "shop", "--event-type", "refund.issued", "--status", "delivered")
+	require.Equal(t, 0, code)
+	require.Equal(t, `No DELIVERED requests of type "refund.issued" on server "shop".`, stdout)
+
+	// For programs: the same, as fields.
+	code, stdout, stderr = runAdal(t, as, "requests", "--server", "shop", "--event-type", "invoice.sent", "--format", "json")
+	require.Equal(t, 0, code, stderr)
+	var listed struct {
+		ID, EventType, SchemaError string
+		Deliveries                 []struct {
+			LastAttempt struct{ TransformVersion *int }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &listed), stdout)
+	require.Equal(t, other, listed.ID)
+	require.Equal(t, "invoice.sent", listed.EventType)
+	require.Empty(t, listed.SchemaError, "a type without a schema is never checked")
+	require.Len(t, listed.Deliveries, 1)
+	require.NotNil(t, listed.Deliveries[0].LastAttempt.TransformVersion)
+	require.Equal(t, 1, *listed.Deliveries[0].LastAttempt.TransformVersion)
 }
 
 // The terminal commands' exit status: 1 for what the user must fix, 2 when the server cannot be reached.

@@ -4,7 +4,7 @@
 //
 // Operators:  #/tenants, #/tenants/:id, #/plans, #/servers, #/ledger
 // Tenants:    #/servers, #/servers/:id[/recipients|/activity|/settings|/recipients/new], #/recipients/:id,
-//             #/requests/:id, #/outbound[/new|/:id], #/credits, #/alerts, #/team (owners)
+//             #/requests/:id, #/event-types, #/outbound[/new|/:id], #/credits, #/alerts, #/team (owners)
 // Everyone:   #/signin[?code=…] — a one-time code from a sign-in link is redeemed at once.
 
 import { auth, live, onUnauthenticated } from './gql.js';
@@ -24,6 +24,7 @@ import { viewTeam } from './pages/team.js';
 import { viewPlans } from './pages/plans.js';
 import { viewTenants, viewTenant } from './pages/tenants.js';
 import { viewAlerts } from './pages/alerts.js';
+import { viewEventTypes } from './pages/eventtypes.js';
 
 const header = document.getElementById('header');
 const main = document.getElementById('main');
@@ -38,6 +39,7 @@ const ROUTES = [
   { path: 'servers/:id/activity', view: (ctx, p, q) => viewServer(ctx, main, p.id, 'activity', q) },
   { path: 'recipients/:id', view: (ctx, p) => viewRecipient(ctx, main, p.id) },
   { path: 'requests/:id', view: (ctx, p) => viewRequest(ctx, main, p.id) },
+  { path: 'event-types', roles: ['OWNER', 'MEMBER'], view: (ctx) => viewEventTypes(ctx, main) },
   { path: 'outbound', view: (ctx) => viewOutboundJobs(ctx, main) },
   { path: 'outbound/new', roles: ['ADMIN', 'OWNER'], view: (ctx) => viewNewOutbound(ctx, main) },
   { path: 'outbound/:id', view: (ctx, p) => viewOutboundJob(ctx, main, p.id) },
@@ -66,8 +68,8 @@ const SECTION_OF = { requests: 'servers', recipients: 'servers' };
 
 const NAV = {
   ADMIN: [['tenants', 'Tenants'], ['plans', 'Plans'], ['servers', 'Servers'], ['ledger', 'Ledger']],
-  OWNER: [['servers', 'Servers'], ['outbound', 'Outbound'], ['credits', 'Credits'], ['alerts', 'Alerts'], ['team', 'Team']],
-  MEMBER: [['servers', 'Servers'], ['outbound', 'Outbound'], ['credits', 'Credits'], ['alerts', 'Alerts']],
+  OWNER: [['servers', 'Servers'], ['event-types', 'Event types'], ['outbound', 'Outbound'], ['credits', 'Credits'], ['alerts', 'Alerts'], ['team', 'Team']],
+  MEMBER: [['servers', 'Servers'], ['event-types', 'Event types'], ['outbound', 'Outbound'], ['credits', 'Credits'], ['alerts', 'Alerts']],
 };
 
 export const home = () => (session.viewer && session.viewer.role === 'ADMIN' ? '#/tenants' : '#/servers');

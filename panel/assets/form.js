@@ -4,9 +4,10 @@
 //
 // A field: { name, label, type: text|number|url|textarea|select|radio|checkbox|password, value, hint,
 //   required, options: [{ value, label, hint }], check(value, values) → message or '', show(values) → bool,
-//   attrs: {…input attributes}, mono, wide, raw (keep surrounding spaces), placeholder(values) }. hint may
-//   also be a function of the values: for a field whose meaning follows another's (a recipient's URL, its
-//   method's).
+//   attrs: {…input attributes}, mono, wide, raw (keep surrounding spaces), placeholder(values),
+//   heading: { title, text } }. hint may also be a function of the values: for a field whose meaning follows
+//   another's (a recipient's URL, its method's). heading opens a group of fields above this one, shown with it;
+//   its text may be a function of the values too.
 // name is the API's field name: a server message that starts with it ("retentionDays must be …") is shown
 // under that field.
 
@@ -66,7 +67,8 @@ function buildInput(f, id, describedBy, onChange) {
   return input;
 }
 
-// createForm returns { el, values(), setError(name, msg), set(name, value), edited(), restore(draft), focus() }.
+// createForm returns { el, values(), setError(name, msg), set(name, value), edited(), restore(draft), refresh(),
+// focus() }.
 // onSubmit(values) runs the mutation; its rejection is shown in the form; onDone(result) runs after it resolves.
 export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCancel, cancelLabel = 'Cancel', tone = 'primary', role, intro }) {
   const state = new Map();
@@ -109,6 +111,11 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
       if (s.f.preview) s.preview.replaceChildren(s.f.preview(all) || '');
       if (typeof s.f.hint === 'function') s.hint.replaceChildren(s.f.hint(all) || '');
       if (typeof s.f.placeholder === 'function') s.input.placeholder = s.f.placeholder(all) || '';
+      if (s.head) {
+        s.head.hidden = s.wrap.hidden;
+        const text = typeof s.f.heading.text === 'function' ? s.f.heading.text(all) : s.f.heading.text;
+        s.head.lastChild.replaceChildren(text || '');
+      }
     }
     if (cost) costSlot.replaceChildren(cost(all) || '');
   };
@@ -131,8 +138,11 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
         h('label.check-label', { for: id }, input, h('span', f.label)), hint, error, preview)
       : h('div.field', { class: f.wide || f.type === 'textarea' || f.type === 'radio' ? 'wide' : '', dataset: { field: f.name } },
         label, input, hint, error, preview);
-    state.set(f.name, { f, input, wrap, error, preview, hint });
-    return wrap;
+    const head = f.heading
+      ? h('div.form-heading', { dataset: { heading: f.name } }, h('h3', f.heading.title), h('div.form-heading-text'))
+      : null;
+    state.set(f.name, { f, input, wrap, error, preview, hint, head });
+    return [head, wrap];
   });
 
   const el = h('form.form', { novalidate: true, dataset: role ? { role } : {} },
@@ -165,8 +175,8 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
       if (onDone) await onDone(result, all);
     } catch (err) {
       if (err && err.name === 'AbortError') return;
-      // "filter: $.body…" names its field as "filter …" does.
-      const word = err && err.code === 'INVALID_INPUT' ? String(err.message).split(/\s/)[0].replace(/:$/, '') : '';
+      // "filter: $.body…" names its field as "filter …" does, "eventTypes[2]: …" the list's field.
+      const word = err && err.code === 'INVALID_INPUT' ? String(err.message).split(/\s/)[0].replace(/:$/, '').replace(/\[\d+\]$/, '') : '';
       if (word && state.has(word) && setError(word, err.message)) state.get(word).input.focus();
       else errorSlot.replaceChildren(errorAlert(err));
     } finally {
@@ -203,6 +213,8 @@ export function createForm({ fields, submitLabel, cost, onSubmit, onDone, onCanc
         touched.add(name);
       }
     },
+    // refresh draws again what follows the values or the page (hints, previews, which fields show).
+    refresh,
     focus() {
       for (const s of state.values()) {
         if (!s.wrap.hidden) { (s.f.type === 'radio' ? s.input.querySelector('input') : s.input).focus(); return; }

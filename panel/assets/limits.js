@@ -41,6 +41,42 @@ export function methodList(text) {
   return out;
 }
 
+// typeList reads a recipient's event types: comma- or line-separated, each once, in order.
+export function typeList(text) {
+  const out = [];
+  for (const t of String(text || '').split(/[\s,]+/)) if (t && !out.includes(t)) out.push(t);
+  return out;
+}
+
+// goQuote is Go's %q of a string or a rune, as the API's messages quote them.
+const goQuote = (s) => JSON.stringify(s);
+const goRune = (r) => `'${r === "'" ? "\\'" : r}'`;
+
+// The rules of package eventtype, in its words: an event type's name, a subscription pattern, and where a
+// server reads a request's type.
+const TYPE_MAX = 255;
+const SOURCE_MAX = 255;
+const PATH_SEGMENTS_MAX = 16;
+const isNameChar = (r) => /^[A-Za-z0-9._\-:\/]$/.test(r);
+
+function typeNameError(name) {
+  if (!name) return 'event type name is empty';
+  if (byteLength(name) > TYPE_MAX) return `event type name is longer than ${TYPE_MAX} characters`;
+  const bad = [...name].find((r) => !isNameChar(r));
+  return bad ? `event type name ${goQuote(name)} has ${goRune(bad)}: use letters, digits and . _ - : / (as in order.paid)` : '';
+}
+
+function typePatternError(p) {
+  if (p === '*') return '';
+  if (!p.endsWith('*')) return typeNameError(p);
+  const prefix = p.slice(0, -1);
+  if (!prefix || !'.:/'.includes(prefix.slice(-1))) {
+    return `event type pattern ${goQuote(p)} puts * inside a name: use it alone, or after . : or / (as in order.*)`;
+  }
+  const err = typeNameError(prefix);
+  return err ? `event type pattern ${goQuote(p)}: ${err}` : '';
+}
+
 // scheduleOf returns a schedule's bounds and due times.
 export const scheduleOf = (L, name) => L.retrySchedules.find((s) => s.schedule === name) || L.retrySchedules[0];
 
@@ -151,6 +187,45 @@ export const checks = {
     if (!v) return '';
     if (byteLength(v) > CA_CERTIFICATE_MAX) return `caCertificate must be at most ${CA_CERTIFICATE_MAX} bytes`;
     return v.includes('-----BEGIN ') ? '' : 'caCertificate holds no PEM certificate';
+  },
+  // An event type: its name, description and schema (JSON: whether it compiles is the API's to say).
+  eventTypeName: () => (v) => {
+    const err = typeNameError(v);
+    return err ? `name: ${err}` : '';
+  },
+  eventTypeDescription: () => (v) => (v && byteLength(v) > 1000 ? 'description must be at most 1000 characters' : ''),
+  eventTypeSchema: () => (v) => {
+    if (!v) return '';
+    try { JSON.parse(v); } catch (err) { return `schema: schema is not JSON: ${err.message}`; }
+    return '';
+  },
+  // eventTypes is a recipient's subscription list, each pattern as routing checks it.
+  eventTypes: () => (v) => {
+    const list = typeList(v);
+    if (list.length > 100) return 'eventTypes: at most 100';
+    for (const [i, p] of list.entries()) {
+      const err = typePatternError(p);
+      if (err) return `eventTypes[${i}]: ${err}`;
+    }
+    return '';
+  },
+  // Where a server reads a request's type: a header's name or a dotted path into a JSON body.
+  eventTypeHeader: () => (v) => {
+    if (!v) return 'set a header or a JSON path to read the event type from';
+    if (byteLength(v) > SOURCE_MAX) return `header name is longer than ${SOURCE_MAX} characters`;
+    const bad = [...v].find((r) => !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]$/.test(r));
+    return bad ? `header name ${goQuote(v)} has ${goRune(bad)}: use letters, digits and - (as in X-Event-Type)` : '';
+  },
+  eventTypePath: () => (v) => {
+    if (!v) return 'set a header or a JSON path to read the event type from';
+    if (byteLength(v) > SOURCE_MAX) return `JSON path is longer than ${SOURCE_MAX} characters`;
+    const p = v.startsWith('$.') ? v.slice(2) : v;
+    if (!p || p === '$') return `JSON path ${goQuote(v)} names no field: write it as "type" or "data.object.type"`;
+    const segs = p.split('.');
+    if (segs.length > PATH_SEGMENTS_MAX) return `JSON path ${goQuote(v)} is deeper than ${PATH_SEGMENTS_MAX} fields`;
+    if (segs.some((x) => !x)) return `JSON path ${goQuote(v)} has an empty field: separate fields with a single dot`;
+    const bad = [...segs.join('')].find((r) => !/^[A-Za-z0-9_\-@$:]$/.test(r));
+    return bad ? `JSON path ${goQuote(v)} has ${goRune(bad)}: use letters, digits, _ - @ $ : between dots, and indexes as "items.0.kind"` : '';
   },
   // outboundUrl is outbound's rule for a job's target.
   outboundUrl: () => (v) => {

@@ -198,6 +198,9 @@ query Server($id: ID!, $withTenant: Boolean!) {
     previousKeyExpiresAt
     deletedAt
     allowedMethods
+    eventTypeHeader
+    eventTypePath
+    schemaValidation
     rejectedCount
     verification {
       kind
@@ -227,6 +230,7 @@ query Server($id: ID!, $withTenant: Boolean!) {
       sendIdempotencyKey
       maxConcurrency
       cliConnected
+      eventTypes
     }
   }
 }`;
@@ -290,6 +294,17 @@ query Recipient($id: ID!) {
       signingSecret
       previousSecretExpiresAt
       filter
+      eventTypes
+      auth {
+        headerNames
+        basicUsername
+        bearer
+        oauth2TokenUrl
+        oauth2ClientId
+        oauth2Scopes
+        clientCertificateSubject
+        clientCertificateNotAfter
+      }
       destination { exchange routingKey subject stream maxLen topic tls caCertificate hasPassword }
       server { id name inboundUrl deliverPendingOnConnect }
     }
@@ -342,6 +357,50 @@ query TestFilter($filter: JSON!, $requestId: ID!) {
   testFilter(filter: $filter, requestId: $requestId) { matches error }
 }`;
 
+// RECIPIENT_TRANSFORM is what the transformation editor starts from; polling the recipient leaves it out,
+// as it carries every version's source.
+export const RECIPIENT_TRANSFORM = /* GraphQL */ `
+query RecipientTransform($id: ID!) {
+  node(id: $id) {
+    ... on Recipient {
+      id
+      transform { id number source createdBy createdAt }
+      transformVersions { id number source createdBy createdAt }
+    }
+  }
+}`;
+
+// TRANSFORM_REQUESTS lists a server's latest requests, for the transformation editor's "Try it".
+export const TRANSFORM_REQUESTS = /* GraphQL */ `
+query TransformRequests($serverId: ID!, $first: Int!) {
+  requests(serverId: $serverId, first: $first) {
+    edges { node { id method path eventType receivedAt } }
+  }
+}`;
+
+export const TRY_TRANSFORM = /* GraphQL */ `
+query TryTransform($source: String!, $requestId: ID!) {
+  tryTransform(source: $source, requestId: $requestId) {
+    cancelled
+    method
+    path
+    query
+    headers { name value }
+    body
+    error
+    errorReason
+  }
+}`;
+
+export const SET_RECIPIENT_TRANSFORM = /* GraphQL */ `
+mutation SetRecipientTransform($recipientId: ID!, $source: String!) {
+  setRecipientTransform(recipientId: $recipientId, source: $source) {
+    id
+    transform { id number source createdBy createdAt }
+    transformVersions { id number source createdBy createdAt }
+  }
+}`;
+
 export const DELETE_RECIPIENT = /* GraphQL */ `
 mutation DeleteRecipient($id: ID!) {
   deleteRecipient(id: $id) { id deletedAt }
@@ -385,6 +444,8 @@ query ServerRequests($serverId: ID!, $first: Int, $after: Cursor, $last: Int, $b
         query
         receivedAt
         status
+        eventType
+        schemaError
         replayOf { id }
         deliveries {
           id
@@ -410,6 +471,8 @@ query Request($id: ID!) {
     receivedAt
     expiresAt
     status
+    eventType
+    schemaError
     bodySize
     headers { name value }
     body
@@ -437,6 +500,7 @@ query Request($id: ID!) {
         durationMs
         errorKind
         errorMessage
+        transformVersion
       }
     }
   }
@@ -514,6 +578,40 @@ subscription BulkJobUpdated($id: ID!) {
   bulkJobUpdated(id: $id) { id kind status total done failed creditsSpent errorMessage finishedAt }
 }`;
 
+
+// ---- event types -------------------------------------------------------------------------------------------
+
+export const EVENT_TYPES = /* GraphQL */ `
+query EventTypes($first: Int!, $after: Cursor) {
+  eventTypes(first: $first, after: $after, orderBy: {field: NAME, direction: ASC}) {
+    totalCount
+    pageInfo { hasNextPage endCursor }
+    edges { node { id name description schema createdAt updatedAt } }
+  }
+}`;
+
+// EVENT_TYPE_NAMES are the names the requests list offers to filter by.
+export const EVENT_TYPE_NAMES = /* GraphQL */ `
+query EventTypeNames {
+  eventTypes(first: 500, orderBy: {field: NAME, direction: ASC}) {
+    edges { node { id name } }
+  }
+}`;
+
+export const CREATE_EVENT_TYPE = /* GraphQL */ `
+mutation CreateEventType($input: CreateEventTypeInput!) {
+  createEventType(input: $input) { id name }
+}`;
+
+export const UPDATE_EVENT_TYPE = /* GraphQL */ `
+mutation UpdateEventType($id: ID!, $input: UpdateEventTypeInput!) {
+  updateEventType(id: $id, input: $input) { id name }
+}`;
+
+export const DELETE_EVENT_TYPE = /* GraphQL */ `
+mutation DeleteEventType($id: ID!) {
+  deleteEventType(id: $id) { id name }
+}`;
 
 // ---- alerts ------------------------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ function latestDeliveries(r) {
 }
 
 // bulkController holds a requests list's selection and bulk actions across its live re-renders.
-// scope: { search, since, until } of the list (the address); reloadList() refreshes the list.
+// scope: { search, since, until, eventType } of the list (the address); reloadList() refreshes the list.
 export function bulkController(ctx, { server, scope, reloadList }) {
   const sel = { ids: new Set(), all: false, rows: [], hasMore: false };
   const jobs = new Map(); // id → job (this server's)
@@ -72,7 +72,8 @@ export function bulkController(ctx, { server, scope, reloadList }) {
           sel.all ? 'Every request matching the filter is selected' : `${plural(n, 'request')} selected`),
         sel.all
           ? h('button.btn.btn-ghost.btn-sm', { type: 'button', dataset: { role: 'clear-selection' }, onclick: clear }, 'Clear selection')
-          : pageAll
+          // A bulk filter cannot name an event type: with one, only the requests shown can be selected.
+          : pageAll && !scope.eventType
             ? h('button.btn.btn-ghost.btn-sm', { type: 'button', dataset: { role: 'select-all-matching' }, onclick: () => { sel.all = true; syncChecks(); } },
               sel.hasMore ? `Select all requests matching the filter, not only these ${sel.rows.length}` : 'Select all requests matching the filter')
             : null),

@@ -1,18 +1,23 @@
 // One recipient: its health and why, pausing, resuming and enabling it, its settings with the schedule's due
-// times, its concurrency cap, signature headers and routing filter (with a live "would match" preview against a
-// stored request), its signing secret (revealed, copied, rotated), deleting it; for a CLI recipient, the adal
-// command to run and whether a CLI is attached, live; for a broker recipient, where it publishes (its URL
-// without the password, which is write-only); its attempts, success rate and durations per hour. Also the page
-// that adds a recipient to a server.
+// times, its concurrency cap, signature headers, routing filter (with a live "would match" preview against a
+// stored request), event types and authentication to the receiver (secrets write-only), its transformation
+// (an editor that tries a source on a stored request, saves versions and reloads old ones), its signing secret
+// (revealed, copied, rotated), deleting it; for a CLI recipient, the adal command to run and whether a CLI is
+// attached, live; for a broker recipient, where it publishes (its URL without the password, which is
+// write-only); its attempts, success rate and durations per hour. Also the page that adds a recipient to a
+// server.
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
-import { h, mount, icon, badge, timeEl, plural, fmtNumber, loading, emptyState, errorState, toast, confirmAction, debounce } from '../ui.js';
+import {
+  h, mount, icon, badge, timeEl, plural, fmtNumber, loading, emptyState, errorState, errorAlert, toast, confirmAction, debounce,
+} from '../ui.js';
 import { href, navigate } from '../router.js';
 import { canManage } from '../session.js';
-import { limits, checks, dueTimes, scheduleOf, duration, parseRule, BROKER_SCHEMES, isTLS } from '../limits.js';
+import { limits, checks, dueTimes, scheduleOf, duration, parseRule, typeList, BROKER_SCHEMES, isTLS } from '../limits.js';
 import { createForm } from '../form.js';
 import { setTitle, pageHeader, liveIndicator, poller, orNotFound, nodeView, costLine, snippet, facts, section } from '../page.js';
+import { dataTable } from '../table.js';
 import { SCHEDULES, STATE_TEXT, METHODS, isBroker, confirmDelete } from './shared.js';
 import { recipientActivity } from './charts.js';
 
@@ -45,8 +50,9 @@ function urlHint(method, r) {
 const tlsOf = (method, v, r) => (v.url ? isTLS(method, v.url) === true : !!(r.destination && r.destination.tls));
 
 // recipientFields are a recipient's settings; r holds the current ones when editing (its method is fixed).
-// preview, when given, is the routing filter's filterPreview.
-function recipientFields(L, r, preview) {
+// preview, when given, is the routing filter's filterPreview; now.auth is the authentication set now, which
+// the page keeps current after a save.
+function recipientFields(L, r, preview, now = r) {
   const create = !r.id;
   const d = r.destination || {};
   const methodOf = (v) => v.method || r.method;
@@ -140,8 +146,149 @@ function recipientFields(L, r, preview) {
       hint: 'A JSON rule over method, path, query, headers and body (dot paths; $eq $neq $gt $gte $lt $lte $in $nin $exists $regex $and $or $not). A request it does not match gets no delivery to this recipient.',
       preview: preview ? (v) => preview.update(v.filter) : null,
     },
+    {
+      name: 'eventTypes', label: 'Event types', type: 'textarea', value: (r.eventTypes || []).join('\n'), check: checks.eventTypes(L),
+      optionalNote: 'every request if empty', attrs: { rows: 2, placeholder: 'order.paid\ninvoice.*' },
+      hint: 'The types it takes, comma- or line-separated: order.* takes order.paid and order.paid.late, * every typed request. A request of another type, or of none, gets no delivery to it.',
+    },
+    ...authFields(r, now, only('DIRECT_HTTP')),
   );
   return fields;
+}
+
+// AUTH_SCHEMES are what may fill the Authorization header of attempts: one at most.
+const AUTH_SCHEMES = [
+  { value: '', label: 'None' },
+  { value: 'BASIC', label: 'Basic: a user name and a password' },
+  { value: 'BEARER', label: 'Bearer: a static token' },
+  { value: 'OAUTH2', label: 'OAuth2 client credentials: a token from a token endpoint' },
+];
+
+// AUTH_FIELDS are the fields of the authentication, emptied once saved: their secrets are write-only.
+const AUTH_FIELDS = [
+  'auth.headers', 'auth.scheme', 'auth.basic.username', 'auth.basic.password', 'auth.bearer', 'auth.oauth2.tokenUrl',
+  'auth.oauth2.clientId', 'auth.oauth2.clientSecret', 'auth.oauth2.scopes', 'auth.oauth2.audience',
+  'auth.clientCertificate.certificatePem', 'auth.clientCertificate.keyPem', 'clearAuth',
+];
+
+// headerLines reads "Name: value" lines; bad is the first line that is not one.
+function headerLines(text) {
+  const out = [];
+  let bad = null;
+  for (const line of String(text || '').split('\n')) {
+    if (!line.trim()) continue;
+    const at = line.indexOf(':');
+    if (at < 1) { bad = bad || line.trim(); continue; }
+    out.push({ name: line.slice(0, at).trim(), value: line.slice(at + 1).trim() });
+  }
+  return { headers: out, bad };
+}
+
+// authSummary is what authentication is set, as Recipient.auth says it: never a secret.
+export function authSummary(a) {
+  if (!a) return h('span', { dataset: { role: 'auth-now' } }, 'None');
+  const parts = [];
+  if (a.headerNames.length) parts.push(['headers ', h('span.mono', a.headerNames.join(', '))]);
+  if (a.basicUsername != null) parts.push(['Basic as ', h('span.mono', a.basicUsername)]);
+  if (a.bearer) parts.push('a bearer token');
+  if (a.oauth2TokenUrl) {
+    parts.push(['OAuth2 as ', h('span.mono', a.oauth2ClientId), ' from ', h('span.mono', a.oauth2TokenUrl),
+      a.oauth2Scopes && a.oauth2Scopes.length ? [' for ', h('span.mono', a.oauth2Scopes.join(' '))] : null]);
+  }
+  if (a.clientCertificateSubject) {
+    parts.push(['the client certificate ', h('span.mono', a.clientCertificateSubject), ', valid until ', timeEl(a.clientCertificateNotAfter)]);
+  }
+  return h('span', { dataset: { role: 'auth-now' } }, parts.map((p, i) => [i ? ' · ' : '', p]));
+}
+
+// authFields are how a DIRECT_HTTP recipient authenticates to its receiver. Secrets are write-only: editing,
+// the fields start empty and the heading says what is set; empty fields keep it, filled ones replace it whole.
+function authFields(r, now, direct) {
+  const create = !r.id;
+  const on = (v) => direct(v) && !v.clearAuth;
+  const uses = (scheme) => (v) => on(v) && v['auth.scheme'] === scheme;
+  const secret = { autocomplete: 'new-password' };
+  const fields = [
+    {
+      name: 'auth.headers', label: 'Custom headers', type: 'textarea', value: '', show: on, optionalNote: 'one a line',
+      attrs: { rows: 2, placeholder: 'X-Api-Key: …' },
+      hint: 'Name: value, sent on every attempt in place of a sender\u2019s header of that name.',
+      check: (v) => {
+        const { bad } = headerLines(v);
+        return bad ? `auth.headers: ${JSON.stringify(bad)} is not Name: value` : '';
+      },
+      heading: {
+        title: 'Authentication',
+        text: () => {
+          if (create) return 'How attempts authenticate to the receiver, if it asks. Secrets are write-only: once saved, they are never shown again.';
+          if (!now.auth) return 'None set. Secrets are write-only: once saved, they are never shown again.';
+          return h('span', 'Now: ', authSummary(now.auth), '. Leave these fields empty to keep it; what you fill in replaces it whole, secrets included.');
+        },
+      },
+    },
+    { name: 'auth.scheme', label: 'Authorization header', type: 'select', value: '', options: AUTH_SCHEMES, show: on },
+    { name: 'auth.basic.username', label: 'User name', required: true, value: '', show: uses('BASIC'), attrs: { autocomplete: 'off' } },
+    { name: 'auth.basic.password', label: 'Password', type: 'password', raw: true, required: true, value: '', show: uses('BASIC'), attrs: secret },
+    {
+      name: 'auth.bearer', label: 'Token', type: 'password', required: true, value: '', show: uses('BEARER'), attrs: secret,
+      hint: 'Sent as Authorization: Bearer and the token: give the token alone.',
+    },
+    {
+      name: 'auth.oauth2.tokenUrl', label: 'Token URL', type: 'url', mono: true, required: true, value: '', show: uses('OAUTH2'),
+      attrs: { placeholder: 'https://auth.example.com/oauth/token' },
+      check: (v) => (v && !/^https?:\/\/[^/]/i.test(v) ? 'oauth2.tokenURL must be an absolute http:// or https:// URL' : ''),
+    },
+    { name: 'auth.oauth2.clientId', label: 'Client ID', mono: true, required: true, value: '', show: uses('OAUTH2') },
+    { name: 'auth.oauth2.clientSecret', label: 'Client secret', type: 'password', raw: true, required: true, value: '', show: uses('OAUTH2'), attrs: secret },
+    { name: 'auth.oauth2.scopes', label: 'Scopes', mono: true, value: '', show: uses('OAUTH2'), optionalNote: 'the client\u2019s default if empty', hint: 'Space- or comma-separated.' },
+    { name: 'auth.oauth2.audience', label: 'Audience', mono: true, value: '', show: uses('OAUTH2'), optionalNote: 'some providers ask for it' },
+    {
+      name: 'auth.clientCertificate.certificatePem', label: 'Client certificate', type: 'textarea', value: '', show: on,
+      optionalNote: 'for a receiver that requires mutual TLS', attrs: { rows: 3, placeholder: '-----BEGIN CERTIFICATE-----' },
+      hint: 'PEM, with its chain if any; presented in the TLS handshake.',
+      check: (v, all) => (!v && all['auth.clientCertificate.keyPem'] ? 'clientCertificate.certificatePEM is required' : ''),
+    },
+    {
+      name: 'auth.clientCertificate.keyPem', label: 'Its private key', type: 'textarea', value: '', show: on,
+      optionalNote: 'write-only', attrs: { rows: 3, placeholder: '-----BEGIN PRIVATE KEY-----' },
+      check: (v, all) => (!v && all['auth.clientCertificate.certificatePem'] ? 'clientCertificate.keyPEM is required' : ''),
+    },
+  ];
+  if (!create) {
+    fields.push({
+      name: 'clearAuth', label: 'Remove authentication', type: 'checkbox', value: false, show: (v) => direct(v) && !!now.auth,
+      hint: 'Attempts send no custom header, Authorization or client certificate from now on.',
+    });
+  }
+  return fields;
+}
+
+// authInput is the authentication the form's values describe; null when none was typed, which keeps the one
+// set (editing) or sets none (creating).
+function authInput(v) {
+  const auth = {};
+  const { headers } = headerLines(v['auth.headers']);
+  if (headers.length) auth.headers = headers;
+  switch (v['auth.scheme']) {
+    case 'BASIC':
+      auth.basic = { username: v['auth.basic.username'], password: v['auth.basic.password'] };
+      break;
+    case 'BEARER':
+      auth.bearer = v['auth.bearer'];
+      break;
+    case 'OAUTH2': {
+      const o = { tokenUrl: v['auth.oauth2.tokenUrl'], clientId: v['auth.oauth2.clientId'], clientSecret: v['auth.oauth2.clientSecret'] };
+      const scopes = typeList(v['auth.oauth2.scopes']);
+      if (scopes.length) o.scopes = scopes;
+      if (v['auth.oauth2.audience']) o.audience = v['auth.oauth2.audience'];
+      auth.oauth2 = o;
+      break;
+    }
+  }
+  const cert = v['auth.clientCertificate.certificatePem'];
+  const key = v['auth.clientCertificate.keyPem'];
+  if (cert || key) auth.clientCertificate = { certificatePem: cert, keyPem: key };
+  return Object.keys(auth).length ? auth : null;
 }
 
 // schedulePreview lists when each attempt comes due, were every attempt to fail.
@@ -177,6 +324,14 @@ function recipientInput(v, create, r = {}) {
   else if (capped && !create) input.clearMaxConcurrency = true;
   if (v.filter && v.filter.trim()) input.filter = parseRule(v.filter).rule;
   else if (!create) input.clearFilter = true;
+  // Editing, the list replaces the stored one: [] takes every request again.
+  const types = typeList(v.eventTypes);
+  if (types.length || !create) input.eventTypes = types;
+  if (method === 'DIRECT_HTTP') {
+    const auth = authInput(v);
+    if (!create && v.clearAuth) input.clearAuth = true;
+    else if (auth) input.auth = auth;
+  }
   return input;
 }
 
@@ -301,15 +456,22 @@ export function viewRecipient(ctx, main, id) {
   const cli = h('div');
   let cliEl = null;
   let secretEl = null;
+  let settingsForm = null;
+  // The authentication set now: the settings form says what it is, and follows it after a save.
+  const now = { auth: null };
 
   const load = nodeView(ctx, root, {
     query: Q.RECIPIENT, variables: { id }, field: 'method',
     missing: ['Recipient not found', 'It may belong to another tenant.', '#/servers', 'All servers'],
     show: async (r) => {
       setTitle(r.name);
+      const authChanged = JSON.stringify(r.auth) !== JSON.stringify(now.auth);
+      now.auth = r.auth;
       if (!formShown) {
         formShown = true;
         await page(r);
+      } else if (authChanged && settingsForm) {
+        settingsForm.refresh();
       }
       mount(status, healthCard(r, () => load(true)));
       if (r.method === 'CLI') {
@@ -335,13 +497,21 @@ export function viewRecipient(ctx, main, id) {
       const L = await limits();
       const form = createForm({
         role: 'recipient-settings',
-        fields: recipientFields(L, r, filterPreview(r.server.id)),
+        fields: recipientFields(L, r, filterPreview(r.server.id), now),
         cost: () => costLine(0),
         submitLabel: 'Save changes',
         onSubmit: (v) => gql(Q.UPDATE_RECIPIENT, { id: r.id, input: recipientInput({ ...v, method: r.method }, false, r) }),
-        onDone: () => { toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`); load.forget(); load(true); },
+        onDone: () => {
+          toast(`Settings of ${r.name} saved. Deliveries created from now on use them.`);
+          // Saved secrets leave the page: the heading says what is set once the recipient is read again.
+          for (const name of AUTH_FIELDS) form.set(name, name === 'clearAuth' ? false : '');
+          load.forget();
+          load(true);
+        },
       });
+      settingsForm = form;
       parts.push(section('Settings', { id: 'settings', sub: 'New deliveries use them; those already created keep theirs.' }, form.el));
+      if (r.method !== 'CLI') parts.push(transformCard(ctx, r));
       if (r.signingSecret) parts.push((secretEl = secretCard(r, L)));
       parts.push(section('Delete this recipient', { id: 'danger' },
         h('p', 'Its pending deliveries are canceled and nothing more is sent to it. Its history stays with the requests.'),
@@ -356,7 +526,10 @@ export function viewRecipient(ctx, main, id) {
         r.method !== 'CLI' ? ['Concurrency', r.maxConcurrency ? `At most ${plural(r.maxConcurrency, 'attempt')} at once` : 'No cap'] : null,
         ['Signature headers', r.signatureHeaders === 'STANDARD_WEBHOOKS' ? 'Standard Webhooks (webhook-*)' : 'Adal (X-Adal-Webhook-*)'],
         ['Routing filter', r.filter ? h('code.mono.break', { dataset: { role: 'filter-text' } }, JSON.stringify(r.filter)) : 'None: every request'],
+        ['Event types', r.eventTypes && r.eventTypes.length ? h('span.mono', { dataset: { role: 'event-types' } }, r.eventTypes.join(', ')) : 'Every request'],
+        r.method === 'DIRECT_HTTP' ? ['Authentication', authSummary(r.auth)] : null,
       ])));
+      if (r.method !== 'CLI') parts.push(transformCard(ctx, r));
       parts.push(section('Signing secret', { id: 'secret' }, h('p.muted', { dataset: { role: 'secret-hidden' } },
         'Deliveries are signed with the recipient\u2019s secret. Only the tenant\u2019s owner or an operator can see it.')));
     }
@@ -524,6 +697,218 @@ function secretCard(r, L) {
     draw();
   };
   return el;
+}
+
+// ---- transformation ----------------------------------------------------------------------------------------
+
+const TRANSFORM_TEMPLATE = 'function transform(request) {\n  return request;\n}';
+const TRANSFORM_REASONS = { THROW: 'it threw', TIMEOUT: 'it ran out of time', MEMORY: 'it ran out of memory', RESULT: 'it returned no request' };
+
+// transformCard is the recipient's transformation: an editor holding the current version's source (or a
+// template), "Try it" on a stored request of the server (tryTransform, which saves and sends nothing), saving a
+// new version, and the versions saved, each of which loads into the editor. Members try; managers also save.
+function transformCard(ctx, r) {
+  const id = 'transform-' + r.id;
+  const editor = h('textarea.input.code-editor', {
+    id, rows: 14, spellcheck: 'false', autocomplete: 'off', autocapitalize: 'off', wrap: 'off',
+    'aria-describedby': `${id}-hint ${id}-error`, dataset: { role: 'transform-source' },
+  });
+  const error = h('div.field-error', { id: id + '-error', role: 'alert', dataset: { role: 'transform-error' } });
+  const field = h('div.field.wide',
+    h('label.field-label', { for: id }, 'Source'),
+    editor,
+    h('div.field-hint', { id: id + '-hint' },
+      'transform(request) gets {method, path, query, headers, body} — body parsed when JSON — and returns it changed, or null to cancel the delivery. ',
+      canManage() ? 'Saving an empty source removes the transformation.' : null),
+    error);
+  const state = h('span.muted.sm', { dataset: { role: 'transform-state' } });
+  const pickId = id + '-request';
+  const pick = h('select.input.plain.input-sm', { id: pickId, dataset: { role: 'transform-request' } }, h('option', { value: '' }, 'Loading requests…'));
+  const pickOther = h('input.input.plain.input-sm.filter-pick', {
+    inputmode: 'numeric', autocomplete: 'off', placeholder: 'or an ID', 'aria-label': 'Request ID to try it on', dataset: { role: 'transform-request-id' },
+  });
+  const tryBtn = h('button.btn.btn-secondary', { type: 'button', dataset: { role: 'try-transform' } }, icon('play'), 'Try it');
+  const saveBtn = canManage() ? h('button.btn.btn-primary', { type: 'button', dataset: { role: 'save-transform' } }, 'Save') : null;
+  const saveError = h('div.form-error');
+  const result = h('div.transform-result', { dataset: { role: 'transform-result', result: 'none' }, 'aria-live': 'polite' });
+  const versionsEl = h('div', { dataset: { role: 'transform-versions' } }, loading('Loading versions…'));
+  let current = null; // the current version, null when none
+  let baseline = ''; // what the editor held when loaded or last saved
+  let typed = false; // a source typed before the current one arrived is kept
+
+  const drawState = () => {
+    const edited = canManage() && editor.value !== baseline;
+    state.dataset.edited = String(edited);
+    mount(state, current ? `Version ${current.number} runs on every attempt.` : 'No transformation: requests are sent as received.',
+      edited ? h('strong', ' Unsaved changes.') : null);
+  };
+  const showError = (msg) => {
+    error.textContent = msg || '';
+    editor.setAttribute('aria-invalid', msg ? 'true' : 'false');
+    field.classList.toggle('invalid', !!msg);
+  };
+  const showResult = (kind, ...children) => {
+    result.dataset.result = kind;
+    mount(result, ...children);
+  };
+
+  const drawVersions = (node) => {
+    current = node.transform;
+    const versions = node.transformVersions || [];
+    if (!versions.length) {
+      mount(versionsEl, h('p.muted', 'No version saved yet.'));
+      return;
+    }
+    mount(versionsEl, dataTable({
+      className: 'transform-versions',
+      rows: versions,
+      rowProps: (v) => ({ dataset: { version: v.number, current: String(!!current && v.id === current.id) } }),
+      columns: [
+        { label: 'Version', cell: (v) => [h('strong', `v${v.number}`), current && v.id === current.id ? [' ', badge('ACTIVE', 'Current')] : null] },
+        { label: 'Saved by', cell: (v) => v.createdBy },
+        { label: 'When', className: 'nowrap', cell: (v) => timeEl(v.createdAt) },
+        { label: 'Source', className: 'mono muted', cell: (v) => (v.source.trim() ? firstLine(v.source) : 'Removed the transformation') },
+        {
+          label: '', right: true,
+          cell: (v) => h('button.btn.btn-secondary.btn-sm', {
+            type: 'button', dataset: { role: 'load-version' }, 'aria-label': `Load version ${v.number} into the editor`,
+            onclick: () => {
+              editor.value = v.source;
+              showError('');
+              drawState();
+              editor.focus();
+            },
+          }, 'Load'),
+        },
+      ],
+    }));
+  };
+
+  const loadTransform = async () => {
+    try {
+      const data = await gql(Q.RECIPIENT_TRANSFORM, { id: r.id }, { signal: ctx.signal });
+      if (!ctx.alive || !data.node) return;
+      drawVersions(data.node);
+      baseline = (current && current.source) || TRANSFORM_TEMPLATE;
+      if (!typed) editor.value = baseline;
+      drawState();
+    } catch (err) {
+      if (ctx.alive && err.name !== 'AbortError') mount(versionsEl, errorState(err, loadTransform));
+    }
+  };
+
+  const loadRequests = async () => {
+    try {
+      const data = await gql(Q.TRANSFORM_REQUESTS, { serverId: r.server.id, first: 20 }, { signal: ctx.signal });
+      const rows = data.requests.edges.map((e) => e.node);
+      mount(pick, rows.length
+        ? rows.map((q) => h('option', { value: q.id }, `#${q.id} · ${q.method} ${q.path || '/'}${q.eventType ? ' · ' + q.eventType : ''}`))
+        : h('option', { value: '' }, 'No stored request yet'));
+    } catch (err) {
+      if (ctx.alive && err.name !== 'AbortError') mount(pick, h('option', { value: '' }, 'Requests unavailable: give an ID'));
+    }
+  };
+
+  // busy runs fn with btn showing progress; a second press meanwhile does nothing.
+  const busy = async (btn, fn) => {
+    if (btn.disabled) return;
+    btn.disabled = true;
+    btn.classList.add('busy');
+    try { await fn(); } finally { btn.disabled = false; btn.classList.remove('busy'); }
+  };
+
+  tryBtn.addEventListener('click', () => busy(tryBtn, async () => {
+    const requestId = pickOther.value.trim().replace(/^#/, '') || pick.value;
+    if (!requestId) { showResult('error', icon('alert'), h('span', 'No request to try it on: send one to the server\u2019s inbound URL, or give a request ID.')); return; }
+    if (!/^\d+$/.test(requestId)) { showResult('error', icon('alert'), h('span', 'A request ID is a number.')); return; }
+    showError('');
+    let res;
+    try {
+      res = (await gql(Q.TRY_TRANSFORM, { source: editor.value, requestId })).tryTransform;
+    } catch (err) {
+      if (!ctx.alive || err.name === 'AbortError') return;
+      if (err.code === 'INVALID_INPUT') { showError(err.message); showResult('none'); return; }
+      showResult('error', icon('alert'), h('span', err.code === 'NOT_FOUND' ? `No request #${requestId} to try it on.` : err.message));
+      return;
+    }
+    if (!ctx.alive) return;
+    showResult(...transformResult(res, requestId));
+  }));
+
+  if (saveBtn) {
+    saveBtn.addEventListener('click', () => busy(saveBtn, async () => {
+      showError('');
+      saveError.replaceChildren();
+      const source = editor.value.trim() ? editor.value : '';
+      let node;
+      try {
+        node = (await gql(Q.SET_RECIPIENT_TRANSFORM, { recipientId: r.id, source })).setRecipientTransform;
+      } catch (err) {
+        if (!ctx.alive || err.name === 'AbortError') return;
+        if (err.code === 'INVALID_INPUT') showError(err.message);
+        else saveError.replaceChildren(errorAlert(err));
+        return;
+      }
+      if (!ctx.alive) return;
+      drawVersions(node);
+      baseline = editor.value;
+      drawState();
+      const n = node.transformVersions.length ? node.transformVersions[0].number : 0;
+      toast(node.transform
+        ? `Transformation version ${node.transform.number} of ${r.name} saved: attempts from now on run it.`
+        : `Transformation of ${r.name} removed (version ${n}): requests are sent as received.`);
+    }));
+  }
+  editor.addEventListener('input', () => {
+    typed = true;
+    if (error.textContent) showError('');
+    drawState();
+  });
+
+  loadTransform();
+  loadRequests();
+  return section('Transformation', { id: 'transform', sub: 'A JavaScript function every attempt runs first' },
+    field,
+    h('div.transform-actions',
+      h('label.inline-label', { for: pickId }, 'Try it on'), pick, pickOther, tryBtn,
+      h('div.spacer'), state, saveBtn),
+    saveError,
+    result,
+    h('h3.subhead', 'Versions'),
+    versionsEl);
+}
+
+// firstLine is a source's first line that says something, for the versions list.
+function firstLine(source) {
+  const line = source.split('\n').map((l) => l.trim()).find(Boolean) || '';
+  return line.length > 60 ? line.slice(0, 59) + '\u2026' : line;
+}
+
+// transformResult is what tryTransform made of a request, as showResult's arguments.
+function transformResult(res, requestId) {
+  const on = h('a', { href: href('/requests/' + requestId) }, `#${requestId}`);
+  if (res.error) {
+    return ['error', icon('alert'), h('div.transform-result-body',
+      h('strong', `Failed on request `, on, `: ${TRANSFORM_REASONS[res.errorReason] || res.errorReason || 'it failed'}.`),
+      h('div.mono', { dataset: { role: 'transform-failure' } }, res.error),
+      h('div.muted.sm', 'An attempt would fail with kind Transformation failed, and be retried on the recipient\u2019s schedule.'))];
+  }
+  if (res.cancelled) {
+    return ['cancelled', icon('x'), h('div.transform-result-body',
+      h('strong', 'Cancelled: '), 'the function returned null for request ', on, '. Its delivery would end canceled, with nothing sent.')];
+  }
+  let body = res.body || '';
+  try { body = JSON.stringify(JSON.parse(body), null, 2); } catch { /* sent as it is */ }
+  const headers = res.headers || [];
+  return ['ok', icon('check'), h('div.transform-result-body',
+    h('div', 'Request ', on, ' would be sent as:'),
+    h('div.request-title', { dataset: { role: 'transform-request-line' } }, h('span.http-method', res.method),
+      h('span.mono', res.path || '/', res.query ? h('span.muted', '?' + res.query) : null)),
+    headers.length
+      ? h('div.table-wrap', h('table.table.kv', { dataset: { role: 'transform-headers' } },
+        h('tbody', headers.map((x) => h('tr', h('th.mono', x.name), h('td.mono.break', x.value))))))
+      : h('p.muted', 'No headers.'),
+    body ? h('pre.code-block', { dataset: { role: 'transform-body' } }, body) : h('p.muted', { dataset: { role: 'transform-body' } }, 'Empty body.'))];
 }
 
 const ACTIONS = {

@@ -1,6 +1,7 @@
-// One request: its deliveries grouped by recipient with every attempt, live, and the recipients its routing
-// filters left out; headers and body; links between a replay and its original; retry, cancel and replay, each
-// with its cost before and the new balance after.
+// One request: its event type (and why its body does not follow the type's schema, when accepted anyway), its
+// deliveries grouped by recipient with every attempt and the transformation version it ran, live, and the
+// recipients its routing filters or subscriptions left out; headers and body; links between a replay and its
+// original; retry, cancel and replay, each with its cost before and the new balance after.
 
 import * as Q from '../queries.js';
 import { gql } from '../gql.js';
@@ -93,11 +94,14 @@ function requestPage(r, ui, indicator, reload) {
     metaItem('Request key', h('span.key-line', h('code.mono', r.key), copyButton(r.key, 'Copy'))),
     metaItem('Source', h('span.mono', r.sourceAddr || '—')),
     metaItem('Body', fmtBytes(r.bodySize)),
+    metaItem('Event type', r.eventType
+      ? h('a.type-tag.mono', { href: href('/servers/' + r.server.id, { type: r.eventType }), dataset: { role: 'event-type' } }, r.eventType)
+      : h('span.muted', { dataset: { role: 'event-type' } }, 'None')),
     metaItem('Lineage', lineage(r)));
 
   return [
     head,
-    h('section.card.meta-card', meta),
+    h('section.card.meta-card', meta, schemaNote(r)),
     h('section.section',
       h('div.section-head', h('h2', 'Deliveries'), h('span.muted', deliveryCounts(r.deliveries || []))),
       deliveriesByRecipient(r, ui, reload)),
@@ -105,6 +109,15 @@ function requestPage(r, ui, indicator, reload) {
     headersSection(r, ui),
     bodySection(r, ui),
   ];
+}
+
+// schemaNote says why the body does not follow its type's schema: the server checks in shadow mode, so it was
+// accepted and delivered all the same.
+function schemaNote(r) {
+  if (!r.schemaError) return null;
+  return h('div.note.tone-warning.schema-note', { dataset: { role: 'schema-error' } }, icon('alert'),
+    h('span', 'The body does not follow the schema of ', h('strong.mono', r.eventType), ': ', h('span.mono', r.schemaError),
+      h('span.muted', ' · accepted and delivered anyway: the server checks in shadow mode.')));
 }
 
 // lineage links a replay to its original and an original to its replays.
@@ -135,7 +148,7 @@ function deliveriesByRecipient(r, ui, reload) {
   const deliveries = [...(r.deliveries || [])].sort((a, b) => Number(a.id) - Number(b.id));
   if (!deliveries.length) {
     if ((r.filteredOut || []).length) {
-      return emptyState('inbox', 'No deliveries', 'No recipient\u2019s routing filter matched this request (see below). Replay it to route it by the filters as they are now.');
+      return emptyState('inbox', 'No deliveries', 'No recipient\u2019s routing filter or event types matched this request (see below). Replay it to route it by them as they are now.');
     }
     return emptyState('inbox', 'No deliveries', 'The server had no active recipients when this request arrived. Replay it to deliver it to the recipients configured now.');
   }
@@ -163,7 +176,7 @@ function deliveriesByRecipient(r, ui, reload) {
 }
 
 // filteredOutSection names the recipients whose routing filter did not match the request when it was
-// accepted: they got no delivery of it.
+// accepted, or which do not take its event type: they got no delivery of it.
 function filteredOutSection(r) {
   const out = [...(r.filteredOut || [])].sort((a, b) => a.name.localeCompare(b.name));
   if (!out.length) return null;
@@ -171,9 +184,9 @@ function filteredOutSection(r) {
     h('div.section-head', h('h2', 'Filtered out'), h('span.muted', `${out.length} ${out.length === 1 ? 'recipient' : 'recipients'}`)),
     h('div.card.filtered-out',
       h('div.note.tone-info', icon('send'),
-        h('span', out.length === 1 ? 'This recipient\u2019s routing filter' : 'These recipients\u2019 routing filters',
+        h('span', out.length === 1 ? 'This recipient\u2019s routing filter or event types' : 'These recipients\u2019 routing filters or event types',
           ' did not match this request when it was accepted: ', h('strong', 'no delivery'), ' was made to ',
-          out.length === 1 ? 'it' : 'them', '. A replay is routed by the filters as they are then.')),
+          out.length === 1 ? 'it' : 'them', '. A replay is routed by the filters and event types as they are then.')),
       h('ul.filtered-list', out.map((x) => h('li', { dataset: { recipientId: x.id, role: 'filtered-out' } },
         h('a', { href: href('/recipients/' + x.id) }, x.name),
         h('span.muted', ' · '), deliveryMethod(x),
@@ -234,14 +247,20 @@ function attemptsTable(d) {
   // A broker's answer (a confirm, a sequence, an entry ID, a PUBACK) takes the place of the HTTP status.
   const broker = isBroker(d.recipient.method);
   const answer = (a) => (a.answer ? h('span.mono', { dataset: { role: 'answer' } }, a.answer) : h('span.muted', '—'));
-  return h('div.table-wrap', h('table.table.attempts', { class: broker ? 'broker' : '' },
-    h('thead', h('tr', h('th.num', '#'), h('th', 'Started'), h('th', 'Status'), h('th', broker ? 'Broker answer' : 'HTTP'), h('th.right', 'Duration'), h('th', 'Error'))),
+  // The transformation version that ran, for recipients that have had one.
+  const shaped = attempts.some((a) => a.transformVersion != null);
+  return h('div.table-wrap', h('table.table.attempts', { class: [broker ? 'broker' : '', shaped ? 'shaped' : ''].join(' ').trim() },
+    h('thead', h('tr', h('th.num', '#'), h('th', 'Started'), h('th', 'Status'), h('th', broker ? 'Broker answer' : 'HTTP'),
+      shaped ? h('th', 'Transformation') : null, h('th.right', 'Duration'), h('th', 'Error'))),
     h('tbody', attempts.map((a) => h('tr', { dataset: { attempt: a.number, status: a.status } },
       h('td.num', String(a.number)),
       h('td.nowrap', timeEl(a.startedAt)),
       h('td', badge(a.status)),
       broker ? h('td.answer-cell', answer(a))
         : h('td', a.httpStatus != null ? h('span.http-code', { class: a.httpStatus >= 200 && a.httpStatus < 300 ? 'ok' : 'bad' }, String(a.httpStatus)) : h('span.muted', '—')),
+      shaped ? h('td.nowrap', a.transformVersion != null
+        ? h('a.mono', { href: href('/recipients/' + d.recipient.id), dataset: { role: 'transform-version' }, title: 'The version of the recipient\u2019s transformation this attempt ran' }, `v${a.transformVersion}`)
+        : h('span.muted', 'None')) : null,
       h('td.right.nowrap.mono', fmtDuration(a.durationMs)),
       h('td.error-cell', a.errorKind
         ? [h('span.error-kind', ERROR_KINDS[a.errorKind] || titleCase(a.errorKind)), a.errorMessage ? h('span.error-message', a.errorMessage) : null]

@@ -1,5 +1,6 @@
-// One server: its requests (filtered by status and time, live), its recipients, its requests per hour, and its
-// settings (name, retention, rate limit, CLI backlog, sender verification with its recent rejections, allowed
+// One server: its requests (filtered by status, event type and time, live), its recipients, its requests per
+// hour, and its settings (name, retention, rate limit, CLI backlog, where a request's event type is read and
+// whether bodies are checked against its schema, sender verification with its recent rejections, allowed
 // methods, the answer senders get, inbound key rotation, deletion).
 
 import * as Q from '../queries.js';
@@ -114,7 +115,8 @@ function requestsTab(ctx, body, s, query) {
   const typed = query.get('q') || '';
   const badSearch = searchError(typed);
   const search = badSearch ? '' : typed;
-  const filters = { status, range: range === 'custom' ? '' : range, since: query.get('since'), until: query.get('until'), q: search };
+  const type = (query.get('type') || '').trim();
+  const filters = { status, range: range === 'custom' ? '' : range, since: query.get('since'), until: query.get('until'), q: search, type };
   const after = query.get('after') || null;
   const before = search ? null : query.get('before') || null;
   const indicator = liveIndicator();
@@ -127,7 +129,7 @@ function requestsTab(ctx, body, s, query) {
     h('label.sr', { for: 'since' }, 'From'), h('span.muted.sm', 'From'), since,
     h('label.sr', { for: 'until' }, 'To'), h('span.muted.sm', 'to'), until,
     h('button.btn.btn-secondary.btn-sm', { type: 'submit' }, 'Apply'));
-  const go = (params) => navigate(href(base, { status: filters.status, range: filters.range, since: filters.since, until: filters.until, q: filters.q, ...params }));
+  const go = (params) => navigate(href(base, { ...filters, ...params }));
   rangeSelect.addEventListener('change', () => {
     if (rangeSelect.value === 'custom') { custom.hidden = false; since.focus(); return; }
     go({ range: rangeSelect.value, since: null, until: null });
@@ -162,28 +164,49 @@ function requestsTab(ctx, body, s, query) {
     if (searchErr.textContent && !searchError(searchInput.value)) { searchErr.textContent = ''; searchInput.setAttribute('aria-invalid', 'false'); }
   });
 
+  // The type filter offers the tenant's event types, and takes any name: requests keep a deleted type's.
+  const typeInput = h('input.input.plain.input-sm.type-input', {
+    type: 'text', id: 'event-type', name: 'type', value: type, list: 'event-type-names', placeholder: 'Any type',
+    autocomplete: 'off', spellcheck: 'false', dataset: { role: 'type-filter' },
+  });
+  const typeNames = h('datalist', { id: 'event-type-names' });
+  gql(Q.EVENT_TYPE_NAMES, {}, { signal: ctx.signal })
+    .then((d) => mount(typeNames, d.eventTypes.edges.map((e) => h('option', { value: e.node.name }))))
+    .catch(() => { /* the field still takes a typed name */ });
+  const typeForm = h('form.search-form', { dataset: { role: 'type-form' }, novalidate: true },
+    h('label.inline-label', { for: 'event-type' }, 'Type'), typeInput, typeNames,
+    type ? h('a.btn.btn-ghost.btn-sm', { href: href(base, { ...filters, type: null }), dataset: { role: 'clear-type' } }, 'Any type') : null);
+  const byType = (e) => {
+    e.preventDefault();
+    if (typeInput.value.trim() !== type) go({ type: typeInput.value.trim() || null });
+  };
+  typeForm.addEventListener('submit', byType);
+  typeInput.addEventListener('change', byType);
+
   const toolbar = h('div.toolbar',
     searchForm,
     h('div.segmented', { role: 'group', 'aria-label': 'Filter by status' },
       ['', ...REQUEST_STATUSES].map((st) => h('a.segment', {
-        href: href(base, { status: st, range: filters.range, since: filters.since, until: filters.until, q: filters.q }),
+        href: href(base, { ...filters, status: st }),
         class: st === status ? 'active' : '',
         'aria-current': st === status ? 'true' : null,
         dataset: { filter: st || 'ALL' },
       }, st ? h('span.status-dot', { class: 'tone-' + toneOf(st) }) : null, st ? titleCase(st) : 'All'))),
     h('label.inline-label', { for: 'range' }, 'Received'), rangeSelect, custom,
+    typeForm,
     h('div.spacer'),
     indicator);
   const list = h('div', loading('Loading requests…'));
   const times = timeWhere(query);
   let load = () => {};
-  const bulk = bulkController(ctx, { server: s, scope: { search, status, ...times }, reloadList: () => load(true) });
+  const bulk = bulkController(ctx, { server: s, scope: { search, status, eventType: type, ...times }, reloadList: () => load(true) });
   mount(body, toolbar, bulk.progressSlot, bulk.bar, list, bulk.jobsSlot);
 
   let loaded = false;
   let lastSnapshot = '';
   const where = { ...times };
   if (status) where.status = status;
+  if (type) where.eventType = type;
   const variables = { serverId, where: Object.keys(where).length ? where : null };
   if (search) variables.search = search;
   if (before) Object.assign(variables, { last: PAGE_SIZE, before });
@@ -229,7 +252,7 @@ export const curlLine = (inboundUrl) => `curl -X POST '${inboundUrl}/test' -H 'C
 function requestsTable(conn, server, { status, filtered, base, filters, search, after, select }) {
   const rows = conn.edges.map((e) => e.node);
   const p = conn.pageInfo;
-  const keep = { status, range: filters.range, since: filters.since, until: filters.until, q: filters.q };
+  const keep = { status, range: filters.range, since: filters.since, until: filters.until, q: filters.q, type: filters.type };
   if (!rows.length) {
     if (search) {
       const older = conn.search && conn.search.stoppedEarly && p.hasNextPage;
@@ -239,7 +262,8 @@ function requestsTable(conn, server, { status, filtered, base, filters, search, 
         h('a.btn.btn-secondary', { href: href(base, { ...keep, q: null }) }, 'Clear the search'));
     }
     if (filtered) {
-      return emptyState('inbox', status ? `No ${titleCase(status).toLowerCase()} requests` : 'No requests in this range', 'Nothing matches the filter.',
+      const what = status ? `No ${titleCase(status).toLowerCase()} requests` : filters.type ? 'No requests' : 'No requests in this range';
+      return emptyState('inbox', filters.type ? `${what} of type ${filters.type}` : what, 'Nothing matches the filter.',
         h('a.btn.btn-secondary', { href: href(base) }, 'Show all requests'));
     }
     return emptyState('inbox', 'Send a test webhook',
@@ -260,6 +284,7 @@ function requestsTable(conn, server, { status, filtered, base, filters, search, 
       { label: 'Received', className: 'nowrap', cell: (r) => [h('a.row-link', { href: href('/requests/' + r.id) }, timeEl(r.receivedAt, 'relative')), h('div.cell-sub', timeEl(r.receivedAt))] },
       { label: 'Method', cell: (r) => h('span.http-method', r.method) },
       { label: 'Path', className: 'path-cell', cell: (r) => [h('span.mono', r.path || '/', r.query ? h('span.muted', '?' + r.query) : null), r.replayOf ? h('a.tag', { href: href('/requests/' + r.replayOf.id) }, `replay of #${r.replayOf.id}`) : null] },
+      { label: 'Type', className: 'type-cell', cell: (r) => typeCell(r, base, keep) },
       { label: 'Status', cell: (r) => badge(r.status) },
       { label: 'Deliveries', cell: (r) => deliveriesSummary(r.deliveries || []) },
     ].filter(Boolean),
@@ -287,6 +312,17 @@ function requestsTable(conn, server, { status, filtered, base, filters, search, 
       ? h('a.btn.btn-secondary.btn-sm', { href: href(base, { ...keep, after: p.endCursor }), dataset: { role: 'older' } }, 'Older', icon('arrowRight'))
       : h('button.btn.btn-secondary.btn-sm', { type: 'button', disabled: true }, 'Older', icon('arrowRight')));
   return [table, pager];
+}
+
+// typeCell is a request's event type, a link to the list of that type, and why its body does not follow the
+// type's schema when a server in shadow mode accepted it anyway.
+function typeCell(r, base, keep) {
+  return [
+    r.eventType
+      ? h('a.type-tag.mono', { href: href(base, { ...keep, type: r.eventType }), dataset: { role: 'event-type' }, title: `Only requests of type ${r.eventType}` }, r.eventType)
+      : h('span.muted', '—'),
+    r.schemaError ? h('div.cell-sub.schema-error', { dataset: { role: 'schema-error' }, title: r.schemaError }, icon('alert'), 'Does not follow the schema') : null,
+  ];
 }
 
 function deliveriesSummary(deliveries) {
@@ -326,7 +362,12 @@ function recipientsTab(ctx, body, s) {
       link: (r) => href('/recipients/' + r.id),
       rowProps: (r) => ({ dataset: { recipientId: r.id, state: r.state } }),
       columns: [
-        { label: 'Recipient', cell: (r) => [h('div.cell-title', h('a.row-link', { href: href('/recipients/' + r.id) }, r.name)), r.method === 'CLI' ? h('div.cell-sub', 'Forwarded to a developer\u2019s localhost') : h('div.cell-sub.mono', r.url)] },
+        {
+          label: 'Recipient',
+          cell: (r) => [h('div.cell-title', h('a.row-link', { href: href('/recipients/' + r.id) }, r.name)),
+            r.method === 'CLI' ? h('div.cell-sub', 'Forwarded to a developer\u2019s localhost') : h('div.cell-sub.mono', r.url),
+            r.eventTypes && r.eventTypes.length ? h('div.cell-sub', { dataset: { role: 'event-types' } }, 'Takes ', h('span.mono', r.eventTypes.join(', '))) : null],
+        },
         { label: 'Delivery', cell: (r) => deliveryMethod(r) },
         { label: 'Retries', cell: (r) => [h('div', `Up to ${plural(r.maxAttempts, 'attempt')}`), h('div.cell-sub', `${SCHEDULES[r.retrySchedule] || r.retrySchedule} · ${r.timeoutSeconds} s timeout`)] },
         { label: 'State', cell: (r) => stateBadge(r) },

@@ -119,6 +119,45 @@ export async function createServerFlow() {
   navigate(href('/servers/' + s.id));
 }
 
+// SCHEMA_VALIDATION are the ways a server checks a body against its event type's schema.
+const SCHEMA_VALIDATION = [
+  { value: 'OFF', label: 'Off', hint: 'Bodies are not checked' },
+  { value: 'SHADOW', label: 'Shadow', hint: 'Accepted and delivered, marked with why they do not follow the schema' },
+  { value: 'ENFORCE', label: 'Enforce', hint: 'Refused with 422 and the first error: neither stored nor charged' },
+];
+
+// typeSourceOf says where a server reads a request's event type: PATH, HEADER or NONE.
+const typeSourceOf = (s) => (s.eventTypePath ? 'PATH' : s.eventTypeHeader ? 'HEADER' : 'NONE');
+
+// eventTypeFields are where an existing server reads a request's event type, and how it checks bodies.
+function eventTypeFields(L, s) {
+  const from = (src) => (v) => v.eventTypeSource === src;
+  return [
+    {
+      name: 'eventTypeSource', label: 'Event type of a request', type: 'radio', value: typeSourceOf(s), options: [
+        { value: 'NONE', label: 'Not read', hint: 'Requests have no type' },
+        { value: 'PATH', label: 'A field of the JSON body', hint: 'e.g. type, or data.object.type' },
+        { value: 'HEADER', label: 'A header', hint: 'e.g. X-GitHub-Event' },
+      ],
+      hint: 'The type names the request on its page and in the list, picks the schema its body is checked against, and which recipients get it.',
+    },
+    {
+      name: 'eventTypePath', label: 'JSON path', mono: true, value: s.eventTypePath || '', show: from('PATH'), optionalNote: false,
+      check: checks.eventTypePath(L), attrs: { placeholder: 'data.object.type' },
+      hint: 'Dotted field names, array items by index (items.0.kind). A body that is not JSON, or has no string or number there, has no type.',
+    },
+    {
+      name: 'eventTypeHeader', label: 'Header', mono: true, value: s.eventTypeHeader || '', show: from('HEADER'), optionalNote: false,
+      check: checks.eventTypeHeader(L), attrs: { placeholder: 'X-GitHub-Event' },
+    },
+    {
+      name: 'schemaValidation', label: 'Check bodies against their type\u2019s schema', type: 'radio', value: s.schemaValidation || 'OFF',
+      options: SCHEMA_VALIDATION, show: (v) => v.eventTypeSource !== 'NONE',
+      hint: 'A request without a type, or of a type without a schema, is never refused. Schemas are set on the Event types page.',
+    },
+  ];
+}
+
 // serverFields are a server's settings; s holds the current values when editing.
 export function serverFields(L, s) {
   return [
@@ -136,6 +175,7 @@ export function serverFields(L, s) {
       name: 'deliverPendingOnConnect', label: 'Deliver a CLI\u2019s backlog when it connects', type: 'checkbox', value: !!s.deliverPendingOnConnect,
       hint: 'Off: requests that arrived while no adal CLI was attached are held for a manual retry; on: sent as soon as one attaches.',
     },
+    ...(s.id ? eventTypeFields(L, s) : []),
   ];
 }
 
@@ -152,6 +192,11 @@ export function serverInput(v, create) {
   else input.clearRetentionDays = true;
   if (v.maxRequestsPerSecond != null) input.maxRequestsPerSecond = v.maxRequestsPerSecond;
   else input.clearMaxRequestsPerSecond = true;
+  if (v.eventTypeSource === 'PATH') input.eventTypePath = v.eventTypePath;
+  else if (v.eventTypeSource === 'HEADER') input.eventTypeHeader = v.eventTypeHeader;
+  else input.clearEventTypeSource = true;
+  // Without a source no request has a type, so nothing is checked: validation goes back to off.
+  input.schemaValidation = v.eventTypeSource === 'NONE' ? 'OFF' : v.schemaValidation;
   return input;
 }
 

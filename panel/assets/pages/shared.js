@@ -15,6 +15,7 @@ export const TRIGGERS = { AUTOMATIC: 'Automatic', MANUAL_RETRY: 'Manual retry' }
 export const ERROR_KINDS = {
   HTTP_STATUS: 'HTTP status', TIMEOUT: 'Timeout', DNS: 'DNS', TLS: 'TLS', CONNECTION: 'Connection',
   CLI_LOCAL: 'Local service unreachable', INTERRUPTED: 'Interrupted', BROKER_REFUSED: 'Refused by the broker',
+  TRANSFORM: 'Transformation failed', AUTH: 'Authentication failed',
 };
 // METHODS names the delivery methods, with their icons; broker marks those that publish to a broker.
 export const METHODS = {

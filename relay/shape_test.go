@@ -116,7 +116,11 @@ func TestEventTypesValidateRouteAndFilter(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusAccepted
 	})
-	var marked struct{ Requests struct{ Edges []struct{ Node struct{ SchemaError string } } } }
+	var marked struct {
+		Requests struct {
+			Edges []struct{ Node struct{ SchemaError string } }
+		}
+	}
 	env.MustGraphQL(tn.Owner, `query($srv: ID!){ requests(serverId: $srv, first: 1){ edges { node { schemaError } } } }`,
 		map[string]any{"srv": srv.ID}, &marked)
 	require.Contains(t, marked.Requests.Edges[0].Node.SchemaError, "amount")

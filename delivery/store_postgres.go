@@ -151,6 +151,7 @@ func ServerVersionSQL(server string) string {
 	return `md5(ROW(` + server + `.id, ` + server + `.tenant_id, ` + server + `.created_at, ` + server + `.name, ` +
 		server + `.inbound_key, ` + server + `.deliver_pending_on_connect, ` + server + `.retention_days, ` +
 		server + `.previous_inbound_key, ` + server + `.previous_key_expires_at, ` + server + `.kind, ` +
+		server + `.event_type_header, ` + server + `.event_type_path, ` + server + `.schema_validation, ` +
 		server + `.deleted_at)::text || coalesce((
 		SELECT string_agg(ROW(rv.id, rv.tenant_id, rv.server_id, rv.method, rv.url, rv.max_attempts, rv.retry_schedule,
 			rv.send_idempotency_key, rv.timeout_seconds, rv.state, rv.cli_seen_until, rv.routing_filter,

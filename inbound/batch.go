@@ -571,7 +571,8 @@ func byKey(out map[string]*ent.Server, srv *ent.Server, now time.Time) {
 // deleted since this read, and none for one whose version changed.
 var serversSQL = storage.Prepared(`
 SELECT s.id, s.tenant_id, s.created_at, s.name, s.inbound_key, s.deliver_pending_on_connect, s.retention_days,
-	s.previous_inbound_key, s.previous_key_expires_at, s.kind, s.version, r.id, r.tenant_id, r.server_id, r.method,
+	s.previous_inbound_key, s.previous_key_expires_at, s.kind, s.event_type_header, s.event_type_path,
+	s.schema_validation, s.version, r.id, r.tenant_id, r.server_id, r.method,
 	r.url, r.max_attempts, r.retry_schedule, r.send_idempotency_key, r.timeout_seconds, r.state, r.cli_seen_until,
 	r.routing_filter, r.signing_secret, r.previous_signing_secret, r.previous_secret_expires_at,
 	r.signature_headers, r.max_concurrency, r.send_traceparent, r.destination_url, r.destination, r.event_types,
@@ -603,7 +604,8 @@ func serversPostgres(ctx context.Context, client *ent.Client, keys []string, now
 		var version string
 		var r recipientRow
 		if err := rows.Scan(&row.ID, &row.TenantID, &row.CreatedAt, &row.Name, &row.InboundKey,
-			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &row.Kind, &version, &r.id,
+			&row.DeliverPendingOnConnect, &retention, &previousKey, &previousUntil, &row.Kind, &row.EventTypeHeader,
+			&row.EventTypePath, &row.SchemaValidation, &version, &r.id,
 			&r.tenantID, &r.serverID, &r.method, &r.url, &r.maxAttempts, &r.retrySchedule, &r.sendIdempotencyKey,
 			&r.timeoutSeconds, &r.state, &r.cliSeenUntil, &r.routingFilter, &r.signingSecret,
 			&r.previousSigningSecret, &r.previousSecretExpiresAt, &r.signatureHeaders, &r.maxConcurrency,

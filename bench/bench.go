@@ -24,9 +24,9 @@ import (
 // Scenarios are the scenario names in the order they run: those a run without a list runs.
 var Scenarios = []string{"ingest", "dispatch", "backlog", "latency", "noisy", "punctuality", "purge", "cli", "graphql", "search", "cluster"}
 
-// NamedScenarios run only when named, after the others: they need more than PostgreSQL (destinations, the four
-// brokers).
-var NamedScenarios = []string{"destinations"}
+// NamedScenarios run only when named, after the others: destinations needs more than PostgreSQL (the four
+// brokers), and shaping is an A/B of optional features, not a budget every run checks.
+var NamedScenarios = []string{"destinations", "shaping"}
 
 // Config configures a bench run.
 type Config struct {
@@ -102,6 +102,12 @@ type Config struct {
 	DestinationDeliveries                   int
 	RabbitMQURL, NATSURL, RedisURL, MQTTURL string
 
+	// ShapingRate is the offered rate (requests/s) of the shaping scenario's intake runs, with schema validation
+	// and without; ShapingDeliveries the due deliveries each of its burn-downs, with a transformation and
+	// without, burns down.
+	ShapingRate       float64
+	ShapingDeliveries int
+
 	PgbenchClients int
 	PgbenchScale   int
 
@@ -155,6 +161,8 @@ func (c *Config) defaults() {
 	c.NATSURL = cmp.Or(c.NATSURL, defaultNATSURL)
 	c.RedisURL = cmp.Or(c.RedisURL, defaultRedisURL)
 	c.MQTTURL = cmp.Or(c.MQTTURL, defaultMQTTURL)
+	c.ShapingRate = cmp.Or(c.ShapingRate, 15000)
+	c.ShapingDeliveries = cmp.Or(c.ShapingDeliveries, 50_000)
 	c.PgbenchClients = cmp.Or(c.PgbenchClients, 16)
 	c.PgbenchScale = cmp.Or(c.PgbenchScale, 16)
 	c.Out = cmp.Or(c.Out, io.Writer(os.Stdout))
@@ -270,7 +278,7 @@ var scenarioRuns = map[string]func(*Runner, context.Context) error{
 	"ingest": (*Runner).ingest, "dispatch": (*Runner).dispatch, "latency": (*Runner).latency,
 	"punctuality": (*Runner).punctuality, "purge": (*Runner).purge, "cli": (*Runner).cli,
 	"backlog": (*Runner).backlog, "graphql": (*Runner).graphql, "noisy": (*Runner).noisy, "search": (*Runner).search,
-	"cluster": (*Runner).cluster, "destinations": (*Runner).destinations,
+	"cluster": (*Runner).cluster, "destinations": (*Runner).destinations, "shaping": (*Runner).shaping,
 }
 
 func (b *Runner) scenario(ctx context.Context, name string) error {
@@ -307,8 +315,13 @@ func (b *Runner) profile(name string, several bool) (func(), error) {
 }
 
 func (b *Runner) add(r Row) {
-	r.Load = fmt.Sprintf("%.1f → %.1f", b.loadAtStart, loadAverage())
-	r.CPU = coresBusy(b.cpuAtStart, b.readCPU())
+	// A row summing several windows (the shaping scenario's) brings its own.
+	if r.Load == "" {
+		r.Load = fmt.Sprintf("%.1f → %.1f", b.loadAtStart, loadAverage())
+	}
+	if r.CPU == "" {
+		r.CPU = coresBusy(b.cpuAtStart, b.readCPU())
+	}
 	b.rows = append(b.rows, r)
 	b.logf("%s: %s  %s  [%s]  cost %s  %s  peak RSS %s, load %s, cores busy %s %s", r.Scenario, r.Figure, r.Detail,
 		r.Target, r.Cost.Format(), r.Settings, mib(r.PeakRSS), r.Load, r.CPU, r.Void)

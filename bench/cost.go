@@ -96,6 +96,31 @@ func (k Cost) withTransactions(xacts, units int64) Cost {
 	return k
 }
 
+// plus is the cost of k's work and o's together, as if measured over one window: how the shaping scenario
+// sums the runs of one side of its A/B. A figure read in only one of them is not read.
+func (k Cost) plus(o Cost) Cost {
+	if k.Unit == "" {
+		return o
+	}
+	k.Units += o.Units
+	k.Wall += o.Wall
+	k.CPU, k.CPUOK = k.CPU+o.CPU, k.CPUOK && o.CPUOK
+	k.Statements, k.TxControl, k.SQLOK = k.Statements+o.Statements, k.TxControl+o.TxControl, k.SQLOK && o.SQLOK
+	k.Transactions, k.TxUnits = k.Transactions+o.Transactions, k.TxUnits+o.TxUnits
+	k.TransactionsOK = k.TransactionsOK && o.TransactionsOK
+	k.WAL, k.WALOK = k.WAL+o.WAL, k.WALOK && o.WALOK
+	k.Allocs, k.AllocBytes, k.HeapOK = k.Allocs+o.Allocs, k.AllocBytes+o.AllocBytes, k.HeapOK && o.HeapOK
+	return k
+}
+
+// cpuPer1000 is the CPU-ms per 1,000 units of work, as Format gives it; 0 when it was not read.
+func (k Cost) cpuPer1000() float64 {
+	if !k.CPUOK || k.Units <= 0 {
+		return 0
+	}
+	return k.per(float64(k.CPU)) * 1000 / float64(time.Millisecond)
+}
+
 // sig3 writes x with three significant digits, or as a whole number from 1,000 on, its thousands grouped as
 // "1,000" is.
 func sig3(x float64) string {

@@ -62,8 +62,9 @@ const flatWithin = 20 << 20
 // burnDown is a burn-down's row, before its budgets are judged, and the figures they judge.
 type burnDown struct {
 	row        Row
-	rate       float64 // attempts per second
-	perAttempt float64 // SQL statements per attempt
+	rate       float64       // attempts per second
+	perAttempt float64       // SQL statements per attempt
+	elapsed    time.Duration // from the process's start to the last delivery, which rate is read over
 }
 
 // burnDown inserts n due deliveries in bulk over 10 tenants × 10 recipients, starts the process, and waits for
@@ -77,8 +78,13 @@ func (b *Runner) burnDown(ctx context.Context, scenario string, n int, judge fun
 // is not polled, since some brokers keep none: the attempts' id sequence tells when n attempts were made, a
 // read that costs the database nothing, and the place is counted once at the end.
 func (b *Runner) burnDownTo(ctx context.Context, scenario string, n int, place *brokerPlace, judge func(*burnDown) bool) error {
+	return b.burnDownOf(ctx, scenario, n, layout{tenants: 10, recipients: 10}, place, judge)
+}
+
+// burnDownOf is burnDownTo over the fixture l (its recipients' options — a transformation — kept; its target
+// the receiver, or place's).
+func (b *Runner) burnDownOf(ctx context.Context, scenario string, n int, l layout, place *brokerPlace, judge func(*burnDown) bool) error {
 	var res burnDown
-	l := layout{tenants: 10, recipients: 10}
 	if place != nil {
 		l.method, l.target, l.destination = place.method, place.url, place.settings
 	}
@@ -109,12 +115,23 @@ func (b *Runner) burnDownTo(ctx context.Context, scenario string, n int, place *
 	}
 	deadline := start.Add(10 * time.Minute)
 	var received int64
+	lastReceived, moved := int64(-1), start
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if received, err = progress(ctx); err != nil {
 			return err
+		}
+		if received != lastReceived {
+			lastReceived, moved = received, time.Now()
+		} else if place == nil && time.Since(moved) > 2*time.Second {
+			// Nothing arrived for a while: if an attempt failed, its retry is minutes away and the row is void
+			// whatever comes next (it says why).
+			if p.failedAttempt() != nil {
+				break
+			}
+			moved = time.Now()
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: %d of %d deliveries %s after %v", scenario, received, n, done, time.Since(start))
@@ -156,20 +173,24 @@ func (b *Runner) burnDownTo(ctx context.Context, scenario string, n int, place *
 			void = append(void, err.Error())
 		}
 	}
-	res.rate = float64(attempts) / elapsed.Seconds()
+	res.rate, res.elapsed = float64(attempts)/elapsed.Seconds(), elapsed
 	res.perAttempt = float64(spent.Statements) / float64(max(attempts, 1))
 	res.row = Row{
 		Scenario: scenario,
 		Figure:   fmt.Sprintf("%.0f attempts/s", res.rate),
 		Detail: fmt.Sprintf("%d attempts in %v, %d succeeded, %s", attempts, elapsed.Round(time.Millisecond),
 			succeeded, arrived),
-		Settings: fmt.Sprintf("%d due deliveries (bulk-inserted, 1 KiB bodies) over 10 tenants × 10 recipients, %s; workers %s; statements counted by a driver wrapper (pg_stat_statements not loaded); cost§ from the process's start to the last delivery",
-			n, to, workers(b.cfg.DispatchWorkers)),
+		Settings: fmt.Sprintf("%d due deliveries (bulk-inserted, 1 KiB bodies) over %d tenants × %d recipients, %s; workers %s; statements counted by a driver wrapper (pg_stat_statements not loaded); cost§ from the process's start to the last delivery",
+			n, l.tenants, l.recipients, to, workers(b.cfg.DispatchWorkers)),
 		PeakRSS: rss,
 		Cost:    spent,
 	}
 	if attempts != int64(n) || succeeded != int64(n) {
-		void = append([]string{fmt.Sprintf("%d attempts and %d succeeded for %d deliveries", attempts, succeeded, n)}, void...)
+		why := fmt.Sprintf("%d attempts and %d succeeded for %d deliveries", attempts, succeeded, n)
+		if err := p.failedAttempt(); err != nil {
+			why += " (" + err.Error() + ")"
+		}
+		void = append([]string{why}, void...)
 	}
 	res.row.Void = strings.Join(void, "; ")
 	if judge(&res) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -125,6 +126,12 @@ type layout struct {
 	// URL) with the destination settings; else they are DIRECT_HTTP recipients of target + "/hook".
 	method      string
 	destination map[string]any
+	// server adds fields to every server's CreateServerInput (an event type source, schemaValidation…);
+	// eventTypes, name to JSON Schema, are created in every tenant before its server; transform, when set, is
+	// every recipient's transformation (setRecipientTransform).
+	server     map[string]any
+	eventTypes map[string]string
+	transform  string
 }
 
 // startStage starts a traffic process whose receiver answers by refuse, an Adal process for scenario
@@ -331,14 +338,23 @@ func (p *Process) setupTenant(planID string, i int, l layout) (FixtureServer, er
 	}, &tn); err != nil {
 		return fs, fmt.Errorf("create tenant: %w", err)
 	}
+	for name, schema := range l.eventTypes {
+		if err := p.graphQL(`mutation($in: CreateEventTypeInput!){ createEventType(input: $in){ id } }`, map[string]any{
+			"in": map[string]any{"tenantId": tn.CreateTenant.ID, "name": name, "schema": schema},
+		}, nil); err != nil {
+			return fs, fmt.Errorf("create event type %s: %w", name, err)
+		}
+	}
 	var srv struct {
 		CreateServer struct {
 			ID         string
 			InboundURL string
 		}
 	}
+	sin := map[string]any{"tenantId": tn.CreateTenant.ID, "name": fmt.Sprintf("server-%03d", i)}
+	maps.Copy(sin, l.server)
 	if err := p.graphQL(`mutation($in: CreateServerInput!){ createServer(input: $in){ id inboundUrl } }`, map[string]any{
-		"in": map[string]any{"tenantId": tn.CreateTenant.ID, "name": fmt.Sprintf("server-%03d", i)},
+		"in": sin,
 	}, &srv); err != nil {
 		return fs, fmt.Errorf("create server: %w", err)
 	}
@@ -358,6 +374,12 @@ func (p *Process) setupTenant(planID string, i int, l layout) (FixtureServer, er
 		if err := p.graphQL(`mutation($in: CreateRecipientInput!){ createRecipient(input: $in){ id } }`,
 			map[string]any{"in": in}, &rc); err != nil {
 			return fs, fmt.Errorf("create recipient: %w", err)
+		}
+		if l.transform != "" {
+			if err := p.graphQL(`mutation($id: ID!, $src: String!){ setRecipientTransform(recipientId: $id, source: $src){ id } }`,
+				map[string]any{"id": rc.CreateRecipient.ID, "src": l.transform}, nil); err != nil {
+				return fs, fmt.Errorf("set recipient transform: %w", err)
+			}
 		}
 		if l.paused {
 			if err := p.graphQL(`mutation($id: ID!){ pauseRecipient(id: $id){ id } }`, map[string]any{"id": rc.CreateRecipient.ID}, nil); err != nil {
@@ -391,10 +413,15 @@ func (p *Process) countBoth(first, second string) (int64, int64, error) {
 // have by the time a deployment is under steady load. It returns how many requests were accepted. Nothing of
 // it is measured.
 func (b *Runner) warmUp(ctx context.Context, tr *Traffic, p *Process, fx *Fixture, rate float64) (int64, error) {
+	return b.warmUpWith(ctx, tr, p, fx.Inbound(), body1K(), rate)
+}
+
+// warmUpWith is warmUp sending body to targets.
+func (b *Runner) warmUpWith(ctx context.Context, tr *Traffic, p *Process, targets []string, body []byte, rate float64) (int64, error) {
 	if b.cfg.WarmUp <= 0 {
 		return 0, nil
 	}
-	res, err := tr.Run(ctx, Load{Rate: rate, Duration: b.cfg.WarmUp, Targets: fx.Inbound(), Body: body1K()})
+	res, err := tr.Run(ctx, Load{Rate: rate, Duration: b.cfg.WarmUp, Targets: targets, Body: body})
 	if err != nil {
 		return 0, fmt.Errorf("warm-up: %w", err)
 	}

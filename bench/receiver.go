@@ -29,6 +29,7 @@ type Receiver struct {
 	srv      *httptest.Server
 	respond  func(requestID int64, attempt int) int
 	count    atomic.Int64
+	shaped   atomic.Int64 // arrivals as the shaping scenario's transformation makes them
 	mu       sync.Mutex
 	got      []Arrival
 	released chan struct{}
@@ -56,7 +57,12 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	at := time.Now()
 	id, _ := strconv.ParseInt(req.Header.Get("X-Adal-Request-Id"), 10, 64)
 	attempt, _ := strconv.Atoi(req.Header.Get("X-Adal-Attempt"))
+	var head [len(shapedPrefix)]byte
+	n, _ := io.ReadFull(req.Body, head[:])
 	_, _ = io.Copy(io.Discard, req.Body)
+	if req.Header.Get(shapedHeader) != "" && string(head[:n]) == shapedPrefix {
+		r.shaped.Add(1)
+	}
 	status := http.StatusOK
 	if r.respond != nil {
 		status = r.respond(id, attempt)
@@ -74,6 +80,9 @@ func (r *Receiver) URL() string { return r.srv.URL }
 // Count is the number of attempts received so far.
 func (r *Receiver) Count() int64 { return r.count.Load() }
 
+// Shaped is the number of attempts received so far that carry shapedHeader and a body wrapped in shapedPrefix.
+func (r *Receiver) Shaped() int64 { return r.shaped.Load() }
+
 // Arrivals returns a copy of everything received.
 func (r *Receiver) Arrivals() []Arrival {
 	r.mu.Lock()
@@ -89,6 +98,7 @@ func (r *Receiver) Reset() {
 	r.got = r.got[:0]
 	r.mu.Unlock()
 	r.count.Store(0)
+	r.shaped.Store(0)
 }
 
 // Release lets every held call go, and every later one through at once.

@@ -1,13 +1,16 @@
 package bench
 
 import (
+	"errors"
 	"io"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/adal-relay/adal/eventtype"
 	"github.com/adal-relay/adal/storage/dbtest"
+	"github.com/adal-relay/adal/transform"
 )
 
 // TestMemoryScenarios runs, small, the scenarios that hold memory to its budgets: dispatch and backlog (the
@@ -159,5 +162,79 @@ func TestDestinationsScenario(t *testing.T) {
 		if !strings.Contains(r.Detail, "200 messages in ") {
 			t.Errorf("%s: its place was not counted: %s", r.Scenario, r.Detail)
 		}
+	}
+}
+
+// TestShapingScenario runs the shaping scenario small: a row for each side of intake (schema validation ENFORCE
+// and none) and of dispatch (a transformation and none), none void — the validated servers typed every request
+// and refused a body outside the schema, every transformed attempt arrived shaped and no other did, every
+// delivery attempted once —, each side's cost read over both its runs and the feature's rows given as ratios.
+func TestShapingScenario(t *testing.T) {
+	url := os.Getenv(dbtest.EnvURL)
+	if !strings.HasPrefix(url, "postgres") {
+		t.Skipf("the bench runs on PostgreSQL: set %s", dbtest.EnvURL)
+	}
+	// Few workers: a transformation's time limit is on the clock, and hundreds of runs at once on a small, busy
+	// machine overrun it, which voids the row (the full-size run is where that is reported).
+	rows, err := Run(t.Context(), Config{DatabaseURL: url, Scenarios: []string{"shaping"}, Duration: time.Second,
+		WarmUp: -1, ShapingRate: 100, ShapingDeliveries: 200, DispatchWorkers: 16, Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		name, unit string
+		units      int64
+	}{
+		{"shaping intake plain", "request", 200}, {"shaping intake ENFORCE", "request", 200},
+		{"shaping dispatch plain", "attempt", 400}, {"shaping dispatch transform", "attempt", 400},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("rows %+v, want %v", rows, want)
+	}
+	for i, r := range rows {
+		w := want[i]
+		if r.Scenario != w.name {
+			t.Errorf("row %d is %q, want %q", i, r.Scenario, w.name)
+		}
+		if r.Void != "" {
+			t.Errorf("%s is void: %s", r.Scenario, r.Void)
+		}
+		if k := r.Cost; k.Unit != w.unit || k.Units != w.units || !k.SQLOK || !k.CPUOK || k.CPU <= 0 {
+			t.Errorf("%s: cost %+v is not that of its two runs' %d %ss", r.Scenario, k, w.units, w.unit)
+		}
+		if r.CPU == "" || !strings.Contains(r.Load, ", ") {
+			t.Errorf("%s: cores busy %q or load %q not read over both runs", r.Scenario, r.CPU, r.Load)
+		}
+		if i%2 == 1 && (!strings.Contains(r.Figure, "× without)") || !strings.Contains(r.Target, "× without (")) {
+			t.Errorf("%s: figure %q or target %q gives no ratio", r.Scenario, r.Figure, r.Target)
+		}
+	}
+	if d := rows[1].Detail; !strings.Contains(d, `answered 422 at "/currency"`) {
+		t.Errorf("intake ENFORCE: a body outside the schema was not refused: %s", d)
+	}
+	if d := rows[3].Detail; !strings.Contains(d, "400 arrived shaped") {
+		t.Errorf("dispatch transform: not every attempt arrived transformed: %s", d)
+	}
+}
+
+// TestShapingFixtures: without a database, the shaping scenario's body is 1 KiB and follows its schema, the
+// invalid one fails it at /currency, and its transformation compiles.
+func TestShapingFixtures(t *testing.T) {
+	sch, err := eventtype.CompileSchema([]byte(shapingSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := shapingBody()
+	if typ := (eventtype.Source{JSONPath: "type"}).TypeOf(nil, body); len(body) != 1024 || typ != shapingType {
+		t.Errorf("body of %d B, typed %q", len(body), typ)
+	} else if err := sch.Validate(body); err != nil {
+		t.Errorf("the body does not follow the schema: %v", err)
+	}
+	var verr *eventtype.ValidationError
+	if err := sch.Validate(shapingInvalid()); !errors.As(err, &verr) || verr.Pointer != "/currency" {
+		t.Errorf("the invalid body: %v", err)
+	}
+	if _, err := transform.Compile(shapingTransform); err != nil {
+		t.Error(err)
 	}
 }

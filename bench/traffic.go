@@ -144,6 +144,13 @@ func (t *Traffic) Received(ctx context.Context) (int64, error) {
 	return n, err
 }
 
+// Shaped is the number of those attempts that arrived as the shaping scenario's transformation makes them.
+func (t *Traffic) Shaped(ctx context.Context) (int64, error) {
+	var n int64
+	err := t.call(ctx, http.MethodGet, "/shaped", nil, &n)
+	return n, err
+}
+
 // Arrivals returns everything the receiver has seen.
 func (t *Traffic) Arrivals(ctx context.Context) ([]Arrival, error) {
 	var a []Arrival
@@ -253,6 +260,7 @@ func trafficAPI(rcv *Receiver) http.Handler {
 		reply(w, l.Run(r.Context()))
 	})
 	mux.HandleFunc("GET /received", func(w http.ResponseWriter, r *http.Request) { reply(w, rcv.Count()) })
+	mux.HandleFunc("GET /shaped", func(w http.ResponseWriter, r *http.Request) { reply(w, rcv.Shaped()) })
 	mux.HandleFunc("GET /arrivals", func(w http.ResponseWriter, r *http.Request) { reply(w, rcv.Arrivals()) })
 	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) { rcv.Reset() })
 	mux.HandleFunc("POST /release", func(w http.ResponseWriter, r *http.Request) { rcv.Release() })

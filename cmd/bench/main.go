@@ -4,9 +4,11 @@
 //
 //	go run ./cmd/bench [-scenarios ingest,dispatch,backlog,latency,noisy,punctuality,purge,cli,graphql,search,cluster] [-database-url …] [-duration 10s]
 //	go run ./cmd/bench -scenarios destinations   # HTTP against RabbitMQ, NATS JetStream, Redis Streams and MQTT
+//	go run ./cmd/bench -scenarios shaping        # schema validation at intake, transformations at dispatch, each against none
 //
 // Each scenario creates a database of its own on the server of -database-url and drops it afterwards. The
-// destinations scenario, which needs the four brokers, runs only when named. The logic is in package bench.
+// destinations scenario, which needs the four brokers, and shaping run only when named. The logic is in
+// package bench.
 package main
 
 import (
@@ -81,6 +83,8 @@ func run() error {
 	flag.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "the NATS server, with JetStream, the destinations scenario publishes to")
 	flag.StringVar(&cfg.RedisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis the destinations scenario publishes to")
 	flag.StringVar(&cfg.MQTTURL, "mqtt-url", "mqtt://127.0.0.1:1883", "the MQTT broker the destinations scenario publishes to")
+	flag.Float64Var(&cfg.ShapingRate, "shaping-rate", 15000, "offered rate (req/s) of the shaping scenario's intake runs, with schema validation and without")
+	flag.IntVar(&cfg.ShapingDeliveries, "shaping-deliveries", 50_000, "due deliveries each of the shaping scenario's burn-downs, with a transformation and without, burns down")
 	flag.IntVar(&cfg.PgbenchClients, "pgbench-clients", 16, "pgbench -c")
 	flag.IntVar(&cfg.PgbenchScale, "pgbench-scale", 16, "pgbench -i -s (when its database is first created)")
 	flag.BoolVar(&cfg.SQLBreakdown, "sql-breakdown", false, "log the statements dispatch sent, by text")

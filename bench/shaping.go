@@ -1,0 +1,361 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// shapingType is the event type of the shaping scenario's bodies, read at their "type".
+const shapingType = "invoice.paid"
+
+// shapingSchema is what a tenant would write for an invoice event: typed properties, a required list, nested
+// objects, enums and patterns, so that validation walks a realistic tree rather than one field.
+const shapingSchema = `{
+  "type": "object",
+  "required": ["id", "type", "created", "amount", "currency", "status", "customer"],
+  "properties": {
+    "id": {"type": "string", "pattern": "^evt_[A-Za-z0-9]{8,64}$"},
+    "type": {"type": "string", "const": "invoice.paid"},
+    "created": {"type": "integer", "minimum": 0},
+    "livemode": {"type": "boolean"},
+    "amount": {"type": "integer", "minimum": 0},
+    "currency": {"type": "string", "enum": ["eur", "usd", "gbp", "chf", "jpy"]},
+    "status": {"type": "string", "enum": ["draft", "open", "paid", "void"]},
+    "customer": {
+      "type": "object",
+      "required": ["id", "email"],
+      "additionalProperties": false,
+      "properties": {
+        "id": {"type": "string", "minLength": 1},
+        "email": {"type": "string", "format": "email", "maxLength": 254},
+        "name": {"type": "string", "maxLength": 200},
+        "address": {
+          "type": "object",
+          "properties": {
+            "line1": {"type": "string"},
+            "city": {"type": "string"},
+            "postal_code": {"type": "string", "maxLength": 16},
+            "country": {"type": "string", "pattern": "^[A-Z]{2}$"}
+          }
+        }
+      }
+    },
+    "lines": {
+      "type": "array",
+      "minItems": 1,
+      "maxItems": 100,
+      "items": {
+        "type": "object",
+        "required": ["sku", "quantity", "unit_amount"],
+        "properties": {
+          "sku": {"type": "string"},
+          "quantity": {"type": "integer", "minimum": 1},
+          "unit_amount": {"type": "integer", "minimum": 0},
+          "description": {"type": "string", "maxLength": 500}
+        }
+      }
+    },
+    "metadata": {"type": "object", "maxProperties": 50, "additionalProperties": {"type": "string", "maxLength": 500}},
+    "description": {"type": "string", "maxLength": 2000}
+  }
+}`
+
+// shapingBody is a 1 KiB invoice event that follows shapingSchema.
+func shapingBody() []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"id":"evt_1NvXkq2eZvKYlo2C8rT4bQwM","type":"invoice.paid","created":1733500000,"livemode":false,` +
+		`"amount":12900,"currency":"eur","status":"paid",` +
+		`"customer":{"id":"cus_P3kq9sLm2xYz","email":"billing@example.com","name":"Example Trading GmbH",` +
+		`"address":{"line1":"Hauptstrasse 12","city":"Berlin","postal_code":"10115","country":"DE"}},` +
+		`"lines":[{"sku":"plan-pro-monthly","quantity":1,"unit_amount":9900,"description":"Pro plan, monthly"},` +
+		`{"sku":"seat-extra","quantity":3,"unit_amount":1000,"description":"Extra seats"}],` +
+		`"metadata":{"order_id":"ord_84512","channel":"web","region":"eu-central"},"description":"`)
+	for b.Len() < 1024-2 {
+		b.WriteString("x")
+	}
+	b.WriteString(`"}`)
+	return b.Bytes()
+}
+
+// shapingInvalid is shapingBody with a currency outside the schema's enum, deep in the body: what an intake that
+// validates answers 422, at /currency.
+func shapingInvalid() []byte {
+	return bytes.Replace(shapingBody(), []byte(`"currency":"eur"`), []byte(`"currency":"eux"`), 1)
+}
+
+// shapingTransform is a small transformation: one header added and the body wrapped, which the receiver counts
+// (shapedHeader, shapedPrefix) so that a run whose attempts were not transformed is void.
+const shapingTransform = `function transform(r) { r.headers["x-shaped"] = "1"; r.body = {data: r.body}; return r; }`
+
+// shapedHeader and shapedPrefix are how an attempt shaped by shapingTransform arrives.
+const (
+	shapedHeader = "X-Shaped"
+	shapedPrefix = `{"data":`
+)
+
+// shapingTenants is the intake's tenants per side, one server each, as ingest's 100-tenant layout.
+const shapingTenants = 100
+
+// shapingOrder is the order of the runs, true for the feature's side: interleaved, so that a machine drifting
+// over the scenario weighs on both sides alike.
+var shapingOrder = []bool{false, true, true, false}
+
+// shaping measures what the shaping features (docs/shaping.md) cost on the paths they add to, each beside the
+// same work without them in the same invocation, runs interleaved as shapingOrder says:
+//   - intake, on one process: servers that read the type at "type" and validate ENFORCE against shapingSchema,
+//     against servers that type nothing, the same bodies offered at ShapingRate;
+//   - dispatch: the burn-down of ShapingDeliveries due deliveries to recipients running shapingTransform,
+//     against the same burn-down without, each run on a fresh process and database.
+//
+// Each side is one row summing its two runs; the feature's row gives its rate and its CPU per unit as ratios to
+// the other's, judged against the budget: ≥ 0.8× the rate, so ≤ 1/0.8× the CPU per unit.
+func (b *Runner) shaping(ctx context.Context) error {
+	var errs []string
+	if err := b.shapingIntake(ctx); err != nil {
+		errs = append(errs, "intake: "+err.Error())
+	}
+	if ctx.Err() == nil {
+		if err := b.shapingDispatch(ctx); err != nil {
+			errs = append(errs, "dispatch: "+err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; ")) // one line: Run puts it in a row of the Markdown table
+	}
+	return nil
+}
+
+// shapingSide is one side of the shaping scenario's A/B, summed over its runs.
+type shapingSide struct {
+	cost    Cost
+	elapsed time.Duration // the runs' spans, the rate is read over
+	runs    []string      // each run's rate
+	// from and to are the CPU readings of the runs together: to is moved on by each run's span alone.
+	from, to cpuReading
+	loads    []string
+	rss      int64
+	void     []string
+}
+
+// add counts one run: its cost, the span its rate is read over, its CPU readings, load and peak RSS.
+func (s *shapingSide) add(k Cost, elapsed time.Duration, from, to cpuReading, load string, rss int64) {
+	if s.cost.Unit == "" {
+		s.from, s.to = from, from
+	}
+	s.to = s.to.after(from, to)
+	s.cost = s.cost.plus(k)
+	s.elapsed += elapsed
+	run := "?"
+	if elapsed > 0 {
+		run = fmt.Sprintf("%.0f", float64(k.Units)/elapsed.Seconds())
+	}
+	s.runs = append(s.runs, run)
+	s.loads = append(s.loads, load)
+	s.rss = max(s.rss, rss)
+}
+
+func (s *shapingSide) rate() float64 {
+	if s.elapsed <= 0 {
+		return 0
+	}
+	return float64(s.cost.Units) / s.elapsed.Seconds()
+}
+
+// row is the side's row, its load and cores busy those of its runs.
+func (s *shapingSide) row(scenario, figure, detail, target, settings string) Row {
+	return Row{Scenario: scenario, Figure: figure, Detail: detail, Target: target, Settings: settings, PeakRSS: s.rss,
+		Void: strings.Join(s.void, "; "), Load: strings.Join(s.loads, ", "), CPU: coresBusy(s.from, s.to), Cost: s.cost}
+}
+
+// shapingJudge compares the feature's side with the reference: the figure's ratio, the detail's CPU figures and
+// the verdict. Per unit, the rate's budget of ≥ 0.8× is a CPU of ≤ 1/0.8 = 1.25×.
+func shapingJudge(with, without *shapingSide, unit, rateUnit string) (ratio, cpu, target string) {
+	cw, co := with.cost.cpuPer1000(), without.cost.cpuPer1000()
+	cpu = fmt.Sprintf("CPU-ms per 1,000 %ss %s against %s", unit, sig3(cw), sig3(co))
+	if without.rate() <= 0 || co <= 0 {
+		return "(no reference)", cpu, "≥ 0.8× without: no reference"
+	}
+	r, c := with.rate()/without.rate(), cw/co
+	return fmt.Sprintf("(%.2f× without)", r), cpu + fmt.Sprintf(" (%.2f×)", c),
+		fmt.Sprintf("%s ≥ 0.8× without (%.2f×): %s; CPU per %s ≤ 1.25× without (%.2f×): %s", rateUnit, r, met(r >= 0.8),
+			unit, c, met(c <= 1.25))
+}
+
+func (b *Runner) loadSpan() string { return fmt.Sprintf("%.1f → %.1f", b.loadAtStart, loadAverage()) }
+
+// shapingIntake runs the intake side by side: one process with both sides' servers, one load per run.
+func (b *Runner) shapingIntake(ctx context.Context) error {
+	plainL := layout{tenants: shapingTenants, recipients: 1, target: "http://127.0.0.1:9", paused: true}
+	s, err := b.startStage("shaping_intake", Refusal{}, nil, plainL)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	tr, p, plain := s.tr, s.p, s.fx
+	typedL := plainL
+	typedL.server = map[string]any{"eventTypePath": "type", "schemaValidation": "ENFORCE"}
+	typedL.eventTypes = map[string]string{shapingType: shapingSchema}
+	typed, err := p.setupLayout(typedL)
+	if err != nil {
+		return err
+	}
+	if err := p.Start(); err != nil {
+		return err
+	}
+	body, rate := shapingBody(), b.cfg.ShapingRate
+	// Every server's key and every tenant's schemas loaded before the first run, and the tables analyzed.
+	accepted, err := b.warmUpWith(ctx, tr, p, slices.Concat(plain.Inbound(), typed.Inbound()), body, rate/2)
+	if err != nil {
+		return err
+	}
+	var sides [2]shapingSide // without, with
+	var others, failed, refused [2]int
+	for _, with := range shapingOrder {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		side, fx := 0, plain
+		if with {
+			side, fx = 1, typed
+		}
+		b.startMeasure()
+		cost := b.startCosts(ctx, p.admin)
+		res, err := tr.Run(ctx, Load{Rate: rate, Duration: b.cfg.Duration, Targets: fx.Inbound(), Body: body})
+		if err != nil {
+			return err
+		}
+		spent := cost.stop(ctx, int64(res.Accepted()), "request")
+		sides[side].add(spent, res.End.Sub(res.Start), b.cpuAtStart, b.readCPU(), b.loadSpan(), peakRSS())
+		accepted += int64(res.Accepted())
+		others[side] += res.Others()
+		failed[side] += res.Failed()
+		refused[side] += res.count(http.StatusUnprocessableEntity)
+	}
+	without, with := &sides[0], &sides[1]
+	// The validated side must have validated: a body outside the schema refused, every request it stored typed,
+	// and none of the plain side's.
+	probe, err := p.probe422(typed.Servers[0].InboundURL, shapingInvalid())
+	if err != nil {
+		with.void = append(with.void, err.Error())
+	}
+	ids := make([]int64, len(typed.Servers))
+	for i, srv := range typed.Servers {
+		ids[i] = srv.ID
+	}
+	mistyped, err := p.count(`SELECT COUNT(*) FROM requests WHERE (server_id = ANY($1)) <> (event_type = $2)`,
+		pq.Array(ids), shapingType)
+	switch {
+	case err != nil:
+		return err
+	case mistyped > 0:
+		with.void = append(with.void, fmt.Sprintf("%d requests typed otherwise than their server says", mistyped))
+	}
+	if refused[1] > 0 {
+		with.void = append(with.void, fmt.Sprintf("%d bodies that follow the schema answered 422", refused[1]))
+	}
+	if err := p.checkLedger(accepted); err != nil {
+		without.void = append(without.void, err.Error())
+		with.void = append(with.void, err.Error())
+	}
+	if both := 0.98 * rate; without.rate() >= both && with.rate() >= both {
+		b.logf("shaping intake: both sides sustained the offered rate (%.0f/s): the rate's ratio says nothing, the CPU's does (offer more with -shaping-rate)", rate)
+	}
+	ratio, cpu, target := shapingJudge(with, without, "request", "requests/s")
+	settings := fmt.Sprintf("%d tenants × 1 server × 1 recipient (paused: pure intake) per side, both sides on one process; "+
+		"%d B JSON bodies; open model at %.0f/s for %v per run, ≤ 512 client connections; runs plain, ENFORCE, ENFORCE, plain%s",
+		shapingTenants, len(body), rate, b.cfg.Duration, b.committersSetting())
+	b.add(without.row("shaping intake plain",
+		fmt.Sprintf("%.0f accepted req/s", without.rate()),
+		fmt.Sprintf("runs %s req/s; non-202 %d, unanswered %d; servers with no event type source", strings.Join(without.runs, ", "),
+			others[0], failed[0]),
+		"none: the reference of ENFORCE's ratios", settings))
+	b.add(with.row("shaping intake ENFORCE",
+		fmt.Sprintf("%.0f accepted req/s %s", with.rate(), ratio),
+		fmt.Sprintf("%s; runs %s req/s; non-202 %d (422 %d), unanswered %d; every request of these servers typed %s, "+
+			"none of the plain ones; a body outside the schema answered %s", cpu, strings.Join(with.runs, ", "), others[1],
+			refused[1], failed[1], shapingType, probe),
+		target, settings+fmt.Sprintf("; servers reading the type at \"type\", schemaValidation ENFORCE, a schema of %d B "+
+			"(12 properties, a required list, nested objects, enums, patterns) that the bodies follow", len(shapingSchema))))
+	return nil
+}
+
+// probe422 sends body to url and says how it was refused; the error says it was not refused with a 422.
+func (p *Process) probe422(url string, body []byte) (string, error) {
+	resp, err := p.client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return "no answer", fmt.Errorf("the body outside the schema: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var answer struct {
+		Pointer string `json:"pointer"`
+	}
+	_ = json.Unmarshal(raw, &answer)
+	got := fmt.Sprintf("%d at %q", resp.StatusCode, answer.Pointer)
+	if resp.StatusCode != http.StatusUnprocessableEntity || answer.Pointer != "/currency" {
+		return got, fmt.Errorf("the body outside the schema answered %s: %s", got, bytes.TrimSpace(raw))
+	}
+	return got, nil
+}
+
+// shapingDispatch runs the burn-downs, with the transformation and without.
+func (b *Runner) shapingDispatch(ctx context.Context) error {
+	n := b.cfg.ShapingDeliveries
+	var sides [2]shapingSide // without, with
+	var settings [2]string
+	var shaped [2]int64
+	for _, with := range shapingOrder {
+		side, scenario, l := 0, "shaping_dispatch", layout{tenants: 10, recipients: 10}
+		if with {
+			side, scenario, l.transform = 1, "shaping_dispatch_transform", shapingTransform
+		}
+		s := &sides[side]
+		err := b.burnDownOf(ctx, scenario, n, l, nil, func(bd *burnDown) bool {
+			s.add(bd.row.Cost, bd.elapsed, b.cpuAtStart, b.readCPU(), b.loadSpan(), bd.row.PeakRSS)
+			settings[side] = bd.row.Settings
+			if bd.row.Void != "" {
+				s.void = append(s.void, bd.row.Void)
+			}
+			// Every attempt of the transformed side arrives shaped, none of the other's.
+			got, err := b.traffic.Shaped(ctx)
+			want := int64(0)
+			if with && err == nil {
+				want, err = b.traffic.Received(ctx)
+			}
+			if err != nil {
+				s.void = append(s.void, err.Error())
+			} else if got != want {
+				s.void = append(s.void, fmt.Sprintf("%d of the attempts received arrived shaped, want %d", got, want))
+			}
+			shaped[side] += got
+			return false // the side's row sums its runs
+		})
+		if err != nil {
+			return err
+		}
+	}
+	without, with := &sides[0], &sides[1]
+	ratio, cpu, target := shapingJudge(with, without, "attempt", "attempts/s")
+	runs := "; runs plain, transform, transform, plain, each on a fresh process and database"
+	b.add(without.row("shaping dispatch plain",
+		fmt.Sprintf("%.0f attempts/s", without.rate()),
+		fmt.Sprintf("%d attempts, runs %s attempts/s; %d arrived shaped", without.cost.Units, strings.Join(without.runs, ", "),
+			shaped[0]),
+		"none: the reference of transform's ratios", settings[0]+runs))
+	b.add(with.row("shaping dispatch transform",
+		fmt.Sprintf("%.0f attempts/s %s", with.rate(), ratio),
+		fmt.Sprintf("%s; %d attempts, runs %s attempts/s; %d arrived shaped (%s header, body wrapped in data)", cpu,
+			with.cost.Units, strings.Join(with.runs, ", "), shaped[1], shapedHeader),
+		target, settings[1]+runs+"; every recipient transforms: "+shapingTransform))
+	return nil
+}

@@ -170,9 +170,32 @@ func (e *ValidationError) Error() string {
 
 // Validate checks body against the schema. It returns nil, or a *ValidationError: the body is not JSON,
 // or the first of its errors (see firstError), so that senders see one precise reason at a time.
-func (s *Schema) Validate(body []byte) error {
-	// The library's own decoder keeps numbers as written, so that big or precise ones are checked exactly.
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+func (s *Schema) Validate(body []byte) error { return s.ValidateBody(NewBody(body)) }
+
+// Body is a request body decoded at most once, for reading its type and validating it alike.
+type Body struct {
+	raw     []byte
+	decoded bool
+	v       any
+	err     error
+}
+
+// NewBody wraps a body; nothing is decoded until it is needed.
+func NewBody(raw []byte) *Body { return &Body{raw: raw} }
+
+func (b *Body) value() (any, error) {
+	if !b.decoded {
+		// The library's own decoder keeps numbers as written, so that big or precise ones are checked
+		// exactly.
+		b.v, b.err = jsonschema.UnmarshalJSON(bytes.NewReader(b.raw))
+		b.decoded = true
+	}
+	return b.v, b.err
+}
+
+// ValidateBody is Validate of a body that may be decoded already.
+func (s *Schema) ValidateBody(body *Body) error {
+	v, err := body.value()
 	if err != nil {
 		return &ValidationError{Message: "body is not JSON: " + jsonMessage(err)}
 	}

@@ -1,15 +1,12 @@
 package eventtype
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // The bounds of a Source and of the type it reads.
@@ -107,6 +104,11 @@ func isKeyChar(r rune) bool {
 // value is absent, the body is not JSON, the value is not a string or a number (a boolean names no type),
 // or it is longer than MaxTypeLength.
 func (s Source) TypeOf(h http.Header, body []byte) string {
+	return s.TypeOfBody(h, NewBody(body))
+}
+
+// TypeOfBody is TypeOf of a body that may be decoded already, or later, for validation.
+func (s Source) TypeOfBody(h http.Header, body *Body) string {
 	var t string
 	switch {
 	case s.Header != "" && s.JSONPath == "":
@@ -121,13 +123,13 @@ func (s Source) TypeOf(h http.Header, body []byte) string {
 	return t
 }
 
-// typeAt decodes the body once and walks the path through it.
-func typeAt(path string, body []byte) string {
+// typeAt walks the path through the decoded body.
+func typeAt(path string, body *Body) string {
 	segs, err := parsePath(path)
 	if err != nil {
 		return ""
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	v, err := body.value()
 	if err != nil {
 		return ""
 	}

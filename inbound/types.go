@@ -126,7 +126,8 @@ func (h *Handler) checkType(ctx context.Context, w http.ResponseWriter, info *ke
 	if t == nil {
 		return "", "", 0
 	}
-	eventType = t.source.TypeOf(header, body)
+	doc := evt.NewBody(body) // decoded once, for the type and the schema
+	eventType = t.source.TypeOfBody(header, doc)
 	if eventType == "" || t.mode == server.SchemaValidationOFF {
 		return eventType, "", 0
 	}
@@ -138,7 +139,7 @@ func (h *Handler) checkType(ctx context.Context, w http.ResponseWriter, info *ke
 	if sch == nil {
 		return eventType, "", 0
 	}
-	err = sch.Validate(body)
+	err = sch.ValidateBody(doc)
 	if err == nil {
 		return eventType, "", 0
 	}

@@ -41,9 +41,11 @@
 // # Limits
 //
 // Limits.CPU bounds the time a run takes, measured on the wall clock (goja
-// cannot count the CPU a run uses), so a busy machine leaves a run less to
-// work with: the runtime is interrupted when it has run that long, or when
-// the context is done, and the run fails with TIMEOUT.
+// cannot count the CPU a run uses), from when the run gets one of the
+// process's CPUs: no more runs go at once than the process has CPUs, so a run
+// waits for its turn rather than spend its time sharing one (a busy machine
+// still leaves it less). The runtime is interrupted when it has run that
+// long, or when the context is done, and the run fails with TIMEOUT.
 //
 // Limits.Memory bounds what a run allocates. The Go runtime only counts the
 // allocations of the whole process, so a watchdog samples that count while
@@ -79,6 +81,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -269,8 +272,19 @@ func (p *Program) Run(ctx context.Context, in Request, lim Limits) (out Request,
 	if err := ctx.Err(); err != nil {
 		return Request{}, false, contextError(err)
 	}
+	// At most one run per CPU at a time, and its clock starts once it has one: the time limit is measured on
+	// the wall clock, which many runs sharing few CPUs would spend waiting.
+	select {
+	case cpus <- struct{}{}:
+	case <-ctx.Done():
+		return Request{}, false, contextError(ctx.Err())
+	}
+	defer func() { <-cpus }()
 	return p.runSandboxed(ctx, in, lim)
 }
+
+// cpus holds a token per run in progress, one per CPU the process may use.
+var cpus = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 func contextError(err error) *Error {
 	return &Error{Reason: ReasonTimeout, Message: "the delivery was cancelled while the transform ran: " + err.Error()}

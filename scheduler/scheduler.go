@@ -125,10 +125,10 @@ func AttemptBudget(lease time.Duration) time.Duration { return lease - lease/4 }
 type Scheduler struct {
 	cfg      Config
 	programs *programs // the transformations attempts run, compiled
-	wake    chan struct{}
-	wakeCLI chan struct{}
-	slots   chan struct{} // one token per attempt in flight
-	fair    *fairShare    // the attempts in flight by tenant, within each one's share of the slots
+	wake     chan struct{}
+	wakeCLI  chan struct{}
+	slots    chan struct{} // one token per attempt in flight
+	fair     *fairShare    // the attempts in flight by tenant, within each one's share of the slots
 
 	// idle hands an attempt to a worker waiting for one (spawn). Workers outlive their attempts: a goroutine
 	// started per attempt grew its stack anew through the HTTP client's calls every time, a cost visible in

@@ -14,7 +14,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -70,9 +69,8 @@ type Config struct {
 	// Name prefixes the client names brokers see (MQTT client ids, NATS and RabbitMQ connection names).
 	Name string
 	// Idle closes a connection unused for this long. Default 5 minutes.
-	Idle   time.Duration
-	Now    func() time.Time
-	Logger *slog.Logger
+	Idle time.Duration
+	Now  func() time.Time
 }
 
 // Publisher makes broker attempts over pooled connections. It is safe for concurrent use; Close closes every
@@ -114,9 +112,6 @@ func NewPublisher(cfg Config) *Publisher {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	if cfg.Name == "" {
 		cfg.Name = "adal"

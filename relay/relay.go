@@ -289,7 +289,7 @@ func build(ctx context.Context, cfg Config, db *storage.DB) (*Relay, error) {
 	if httpSender == nil {
 		httpSender = delivery.NewHTTPSender(policy, cmp.Or(cfg.Workers, scheduler.DefaultWorkers), cfg.Now)
 	}
-	r.Brokers = broker.NewPublisher(broker.Config{Egress: policy, Name: "adal", Now: cfg.Now, Logger: cfg.Logger})
+	r.Brokers = broker.NewPublisher(broker.Config{Egress: policy, Name: "adal", Now: cfg.Now})
 	sender := broker.Sender{HTTP: httpSender, Brokers: r.Brokers}
 	if r.Scheduler, err = scheduler.New(scheduler.Config{
 		DB:           db,

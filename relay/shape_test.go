@@ -134,7 +134,7 @@ func TestEventTypeInputIsChecked(t *testing.T) {
 		{`mutation { createEventType(input: {name: "order.paid", schema: "{\"type\": 12}"}){ id } }`, "schema"},
 		{`mutation { createEventType(input: {name: "order paid"}){ id } }`, "name"},
 		{`mutation($id: ID!){ updateServer(id: $id, input: {eventTypePath: "type", eventTypeHeader: "X-Type"}){ id } }`, "not both"},
-		{`mutation($id: ID!){ updateServer(id: $id, input: {eventTypePath: "a..b"}){ id } }`, ""},
+		{`mutation($id: ID!){ updateServer(id: $id, input: {eventTypePath: "a..b"}){ id } }`, "empty field"},
 		{`mutation($id: ID!){ createRecipient(input: {serverId: $id, name: "r", method: DIRECT_HTTP, url: "http://127.0.0.1:1/", eventTypes: ["order.*.x*"]}){ id } }`, "eventTypes[0]"},
 	} {
 		res := env.GraphQL(tn.Owner, c.query, map[string]any{"id": srv.ID})

@@ -2,11 +2,8 @@ package routing
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -204,24 +201,19 @@ func SummaryOf(r *ent.Recipient) *AuthSummary {
 	if c == nil {
 		return nil
 	}
-	out := &AuthSummary{HeaderNames: []string{}, Bearer: c.Bearer != ""}
-	for name := range c.Headers {
-		out.HeaderNames = append(out.HeaderNames, http.CanonicalHeaderKey(name))
+	sum := c.Summary()
+	out := &AuthSummary{HeaderNames: sum.HeaderNames, Bearer: sum.HasBearer}
+	if out.HeaderNames == nil {
+		out.HeaderNames = []string{}
 	}
-	slices.Sort(out.HeaderNames)
-	if c.Basic != nil {
-		out.BasicUsername = &c.Basic.Username
+	if sum.Basic != nil {
+		out.BasicUsername = &sum.Basic.Username
 	}
-	if c.OAuth2 != nil {
-		out.Oauth2TokenURL, out.Oauth2ClientID, out.Oauth2Scopes = &c.OAuth2.TokenURL, &c.OAuth2.ClientID, c.OAuth2.Scopes
+	if o := sum.OAuth2; o != nil {
+		out.Oauth2TokenURL, out.Oauth2ClientID, out.Oauth2Scopes = &o.TokenURL, &o.ClientID, o.Scopes
 	}
-	if c.ClientCertificate != nil {
-		if block, _ := pem.Decode([]byte(c.ClientCertificate.CertificatePEM)); block != nil {
-			if cert, err := x509.ParseCertificate(block.Bytes); err == nil {
-				subject, notAfter := cert.Subject.String(), cert.NotAfter
-				out.ClientCertificateSubject, out.ClientCertificateNotAfter = &subject, &notAfter
-			}
-		}
+	if cert := sum.ClientCertificate; cert != nil && cert.Err == "" {
+		out.ClientCertificateSubject, out.ClientCertificateNotAfter = &cert.Subject, &cert.NotAfter
 	}
 	return out
 }

@@ -96,7 +96,7 @@ func (s *Scheduler) transformed(ctx context.Context, j job, out *delivery.Outgoi
 	}
 	n := e.number
 	in := transform.Request{Method: out.Method, Path: "/" + strings.TrimPrefix(j.request.Path, "/"),
-		Query: j.request.Query, Header: http.Header(out.Header).Clone(), Body: out.Body}
+		Query: j.request.Query, Header: http.Header(out.Header), Body: out.Body}
 	res, cancel, err := e.p.Run(ctx, in, transform.Limits{})
 	var terr *transform.Error
 	switch {

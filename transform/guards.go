@@ -597,5 +597,59 @@ var console = {};
 each(['log', 'info', 'warn', 'error', 'debug', 'trace'], function (name) { set(console, name, noop); });
 set(g, 'console', console);
 
-return {stringify: stringify, parse: origParse};
+// A JSON object body is parsed only when the transform looks into it. lazy(target, raw) is a proxy over
+// target, an empty object: its first trap parses raw into target, and every trap forwards to target, so
+// that it behaves as the parsed object would. While the host serializes the result, an untouched body
+// serializes as a marker that the host replaces with raw itself, which spares parsing and serializing a
+// body that a transform only moves.
+var WM = WeakMap, WMP = WM.prototype, wmGet = WMP.get, wmSet = WMP.set, wmDelete = WMP['delete'];
+var pending = new WM();
+var rGet = R.get, rSet = R.set, rHas = R.has, rDeleteProperty = R.deleteProperty, rDefineProperty = R.defineProperty;
+var rGetOwnPropertyDescriptor = R.getOwnPropertyDescriptor, rGetPrototypeOf = R.getPrototypeOf;
+var rSetPrototypeOf = R.setPrototypeOf, rIsExtensible = R.isExtensible, rPreventExtensions = R.preventExtensions;
+var serializing = host.serializing, touched = host.touched, marker = host.marker;
+var markerFn = function () { return marker; };
+function real(t) {
+	var raw = apply(wmGet, pending, [t]);
+	if (raw !== undefined) {
+		apply(wmDelete, pending, [t]);
+		touched(t);
+		var v = origParse(raw), keys = ownKeys(v);
+		for (var i = 0; i < keys.length; i++) defineProperty(t, keys[i], desc(getOwnPropertyDescriptor(v, keys[i])));
+	}
+	return t;
+}
+// While the host serializes, a parsed body that has no toJSON of its own serializes as its target, without
+// a trap for each of its properties; setting a property of the body itself sets it on the target, without
+// the traps that setting through the proxy takes.
+var targets = new WM();
+var lazyHandler = desc({
+	get: function (t, k, r) {
+		if (k === 'toJSON' && serializing()) {
+			if (apply(wmGet, pending, [t]) !== undefined) return markerFn;
+			var own = rGet(t, k, r);
+			return own !== undefined ? own : function () { return t; };
+		}
+		return rGet(real(t), k, r);
+	},
+	set: function (t, k, v, r) { return rSet(real(t), k, v, apply(wmGet, targets, [r]) === t ? t : r); },
+	has: function (t, k) { return rHas(real(t), k); },
+	deleteProperty: function (t, k) { return rDeleteProperty(real(t), k); },
+	defineProperty: function (t, k, d) { return rDefineProperty(real(t), k, d); },
+	getOwnPropertyDescriptor: function (t, k) { return rGetOwnPropertyDescriptor(real(t), k); },
+	ownKeys: function (t) { return ownKeys(real(t)); },
+	getPrototypeOf: function (t) { return rGetPrototypeOf(real(t)); },
+	setPrototypeOf: function (t, p) { return rSetPrototypeOf(real(t), p); },
+	isExtensible: function (t) { return rIsExtensible(real(t)); },
+	preventExtensions: function (t) { return rPreventExtensions(real(t)); }
+});
+var PX = Proxy;
+function lazy(target, raw) {
+	apply(wmSet, pending, [target, raw]);
+	var p = new PX(target, lazyHandler);
+	apply(wmSet, targets, [p, target]);
+	return p;
+}
+
+return {stringify: stringify, parse: origParse, lazy: lazy};
 })`

@@ -1,6 +1,8 @@
 package transform
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -22,19 +24,23 @@ func (s *sandbox) request(in Request) (*goja.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	joined := map[string][]string{}
-	for name, values := range in.Header {
-		lower := strings.ToLower(name)
-		joined[lower] = append(joined[lower], values...)
+	// The names of an http.Header are distinct, but not always once lower-cased (a name set without
+	// canonicalization), so equal ones are joined.
+	type header struct{ lower, name string }
+	names := make([]header, 0, len(in.Header))
+	for name := range in.Header {
+		names = append(names, header{strings.ToLower(name), name})
 	}
-	names := make([]string, 0, len(joined))
-	for name := range joined {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	slices.SortFunc(names, func(a, b header) int {
+		return cmp.Or(strings.Compare(a.lower, b.lower), strings.Compare(a.name, b.name))
+	})
 	headers := vm.NewObject()
-	for _, name := range names {
-		if err := headers.Set(validUTF8(name), validUTF8(strings.Join(joined[name], ", "))); err != nil {
+	for i := 0; i < len(names); {
+		lower, values := names[i].lower, in.Header[names[i].name]
+		for i++; i < len(names) && names[i].lower == lower; i++ {
+			values = append(slices.Clip(values), in.Header[names[i].name]...)
+		}
+		if err := headers.Set(validUTF8(lower), validUTF8(strings.Join(values, ", "))); err != nil {
 			return nil, err
 		}
 	}
@@ -56,9 +62,20 @@ func (s *sandbox) request(in Request) (*goja.Object, error) {
 	return req, nil
 }
 
-// body is the parsed JSON when the body is JSON, else the body as a string.
+// body is the parsed JSON when the body is JSON, else the body as a string. A JSON object is parsed when
+// the transform first looks into it (see lazy in the guards).
 func (s *sandbox) body(b []byte) (goja.Value, error) {
+	s.pending, s.serializing = nil, false
 	if utf8.Valid(b) && json.Valid(b) {
+		if t := bytes.TrimSpace(b); s.lazyBody && len(t) > 0 && t[0] == '{' {
+			target := s.vm.NewObject()
+			proxy, err := s.lazy(goja.Undefined(), target, s.vm.ToValue(string(t)))
+			if err != nil {
+				return nil, err
+			}
+			s.pending = &lazyBody{raw: t, target: target, proxy: proxy.(*goja.Object)}
+			return proxy, nil
+		}
 		v, err := s.parse(goja.Undefined(), s.vm.ToValue(string(b)))
 		if err == nil {
 			return v, nil
@@ -68,6 +85,25 @@ func (s *sandbox) body(b []byte) (goja.Value, error) {
 		}
 	}
 	return s.vm.ToValue(validUTF8(string(b))), nil
+}
+
+// serialize is the JSON of a returned body, nil when it has none (a function, undefined). Where the request's body appears untouched, its own bytes are
+// spliced in.
+func (s *sandbox) serialize(v goja.Value) ([]byte, error) {
+	if b := s.pending; b != nil && !b.touched && b.proxy.SameAs(v) {
+		return b.raw, nil
+	}
+	s.serializing = true
+	j, err := s.stringify(goja.Undefined(), v)
+	s.serializing = false
+	if err != nil || !goja.IsString(j) {
+		return nil, err
+	}
+	out := []byte(j.String())
+	if b := s.pending; b != nil {
+		out = bytes.ReplaceAll(out, []byte(`"`+s.marker+`"`), b.raw)
+	}
+	return out, nil
 }
 
 func validUTF8(s string) string {
@@ -94,10 +130,6 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 		return resultError("transform returned %s, not a request: return the request, or null to cancel the delivery", typeName(v))
 	}
 	out := in
-	out.Header = in.Header.Clone()
-	if out.Header == nil {
-		out.Header = http.Header{}
-	}
 
 	if v := field(obj, "method"); v != nil {
 		m, ok := str(v)
@@ -142,26 +174,31 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 			return r
 		}
 		out.Header = h
+	} else {
+		out.Header = in.Header.Clone()
+		if out.Header == nil {
+			out.Header = http.Header{}
+		}
 	}
 	if v := field(obj, "body"); v != nil {
 		if b, ok := str(v); ok {
 			out.Body = []byte(b)
 		} else {
-			j, err := s.stringify(goja.Undefined(), v)
+			text, err := s.serialize(v)
 			if err != nil {
 				rethrowStop(err)
-				var text string
+				var msg string
 				if ex, ok := err.(*goja.Exception); ok {
-					text = s.valueText(ex.Value())
+					msg = s.valueText(ex.Value())
 				} else {
-					text = err.Error()
+					msg = err.Error()
 				}
-				return resultError("the body cannot be serialized as JSON: %s", truncate(text, maxMessage))
+				return resultError("the body cannot be serialized as JSON: %s", truncate(msg, maxMessage))
 			}
-			if !goja.IsString(j) {
+			if text == nil {
 				return resultError("the body cannot be serialized as JSON: it is %s", typeName(v))
 			}
-			out.Body = []byte(j.String())
+			out.Body = text
 			if out.Header.Get("Content-Type") == "" {
 				out.Header.Set("Content-Type", "application/json")
 			}

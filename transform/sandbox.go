@@ -2,6 +2,8 @@ package transform
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -60,6 +62,25 @@ type sandbox struct {
 	stopped   atomic.Pointer[Error]
 	stringify goja.Callable // JSON.stringify as the guards left it
 	parse     goja.Callable // JSON.parse
+	lazy      goja.Callable // makes a body parsed at its first use
+	// guardCall calls guarded from JavaScript (see guard).
+	guardCall goja.Callable
+	guarded   func()
+
+	// pending is this run's request body when it is a lazily parsed object: touched once the transform looked
+	// into it; serializing while the result's body is serialized, when an untouched body becomes marker.
+	lazyBody    bool
+	pending     *lazyBody
+	serializing bool
+	marker      string
+}
+
+// lazyBody is a JSON object body, given to the transform as a proxy over target.
+type lazyBody struct {
+	raw     []byte
+	target  *goja.Object
+	proxy   *goja.Object
+	touched bool
 }
 
 type result struct {
@@ -87,8 +108,21 @@ func newSandbox(lim Limits) (*sandbox, error) {
 	if !ok {
 		return nil, errors.New("the sandbox setup is not a function")
 	}
+	s.marker = newMarker()
+	s.guardCall, _ = goja.AssertFunction(vm.ToValue(func(goja.FunctionCall) goja.Value {
+		s.guarded()
+		return goja.Undefined()
+	}))
 	host := vm.NewObject()
 	for name, v := range map[string]any{
+		"serializing": func() bool { return s.serializing },
+		"touched": func(call goja.FunctionCall) goja.Value {
+			if b := s.pending; b != nil && b.target.SameAs(call.Argument(0)) {
+				b.touched = true
+			}
+			return goja.Undefined()
+		},
+		"marker":    s.marker,
 		"over":      s.over,
 		"isProxy":   func(call goja.FunctionCall) goja.Value { return vm.ToValue(isProxy(call.Argument(0))) },
 		"className": func(call goja.FunctionCall) goja.Value { return vm.ToValue(className(call.Argument(0))) },
@@ -107,10 +141,19 @@ func newSandbox(lim Limits) (*sandbox, error) {
 	obj := internals.ToObject(vm)
 	s.stringify, _ = goja.AssertFunction(obj.Get("stringify"))
 	s.parse, _ = goja.AssertFunction(obj.Get("parse"))
-	if s.stringify == nil || s.parse == nil {
+	s.lazy, _ = goja.AssertFunction(obj.Get("lazy"))
+	if s.stringify == nil || s.parse == nil || s.lazy == nil {
 		return nil, errors.New("the sandbox setup returned no JSON functions")
 	}
 	return s, nil
+}
+
+// newMarker is a string no body or transform can know beforehand: a body serialized as it stands out in the
+// result's JSON as this string, quoted.
+func newMarker() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return "adal-body-" + hex.EncodeToString(b)
 }
 
 func isProxy(v goja.Value) bool {
@@ -139,34 +182,94 @@ func (s *sandbox) stop(e *Error) {
 	}
 }
 
-// sandbox takes an idle runtime of p prepared with the same limits, or a new one.
-func (p *Program) sandbox(lim Limits) (*sandbox, error) {
+// worker is a sandbox with the goroutine its runs go on. The goroutine lives as long as the sandbox, so
+// that a run neither starts a goroutine nor grows a fresh stack to the depth the runtime needs.
+type worker struct {
+	s     *sandbox
+	jobs  chan job
+	done  chan result
+	once  sync.Once
+	ended chan struct{} // closed when the goroutine has ended
+}
+
+type job struct {
+	prg  *goja.Program
+	in   Request
+	lazy bool // a JSON object body is parsed at its first use (see Program.looks)
+}
+
+func newWorker(lim Limits) (*worker, error) {
+	s, err := newSandbox(lim)
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{s: s, jobs: make(chan job), done: make(chan result, 1), ended: make(chan struct{})}
+	go w.loop()
+	return w, nil
+}
+
+func (w *worker) loop() {
+	defer close(w.ended)
+	for j := range w.jobs {
+		w.s.lazyBody = j.lazy
+		w.done <- w.s.run(j.prg, j.in)
+	}
+}
+
+// close ends the goroutine once its run, if any, has finished.
+func (w *worker) close() { w.once.Do(func() { close(w.jobs) }) }
+
+// worker takes an idle worker of p prepared with the same limits, or a new one.
+func (p *Program) worker(lim Limits) (*worker, error) {
 	for {
-		s, _ := p.idle.Get().(*sandbox)
-		if s == nil {
-			return newSandbox(lim)
-		}
-		if s.lim == lim {
-			s.vm.ClearInterrupt()
-			return s, nil
+		select {
+		case w := <-p.idle:
+			if w.s.lim == lim {
+				w.s.vm.ClearInterrupt()
+				return w, nil
+			}
+			w.close()
+		default:
+			return newWorker(lim)
 		}
 	}
 }
 
-// runSandboxed runs the program on its own goroutine while this one watches
-// the clock, the context and the allocations.
+// release gives a worker whose run ended on its own back to p, or ends it when p has enough.
+func (p *Program) release(w *worker) {
+	select {
+	case p.idle <- w:
+	default:
+		w.close()
+	}
+}
+
+// closeIdle ends the idle workers of a program that is no longer used.
+func closeIdle(idle chan *worker) {
+	for {
+		select {
+		case w := <-idle:
+			w.close()
+		default:
+			return
+		}
+	}
+}
+
+// runSandboxed runs the program on a worker's goroutine while this one watches the clock, the context and
+// the allocations.
 func (p *Program) runSandboxed(ctx context.Context, in Request, lim Limits) (Request, bool, error) {
-	prg := p.prg
-	s, err := p.sandbox(lim)
+	r, err := p.worker(lim)
 	if err != nil {
 		return Request{}, false, &Error{Reason: ReasonThrow, Message: "the sandbox could not be prepared: " + err.Error()}
 	}
+	s := r.s
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(sample)
 	base := sample[0].Value.Uint64()
 
-	done := make(chan result, 1)
-	go func() { done <- s.run(prg, in) }()
+	lazy := !p.looks.Load() || p.runs.Add(1)%probeEvery == 0
+	r.jobs <- job{prg: p.prg, in: in, lazy: lazy}
 
 	cpu := time.NewTimer(lim.CPU)
 	defer cpu.Stop()
@@ -182,14 +285,19 @@ func (p *Program) runSandboxed(ctx context.Context, in Request, lim Limits) (Req
 	}
 	for {
 		select {
-		case r := <-done:
+		case res := <-r.done:
+			if b := s.pending; lazy && b != nil {
+				p.looks.Store(b.touched)
+			}
 			if s.stopped.Load() == nil && s.fn != nil {
-				p.idle.Put(s) // it ended on its own: ready for another run
+				p.release(r) // it ended on its own: ready for another run
+			} else {
+				r.close()
 			}
-			if r.err != nil {
-				return Request{}, false, r.err
+			if res.err != nil {
+				return Request{}, false, res.err
 			}
-			return r.out, r.cancel, nil
+			return res.out, res.cancel, nil
 		case <-cpu.C:
 			stopped(&Error{Reason: ReasonTimeout, Message: "the transform ran over its time limit of " + lim.CPU.String()})
 		case <-ctxDone:
@@ -204,7 +312,8 @@ func (p *Program) runSandboxed(ctx context.Context, in Request, lim Limits) (Req
 		case <-stuck:
 			abandoned.Add(1)
 			go func() {
-				<-done
+				<-r.done
+				r.close()
 				abandoned.Add(-1)
 			}()
 			e := *s.stopped.Load()
@@ -259,11 +368,10 @@ func (s *sandbox) run(prg *goja.Program, in Request) (r result) {
 // catches the exceptions and interrupts of any JavaScript that f causes to
 // run (getters, toString, proxies).
 func (s *sandbox) guard(f func()) error {
-	fn, _ := goja.AssertFunction(s.vm.ToValue(func(goja.FunctionCall) goja.Value {
-		f()
-		return goja.Undefined()
-	}))
-	_, err := fn(goja.Undefined())
+	outer := s.guarded
+	s.guarded = f
+	defer func() { s.guarded = outer }()
+	_, err := s.guardCall(goja.Undefined())
 	return err
 }
 

@@ -26,14 +26,16 @@
 // string, or an array of strings for a repeated header. A body that is a
 // string is sent as is; any other value is serialized as JSON, and then
 // Content-Type is set to application/json unless the returned headers have
-// one. A JSON body that the function returns, even unchanged, is serialized
-// again, so its formatting may change and numbers are JavaScript numbers;
-// delete request.body to send the input bytes untouched.
+// one. A JSON body that the function looked into is serialized again, so its
+// formatting may change and numbers are JavaScript numbers; one that it only
+// passed on, returned as it is or placed inside another value, keeps its
+// bytes. Delete request.body to send the input bytes whatever happened.
 //
 // # The sandbox
 //
-// Each Run gets a fresh JavaScript runtime, so nothing a run leaves behind is
-// seen by another run or another tenant. The runtime has the language's
+// Runs of different programs never share a runtime, so nothing a run leaves
+// behind is seen by another recipient's transform or another tenant's (see
+// Runtimes for runs of the same program). The runtime has the language's
 // built-ins (Math.random and Date included) and a console whose methods do
 // nothing; it has no require, no network, no file access and no timers, and
 // eval and the Function constructor are removed.
@@ -73,7 +75,14 @@
 // runs, with its top-level code already run: what a run leaves in global
 // variables may be seen by a later run of the same Program (the same version
 // of one recipient's transform), or may not. A transform must not rely on it
-// either way. A run that was stopped leaves its runtime behind.
+// either way. A run that was stopped leaves its runtime behind. Each runtime
+// keeps its own goroutine, on which its runs go.
+//
+// A JSON object body is given to the function as a proxy that parses the
+// body at its first use and then behaves as the parsed object, so that a
+// transform that only passes the body on neither parses nor serializes it.
+// A program whose runs look into the body gets it parsed up front instead,
+// which is cheaper for every use after the first.
 package transform
 
 import (
@@ -82,7 +91,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
@@ -162,11 +171,21 @@ func (e *Error) Error() string {
 // Program is a compiled transform. It is safe for concurrent Run.
 type Program struct {
 	prg *goja.Program
-	// idle holds runtimes that ran this program to its end, ready for another run: preparing one (the
-	// guards build most of goja's built-ins) costs far more than a run. Only runs that ended on their own
-	// give theirs back; one that was stopped is dropped.
-	idle sync.Pool
+	// idle holds workers whose runtimes ran this program to its end, ready for another run: preparing one
+	// (the guards build most of goja's built-ins) costs far more than a run. Only runs that ended on their
+	// own give theirs back; one that was stopped is dropped. It holds as many as runs may go at once (one
+	// per CPU), and is not a sync.Pool, which would drop them at each garbage collection.
+	idle chan *worker
+
+	// looks says whether the program's last run with a lazily parsed body looked into it. A lazy body spares
+	// parsing and serializing a body that a program only moves, but costs a proxy trap at each use for one
+	// that it reads; so a program that looks gets its bodies parsed up front, and every probeEvery-th run
+	// checks again.
+	looks atomic.Bool
+	runs  atomic.Uint64
 }
+
+const probeEvery = 64
 
 // Compile checks and compiles a transform's source.
 func Compile(source string) (*Program, error) {
@@ -199,7 +218,9 @@ func Compile(source string) (*Program, error) {
 		}
 		return nil, fmt.Errorf("the transform does not compile: %w", err)
 	}
-	return &Program{prg: prg}, nil
+	p := &Program{prg: prg, idle: make(chan *worker, cap(cpus))}
+	runtime.AddCleanup(p, closeIdle, p.idle)
+	return p, nil
 }
 
 // checkDeclared looks for a top-level declaration of transform, so that a
@@ -264,7 +285,7 @@ func checkSync(e ast.Node) error {
 	return nil
 }
 
-// Run runs the transform on a request. It returns the changed request, or
+// Run runs the transform on a request, which it does not change. It returns the changed request, or
 // cancel true when the transform returned null. A failed run returns an
 // *Error.
 func (p *Program) Run(ctx context.Context, in Request, lim Limits) (out Request, cancel bool, err error) {

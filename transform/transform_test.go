@@ -140,8 +140,8 @@ func TestIdentity(t *testing.T) {
 	if out.Method != in.Method || out.Path != in.Path || out.Query != in.Query {
 		t.Errorf("out = %+v", out)
 	}
-	// The body was parsed and is serialized again.
-	if got, want := string(out.Body), `{"id":7,"items":[{"sku":"A","qty":2}],"paid":true,"note":null}`; got != want {
+	// The function did not look into the body: it keeps its bytes.
+	if got, want := string(out.Body), string(in.Body); got != want {
 		t.Errorf("body = %s, want %s", got, want)
 	}
 	if got := out.Header.Get("Content-Type"); got != "application/json" {
@@ -152,6 +152,77 @@ func TestIdentity(t *testing.T) {
 	}
 	if in.Header.Get("X-Multi") != "one" {
 		t.Error("the input headers changed")
+	}
+}
+
+// The body is parsed when the function first looks into it, and from then on behaves as the parsed object in
+// every way a function may use it; where it is returned untouched, its bytes are spliced in.
+func TestLazyBodyBehavesAsParsed(t *testing.T) {
+	in := sample() // {"id": 7, "items": [{"sku": "A", "qty": 2}], "paid": true, "note": null}
+	for _, c := range []struct{ name, src, want string }{
+		{"read", `r.body = {id: r.body.id, n: r.body.items.length}`, `{"id":7,"n":1}`},
+		{"changed", `r.body.paid = false; delete r.body.note`, `{"id":7,"items":[{"sku":"A","qty":2}],"paid":false}`},
+		{"keys", `r.body = Object.keys(r.body).join()`, `id,items,paid,note`},
+		{"entries", `r.body = {e: Object.entries(r.body).length, s: JSON.stringify(r.body)}`,
+			`{"e":4,"s":"{\"id\":7,\"items\":[{\"sku\":\"A\",\"qty\":2}],\"paid\":true,\"note\":null}"}`},
+		{"spread", `r.body = {...r.body, extra: 1}`, `{"id":7,"items":[{"sku":"A","qty":2}],"paid":true,"note":null,"extra":1}`},
+		{"in and own", `r.body = ['id' in r.body, r.body.hasOwnProperty('x'), 'toString' in r.body]`, `[true,false,true]`},
+		{"for in", `var k = []; for (var x in r.body) k.push(x); r.body = k`, `["id","items","paid","note"]`},
+		{"frozen", `Object.freeze(r.body); r.body = [Object.isFrozen(r.body), (function () { 'use strict'; try { r.body.id = 1; return 'set'; } catch (e) { return e.name; } })()]`,
+			`[true,"TypeError"]`},
+		{"prototype", `r.body = [Object.getPrototypeOf(r.body) === Object.prototype, r.body instanceof Object, typeof r.body, Array.isArray(r.body)]`,
+			`[true,true,"object",false]`},
+		{"getter this", `var b = r.body; Object.defineProperty(b, 'twice', {get: function () { return this.id * 2; }, enumerable: true, configurable: true}); r.body = {t: b.twice}`,
+			`{"t":14}`},
+		{"twice untouched", `r.body = {a: r.body, b: [r.body]}`,
+			`{"a":{"id": 7, "items": [{"sku": "A", "qty": 2}], "paid": true, "note": null},"b":[{"id": 7, "items": [{"sku": "A", "qty": 2}], "paid": true, "note": null}]}`},
+		{"toJSON is not the body's", `r.body = {t: typeof r.body.toJSON}`, `{"t":"undefined"}`},
+		{"touched by a getter while serialized", `var b = r.body; r.body = {first: b, get second() { b.id = 8; return b; }}`,
+			`{"first":{"id": 7, "items": [{"sku": "A", "qty": 2}], "paid": true, "note": null},"second":{"id":8,"items":[{"sku":"A","qty":2}],"paid":true,"note":null}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, _, err := run(t, "function transform(r) { "+c.src+"; return r; }", in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out.Body) != c.want {
+				t.Errorf("body = %s\nwant   %s", out.Body, c.want)
+			}
+		})
+	}
+}
+
+// A body kept by a run in a global is its own: a later run's body does not change what it reads.
+func TestLazyBodyKeptAcrossRuns(t *testing.T) {
+	p := compile(t, `var kept; function transform(r) {
+		var first = kept === undefined;
+		if (first) kept = r.body;
+		r.body = {kept: kept.n, now: r.body.n, first: first};
+		return r;
+	}`)
+	ctx := context.Background()
+	var saw []string
+	for n := range 3 {
+		in := Request{Method: "POST", Path: "/", Header: http.Header{}, Body: []byte(fmt.Sprintf(`{"n":%d}`, n))}
+		out, _, err := p.Run(ctx, in, roomy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saw = append(saw, string(out.Body))
+	}
+	// Runtimes are reused but not promised: a run may see a global left by an earlier one, or not. Whatever
+	// it sees must be that earlier body, not the current one.
+	for n, got := range saw {
+		var b struct {
+			Kept, Now int
+			First     bool
+		}
+		if err := json.Unmarshal([]byte(got), &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Now != n || (b.First && b.Kept != n) || (!b.First && b.Kept >= n) {
+			t.Errorf("run %d: %s", n, got)
+		}
 	}
 }
 
@@ -176,7 +247,7 @@ func TestRequestFields(t *testing.T) {
 	}
 	want := `{"method":"POST","path":"/orders/7","query":"a=1&b=2",` +
 		`"headers":{"content-type":"application/json","x-multi":"one, two"},` +
-		`"body":{"id":7,"items":[{"sku":"A","qty":2}],"paid":true,"note":null}}`
+		`"body":{"id": 7, "items": [{"sku": "A", "qty": 2}], "paid": true, "note": null}}`
 	if string(out.Body) != want {
 		t.Errorf("body = %s\nwant   %s", out.Body, want)
 	}
@@ -670,6 +741,63 @@ func BenchmarkRun(b *testing.B) {
 	for b.Loop() {
 		if _, _, err := p.Run(ctx, in, roomy); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRunPassThrough is a transform that moves the body without looking into it, as most wrapping
+// and routing transforms do.
+func BenchmarkRunPassThrough(b *testing.B) {
+	p := compile(b, `function transform(r) { r.headers["x-shaped"] = "1"; r.body = {data: r.body}; return r; }`)
+	in := sample()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := p.Run(ctx, in, roomy); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A program's idle runtimes keep a goroutine each; they end once the program is no longer used.
+func TestIdleWorkersEndWithTheirProgram(t *testing.T) {
+	var ended []chan struct{}
+	func() {
+		p := compile(t, "function transform(r) { return r; }")
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, _, err := p.Run(context.Background(), sample(), roomy); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		var kept []*worker
+		for len(p.idle) > 0 {
+			w := <-p.idle
+			kept, ended = append(kept, w), append(ended, w.ended)
+		}
+		if len(kept) == 0 {
+			t.Fatal("no worker was kept for the next run")
+		}
+		for _, w := range kept {
+			p.idle <- w
+		}
+	}()
+	deadline := time.After(10 * time.Second)
+	for _, e := range ended {
+		for waiting := true; waiting; {
+			runtime.GC()
+			select {
+			case <-e:
+				waiting = false
+			case <-deadline:
+				t.Fatal("an idle worker's goroutine outlived its program")
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}
 }

@@ -495,3 +495,12 @@ func TestValidateBoundMessages(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateRefusesNumbersBeyondComparison(t *testing.T) {
+	s := mustCompile(t, `{"properties": {"n": {"minimum": 0}}}`)
+	err := s.Validate([]byte(`{"n": 1e2000000}`))
+	var verr *eventtype.ValidationError
+	if !errors.As(err, &verr) || !strings.Contains(verr.Message, "number") {
+		t.Errorf("Validate = %v, want the body refused for its number", err)
+	}
+}

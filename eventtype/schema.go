@@ -1,6 +1,8 @@
 // Package eventtype is the domain-free core of event types: their names (CheckName), which names a
 // recipient subscribes to (Matches), where a request's type is read from (Source), and the JSON Schema a
-// request's body must satisfy (CompileSchema, Schema.Validate).
+// request's body must satisfy (CompileSchema, Schema.Validate). A schema within a common subset is also
+// compiled to a check of the body's raw text, which answers for valid bodies without decoding them; the
+// library decides everything else.
 package eventtype
 
 import (
@@ -57,7 +59,8 @@ var printer = func() *message.Printer {
 
 // Schema is a compiled JSON Schema, safe for concurrent use.
 type Schema struct {
-	s *jsonschema.Schema
+	s    *jsonschema.Schema
+	fast *node // nil when the schema is outside the subset compileFast knows
 }
 
 // CompileSchema compiles text as a JSON Schema, draft 2020-12 unless its $schema names another. A schema
@@ -94,7 +97,7 @@ func CompileSchema(text []byte) (*Schema, error) {
 			return nil, fmt.Errorf("schema does not compile: %s", local(cycle.LocalizedString(printer)))
 		}
 	}
-	return &Schema{s: s}, nil
+	return &Schema{s: s, fast: compileFast(doc, s)}, nil
 }
 
 // refuseLoader is the compiler's only way to fetch a document, and it fetches none: the schema itself is
@@ -178,6 +181,9 @@ type Body struct {
 	decoded bool
 	v       any
 	err     error
+	// scanned is 1 once the scanner read raw as well formed, -1 if it could not (raw is malformed, or too
+	// deep for it), 0 until then.
+	scanned int8
 }
 
 // NewBody wraps a body; nothing is decoded until it is needed.
@@ -195,12 +201,20 @@ func (b *Body) value() (any, error) {
 
 // ValidateBody is Validate of a body that may be decoded already.
 func (s *Schema) ValidateBody(body *Body) error {
+	if s.fast != nil && body.scanned >= 0 && s.fast.accepts(body.raw) {
+		body.scanned = 1
+		return nil
+	}
+	return s.validateDecoded(body)
+}
+
+// validateDecoded is ValidateBody by the library alone, which also says why a body is invalid.
+func (s *Schema) validateDecoded(body *Body) error {
 	v, err := body.value()
 	if err != nil {
 		return &ValidationError{Message: "body is not JSON: " + jsonMessage(err)}
 	}
-	err = s.s.Validate(v)
-	if err == nil {
+	if err = s.check(v); err == nil {
 		return nil
 	}
 	var verr *jsonschema.ValidationError
@@ -208,6 +222,18 @@ func (s *Schema) ValidateBody(body *Body) error {
 		return &ValidationError{Message: err.Error()}
 	}
 	return firstError(verr)
+}
+
+// check is the library's validation of a decoded body. The library panics on some values it cannot read
+// as numbers (an exponent beyond what it can represent, compared with a bound): such a body is refused,
+// not the request's handler brought down.
+func (s *Schema) check(v any) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = &ValidationError{Message: "body has a number that cannot be compared with the schema's bounds"}
+		}
+	}()
+	return s.s.Validate(v)
 }
 
 func jsonMessage(err error) string {

@@ -123,11 +123,20 @@ func (s Source) TypeOfBody(h http.Header, body *Body) string {
 	return t
 }
 
-// typeAt walks the path through the decoded body.
+// typeAt walks the path through the body: through its text when the scanner can read it and it is not
+// decoded yet, else through the decoded body.
 func typeAt(path string, body *Body) string {
 	segs, err := parsePath(path)
 	if err != nil {
 		return ""
+	}
+	if !body.decoded && body.scanned >= 0 {
+		t, ok := lookup(body.raw, segs)
+		if ok {
+			body.scanned = 1
+			return t
+		}
+		body.scanned = -1
 	}
 	v, err := body.value()
 	if err != nil {

@@ -602,17 +602,19 @@ set(g, 'console', console);
 // that it behaves as the parsed object would. While the host serializes the result, an untouched body
 // serializes as a marker that the host replaces with raw itself, which spares parsing and serializing a
 // body that a transform only moves.
-var WM = WeakMap, WMP = WM.prototype, wmGet = WMP.get, wmSet = WMP.set, wmDelete = WMP['delete'];
-var pending = new WM();
+//
+// A pending target holds its raw text under a symbol no tenant code can name, and only until its first
+// trap, which takes it off before anything else sees the target.
+var rawSym = Symbol('raw');
 var rGet = R.get, rSet = R.set, rHas = R.has, rDeleteProperty = R.deleteProperty, rDefineProperty = R.defineProperty;
 var rGetOwnPropertyDescriptor = R.getOwnPropertyDescriptor, rGetPrototypeOf = R.getPrototypeOf;
 var rSetPrototypeOf = R.setPrototypeOf, rIsExtensible = R.isExtensible, rPreventExtensions = R.preventExtensions;
 var serializing = host.serializing, touched = host.touched, marker = host.marker;
 var markerFn = function () { return marker; };
 function real(t) {
-	var raw = apply(wmGet, pending, [t]);
+	var raw = t[rawSym];
 	if (raw !== undefined) {
-		apply(wmDelete, pending, [t]);
+		delete t[rawSym];
 		touched(t);
 		var v = origParse(raw), keys = ownKeys(v);
 		for (var i = 0; i < keys.length; i++) defineProperty(t, keys[i], desc(getOwnPropertyDescriptor(v, keys[i])));
@@ -620,19 +622,17 @@ function real(t) {
 	return t;
 }
 // While the host serializes, a parsed body that has no toJSON of its own serializes as its target, without
-// a trap for each of its properties; setting a property of the body itself sets it on the target, without
-// the traps that setting through the proxy takes.
-var targets = new WM();
+// a trap for each of its properties.
 var lazyHandler = desc({
 	get: function (t, k, r) {
 		if (k === 'toJSON' && serializing()) {
-			if (apply(wmGet, pending, [t]) !== undefined) return markerFn;
+			if (t[rawSym] !== undefined) return markerFn;
 			var own = rGet(t, k, r);
 			return own !== undefined ? own : function () { return t; };
 		}
 		return rGet(real(t), k, r);
 	},
-	set: function (t, k, v, r) { return rSet(real(t), k, v, apply(wmGet, targets, [r]) === t ? t : r); },
+	set: function (t, k, v, r) { return rSet(real(t), k, v, r); },
 	has: function (t, k) { return rHas(real(t), k); },
 	deleteProperty: function (t, k) { return rDeleteProperty(real(t), k); },
 	defineProperty: function (t, k, d) { return rDefineProperty(real(t), k, d); },
@@ -645,11 +645,13 @@ var lazyHandler = desc({
 });
 var PX = Proxy;
 function lazy(target, raw) {
-	apply(wmSet, pending, [target, raw]);
-	var p = new PX(target, lazyHandler);
-	apply(wmSet, targets, [p, target]);
-	return p;
+	target[rawSym] = raw;
+	return new PX(target, lazyHandler);
 }
 
-return {stringify: stringify, parse: origParse, lazy: lazy};
+// serialize is stringify for the host's result: one replacer for all its calls.
+function identity(k, v) { return v; }
+function serialize(value) { return origStringify(value, identity); }
+
+return {stringify: stringify, serialize: serialize, parse: origParse, lazy: lazy};
 })`

@@ -87,14 +87,14 @@ func (s *sandbox) body(b []byte) (goja.Value, error) {
 	return s.vm.ToValue(validUTF8(string(b))), nil
 }
 
-// serialize is the JSON of a returned body, nil when it has none (a function, undefined). Where the request's body appears untouched, its own bytes are
+// serializeBody is the JSON of a returned body, nil when it has none (a function, undefined). Where the request's body appears untouched, its own bytes are
 // spliced in.
-func (s *sandbox) serialize(v goja.Value) ([]byte, error) {
+func (s *sandbox) serializeBody(v goja.Value) ([]byte, error) {
 	if b := s.pending; b != nil && !b.touched && b.proxy.SameAs(v) {
 		return b.raw, nil
 	}
 	s.serializing = true
-	j, err := s.stringify(goja.Undefined(), v)
+	j, err := s.serialize(goja.Undefined(), v)
 	s.serializing = false
 	if err != nil || !goja.IsString(j) {
 		return nil, err
@@ -184,7 +184,7 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 		if b, ok := str(v); ok {
 			out.Body = []byte(b)
 		} else {
-			text, err := s.serialize(v)
+			text, err := s.serializeBody(v)
 			if err != nil {
 				rethrowStop(err)
 				var msg string

@@ -61,6 +61,7 @@ type sandbox struct {
 	// stopped is why the run was interrupted; the first reason wins.
 	stopped   atomic.Pointer[Error]
 	stringify goja.Callable // JSON.stringify as the guards left it
+	serialize goja.Callable // the same, for the result's body
 	parse     goja.Callable // JSON.parse
 	lazy      goja.Callable // makes a body parsed at its first use
 	// guardCall calls guarded from JavaScript (see guard).
@@ -115,7 +116,7 @@ func newSandbox(lim Limits) (*sandbox, error) {
 	}))
 	host := vm.NewObject()
 	for name, v := range map[string]any{
-		"serializing": func() bool { return s.serializing },
+		"serializing": func(goja.FunctionCall) goja.Value { return vm.ToValue(s.serializing) },
 		"touched": func(call goja.FunctionCall) goja.Value {
 			if b := s.pending; b != nil && b.target.SameAs(call.Argument(0)) {
 				b.touched = true
@@ -142,7 +143,8 @@ func newSandbox(lim Limits) (*sandbox, error) {
 	s.stringify, _ = goja.AssertFunction(obj.Get("stringify"))
 	s.parse, _ = goja.AssertFunction(obj.Get("parse"))
 	s.lazy, _ = goja.AssertFunction(obj.Get("lazy"))
-	if s.stringify == nil || s.parse == nil || s.lazy == nil {
+	s.serialize, _ = goja.AssertFunction(obj.Get("serialize"))
+	if s.stringify == nil || s.parse == nil || s.lazy == nil || s.serialize == nil {
 		return nil, errors.New("the sandbox setup returned no JSON functions")
 	}
 	return s, nil

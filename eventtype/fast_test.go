@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/adal-relay/adal/internal/invoice"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -102,16 +103,16 @@ var fastCases = []fastCase{
 	{`{"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "t", "description": "d",
 		"$comment": "c", "examples": [1], "default": 1, "deprecated": true, "readOnly": true, "writeOnly": false,
 		"type": "string", "format": "email"}`, []string{`"not an email"`, `"a@b.c"`}, []string{`1`}},
-	{invoiceSchema, []string{string(invoiceBody())}, []string{
-		strings.Replace(string(invoiceBody()), `"eur"`, `"eux"`, 1),
-		strings.Replace(string(invoiceBody()), `"DE"`, `"de"`, 1),
-		strings.Replace(string(invoiceBody()), `"created":1733500000`, `"created":-1`, 1),
-		strings.Replace(string(invoiceBody()), `"created":1733500000`, `"created":1.5`, 1),
-		strings.Replace(string(invoiceBody()), `"customer":{`, `"customer":{"x":1,`, 1),
-		strings.Replace(string(invoiceBody()), `"lines":[`, `"lines":[],"x":[`, 1),
-		strings.Replace(string(invoiceBody()), `"region":"eu-central"`, `"region":5`, 1),
-		strings.TrimSuffix(string(invoiceBody()), "}"),
-		string(invoiceBody()) + "}",
+	{invoice.Schema, []string{string(invoice.Body())}, []string{
+		strings.Replace(string(invoice.Body()), `"eur"`, `"eux"`, 1),
+		strings.Replace(string(invoice.Body()), `"DE"`, `"de"`, 1),
+		strings.Replace(string(invoice.Body()), `"created":1733500000`, `"created":-1`, 1),
+		strings.Replace(string(invoice.Body()), `"created":1733500000`, `"created":1.5`, 1),
+		strings.Replace(string(invoice.Body()), `"customer":{`, `"customer":{"x":1,`, 1),
+		strings.Replace(string(invoice.Body()), `"lines":[`, `"lines":[],"x":[`, 1),
+		strings.Replace(string(invoice.Body()), `"region":"eu-central"`, `"region":5`, 1),
+		strings.TrimSuffix(string(invoice.Body()), "}"),
+		string(invoice.Body()) + "}",
 	}},
 }
 
@@ -417,80 +418,13 @@ func FuzzTypeOf(f *testing.F) {
 	})
 }
 
-// invoiceSchema and invoiceBody are the bench package's shaping scenario: what intake validates per request.
-const invoiceSchema = `{
-  "type": "object",
-  "required": ["id", "type", "created", "amount", "currency", "status", "customer"],
-  "properties": {
-    "id": {"type": "string", "pattern": "^evt_[A-Za-z0-9]{8,64}$"},
-    "type": {"type": "string", "const": "invoice.paid"},
-    "created": {"type": "integer", "minimum": 0},
-    "livemode": {"type": "boolean"},
-    "amount": {"type": "integer", "minimum": 0},
-    "currency": {"type": "string", "enum": ["eur", "usd", "gbp", "chf", "jpy"]},
-    "status": {"type": "string", "enum": ["draft", "open", "paid", "void"]},
-    "customer": {
-      "type": "object",
-      "required": ["id", "email"],
-      "additionalProperties": false,
-      "properties": {
-        "id": {"type": "string", "minLength": 1},
-        "email": {"type": "string", "format": "email", "maxLength": 254},
-        "name": {"type": "string", "maxLength": 200},
-        "address": {
-          "type": "object",
-          "properties": {
-            "line1": {"type": "string"},
-            "city": {"type": "string"},
-            "postal_code": {"type": "string", "maxLength": 16},
-            "country": {"type": "string", "pattern": "^[A-Z]{2}$"}
-          }
-        }
-      }
-    },
-    "lines": {
-      "type": "array",
-      "minItems": 1,
-      "maxItems": 100,
-      "items": {
-        "type": "object",
-        "required": ["sku", "quantity", "unit_amount"],
-        "properties": {
-          "sku": {"type": "string"},
-          "quantity": {"type": "integer", "minimum": 1},
-          "unit_amount": {"type": "integer", "minimum": 0},
-          "description": {"type": "string", "maxLength": 500}
-        }
-      }
-    },
-    "metadata": {"type": "object", "maxProperties": 50, "additionalProperties": {"type": "string", "maxLength": 500}},
-    "description": {"type": "string", "maxLength": 2000}
-  }
-}`
-
-func invoiceBody() []byte {
-	var b strings.Builder
-	b.WriteString(`{"id":"evt_1NvXkq2eZvKYlo2C8rT4bQwM","type":"invoice.paid","created":1733500000,"livemode":false,` +
-		`"amount":12900,"currency":"eur","status":"paid",` +
-		`"customer":{"id":"cus_P3kq9sLm2xYz","email":"billing@example.com","name":"Example Trading GmbH",` +
-		`"address":{"line1":"Hauptstrasse 12","city":"Berlin","postal_code":"10115","country":"DE"}},` +
-		`"lines":[{"sku":"plan-pro-monthly","quantity":1,"unit_amount":9900,"description":"Pro plan, monthly"},` +
-		`{"sku":"seat-extra","quantity":3,"unit_amount":1000,"description":"Extra seats"}],` +
-		`"metadata":{"order_id":"ord_84512","channel":"web","region":"eu-central"},"description":"`)
-	for b.Len() < 1024-2 {
-		b.WriteString("x")
-	}
-	b.WriteString(`"}`)
-	return []byte(b.String())
-}
-
 // BenchmarkTypeAndValidateInvoice is what intake does per request: read the type, then validate.
 func BenchmarkTypeAndValidateInvoice(b *testing.B) {
-	s := compileForTest(b, invoiceSchema)
+	s := compileForTest(b, invoice.Schema)
 	src := Source{JSONPath: "type"}
-	raw := invoiceBody()
+	raw := invoice.Body()
 	body := NewBody(raw)
-	if got := src.TypeOfBody(nil, body); got != "invoice.paid" {
+	if got := src.TypeOfBody(nil, body); got != invoice.Type {
 		b.Fatalf("TypeOfBody = %q", got)
 	}
 	if err := s.ValidateBody(body); err != nil {

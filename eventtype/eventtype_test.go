@@ -504,3 +504,13 @@ func TestValidateRefusesNumbersBeyondComparison(t *testing.T) {
 		t.Errorf("Validate = %v, want the body refused for its number", err)
 	}
 }
+
+func TestAdditionalPropertiesAreListedInOrder(t *testing.T) {
+	s := mustCompile(t, `{"properties": {"a": {}}, "additionalProperties": false}`)
+	for range 20 {
+		err := s.Validate([]byte(`{"a": 1, "z": 1, "m": 1, "b": 1, "y": 1}`))
+		if want := `additional properties 'b', 'm', 'y', 'z' not allowed`; err == nil || err.Error() != want {
+			t.Fatalf("Validate = %v, want %q", err, want)
+		}
+	}
+}

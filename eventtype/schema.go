@@ -273,6 +273,9 @@ func firstError(root *jsonschema.ValidationError) *ValidationError {
 		}
 	}
 	walk(root)
+	if k, ok := best.ErrorKind.(*kind.AdditionalProperties); ok {
+		slices.Sort(k.Properties) // listed in map order by the library
+	}
 	return &ValidationError{
 		Pointer: pointer(best.InstanceLocation),
 		Message: local(best.ErrorKind.LocalizedString(printer)),

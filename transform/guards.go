@@ -582,7 +582,13 @@ function stringify(value, replacer, space) {
 	} else {
 		fn = function (k, v) { return v; };
 	}
-	return apply(origStringify, undefined, [value, fn, space]);
+	var outer = serializing;
+	serializing = false;
+	try {
+		return apply(origStringify, undefined, [value, fn, space]);
+	} finally {
+		serializing = outer;
+	}
 }
 set(JSON, 'stringify', stringify);
 
@@ -609,7 +615,10 @@ var rawSym = Symbol('raw');
 var rGet = R.get, rSet = R.set, rHas = R.has, rDeleteProperty = R.deleteProperty, rDefineProperty = R.defineProperty;
 var rGetOwnPropertyDescriptor = R.getOwnPropertyDescriptor, rGetPrototypeOf = R.getPrototypeOf;
 var rSetPrototypeOf = R.setPrototypeOf, rIsExtensible = R.isExtensible, rPreventExtensions = R.preventExtensions;
-var serializing = host.serializing, touched = host.touched, marker = host.marker;
+var touched = host.touched, marker = host.marker;
+// serializing is true while serialize runs, and false again inside any JSON.stringify the tenant's code
+// calls meanwhile (from a toJSON or a getter), which must see the body itself.
+var serializing = false;
 var markerFn = function () { return marker; };
 function real(t) {
 	var raw = t[rawSym];
@@ -625,7 +634,7 @@ function real(t) {
 // a trap for each of its properties.
 var lazyHandler = desc({
 	get: function (t, k, r) {
-		if (k === 'toJSON' && serializing()) {
+		if (k === 'toJSON' && serializing) {
 			if (t[rawSym] !== undefined) return markerFn;
 			var own = rGet(t, k, r);
 			return own !== undefined ? own : function () { return t; };
@@ -651,7 +660,14 @@ function lazy(target, raw) {
 
 // serialize is stringify for the host's result: one replacer for all its calls.
 function identity(k, v) { return v; }
-function serialize(value) { return origStringify(value, identity); }
+function serialize(value) {
+	serializing = true;
+	try {
+		return origStringify(value, identity);
+	} finally {
+		serializing = false;
+	}
+}
 
 return {stringify: stringify, serialize: serialize, parse: origParse, lazy: lazy};
 })`

@@ -65,7 +65,7 @@ func (s *sandbox) request(in Request) (*goja.Object, error) {
 // body is the parsed JSON when the body is JSON, else the body as a string. A JSON object is parsed when
 // the transform first looks into it (see lazy in the guards).
 func (s *sandbox) body(b []byte) (goja.Value, error) {
-	s.pending, s.serializing = nil, false
+	s.pending = nil
 	if utf8.Valid(b) && json.Valid(b) {
 		if t := bytes.TrimSpace(b); s.lazyBody && len(t) > 0 && t[0] == '{' {
 			target := s.vm.NewObject()
@@ -93,9 +93,7 @@ func (s *sandbox) serializeBody(v goja.Value) ([]byte, error) {
 	if b := s.pending; b != nil && !b.touched && b.proxy.SameAs(v) {
 		return b.raw, nil
 	}
-	s.serializing = true
 	j, err := s.serialize(goja.Undefined(), v)
-	s.serializing = false
 	if err != nil || !goja.IsString(j) {
 		return nil, err
 	}

@@ -68,12 +68,11 @@ type sandbox struct {
 	guardCall goja.Callable
 	guarded   func()
 
-	// pending is this run's request body when it is a lazily parsed object: touched once the transform looked
-	// into it; serializing while the result's body is serialized, when an untouched body becomes marker.
-	lazyBody    bool
-	pending     *lazyBody
-	serializing bool
-	marker      string
+	// lazyBody says whether this run's JSON object body is parsed at its first use; pending is that body,
+	// and marker what an untouched one serializes as in the result.
+	lazyBody bool
+	pending  *lazyBody
+	marker   string
 }
 
 // lazyBody is a JSON object body, given to the transform as a proxy over target.
@@ -116,7 +115,6 @@ func newSandbox(lim Limits) (*sandbox, error) {
 	}))
 	host := vm.NewObject()
 	for name, v := range map[string]any{
-		"serializing": func(goja.FunctionCall) goja.Value { return vm.ToValue(s.serializing) },
 		"touched": func(call goja.FunctionCall) goja.Value {
 			if b := s.pending; b != nil && b.target.SameAs(call.Argument(0)) {
 				b.touched = true

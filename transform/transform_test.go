@@ -177,6 +177,8 @@ func TestLazyBodyBehavesAsParsed(t *testing.T) {
 		{"twice untouched", `r.body = {a: r.body, b: [r.body]}`,
 			`{"a":{"id": 7, "items": [{"sku": "A", "qty": 2}], "paid": true, "note": null},"b":[{"id": 7, "items": [{"sku": "A", "qty": 2}], "paid": true, "note": null}]}`},
 		{"toJSON is not the body's", `r.body = {t: typeof r.body.toJSON}`, `{"t":"undefined"}`},
+		{"stringified by a getter while serialized", `var b = r.body; r.body = {get s() { return JSON.stringify(b); }}`,
+			`{"s":"{\"id\":7,\"items\":[{\"sku\":\"A\",\"qty\":2}],\"paid\":true,\"note\":null}"}`},
 		{"touched by a getter while serialized", `var b = r.body; r.body = {first: b, get second() { b.id = 8; return b; }}`,
 			`{"first":{"id": 7, "items": [{"sku": "A", "qty": 2}], "paid": true, "note": null},"second":{"id":8,"items":[{"sku":"A","qty":2}],"paid":true,"note":null}}`},
 	} {

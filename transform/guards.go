@@ -603,15 +603,15 @@ var console = {};
 each(['log', 'info', 'warn', 'error', 'debug', 'trace'], function (name) { set(console, name, noop); });
 set(g, 'console', console);
 
-// A JSON object body is parsed only when the transform looks into it. lazy(target, raw) is a proxy over
-// target, an empty object: its first trap parses raw into target, and every trap forwards to target, so
+// A JSON object body is parsed only when the transform looks into it. The host gives it as a proxy with
+// lazyHandler over target, an empty object holding raw under rawSym: its first trap parses raw into target, and every trap forwards to target, so
 // that it behaves as the parsed object would. While the host serializes the result, an untouched body
 // serializes as a marker that the host replaces with raw itself, which spares parsing and serializing a
 // body that a transform only moves.
 //
 // A pending target holds its raw text under a symbol no tenant code can name, and only until its first
 // trap, which takes it off before anything else sees the target.
-var rawSym = Symbol('raw');
+var rawSym = host.rawSym;
 var rGet = R.get, rSet = R.set, rHas = R.has, rDeleteProperty = R.deleteProperty, rDefineProperty = R.defineProperty;
 var rGetOwnPropertyDescriptor = R.getOwnPropertyDescriptor, rGetPrototypeOf = R.getPrototypeOf;
 var rSetPrototypeOf = R.setPrototypeOf, rIsExtensible = R.isExtensible, rPreventExtensions = R.preventExtensions;
@@ -652,11 +652,6 @@ var lazyHandler = desc({
 	isExtensible: function (t) { return rIsExtensible(real(t)); },
 	preventExtensions: function (t) { return rPreventExtensions(real(t)); }
 });
-var PX = Proxy;
-function lazy(target, raw) {
-	target[rawSym] = raw;
-	return new PX(target, lazyHandler);
-}
 
 // serialize is stringify for the host's result: one replacer for all its calls.
 function identity(k, v) { return v; }
@@ -669,5 +664,5 @@ function serialize(value) {
 	}
 }
 
-return {stringify: stringify, serialize: serialize, parse: origParse, lazy: lazy};
+return {stringify: stringify, serialize: serialize, parse: origParse, proxy: Proxy, lazyHandler: lazyHandler};
 })`

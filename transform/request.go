@@ -63,17 +63,20 @@ func (s *sandbox) request(in Request) (*goja.Object, error) {
 }
 
 // body is the parsed JSON when the body is JSON, else the body as a string. A JSON object is parsed when
-// the transform first looks into it (see lazy in the guards).
+// the transform first looks into it (see lazyHandler in the guards).
 func (s *sandbox) body(b []byte) (goja.Value, error) {
 	s.pending = nil
 	if utf8.Valid(b) && json.Valid(b) {
 		if t := bytes.TrimSpace(b); s.lazyBody && len(t) > 0 && t[0] == '{' {
 			target := s.vm.NewObject()
-			proxy, err := s.lazy(goja.Undefined(), target, s.vm.ToValue(string(t)))
+			if err := target.SetSymbol(s.rawSym, string(t)); err != nil {
+				return nil, err
+			}
+			proxy, err := s.vm.New(s.proxy, target, s.lazyHandler)
 			if err != nil {
 				return nil, err
 			}
-			s.pending = &lazyBody{raw: t, target: target, proxy: proxy.(*goja.Object)}
+			s.pending = &lazyBody{raw: t, target: target, proxy: proxy}
 			return proxy, nil
 		}
 		v, err := s.parse(goja.Undefined(), s.vm.ToValue(string(b)))

@@ -63,7 +63,10 @@ type sandbox struct {
 	stringify goja.Callable // JSON.stringify as the guards left it
 	serialize goja.Callable // the same, for the result's body
 	parse     goja.Callable // JSON.parse
-	lazy      goja.Callable // makes a body parsed at its first use
+	// proxy, lazyHandler and rawSym make a body parsed at its first use (see the guards).
+	proxy       goja.Value
+	lazyHandler goja.Value
+	rawSym      *goja.Symbol
 	// guardCall calls guarded from JavaScript (see guard).
 	guardCall goja.Callable
 	guarded   func()
@@ -109,6 +112,7 @@ func newSandbox(lim Limits) (*sandbox, error) {
 		return nil, errors.New("the sandbox setup is not a function")
 	}
 	s.marker = newMarker()
+	s.rawSym = goja.NewSymbol("raw")
 	s.guardCall, _ = goja.AssertFunction(vm.ToValue(func(goja.FunctionCall) goja.Value {
 		s.guarded()
 		return goja.Undefined()
@@ -122,6 +126,7 @@ func newSandbox(lim Limits) (*sandbox, error) {
 			return goja.Undefined()
 		},
 		"marker":    s.marker,
+		"rawSym":    s.rawSym,
 		"over":      s.over,
 		"isProxy":   func(call goja.FunctionCall) goja.Value { return vm.ToValue(isProxy(call.Argument(0))) },
 		"className": func(call goja.FunctionCall) goja.Value { return vm.ToValue(className(call.Argument(0))) },
@@ -140,9 +145,9 @@ func newSandbox(lim Limits) (*sandbox, error) {
 	obj := internals.ToObject(vm)
 	s.stringify, _ = goja.AssertFunction(obj.Get("stringify"))
 	s.parse, _ = goja.AssertFunction(obj.Get("parse"))
-	s.lazy, _ = goja.AssertFunction(obj.Get("lazy"))
 	s.serialize, _ = goja.AssertFunction(obj.Get("serialize"))
-	if s.stringify == nil || s.parse == nil || s.lazy == nil || s.serialize == nil {
+	s.proxy, s.lazyHandler = obj.Get("proxy"), obj.Get("lazyHandler")
+	if s.stringify == nil || s.parse == nil || s.serialize == nil || s.proxy == nil || s.lazyHandler == nil {
 		return nil, errors.New("the sandbox setup returned no JSON functions")
 	}
 	return s, nil

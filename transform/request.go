@@ -67,7 +67,7 @@ func (s *sandbox) request(in Request) (*goja.Object, error) {
 func (s *sandbox) body(b []byte) (goja.Value, error) {
 	s.pending = nil
 	if utf8.Valid(b) && json.Valid(b) {
-		if t := bytes.TrimSpace(b); s.lazyBody && len(t) > 0 && t[0] == '{' {
+		if t := bytes.TrimSpace(b); s.lazy && len(t) > 0 && t[0] == '{' {
 			target := s.vm.NewObject()
 			if err := target.SetSymbol(s.rawSym, string(t)); err != nil {
 				return nil, err
@@ -90,8 +90,8 @@ func (s *sandbox) body(b []byte) (goja.Value, error) {
 	return s.vm.ToValue(validUTF8(string(b))), nil
 }
 
-// serializeBody is the JSON of a returned body, nil when it has none (a function, undefined). Where the request's body appears untouched, its own bytes are
-// spliced in.
+// serializeBody is the JSON of a returned body, nil when it has none (a function, undefined). Where the
+// request's body appears untouched, its own bytes are spliced in.
 func (s *sandbox) serializeBody(v goja.Value) ([]byte, error) {
 	if b := s.pending; b != nil && !b.touched && b.proxy.SameAs(v) {
 		return b.raw, nil

@@ -71,11 +71,11 @@ type sandbox struct {
 	guardCall goja.Callable
 	guarded   func()
 
-	// lazyBody says whether this run's JSON object body is parsed at its first use; pending is that body,
-	// and marker what an untouched one serializes as in the result.
-	lazyBody bool
-	pending  *lazyBody
-	marker   string
+	// lazy says whether this run's JSON object body is parsed at its first use; pending is that body, and
+	// marker what an untouched one serializes as in the result.
+	lazy    bool
+	pending *lazyBody
+	marker  string
 }
 
 // lazyBody is a JSON object body, given to the transform as a proxy over target.
@@ -216,7 +216,7 @@ func newWorker(lim Limits) (*worker, error) {
 func (w *worker) loop() {
 	defer close(w.ended)
 	for j := range w.jobs {
-		w.s.lazyBody = j.lazy
+		w.s.lazy = j.lazy
 		w.done <- w.s.run(j.prg, j.in)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,6 +194,7 @@ type worker struct {
 	done  chan result
 	once  sync.Once
 	ended chan struct{} // closed when the goroutine has ended
+	watch watched       // the run in progress, for the watchdog
 }
 
 type job struct {
@@ -208,7 +208,7 @@ func newWorker(lim Limits) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &worker{s: s, jobs: make(chan job), done: make(chan result, 1), ended: make(chan struct{})}
+	w := &worker{s: s, jobs: make(chan job), done: make(chan result, 1), ended: make(chan struct{}), watch: newWatched(s)}
 	go w.loop()
 	return w, nil
 }
@@ -261,36 +261,22 @@ func closeIdle(idle chan *worker) {
 	}
 }
 
-// runSandboxed runs the program on a worker's goroutine while this one watches the clock, the context and
-// the allocations.
-func (p *Program) runSandboxed(ctx context.Context, in Request, lim Limits) (Request, bool, error) {
+// runSandboxed runs the program on a worker's goroutine, in slot sl, while the watchdog watches the clock
+// and the allocations and this goroutine the context.
+func (p *Program) runSandboxed(ctx context.Context, in Request, lim Limits, sl *slot) (Request, bool, error) {
 	r, err := p.worker(lim)
 	if err != nil {
 		return Request{}, false, &Error{Reason: ReasonThrow, Message: "the sandbox could not be prepared: " + err.Error()}
 	}
 	s := r.s
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(sample)
-	base := sample[0].Value.Uint64()
-
 	lazy := !p.looks.Load() || p.runs.Add(1)%probeEvery == 0
+	sl.begin(&r.watch, lim)
 	r.jobs <- job{prg: p.prg, in: in, lazy: lazy}
-
-	cpu := time.NewTimer(lim.CPU)
-	defer cpu.Stop()
-	tick := time.NewTicker(watchEvery)
-	defer tick.Stop()
 	ctxDone := ctx.Done()
-	var stuck <-chan time.Time
-	stopped := func(e *Error) {
-		s.stop(e)
-		if stuck == nil {
-			stuck = time.After(max(lim.CPU, minStuckAfter))
-		}
-	}
 	for {
 		select {
 		case res := <-r.done:
+			sl.end()
 			if b := s.pending; lazy && b != nil {
 				p.looks.Store(b.touched)
 			}
@@ -303,18 +289,11 @@ func (p *Program) runSandboxed(ctx context.Context, in Request, lim Limits) (Req
 				return Request{}, false, res.err
 			}
 			return res.out, res.cancel, nil
-		case <-cpu.C:
-			stopped(&Error{Reason: ReasonTimeout, Message: "the transform ran over its time limit of " + lim.CPU.String()})
 		case <-ctxDone:
 			ctxDone = nil
-			stopped(contextError(ctx.Err()))
-		case <-tick.C:
-			metrics.Read(sample)
-			if sample[0].Value.Uint64()-base > uint64(lim.Memory) {
-				tick.Stop()
-				stopped(&Error{Reason: ReasonMemory, Message: "the transform allocated over its memory limit of " + formatBytes(lim.Memory)})
-			}
-		case <-stuck:
+			s.stop(contextError(ctx.Err()))
+		case <-r.watch.stuck:
+			sl.end()
 			abandoned.Add(1)
 			go func() {
 				<-r.done

@@ -295,17 +295,15 @@ func (p *Program) Run(ctx context.Context, in Request, lim Limits) (out Request,
 	}
 	// At most one run per CPU at a time, and its clock starts once it has one: the time limit is measured on
 	// the wall clock, which many runs sharing few CPUs would spend waiting.
+	var i int
 	select {
-	case cpus <- struct{}{}:
+	case i = <-cpus:
 	case <-ctx.Done():
 		return Request{}, false, contextError(ctx.Err())
 	}
-	defer func() { <-cpus }()
-	return p.runSandboxed(ctx, in, lim)
+	defer func() { cpus <- i }()
+	return p.runSandboxed(ctx, in, lim, &slots[i])
 }
-
-// cpus holds a token per run in progress, one per CPU the process may use.
-var cpus = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 func contextError(err error) *Error {
 	return &Error{Reason: ReasonTimeout, Message: "the delivery was cancelled while the transform ran: " + err.Error()}

@@ -24,23 +24,9 @@ func (s *sandbox) request(in Request) (*goja.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The names of an http.Header are distinct, but not always once lower-cased (a name set without
-	// canonicalization), so equal ones are joined.
-	type header struct{ lower, name string }
-	names := make([]header, 0, len(in.Header))
-	for name := range in.Header {
-		names = append(names, header{strings.ToLower(name), name})
-	}
-	slices.SortFunc(names, func(a, b header) int {
-		return cmp.Or(strings.Compare(a.lower, b.lower), strings.Compare(a.name, b.name))
-	})
 	headers := vm.NewObject()
-	for i := 0; i < len(names); {
-		lower, values := names[i].lower, in.Header[names[i].name]
-		for i++; i < len(names) && names[i].lower == lower; i++ {
-			values = append(slices.Clip(values), in.Header[names[i].name]...)
-		}
-		if err := headers.Set(validUTF8(lower), validUTF8(strings.Join(values, ", "))); err != nil {
+	for _, h := range joinHeaders(in.Header) {
+		if err := headers.Set(h.key, h.value); err != nil {
 			return nil, err
 		}
 	}
@@ -60,6 +46,32 @@ func (s *sandbox) request(in Request) (*goja.Object, error) {
 		}
 	}
 	return req, nil
+}
+
+// header is a property of the request's headers object.
+type header struct{ key, value string }
+
+// joinHeaders is the request's headers as the transform sees them: lower-case names, in order, each with
+// its values joined. The names of an http.Header are distinct, but not always once lower-cased (a name set
+// without canonicalization), so the values of equal ones are joined too.
+func joinHeaders(h http.Header) []header {
+	type name struct{ lower, name string }
+	names := make([]name, 0, len(h))
+	for n := range h {
+		names = append(names, name{strings.ToLower(n), n})
+	}
+	slices.SortFunc(names, func(a, b name) int {
+		return cmp.Or(strings.Compare(a.lower, b.lower), strings.Compare(a.name, b.name))
+	})
+	out := make([]header, 0, len(names))
+	for i := 0; i < len(names); {
+		lower, values := names[i].lower, h[names[i].name]
+		for i++; i < len(names) && names[i].lower == lower; i++ {
+			values = append(slices.Clip(values), h[names[i].name]...)
+		}
+		out = append(out, header{validUTF8(lower), validUTF8(strings.Join(values, ", "))})
+	}
+	return out
 }
 
 // body is the parsed JSON when the body is JSON, else the body as a string. A JSON object is parsed when
@@ -102,9 +114,22 @@ func (s *sandbox) serializeBody(v goja.Value) ([]byte, error) {
 	}
 	out := []byte(j.String())
 	if b := s.pending; b != nil {
-		out = bytes.ReplaceAll(out, []byte(`"`+s.marker+`"`), b.raw)
+		marker := []byte(`"` + s.marker + `"`)
+		if n := bytes.Count(out, marker); n > 0 {
+			if size := int64(len(out)) + int64(n)*int64(len(b.raw)-len(marker)); size > s.lim.Memory {
+				return nil, bodyTooLarge(size, s.lim.Memory)
+			}
+			out = bytes.ReplaceAll(out, marker, b.raw)
+		}
 	}
 	return out, nil
+}
+
+// bodyTooLarge is a result whose body, with the request's body in it as many times as it is, goes over
+// the memory limit.
+func bodyTooLarge(size, limit int64) *Error {
+	return &Error{Reason: ReasonMemory, Message: fmt.Sprintf("the body returned would be %s, over the memory limit of %s",
+		formatBytes(size), formatBytes(limit))}
 }
 
 func validUTF8(s string) string {
@@ -114,7 +139,7 @@ func validUTF8(s string) string {
 const nothing = "transform returned nothing: return the request, or null to cancel the delivery"
 
 func resultError(format string, args ...any) result {
-	return result{err: &Error{Reason: ReasonResult, Message: fmt.Sprintf(format, args...)}}
+	return result{err: resultErr(format, args...)}
 }
 
 // result reads what the transform returned. It runs inside guard: reading a
@@ -137,8 +162,8 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 		if !ok {
 			return resultError("method must be a string, not %s", typeName(v))
 		}
-		if !webhook.ValidHeaderName(m) {
-			return resultError("method %q is not a valid HTTP method", m)
+		if e := checkMethod(m); e != nil {
+			return result{err: e}
 		}
 		out.Method = m
 	}
@@ -147,14 +172,8 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 		if !ok {
 			return resultError("path must be a string, not %s", typeName(v))
 		}
-		if !strings.HasPrefix(p, "/") {
-			return resultError("path %q must start with \"/\"", truncate(p, 100))
-		}
-		if strings.ContainsAny(p, "?#") {
-			return resultError("path %q must not contain \"?\" or \"#\": put the query in request.query", truncate(p, 100))
-		}
-		if strings.IndexFunc(p, unicode.IsControl) >= 0 {
-			return resultError("path has a control character")
+		if e := checkPath(p); e != nil {
+			return result{err: e}
 		}
 		out.Path = p
 	}
@@ -163,9 +182,9 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 		if !ok {
 			return resultError("query must be a string, not %s", typeName(v))
 		}
-		q = strings.TrimPrefix(q, "?")
-		if strings.Contains(q, "#") || strings.IndexFunc(q, unicode.IsControl) >= 0 {
-			return resultError("query must not contain \"#\" or a control character")
+		q, e := checkQuery(q)
+		if e != nil {
+			return result{err: e}
 		}
 		out.Query = q
 	}
@@ -186,6 +205,9 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 			out.Body = []byte(b)
 		} else {
 			text, err := s.serializeBody(v)
+			if e, ok := err.(*Error); ok {
+				return result{err: e}
+			}
 			if err != nil {
 				rethrowStop(err)
 				var msg string
@@ -200,12 +222,49 @@ func (s *sandbox) result(v goja.Value, in Request) result {
 				return resultError("the body cannot be serialized as JSON: it is %s", typeName(v))
 			}
 			out.Body = text
-			if out.Header.Get("Content-Type") == "" {
-				out.Header.Set("Content-Type", "application/json")
-			}
+			defaultContentType(out.Header)
 		}
 	}
 	return result{out: out}
+}
+
+// defaultContentType marks a body serialized as JSON, unless the headers say what it is.
+func defaultContentType(h http.Header) {
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
+}
+
+func resultErr(format string, args ...any) *Error {
+	return &Error{Reason: ReasonResult, Message: fmt.Sprintf(format, args...)}
+}
+
+func checkMethod(m string) *Error {
+	if !webhook.ValidHeaderName(m) {
+		return resultErr("method %q is not a valid HTTP method", m)
+	}
+	return nil
+}
+
+func checkPath(p string) *Error {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return resultErr("path %q must start with \"/\"", truncate(p, 100))
+	case strings.ContainsAny(p, "?#"):
+		return resultErr("path %q must not contain \"?\" or \"#\": put the query in request.query", truncate(p, 100))
+	case strings.IndexFunc(p, unicode.IsControl) >= 0:
+		return resultErr("path has a control character")
+	}
+	return nil
+}
+
+// checkQuery returns the query without a leading "?".
+func checkQuery(q string) (string, *Error) {
+	q = strings.TrimPrefix(q, "?")
+	if strings.Contains(q, "#") || strings.IndexFunc(q, unicode.IsControl) >= 0 {
+		return "", resultErr("query must not contain \"#\" or a control character")
+	}
+	return q, nil
 }
 
 // field is a property of the returned object, or nil when it is missing or

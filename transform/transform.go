@@ -183,6 +183,9 @@ type Program struct {
 	// checks again.
 	looks atomic.Bool
 	runs  atomic.Uint64
+
+	// plan runs the program without the engine, when the source is one a plan covers (see plan).
+	plan *plan
 }
 
 const probeEvery = 64
@@ -218,7 +221,7 @@ func Compile(source string) (*Program, error) {
 		}
 		return nil, fmt.Errorf("the transform does not compile: %w", err)
 	}
-	p := &Program{prg: prg, idle: make(chan *worker, cap(cpus))}
+	p := &Program{prg: prg, idle: make(chan *worker, cap(cpus)), plan: compilePlan(tree)}
 	runtime.AddCleanup(p, closeIdle, p.idle)
 	return p, nil
 }
@@ -293,6 +296,17 @@ func (p *Program) Run(ctx context.Context, in Request, lim Limits) (out Request,
 	if err := ctx.Err(); err != nil {
 		return Request{}, false, contextError(err)
 	}
+	if p.plan != nil {
+		if out, cancel, ok := p.plan.run(in, lim); ok {
+			return out, cancel, nil
+		}
+	}
+	return p.runEngine(ctx, in, lim)
+}
+
+// runEngine runs the program in a JavaScript runtime.
+func (p *Program) runEngine(ctx context.Context, in Request, lim Limits) (out Request, cancel bool, err error) {
+	lim = lim.withDefaults()
 	// At most one run per CPU at a time, and its clock starts once it has one: the time limit is measured on
 	// the wall clock, which many runs sharing few CPUs would spend waiting.
 	var i int

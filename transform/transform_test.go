@@ -742,19 +742,31 @@ func BenchmarkRun(b *testing.B) {
 	}`)
 }
 
-// BenchmarkRunPassThrough is a transform that moves the body without looking into it, as most wrapping
-// and routing transforms do.
+// passThrough moves the body without looking into it, as most wrapping and routing transforms do. It is
+// one a plan covers.
+const passThrough = `function transform(r) { r.headers["x-shaped"] = "1"; r.body = {data: r.body}; return r; }`
+
+// BenchmarkRunPassThrough runs passThrough by its plan and in the engine.
 func BenchmarkRunPassThrough(b *testing.B) {
-	benchRun(b, `function transform(r) { r.headers["x-shaped"] = "1"; r.body = {data: r.body}; return r; }`)
+	b.Run("plan", func(b *testing.B) { benchRun(b, passThrough) })
+	b.Run("engine", func(b *testing.B) { benchRun(b, passThrough, engineOnly) })
 }
 
 // BenchmarkRunManyPrograms passes on a 1 KiB body through a hundred programs in turn, from as many
-// goroutines as CPUs, as a dispatcher does for a hundred recipients that each have a transform: every run
-// finds its runtime's memory cold.
+// goroutines as CPUs, as a dispatcher does for a hundred recipients that each have a transform: in the
+// engine, every run finds its runtime's memory cold.
 func BenchmarkRunManyPrograms(b *testing.B) {
+	b.Run("plan", func(b *testing.B) { benchMany(b) })
+	b.Run("engine", func(b *testing.B) { benchMany(b, engineOnly) })
+}
+
+func benchMany(b *testing.B, opts ...func(*Program)) {
 	ps := make([]*Program, 100)
 	for i := range ps {
-		ps[i] = compile(b, `function transform(r) { r.headers["x-shaped"] = "1"; r.body = {data: r.body}; return r; }`)
+		ps[i] = compile(b, passThrough)
+		for _, o := range opts {
+			o(ps[i])
+		}
 	}
 	in := sample()
 	in.Body = invoice.Body()
@@ -769,8 +781,14 @@ func BenchmarkRunManyPrograms(b *testing.B) {
 	})
 }
 
-func benchRun(b *testing.B, src string) {
+// engineOnly makes a program run in the engine whatever its source.
+func engineOnly(p *Program) { p.plan = nil }
+
+func benchRun(b *testing.B, src string, opts ...func(*Program)) {
 	p := compile(b, src)
+	for _, o := range opts {
+		o(p)
+	}
 	in := sample()
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -791,7 +809,7 @@ func TestIdleWorkersEndWithTheirProgram(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, _, err := p.Run(context.Background(), sample(), roomy); err != nil {
+				if _, _, err := p.runEngine(context.Background(), sample(), roomy); err != nil {
 					t.Error(err)
 				}
 			}()

@@ -1,0 +1,527 @@
+package transform
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/adal-relay/adal/webhook"
+	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/token"
+)
+
+// A plan runs a transform without the JavaScript engine. Most transformations are a few statements that
+// set or delete headers, set the method, path or query, and replace or wrap the body with literals and the
+// request's own fields, then return the request (or null). Such a source also compiles to a plan, which a
+// run follows in Go to the result the engine would give: the same fields, the same header values in the
+// same order, the same body bytes. Anything the plan does not cover is left to the engine: at compile time
+// any other statement or expression, and at run time an input it cannot answer for as the engine would (a
+// body that is JSON but not an object, a missing header read, a value the result's checks refuse).
+type plan struct {
+	steps  []step
+	cancel bool // the function returns null
+}
+
+type stepKind int
+
+const (
+	setField     stepKind = iota // request.<field> = expr (method, path, query or body)
+	setHeader                    // request.headers[key] = expr
+	deleteHeader                 // delete request.headers[key]
+	deleteBody                   // delete request.body
+)
+
+type step struct {
+	kind stepKind
+	name string // the field or the header's key
+	expr *expr
+}
+
+type exprKind int
+
+const (
+	exprJSON   exprKind = iota // a number, true, false or null, as its JSON text
+	exprString                 // a string literal
+	exprField                  // request.<field>
+	exprHeader                 // request.headers[key]
+	exprObject                 // an object literal
+	exprArray                  // an array literal
+)
+
+type expr struct {
+	kind  exprKind
+	text  string   // the JSON text, the string, the field or the header's key
+	keys  []string // the object's keys, in order
+	elems []*expr  // the object's values or the array's elements
+}
+
+// fields are the request's fields a plan reads and sets.
+var fields = map[string]bool{"method": true, "path": true, "query": true, "body": true}
+
+// compilePlan is the plan of a parsed source, or nil when the source is not one a plan covers.
+func compilePlan(tree *ast.Program) *plan {
+	if len(tree.Body) != 1 || len(tree.DeclarationList) != 0 {
+		return nil
+	}
+	decl, ok := tree.Body[0].(*ast.FunctionDeclaration)
+	if !ok {
+		return nil
+	}
+	fn := decl.Function
+	if fn.Name == nil || fn.Name.Name != "transform" || fn.Async || fn.Generator || len(fn.DeclarationList) != 0 ||
+		fn.ParameterList == nil || fn.ParameterList.Rest != nil || len(fn.ParameterList.List) != 1 || fn.Body == nil {
+		return nil
+	}
+	param, ok := fn.ParameterList.List[0].Target.(*ast.Identifier)
+	if !ok || fn.ParameterList.List[0].Initializer != nil {
+		return nil
+	}
+	c := planCompiler{param: param.Name.String()}
+	list := fn.Body.List
+	if len(list) == 0 {
+		return nil
+	}
+	p := &plan{}
+	ret, ok := list[len(list)-1].(*ast.ReturnStatement)
+	if !ok {
+		return nil
+	}
+	switch arg := ret.Argument.(type) {
+	case *ast.Identifier:
+		if arg.Name.String() != c.param {
+			return nil
+		}
+	case *ast.NullLiteral:
+		p.cancel = true
+	default:
+		return nil
+	}
+	for _, st := range list[:len(list)-1] {
+		s, ok := c.statement(st)
+		if !ok {
+			return nil
+		}
+		p.steps = append(p.steps, s)
+	}
+	return p
+}
+
+type planCompiler struct{ param string }
+
+func (c planCompiler) statement(st ast.Statement) (step, bool) {
+	es, ok := st.(*ast.ExpressionStatement)
+	if !ok {
+		return step{}, false
+	}
+	switch e := es.Expression.(type) {
+	case *ast.AssignExpression:
+		if e.Operator != token.ASSIGN {
+			return step{}, false
+		}
+		value, ok := c.expr(e.Right)
+		if !ok {
+			return step{}, false
+		}
+		if name, ok := c.field(e.Left); ok {
+			return step{kind: setField, name: name, expr: value}, true
+		}
+		if key, ok := c.header(e.Left); ok && webhook.ValidHeaderName(key) {
+			return step{kind: setHeader, name: key, expr: value}, true
+		}
+	case *ast.UnaryExpression:
+		if e.Operator != token.DELETE {
+			return step{}, false
+		}
+		if name, ok := c.field(e.Operand); ok && name == "body" {
+			return step{kind: deleteBody}, true
+		}
+		if key, ok := c.header(e.Operand); ok {
+			return step{kind: deleteHeader, name: key}, true
+		}
+	}
+	return step{}, false
+}
+
+// field matches request.method, .path, .query and .body.
+func (c planCompiler) field(e ast.Expression) (string, bool) {
+	d, ok := e.(*ast.DotExpression)
+	if !ok || !c.isParam(d.Left) {
+		return "", false
+	}
+	name := d.Identifier.Name.String()
+	return name, fields[name]
+}
+
+// header matches request.headers.name and request.headers["name"].
+func (c planCompiler) header(e ast.Expression) (string, bool) {
+	var left ast.Expression
+	var key string
+	switch m := e.(type) {
+	case *ast.DotExpression:
+		left, key = m.Left, m.Identifier.Name.String()
+	case *ast.BracketExpression:
+		lit, ok := m.Member.(*ast.StringLiteral)
+		if !ok {
+			return "", false
+		}
+		left, key = m.Left, lit.Value.String()
+	default:
+		return "", false
+	}
+	d, ok := left.(*ast.DotExpression)
+	if !ok || !c.isParam(d.Left) || d.Identifier.Name.String() != "headers" || !plainKey(key) {
+		return "", false
+	}
+	return key, true
+}
+
+func (c planCompiler) isParam(e ast.Expression) bool {
+	id, ok := e.(*ast.Identifier)
+	return ok && id.Name.String() == c.param
+}
+
+// plainKey is a property name that an object keeps in the order it was set and that sets no prototype:
+// ASCII, not an array index, not __proto__.
+func plainKey(k string) bool {
+	if k == "" || k == "__proto__" || (k[0] >= '0' && k[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func (c planCompiler) expr(e ast.Expression) (*expr, bool) {
+	switch e := e.(type) {
+	case *ast.StringLiteral:
+		s := e.Value.String()
+		for i := 0; i < len(s); i++ {
+			if s[i] >= utf8.RuneSelf {
+				return nil, false
+			}
+		}
+		return &expr{kind: exprString, text: s}, true
+	case *ast.NumberLiteral:
+		return number(e, false)
+	case *ast.UnaryExpression:
+		if n, ok := e.Operand.(*ast.NumberLiteral); ok && e.Operator == token.MINUS && !e.Postfix {
+			return number(n, true)
+		}
+	case *ast.BooleanLiteral:
+		return &expr{kind: exprJSON, text: strconv.FormatBool(e.Value)}, true
+	case *ast.NullLiteral:
+		return &expr{kind: exprJSON, text: "null"}, true
+	case *ast.DotExpression, *ast.BracketExpression:
+		if name, ok := c.field(e); ok {
+			return &expr{kind: exprField, text: name}, true
+		}
+		if key, ok := c.header(e); ok {
+			return &expr{kind: exprHeader, text: key}, true
+		}
+	case *ast.ObjectLiteral:
+		out := &expr{kind: exprObject}
+		seen := map[string]bool{}
+		for _, p := range e.Value {
+			kv, ok := p.(*ast.PropertyKeyed)
+			if !ok || kv.Kind != ast.PropertyKindValue || kv.Computed {
+				return nil, false
+			}
+			key, ok := kv.Key.(*ast.StringLiteral)
+			if !ok {
+				return nil, false
+			}
+			k := key.Value.String()
+			if !plainKey(k) || seen[k] {
+				return nil, false
+			}
+			seen[k] = true
+			v, ok := c.expr(kv.Value)
+			if !ok {
+				return nil, false
+			}
+			out.keys, out.elems = append(out.keys, k), append(out.elems, v)
+		}
+		return out, true
+	case *ast.ArrayLiteral:
+		out := &expr{kind: exprArray}
+		for _, el := range e.Value {
+			if el == nil {
+				return nil, false // a hole
+			}
+			v, ok := c.expr(el)
+			if !ok {
+				return nil, false
+			}
+			out.elems = append(out.elems, v)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// number is an integer literal as JSON writes it; other numbers are left to the engine's formatting.
+func number(n *ast.NumberLiteral, negative bool) (*expr, bool) {
+	var f float64
+	switch v := n.Value.(type) {
+	case int64:
+		f = float64(v)
+	case float64:
+		f = v
+	default:
+		return nil, false
+	}
+	if f != math.Trunc(f) || math.Abs(f) >= 1e21 {
+		return nil, false
+	}
+	if negative {
+		f = -f
+	}
+	if f == 0 {
+		return &expr{kind: exprJSON, text: "0"}, true
+	}
+	return &expr{kind: exprJSON, text: strconv.FormatFloat(f, 'f', -1, 64)}, true
+}
+
+type valueKind int
+
+const (
+	valString valueKind = iota // a string: text
+	valJSON                    // JSON text: text, or raw for the request's own body
+	valObject
+	valArray
+)
+
+type value struct {
+	kind  valueKind
+	text  string
+	raw   []byte
+	keys  []string
+	elems []value
+}
+
+type planState struct {
+	method, path, query string
+	headers             []header
+	body                value
+	bodyDeleted         bool
+}
+
+// run follows the plan; ok false leaves the run to the engine.
+func (p *plan) run(in Request, lim Limits) (out Request, cancel, ok bool) {
+	st := planState{method: validUTF8(in.Method), path: validUTF8(in.Path), query: validUTF8(in.Query),
+		headers: joinHeaders(in.Header)}
+	if utf8.Valid(in.Body) && json.Valid(in.Body) {
+		t := bytes.TrimSpace(in.Body)
+		if t[0] != '{' {
+			return Request{}, false, false // the engine parses it up front and serializes it anew
+		}
+		st.body = value{kind: valJSON, raw: t}
+	} else {
+		st.body = value{kind: valString, text: validUTF8(string(in.Body))}
+	}
+	for _, s := range p.steps {
+		if !st.apply(s) {
+			return Request{}, false, false
+		}
+	}
+	if p.cancel {
+		return Request{}, true, true
+	}
+	return st.result(in, lim)
+}
+
+func (st *planState) apply(s step) bool {
+	switch s.kind {
+	case deleteBody:
+		st.bodyDeleted = true
+		return true
+	case deleteHeader:
+		for i, h := range st.headers {
+			if h.key == s.name {
+				st.headers = append(st.headers[:i:i], st.headers[i+1:]...)
+				break
+			}
+		}
+		return true
+	}
+	v, ok := st.eval(s.expr)
+	if !ok {
+		return false
+	}
+	if s.kind == setField && s.name == "body" {
+		st.body, st.bodyDeleted = v, false
+		return true
+	}
+	if v.kind != valString {
+		return false // the result's checks would refuse it
+	}
+	switch {
+	case s.kind == setHeader:
+		for i := range st.headers {
+			if st.headers[i].key == s.name {
+				st.headers[i].value = v.text
+				return true
+			}
+		}
+		st.headers = append(st.headers, header{s.name, v.text})
+	case s.name == "method":
+		st.method = v.text
+	case s.name == "path":
+		st.path = v.text
+	case s.name == "query":
+		st.query = v.text
+	}
+	return true
+}
+
+func (st *planState) eval(e *expr) (value, bool) {
+	switch e.kind {
+	case exprJSON:
+		return value{kind: valJSON, text: e.text}, true
+	case exprString:
+		return value{kind: valString, text: e.text}, true
+	case exprField:
+		switch e.text {
+		case "method":
+			return value{kind: valString, text: st.method}, true
+		case "path":
+			return value{kind: valString, text: st.path}, true
+		case "query":
+			return value{kind: valString, text: st.query}, true
+		}
+		return st.body, !st.bodyDeleted
+	case exprHeader:
+		for _, h := range st.headers {
+			if h.key == e.text {
+				return value{kind: valString, text: h.value}, true
+			}
+		}
+		return value{}, false // undefined, or a property of Object.prototype
+	}
+	v := value{kind: valObject, keys: e.keys}
+	if e.kind == exprArray {
+		v.kind = valArray
+	}
+	v.elems = make([]value, len(e.elems))
+	for i, el := range e.elems {
+		var ok bool
+		if v.elems[i], ok = st.eval(el); !ok {
+			return value{}, false
+		}
+	}
+	return v, true
+}
+
+func (st *planState) result(in Request, lim Limits) (Request, bool, bool) {
+	out := Request{Method: st.method, Path: st.path, Body: in.Body}
+	var e *Error
+	if checkMethod(out.Method) != nil || checkPath(out.Path) != nil {
+		return Request{}, false, false
+	}
+	if out.Query, e = checkQuery(st.query); e != nil {
+		return Request{}, false, false
+	}
+	out.Header = make(http.Header, len(st.headers))
+	for _, h := range st.headers {
+		if !webhook.ValidHeaderName(h.key) || !webhook.ValidHeaderValue(h.value) {
+			return Request{}, false, false
+		}
+		out.Header.Add(http.CanonicalHeaderKey(h.key), h.value)
+	}
+	if st.bodyDeleted {
+		return out, false, true
+	}
+	if st.body.kind == valString {
+		out.Body = []byte(st.body.text)
+		return out, false, true
+	}
+	if jsonSize(st.body) > lim.Memory {
+		return Request{}, false, false // the engine fails the run with MEMORY
+	}
+	out.Body = appendJSON(nil, st.body)
+	defaultContentType(out.Header)
+	return out, false, true
+}
+
+// jsonSize bounds the length of v's JSON from above.
+func jsonSize(v value) int64 {
+	switch v.kind {
+	case valString:
+		return 2 + 6*int64(len(v.text))
+	case valJSON:
+		return int64(len(v.text) + len(v.raw))
+	}
+	n := int64(2)
+	for i, el := range v.elems {
+		n += 1 + jsonSize(el)
+		if v.kind == valObject {
+			n += 3 + 6*int64(len(v.keys[i]))
+		}
+	}
+	return n
+}
+
+// appendJSON writes v as JSON.stringify does.
+func appendJSON(b []byte, v value) []byte {
+	switch v.kind {
+	case valString:
+		return appendQuoted(b, v.text)
+	case valJSON:
+		if v.raw != nil {
+			return append(b, v.raw...)
+		}
+		return append(b, v.text...)
+	}
+	open, close := byte('['), byte(']')
+	if v.kind == valObject {
+		open, close = '{', '}'
+	}
+	b = append(b, open)
+	for i, el := range v.elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if v.kind == valObject {
+			b = appendQuoted(b, v.keys[i])
+			b = append(b, ':')
+		}
+		b = appendJSON(b, el)
+	}
+	return append(b, close)
+}
+
+const lowerHex = "0123456789abcdef"
+
+// appendQuoted quotes a valid UTF-8 string as JSON.stringify does: only quotes, backslashes and control
+// characters are escaped.
+func appendQuoted(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xF])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

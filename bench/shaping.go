@@ -28,6 +28,10 @@ var shapingBody, shapingInvalid = invoice.Body, invoice.Invalid
 // (shapedHeader, shapedPrefix) so that a run whose attempts were not transformed is void.
 const shapingTransform = `function transform(r) { r.headers["x-shaped"] = "1"; r.body = {data: r.body}; return r; }`
 
+// shapingScript is a transformation that reads the body, which takes the JavaScript engine: plain ones like
+// shapingTransform are run without it (docs/shaping.md). It arrives shaped as shapingTransform's do.
+const shapingScript = `function transform(r) { r.headers["x-shaped"] = "1"; r.headers["x-event"] = r.body.type; r.body = {data: r.body}; return r; }`
+
 // shapedHeader and shapedPrefix are how an attempt shaped by shapingTransform arrives.
 const (
 	shapedHeader = "X-Shaped"
@@ -41,12 +45,17 @@ const shapingTenants = 100
 // over the scenario weighs on both sides alike.
 var shapingOrder = []bool{false, true, true, false}
 
+// shapingDispatchOrder is the order of the burn-downs: 0 without a transformation, 1 with shapingTransform,
+// 2 with shapingScript.
+var shapingDispatchOrder = []int{0, 1, 2, 2, 1, 0}
+
 // shaping measures what the shaping features (docs/shaping.md) cost on the paths they add to, each beside the
 // same work without them in the same invocation, runs interleaved as shapingOrder says:
 //   - intake, on one process: servers that read the type at "type" and validate ENFORCE against shapingSchema,
 //     against servers that type nothing, the same bodies offered at ShapingRate;
 //   - dispatch: the burn-down of ShapingDeliveries due deliveries to recipients running shapingTransform,
-//     against the same burn-down without, each run on a fresh process and database.
+//     and to recipients running shapingScript, against the same burn-down without, each run on a fresh
+//     process and database.
 //
 // Each side is one row summing its two runs; the feature's row gives its rate and its CPU per unit as ratios to
 // the other's, judged against the budget: ≥ 0.8× the rate, so ≤ 1/0.8× the CPU per unit.
@@ -239,16 +248,19 @@ func (p *Process) probe422(url string, body []byte) (string, error) {
 	return got, nil
 }
 
-// shapingDispatch runs the burn-downs, with the transformation and without.
+// shapingDispatch runs the burn-downs, with each transformation and without.
 func (b *Runner) shapingDispatch(ctx context.Context) error {
 	n := b.cfg.ShapingDeliveries
-	var sides [2]shapingSide // without, with
-	var settings [2]string
-	var shaped [2]int64
-	for _, with := range shapingOrder {
-		side, scenario, l := 0, "shaping_dispatch", layout{tenants: 10, recipients: 10}
-		if with {
-			side, scenario, l.transform = 1, "shaping_dispatch_transform", shapingTransform
+	var sides [3]shapingSide
+	var settings [3]string
+	var shaped [3]int64
+	for _, side := range shapingDispatchOrder {
+		scenario, l := "shaping_dispatch", layout{tenants: 10, recipients: 10}
+		switch side {
+		case 1:
+			scenario, l.transform = "shaping_dispatch_transform", shapingTransform
+		case 2:
+			scenario, l.transform = "shaping_dispatch_script", shapingScript
 		}
 		s := &sides[side]
 		err := b.burnDownOf(ctx, scenario, n, l, nil, func(bd *burnDown) bool {
@@ -257,10 +269,10 @@ func (b *Runner) shapingDispatch(ctx context.Context) error {
 			if bd.row.Void != "" {
 				s.void = append(s.void, bd.row.Void)
 			}
-			// Every attempt of the transformed side arrives shaped, none of the other's.
+			// Every attempt of a transformed side arrives shaped, none of the other's.
 			got, err := b.traffic.Shaped(ctx)
 			want := int64(0)
-			if with && err == nil {
+			if side > 0 && err == nil {
 				want, err = b.traffic.Received(ctx)
 			}
 			if err != nil {
@@ -275,18 +287,28 @@ func (b *Runner) shapingDispatch(ctx context.Context) error {
 			return err
 		}
 	}
-	without, with := &sides[0], &sides[1]
-	ratio, cpu, target := shapingJudge(with, without, "attempt", "attempts/s")
-	runs := "; runs plain, transform, transform, plain, each on a fresh process and database"
+	without := &sides[0]
+	runs := "; runs plain, transform, script, script, transform, plain, each on a fresh process and database"
 	b.add(without.row("shaping dispatch plain",
 		fmt.Sprintf("%.0f attempts/s", without.rate()),
 		fmt.Sprintf("%d attempts, runs %s attempts/s; %d arrived shaped", without.cost.Units, strings.Join(without.runs, ", "),
 			shaped[0]),
-		"none: the reference of transform's ratios", settings[0]+runs))
-	b.add(with.row("shaping dispatch transform",
-		fmt.Sprintf("%.0f attempts/s %s", with.rate(), ratio),
-		fmt.Sprintf("%s; %d attempts, runs %s attempts/s; %d arrived shaped (%s header, body wrapped in data)", cpu,
-			with.cost.Units, strings.Join(with.runs, ", "), shaped[1], shapedHeader),
-		target, settings[1]+runs+"; every recipient transforms: "+shapingTransform))
+		"none: the reference of the transformations' ratios", settings[0]+runs))
+	for _, what := range []struct {
+		side              int
+		name, source, how string
+	}{
+		{1, "transform", shapingTransform, "a plain transformation, run without the JavaScript engine"},
+		{2, "script", shapingScript, "a transformation that reads the body, run in the JavaScript engine"},
+	} {
+		side := what.side
+		with := &sides[side]
+		ratio, cpu, target := shapingJudge(with, without, "attempt", "attempts/s")
+		b.add(with.row("shaping dispatch "+what.name,
+			fmt.Sprintf("%.0f attempts/s %s", with.rate(), ratio),
+			fmt.Sprintf("%s; %d attempts, runs %s attempts/s; %d arrived shaped (%s header, body wrapped in data)", cpu,
+				with.cost.Units, strings.Join(with.runs, ", "), shaped[side], shapedHeader),
+			target, settings[side]+runs+"; every recipient transforms, "+what.how+": "+what.source))
+	}
 	return nil
 }

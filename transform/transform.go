@@ -78,6 +78,16 @@
 // either way. A run that was stopped leaves its runtime behind. Each runtime
 // keeps its own goroutine, on which its runs go.
 //
+// # Plans
+//
+// A source that only sets or deletes the request's headers, sets its method, path or query, and sets or
+// deletes its body — with string, integer, boolean and null literals, object and array literals and the
+// request's own fields — and then returns the request or null is also compiled to a plan, which Run follows
+// without a runtime. Its result is the engine's, byte for byte; an input for which it could differ goes to
+// the engine.
+//
+// # Lazy bodies
+//
 // A JSON object body is given to the function as a proxy that parses the
 // body at its first use and then behaves as the parsed object, so that a
 // transform that only passes the body on neither parses nor serializes it.

@@ -3,8 +3,8 @@ package eventtype
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/adal-relay/adal/internal/jsonstring"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -173,7 +173,7 @@ func (s *scanner) str() (content span, plain, ok bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if i+6 > len(d) || hex4(d[i+2:i+6]) < 0 {
+				if i+6 > len(d) || jsonstring.Hex4(d[i+2:i+6]) < 0 {
 					return span{}, false, false
 				}
 				i += 6
@@ -195,25 +195,6 @@ func special(x uint64) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	quote, backslash := x^(ones*'"'), x^(ones*'\\')
 	return ((x-ones*0x20)|(quote-ones)|(backslash-ones)|x)&highs != 0
-}
-
-// hex4 is the value of four hex digits, or -1.
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
 
 // number scans a number, reporting integer if it is written without a fraction or an exponent.
@@ -261,58 +242,6 @@ func digits(d []byte, i int) int {
 	return i
 }
 
-// appendUnquoted appends the string whose content (well formed, between its quotes) is q, decoded as
-// encoding/json decodes it: escapes resolved, and U+FFFD for a lone surrogate and for each byte of
-// invalid UTF-8.
-func appendUnquoted(dst, q []byte) []byte {
-	for i := 0; i < len(q); {
-		c := q[i]
-		switch {
-		case c == '\\' && q[i+1] == 'u':
-			r := hex4(q[i+2:])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				next := rune(-1)
-				if i+6 <= len(q) && q[i] == '\\' && q[i+1] == 'u' {
-					next = hex4(q[i+2:])
-				}
-				if r = utf16.DecodeRune(r, next); r != utf8.RuneError {
-					i += 6
-				}
-			}
-			dst = utf8.AppendRune(dst, r)
-		case c == '\\':
-			dst = append(dst, unescape(q[i+1]))
-			i += 2
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(q[i:])
-			dst = utf8.AppendRune(dst, r)
-			i += size
-		}
-	}
-	return dst
-}
-
-// unescape is the byte a one-letter escape stands for.
-func unescape(c byte) byte {
-	switch c {
-	case 'b':
-		return '\b'
-	case 'f':
-		return '\f'
-	case 'n':
-		return '\n'
-	case 'r':
-		return '\r'
-	case 't':
-		return '\t'
-	}
-	return c // " \ /
-}
-
 // text is a scanned string's value: its content as is when plain, else decoded into the scratch buffer,
 // valid until the next call.
 func (s *scanner) text(content span, plain bool) []byte {
@@ -320,7 +249,7 @@ func (s *scanner) text(content span, plain bool) []byte {
 	if plain {
 		return q
 	}
-	s.buf = appendUnquoted(s.buf[:0], q)
+	s.buf = jsonstring.AppendUnquoted(s.buf[:0], q)
 	return s.buf
 }
 

@@ -653,12 +653,12 @@ var lazyHandler = desc({
 	preventExtensions: function (t) { return rPreventExtensions(real(t)); }
 });
 
-// serialize is stringify for the host's result: one replacer for all its calls.
-function identity(k, v) { return v; }
-function serialize(value) {
+// serialize is stringify for the host's result, with the host's replacer: it is called for every value,
+// which lets a stopped run end mid-way, and it takes long strings out to be quoted by the host.
+function serialize(value, replacer) {
 	serializing = true;
 	try {
-		return origStringify(value, identity);
+		return origStringify(value, replacer);
 	} finally {
 		serializing = false;
 	}

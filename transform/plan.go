@@ -2,7 +2,7 @@ package transform
 
 import (
 	"bytes"
-	"encoding/json"
+	"github.com/adal-relay/adal/internal/jsonstring"
 	"math"
 	"net/http"
 	"strconv"
@@ -316,7 +316,7 @@ type planState struct {
 func (p *plan) run(in Request, lim Limits) (out Request, cancel, ok bool) {
 	st := planState{method: validUTF8(in.Method), path: validUTF8(in.Path), query: validUTF8(in.Query),
 		headers: joinHeaders(in.Header)}
-	if utf8.Valid(in.Body) && json.Valid(in.Body) {
+	if validJSON(in.Body) {
 		t := bytes.TrimSpace(in.Body)
 		if t[0] != '{' {
 			return Request{}, false, false // the engine parses it up front and serializes it anew
@@ -471,7 +471,7 @@ func jsonSize(v value) int64 {
 func appendJSON(b []byte, v value) []byte {
 	switch v.kind {
 	case valString:
-		return appendQuoted(b, v.text)
+		return jsonstring.AppendQuoted(b, v.text)
 	case valJSON:
 		if v.raw != nil {
 			return append(b, v.raw...)
@@ -488,40 +488,10 @@ func appendJSON(b []byte, v value) []byte {
 			b = append(b, ',')
 		}
 		if v.kind == valObject {
-			b = appendQuoted(b, v.keys[i])
+			b = jsonstring.AppendQuoted(b, v.keys[i])
 			b = append(b, ':')
 		}
 		b = appendJSON(b, el)
 	}
 	return append(b, close)
-}
-
-const lowerHex = "0123456789abcdef"
-
-// appendQuoted quotes a valid UTF-8 string as JSON.stringify does: only quotes, backslashes and control
-// characters are escaped.
-func appendQuoted(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\b':
-			b = append(b, '\\', 'b')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\f':
-			b = append(b, '\\', 'f')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xF])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
 }

@@ -3,8 +3,9 @@ package transform
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/adal-relay/adal/internal/jsonstring"
 	"net/http"
 	"slices"
 	"strconv"
@@ -78,7 +79,7 @@ func joinHeaders(h http.Header) []header {
 // the transform first looks into it (see lazyHandler in the guards).
 func (s *sandbox) body(b []byte) (goja.Value, error) {
 	s.pending = nil
-	if utf8.Valid(b) && json.Valid(b) {
+	if validJSON(b) {
 		if t := bytes.TrimSpace(b); s.lazy && len(t) > 0 && t[0] == '{' {
 			target := s.vm.NewObject()
 			if err := target.SetSymbol(s.rawSym, string(t)); err != nil {
@@ -103,26 +104,76 @@ func (s *sandbox) body(b []byte) (goja.Value, error) {
 }
 
 // serializeBody is the JSON of a returned body, nil when it has none (a function, undefined). Where the
-// request's body appears untouched, its own bytes are spliced in.
+// request's body appears untouched, its own bytes are spliced in, and so are the long strings that replace
+// took out, quoted here.
 func (s *sandbox) serializeBody(v goja.Value) ([]byte, error) {
-	if b := s.pending; b != nil && !b.touched && b.proxy.SameAs(v) {
+	b := s.pending
+	if b != nil && !b.touched && b.proxy.SameAs(v) {
 		return b.raw, nil
 	}
-	j, err := s.serialize(goja.Undefined(), v)
-	if err != nil || !goja.IsString(j) {
+	s.stash = s.stash[:0]
+	j, err := s.serialize(goja.Undefined(), v, s.replacer)
+	if err != nil {
+		if e := s.stopped.Load(); e != nil {
+			return nil, e
+		}
 		return nil, err
 	}
-	out := []byte(j.String())
-	if b := s.pending; b != nil {
-		marker := []byte(`"` + s.marker + `"`)
-		if n := bytes.Count(out, marker); n > 0 {
-			if size := int64(len(out)) + int64(n)*int64(len(b.raw)-len(marker)); size > s.lim.Memory {
-				return nil, bodyTooLarge(size, s.lim.Memory)
+	if !goja.IsString(j) {
+		return nil, nil
+	}
+	text := j.String()
+	quoted := `"` + s.marker
+	if !strings.Contains(text, quoted) {
+		return []byte(text), nil
+	}
+	out := make([]byte, 0, len(text))
+	for {
+		k := strings.Index(text, quoted)
+		if k < 0 {
+			return append(out, text...), nil
+		}
+		out, text = append(out, text[:k]...), text[k+len(quoted):]
+		switch end := strings.IndexByte(text, '"'); {
+		case end == 0 && b != nil:
+			out = append(out, b.raw...)
+		case end > 1 && text[0] == '-':
+			n, err := strconv.Atoi(text[1:end])
+			if err != nil || n >= len(s.stash) {
+				return nil, errors.New("the body has a string the host did not expect")
 			}
-			out = bytes.ReplaceAll(out, marker, b.raw)
+			out = jsonstring.AppendQuoted(out, s.stash[n])
+		default:
+			out = append(out, quoted...) // a string that only starts as a marker: kept as it is
+			continue
+		}
+		text = text[strings.IndexByte(text, '"')+1:]
+		if int64(len(out)) > s.lim.Memory {
+			return nil, bodyTooLarge(int64(len(out)), s.lim.Memory)
 		}
 	}
-	return out, nil
+}
+
+// stashFrom is the length from which replace takes a string out: goja quotes a string a character at a
+// time, several times slower than the host, which gains over the cost of the marker from about here.
+const stashFrom = 32
+
+// replace is the replacer of the result's serialization. It ends a stopped run's serialization, and
+// replaces a long string with a marker that serializeBody replaces with the string, quoted. A string in
+// which a lone surrogate may have been replaced when it was read is left to the engine, which writes it
+// as an escape.
+func (s *sandbox) replace(call goja.FunctionCall) goja.Value {
+	if s.stopped.Load() != nil {
+		panic(s.vm.NewGoError(errors.New("the run was stopped")))
+	}
+	v := call.Argument(1)
+	if str, ok := v.(goja.String); ok && str.Length() >= stashFrom {
+		if text := str.String(); text != s.marker && !strings.ContainsRune(text, utf8.RuneError) {
+			s.stash = append(s.stash, text)
+			return s.vm.ToValue(s.marker + "-" + strconv.Itoa(len(s.stash)-1))
+		}
+	}
+	return v
 }
 
 // bodyTooLarge is a result whose body, with the request's body in it as many times as it is, goes over

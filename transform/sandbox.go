@@ -60,8 +60,11 @@ type sandbox struct {
 	// stopped is why the run was interrupted; the first reason wins.
 	stopped   atomic.Pointer[Error]
 	stringify goja.Callable // JSON.stringify as the guards left it
-	serialize goja.Callable // the same, for the result's body
-	parse     goja.Callable // JSON.parse
+	serialize goja.Callable // the same, for the result's body, with replacer
+	replacer  goja.Value    // see replace
+	// stash holds the long strings replace took out of the result's body while it was serialized.
+	stash []string
+	parse goja.Callable // JSON.parse
 	// proxy, lazyHandler and rawSym make a body parsed at its first use (see the guards).
 	proxy       goja.Value
 	lazyHandler goja.Value
@@ -145,6 +148,7 @@ func newSandbox(lim Limits) (*sandbox, error) {
 	s.stringify, _ = goja.AssertFunction(obj.Get("stringify"))
 	s.parse, _ = goja.AssertFunction(obj.Get("parse"))
 	s.serialize, _ = goja.AssertFunction(obj.Get("serialize"))
+	s.replacer = vm.ToValue(s.replace)
 	s.proxy, s.lazyHandler = obj.Get("proxy"), obj.Get("lazyHandler")
 	if s.stringify == nil || s.parse == nil || s.serialize == nil || s.proxy == nil || s.lazyHandler == nil {
 		return nil, errors.New("the sandbox setup returned no JSON functions")

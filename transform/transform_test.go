@@ -756,14 +756,17 @@ func BenchmarkRunPassThrough(b *testing.B) {
 // goroutines as CPUs, as a dispatcher does for a hundred recipients that each have a transform: in the
 // engine, every run finds its runtime's memory cold.
 func BenchmarkRunManyPrograms(b *testing.B) {
-	b.Run("plan", func(b *testing.B) { benchMany(b) })
-	b.Run("engine", func(b *testing.B) { benchMany(b, engineOnly) })
+	b.Run("plan", func(b *testing.B) { benchMany(b, passThrough) })
+	b.Run("engine", func(b *testing.B) { benchMany(b, passThrough, engineOnly) })
+	b.Run("reading", func(b *testing.B) {
+		benchMany(b, `function transform(r) { r.headers["x-event"] = r.body.type; r.body = {data: r.body}; return r; }`)
+	})
 }
 
-func benchMany(b *testing.B, opts ...func(*Program)) {
+func benchMany(b *testing.B, src string, opts ...func(*Program)) {
 	ps := make([]*Program, 100)
 	for i := range ps {
-		ps[i] = compile(b, passThrough)
+		ps[i] = compile(b, src)
 		for _, o := range opts {
 			o(ps[i])
 		}
@@ -838,6 +841,38 @@ func TestIdleWorkersEndWithTheirProgram(t *testing.T) {
 				t.Fatal("an idle worker's goroutine outlived its program")
 			case <-time.After(10 * time.Millisecond):
 			}
+		}
+	}
+}
+
+// Long strings in a returned body are quoted by the host; the body must still be what JSON.stringify
+// writes, escapes and lone surrogates included.
+func TestSerializedStringsMatchStringify(t *testing.T) {
+	for _, expr := range []string{
+		`"x".repeat(40)`,
+		`"q\"b\\s/\n\t\r\b\f\u0001\u001f".repeat(8)`,
+		`"caf\u00e9 \u2028 \u2029 \ufffd ".repeat(8)`,
+		`"\ud83d\ude00 emoji ".repeat(8)`,
+		`"\ud800 lone ".repeat(8)`,
+		`"\udc00" + "x".repeat(40) + "\ud800"`,
+		`["short", "y".repeat(64), {k: "z".repeat(33), n: 1}]`,
+		`{toJSON: function () { return "w".repeat(50); }}`,
+		`"adal-body-" + "0".repeat(40)`,
+	} {
+		src := `function transform(r) { var x = ` + expr + `; r.body = {data: x, json: JSON.stringify(x)}; return r; }`
+		out, _, err := run(t, src, sample())
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		var got struct {
+			Data json.RawMessage
+			JSON string
+		}
+		if err := json.Unmarshal(out.Body, &got); err != nil {
+			t.Fatalf("%s: %v in %s", expr, err, out.Body)
+		}
+		if string(got.Data) != got.JSON {
+			t.Errorf("%s: serialized as\n%s\nwant\n%s", expr, got.Data, got.JSON)
 		}
 	}
 }

@@ -92,6 +92,11 @@ func (s *sandbox) body(b []byte) (goja.Value, error) {
 			s.pending = &lazyBody{raw: t, target: target, proxy: proxy}
 			return proxy, nil
 		}
+		if !s.noParse {
+			if v, ok := s.parseJSON(b); ok {
+				return v, nil
+			}
+		}
 		v, err := s.parse(goja.Undefined(), s.vm.ToValue(string(b)))
 		if err == nil {
 			return v, nil

@@ -78,6 +78,8 @@ type sandbox struct {
 	lazy    bool
 	pending *lazyBody
 	marker  string
+	// noParse leaves every body to JSON.parse (tests compare parseJSON with it).
+	noParse bool
 }
 
 // lazyBody is a JSON object body, given to the transform as a proxy over target.

@@ -3,7 +3,7 @@ package eventtype
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/adal-relay/adal/internal/jsonstring"
+	"github.com/adal-relay/adal/internal/jsontext"
 	"strconv"
 	"unicode/utf8"
 )
@@ -173,7 +173,7 @@ func (s *scanner) str() (content span, plain, ok bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if i+6 > len(d) || jsonstring.Hex4(d[i+2:i+6]) < 0 {
+				if i+6 > len(d) || jsontext.Hex4(d[i+2:i+6]) < 0 {
 					return span{}, false, false
 				}
 				i += 6
@@ -199,47 +199,11 @@ func special(x uint64) bool {
 
 // number scans a number, reporting integer if it is written without a fraction or an exponent.
 func (s *scanner) number() (integer, ok bool) {
-	d, i := s.data, s.pos
-	if i < len(d) && d[i] == '-' {
-		i++
+	end, integer, ok := jsontext.NumberEnd(s.data, s.pos)
+	if ok {
+		s.pos = end
 	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && '1' <= d[i] && d[i] <= '9':
-		i = digits(d, i)
-	default:
-		return false, false
-	}
-	integer = true
-	if i < len(d) && d[i] == '.' {
-		j := digits(d, i+1)
-		if j == i+1 {
-			return false, false
-		}
-		i, integer = j, false
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		j := digits(d, i)
-		if j == i {
-			return false, false
-		}
-		i, integer = j, false
-	}
-	s.pos = i
-	return integer, true
-}
-
-// digits is the end of the digits from i.
-func digits(d []byte, i int) int {
-	for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-		i++
-	}
-	return i
+	return integer, ok
 }
 
 // text is a scanned string's value: its content as is when plain, else decoded into the scratch buffer,
@@ -249,7 +213,7 @@ func (s *scanner) text(content span, plain bool) []byte {
 	if plain {
 		return q
 	}
-	s.buf = jsonstring.AppendUnquoted(s.buf[:0], q)
+	s.buf = jsontext.AppendUnquoted(s.buf[:0], q)
 	return s.buf
 }
 

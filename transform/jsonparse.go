@@ -4,22 +4,22 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/adal-relay/adal/internal/jsonstring"
+	"github.com/adal-relay/adal/internal/jsontext"
 	"github.com/dop251/goja"
 )
 
 // maxParseDepth bounds the nesting parseJSON follows; a deeper body is left to JSON.parse.
 const maxParseDepth = 256
 
-// parseJSON builds from b, which validJSON accepted, the value JSON.parse gives, with the runtime's own
+// parseJSON builds from b, which jsontext.Valid accepted, the value JSON.parse gives, with the runtime's own
 // constructors: goja's JSON.parse reads through encoding/json's token API, several times slower. ok false
 // leaves b to JSON.parse: an object key that is __proto__, starts with a digit or repeats in its object, a
 // number beyond float64, nesting deeper than maxParseDepth.
 func (s *sandbox) parseJSON(b []byte) (v goja.Value, ok bool) {
 	p := jsonParser{vm: s.vm, b: b}
-	p.i = space(b, 0)
+	p.i = jsontext.Space(b, 0)
 	v, ok = p.value(0)
-	return v, ok && space(b, p.i) == len(b)
+	return v, ok && jsontext.Space(b, p.i) == len(b)
 }
 
 type jsonParser struct {
@@ -54,7 +54,7 @@ func (p *jsonParser) value(depth int) (goja.Value, bool) {
 		p.i += len("null")
 		return goja.Null(), true
 	}
-	end, ok := jsonNumber(p.b, p.i)
+	end, _, ok := jsontext.NumberEnd(p.b, p.i)
 	if !ok {
 		return nil, false
 	}
@@ -68,7 +68,7 @@ func (p *jsonParser) value(depth int) (goja.Value, bool) {
 
 func (p *jsonParser) object(depth int) (goja.Value, bool) {
 	obj := p.vm.NewObject()
-	p.i = space(p.b, p.i+1)
+	p.i = jsontext.Space(p.b, p.i+1)
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
 		return obj, true
@@ -85,8 +85,8 @@ func (p *jsonParser) object(depth int) (goja.Value, bool) {
 			}
 		}
 		keys = append(keys, key)
-		p.i = space(p.b, p.i) + 1 // past the colon
-		p.i = space(p.b, p.i)
+		p.i = jsontext.Space(p.b, p.i) + 1 // past the colon
+		p.i = jsontext.Space(p.b, p.i)
 		v, ok := p.value(depth + 1)
 		if !ok {
 			return nil, false
@@ -94,20 +94,25 @@ func (p *jsonParser) object(depth int) (goja.Value, bool) {
 		if err := obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 			return nil, false
 		}
-		p.i = space(p.b, p.i)
-		if p.i >= len(p.b) {
-			return nil, false
-		}
-		c := p.b[p.i]
-		p.i = space(p.b, p.i+1)
-		if c == '}' {
-			return obj, true
+		if end, ok := p.after('}'); !ok || end {
+			return obj, ok
 		}
 	}
 }
 
+// after moves past the comma or the closing byte that follows a member, reporting end at the closing one.
+func (p *jsonParser) after(closing byte) (end, ok bool) {
+	p.i = jsontext.Space(p.b, p.i)
+	if p.i >= len(p.b) {
+		return false, false
+	}
+	c := p.b[p.i]
+	p.i = jsontext.Space(p.b, p.i+1)
+	return c == closing, true
+}
+
 func (p *jsonParser) array(depth int) (goja.Value, bool) {
-	p.i = space(p.b, p.i+1)
+	p.i = jsontext.Space(p.b, p.i+1)
 	var items []any
 	if p.i < len(p.b) && p.b[p.i] == ']' {
 		p.i++
@@ -119,13 +124,9 @@ func (p *jsonParser) array(depth int) (goja.Value, bool) {
 			return nil, false
 		}
 		items = append(items, v)
-		p.i = space(p.b, p.i)
-		if p.i >= len(p.b) {
+		if end, ok := p.after(']'); !ok {
 			return nil, false
-		}
-		c := p.b[p.i]
-		p.i = space(p.b, p.i+1)
-		if c == ']' {
+		} else if end {
 			return p.vm.NewArray(items...), true
 		}
 	}
@@ -136,7 +137,7 @@ func (p *jsonParser) str() (string, bool) {
 	if p.i >= len(p.b) || p.b[p.i] != '"' {
 		return "", false
 	}
-	end, ok := jsonString(p.b, p.i)
+	end, ok := jsontext.StringEnd(p.b, p.i)
 	if !ok {
 		return "", false
 	}
@@ -144,7 +145,7 @@ func (p *jsonParser) str() (string, bool) {
 	p.i = end
 	for _, c := range q {
 		if c == '\\' || c >= utf8.RuneSelf {
-			p.buf = jsonstring.AppendUnquoted(p.buf[:0], q)
+			p.buf = jsontext.AppendUnquoted(p.buf[:0], q)
 			return string(p.buf), true
 		}
 	}

@@ -60,17 +60,11 @@ func TestParseJSONMatchesJSONParse(t *testing.T) {
 		case n < 2 || depth > 4:
 			return []string{`"x"`, `""`, `"\u00e9\n"`, `12`, `-3.25`, `true`, `false`, `null`, `1e21`, `0.000001`}[rng.IntN(10)]
 		case n < 6:
-			var parts []string
-			for range rng.IntN(5) {
-				parts = append(parts, fmt.Sprintf(`"%s":%s`, []string{"a", "b", "k", "id", "type", "x y"}[rng.IntN(6)], gen(depth+1)))
-			}
-			return "{" + strings.Join(parts, ",") + "}"
+			return randomList(rng, 5, "{", "}", func(int) string {
+				return fmt.Sprintf(`"%s":%s`, []string{"a", "b", "k", "id", "type", "x y"}[rng.IntN(6)], gen(depth+1))
+			})
 		default:
-			var parts []string
-			for range rng.IntN(5) {
-				parts = append(parts, gen(depth+1))
-			}
-			return "[" + strings.Join(parts, ", ") + "]"
+			return randomList(rng, 5, "[", "]", func(int) string { return gen(depth + 1) })
 		}
 	}
 	for range 200 {

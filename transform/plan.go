@@ -2,7 +2,7 @@ package transform
 
 import (
 	"bytes"
-	"github.com/adal-relay/adal/internal/jsonstring"
+	"github.com/adal-relay/adal/internal/jsontext"
 	"math"
 	"net/http"
 	"strconv"
@@ -316,7 +316,7 @@ type planState struct {
 func (p *plan) run(in Request, lim Limits) (out Request, cancel, ok bool) {
 	st := planState{method: validUTF8(in.Method), path: validUTF8(in.Path), query: validUTF8(in.Query),
 		headers: joinHeaders(in.Header)}
-	if validJSON(in.Body) {
+	if jsontext.Valid(in.Body) {
 		t := bytes.TrimSpace(in.Body)
 		if t[0] != '{' {
 			return Request{}, false, false // the engine parses it up front and serializes it anew
@@ -471,7 +471,7 @@ func jsonSize(v value) int64 {
 func appendJSON(b []byte, v value) []byte {
 	switch v.kind {
 	case valString:
-		return jsonstring.AppendQuoted(b, v.text)
+		return jsontext.AppendQuoted(b, v.text)
 	case valJSON:
 		if v.raw != nil {
 			return append(b, v.raw...)
@@ -488,7 +488,7 @@ func appendJSON(b []byte, v value) []byte {
 			b = append(b, ',')
 		}
 		if v.kind == valObject {
-			b = jsonstring.AppendQuoted(b, v.keys[i])
+			b = jsontext.AppendQuoted(b, v.keys[i])
 			b = append(b, ':')
 		}
 		b = appendJSON(b, el)

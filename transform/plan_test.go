@@ -116,6 +116,15 @@ func TestPlanAnswers(t *testing.T) {
 	}
 }
 
+// randomList is fewer than most items made by item, between open and close.
+func randomList(rng *rand.Rand, most int, open, close string, item func(i int) string) string {
+	parts := make([]string, rng.IntN(most))
+	for i := range parts {
+		parts[i] = item(i)
+	}
+	return open + strings.Join(parts, ", ") + close
+}
+
 // Random programs of the statements a plan covers, against the engine.
 func TestPlanMatchesEngineRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -135,17 +144,9 @@ func TestPlanMatchesEngineRandom(t *testing.T) {
 		case depth > 1:
 			return `"leaf"`
 		case n < 9:
-			var parts []string
-			for i := range rng.IntN(4) {
-				parts = append(parts, fmt.Sprintf("k%d: %s", i, value(depth+1)))
-			}
-			return "{" + strings.Join(parts, ", ") + "}"
+			return randomList(rng, 4, "{", "}", func(i int) string { return fmt.Sprintf("k%d: %s", i, value(depth+1)) })
 		default:
-			var parts []string
-			for range rng.IntN(4) {
-				parts = append(parts, value(depth+1))
-			}
-			return "[" + strings.Join(parts, ", ") + "]"
+			return randomList(rng, 4, "[", "]", func(int) string { return value(depth + 1) })
 		}
 	}
 	answered := 0

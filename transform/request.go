@@ -5,7 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/adal-relay/adal/internal/jsonstring"
+	"github.com/adal-relay/adal/internal/jsontext"
 	"net/http"
 	"slices"
 	"strconv"
@@ -79,7 +79,7 @@ func joinHeaders(h http.Header) []header {
 // the transform first looks into it (see lazyHandler in the guards).
 func (s *sandbox) body(b []byte) (goja.Value, error) {
 	s.pending = nil
-	if validJSON(b) {
+	if jsontext.Valid(b) {
 		if t := bytes.TrimSpace(b); s.lazy && len(t) > 0 && t[0] == '{' {
 			target := s.vm.NewObject()
 			if err := target.SetSymbol(s.rawSym, string(t)); err != nil {
@@ -147,7 +147,7 @@ func (s *sandbox) serializeBody(v goja.Value) ([]byte, error) {
 			if err != nil || n >= len(s.stash) {
 				return nil, errors.New("the body has a string the host did not expect")
 			}
-			out = jsonstring.AppendQuoted(out, s.stash[n])
+			out = jsontext.AppendQuoted(out, s.stash[n])
 		default:
 			out = append(out, quoted...) // a string that only starts as a marker: kept as it is
 			continue

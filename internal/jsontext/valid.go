@@ -1,4 +1,4 @@
-package transform
+package jsontext
 
 import (
 	"encoding/binary"
@@ -8,13 +8,12 @@ import (
 // maxNesting is the deepest nesting of arrays and objects that encoding/json accepts.
 const maxNesting = 10000
 
-// validJSON reports whether b is JSON text in valid UTF-8: exactly what utf8.Valid and encoding/json.Valid
-// both accept, in one pass and a few times faster. Whether a body is JSON decides what a transform gets, so
-// it is asked once per run.
-func validJSON(b []byte) bool {
+// Valid reports whether b is JSON text in valid UTF-8: exactly what utf8.Valid and encoding/json.Valid
+// both accept, in one pass and a few times faster.
+func Valid(b []byte) bool {
 	var buf [64]byte
 	open := buf[:0] // the containers entered: '{' or '['
-	i := space(b, 0)
+	i := Space(b, 0)
 	for {
 		// A value starts at i.
 		if i >= len(b) {
@@ -30,7 +29,7 @@ func validJSON(b []byte) bool {
 			if c == '[' {
 				closing = ']'
 			}
-			if i = space(b, i+1); i < len(b) && b[i] == closing {
+			if i = Space(b, i+1); i < len(b) && b[i] == closing {
 				i++
 				break
 			}
@@ -42,7 +41,7 @@ func validJSON(b []byte) bool {
 			}
 			continue
 		case c == '"':
-			if i, ok = jsonString(b, i); !ok {
+			if i, ok = StringEnd(b, i); !ok {
 				return false
 			}
 		case c == 't':
@@ -58,12 +57,12 @@ func validJSON(b []byte) bool {
 				return false
 			}
 		default:
-			if i, ok = jsonNumber(b, i); !ok {
+			if i, _, ok = NumberEnd(b, i); !ok {
 				return false
 			}
 		}
 		// A value ended at i: close what it ends, then go on to the next one.
-		for i = space(b, i); ; i = space(b, i+1) {
+		for i = Space(b, i); ; i = Space(b, i+1) {
 			if len(open) == 0 {
 				return i == len(b)
 			}
@@ -72,7 +71,7 @@ func validJSON(b []byte) bool {
 			}
 			top := open[len(open)-1]
 			if b[i] == ',' {
-				i = space(b, i+1)
+				i = Space(b, i+1)
 				if top == '{' {
 					if i, ok = member(b, i); !ok {
 						return false
@@ -93,17 +92,18 @@ func member(b []byte, i int) (int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return i, false
 	}
-	i, ok := jsonString(b, i)
+	i, ok := StringEnd(b, i)
 	if !ok {
 		return i, false
 	}
-	if i = space(b, i); i >= len(b) || b[i] != ':' {
+	if i = Space(b, i); i >= len(b) || b[i] != ':' {
 		return i, false
 	}
-	return space(b, i+1), true
+	return Space(b, i+1), true
 }
 
-func space(b []byte, i int) int {
+// Space is the end of the whitespace from i.
+func Space(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
 		i++
 	}
@@ -117,8 +117,9 @@ func literal(b []byte, i int, lit string) (int, bool) {
 	return i + len(lit), true
 }
 
-// jsonString reads the string that starts at i, to just past its closing quote.
-func jsonString(b []byte, i int) (int, bool) {
+// StringEnd is the end of the string that starts at i, just past its closing quote; ok is false if it is
+// malformed or not valid UTF-8.
+func StringEnd(b []byte, i int) (int, bool) {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for i++; ; {
 		// Eight bytes at a time while none is a quote, a backslash, a control character or outside ASCII.
@@ -145,7 +146,7 @@ func jsonString(b []byte, i int) (int, bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+				if i+6 > len(b) || Hex4(b[i+2:i+6]) < 0 {
 					return i, false
 				}
 				i += 6
@@ -164,12 +165,9 @@ func jsonString(b []byte, i int) (int, bool) {
 	}
 }
 
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// jsonNumber reads the number that starts at i.
-func jsonNumber(b []byte, i int) (int, bool) {
+// NumberEnd is the end of the number that starts at i; integer reports one written without a fraction or
+// an exponent.
+func NumberEnd(b []byte, i int) (end int, integer, ok bool) {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
@@ -179,14 +177,15 @@ func jsonNumber(b []byte, i int) (int, bool) {
 	case i < len(b) && '1' <= b[i] && b[i] <= '9':
 		i = digitsFrom(b, i)
 	default:
-		return i, false
+		return i, false, false
 	}
+	integer = true
 	if i < len(b) && b[i] == '.' {
 		j := digitsFrom(b, i+1)
 		if j == i+1 {
-			return i, false
+			return i, false, false
 		}
-		i = j
+		i, integer = j, false
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
@@ -195,11 +194,11 @@ func jsonNumber(b []byte, i int) (int, bool) {
 		}
 		j := digitsFrom(b, i)
 		if j == i {
-			return i, false
+			return i, false, false
 		}
-		i = j
+		i, integer = j, false
 	}
-	return i, true
+	return i, integer, true
 }
 
 func digitsFrom(b []byte, i int) int {

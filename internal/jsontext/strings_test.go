@@ -1,4 +1,4 @@
-package jsonstring
+package jsontext
 
 import (
 	"encoding/json"

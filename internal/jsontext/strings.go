@@ -1,6 +1,6 @@
-// Package jsonstring reads and writes JSON strings: decoded as encoding/json decodes them, and written as
-// JavaScript's JSON.stringify writes them.
-package jsonstring
+// Package jsontext reads JSON text in place: whether it is valid, where its strings and numbers end, and
+// strings decoded as encoding/json decodes them; and it writes strings as JavaScript's JSON.stringify does.
+package jsontext
 
 import (
 	"unicode/utf16"

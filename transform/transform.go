@@ -59,7 +59,8 @@
 // a single call (String.prototype.repeat, padStart, Array and typed array
 // constructors, join, JSON.stringify, replace with a string replacement and
 // others) are wrapped to refuse results over the limit or to run in steps that
-// the watchdog can stop. The call stack depth is bounded as well; endless
+// the watchdog can stop, and the body returned, with the request's body in it
+// as many times as it is, is held to the limit too. The call stack depth is bounded as well; endless
 // recursion fails with MEMORY.
 //
 // A built-in function cannot be interrupted while it runs (a sort of a large

@@ -28,9 +28,10 @@ var shapingBody, shapingInvalid = invoice.Body, invoice.Invalid
 // (shapedHeader, shapedPrefix) so that a run whose attempts were not transformed is void.
 const shapingTransform = `function transform(r) { r.headers["x-shaped"] = "1"; r.body = {data: r.body}; return r; }`
 
-// shapingScript is a transformation that reads the body, which takes the JavaScript engine: plain ones like
-// shapingTransform are run without it (docs/shaping.md). It arrives shaped as shapingTransform's do.
-const shapingScript = `function transform(r) { r.headers["x-shaped"] = "1"; r.headers["x-event"] = r.body.type; r.body = {data: r.body}; return r; }`
+// shapingScript is a transformation that calls a function, which takes the JavaScript engine: plain ones like
+// shapingTransform are run without it (docs/shaping.md). It reads the body, so the engine parses it and
+// serializes it again. It arrives shaped as shapingTransform's do.
+const shapingScript = `function transform(r) { r.headers["x-shaped"] = "1"; r.headers["x-event"] = r.body.type.toUpperCase(); r.body = {data: r.body}; return r; }`
 
 // shapedHeader and shapedPrefix are how an attempt shaped by shapingTransform arrives.
 const (
@@ -299,7 +300,7 @@ func (b *Runner) shapingDispatch(ctx context.Context) error {
 		name, source, how string
 	}{
 		{1, "transform", shapingTransform, "a plain transformation, run without the JavaScript engine"},
-		{2, "script", shapingScript, "a transformation that reads the body, run in the JavaScript engine"},
+		{2, "script", shapingScript, "a transformation that calls a function, run in the JavaScript engine"},
 	} {
 		side := what.side
 		with := &sides[side]

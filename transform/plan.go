@@ -5,7 +5,9 @@ import (
 	"github.com/adal-relay/adal/internal/jsontext"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/adal-relay/adal/webhook"
@@ -14,8 +16,8 @@ import (
 )
 
 // A plan runs a transform without the JavaScript engine. Most transformations are a few statements that
-// set or delete headers, set the method, path or query, and replace or wrap the body with literals and the
-// request's own fields, then return the request (or null). Such a source also compiles to a plan, which a
+// set or delete headers, set the method, path or query, and replace or wrap the body with literals, the
+// request's own fields and properties read from its body, then return the request (or null). Such a source also compiles to a plan, which a
 // run follows in Go to the result the engine would give: the same fields, the same header values in the
 // same order, the same body bytes. Anything the plan does not cover is left to the engine: at compile time
 // any other statement or expression, and at run time an input it cannot answer for as the engine would (a
@@ -49,13 +51,14 @@ const (
 	exprHeader                 // request.headers[key]
 	exprObject                 // an object literal
 	exprArray                  // an array literal
+	exprRead                   // a property of a value: elems[0].<keys...>
 )
 
 type expr struct {
 	kind  exprKind
 	text  string   // the JSON text, the string, the field or the header's key
-	keys  []string // the object's keys, in order
-	elems []*expr  // the object's values or the array's elements
+	keys  []string // the object's keys, in order; the path a read follows
+	elems []*expr  // the object's values or the array's elements; what a read starts from
 }
 
 // fields are the request's fields a plan reads and sets.
@@ -155,24 +158,31 @@ func (c planCompiler) field(e ast.Expression) (string, bool) {
 	return name, fields[name]
 }
 
-// header matches request.headers.name and request.headers["name"].
-func (c planCompiler) header(e ast.Expression) (string, bool) {
-	var left ast.Expression
-	var key string
+// member splits x.key and x["key"] into x and a plain key (plainKey).
+func member(e ast.Expression) (left ast.Expression, key string, ok bool) {
 	switch m := e.(type) {
 	case *ast.DotExpression:
 		left, key = m.Left, m.Identifier.Name.String()
 	case *ast.BracketExpression:
 		lit, ok := m.Member.(*ast.StringLiteral)
 		if !ok {
-			return "", false
+			return nil, "", false
 		}
 		left, key = m.Left, lit.Value.String()
 	default:
+		return nil, "", false
+	}
+	return left, key, plainKey(key)
+}
+
+// header matches request.headers.name and request.headers["name"].
+func (c planCompiler) header(e ast.Expression) (string, bool) {
+	left, key, ok := member(e)
+	if !ok {
 		return "", false
 	}
 	d, ok := left.(*ast.DotExpression)
-	if !ok || !c.isParam(d.Left) || d.Identifier.Name.String() != "headers" || !plainKey(key) {
+	if !ok || !c.isParam(d.Left) || d.Identifier.Name.String() != "headers" {
 		return "", false
 	}
 	return key, true
@@ -224,6 +234,7 @@ func (c planCompiler) expr(e ast.Expression) (*expr, bool) {
 		if key, ok := c.header(e); ok {
 			return &expr{kind: exprHeader, text: key}, true
 		}
+		return c.read(e)
 	case *ast.ObjectLiteral:
 		out := &expr{kind: exprObject}
 		seen := map[string]bool{}
@@ -265,6 +276,23 @@ func (c planCompiler) expr(e ast.Expression) (*expr, bool) {
 	return nil, false
 }
 
+// read matches a property read of request.body, or of a property of it: request.body.type,
+// request.body["data"].id. Keys are plain (plainKey): an array's items and length are left to the engine.
+func (c planCompiler) read(e ast.Expression) (*expr, bool) {
+	left, key, ok := member(e)
+	if !ok {
+		return nil, false
+	}
+	if name, ok := c.field(left); ok && name == "body" {
+		return &expr{kind: exprRead, keys: []string{key}, elems: []*expr{{kind: exprField, text: name}}}, true
+	}
+	inner, ok := c.read(left)
+	if !ok {
+		return nil, false
+	}
+	return &expr{kind: exprRead, keys: append(inner.keys[:len(inner.keys):len(inner.keys)], key), elems: inner.elems}, true
+}
+
 // number is an integer literal as JSON writes it; other numbers are left to the engine's formatting.
 func number(n *ast.NumberLiteral, negative bool) (*expr, bool) {
 	var f float64
@@ -292,17 +320,27 @@ type valueKind int
 
 const (
 	valString valueKind = iota // a string: text
-	valJSON                    // JSON text: text, or raw for the request's own body
+	valJSON                    // JSON text: a number, true, false or null
 	valObject
 	valArray
+	valBody // the request's JSON object body: body
 )
 
 type value struct {
 	kind  valueKind
 	text  string
-	raw   []byte
 	keys  []string
 	elems []value
+	body  *jsonBody
+}
+
+// jsonBody is the request's body when it is a JSON object. As in the engine, it keeps its bytes until a
+// run reads a property of it; from then on, wherever it is in the result, it is serialized again from its
+// parsed value.
+type jsonBody struct {
+	raw     []byte
+	parsed  value
+	touched bool
 }
 
 type planState struct {
@@ -321,7 +359,7 @@ func (p *plan) run(in Request, lim Limits) (out Request, cancel, ok bool) {
 		if t[0] != '{' {
 			return Request{}, false, false // the engine parses it up front and serializes it anew
 		}
-		st.body = value{kind: valJSON, raw: t}
+		st.body = value{kind: valBody, body: &jsonBody{raw: t}}
 	} else {
 		st.body = value{kind: valString, text: validUTF8(string(in.Body))}
 	}
@@ -404,6 +442,15 @@ func (st *planState) eval(e *expr) (value, bool) {
 		}
 		return value{}, false // undefined, or a property of Object.prototype
 	}
+	if e.kind == exprRead {
+		v, ok := st.eval(e.elems[0])
+		for _, k := range e.keys {
+			if v, ok = property(v, k, ok); !ok {
+				return value{}, false
+			}
+		}
+		return v, ok
+	}
 	v := value{kind: valObject, keys: e.keys}
 	if e.kind == exprArray {
 		v.kind = valArray
@@ -416,6 +463,33 @@ func (st *planState) eval(e *expr) (value, bool) {
 		}
 	}
 	return v, true
+}
+
+// property is v[k] where it is an own property of an object, parsing the request's body at its first
+// read. Anything else (undefined, a property of a string or an array, an inherited one) goes to the engine.
+func property(v value, k string, ok bool) (value, bool) {
+	if !ok {
+		return value{}, false
+	}
+	if v.kind == valBody {
+		b := v.body
+		if !b.touched {
+			if b.parsed, ok = parseBody(b.raw); !ok {
+				return value{}, false
+			}
+			b.touched = true
+		}
+		v = b.parsed
+	}
+	if v.kind != valObject {
+		return value{}, false
+	}
+	for i, key := range v.keys {
+		if key == k {
+			return v.elems[i], true
+		}
+	}
+	return value{}, false
 }
 
 func (st *planState) result(in Request, lim Limits) (Request, bool, bool) {
@@ -455,7 +529,12 @@ func jsonSize(v value) int64 {
 	case valString:
 		return 2 + 6*int64(len(v.text))
 	case valJSON:
-		return int64(len(v.text) + len(v.raw))
+		return int64(len(v.text))
+	case valBody:
+		if v.body.touched {
+			return jsonSize(v.body.parsed)
+		}
+		return int64(len(v.body.raw))
 	}
 	n := int64(2)
 	for i, el := range v.elems {
@@ -473,10 +552,12 @@ func appendJSON(b []byte, v value) []byte {
 	case valString:
 		return jsontext.AppendQuoted(b, v.text)
 	case valJSON:
-		if v.raw != nil {
-			return append(b, v.raw...)
-		}
 		return append(b, v.text...)
+	case valBody:
+		if v.body.touched {
+			return appendJSON(b, v.body.parsed)
+		}
+		return append(b, v.body.raw...)
 	}
 	open, close := byte('['), byte(']')
 	if v.kind == valObject {
@@ -494,4 +575,116 @@ func appendJSON(b []byte, v value) []byte {
 		b = appendJSON(b, el)
 	}
 	return append(b, close)
+}
+
+// parseBody is a JSON object body as the engine gives it back once it is read: parsed by JSON.parse and
+// written by JSON.stringify, strings decoded and quoted again, numbers as JavaScript writes them. ok false
+// leaves the run to the engine where the two could differ: a repeated key, a key that is empty, __proto__
+// or starts with a digit, a number JavaScript writes with an exponent, nesting deeper than maxParseDepth.
+func parseBody(raw []byte) (value, bool) {
+	p := treeParser{b: raw, i: jsontext.Space(raw, 0)}
+	return p.value(0)
+}
+
+type treeParser struct {
+	b   []byte
+	i   int
+	buf []byte
+}
+
+func (p *treeParser) value(depth int) (value, bool) {
+	if p.i >= len(p.b) || depth > maxParseDepth {
+		return value{}, false
+	}
+	switch c := p.b[p.i]; c {
+	case '{', '[':
+		v := value{kind: valObject}
+		closing := byte('}')
+		if c == '[' {
+			v.kind, closing = valArray, ']'
+		}
+		p.i = jsontext.Space(p.b, p.i+1)
+		if p.i < len(p.b) && p.b[p.i] == closing {
+			p.i++
+			return v, true
+		}
+		for {
+			if v.kind == valObject {
+				k, ok := p.str()
+				if !ok || k == "" || k == "__proto__" || k[0] >= '0' && k[0] <= '9' || slices.Contains(v.keys, k) {
+					return value{}, false
+				}
+				v.keys = append(v.keys, k)
+				p.i = jsontext.Space(p.b, jsontext.Space(p.b, p.i)+1) // past the colon
+			}
+			el, ok := p.value(depth + 1)
+			if !ok {
+				return value{}, false
+			}
+			v.elems = append(v.elems, el)
+			p.i = jsontext.Space(p.b, p.i)
+			if p.i >= len(p.b) {
+				return value{}, false
+			}
+			c := p.b[p.i]
+			p.i = jsontext.Space(p.b, p.i+1)
+			if c == closing {
+				return v, true
+			}
+		}
+	case '"':
+		s, ok := p.str()
+		return value{kind: valString, text: s}, ok
+	case 't':
+		p.i += len("true")
+		return value{kind: valJSON, text: "true"}, true
+	case 'f':
+		p.i += len("false")
+		return value{kind: valJSON, text: "false"}, true
+	case 'n':
+		p.i += len("null")
+		return value{kind: valJSON, text: "null"}, true
+	}
+	end, integer, ok := jsontext.NumberEnd(p.b, p.i)
+	if !ok {
+		return value{}, false
+	}
+	text := string(p.b[p.i:end])
+	p.i = end
+	if text, ok = jsNumber(text, integer); !ok {
+		return value{}, false
+	}
+	return value{kind: valJSON, text: text}, true
+}
+
+func (p *treeParser) str() (string, bool) {
+	end, ok := jsontext.StringEnd(p.b, p.i)
+	if !ok {
+		return "", false
+	}
+	p.buf = jsontext.AppendUnquoted(p.buf[:0], p.b[p.i+1:end-1])
+	p.i = end
+	return string(p.buf), true
+}
+
+// jsNumber is a JSON number as JavaScript writes it once read: an integer of up to 15 digits as it is, any
+// other number by its shortest decimal, which is JavaScript's own between 1e-6 and 1e21; ok false outside.
+func jsNumber(text string, integer bool) (string, bool) {
+	if integer && len(strings.TrimPrefix(text, "-")) <= 15 {
+		if text == "-0" {
+			return "0", true
+		}
+		return text, true
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		return "", false
+	}
+	if f == 0 {
+		return "0", true
+	}
+	if a := math.Abs(f); a < 1e-6 || a >= 1e21 {
+		return "", false
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64), true
 }

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/adal-relay/adal/internal/invoice"
+	"github.com/dop251/goja"
 )
 
 // planInputs are requests a plan either answers for exactly as the engine would or leaves to it.
@@ -33,6 +36,20 @@ func planInputs() []Request {
 		with(func(r *Request) { r.Header.Set("X-Bad", "a\x01b") }),
 		with(func(r *Request) { r.Method, r.Path, r.Query, r.Header = "GET", "/", "", nil }),
 		with(func(r *Request) { r.Path, r.Query = "/caf\xe9", "?x=1" }),
+		with(func(r *Request) {
+			r.Body = []byte(` {"type" : "t", "id": "x\/y", "n": [1.0, 2.50, 1e2, -0, 0.1, 1e-7, 123456789012345678, 1e21, -0.0],` +
+				` "s": "\u00e9\ud83d\ude00\ud800", "k\u00e9y": {"a": null, "b": [true, false, {}]}, "note": null} `)
+		}),
+		with(func(r *Request) {
+			r.Body = []byte(`{"type":"t","n":[1.0, 2.50, 1e2, -0, 0.1, 123456789012345678, -0.0, 9007199254740993, 1.7976931348623157e20,` +
+				` 3.14159, -12.5e-3, 1E+2, 0.30000000000000004], "s": "\u00e9\/\ud83d\ude00\ud800\u0001", "k\u00e9y": {"a": null, "b": [true, false, {}]}}`)
+		}),
+		with(func(r *Request) { r.Body = []byte(`{"type": "x", "type": "y"}`) }),
+		with(func(r *Request) { r.Body = []byte(`{"1": "a", "type": "b"}`) }),
+		with(func(r *Request) { r.Body = []byte(`{"type": "a", "big": 1e400}`) }),
+		with(func(r *Request) {
+			r.Body = []byte(`{"type": "a", "n": 0.000001, "m": 120000000000000000000, "e": 1E-2}`)
+		}),
 	}
 }
 
@@ -91,6 +108,16 @@ func TestPlanMatchesEngine(t *testing.T) {
 		`function transform(r) { r.method = "bad method"; return r; }`,
 		`function transform(r) { r.headers["x-missing-read"] = r.headers["x-none"]; return r; }`,
 		`function transform(r) { r.headers.toString = "own"; r.headers["x-n"] = 1; return r; }`,
+		`function transform(r) { r.headers["x-event"] = r.body.type; r.body = {data: r.body}; return r; }`,
+		`function transform(r) { r.body = {id: r.body.id, items: r.body.items, city: r.body.customer.address.city, n: r.body.n}; return r; }`,
+		`function transform(r) { r.headers.x = r.body["note"]; return r; }`,
+		`function transform(r) { r.body = r.body.n; return r; }`,
+		`function transform(r) { r.body = r.body.type; return r; }`,
+		`function transform(r) { r.body = {orig: r.body, lit: {b: "x"}}; r.headers.h = r.body.lit.b; return r; }`,
+		`function transform(r) { r.body = {a: r.body}; r.headers.h = r.body.a.type; return r; }`,
+		`function transform(r) { r.body = {s: r.body.s, x: r.body.missing}; return r; }`,
+		`function transform(r) { r.headers.x = r.body.items.length; return r; }`,
+		`function transform(r) { r.headers.t = r.body.type; delete r.body; return r; }`,
 	} {
 		p := compile(t, src)
 		if p.plan == nil {
@@ -140,6 +167,9 @@ func TestPlanMatchesEngineRandom(t *testing.T) {
 		case n < 5:
 			return "r." + []string{"method", "path", "query", "body", "body"}[rng.IntN(5)]
 		case n < 6:
+			if rng.IntN(2) == 0 {
+				return "r.body." + []string{"type", "id", "note", "n", "k0", "k0.type", "customer.address", "items"}[rng.IntN(8)]
+			}
 			return "r.headers[" + keys[rng.IntN(len(keys))] + "]"
 		case depth > 1:
 			return `"leaf"`
@@ -201,6 +231,10 @@ func TestPlanLeavesToEngine(t *testing.T) {
 		`function transform(r) { r.body = 1.5; return r; }`,
 		`function transform(r) { r.body = [1, , 2]; return r; }`,
 		`function transform(r) { r.body.x = 1; return r; }`,
+		`function transform(r) { r.headers.x = r.body.items[0]; return r; }`,
+		`function transform(r) { r.headers.x = r.body[r.path]; return r; }`,
+		`function transform(r) { r.headers.x = r.body["k\u00e9y"]; return r; }`,
+		`function transform(r) { r.headers.x = r.headers.a.b; return r; }`,
 		`function transform(r) { r.headers["__proto__"] = "x"; return r; }`,
 		`function transform(r) { r.headers["0"] = "x"; return r; }`,
 		`function transform(r) { r.headers = {}; return r; }`,
@@ -239,5 +273,50 @@ func TestRepeatedBodyHeldToMemoryLimit(t *testing.T) {
 	}
 	if out, _, err := p.Run(context.Background(), in, Limits{Memory: 16 << 20}); err != nil || len(out.Body) < 64*(64<<10) {
 		t.Fatalf("with room: %d bytes, %v", len(out.Body), err)
+	}
+}
+
+// Numbers in a body the plan reads are written as JavaScript writes them, or left to the engine.
+func TestJSNumberMatchesEngine(t *testing.T) {
+	vm := goja.New()
+	roundTrip, err := vm.RunString(`(function (text) { return JSON.stringify(JSON.parse(text)); })`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, _ := goja.AssertFunction(roundTrip)
+	rng := rand.New(rand.NewPCG(5, 6))
+	texts := []string{"0", "-0", "0.0", "-0.0", "1", "-1", "1.0", "2.50", "1e2", "1E+2", "1e-2", "0.1", "123456789012345",
+		"1234567890123456", "9007199254740993", "123456789012345678901", "1e21", "1e-6", "1e-7", "5e-324", "1.7976931348623157e308"}
+	for range 3000 {
+		f := math.Float64frombits(rng.Uint64())
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			continue
+		}
+		f = math.Ldexp(math.Abs(f), 0)
+		for _, g := range []string{strconv.FormatFloat(f, 'g', -1, 64), strconv.FormatFloat(f, 'e', 3, 64)} {
+			texts = append(texts, g)
+		}
+		scaled := rng.Float64() * math.Pow(10, float64(rng.IntN(30)-10))
+		texts = append(texts, strconv.FormatFloat(scaled, 'f', -1, 64), strconv.FormatFloat(-scaled, 'g', -1, 64),
+			strconv.FormatFloat(math.Round(scaled), 'f', -1, 64))
+	}
+	answered := 0
+	for _, text := range texts {
+		integer := !strings.ContainsAny(text, ".eE")
+		got, ok := jsNumber(text, integer)
+		if !ok {
+			continue
+		}
+		answered++
+		want, err := fn(goja.Undefined(), vm.ToValue(text))
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if got != want.String() {
+			t.Errorf("jsNumber(%s) = %s, JavaScript writes %s", text, got, want)
+		}
+	}
+	if answered < len(texts)/3 {
+		t.Errorf("jsNumber answered %d of %d", answered, len(texts))
 	}
 }

@@ -758,8 +758,11 @@ func BenchmarkRunPassThrough(b *testing.B) {
 func BenchmarkRunManyPrograms(b *testing.B) {
 	b.Run("plan", func(b *testing.B) { benchMany(b, passThrough) })
 	b.Run("engine", func(b *testing.B) { benchMany(b, passThrough, engineOnly) })
-	b.Run("reading", func(b *testing.B) {
+	b.Run("plan-reading", func(b *testing.B) {
 		benchMany(b, `function transform(r) { r.headers["x-event"] = r.body.type; r.body = {data: r.body}; return r; }`)
+	})
+	b.Run("engine-reading", func(b *testing.B) {
+		benchMany(b, `function transform(r) { r.headers["x-event"] = r.body.type.toUpperCase(); r.body = {data: r.body}; return r; }`)
 	})
 }
 

@@ -17,7 +17,8 @@ import (
 
 // A plan runs a transform without the JavaScript engine. Most transformations are a few statements that
 // set or delete headers, set the method, path or query, and replace or wrap the body with literals, the
-// request's own fields and properties read from its body, then return the request (or null). Such a source also compiles to a plan, which a
+// request's own fields, properties read from its body and strings joined from those, then return the
+// request (or null). Such a source also compiles to a plan, which a
 // run follows in Go to the result the engine would give: the same fields, the same header values in the
 // same order, the same body bytes. Anything the plan does not cover is left to the engine: at compile time
 // any other statement or expression, and at run time an input it cannot answer for as the engine would (a
@@ -45,13 +46,15 @@ type step struct {
 type exprKind int
 
 const (
-	exprJSON   exprKind = iota // a number, true, false or null, as its JSON text
-	exprString                 // a string literal
-	exprField                  // request.<field>
-	exprHeader                 // request.headers[key]
-	exprObject                 // an object literal
-	exprArray                  // an array literal
-	exprRead                   // a property of a value: elems[0].<keys...>
+	exprJSON     exprKind = iota // a number, true, false or null, as its JSON text
+	exprString                   // a string literal
+	exprField                    // request.<field>
+	exprHeader                   // request.headers[key]
+	exprObject                   // an object literal
+	exprArray                    // an array literal
+	exprRead                     // a property of a value: elems[0].<keys...>, an item where a key is an index
+	exprConcat                   // elems[0] + elems[1]
+	exprTemplate                 // a template literal: elems, strings between the expressions
 )
 
 type expr struct {
@@ -193,28 +196,27 @@ func (c planCompiler) isParam(e ast.Expression) bool {
 	return ok && id.Name.String() == c.param
 }
 
-// plainKey is a property name that an object keeps in the order it was set and that sets no prototype:
-// ASCII, not an array index, not __proto__.
-func plainKey(k string) bool {
-	if k == "" || k == "__proto__" || (k[0] >= '0' && k[0] <= '9') {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] >= utf8.RuneSelf {
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
 			return false
 		}
 	}
 	return true
 }
 
+// plainKey is a property name that an object keeps in the order it was set and that sets no prototype:
+// ASCII, not an array index, not __proto__.
+func plainKey(k string) bool {
+	return k != "" && k != "__proto__" && (k[0] < '0' || k[0] > '9') && ascii(k)
+}
+
 func (c planCompiler) expr(e ast.Expression) (*expr, bool) {
 	switch e := e.(type) {
 	case *ast.StringLiteral:
 		s := e.Value.String()
-		for i := 0; i < len(s); i++ {
-			if s[i] >= utf8.RuneSelf {
-				return nil, false
-			}
+		if !ascii(s) {
+			return nil, false
 		}
 		return &expr{kind: exprString, text: s}, true
 	case *ast.NumberLiteral:
@@ -235,6 +237,39 @@ func (c planCompiler) expr(e ast.Expression) (*expr, bool) {
 			return &expr{kind: exprHeader, text: key}, true
 		}
 		return c.read(e)
+	case *ast.BinaryExpression:
+		if e.Operator != token.PLUS {
+			return nil, false
+		}
+		l, ok := c.expr(e.Left)
+		if !ok {
+			return nil, false
+		}
+		r, ok := c.expr(e.Right)
+		if !ok {
+			return nil, false
+		}
+		return &expr{kind: exprConcat, elems: []*expr{l, r}}, true
+	case *ast.TemplateLiteral:
+		if e.Tag != nil || len(e.Elements) != len(e.Expressions)+1 {
+			return nil, false
+		}
+		out := &expr{kind: exprTemplate}
+		for i, el := range e.Elements {
+			text := el.Parsed.String()
+			if !el.Valid || !ascii(text) {
+				return nil, false
+			}
+			out.elems = append(out.elems, &expr{kind: exprString, text: text})
+			if i < len(e.Expressions) {
+				x, ok := c.expr(e.Expressions[i])
+				if !ok {
+					return nil, false
+				}
+				out.elems = append(out.elems, x)
+			}
+		}
+		return out, true
 	case *ast.ObjectLiteral:
 		out := &expr{kind: exprObject}
 		seen := map[string]bool{}
@@ -276,12 +311,14 @@ func (c planCompiler) expr(e ast.Expression) (*expr, bool) {
 	return nil, false
 }
 
-// read matches a property read of request.body, or of a property of it: request.body.type,
-// request.body["data"].id. Keys are plain (plainKey): an array's items and length are left to the engine.
+// read matches a property read of request.body, or of a property or item of it: request.body.type,
+// request.body["data"].items[0].id. Keys are plain (plainKey), so that one written in decimal is an index.
 func (c planCompiler) read(e ast.Expression) (*expr, bool) {
 	left, key, ok := member(e)
 	if !ok {
-		return nil, false
+		if left, key, ok = index(e); !ok {
+			return nil, false
+		}
 	}
 	if name, ok := c.field(left); ok && name == "body" {
 		return &expr{kind: exprRead, keys: []string{key}, elems: []*expr{{kind: exprField, text: name}}}, true
@@ -291,6 +328,23 @@ func (c planCompiler) read(e ast.Expression) (*expr, bool) {
 		return nil, false
 	}
 	return &expr{kind: exprRead, keys: append(inner.keys[:len(inner.keys):len(inner.keys)], key), elems: inner.elems}, true
+}
+
+// index splits x[n], n an integer literal from 0, into x and n in decimal.
+func index(e ast.Expression) (ast.Expression, string, bool) {
+	b, ok := e.(*ast.BracketExpression)
+	if !ok {
+		return nil, "", false
+	}
+	n, ok := b.Member.(*ast.NumberLiteral)
+	if !ok {
+		return nil, "", false
+	}
+	i, ok := n.Value.(int64)
+	if !ok || i < 0 || i > math.MaxInt32 {
+		return nil, "", false
+	}
+	return b.Left, strconv.FormatInt(i, 10), true
 }
 
 // number is an integer literal as JSON writes it; other numbers are left to the engine's formatting.
@@ -332,6 +386,9 @@ type value struct {
 	keys  []string
 	elems []value
 	body  *jsonBody
+	// size bounds the length of the value's JSON from above; a value that would go over the memory limit
+	// is left to the engine, before it is built.
+	size int64
 }
 
 // jsonBody is the request's body when it is a JSON object. As in the engine, it keeps its bytes until a
@@ -348,20 +405,30 @@ type planState struct {
 	headers             []header
 	body                value
 	bodyDeleted         bool
+	limit               int64 // the memory limit
+}
+
+func stringValue(s string) value {
+	return value{kind: valString, text: s, size: 2 + 6*int64(len(s))}
+}
+
+func jsonValue(text string) value {
+	return value{kind: valJSON, text: text, size: int64(len(text))}
 }
 
 // run follows the plan; ok false leaves the run to the engine.
 func (p *plan) run(in Request, lim Limits) (out Request, cancel, ok bool) {
 	st := planState{method: validUTF8(in.Method), path: validUTF8(in.Path), query: validUTF8(in.Query),
-		headers: joinHeaders(in.Header)}
+		headers: joinHeaders(in.Header), limit: lim.Memory}
 	if jsontext.Valid(in.Body) {
 		t := bytes.TrimSpace(in.Body)
 		if t[0] != '{' {
 			return Request{}, false, false // the engine parses it up front and serializes it anew
 		}
-		st.body = value{kind: valBody, body: &jsonBody{raw: t}}
+		// Serialized again once read, the body is at most six times as long: \u escapes.
+		st.body = value{kind: valBody, body: &jsonBody{raw: t}, size: 6 * int64(len(t))}
 	} else {
-		st.body = value{kind: valString, text: validUTF8(string(in.Body))}
+		st.body = stringValue(validUTF8(string(in.Body)))
 	}
 	for _, s := range p.steps {
 		if !st.apply(s) {
@@ -421,26 +488,28 @@ func (st *planState) apply(s step) bool {
 func (st *planState) eval(e *expr) (value, bool) {
 	switch e.kind {
 	case exprJSON:
-		return value{kind: valJSON, text: e.text}, true
+		return jsonValue(e.text), true
 	case exprString:
-		return value{kind: valString, text: e.text}, true
+		return stringValue(e.text), true
 	case exprField:
 		switch e.text {
 		case "method":
-			return value{kind: valString, text: st.method}, true
+			return stringValue(st.method), true
 		case "path":
-			return value{kind: valString, text: st.path}, true
+			return stringValue(st.path), true
 		case "query":
-			return value{kind: valString, text: st.query}, true
+			return stringValue(st.query), true
 		}
 		return st.body, !st.bodyDeleted
 	case exprHeader:
 		for _, h := range st.headers {
 			if h.key == e.text {
-				return value{kind: valString, text: h.value}, true
+				return stringValue(h.value), true
 			}
 		}
 		return value{}, false // undefined, or a property of Object.prototype
+	case exprConcat, exprTemplate:
+		return st.concat(e)
 	}
 	if e.kind == exprRead {
 		v, ok := st.eval(e.elems[0])
@@ -456,13 +525,45 @@ func (st *planState) eval(e *expr) (value, bool) {
 		v.kind = valArray
 	}
 	v.elems = make([]value, len(e.elems))
+	v.size = 2
 	for i, el := range e.elems {
 		var ok bool
 		if v.elems[i], ok = st.eval(el); !ok {
 			return value{}, false
 		}
+		v.size += 1 + v.elems[i].size
+		if v.kind == valObject {
+			v.size += 3 + 6*int64(len(v.keys[i]))
+		}
+		if v.size > st.limit {
+			return value{}, false
+		}
 	}
 	return v, true
+}
+
+// concat is a + b, where either is a string, or a template literal: the parts written as strings, as
+// JavaScript does for strings, numbers, booleans and null. An object is left to the engine, and so is a
+// string longer than an eighth of the memory limit, which the engine might run out of building.
+func (st *planState) concat(e *expr) (value, bool) {
+	parts := make([]value, len(e.elems))
+	for i, el := range e.elems {
+		var ok bool
+		if parts[i], ok = st.eval(el); !ok || parts[i].kind != valString && parts[i].kind != valJSON {
+			return value{}, false
+		}
+	}
+	if e.kind == exprConcat && parts[0].kind != valString && parts[1].kind != valString {
+		return value{}, false // an addition
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if int64(b.Len()+len(p.text)) > st.limit/8 {
+			return value{}, false
+		}
+		b.WriteString(p.text)
+	}
+	return stringValue(b.String()), true
 }
 
 // property is v[k] where it is an own property of an object, parsing the request's body at its first
@@ -480,6 +581,15 @@ func property(v value, k string, ok bool) (value, bool) {
 			b.touched = true
 		}
 		v = b.parsed
+	}
+	if v.kind == valArray {
+		if k == "length" {
+			return jsonValue(strconv.Itoa(len(v.elems))), true
+		}
+		if i, err := strconv.Atoi(k); err == nil && i < len(v.elems) {
+			return v.elems[i], true
+		}
+		return value{}, false
 	}
 	if v.kind != valObject {
 		return value{}, false
@@ -515,35 +625,12 @@ func (st *planState) result(in Request, lim Limits) (Request, bool, bool) {
 		out.Body = []byte(st.body.text)
 		return out, false, true
 	}
-	if jsonSize(st.body) > lim.Memory {
-		return Request{}, false, false // the engine fails the run with MEMORY
+	if st.body.size > lim.Memory {
+		return Request{}, false, false // the engine may fail the run with MEMORY
 	}
 	out.Body = appendJSON(nil, st.body)
 	defaultContentType(out.Header)
 	return out, false, true
-}
-
-// jsonSize bounds the length of v's JSON from above.
-func jsonSize(v value) int64 {
-	switch v.kind {
-	case valString:
-		return 2 + 6*int64(len(v.text))
-	case valJSON:
-		return int64(len(v.text))
-	case valBody:
-		if v.body.touched {
-			return jsonSize(v.body.parsed)
-		}
-		return int64(len(v.body.raw))
-	}
-	n := int64(2)
-	for i, el := range v.elems {
-		n += 1 + jsonSize(el)
-		if v.kind == valObject {
-			n += 3 + 6*int64(len(v.keys[i]))
-		}
-	}
-	return n
 }
 
 // appendJSON writes v as JSON.stringify does.
@@ -598,7 +685,7 @@ func (p *treeParser) value(depth int) (value, bool) {
 	}
 	switch c := p.b[p.i]; c {
 	case '{', '[':
-		v := value{kind: valObject}
+		v := value{kind: valObject, size: 2}
 		closing := byte('}')
 		if c == '[' {
 			v.kind, closing = valArray, ']'
@@ -622,6 +709,10 @@ func (p *treeParser) value(depth int) (value, bool) {
 				return value{}, false
 			}
 			v.elems = append(v.elems, el)
+			v.size += 1 + el.size
+			if v.kind == valObject {
+				v.size += 3 + 6*int64(len(v.keys[len(v.keys)-1]))
+			}
 			p.i = jsontext.Space(p.b, p.i)
 			if p.i >= len(p.b) {
 				return value{}, false
@@ -634,16 +725,16 @@ func (p *treeParser) value(depth int) (value, bool) {
 		}
 	case '"':
 		s, ok := p.str()
-		return value{kind: valString, text: s}, ok
+		return stringValue(s), ok
 	case 't':
 		p.i += len("true")
-		return value{kind: valJSON, text: "true"}, true
+		return jsonValue("true"), true
 	case 'f':
 		p.i += len("false")
-		return value{kind: valJSON, text: "false"}, true
+		return jsonValue("false"), true
 	case 'n':
 		p.i += len("null")
-		return value{kind: valJSON, text: "null"}, true
+		return jsonValue("null"), true
 	}
 	end, integer, ok := jsontext.NumberEnd(p.b, p.i)
 	if !ok {
@@ -654,7 +745,7 @@ func (p *treeParser) value(depth int) (value, bool) {
 	if text, ok = jsNumber(text, integer); !ok {
 		return value{}, false
 	}
-	return value{kind: valJSON, text: text}, true
+	return jsonValue(text), true
 }
 
 func (p *treeParser) str() (string, bool) {

@@ -44,6 +44,10 @@ func planInputs() []Request {
 			r.Body = []byte(`{"type":"t","n":[1.0, 2.50, 1e2, -0, 0.1, 123456789012345678, -0.0, 9007199254740993, 1.7976931348623157e20,` +
 				` 3.14159, -12.5e-3, 1E+2, 0.30000000000000004], "s": "\u00e9\/\ud83d\ude00\ud800\u0001", "k\u00e9y": {"a": null, "b": [true, false, {}]}}`)
 		}),
+		with(func(r *Request) {
+			r.Body = []byte(`{"type": "order.paid", "id": 7, "n": 2.5, "note": null, "paid": true, "k0": {"type": "inner"},` +
+				` "items": [{"sku": "A", "qty": 2}, "x", 3], "customer": {"address": {"city": "Berlin"}}}`)
+		}),
 		with(func(r *Request) { r.Body = []byte(`{"type": "x", "type": "y"}`) }),
 		with(func(r *Request) { r.Body = []byte(`{"1": "a", "type": "b"}`) }),
 		with(func(r *Request) { r.Body = []byte(`{"type": "a", "big": 1e400}`) }),
@@ -118,6 +122,17 @@ func TestPlanMatchesEngine(t *testing.T) {
 		`function transform(r) { r.body = {s: r.body.s, x: r.body.missing}; return r; }`,
 		`function transform(r) { r.headers.x = r.body.items.length; return r; }`,
 		`function transform(r) { r.headers.t = r.body.type; delete r.body; return r; }`,
+		"function transform(r) { r.body = `t${r.path}`; return r; }",
+		"function transform(r) { r.headers.authorization = `Bearer ${r.headers[\"x-multi\"]}`; r.path = \"/v2\" + r.path; return r; }",
+		"function transform(r) { r.headers.x = `${r.body.type}:${r.body.id}:${r.body.n}:${r.body.note}:${r.body.paid}:${1}${-0}`; return r; }",
+		`function transform(r) { r.headers.x = r.body.items[0]; r.headers.y = "n=" + r.body.items.length; return r; }`,
+		`function transform(r) { r.headers.x = "" + r.body.items[0].qty + r.body.items[0].sku; return r; }`,
+		`function transform(r) { r.headers.x = 1 + 2 + "3"; return r; }`,
+		`function transform(r) { r.headers.x = "1" + 2 + 3; r.headers.y = r.body.id + "-" + r.body.n; return r; }`,
+		`function transform(r) { r.body = {first: r.body.lines[0], count: r.body.lines.length, sku: r.body.lines[1].sku + "!"}; return r; }`,
+		"function transform(r) { r.body = `${r.body}`; return r; }",
+		"function transform(r) { r.headers.x = `${r.body.customer}`; return r; }",
+		`function transform(r) { r.query = r.query + "&b=" + r.body.n; return r; }`,
 	} {
 		p := compile(t, src)
 		if p.plan == nil {
@@ -167,8 +182,14 @@ func TestPlanMatchesEngineRandom(t *testing.T) {
 		case n < 5:
 			return "r." + []string{"method", "path", "query", "body", "body"}[rng.IntN(5)]
 		case n < 6:
-			if rng.IntN(2) == 0 {
-				return "r.body." + []string{"type", "id", "note", "n", "k0", "k0.type", "customer.address", "items"}[rng.IntN(8)]
+			switch rng.IntN(4) {
+			case 0:
+				return "r.body." + []string{"type", "id", "note", "n", "k0", "k0.type", "customer.address", "items", "items[0]",
+					"items.length", "lines[1].quantity", "n[0]"}[rng.IntN(12)]
+			case 1:
+				return value(depth+1) + " + " + value(depth+1)
+			case 2:
+				return "`a${" + value(depth+1) + "}b${" + value(depth+1) + "}`"
 			}
 			return "r.headers[" + keys[rng.IntN(len(keys))] + "]"
 		case depth > 1:
@@ -226,12 +247,15 @@ func TestPlanLeavesToEngine(t *testing.T) {
 		`function transform(r) { r.body = {["a"]: 1}; return r; }`,
 		`function transform(r) { r.body = {...r.body}; return r; }`,
 		`function transform(r) { r.body = {r}; return r; }`,
-		"function transform(r) { r.body = `t${r.path}`; return r; }",
+		"function transform(r) { r.body = String.raw`t${r.path}`; return r; }",
+		`function transform(r) { r.body = r.body.n - 1; return r; }`,
+		`function transform(r) { r.headers.x = r.body.items[-1]; return r; }`,
+		`function transform(r) { r.headers.x = r.body.items[1.5]; return r; }`,
+		"function transform(r) { r.body = `caf\u00e9 ${r.path}`; return r; }",
 		`function transform(r) { r.body = "caf\u00e9"; return r; }`,
 		`function transform(r) { r.body = 1.5; return r; }`,
 		`function transform(r) { r.body = [1, , 2]; return r; }`,
 		`function transform(r) { r.body.x = 1; return r; }`,
-		`function transform(r) { r.headers.x = r.body.items[0]; return r; }`,
 		`function transform(r) { r.headers.x = r.body[r.path]; return r; }`,
 		`function transform(r) { r.headers.x = r.body["k\u00e9y"]; return r; }`,
 		`function transform(r) { r.headers.x = r.headers.a.b; return r; }`,
@@ -318,5 +342,23 @@ func TestJSNumberMatchesEngine(t *testing.T) {
 	}
 	if answered < len(texts)/3 {
 		t.Errorf("jsNumber answered %d of %d", answered, len(texts))
+	}
+}
+
+// A plan leaves a result that would outgrow the memory limit to the engine before building it, however
+// fast the source makes it grow.
+func TestPlanBoundsGrowth(t *testing.T) {
+	for _, stmt := range []string{"r.body = [r.body, r.body];", "r.query = r.query + r.query;", "r.path = `${r.path}${r.path}`;"} {
+		src := "function transform(r) { " + strings.Repeat(stmt, 60) + " return r; }"
+		p := compile(t, src)
+		if p.plan == nil {
+			t.Fatalf("no plan for %s", stmt)
+		}
+		if _, _, ok := p.plan.run(sample(), Limits{}.withDefaults()); ok {
+			t.Errorf("%s: the plan answered", stmt)
+		}
+		if _, _, err := p.Run(context.Background(), sample(), Limits{}); err == nil {
+			t.Errorf("%s: the run succeeded", stmt)
+		}
 	}
 }

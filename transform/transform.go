@@ -83,8 +83,9 @@
 //
 // A source that only sets or deletes the request's headers, sets its method, path or query, and sets or
 // deletes its body — with string, integer, boolean and null literals, object and array literals, the
-// request's own fields and properties read from its body — and then returns the request or null is also
-// compiled to a plan, which Run follows without a runtime. Its result is the engine's, byte for byte; an input for which it could differ goes to
+// request's own fields, properties and items read from its body, and strings joined with + or a template
+// literal — and then returns the request or null is also compiled to a plan, which Run follows without a
+// runtime. Its result is the engine's, byte for byte; an input for which it could differ goes to
 // the engine.
 //
 // # Lazy bodies

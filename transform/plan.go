@@ -5,7 +5,6 @@ import (
 	"github.com/adal-relay/adal/internal/jsontext"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -408,6 +407,31 @@ type planState struct {
 	limit               int64 // the memory limit
 }
 
+// add appends an item to an array, or a property to an object (key), keeping the size bound.
+func (v *value) add(key string, item value) {
+	if v.kind == valObject {
+		v.keys = append(v.keys, key)
+	}
+	v.elems = append(v.elems, item)
+	v.size += v.memberSize(key, item)
+}
+
+// memberSize bounds what an item, or a property and its key, adds to the length of v's JSON.
+func (v *value) memberSize(key string, item value) int64 {
+	if v.kind == valObject {
+		return 4 + 6*int64(len(key)) + item.size
+	}
+	return 1 + item.size
+}
+
+// written is a number, a boolean or null as JSON and String write it: JSON.parse keeps -0, both write 0.
+func (v value) written() string {
+	if v.text == "-0" {
+		return "0"
+	}
+	return v.text
+}
+
 func stringValue(s string) value {
 	return value{kind: valString, text: s, size: 2 + 6*int64(len(s))}
 }
@@ -520,22 +544,20 @@ func (st *planState) eval(e *expr) (value, bool) {
 		}
 		return v, ok
 	}
-	v := value{kind: valObject, keys: e.keys}
+	v := value{kind: valObject, elems: make([]value, 0, len(e.elems)), size: 2}
 	if e.kind == exprArray {
 		v.kind = valArray
 	}
-	v.elems = make([]value, len(e.elems))
-	v.size = 2
 	for i, el := range e.elems {
-		var ok bool
-		if v.elems[i], ok = st.eval(el); !ok {
+		item, ok := st.eval(el)
+		if !ok {
 			return value{}, false
 		}
-		v.size += 1 + v.elems[i].size
+		key := ""
 		if v.kind == valObject {
-			v.size += 3 + 6*int64(len(v.keys[i]))
+			key = e.keys[i]
 		}
-		if v.size > st.limit {
+		if v.add(key, item); v.size > st.limit {
 			return value{}, false
 		}
 	}
@@ -558,10 +580,14 @@ func (st *planState) concat(e *expr) (value, bool) {
 	}
 	var b strings.Builder
 	for _, p := range parts {
-		if int64(b.Len()+len(p.text)) > st.limit/8 {
+		text := p.text
+		if p.kind == valJSON {
+			text = p.written()
+		}
+		if int64(b.Len()+len(text)) > st.limit/8 {
 			return value{}, false
 		}
-		b.WriteString(p.text)
+		b.WriteString(text)
 	}
 	return stringValue(b.String()), true
 }
@@ -575,7 +601,7 @@ func property(v value, k string, ok bool) (value, bool) {
 	if v.kind == valBody {
 		b := v.body
 		if !b.touched {
-			if b.parsed, ok = parseBody(b.raw); !ok {
+			if b.parsed, ok = parseValue(b.raw); !ok {
 				return value{}, false
 			}
 			b.touched = true
@@ -639,7 +665,7 @@ func appendJSON(b []byte, v value) []byte {
 	case valString:
 		return jsontext.AppendQuoted(b, v.text)
 	case valJSON:
-		return append(b, v.text...)
+		return append(b, v.written()...)
 	case valBody:
 		if v.body.touched {
 			return appendJSON(b, v.body.parsed)
@@ -662,120 +688,4 @@ func appendJSON(b []byte, v value) []byte {
 		b = appendJSON(b, el)
 	}
 	return append(b, close)
-}
-
-// parseBody is a JSON object body as the engine gives it back once it is read: parsed by JSON.parse and
-// written by JSON.stringify, strings decoded and quoted again, numbers as JavaScript writes them. ok false
-// leaves the run to the engine where the two could differ: a repeated key, a key that is empty, __proto__
-// or starts with a digit, a number JavaScript writes with an exponent, nesting deeper than maxParseDepth.
-func parseBody(raw []byte) (value, bool) {
-	p := treeParser{b: raw, i: jsontext.Space(raw, 0)}
-	return p.value(0)
-}
-
-type treeParser struct {
-	b   []byte
-	i   int
-	buf []byte
-}
-
-func (p *treeParser) value(depth int) (value, bool) {
-	if p.i >= len(p.b) || depth > maxParseDepth {
-		return value{}, false
-	}
-	switch c := p.b[p.i]; c {
-	case '{', '[':
-		v := value{kind: valObject, size: 2}
-		closing := byte('}')
-		if c == '[' {
-			v.kind, closing = valArray, ']'
-		}
-		p.i = jsontext.Space(p.b, p.i+1)
-		if p.i < len(p.b) && p.b[p.i] == closing {
-			p.i++
-			return v, true
-		}
-		for {
-			if v.kind == valObject {
-				k, ok := p.str()
-				if !ok || k == "" || k == "__proto__" || k[0] >= '0' && k[0] <= '9' || slices.Contains(v.keys, k) {
-					return value{}, false
-				}
-				v.keys = append(v.keys, k)
-				p.i = jsontext.Space(p.b, jsontext.Space(p.b, p.i)+1) // past the colon
-			}
-			el, ok := p.value(depth + 1)
-			if !ok {
-				return value{}, false
-			}
-			v.elems = append(v.elems, el)
-			v.size += 1 + el.size
-			if v.kind == valObject {
-				v.size += 3 + 6*int64(len(v.keys[len(v.keys)-1]))
-			}
-			p.i = jsontext.Space(p.b, p.i)
-			if p.i >= len(p.b) {
-				return value{}, false
-			}
-			c := p.b[p.i]
-			p.i = jsontext.Space(p.b, p.i+1)
-			if c == closing {
-				return v, true
-			}
-		}
-	case '"':
-		s, ok := p.str()
-		return stringValue(s), ok
-	case 't':
-		p.i += len("true")
-		return jsonValue("true"), true
-	case 'f':
-		p.i += len("false")
-		return jsonValue("false"), true
-	case 'n':
-		p.i += len("null")
-		return jsonValue("null"), true
-	}
-	end, integer, ok := jsontext.NumberEnd(p.b, p.i)
-	if !ok {
-		return value{}, false
-	}
-	text := string(p.b[p.i:end])
-	p.i = end
-	if text, ok = jsNumber(text, integer); !ok {
-		return value{}, false
-	}
-	return jsonValue(text), true
-}
-
-func (p *treeParser) str() (string, bool) {
-	end, ok := jsontext.StringEnd(p.b, p.i)
-	if !ok {
-		return "", false
-	}
-	p.buf = jsontext.AppendUnquoted(p.buf[:0], p.b[p.i+1:end-1])
-	p.i = end
-	return string(p.buf), true
-}
-
-// jsNumber is a JSON number as JavaScript writes it once read: an integer of up to 15 digits as it is, any
-// other number by its shortest decimal, which is JavaScript's own between 1e-6 and 1e21; ok false outside.
-func jsNumber(text string, integer bool) (string, bool) {
-	if integer && len(strings.TrimPrefix(text, "-")) <= 15 {
-		if text == "-0" {
-			return "0", true
-		}
-		return text, true
-	}
-	f, err := strconv.ParseFloat(text, 64)
-	if err != nil {
-		return "", false
-	}
-	if f == 0 {
-		return "0", true
-	}
-	if a := math.Abs(f); a < 1e-6 || a >= 1e21 {
-		return "", false
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64), true
 }

@@ -336,7 +336,7 @@ func TestJSNumberMatchesEngine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", text, err)
 		}
-		if got != want.String() {
+		if got = jsonValue(got).written(); got != want.String() {
 			t.Errorf("jsNumber(%s) = %s, JavaScript writes %s", text, got, want)
 		}
 	}

@@ -24,19 +24,9 @@ function transform(r) { r.body = d(r.body) + ' ' + JSON.stringify(r.body); retur
 // describeBody runs describeSource on body, parsing it up front, by parseJSON or by JSON.parse alone.
 func describeBody(t *testing.T, body []byte, fast bool) string {
 	t.Helper()
-	w, err := newWorker(Limits{}.withDefaults())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	p := compile(t, describeSource)
-	w.s.lazy = false
-	if !fast {
-		w.s.noParse = true
-	}
 	in := sample()
 	in.Body = body
-	res := w.s.run(p.prg, in)
+	res, _ := runOnSandbox(t, describeSource, in, func(s *sandbox) { s.lazy, s.noParse = false, !fast })
 	if res.err != nil {
 		t.Fatalf("%s: %v", body, res.err)
 	}
